@@ -1,0 +1,3 @@
+module github.com/eimhq/eim
+
+go 1.26.8

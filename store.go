@@ -1,0 +1,125 @@
+package eim
+
+import (
+	"context"
+	"iter"
+)
+
+// Store is the persistence port: the only place state lives. Implementations
+// (sqlstore: SQLite and PostgreSQL) pass one conformance suite.
+//
+// Every write runs in a transaction together with the change events it
+// causes, so the feed never shows a change that did not commit and never
+// misses one that did.
+type Store interface {
+	// View runs fn in a read-only transaction. A non-empty project scopes
+	// every statement of the transaction to that project (tenant isolation is
+	// enforced by the store, not by callers); "" sees all projects and is for
+	// managers and administration only.
+	View(ctx context.Context, project string, fn func(Tx) error) error
+	// Update runs fn in a read-write transaction, scoped as for View. The
+	// transaction commits when fn returns nil and rolls back otherwise.
+	Update(ctx context.Context, project string, fn func(Tx) error) error
+
+	CreateProject(ctx context.Context, p *Project) error
+	FindProject(ctx context.Context, name string) (*Project, error)
+	ListProjects(ctx context.Context) ([]*Project, error)
+	// DeleteProject removes the project and every resource in it, recording
+	// a delete event for each. Callers decide whether a non-empty project may
+	// go (see inventory).
+	DeleteProject(ctx context.Context, name string) error
+
+	// Events returns up to limit events with Revision > after, oldest first,
+	// of the given kinds (all kinds when none are given).
+	Events(ctx context.Context, after int64, limit int, kinds ...Kind) ([]Event, error)
+	// Watch yields every event with Revision > after, in order, waiting for
+	// new ones until ctx is done; then it yields ctx's error once and stops.
+	// A consumer that records the last revision it handled and passes it
+	// back after a restart misses nothing. Other errors are yielded and end
+	// the iteration.
+	Watch(ctx context.Context, after int64, kinds ...Kind) iter.Seq2[Event, error]
+	// Revision returns the newest committed revision.
+	Revision(ctx context.Context) (int64, error)
+
+	Close() error
+}
+
+// Tx is a transaction of a Store. Its methods take and return the resource
+// types of this package (pointers, e.g. *Host), keyed by Kind.
+type Tx interface {
+	// Get returns the resource of kind k with the id, or ENOTFOUND.
+	Get(ctx context.Context, k Kind, id string) (Resource, error)
+	// GetMany returns the resources of kind k with the ids that exist, in
+	// any order; it is how lists load related resources without N+1 queries.
+	GetMany(ctx context.Context, k Kind, ids []string) ([]Resource, error)
+	// List returns one page of resources of kind k matching q, and the
+	// number matching q regardless of paging.
+	List(ctx context.Context, k Kind, q Query) (items []Resource, total int, err error)
+	// Count returns how many resources of kind k match q (paging ignored).
+	Count(ctx context.Context, k Kind, q Query) (int, error)
+
+	// Create stores a new resource. When its ResourceID is empty a fresh ID is
+	// generated (retrying on the rare collision); the transaction's project
+	// and the timestamps are set by the store. A uniqueness violation is
+	// ECONFLICT naming the field.
+	Create(ctx context.Context, r Resource) error
+	// Update replaces every stored field of an existing resource and bumps
+	// UpdatedAt; ENOTFOUND when it does not exist.
+	Update(ctx context.Context, r Resource) error
+	// Delete removes a resource; ENOTFOUND when it does not exist.
+	Delete(ctx context.Context, k Kind, id string) error
+}
+
+// Query selects resources of one kind.
+type Query struct {
+	// Filter is an AIP-160 expression over the kind's fields (see the
+	// filter package); "" matches everything.
+	Filter string
+	// OrderBy is an AIP-132 list ("name desc, resourceId"); "" orders by
+	// resource ID.
+	OrderBy string
+	// Where are exact-match conditions ANDed with Filter, for programmatic
+	// use (e.g. the sites of a region).
+	Where []Cond
+	// Limit is the page size; 0 means no limit. Offset skips that many.
+	Limit, Offset int
+}
+
+// Cond is an exact-match condition on a stored top-level field. Field is the
+// JSON name; a Value of "" or nil matches an empty/absent value, and a
+// []string matches any of its elements.
+type Cond struct {
+	Field string
+	Value any
+}
+
+// Op is what happened to a resource.
+type Op string
+
+const (
+	OpCreated Op = "CREATED"
+	OpUpdated Op = "UPDATED"
+	OpDeleted Op = "DELETED"
+)
+
+// Event is one entry of the change feed. It names the resource; consumers
+// read its current state (level-based), so events carry no payload.
+type Event struct {
+	Revision int64  `json:"revision"`
+	Project  string `json:"project"`
+	Kind     Kind   `json:"kind"`
+	ID       string `json:"resourceId"`
+	Op       Op     `json:"op"`
+	Time     Time   `json:"time"`
+}
+
+// Project is a tenant. Its Name appears in API paths; its ID (a UUID) is what
+// role names carry ("<id>_im-rw"), as in the original's Keycloak realm.
+type Project struct {
+	Name      string `json:"name"`
+	ID        string `json:"id"`
+	CreatedAt Time   `json:"createdAt"`
+}
+
+// DefaultProject is created on first start.
+const DefaultProject = "default"
