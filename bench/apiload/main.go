@@ -1,0 +1,248 @@
+// Command apiload measures the northbound API of a running eim server: host
+// creates per second with N concurrent clients, then latency percentiles of a
+// filtered list (pageSize 100) and of get-by-id against the stored fleet.
+//
+// It sends traffic only to the server it is given (use a loopback address).
+//
+//	apiload --server http://127.0.0.1:8080 --token-file eim-data/admin.token --hosts 100000 --clients 32
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "apiload:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	server, token, project string
+	hosts, clients         int
+	samples                int
+	filter                 string
+	skipCreate             bool
+}
+
+func run() error {
+	var c config
+	var tokenFile string
+	flag.StringVar(&c.server, "server", "http://127.0.0.1:8080", "base URL of the eim server (loopback only)")
+	flag.StringVar(&tokenFile, "token-file", "eim-data/admin.token", "file holding a bearer token with write access")
+	flag.StringVar(&c.project, "project", "default", "project to create hosts in")
+	flag.IntVar(&c.hosts, "hosts", 100000, "hosts to create")
+	flag.IntVar(&c.clients, "clients", 32, "concurrent clients")
+	flag.IntVar(&c.samples, "samples", 2000, "requests per latency measurement")
+	flag.StringVar(&c.filter, "filter", `desiredState=HOST_STATE_ONBOARDED AND name="bench-1*"`, "filter for the list measurement")
+	flag.BoolVar(&c.skipCreate, "skip-create", false, "measure reads only, against hosts already there")
+	flag.Parse()
+
+	u, err := url.Parse(c.server)
+	if err != nil {
+		return fmt.Errorf("--server: %w", err)
+	}
+	if h := u.Hostname(); h != "localhost" && !strings.HasPrefix(h, "127.") && h != "::1" {
+		return fmt.Errorf("--server %s: only loopback targets are allowed", c.server)
+	}
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return err
+	}
+	c.token = strings.TrimSpace(string(tok))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.clients * 2, MaxConnsPerHost: c.clients * 2}, Timeout: 30 * time.Second}
+	l := &loader{c: c, http: cl}
+
+	var ids []string
+	if !c.skipCreate {
+		ids, err = l.create(ctx)
+		if err != nil {
+			return err
+		}
+	} else if ids, err = l.someIDs(ctx); err != nil {
+		return err
+	}
+	if err := l.measure(ctx, "list filtered, pageSize 100", func(i int) error {
+		q := url.Values{"filter": {c.filter}, "pageSize": {"100"}, "offset": {fmt.Sprint((i % 10) * 100)}}
+		return l.do(ctx, "GET", "/compute/hosts?"+q.Encode(), nil, nil)
+	}); err != nil {
+		return err
+	}
+	if err := l.measure(ctx, "list unfiltered, pageSize 100", func(i int) error {
+		q := url.Values{"pageSize": {"100"}, "offset": {fmt.Sprint((i % 100) * 100)}}
+		return l.do(ctx, "GET", "/compute/hosts?"+q.Encode(), nil, nil)
+	}); err != nil {
+		return err
+	}
+	return l.measure(ctx, "get by id", func(i int) error {
+		return l.do(ctx, "GET", "/compute/hosts/"+ids[(i*7919)%len(ids)], nil, nil)
+	})
+}
+
+type loader struct {
+	c    config
+	http *http.Client
+}
+
+func (l *loader) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, l.c.server+"/v1/projects/"+l.c.project+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+l.c.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := l.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func uuid() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+func (l *loader) create(ctx context.Context) ([]string, error) {
+	ids := make([]string, l.c.hosts)
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, l.c.clients)
+	start := time.Now()
+	lat := make([][]time.Duration, l.c.clients)
+	for w := range l.c.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= l.c.hosts || ctx.Err() != nil {
+					return
+				}
+				var out struct {
+					ResourceID string `json:"resourceId"`
+				}
+				t0 := time.Now()
+				err := l.do(ctx, "POST", "/compute/hosts", map[string]any{"name": fmt.Sprintf("bench-%d", i), "uuid": uuid()}, &out)
+				if err != nil {
+					errc <- err
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+				ids[i] = out.ResourceID
+				if n := done.Add(1); n%10000 == 0 {
+					fmt.Fprintf(os.Stderr, "  %d hosts, %.0f/s\n", n, float64(n)/time.Since(start).Seconds())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	el := time.Since(start)
+	fmt.Printf("create %d hosts, %d clients: %.1f s, %.0f creates/s, latency %s\n",
+		l.c.hosts, l.c.clients, el.Seconds(), float64(l.c.hosts)/el.Seconds(), pct(slices.Concat(lat...)))
+	return ids, nil
+}
+
+func (l *loader) someIDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	for off := 0; off < 10000; off += 100 {
+		var out struct {
+			Hosts []struct {
+				ResourceID string `json:"resourceId"`
+			} `json:"hosts"`
+		}
+		if err := l.do(ctx, "GET", fmt.Sprintf("/compute/hosts?pageSize=100&offset=%d", off), nil, &out); err != nil {
+			return nil, err
+		}
+		for _, h := range out.Hosts {
+			ids = append(ids, h.ResourceID)
+		}
+		if len(out.Hosts) < 100 {
+			break
+		}
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("no hosts stored; run without --skip-create")
+	}
+	return ids, nil
+}
+
+// measure runs f samples times from one client (latency, not throughput) and
+// prints percentiles.
+func (l *loader) measure(ctx context.Context, name string, f func(i int) error) error {
+	for i := range 50 { // warm-up
+		if err := f(i); err != nil {
+			return err
+		}
+	}
+	lat := make([]time.Duration, 0, l.c.samples)
+	for i := range l.c.samples {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t0 := time.Now()
+		if err := f(i); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	fmt.Printf("%s: %s\n", name, pct(lat))
+	return nil
+}
+
+func pct(d []time.Duration) string {
+	if len(d) == 0 {
+		return "no samples"
+	}
+	slices.Sort(d)
+	p := func(q float64) time.Duration {
+		return d[min(len(d)-1, int(q*float64(len(d))))].Round(10 * time.Microsecond)
+	}
+	return fmt.Sprintf("p50 %s p95 %s p99 %s max %s (n=%d)", p(0.50), p(0.95), p(0.99), d[len(d)-1].Round(10*time.Microsecond), len(d))
+}
