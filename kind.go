@@ -1,5 +1,7 @@
 package eim
 
+import "encoding/json"
+
 // Kind names a resource type. Its value is the prefix of the type's IDs.
 type Kind string
 
@@ -74,4 +76,13 @@ func (m Metadata) Inherit(parent Metadata) Metadata {
 		}
 	}
 	return append(out, m...)
+}
+
+// MarshalJSON renders an absent list as [] rather than null: the API declares
+// metadata an array, and clients iterate it without a nil check.
+func (m Metadata) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal([]MetadataItem(m))
 }

@@ -43,3 +43,12 @@ func TestMetadataInherit(t *testing.T) {
 		}
 	}
 }
+
+func TestMetadataNilIsEmptyArray(t *testing.T) {
+	b, err := json.Marshal(struct {
+		M eim.Metadata `json:"m"`
+	}{})
+	if err != nil || string(b) != `{"m":[]}` {
+		t.Errorf("got %s %v, want {\"m\":[]}", b, err)
+	}
+}

@@ -1,0 +1,245 @@
+package spec
+
+import "github.com/eimhq/eim"
+
+// sharedSchemas are the component schemas that are not a resource kind:
+// value types, envelopes and the bodies of the special operations.
+func sharedSchemas(into *obj) {
+	into.set("MetadataItem", o(
+		"type", "object",
+		"description", "A label. Keys are unique within one list.",
+		"properties", o(
+			"key", o("type", "string", "description", "Label key, optionally with a DNS-style prefix and a slash.", "maxLength", 316,
+				"pattern", `^$|^[a-z.]+/$|^[a-z.]+/[a-z0-9][a-z0-9-_.]*[a-z0-9]$|^[a-z.]+/[a-z0-9]$|^[a-z]$|^[a-z0-9][a-z0-9-_.]*[a-z0-9]$`),
+			"value", o("type", "string", "description", "Label value.", "maxLength", 63,
+				"pattern", `^$|^[a-z0-9]$|^[a-z0-9][a-z0-9._-]*[a-z0-9]$`),
+		),
+		"required", []string{"key", "value"},
+	))
+	ts := o("type", "string", "format", "date-time", "readOnly", true,
+		"description", "UTC, ISO 8601 with exactly three fractional digits.", "examples", []string{"2026-11-21T10:00:00.000Z"})
+	into.set("Timestamps", o(
+		"type", "object",
+		"description", "Set by the system: when a resource was created and when any of its fields last changed.",
+		"properties", o("createdAt", ts, "updatedAt", ts),
+	))
+	into.set("HostRegister", o(
+		"type", "object",
+		"description", "Pre-registers a machine by its UUID or serial number (at least one) so that it is recognised when it first calls home.",
+		"properties", o(
+			"name", o("type", "string", "description", "Name of the host.", "maxLength", 20, "pattern", namePat),
+			"serialNumber", o("type", "string", "description", "Serial number of the machine.", "pattern", `^([A-Za-z0-9]{5,20})?$`),
+			"uuid", o("type", "string", "description", "SMBIOS UUID of the machine.", "maxLength", 36, "pattern", uuidPat),
+			"autoOnboard", o("type", "boolean", "description", "Onboard the machine as soon as it calls home, without a separate onboard call."),
+			"enableVpro", o("type", "boolean", "description", "Provision Intel AMT (vPro) on the machine."),
+			"userLvmSize", o("type", "integer", "minimum", 0, "maximum", int64(1<<32-1), "description", "Size in GB of the user LVM volume to create."),
+		),
+	))
+	into.set("GetHostSummaryResponse", o(
+		"type", "object",
+		"description", "Host counts of a project (of the hosts matching the filter, if one was given).",
+		"properties", o(
+			"total", o("type", "integer", "readOnly", true, "description", "All hosts."),
+			"error", o("type", "integer", "readOnly", true, "description", "Hosts whose host status indicator is ERROR."),
+			"running", o("type", "integer", "readOnly", true, "description", "Hosts whose status is Running."),
+			"unallocated", o("type", "integer", "readOnly", true, "description", "Hosts without a site."),
+		),
+	))
+	into.set("ListLocationsResponse.ResourceKind", o(
+		"type", "string", "description", "Whether a location node is a region or a site.",
+		"enum", []string{"RESOURCE_KIND_UNSPECIFIED", "RESOURCE_KIND_REGION", "RESOURCE_KIND_SITE"},
+	))
+	into.set("ListLocationsResponse.LocationNode", o(
+		"type", "object",
+		"description", "A region or site whose name matched, or an ancestor of one.",
+		"properties", o(
+			"resourceId", o("type", "string", "description", "ID of the region or site."),
+			"parentId", o("type", "string", "description", "ID of the parent region; empty at the root."),
+			"name", o("type", "string", "description", "Name of the region or site."),
+			"type", ref("ListLocationsResponse.ResourceKind"),
+		),
+		"required", []string{"resourceId", "parentId", "name", "type"},
+	))
+	into.set("ListLocationsResponse", o(
+		"type", "object",
+		"description", "The location tree nodes that match a name search, with the ancestors needed to place them.",
+		"properties", o(
+			"nodes", o("type", "array", "items", ref("ListLocationsResponse.LocationNode")),
+			"totalElements", o("type", "integer", "format", "int32", "description", "How many nodes matched."),
+			"outputElements", o("type", "integer", "format", "int32", "description", "How many nodes are in this response."),
+		),
+		"required", []string{"nodes"},
+	))
+	into.set("ListSchedulesResponse", o(
+		"type", "object",
+		"description", "Single and repeated schedules together; one page over both.",
+		"properties", o(
+			"singleSchedules", o("type", "array", "items", ref("SingleScheduleResource")),
+			"repeatedSchedules", o("type", "array", "items", ref("RepeatedScheduleResource")),
+			"totalElements", o("type", "integer", "format", "int32", "description", "Matching schedules of both kinds."),
+			"hasNext", o("type", "boolean", "description", "Whether a later page has more."),
+		),
+		"required", []string{"singleSchedules", "repeatedSchedules", "totalElements", "hasNext"},
+	))
+	into.set("Empty", o("type", "object", "description", "The empty object {}.", "additionalProperties", false))
+	into.set("Error", o(
+		"type", "object",
+		"description", "Every error has this body.",
+		"properties", o(
+			"code", o("type", "string", "description", "The gRPC code name of the error.",
+				"enum", []string{"InvalidArgument", "FailedPrecondition", "NotFound", "AlreadyExists", "Unauthenticated",
+					"PermissionDenied", "ResourceExhausted", "Unavailable", "Internal"}),
+			"message", o("type", "string", "description", "What went wrong, for people; names the field at fault."),
+		),
+		"required", []string{"code", "message"},
+	))
+	into.set("Project", o(
+		"type", "object",
+		"description", "A tenant. Its name appears in the paths; its ID is what project roles name.",
+		"properties", o(
+			"name", o("type", "string", "description", "Name of the project, unique: lowercase letters, digits and '-'.",
+				"minLength", 1, "maxLength", 63, "pattern", projectNamePat),
+			"id", o("type", "string", "format", "uuid", "description", "ID of the project; a new UUID unless given on create."),
+			"createdAt", o("type", "string", "format", "date-time", "readOnly", true, "description", "When the project was created."),
+		),
+		"required", []string{"name"},
+	))
+	into.set("ListProjectsResponse", o(
+		"type", "object",
+		"description", "The projects the caller may read (all of them for eim-admin).",
+		"properties", o(
+			"projects", o("type", "array", "items", ref("Project")),
+			"totalElements", o("type", "integer", "format", "int32"),
+			"hasNext", o("type", "boolean", "description", "Always false: the list is not paged."),
+		),
+		"required", []string{"projects", "totalElements", "hasNext"},
+	))
+	into.set("Health", o(
+		"type", "object",
+		"properties", o("status", o("type", "string", "enum", []string{"ok"})),
+		"required", []string{"status"},
+	))
+}
+
+// listSchema is the envelope of a list of one kind.
+func listSchema(k eim.Kind) *obj {
+	s := eim.SchemaOf(k)
+	rd := docOf(k)
+	return o(
+		"type", "object",
+		"description", "A page of "+rd.noun+"s.",
+		"properties", o(
+			s.Plural, o("type", "array", "items", ref(rd.name)),
+			"totalElements", o("type", "integer", "format", "int32", "description", "How many match, over all pages."),
+			"hasNext", o("type", "boolean", "description", "Whether a later page has more."),
+		),
+		"required", []string{s.Plural, "totalElements", "hasNext"},
+	)
+}
+
+// listName is the component name of the envelope of kind k.
+func listName(k eim.Kind) string {
+	switch k {
+	case eim.KindOS:
+		return "ListOperatingSystemsResponse"
+	}
+	name := docOf(k).name
+	return "List" + name[:len(name)-len("Resource")] + "sResponse"
+}
+
+const filterDoc = `A filter in the AIP-160 syntax (https://google.aip.dev/160), the subset the
+original API accepted:
+- comparisons ` + "`=` `!=` `<` `<=` `>` `>=`" + `, combined with ` + "`AND`" + ` (also implicit),
+  ` + "`OR`" + `, ` + "`NOT`" + ` (or ` + "`-`" + `) and parentheses; the ` + "`:`" + ` (has) operator is not
+  supported;
+- field names in camelCase or snake_case; a field of a referenced resource
+  through its edge, up to 5 levels deep (` + "`site.region.name=\"eu\"`" + `);
+- on strings, ` + "`=`" + ` is a case-insensitive substring match in which ` + "`*`" + ` matches any
+  run of characters (` + "`name=\"edge-*-01\"`" + `);
+- ` + "`has(edge)`" + ` is true when the reference is set (` + "`has(site)`" + `);
+- labels: ` + "`metadata='{\"key\":\"zone\",\"value\":\"eu\"}'`" + ` matches resources carrying
+  that label, ` + "`metadata='{\"key\":\"zone\"}'`" + ` those with the key;
+- enums by name (` + "`desiredState=HOST_STATE_ONBOARDED`" + `);
+  ` + "`timestamps.createdAt`" + ` and ` + "`timestamps.updatedAt`" + ` against an RFC 3339 time or Unix seconds.
+At most 1000 characters. The original's character set is extended with
+` + "`<`, `>` and `!`" + ` so that every documented operator can be written. An invalid
+filter is answered with 400 naming the problem.`
+
+const orderByDoc = `Sort order in the AIP-132 syntax: a comma-separated list of fields, each
+optionally followed by ` + "`asc`" + ` or ` + "`desc`" + ` (` + "`name desc, resourceId`" + `). Fields of
+referenced resources cannot be sorted on (` + "`timestamps.createdAt`" + ` and
+` + "`timestamps.updatedAt`" + ` can). Ties, and the default, are by resource ID.`
+
+func parameters(into *obj) {
+	into.set("projectName", o("name", "projectName", "in", "path", "required", true,
+		"description", "Name of the project.",
+		"schema", o("type", "string", "minLength", 1, "maxLength", 100)))
+	into.set("filter", o("name", "filter", "in", "query", "description", filterDoc,
+		"schema", o("type", "string", "maxLength", 1000, "pattern", `^$|^[a-zA-Z-_0-9.,:/=*(){}"'<>! ]+$`)))
+	into.set("orderBy", o("name", "orderBy", "in", "query", "description", orderByDoc,
+		"schema", o("type", "string", "maxLength", 1000, "pattern", `^$|^[a-zA-Z-_0-9., ]+$`)))
+	into.set("pageSize", o("name", "pageSize", "in", "query",
+		"description", "How many items a page holds. Out of range is answered with 400.",
+		"schema", o("type", "integer", "minimum", 1, "maximum", 100, "default", 20)))
+	into.set("offset", o("name", "offset", "in", "query",
+		"description", "How many matching items to skip. Out of range is answered with 400.",
+		"schema", o("type", "integer", "minimum", 0, "maximum", 10000, "default", 0)))
+	into.set("fieldMask", o("name", "fieldMask", "in", "query",
+		"description", "Comma-separated names (camelCase or snake_case) of the writable fields to change. Without it, the fields present in the body are changed. Naming an unknown or read-only field is 400.",
+		"schema", o("type", "string")))
+	into.set("regionIdQuery", o("name", "regionId", "in", "query",
+		"description", "Accepted for compatibility with the region-scoped paths; ignored.",
+		"schema", o("type", "string")))
+	into.set("hostId", o("name", "hostId", "in", "query",
+		"description", "Only schedules that apply to this host: its own, its site's and its site's regions'.",
+		"schema", o("type", "string", "pattern", targetPattern(eim.KindHost))))
+	into.set("siteId", o("name", "siteId", "in", "query",
+		"description", "Only schedules that apply to this site: its own and its regions'.",
+		"schema", o("type", "string", "pattern", targetPattern(eim.KindSite))))
+	into.set("regionId", o("name", "regionId", "in", "query",
+		"description", "Only schedules that target this region.",
+		"schema", o("type", "string", "pattern", targetPattern(eim.KindRegion))))
+	into.set("unixEpoch", o("name", "unixEpoch", "in", "query",
+		"description", "Only schedules whose window is open at this Unix time (seconds).",
+		"schema", o("type", "string", "pattern", "^[0-9]+$")))
+}
+
+// errorResponses are the error answers, by status.
+var errorResponses = []struct {
+	status, name, desc string
+}{
+	{"400", "BadRequest", "The request is malformed or invalid (InvalidArgument: bad field, malformed ID, pageSize out of range, bad filter), or the resource's state forbids it (FailedPrecondition)."},
+	{"401", "Unauthorized", "No bearer token, or the token is not valid (Unauthenticated)."},
+	{"403", "Forbidden", "The token lacks the role for this project or operation (PermissionDenied)."},
+	{"404", "NotFound", "The project, or the resource, does not exist, or belongs to another project (NotFound)."},
+	{"409", "Conflict", "A uniqueness rule would be broken, e.g. a host UUID or an OS profile name already in use (AlreadyExists)."},
+	{"413", "PayloadTooLarge", "The request body is over the limit (100 KiB by default) (ResourceExhausted)."},
+	{"429", "TooManyRequests", "The client sent too many requests; slow down (ResourceExhausted)."},
+	{"500", "Internal", "An unexpected failure; the message does not describe it (Internal)."},
+	{"503", "Unavailable", "The request timed out or a dependency is down; try again (Unavailable)."},
+}
+
+func responses(into *obj) {
+	for _, e := range errorResponses {
+		into.set(e.name, o("description", e.desc, "content", o("application/json", o("schema", ref("Error")))))
+	}
+	into.set("Deleted", o("description", "Deleted; the body is {}.", "content", o("application/json", o("schema", ref("Empty")))))
+	into.set("Done", o("description", "Done; the body is {}.", "content", o("application/json", o("schema", ref("Empty")))))
+}
+
+func securitySchemes(into *obj) {
+	into.set("bearerAuth", o(
+		"type", "http", "scheme", "bearer", "bearerFormat", "JWT",
+		"description", `A JWT signed by the server's own key (see eim token) or by a configured
+OIDC issuer (roles from realm_access.roles). Roles:
+- <projectId>_im-r: read the project's resources;
+- <projectId>_im-rw: read and change them;
+- eim-admin: everything, including creating and deleting projects.
+The project's name is accepted in place of its ID in the role names.`))
+}
+
+// projectNamePat is what a new project's name must match (a DNS label).
+const projectNamePat = `^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`
+
+// targetPattern admits an ID of kind k or "null" (no target of that kind).
+func targetPattern(k eim.Kind) string { return "^(null|" + string(k) + "-[0-9a-f]{8})$" }

@@ -1,0 +1,168 @@
+package spec
+
+import "github.com/eimhq/eim"
+
+// Tags group the operations by resource.
+const (
+	tagRegions   = "Regions"
+	tagSites     = "Sites"
+	tagLocations = "Locations"
+	tagHosts     = "Hosts"
+	tagInstances = "Instances"
+	tagOS        = "OS profiles"
+	tagProviders = "Providers"
+	tagSchedules = "Schedules"
+	tagAccounts  = "Local accounts"
+	tagConfigs   = "Custom configs"
+	tagProjects  = "Projects"
+	tagService   = "Service"
+)
+
+var tags = []struct{ name, desc string }{
+	{tagRegions, "The location tree's inner nodes."},
+	{tagSites, "Places where hosts are. Every site operation exists twice: under /sites and under /regions/{regionId}/sites."},
+	{tagLocations, "Name search over regions and sites."},
+	{tagHosts, "Edge machines: create or pre-register, onboard, invalidate, delete."},
+	{tagInstances, "The OS installed on a host."},
+	{tagOS, "The OS catalog of a project. Served under /compute/os and /compute/operating_systems."},
+	{tagProviders, "Infrastructure providers and their project-wide defaults."},
+	{tagSchedules, "Maintenance windows. Served under /schedules and /compute/schedules."},
+	{tagAccounts, "Users created on installed OSes."},
+	{tagConfigs, "cloud-init fragments applied at installation."},
+	{tagProjects, "Tenants. Creating and deleting them needs the eim-admin role."},
+	{tagService, "Health and this document; no token needed."},
+}
+
+// addOperations adds every path this release serves.
+func addOperations(ps *pathSet) {
+	full := crud{update: true}
+
+	regions := full
+	regions.listParams = append(append([]any{}, queryParams...), o("name", "showTotalSites", "in", "query",
+		"description", "Fill totalSites of each region.", "schema", o("type", "boolean", "default", false)))
+	ps.addCRUD(eim.KindRegion, "/regions", tagRegions, regions)
+
+	sites := full
+	sites.listParams = queryParams
+	sites.extra = []any{regionQueryParam()}
+	ps.addCRUD(eim.KindSite, "/sites", tagSites, sites)
+	inRegion := full
+	inRegion.listParams = queryParams
+	inRegion.scope = []any{regionPathParam()}
+	inRegion.idSuffix = "InRegion"
+	ps.addCRUD(eim.KindSite, "/regions/{regionId}/sites", tagSites, inRegion)
+
+	ps.add("/locations", op{method: "get", id: "listLocations", tag: tagLocations, summary: "Search locations",
+		desc: "Finds the regions and sites whose name contains the given text (case-insensitive; `*` matches any run of characters), " +
+			"with the ancestors needed to place them in the tree. At most 20 matches of each kind are returned; totalElements counts them all. " +
+			"When neither showSites nor showRegions is true, both kinds are searched.",
+		params: []any{
+			o("name", "name", "in", "query", "description", "Text to look for in names.", "schema", o("type", "string", "maxLength", 50, "pattern", namePat)),
+			o("name", "showSites", "in", "query", "description", "Include matching sites.", "schema", o("type", "boolean", "default", false)),
+			o("name", "showRegions", "in", "query", "description", "Include matching regions.", "schema", o("type", "boolean", "default", false)),
+		},
+		ok: okJSON("The matching nodes.", ref("ListLocationsResponse"))})
+
+	addHosts(ps)
+
+	inst := full
+	inst.listParams = queryParams
+	ps.addCRUD(eim.KindInstance, "/compute/instances", tagInstances, inst)
+	ps.add("/compute/instances/{resourceId}/invalidate", op{method: "put", id: "invalidateInstance", tag: tagInstances,
+		summary: "Invalidate an instance", desc: "Marks the instance untrusted (desired state INSTANCE_STATE_UNTRUSTED); it can then only be deleted.",
+		params: []any{idParam(eim.KindInstance)}, ok: o("$ref", "#/components/responses/Done"), write: true})
+
+	osc := full
+	osc.listParams = queryParams
+	ps.addCRUD(eim.KindOS, "/compute/os", tagOS, osc)
+	osc.idSuffix, osc.alias = "Alias", true
+	ps.addCRUD(eim.KindOS, "/compute/operating_systems", tagOS, osc)
+
+	ps.addCRUD(eim.KindProvider, "/providers", tagProviders, crud{listParams: queryParams})
+
+	addSchedules(ps)
+
+	ps.addCRUD(eim.KindLocalAccount, "/localAccounts", tagAccounts, crud{listParams: queryParams})
+	ps.addCRUD(eim.KindCustomConfig, "/customConfigs", tagConfigs, crud{listParams: queryParams})
+
+	addProjects(ps)
+}
+
+func addHosts(ps *pathSet) {
+	hosts := crud{update: true, listParams: queryParams}
+	ps.addCRUD(eim.KindHost, "/compute/hosts", tagHosts, hosts)
+	host := ref(docOf(eim.KindHost).name)
+	ps.add("/compute/hosts/register", op{method: "post", id: "registerHost", tag: tagHosts, summary: "Pre-register a host",
+		desc: "Creates a host from the machine's UUID and/or serial number, so that the machine is recognised when it first " +
+			"calls home. Its desired state is HOST_STATE_REGISTERED, or HOST_STATE_ONBOARDED with autoOnboard.",
+		params: []any{o("name", "resourceId", "in", "query", "description", "Accepted for compatibility; ignored.",
+			"schema", o("type", "string", "pattern", idPattern(eim.KindHost)))},
+		body: ref("HostRegister"), ok: okJSON("The registered host.", host), write: true})
+	ps.add("/compute/hosts/summary", hostSummary("getHostSummary", ""))
+	ps.add("/compute/hosts/{resourceId}/register", op{method: "patch", id: "updateHostRegistration", tag: tagHosts,
+		summary: "Change a host's registration", desc: "Changes the registration fields of a pre-registered host.",
+		params: []any{idParam(eim.KindHost)}, body: ref("HostRegister"), ok: okJSON("The host after the change.", host), write: true})
+	ps.add("/compute/hosts/{resourceId}/onboard", op{method: "patch", id: "onboardHost", tag: tagHosts,
+		summary: "Onboard a registered host", desc: "Sets the desired state of a registered host to HOST_STATE_ONBOARDED.",
+		params: []any{idParam(eim.KindHost)}, ok: o("$ref", "#/components/responses/Done"), write: true})
+	ps.add("/compute/hosts/{resourceId}/invalidate", op{method: "put", id: "invalidateHost", tag: tagHosts,
+		summary: "Invalidate a host", desc: "Marks the host untrusted (desired state HOST_STATE_UNTRUSTED) and revokes its credentials; it can then only be deleted.",
+		params: []any{idParam(eim.KindHost), o("name", "note", "in", "query", "description", "Why; kept in the host's note.",
+			"schema", o("type", "string", "maxLength", 512, "pattern", textPat))},
+		ok: o("$ref", "#/components/responses/Done"), write: true})
+	ps.add("/compute/hosts_summary", hostSummary("getHostSummaryAlias", "getHostSummary"))
+}
+
+func hostSummary(id, alias string) op {
+	return op{method: "get", id: id, tag: tagHosts, summary: "Count hosts",
+		desc:   "Counts the project's hosts (those matching the filter, if given) by state.",
+		params: []any{pref("filter")}, ok: okJSON("The counts.", ref("GetHostSummaryResponse")), alias: alias}
+}
+
+func addSchedules(ps *pathSet) {
+	listParams := append(append([]any{}, pageParams...), pref("hostId"), pref("siteId"), pref("regionId"), pref("unixEpoch"))
+	for _, base := range []struct {
+		path   string
+		suffix string
+	}{{"/schedules", ""}, {"/compute/schedules", "Alias"}} {
+		c := crud{update: true, listParams: listParams, idSuffix: base.suffix, alias: base.suffix != ""}
+		ps.addCRUD(eim.KindSingleSchedule, base.path+"/single", tagSchedules, c)
+		ps.addCRUD(eim.KindRepeatedSchedule, base.path+"/repeated", tagSchedules, c)
+		alias := ""
+		if c.alias {
+			alias = "listSchedules"
+		}
+		ps.add(base.path, op{method: "get", id: "listSchedules" + base.suffix, tag: tagSchedules, summary: "List schedules of both kinds",
+			desc: "Returns single and repeated schedules together. The target parameters select the schedules that " +
+				"apply to a host, site or region, including those inherited from its site and regions; the value null " +
+				"selects the schedules without that kind of target.",
+			params: listParams, ok: okJSON("A page of schedules.", ref("ListSchedulesResponse")), alias: alias})
+	}
+}
+
+func addProjects(ps *pathSet) {
+	ps.add("/v1/projects",
+		op{method: "get", id: "listProjects", tag: tagProjects, summary: "List projects", noProj: true, no404: true,
+			desc: "Lists the projects the caller may read; all of them for eim-admin.",
+			ok:   okJSON("The projects.", ref("ListProjectsResponse"))},
+		op{method: "post", id: "createProject", tag: tagProjects, summary: "Create a project", noProj: true, no404: true, write: true,
+			desc: "Creates a project. Needs eim-admin.",
+			body: o("type", "object", "properties", o(
+				"name", o("type", "string", "minLength", 1, "maxLength", 63, "pattern", projectNamePat, "description", "Name of the project, unique."),
+				"id", o("type", "string", "format", "uuid", "description", "ID to give the project; a new UUID when absent."),
+			), "required", []string{"name"}),
+			ok: okJSON("The created project.", ref("Project"))},
+	)
+	ps.add("/v1/projects/{projectName}",
+		op{method: "delete", id: "deleteProject", tag: tagProjects, summary: "Delete a project", noProj: true, write: true,
+			desc: "Deletes a project. Needs eim-admin. A project that still holds resources is answered with 400 (FailedPrecondition, " +
+				"listing what it holds) unless force=true, which deletes everything in it.",
+			params: []any{pref("projectName"), o("name", "force", "in", "query", "description", "Delete the project's resources too.",
+				"schema", o("type", "boolean", "default", false))},
+			ok: o("$ref", "#/components/responses/Deleted")},
+	)
+	ps.add("/healthz", op{method: "get", id: "getHealth", tag: tagService, summary: "Health check", noProj: true, public: true,
+		desc: "Answers 200 while the server is up.", ok: okJSON("Up.", ref("Health"))})
+	ps.add("/openapi.yaml", op{method: "get", id: "getOpenAPIDocument", tag: tagService, summary: "This document", noProj: true, public: true,
+		ok: o("description", "The OpenAPI document of this API.", "content", o("application/yaml", o("schema", o("type", "string"))))})
+}

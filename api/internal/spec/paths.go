@@ -1,0 +1,221 @@
+package spec
+
+import (
+	"strings"
+
+	"github.com/eimhq/eim"
+)
+
+const projectPrefix = "/v1/projects/{projectName}"
+
+// op is one operation of the document.
+type op struct {
+	method  string
+	id      string // operationId
+	tag     string
+	summary string
+	desc    string
+	params  []any  // parameter objects or $refs, after projectName
+	body    *obj   // request body schema; nil for none
+	ok      *obj   // response 200 (a components/responses $ref or a response object)
+	write   bool   // changes state: may answer 409
+	public  bool   // needs no token and is outside any project
+	noProj  bool   // not under /v1/projects/{projectName}
+	no404   bool   // names nothing that could be missing
+	alias   string // operationId of the primary operation this one repeats
+}
+
+func pref(name string) *obj { return o("$ref", "#/components/parameters/"+name) }
+
+func okJSON(desc string, schema *obj) *obj {
+	return o("description", desc, "content", o("application/json", o("schema", schema)))
+}
+
+// idParam is the {resourceId} path parameter of kind k.
+func idParam(k eim.Kind) *obj {
+	return o("name", "resourceId", "in", "path", "required", true,
+		"description", "ID of the "+docOf(k).noun+". A malformed ID, or one of another kind, is answered with 400.",
+		"schema", o("type", "string", "pattern", idPattern(k)))
+}
+
+func regionPathParam() *obj {
+	return o("name", "regionId", "in", "path", "required", true,
+		"description", "ID of the region the sites are in. Listing shows only its sites; a site written here gets this "+
+			"region (a different regionId in the body is 400); a site of another region is 404.",
+		"schema", o("type", "string", "pattern", idPattern(eim.KindRegion)))
+}
+
+func regionQueryParam() *obj {
+	return o("name", "regionId", "in", "query",
+		"description", "Optional region scope, with the same effect as the region-scoped paths.",
+		"schema", o("type", "string", "pattern", idPattern(eim.KindRegion)))
+}
+
+// pathSet collects operations by path, in insertion order.
+type pathSet struct {
+	paths *obj
+}
+
+func (ps *pathSet) add(path string, ops ...op) {
+	full := path
+	if len(ops) > 0 && !ops[0].noProj {
+		full = projectPrefix + path
+	}
+	item, _ := ps.paths.get(full)
+	pi, _ := item.(*obj)
+	if pi == nil {
+		pi = o()
+		ps.paths.set(full, pi)
+	}
+	for _, x := range ops {
+		pi.set(x.method, x.render())
+	}
+}
+
+func (x op) render() *obj {
+	out := o("tags", []string{x.tag}, "operationId", x.id, "summary", x.summary)
+	desc := x.desc
+	if x.alias != "" {
+		desc = strings.TrimSpace(desc + "\n\nThe same operation as " + x.alias + ", under another path the original API also served.")
+	}
+	if desc != "" {
+		out.set("description", desc)
+	}
+	var params []any
+	if !x.noProj {
+		params = append(params, pref("projectName"))
+	}
+	params = append(params, x.params...)
+	if len(params) > 0 {
+		out.set("parameters", params)
+	}
+	if x.body != nil {
+		out.set("requestBody", o("required", true, "content", o("application/json", o("schema", x.body))))
+	}
+	resp := o("200", x.ok)
+	if !x.public {
+		statuses := []string{"400", "401", "403"}
+		if !x.no404 {
+			statuses = append(statuses, "404")
+		}
+		if x.write && x.method != "delete" {
+			statuses = append(statuses, "409")
+		}
+		if x.body != nil {
+			statuses = append(statuses, "413")
+		}
+		statuses = append(statuses, "429", "500", "503")
+		for _, st := range statuses {
+			for _, e := range errorResponses {
+				if e.status == st {
+					resp.set(st, o("$ref", "#/components/responses/"+e.name))
+				}
+			}
+		}
+		out.set("responses", resp)
+		return out
+	}
+	out.set("responses", resp)
+	out.set("security", []any{})
+	return out
+}
+
+// crud is which generic operations a collection offers.
+type crud struct {
+	update     bool   // PUT and PATCH
+	listParams []any  // parameters of the list operation
+	extra      []any  // parameters of every operation (the ?regionId scope)
+	scope      []any  // path parameters before {resourceId}
+	idSuffix   string // appended to operationIds, to tell aliases apart
+	alias      bool   // the collection repeats another under a second path
+	primary    string // idSuffix of the collection this one repeats
+}
+
+var pageParams = []any{pref("pageSize"), pref("offset")}
+var queryParams = []any{pref("orderBy"), pref("filter"), pref("pageSize"), pref("offset")}
+
+func plural(noun string) string { return noun + "s" }
+
+// a puts the indefinite article before noun.
+func a(noun string) string {
+	if strings.ContainsAny(noun[:1], "aeiouAEIO") {
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+// camel turns "single schedule" into "SingleSchedule".
+func camel(noun string) string {
+	var b strings.Builder
+	for _, w := range strings.Fields(noun) {
+		if w == "OS" {
+			b.WriteString("OS")
+			continue
+		}
+		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	}
+	return b.String()
+}
+
+// addCRUD adds list, create, get, [replace, update], delete for kind k.
+func (ps *pathSet) addCRUD(k eim.Kind, base, tag string, c crud) {
+	rd := docOf(k)
+	noun, name := rd.noun, camel(rd.noun)
+	schema := ref(rd.name)
+	id := func(verb, n string) string { return verb + n + c.idSuffix }
+	alias := func(verb, n string) string {
+		if !c.alias {
+			return ""
+		}
+		return verb + n + c.primary
+	}
+	scoped := func(ps ...[]any) []any {
+		var out []any
+		out = append(out, c.scope...)
+		for _, p := range ps {
+			out = append(out, p...)
+		}
+		return append(out, c.extra...)
+	}
+	idp := []any{idParam(k)}
+	ps.add(base,
+		op{method: "get", id: id("list", plural(name)), tag: tag, summary: "List " + plural(noun),
+			desc:   "Returns one page of the project's " + plural(noun) + ", with the referenced resources expanded.",
+			params: scoped(c.listParams), ok: okJSON("A page of "+plural(noun)+".", ref(listName(k))),
+			alias: alias("list", plural(name))},
+		op{method: "post", id: id("create", name), tag: tag, summary: "Create " + a(noun),
+			desc:   "Creates " + a(noun) + " from the writable fields of the body; read-only fields are ignored. Answers 200 (not 201) with the new " + noun + ".",
+			params: scoped(), body: schema, ok: okJSON("The created "+noun+".", schema), write: true,
+			alias: alias("create", name)},
+	)
+	item := []op{
+		{method: "get", id: id("get", name), tag: tag, summary: "Get " + a(noun),
+			params: scoped(idp), ok: okJSON("The "+noun+".", schema), alias: alias("get", name)},
+	}
+	if c.update {
+		item = append(item,
+			op{method: "put", id: id("replace", name), tag: tag, summary: "Replace " + a(noun),
+				desc:   "Sets every writable field from the body; writable fields left out are reset to their zero value.",
+				params: scoped(idp), body: schema, ok: okJSON("The "+noun+" after the change.", schema), write: true,
+				alias: alias("replace", name)},
+			op{method: "patch", id: id("update", name), tag: tag, summary: "Update fields of " + a(noun),
+				desc:   "Changes the writable fields named by fieldMask, or, without it, those present in the body.",
+				params: scoped(idp, []any{pref("fieldMask")}), body: schema, ok: okJSON("The "+noun+" after the change.", schema), write: true,
+				alias: alias("update", name)},
+		)
+	}
+	deleteDesc := "Deletes the " + noun + "."
+	switch k {
+	case eim.KindHost, eim.KindInstance:
+		deleteDesc = "Sets the desired state to DELETED; the managers clean up and then remove the " + noun +
+			". A host that still has an instance is not removed until the instance is."
+	case eim.KindRegion:
+		deleteDesc = "Deletes the region; a region with sites or child regions is answered with 400."
+	case eim.KindOS:
+		deleteDesc = "Deletes the OS profile; one that an instance uses is answered with 400."
+	}
+	item = append(item, op{method: "delete", id: id("delete", name), tag: tag, summary: "Delete " + a(noun),
+		desc: deleteDesc, params: scoped(idp), ok: o("$ref", "#/components/responses/Deleted"), write: true,
+		alias: alias("delete", name)})
+	ps.add(base+"/{resourceId}", item...)
+}
