@@ -8,15 +8,15 @@ import (
 // Error codes. Every error that crosses a package edge carries one of them, so
 // each edge (SQL, HTTP, RPC) translates codes once instead of parsing strings.
 const (
-	ECONFLICT     = "conflict"      // uniqueness violation or concurrent change
-	EINTERNAL     = "internal"      // a bug or an unexpected failure
-	EINVALID      = "invalid"       // bad input; the message names what is wrong
-	ENOTFOUND     = "not_found"     // no such resource (or not visible to the caller)
-	EPRECONDITION = "precondition"  // valid input, but the resource's state forbids it
-	EUNAUTHORIZED = "unauthorized"  // no or bad credentials
-	EFORBIDDEN    = "forbidden"     // credentials lack the role
-	EUNAVAILABLE  = "unavailable"   // try again later
-	ETOOLARGE     = "too_large"     // request body over the limit
+	ECONFLICT     = "conflict"     // uniqueness violation or concurrent change
+	EINTERNAL     = "internal"     // a bug or an unexpected failure
+	EINVALID      = "invalid"      // bad input; the message names what is wrong
+	ENOTFOUND     = "not_found"    // no such resource (or not visible to the caller)
+	EPRECONDITION = "precondition" // valid input, but the resource's state forbids it
+	EUNAUTHORIZED = "unauthorized" // no or bad credentials
+	EFORBIDDEN    = "forbidden"    // credentials lack the role
+	EUNAVAILABLE  = "unavailable"  // try again later
+	ETOOLARGE     = "too_large"    // request body over the limit
 )
 
 // Error is the application error: a code for programs and a message that is
