@@ -1,0 +1,105 @@
+package filter_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/filter"
+)
+
+func TestOrderBySQL(t *testing.T) {
+	for _, tc := range []struct {
+		kind    eim.Kind
+		orderBy string
+		want    string
+	}{
+		{eim.KindHost, "", "hosts.id"},
+		{eim.KindHost, "  ", "hosts.id"},
+		{eim.KindHost, "name", "hosts.name, hosts.id"},
+		{eim.KindHost, "name desc", "hosts.name DESC, hosts.id"},
+		{eim.KindHost, "name DESC, resourceId", "hosts.name DESC, hosts.id"},
+		{eim.KindHost, "resourceId desc", "hosts.id DESC"},
+		{eim.KindHost, "resourceId, name", "hosts.id, hosts.name, hosts.id"},
+		{eim.KindHost, "cpu_cores asc,name", "hosts.cpu_cores, hosts.name, hosts.id"},
+		{eim.KindHost, "siteId desc", "hosts.site_id DESC NULLS LAST, hosts.id"},
+		{eim.KindHost, "site_id", "hosts.site_id ASC NULLS FIRST, hosts.id"},
+		{eim.KindHost, "timestamps.createdAt desc", "hosts.created_at DESC, hosts.id"},
+		{eim.KindHost, "updatedAt", "hosts.updated_at, hosts.id"},
+		{eim.KindSite, "siteID desc", "sites.id DESC"},
+		{eim.KindOS, "name", "operating_systems.name, operating_systems.id"},
+	} {
+		got, err := filter.OrderBy(tc.kind, tc.orderBy)
+		if err != nil {
+			t.Errorf("OrderBy(%s, %q): %v", tc.kind, tc.orderBy, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("OrderBy(%s, %q): got %q, want %q", tc.kind, tc.orderBy, got, tc.want)
+		}
+	}
+}
+
+func TestOrderByRows(t *testing.T) {
+	for _, db := range engines(t) {
+		db.insert(t, fixtures()...)
+		for _, tc := range []struct {
+			orderBy string
+			want    []string
+		}{
+			{"", hosts("1", "2", "3", "4")},
+			{"resourceId desc", hosts("4", "3", "2", "1")},
+			{"cpuCores desc", hosts("3", "1", "2", "4")},
+			{"cpuCores", hosts("4", "2", "1", "3")},
+			{"desiredState desc, cpuCores", hosts("2", "1", "3", "4")},
+			{"desired_state, name desc", hosts("4", "3", "1", "2")},
+			{"siteId", hosts("3", "4", "1", "2")},
+			{"siteId desc", hosts("2", "1", "3", "4")},
+			{"createdAt desc, resourceId desc", hosts("2", "1", "4", "3")},
+		} {
+			order, err := filter.OrderBy(eim.KindHost, tc.orderBy)
+			if err != nil {
+				t.Fatalf("OrderBy(%q): %v", tc.orderBy, err)
+			}
+			got, err := db.ids(t, eim.KindHost, "", nil, order)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s: orderBy %q (%s): got %v, want %v", db.name(), tc.orderBy, order, got, tc.want)
+			}
+		}
+	}
+}
+
+func TestOrderByErrors(t *testing.T) {
+	for _, tc := range []struct {
+		orderBy string
+		want    string
+	}{
+		{"site.name", `orderBy: "site.name": nested fields cannot be sorted on`},
+		{"foo", `orderBy: unknown field "foo" for hosts (known: resourceId`},
+		{"name up", `orderBy: "name up": direction must be asc or desc, not "up"`},
+		{"name desc desc", `orderBy: "name desc desc": want "field", "field asc" or "field desc"`},
+		{"metadata", `orderBy: "metadata" of hosts is a list and cannot be sorted on`},
+		{"site", `orderBy: "site" of hosts is not stored`},
+		{",name", `orderBy: empty key at position 1`},
+		{"name,", `orderBy: empty key at position 2`},
+		{"name;", `orderBy: character ';' at position 5 is not allowed`},
+		{"name=x", `orderBy: character '=' at position 5 is not allowed`},
+		{strings.Repeat("name,", 201), `orderBy: 1005 characters, at most 1000 allowed`},
+	} {
+		_, err := filter.OrderBy(eim.KindHost, tc.orderBy)
+		var e *eim.Error
+		switch {
+		case err == nil:
+			t.Errorf("OrderBy(%q): got no error, want %q", tc.orderBy, tc.want)
+		case !errors.As(err, &e) || e.Code != eim.EINVALID:
+			t.Errorf("OrderBy(%q): got %v, want an EINVALID *eim.Error", tc.orderBy, err)
+		case !strings.Contains(e.Message, tc.want):
+			t.Errorf("OrderBy(%q): got %q, want it to contain %q", tc.orderBy, e.Message, tc.want)
+		}
+	}
+}
