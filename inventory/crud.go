@@ -1,0 +1,283 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/eimhq/eim"
+)
+
+// ListQuery selects one page of a kind.
+type ListQuery struct {
+	Filter, OrderBy  string
+	PageSize, Offset int
+	Where            []eim.Cond
+	// ShowTotalSites fills Region.TotalSites (regions only).
+	ShowTotalSites bool
+}
+
+// Page is one page of a list.
+type Page struct {
+	Items   []eim.Resource
+	Total   int
+	HasNext bool
+}
+
+// Create validates r, applies the kind's defaults and stores it. Only r's
+// writable fields are taken; everything else is the inventory's to set.
+func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (eim.Resource, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if r == nil || eim.SchemaOf(r.ResourceKind()) == nil {
+		return nil, eim.Errorf(eim.EINVALID, "unknown resource kind")
+	}
+	nr := eim.NewResource(r.ResourceKind())
+	copyWritable(nr, r, nil)
+	if err := s.applyDefaults(nr); err != nil {
+		return nil, err
+	}
+	if err := eim.Validate(nr); err != nil {
+		return nil, err
+	}
+	normalizeEnums(nr)
+	var out eim.Resource
+	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
+		if err := s.checkRefs(ctx, tx, nil, nr); err != nil {
+			return err
+		}
+		if err := tx.Create(ctx, nr); err != nil {
+			return err
+		}
+		var err error
+		out, err = expandOne(ctx, tx, nr)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Get returns the expanded resource of kind k with the id.
+func (s *Service) Get(ctx context.Context, project string, k eim.Kind, id string) (eim.Resource, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if err := checkKindID(k, id); err != nil {
+		return nil, err
+	}
+	var out eim.Resource
+	err := s.store.View(ctx, project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, k, id)
+		if err != nil {
+			return err
+		}
+		out, err = expandOne(ctx, tx, r)
+		return err
+	})
+	return out, err
+}
+
+// List returns one page of kind k, expanded.
+func (s *Service) List(ctx context.Context, project string, k eim.Kind, q ListQuery) (*Page, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if eim.SchemaOf(k) == nil {
+		return nil, eim.Errorf(eim.EINVALID, "unknown resource kind %q", k)
+	}
+	size, err := checkPage(q.PageSize, q.Offset)
+	if err != nil {
+		return nil, err
+	}
+	var page Page
+	err = s.store.View(ctx, project, func(tx eim.Tx) error {
+		items, total, err := tx.List(ctx, k, eim.Query{Filter: q.Filter, OrderBy: q.OrderBy, Where: q.Where, Limit: size, Offset: q.Offset})
+		if err != nil {
+			return err
+		}
+		out, err := newExpander(ctx, tx).expand(k, items)
+		if err != nil {
+			return err
+		}
+		if k == eim.KindRegion && q.ShowTotalSites {
+			if err := fillTotalSites(ctx, tx, out); err != nil {
+				return err
+			}
+		}
+		page = Page{Items: out, Total: total, HasNext: q.Offset+len(out) < total}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if page.Items == nil {
+		page.Items = []eim.Resource{}
+	}
+	return &page, nil
+}
+
+// fillTotalSites sets TotalSites of each region to the number of sites
+// directly in it, with one query for the page.
+func fillTotalSites(ctx context.Context, tx eim.Tx, regions []eim.Resource) error {
+	rids := ids(regions, func(r eim.Resource) string { return r.Base().ResourceID })
+	counts := map[string]int{}
+	if len(rids) > 0 {
+		sites, _, err := tx.List(ctx, eim.KindSite, eim.Query{Where: []eim.Cond{{Field: "regionId", Value: rids}}})
+		if err != nil {
+			return fmt.Errorf("count sites: %w", err)
+		}
+		for _, st := range sites {
+			counts[st.(*eim.Site).RegionID]++
+		}
+	}
+	for _, r := range regions {
+		n := counts[r.Base().ResourceID]
+		r.(*eim.Region).TotalSites = &n
+	}
+	return nil
+}
+
+// Update changes the writable fields of an existing resource: the named
+// ones (JSON names, a PATCH field mask), or all of them when fields is nil
+// (PUT). Unknown and read-only fields in the mask are EINVALID.
+func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fields []string) (eim.Resource, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if r == nil || eim.SchemaOf(r.ResourceKind()) == nil {
+		return nil, eim.Errorf(eim.EINVALID, "unknown resource kind")
+	}
+	k, id := r.ResourceKind(), r.Base().ResourceID
+	if err := checkKindID(k, id); err != nil {
+		return nil, err
+	}
+	mask, err := resolveMask(k, fields)
+	if err != nil {
+		return nil, err
+	}
+	var out eim.Resource
+	err = s.store.Update(ctx, project, func(tx eim.Tx) error {
+		old, err := tx.Get(ctx, k, id)
+		if err != nil {
+			return err
+		}
+		nr := clone(old)
+		copyWritable(nr, r, mask)
+		if err := s.checkUpdate(old, nr, mask); err != nil {
+			return err
+		}
+		if err := eim.Validate(nr); err != nil {
+			return err
+		}
+		normalizeEnums(nr)
+		if err := s.checkRefs(ctx, tx, old, nr); err != nil {
+			return err
+		}
+		if err := tx.Update(ctx, nr); err != nil {
+			return err
+		}
+		out, err = expandOne(ctx, tx, nr)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Delete deletes a resource. Hosts and instances are deleted in two phases:
+// Delete sets their desired state to DELETED and a manager (for now the
+// Reaper) calls ConfirmDeleted to remove the row; the schedules targeting a
+// host go with it. Other kinds go at once, unless something still refers to
+// them (EPRECONDITION naming it).
+func (s *Service) Delete(ctx context.Context, project string, k eim.Kind, id string) error {
+	if err := checkProject(project); err != nil {
+		return err
+	}
+	if err := checkKindID(k, id); err != nil {
+		return err
+	}
+	return s.store.Update(ctx, project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, k, id)
+		if err != nil {
+			return err
+		}
+		switch r := r.(type) {
+		case *eim.Host:
+			return s.deleteHost(ctx, tx, r)
+		case *eim.Instance:
+			return s.setInstanceState(ctx, tx, r, eim.InstanceStateDeleted)
+		}
+		if err := checkUnused(ctx, tx, r); err != nil {
+			return err
+		}
+		return tx.Delete(ctx, k, id)
+	})
+}
+
+// ConfirmDeleted removes a host or instance whose desired state is DELETED,
+// once the node-side cleanup is done. It is the managers' side of a
+// two-phase delete; a resource already gone is not an error.
+func (s *Service) ConfirmDeleted(ctx context.Context, project string, k eim.Kind, id string) error {
+	if k != eim.KindHost && k != eim.KindInstance {
+		return eim.Errorf(eim.EINVALID, "%s resources are deleted at once, not confirmed", k)
+	}
+	if err := checkKindID(k, id); err != nil {
+		return err
+	}
+	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, k, id)
+		if err != nil {
+			return err
+		}
+		switch r := r.(type) {
+		case *eim.Host:
+			if r.DesiredState != eim.HostStateDeleted {
+				return eim.Errorf(eim.EPRECONDITION, "host %s is not being deleted (desiredState %s)", id, r.DesiredState)
+			}
+			if inst, err := instanceOf(ctx, tx, id); err != nil {
+				return err
+			} else if inst != nil {
+				return eim.Errorf(eim.EPRECONDITION, "host %s still has instance %s", id, inst.ResourceID)
+			}
+		case *eim.Instance:
+			if r.DesiredState != eim.InstanceStateDeleted {
+				return eim.Errorf(eim.EPRECONDITION, "instance %s is not being deleted (desiredState %s)", id, r.DesiredState)
+			}
+		}
+		return tx.Delete(ctx, k, id)
+	})
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil
+	}
+	return err
+}
+
+// instanceOf returns the instance on host id, or nil.
+func instanceOf(ctx context.Context, tx eim.Tx, hostID string) (*eim.Instance, error) {
+	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: hostID}}, Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("find instance of %s: %w", hostID, err)
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	return items[0].(*eim.Instance), nil
+}
+
+// exists checks that the resource a field refers to exists in the project;
+// a dangling reference is ENOTFOUND naming the field.
+func exists(ctx context.Context, tx eim.Tx, k eim.Kind, field, id string) (eim.Resource, error) {
+	r, err := tx.Get(ctx, k, id)
+	if err != nil {
+		var e *eim.Error
+		if errors.As(err, &e) && e.Code == eim.ENOTFOUND {
+			return nil, eim.Errorf(eim.ENOTFOUND, "%s: %s not found", field, id)
+		}
+		return nil, err
+	}
+	return r, nil
+}

@@ -1,0 +1,278 @@
+package inventory
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/eimhq/eim"
+)
+
+// HostRegistration pre-registers a machine by its UUID and/or serial number
+// so that onboarding recognises it when it calls home.
+type HostRegistration struct {
+	Name, SerialNumber, UUID string
+	AutoOnboard, EnableVpro  bool
+	UserLvmSize              uint32
+}
+
+// HostSummary counts hosts by condition.
+type HostSummary struct {
+	Total       int `json:"total"`
+	Error       int `json:"error"`
+	Running     int `json:"running"`
+	Unallocated int `json:"unallocated"`
+}
+
+var reRegisterName = regexp.MustCompile(`^[a-zA-Z-_0-9./: ]*$`)
+
+// checkRegistration validates a registration; partial allows an empty
+// UUID and serial (an update that changes neither).
+func checkRegistration(reg *HostRegistration, partial bool) error {
+	if n := utf8.RuneCountInString(reg.Name); n > 20 || !reRegisterName.MatchString(reg.Name) {
+		return eim.Errorf(eim.EINVALID, "name: %q must match ^[a-zA-Z-_0-9./: ]*$ and be at most 20 characters", reg.Name)
+	}
+	if !eim.ValidSerial(reg.SerialNumber) {
+		return eim.Errorf(eim.EINVALID, "serialNumber: %q must be 5 to 20 letters or digits", reg.SerialNumber)
+	}
+	if reg.UUID != "" && !eim.ValidUUID(reg.UUID) {
+		return eim.Errorf(eim.EINVALID, "uuid: %q is not a UUID", reg.UUID)
+	}
+	if !partial && reg.UUID == "" && reg.SerialNumber == "" {
+		return eim.Errorf(eim.EINVALID, "uuid: a uuid or a serialNumber is required")
+	}
+	reg.UUID = strings.ToLower(reg.UUID)
+	return nil
+}
+
+// RegisterHost pre-registers a host: desired state REGISTERED, or ONBOARDED
+// with AutoOnboard; EnableVpro asks for AMT provisioning. Without a name
+// the host is named after its serial number or UUID.
+func (s *Service) RegisterHost(ctx context.Context, project string, reg HostRegistration) (*eim.Host, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if err := checkRegistration(&reg, false); err != nil {
+		return nil, err
+	}
+	h := &eim.Host{Name: reg.Name, SerialNumber: reg.SerialNumber, UUID: reg.UUID, UserLvmSize: reg.UserLvmSize}
+	if h.Name == "" {
+		h.Name = reg.SerialNumber
+		if h.Name == "" {
+			h.Name = reg.UUID
+		}
+	}
+	h.DesiredState = eim.HostStateRegistered
+	if reg.AutoOnboard {
+		h.DesiredState = eim.HostStateOnboarded
+	}
+	if reg.EnableVpro {
+		h.DesiredAmtState = eim.AmtStateProvisioned
+	}
+	hostDefaults(h)
+	if err := eim.Validate(h); err != nil {
+		return nil, err
+	}
+	normalizeEnums(h)
+	var out *eim.Host
+	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
+		if err := checkSerialFree(ctx, tx, h.SerialNumber, h.UUID, ""); err != nil {
+			return err
+		}
+		if err := tx.Create(ctx, h); err != nil {
+			return err
+		}
+		r, err := expandOne(ctx, tx, h)
+		out, _ = r.(*eim.Host)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkSerialFree refuses a second host identified only by a serial number
+// another host of the project already has: onboarding could not tell them
+// apart. (UUIDs are unique across projects; the store enforces that.)
+func checkSerialFree(ctx context.Context, tx eim.Tx, serial, uuid, self string) error {
+	if serial == "" {
+		return nil
+	}
+	items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "serialNumber", Value: serial}}, Limit: 2})
+	if err != nil {
+		return err
+	}
+	for _, r := range items {
+		h := r.(*eim.Host)
+		if h.ResourceID == self {
+			continue
+		}
+		if uuid == "" || h.UUID == "" {
+			return eim.Errorf(eim.ECONFLICT, "serialNumber: host %s already has serial number %s", h.ResourceID, serial)
+		}
+	}
+	return nil
+}
+
+// UpdateRegistration changes a registered host: a new name, AutoOnboard
+// (desired ONBOARDED), EnableVpro, UserLvmSize; a UUID or serial number may
+// be added where the host has none but never changed.
+func (s *Service) UpdateRegistration(ctx context.Context, project, id string, reg HostRegistration) (*eim.Host, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if err := checkKindID(eim.KindHost, id); err != nil {
+		return nil, err
+	}
+	if err := checkRegistration(&reg, true); err != nil {
+		return nil, err
+	}
+	var out *eim.Host
+	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, eim.KindHost, id)
+		if err != nil {
+			return err
+		}
+		h := r.(*eim.Host)
+		if reg.Name != "" {
+			h.Name = reg.Name
+		}
+		if reg.UUID != "" && !strings.EqualFold(reg.UUID, h.UUID) {
+			if h.UUID != "" {
+				return eim.Errorf(eim.EINVALID, "uuid: cannot be changed (host %s has uuid %s)", id, h.UUID)
+			}
+			h.UUID = reg.UUID
+		}
+		if reg.SerialNumber != "" && reg.SerialNumber != h.SerialNumber {
+			if h.SerialNumber != "" {
+				return eim.Errorf(eim.EINVALID, "serialNumber: cannot be changed (host %s has serial number %s)", id, h.SerialNumber)
+			}
+			if err := checkSerialFree(ctx, tx, reg.SerialNumber, h.UUID, id); err != nil {
+				return err
+			}
+			h.SerialNumber = reg.SerialNumber
+		}
+		if reg.AutoOnboard {
+			if err := checkHostTransition(h, eim.HostStateOnboarded); err != nil {
+				return err
+			}
+			h.DesiredState = eim.HostStateOnboarded
+		}
+		if reg.EnableVpro {
+			h.DesiredAmtState = eim.AmtStateProvisioned
+		}
+		if reg.UserLvmSize != 0 {
+			h.UserLvmSize = reg.UserLvmSize
+		}
+		if err := eim.Validate(h); err != nil {
+			return err
+		}
+		if err := tx.Update(ctx, h); err != nil {
+			return err
+		}
+		x, err := expandOne(ctx, tx, h)
+		out, _ = x.(*eim.Host)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// OnboardHost sets a host's desired state to ONBOARDED.
+func (s *Service) OnboardHost(ctx context.Context, project, id string) error {
+	return s.setHostState(ctx, project, id, eim.HostStateOnboarded, nil)
+}
+
+// InvalidateHost marks a host untrusted (desired UNTRUSTED) with a note
+// saying why; its managers revoke its credentials.
+func (s *Service) InvalidateHost(ctx context.Context, project, id, note string) error {
+	return s.setHostState(ctx, project, id, eim.HostStateUntrusted, func(h *eim.Host) {
+		if note != "" {
+			h.Note = note
+		}
+	})
+}
+
+func (s *Service) setHostState(ctx context.Context, project, id string, to eim.HostState, edit func(*eim.Host)) error {
+	if err := checkProject(project); err != nil {
+		return err
+	}
+	if err := checkKindID(eim.KindHost, id); err != nil {
+		return err
+	}
+	return s.store.Update(ctx, project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, eim.KindHost, id)
+		if err != nil {
+			return err
+		}
+		h := r.(*eim.Host)
+		if err := checkHostTransition(h, to); err != nil {
+			return err
+		}
+		before := *h
+		h.DesiredState = to
+		if edit != nil {
+			edit(h)
+		}
+		if err := eim.Validate(h); err != nil {
+			return err
+		}
+		if h.DesiredState == before.DesiredState && h.Note == before.Note {
+			return nil // nothing changes: no write, no event
+		}
+		return tx.Update(ctx, h)
+	})
+}
+
+// InvalidateInstance sets an instance's desired state to UNTRUSTED.
+func (s *Service) InvalidateInstance(ctx context.Context, project, id string) error {
+	if err := checkProject(project); err != nil {
+		return err
+	}
+	if err := checkKindID(eim.KindInstance, id); err != nil {
+		return err
+	}
+	return s.store.Update(ctx, project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, eim.KindInstance, id)
+		if err != nil {
+			return err
+		}
+		return s.setInstanceState(ctx, tx, r.(*eim.Instance), eim.InstanceStateUntrusted)
+	})
+}
+
+// HostSummary counts the hosts matching filter: all of them, those whose
+// host status indicator is ERROR, those whose host status is "Running",
+// and those without a site. Each is one COUNT query.
+func (s *Service) HostSummary(ctx context.Context, project, filter string) (*HostSummary, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	var sum HostSummary
+	err := s.store.View(ctx, project, func(tx eim.Tx) error {
+		for _, c := range []struct {
+			n     *int
+			where []eim.Cond
+		}{
+			{&sum.Total, nil},
+			{&sum.Error, []eim.Cond{{Field: "hostStatusIndicator", Value: string(eim.StatusError)}}},
+			{&sum.Running, []eim.Cond{{Field: "hostStatus", Value: StatusRunning}}},
+			{&sum.Unallocated, []eim.Cond{{Field: "siteId", Value: nil}}},
+		} {
+			n, err := tx.Count(ctx, eim.KindHost, eim.Query{Filter: filter, Where: c.where})
+			if err != nil {
+				return err
+			}
+			*c.n = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sum, nil
+}

@@ -1,0 +1,258 @@
+package inventory_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+)
+
+func TestRegionTree(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		// A chain of 5 is allowed, a 6th level is not.
+		var chain []*eim.Region
+		parent := ""
+		for i := range eim.MaxRegionDepth {
+			r := e.region(fmt.Sprintf("r%d", i+1), parent)
+			chain = append(chain, r)
+			parent = r.ResourceID
+		}
+		_, err := e.svc.Create(e.ctx, e.proj, &eim.Region{Name: "r6", ParentID: parent})
+		wantErr(t, err, eim.EPRECONDITION, "parentId: regions nest at most 5 levels deep")
+		_, err = e.svc.Create(e.ctx, e.proj, &eim.Region{Name: "x", ParentID: "region-0000beef"})
+		wantErr(t, err, eim.ENOTFOUND, "parentId: region-0000beef not found")
+
+		move := func(id, parent string) error {
+			_, err := e.svc.Update(e.ctx, e.proj, &eim.Region{Meta: eim.Meta{ResourceID: id}, ParentID: parent}, []string{"parentId"})
+			return err
+		}
+		// Cycles.
+		wantErr(t, move(chain[0].ResourceID, chain[3].ResourceID), eim.EINVALID, "cycle")
+		wantErr(t, move(chain[0].ResourceID, chain[0].ResourceID), eim.EINVALID, "own parent")
+		// Re-parenting counts the region's descendants: a 2-level branch
+		// under the 4th level would make 6.
+		other := e.region("other", "")
+		e.region("other-child", other.ResourceID)
+		wantErr(t, move(other.ResourceID, chain[3].ResourceID), eim.EPRECONDITION, "would be 6 levels deep")
+		noErr(t, move(other.ResourceID, chain[2].ResourceID))
+		// Detaching is always fine.
+		noErr(t, move(other.ResourceID, ""))
+	})
+}
+
+func TestExpansion(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		md := func(kv ...string) eim.Metadata {
+			var m eim.Metadata
+			for i := 0; i < len(kv); i += 2 {
+				m = append(m, eim.MetadataItem{Key: kv[i], Value: kv[i+1]})
+			}
+			return m
+		}
+		root := e.region("root", "", md("env", "prod", "geo", "eu")...)
+		sub := e.region("sub", root.ResourceID, md("geo", "de", "team", "a")...)
+		site := e.site("berlin", sub.ResourceID, md("team", "b")...)
+		h := e.create(&eim.Host{Name: "h", UUID: newUUID(), SiteID: site.ResourceID, Metadata: md("env", "dev")}).(*eim.Host)
+		o := e.os("ubuntu")
+		la := e.create(&eim.LocalAccount{Username: "ops", SSHKey: sshKey}).(*eim.LocalAccount)
+		in := e.create(&eim.Instance{HostID: h.ResourceID, OSID: o.ResourceID, LocalAccountID: la.ResourceID}).(*eim.Instance)
+
+		asMap := func(m eim.Metadata) map[string]string {
+			out := map[string]string{}
+			for _, it := range m {
+				out[it.Key] = it.Value
+			}
+			return out
+		}
+		eq := func(name string, got eim.Metadata, want map[string]string) {
+			t.Helper()
+			g := asMap(got)
+			if len(g) != len(want) || len(got) != len(want) {
+				t.Errorf("%s: got %v, want %v", name, got, want)
+				return
+			}
+			for k, v := range want {
+				if g[k] != v {
+					t.Errorf("%s: got %v, want %v", name, got, want)
+				}
+			}
+		}
+		gr := e.get(eim.KindRegion, sub.ResourceID).(*eim.Region)
+		eq("region inherited", gr.InheritedMetadata, map[string]string{"env": "prod", "geo": "eu"})
+		if gr.AliasID != sub.ResourceID || gr.ParentRegion == nil || gr.ParentRegion.ResourceID != root.ResourceID {
+			t.Errorf("region: got alias %q parent %+v", gr.AliasID, gr.ParentRegion)
+		}
+		eq("root inherited", e.get(eim.KindRegion, root.ResourceID).(*eim.Region).InheritedMetadata, map[string]string{})
+		gs := e.get(eim.KindSite, site.ResourceID).(*eim.Site)
+		eq("site inherited", gs.InheritedMetadata, map[string]string{"env": "prod", "geo": "de", "team": "a"})
+		if gs.AliasID != site.ResourceID || gs.Region == nil || gs.Region.Name != "sub" {
+			t.Errorf("site: got alias %q region %+v", gs.AliasID, gs.Region)
+		}
+		gh := e.get(eim.KindHost, h.ResourceID).(*eim.Host)
+		eq("host inherited", gh.InheritedMetadata, map[string]string{"env": "prod", "geo": "de", "team": "b"})
+		eq("host own", gh.Metadata, map[string]string{"env": "dev"})
+		if gh.Site == nil || gh.Site.Region == nil || gh.Site.Region.ResourceID != sub.ResourceID {
+			t.Errorf("host.site.region: got %+v", gh.Site)
+		}
+		if gh.Instance == nil || gh.Instance.ResourceID != in.ResourceID || gh.Instance.OS == nil || gh.Instance.OS.Name != "ubuntu" {
+			t.Errorf("host.instance(.os): got %+v", gh.Instance)
+		}
+		gi := e.get(eim.KindInstance, in.ResourceID).(*eim.Instance)
+		if gi.AliasID != in.ResourceID || gi.Host == nil || gi.Host.ResourceID != h.ResourceID || gi.OS == nil ||
+			gi.OS.AliasID != o.ResourceID || gi.LocalAccount == nil || gi.LocalAccount.AliasID != la.ResourceID {
+			t.Errorf("instance: got alias %q host %v os %v account %v", gi.AliasID, gi.Host, gi.OS, gi.LocalAccount)
+		}
+		if gi.Host != nil && (gi.Host.Site == nil || gi.Host.Instance != nil) {
+			t.Errorf("instance.host: got site %v instance %v, want site and no instance", gi.Host.Site, gi.Host.Instance)
+		}
+		sch := e.create(&eim.RepeatedSchedule{ScheduleStatus: "SCHEDULE_STATUS_MAINTENANCE", DurationSeconds: 60,
+			CronMinutes: "0", CronHours: "*", CronDayMonth: "*", CronMonth: "*", CronDayWeek: "*", TargetSiteID: site.ResourceID}).(*eim.RepeatedSchedule)
+		if sch.AliasID != sch.ResourceID || sch.TargetSite == nil || sch.TargetSite.Name != "berlin" || sch.TargetHost != nil {
+			t.Errorf("schedule: got alias %q site %v host %v", sch.AliasID, sch.TargetSite, sch.TargetHost)
+		}
+	})
+}
+
+func TestListPagingAndBatching(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		r := e.region("r", "")
+		sites := []*eim.Site{e.site("s1", r.ResourceID), e.site("s2", r.ResourceID), e.site("s3", "")}
+		o := e.os("ubuntu")
+		for i := range 45 {
+			h := e.host(fmt.Sprintf("h%02d", i), sites[i%3].ResourceID)
+			if i%2 == 0 {
+				e.instance(h.ResourceID, o.ResourceID)
+			}
+		}
+		cases := []struct {
+			size, offset  int
+			wantN         int
+			wantNext      bool
+			code, message string
+		}{
+			{0, 0, 20, true, "", ""},
+			{100, 0, 45, false, "", ""},
+			{20, 40, 5, false, "", ""},
+			{20, 25, 20, false, "", ""},
+			{10, 30, 10, true, "", ""},
+			{20, 50, 0, false, "", ""},
+			{101, 0, 0, false, eim.EINVALID, "pageSize must be between 1 and 100"},
+			{-1, 0, 0, false, eim.EINVALID, "pageSize must be between 1 and 100"},
+			{10, 10001, 0, false, eim.EINVALID, "offset must be between 0 and 10000"},
+			{10, -1, 0, false, eim.EINVALID, "offset"},
+		}
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("size%d-offset%d", c.size, c.offset), func(t *testing.T) {
+				p, err := e.svc.List(e.ctx, e.proj, eim.KindHost, inventory.ListQuery{PageSize: c.size, Offset: c.offset})
+				if c.code != "" {
+					wantErr(t, err, c.code, c.message)
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Items) != c.wantN || p.HasNext != c.wantNext || p.Total != 45 {
+					t.Fatalf("got %d items hasNext %v total %d, want %d %v 45", len(p.Items), p.HasNext, p.Total, c.wantN, c.wantNext)
+				}
+			})
+		}
+
+		// A page of hosts with sites, regions and instances costs a handful
+		// of queries, not one per row.
+		counting := &countingStore{Store: e.store}
+		svc := inventory.New(counting, inventory.Options{})
+		p := ok(svc.List(e.ctx, e.proj, eim.KindHost, inventory.ListQuery{PageSize: 100})).get(t)
+		if counting.calls.Load() > 8 {
+			t.Errorf("listing 45 hosts: got %d store calls, want ≤ 8", counting.calls.Load())
+		}
+		withInst := 0
+		for _, it := range p.Items {
+			h := it.(*eim.Host)
+			if h.Site == nil {
+				t.Fatalf("host %s: site not expanded", h.Name)
+			}
+			if h.Site.RegionID != "" && h.Site.Region == nil {
+				t.Fatalf("host %s: site region not expanded", h.Name)
+			}
+			if h.Instance != nil {
+				withInst++
+				if h.Instance.OS == nil {
+					t.Fatalf("host %s: instance OS not expanded", h.Name)
+				}
+			}
+		}
+		if withInst != 23 {
+			t.Errorf("hosts with an instance: got %d, want 23", withInst)
+		}
+		counting.calls.Store(0)
+		ok(svc.List(e.ctx, e.proj, eim.KindInstance, inventory.ListQuery{PageSize: 100})).get(t)
+		if counting.calls.Load() > 10 {
+			t.Errorf("listing instances: got %d store calls, want ≤ 10", counting.calls.Load())
+		}
+
+		regions := ok(e.svc.List(e.ctx, e.proj, eim.KindRegion, inventory.ListQuery{ShowTotalSites: true})).get(t)
+		if got := regions.Items[0].(*eim.Region).TotalSites; got == nil || *got != 2 {
+			t.Errorf("totalSites: got %v, want 2", got)
+		}
+		regions = ok(e.svc.List(e.ctx, e.proj, eim.KindRegion, inventory.ListQuery{})).get(t)
+		if got := regions.Items[0].(*eim.Region).TotalSites; got != nil {
+			t.Errorf("totalSites without showTotalSites: got %d, want nil", *got)
+		}
+		filtered := ok(e.svc.List(e.ctx, e.proj, eim.KindSite, inventory.ListQuery{Where: []eim.Cond{{Field: "regionId", Value: r.ResourceID}}})).get(t)
+		if filtered.Total != 2 {
+			t.Errorf("sites of region: got %d, want 2", filtered.Total)
+		}
+	})
+}
+
+func TestLocations(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		eu := e.region("Europe", "")
+		de := e.region("Germany", eu.ResourceID)
+		us := e.region("Americas", "")
+		ber := e.site("Berlin-1", de.ResourceID)
+		e.site("Boston", us.ResourceID)
+		e.site("Loose", "")
+
+		ids := func(l *inventory.Locations) []string {
+			var out []string
+			for _, n := range l.Nodes {
+				out = append(out, n.Type[len("RESOURCE_KIND_"):]+":"+n.Name+"<"+n.ParentID)
+			}
+			return out
+		}
+		cases := []struct {
+			q         inventory.LocationQuery
+			want      []string
+			wantTotal int
+		}{
+			{inventory.LocationQuery{Name: "berl", ShowSites: true, ShowRegions: true},
+				[]string{"REGION:Europe<", "REGION:Germany<" + eu.ResourceID, "SITE:Berlin-1<" + de.ResourceID}, 1},
+			{inventory.LocationQuery{Name: "ERMA", ShowRegions: true},
+				[]string{"REGION:Europe<", "REGION:Germany<" + eu.ResourceID}, 1},
+			{inventory.LocationQuery{Name: "ERMA", ShowSites: true}, nil, 0},
+			{inventory.LocationQuery{Name: "o", ShowSites: true},
+				[]string{"REGION:Americas<", "SITE:Boston<" + us.ResourceID, "SITE:Loose<"}, 2},
+			{inventory.LocationQuery{}, nil, 6},
+		}
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%+v", c.q), func(t *testing.T) {
+				got := ok(e.svc.Locations(e.ctx, e.proj, c.q)).get(t)
+				if got.TotalElements != c.wantTotal || got.OutputElements != len(got.Nodes) {
+					t.Errorf("got total %d output %d (%d nodes), want total %d", got.TotalElements, got.OutputElements, len(got.Nodes), c.wantTotal)
+				}
+				if c.want != nil || c.wantTotal == 0 {
+					g := ids(got)
+					if !slices.Equal(g, c.want) {
+						t.Errorf("got %v, want %v", g, c.want)
+					}
+				}
+			})
+		}
+		_ = ber
+		_, err := e.svc.Locations(e.ctx, e.proj, inventory.LocationQuery{Name: "a;b"})
+		wantErr(t, err, eim.EINVALID, "name")
+	})
+}

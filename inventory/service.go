@@ -1,0 +1,164 @@
+// Package inventory holds the business rules of EIM's inventory, written once
+// over the eim.Store port so they behave the same on every engine: defaults,
+// validation, who may write which field, desired-state transitions,
+// references between resources, two-phase deletes of hosts and instances,
+// and the "expanded" read view of resources the API returns.
+//
+// Every check-then-write runs inside one Store.Update transaction, so a rule
+// checked is still true when the write commits.
+package inventory
+
+import (
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/eimhq/eim"
+)
+
+// Options configure a Service. Zero values select defaults.
+type Options struct {
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Service applies the inventory's rules to a store.
+type Service struct {
+	store  eim.Store
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// New returns a Service over store.
+func New(store eim.Store, opts Options) *Service {
+	s := &Service{store: store, logger: opts.Logger, now: opts.Now}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s
+}
+
+// Store returns the store the service works on (for managers that read the
+// change feed).
+func (s *Service) Store() eim.Store { return s.store }
+
+// Paging limits of the API.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+	MaxOffset       = 10000
+)
+
+// checkPage validates paging and returns the effective page size.
+func checkPage(size, offset int) (int, error) {
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	if size < 1 || size > MaxPageSize {
+		return 0, eim.Errorf(eim.EINVALID, "pageSize must be between 1 and %d", MaxPageSize)
+	}
+	if offset < 0 || offset > MaxOffset {
+		return 0, eim.Errorf(eim.EINVALID, "offset must be between 0 and %d", MaxOffset)
+	}
+	return size, nil
+}
+
+// checkProject refuses an empty project on API paths: "" would see every
+// tenant.
+func checkProject(project string) error {
+	if project == "" {
+		return eim.Errorf(eim.EINVALID, "project is required")
+	}
+	return nil
+}
+
+// checkKindID validates that id is a well-formed ID of the kind k.
+func checkKindID(k eim.Kind, id string) error {
+	if eim.SchemaOf(k) == nil {
+		return eim.Errorf(eim.EINVALID, "unknown resource kind %q", k)
+	}
+	return eim.CheckID(k, "resourceId", id)
+}
+
+// clone returns a shallow copy of r.
+func clone[T eim.Resource](r T) T {
+	v := reflect.New(reflect.TypeOf(r).Elem())
+	v.Elem().Set(reflect.ValueOf(r).Elem())
+	return v.Interface().(T)
+}
+
+// normalizeEnums sets every empty enum field to its zero name
+// ("…_UNSPECIFIED"), so stored rows and filters see one spelling.
+func normalizeEnums(r eim.Resource) {
+	for _, f := range eim.SchemaOf(r.ResourceKind()).Fields {
+		if !f.IsEnum() || f.Type.Kind() != reflect.String {
+			continue
+		}
+		fv := f.Value(r)
+		if fv.String() == "" {
+			vals := reflect.Zero(f.Type).Interface().(eim.Enum).Values()
+			fv.SetString(vals[0])
+		}
+	}
+}
+
+// copyWritable copies the writable fields named (all when names is nil) from
+// src to dst.
+func copyWritable(dst, src eim.Resource, names []string) {
+	sc := eim.SchemaOf(src.ResourceKind())
+	for _, f := range sc.Fields {
+		if !f.Writable {
+			continue
+		}
+		if names != nil && !contains(names, f.Name) {
+			continue
+		}
+		f.Value(dst).Set(f.Value(src))
+	}
+}
+
+// resolveMask turns a field mask (wire names, camelCase or snake_case) into
+// the writable fields' JSON names. Unknown and read-only fields are EINVALID.
+func resolveMask(k eim.Kind, mask []string) ([]string, error) {
+	if mask == nil {
+		return nil, nil
+	}
+	sc := eim.SchemaOf(k)
+	out := make([]string, 0, len(mask))
+	for _, name := range mask {
+		f, ok := sc.Field(name)
+		if !ok {
+			return nil, eim.Errorf(eim.EINVALID, "fieldMask: unknown field %q", name)
+		}
+		if !f.Writable {
+			return nil, eim.Errorf(eim.EINVALID, "fieldMask: field %q is read-only", name)
+		}
+		out = append(out, f.Name)
+	}
+	return out, nil
+}
+
+func contains[T comparable](s []T, v T) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// ids returns the distinct non-empty values of key over items.
+func ids[T any](items []T, key func(T) string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, it := range items {
+		if id := key(it); id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
