@@ -1,0 +1,236 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eimhq/eim"
+)
+
+// noun is a resource type as the CLI shows it.
+type noun struct {
+	name     string
+	kind     eim.Kind
+	cols     []column   // table columns of list and create
+	flags    []flagSpec // create flags
+	noUpdate bool       // the API has no PUT/PATCH for it
+}
+
+// flagSpec is a create flag setting one wire field.
+type flagSpec struct {
+	flag, field, usage string
+	file               bool // "@path" reads the value from a file
+	time               bool // Unix seconds or RFC 3339
+}
+
+// column is a table column: a header and how to read a cell.
+type column struct {
+	header string
+	cell   func(obj) string
+}
+
+// obj is a resource decoded generically.
+type obj map[string]any
+
+// str returns the value at a dotted path as text.
+func (o obj) str(path string) string {
+	var v any = map[string]any(o)
+	for p := range strings.SplitSeq(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[p]
+	}
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case float64:
+		return fmt.Sprintf("%.0f", x)
+	case bool:
+		return fmt.Sprint(x)
+	case []any:
+		var parts []string
+		for _, e := range x {
+			if m, ok := e.(map[string]any); ok && m["key"] != nil {
+				parts = append(parts, fmt.Sprintf("%v=%v", m["key"], m["value"]))
+			} else {
+				parts = append(parts, fmt.Sprint(e))
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	return fmt.Sprint(v)
+}
+
+func col(header, path string) column {
+	return column{header, func(o obj) string { return o.str(path) }}
+}
+
+// enumCol shows an enum without its common prefix ("HOST_STATE_").
+func enumCol(header, path, prefix string) column {
+	return column{header, func(o obj) string {
+		v := strings.TrimPrefix(o.str(path), prefix)
+		if v == "UNSPECIFIED" {
+			return ""
+		}
+		return v
+	}}
+}
+
+// firstCol shows the first non-empty of several fields.
+func firstCol(header string, paths ...string) column {
+	return column{header, func(o obj) string {
+		for _, p := range paths {
+			if v := o.str(p); v != "" {
+				return v
+			}
+		}
+		return ""
+	}}
+}
+
+// timeCol shows Unix seconds as an RFC 3339 time; 0 as empty.
+func timeCol(header, path string) column {
+	return column{header, func(o obj) string {
+		n, err := strconv.ParseInt(o.str(path), 10, 64)
+		if err != nil || n == 0 {
+			return ""
+		}
+		return time.Unix(n, 0).UTC().Format(time.RFC3339)
+	}}
+}
+
+var idCol = col("ID", "resourceId")
+
+var (
+	metaFlag = flagSpec{flag: "metadata", field: "metadata", usage: "label key=value (repeatable, or comma-separated)"}
+	nameFlag = flagSpec{flag: "name", field: "name", usage: "name"}
+)
+
+func targetFlags() []flagSpec {
+	return []flagSpec{
+		{flag: "host", field: "targetHostId", usage: "target host ID"},
+		{flag: "site", field: "targetSiteId", usage: "target site ID"},
+		{flag: "region", field: "targetRegionId", usage: "target region ID"},
+	}
+}
+
+var nouns = []*noun{
+	{
+		name: "region", kind: eim.KindRegion,
+		cols: []column{idCol, col("NAME", "name"), col("PARENT", "parentId"), col("METADATA", "metadata")},
+		flags: []flagSpec{nameFlag,
+			{flag: "parent", field: "parentId", usage: "parent region ID"}, metaFlag},
+	},
+	{
+		name: "site", kind: eim.KindSite,
+		cols: []column{idCol, col("NAME", "name"), col("REGION", "regionId"), col("REGION-NAME", "region.name"), col("METADATA", "metadata")},
+		flags: []flagSpec{nameFlag,
+			{flag: "region", field: "regionId", usage: "region ID"},
+			{flag: "lat", field: "siteLat", usage: "latitude in 1e-7 degrees"},
+			{flag: "lng", field: "siteLng", usage: "longitude in 1e-7 degrees"}, metaFlag},
+	},
+	{
+		name: "host", kind: eim.KindHost,
+		cols: []column{idCol, col("NAME", "name"), col("UUID", "uuid"), col("SERIAL", "serialNumber"), col("SITE", "siteId"),
+			enumCol("DESIRED", "desiredState", "HOST_STATE_"), enumCol("CURRENT", "currentState", "HOST_STATE_"), col("STATUS", "hostStatus")},
+		flags: []flagSpec{nameFlag,
+			{flag: "uuid", field: "uuid", usage: "host UUID"},
+			{flag: "site", field: "siteId", usage: "site ID"}, metaFlag},
+	},
+	{
+		name: "instance", kind: eim.KindInstance,
+		cols: []column{idCol, col("NAME", "name"), col("HOST", "hostID"), col("OS", "osID"),
+			enumCol("DESIRED", "desiredState", "INSTANCE_STATE_"), enumCol("CURRENT", "currentState", "INSTANCE_STATE_"), col("PROVISIONING", "provisioningStatus")},
+		flags: []flagSpec{nameFlag,
+			{flag: "host", field: "hostID", usage: "host ID"},
+			{flag: "os", field: "osID", usage: "OS profile ID"},
+			{flag: "kind", field: "kind", usage: "INSTANCE_KIND_METAL"},
+			{flag: "security-feature", field: "securityFeature", usage: "SECURITY_FEATURE_NONE or SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION"},
+			{flag: "local-account", field: "localAccountID", usage: "local account ID"},
+			{flag: "custom-config", field: "customConfigID", usage: "custom config ID (repeatable)"}},
+	},
+	{
+		name: "os", kind: eim.KindOS,
+		cols: []column{idCol, col("NAME", "name"), col("PROFILE", "profileName"), col("ARCH", "architecture"),
+			enumCol("TYPE", "osType", "OS_TYPE_"), enumCol("SECURITY", "securityFeature", "SECURITY_FEATURE_")},
+		flags: []flagSpec{nameFlag,
+			{flag: "architecture", field: "architecture", usage: "e.g. x86_64"},
+			{flag: "image-url", field: "imageUrl", usage: "OS image URL"},
+			{flag: "image-id", field: "imageId", usage: "image version ID"},
+			{flag: "sha256", field: "sha256", usage: "image checksum"},
+			{flag: "profile-name", field: "profileName", usage: "OS profile name"},
+			{flag: "os-type", field: "osType", usage: "OS_TYPE_MUTABLE or OS_TYPE_IMMUTABLE"},
+			{flag: "os-provider", field: "osProvider", usage: "OS_PROVIDER_KIND_INFRA or OS_PROVIDER_KIND_LENOVO"},
+			{flag: "security-feature", field: "securityFeature", usage: "SECURITY_FEATURE_…"},
+			{flag: "repo-url", field: "repoUrl", usage: "package repository URL"},
+			{flag: "description", field: "description", usage: "description"}},
+	},
+	{
+		name: "provider", kind: eim.KindProvider, noUpdate: true,
+		cols: []column{idCol, col("NAME", "name"), enumCol("KIND", "providerKind", "PROVIDER_KIND_"),
+			enumCol("VENDOR", "providerVendor", "PROVIDER_VENDOR_"), col("ENDPOINT", "apiEndpoint")},
+		flags: []flagSpec{nameFlag,
+			{flag: "kind", field: "providerKind", usage: "PROVIDER_KIND_BAREMETAL"},
+			{flag: "vendor", field: "providerVendor", usage: "PROVIDER_VENDOR_…"},
+			{flag: "api-endpoint", field: "apiEndpoint", usage: "API endpoint URL"},
+			{flag: "api-credential", field: "apiCredentials", usage: "API credential (repeatable)"},
+			{flag: "config", field: "config", usage: "JSON config (or @file)", file: true}},
+	},
+	{
+		name: "schedule-single", kind: eim.KindSingleSchedule,
+		cols: []column{idCol, col("NAME", "name"), enumCol("STATUS", "scheduleStatus", "SCHEDULE_STATUS_"),
+			timeCol("START", "startSeconds"), timeCol("END", "endSeconds"), firstCol("TARGET", "targetHostId", "targetSiteId", "targetRegionId")},
+		flags: append([]flagSpec{nameFlag,
+			{flag: "status", field: "scheduleStatus", usage: "SCHEDULE_STATUS_MAINTENANCE or SCHEDULE_STATUS_OS_UPDATE"},
+			{flag: "start", field: "startSeconds", usage: "start (Unix seconds or RFC 3339)", time: true},
+			{flag: "end", field: "endSeconds", usage: "end (Unix seconds or RFC 3339; omit for open-ended)", time: true}},
+			targetFlags()...),
+	},
+	{
+		name: "schedule-repeated", kind: eim.KindRepeatedSchedule,
+		cols: []column{idCol, col("NAME", "name"), enumCol("STATUS", "scheduleStatus", "SCHEDULE_STATUS_"),
+			col("DURATION", "durationSeconds"),
+			{"CRON", func(o obj) string {
+				return strings.Join([]string{o.str("cronMinutes"), o.str("cronHours"), o.str("cronDayMonth"), o.str("cronMonth"), o.str("cronDayWeek")}, " ")
+			}},
+			firstCol("TARGET", "targetHostId", "targetSiteId", "targetRegionId")},
+		flags: append([]flagSpec{nameFlag,
+			{flag: "status", field: "scheduleStatus", usage: "SCHEDULE_STATUS_MAINTENANCE or SCHEDULE_STATUS_OS_UPDATE"},
+			{flag: "duration", field: "durationSeconds", usage: "window length in seconds (1..86400)"},
+			{flag: "cron-minutes", field: "cronMinutes", usage: "cron minutes"},
+			{flag: "cron-hours", field: "cronHours", usage: "cron hours"},
+			{flag: "cron-day-month", field: "cronDayMonth", usage: "cron day of month"},
+			{flag: "cron-month", field: "cronMonth", usage: "cron month"},
+			{flag: "cron-day-week", field: "cronDayWeek", usage: "cron day of week"}},
+			targetFlags()...),
+	},
+	{
+		name: "localaccount", kind: eim.KindLocalAccount, noUpdate: true,
+		cols: []column{idCol, col("USERNAME", "username")},
+		flags: []flagSpec{
+			{flag: "username", field: "username", usage: "user name"},
+			{flag: "ssh-key", field: "sshKey", usage: "SSH public key (or @file)", file: true}},
+	},
+	{
+		name: "customconfig", kind: eim.KindCustomConfig, noUpdate: true,
+		cols: []column{idCol, col("NAME", "name"), col("DESCRIPTION", "description")},
+		flags: []flagSpec{nameFlag,
+			{flag: "description", field: "description", usage: "description"},
+			{flag: "config", field: "config", usage: "cloud-init config (or @file)", file: true}},
+	},
+}
+
+func findNoun(name string) *noun {
+	for _, n := range nouns {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/httpapi"
+	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/sqlstore"
+)
+
+// adminTokenTTL is how long the admin token written on first start lives.
+// It is rewritten on a start after it expired (or no longer verifies).
+const adminTokenTTL = 365 * 24 * time.Hour
+
+// shutdownGrace bounds how long in-flight requests may finish after a
+// signal.
+const shutdownGrace = 10 * time.Second
+
+type serverConfig struct {
+	dataDir    string
+	httpAddr   string
+	database   string
+	jwksURL    string
+	oidcIssuer string
+	audience   string
+	logLevel   string
+	rateLimit  float64
+}
+
+func (c *cli) server(args []string) error {
+	fs := c.flagSet("eim server", "eim server [flags]",
+		"Runs the inventory and the northbound REST API. On first start it creates the project\n"+
+			"\"default\" and writes an admin token (role eim-admin, valid one year) to <data-dir>/admin.token.")
+	var cfg serverConfig
+	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir, "directory for the SQLite database, the signing key and the admin token")
+	fs.StringVar(&cfg.httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API (port 0 picks a free port)")
+	fs.StringVar(&cfg.database, "database", c.getenv("EIM_DATABASE"), "postgres://… for PostgreSQL, or a SQLite file (default <data-dir>/eim.db; env EIM_DATABASE)")
+	fs.StringVar(&cfg.jwksURL, "jwks-url", "", "JWKS URL of an external OIDC issuer whose tokens are accepted too (default: discovered from --oidc-issuer)")
+	fs.StringVar(&cfg.oidcIssuer, "oidc-issuer", "", "issuer (iss) of external tokens, e.g. https://keycloak.example.com/realms/master")
+	fs.StringVar(&cfg.audience, "oidc-audience", "", "if set, external tokens must carry this audience (aud)")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Float64Var(&cfg.rateLimit, "rate-limit", 200, "requests per second per client IP (0 = off)")
+	pos, err := c.parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("server", pos, 0, "no arguments"); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", cfg.logLevel)
+	}
+	if cfg.rateLimit < 0 {
+		return usagef("--rate-limit: must not be negative")
+	}
+	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	return c.serve(cfg, log)
+}
+
+func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
+	ctx := c.ctx
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	dsn := databaseDSN(cfg.dataDir, cfg.database)
+	store, err := sqlstore.Open(ctx, dsn, sqlstore.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", redactDSN(dsn), err)
+	}
+	defer store.Close()
+	inv := inventory.New(store, inventory.Options{Logger: log})
+	if err := ensureDefaultProject(ctx, inv, log); err != nil {
+		return err
+	}
+
+	iss, err := auth.LoadIssuer(cfg.dataDir)
+	if err != nil {
+		return fmt.Errorf("signing key: %w", err)
+	}
+	verifier, err := auth.NewVerifier(ctx, iss, auth.VerifierOptions{
+		OIDCIssuer: cfg.oidcIssuer, JWKSURL: cfg.jwksURL, Audience: cfg.audience,
+	})
+	if err != nil {
+		return fmt.Errorf("token verifier: %w", err)
+	}
+	tokPath, err := ensureAdminToken(ctx, cfg.dataDir, iss, verifier)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "eim: admin token in %s\n", tokPath)
+
+	ln, err := net.Listen("tcp", cfg.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.httpAddr, err)
+	}
+	srv := &http.Server{
+		Handler:           httpapi.New(inv, verifier, httpapi.Options{Logger: log, RateLimit: cfg.rateLimit}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(c.stdout, "eim: serving API on http://%s\n", ln.Addr())
+	log.Info("serving", "addr", ln.Addr().String(), "database", redactDSN(dsn))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), shutdownGrace)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := inventory.NewReaper(inv, inventory.ReaperOptions{Logger: log}).Run(gctx); err != nil {
+			return fmt.Errorf("reaper: %w", err)
+		}
+		return nil
+	})
+	err = g.Wait()
+	log.Info("stopped")
+	return err
+}
+
+// databaseDSN is --database, or the SQLite file in the data directory.
+func databaseDSN(dataDir, database string) string {
+	if database != "" {
+		return database
+	}
+	return filepath.Join(dataDir, "eim.db")
+}
+
+func isPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// redactDSN hides a password in a PostgreSQL URL for logs.
+func redactDSN(dsn string) string {
+	if !isPostgres(dsn) {
+		return dsn
+	}
+	scheme, rest, _ := strings.Cut(dsn, "://")
+	userinfo, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return dsn
+	}
+	if user, _, hasPw := strings.Cut(userinfo, ":"); hasPw {
+		return scheme + "://" + user + ":***@" + host
+	}
+	return dsn
+}
+
+// ensureDefaultProject creates the project "default" on first start, that
+// is when there is no project at all (a deleted default stays deleted while
+// other projects exist).
+func ensureDefaultProject(ctx context.Context, inv *inventory.Service, log *slog.Logger) error {
+	ps, err := inv.ListProjects(ctx)
+	if err != nil {
+		return fmt.Errorf("list projects: %w", err)
+	}
+	if len(ps) > 0 {
+		return nil
+	}
+	p, err := inv.CreateProject(ctx, eim.DefaultProject, "")
+	if err != nil && eim.ErrorCode(err) != eim.ECONFLICT { // another replica won
+		return fmt.Errorf("create project %s: %w", eim.DefaultProject, err)
+	}
+	if err == nil {
+		log.Info("created project", "name", p.Name, "id", p.ID)
+	}
+	return nil
+}
+
+// ensureAdminToken keeps <dataDir>/admin.token when it still verifies as an
+// admin token of this server's key, and writes a new one otherwise.
+func ensureAdminToken(ctx context.Context, dataDir string, iss *auth.Issuer, v *auth.Verifier) (string, error) {
+	path := filepath.Join(dataDir, adminTokenFile)
+	if b, err := os.ReadFile(path); err == nil {
+		p, err := v.Authenticate(ctx, strings.TrimSpace(string(b)))
+		if err == nil && p.IsAdmin() {
+			return path, nil
+		}
+	}
+	tok, err := iss.Mint("eim-admin", []string{eim.RoleAdmin}, adminTokenTTL)
+	if err != nil {
+		return "", fmt.Errorf("mint admin token: %w", err)
+	}
+	if err := writeFileAtomic(path, []byte(tok+"\n")); err != nil {
+		return "", fmt.Errorf("write admin token: %w", err)
+	}
+	return path, nil
+}
+
+// writeFileAtomic writes data to path with mode 0600 via a temporary file
+// and a rename, so readers never see a partial token.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
