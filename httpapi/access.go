@@ -1,0 +1,217 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/eimhq/eim"
+)
+
+// call is what a project-scoped handler works with: the project (as the
+// inventory names it) and the caller.
+type call struct {
+	project string
+	p       *eim.Principal
+}
+
+// authenticate reads the bearer token and asks the Authenticator.
+func (h *handler) authenticate(r *http.Request) (*eim.Principal, error) {
+	hdr := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(hdr, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return nil, eim.Errorf(eim.EUNAUTHORIZED, "missing bearer token")
+	}
+	p, err := h.authn.Authenticate(r.Context(), strings.TrimSpace(tok))
+	if err != nil {
+		if eim.ErrorCode(err) == eim.EUNAUTHORIZED {
+			return nil, err
+		}
+		if r.Context().Err() != nil {
+			return nil, err
+		}
+		// An authenticator that fails for another reason must not let the
+		// request through, nor leak its internals as a 500 with details.
+		return nil, eim.Errorf(eim.EUNAUTHORIZED, "invalid token")
+	}
+	if p == nil {
+		return nil, eim.Errorf(eim.EUNAUTHORIZED, "invalid token")
+	}
+	return p, nil
+}
+
+// inProject wraps a project-scoped handler: authenticate, resolve the
+// project named in the path, check the role (reads need read, everything
+// else write).
+func (h *handler) inProject(fn func(w http.ResponseWriter, r *http.Request, c *call) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h.serveInProject(w, r, fn); err != nil {
+			h.writeError(w, r, err)
+		}
+	}
+}
+
+func (h *handler) serveInProject(w http.ResponseWriter, r *http.Request, fn func(http.ResponseWriter, *http.Request, *call) error) error {
+	p, err := h.authenticate(r)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("projectName")
+	proj, err := h.findProject(r, name)
+	if err != nil {
+		return err
+	}
+	allowed := p.CanWrite(proj)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		allowed = p.CanRead(proj)
+	}
+	if !allowed {
+		return eim.Errorf(eim.EFORBIDDEN, "no access to project %q", name)
+	}
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	return fn(w, r, &call{project: proj.Name, p: p})
+}
+
+// admin wraps the project administration endpoints.
+func (h *handler) admin(fn func(w http.ResponseWriter, r *http.Request, p *eim.Principal) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := h.authenticate(r)
+		if err == nil {
+			err = checkQuery(r)
+		}
+		if err == nil {
+			err = fn(w, r, p)
+		}
+		if err != nil {
+			h.writeError(w, r, err)
+		}
+	}
+}
+
+// findProject looks a project up by name, reusing a recent answer.
+func (h *handler) findProject(r *http.Request, name string) (*eim.Project, error) {
+	if name == "" || len(name) > 100 {
+		return nil, eim.Errorf(eim.EINVALID, "projectName: must be 1 to 100 characters")
+	}
+	now := time.Now()
+	h.projMu.Lock()
+	c, ok := h.projects[name]
+	h.projMu.Unlock()
+	if ok && now.Before(c.expires) {
+		return c.p, nil
+	}
+	p, err := h.inv.FindProject(r.Context(), name)
+	if err != nil {
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			return nil, eim.Errorf(eim.ENOTFOUND, "project %q not found", name)
+		}
+		return nil, err
+	}
+	h.projMu.Lock()
+	if len(h.projects) > 10000 { // bound memory against many names
+		clear(h.projects)
+	}
+	h.projects[name] = cachedProject{p: p, expires: now.Add(projectTTL)}
+	h.projMu.Unlock()
+	return p, nil
+}
+
+func (h *handler) forgetProject(name string) {
+	h.projMu.Lock()
+	delete(h.projects, name)
+	h.projMu.Unlock()
+}
+
+// checkQuery rejects empty query values (`?filter=`), as the original's
+// gateway did.
+func checkQuery(r *http.Request) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	for k, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if v == "" {
+				return eim.Errorf(eim.EINVALID, "query parameter %q has an empty value", k)
+			}
+			if !printable(v) {
+				return eim.Errorf(eim.EINVALID, "query parameter %q contains non-printable characters", k)
+			}
+		}
+	}
+	return nil
+}
+
+// printable reports whether s is free of control characters (tab allowed).
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func printableHeaders(h http.Header) bool {
+	for _, vs := range h {
+		for _, v := range vs {
+			if !printable(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// clientIP is the peer address. Forwarding headers are not trusted: a
+// proxy in front should do its own limiting.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// ipLimiter is a token bucket per client IP. Idle buckets are swept when
+// the table grows, so it needs no goroutine.
+type ipLimiter struct {
+	rate  rate.Limit
+	burst int
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+func newIPLimiter(perSecond float64) *ipLimiter {
+	return &ipLimiter{rate: rate.Limit(perSecond), burst: max(1, int(perSecond)), buckets: map[string]*bucket{}}
+}
+
+func (l *ipLimiter) allow(ip string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[ip]
+	if !ok {
+		if len(l.buckets) >= 4096 {
+			for k, v := range l.buckets {
+				if now.Sub(v.seen) > time.Minute {
+					delete(l.buckets, k)
+				}
+			}
+		}
+		b = &bucket{lim: rate.NewLimiter(l.rate, l.burst)}
+		l.buckets[ip] = b
+	}
+	b.seen = now
+	return b.lim.AllowN(now, 1)
+}

@@ -1,0 +1,209 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/eimhq/eim/api"
+	"github.com/eimhq/eim/httpapi"
+)
+
+func TestAccessRules(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	tests := []struct {
+		name, method, path, token string
+		body                      any
+		status                    int
+		code                      string
+	}{
+		{"no token", "GET", "~/regions", "", nil, 401, "Unauthenticated"},
+		{"bad token", "GET", "~/regions", "nope", nil, 401, "Unauthenticated"},
+		{"read-only may read", "GET", "~/regions", tokRO, nil, 200, ""},
+		{"read-only may not write", "POST", "~/regions", tokRO, map[string]any{"name": "x"}, 403, "PermissionDenied"},
+		{"other project's writer may not read", "GET", "~/regions", tokRW2, nil, 403, "PermissionDenied"},
+		{"writer may write", "POST", "~/regions", tokRW, map[string]any{"name": "x"}, 200, ""},
+		{"admin may write anywhere", "POST", "/v1/projects/p2/regions", tokAdmin, map[string]any{"name": "x"}, 200, ""},
+		{"unknown project", "GET", "/v1/projects/nope/regions", tokAdmin, nil, 404, "NotFound"},
+		{"unauthenticated before unknown project", "GET", "/v1/projects/nope/regions", "", nil, 401, "Unauthenticated"},
+		{"healthz is public", "GET", "/healthz", "", nil, 200, ""},
+		{"unrouted module", "GET", "~/telemetry/loggroups", tokAdmin, nil, 404, "NotFound"},
+		{"unrouted workloads", "POST", "~/workloads", tokAdmin, map[string]any{}, 404, "NotFound"},
+		{"create project needs admin", "POST", "/v1/projects", tokRW, map[string]any{"name": "p3"}, 403, "PermissionDenied"},
+		{"delete project needs admin", "DELETE", "/v1/projects/p1?force=true", tokRW, nil, 403, "PermissionDenied"},
+		{"list projects needs a token", "GET", "/v1/projects", "", nil, 401, "Unauthenticated"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(t, tt.method, tt.path, tt.token, tt.body)
+			if tt.code == "" {
+				if r.status != tt.status {
+					t.Fatalf("got status %d, want %d: %s", r.status, tt.status, r.raw)
+				}
+				return
+			}
+			wantError(t, r, tt.status, tt.code)
+		})
+	}
+	wantError(t, e.do(t, "GET", "/v1/projects/nope/regions", tokAdmin, nil), 404, "NotFound", "project", "nope")
+}
+
+func TestProjects(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	p := e.must(t, 200, "POST", "/v1/projects", tokAdmin, map[string]any{"name": "p3"})
+	if p.str("name") != "p3" || p.str("id") == "" {
+		t.Fatalf("create project got %s, want name p3 and an id", p.raw)
+	}
+	wantError(t, e.do(t, "POST", "/v1/projects", tokAdmin, map[string]any{"name": "p3"}), 409, "AlreadyExists")
+	wantError(t, e.do(t, "POST", "/v1/projects", tokAdmin, map[string]any{"title": "x"}), 400, "InvalidArgument", "title")
+	all := e.must(t, 200, "GET", "/v1/projects", tokAdmin, nil)
+	if n := len(all.items("projects")); n < 3 {
+		t.Errorf("admin sees %d projects, want ≥ 3: %s", n, all.raw)
+	}
+	mine := e.must(t, 200, "GET", "/v1/projects", tokRO, nil)
+	if items := mine.items("projects"); len(items) != 1 || items[0].(map[string]any)["name"] != "p1" {
+		t.Errorf("read-only caller sees %s, want only p1", mine.raw)
+	}
+	e.region(t, "keep")
+	// Force deletes a project with resources; afterwards it is gone.
+	del := e.must(t, 200, "DELETE", "/v1/projects/p1?force=true", tokAdmin, nil)
+	if string(del.raw) != "{}\n" {
+		t.Errorf("delete project body got %q, want {}", del.raw)
+	}
+	wantError(t, e.do(t, "GET", "~/regions", tokAdmin, nil), 404, "NotFound", "p1")
+}
+
+func TestBodyRules(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	big := `{"name":"` + strings.Repeat("a", 101<<10) + `"}`
+	tests := []struct {
+		name   string
+		body   any
+		status int
+		code   string
+		words  []string
+	}{
+		{"unknown field", `{"name":"h","uuid":"` + newUUID() + `","colour":"red"}`, 400, "InvalidArgument", []string{"colour"}},
+		{"type error", `{"name":5}`, 400, "InvalidArgument", []string{"name", "string"}},
+		{"bad enum", `{"name":"h","uuid":"` + newUUID() + `","desiredPowerState":"POWER_STATE_WARP"}`, 400, "InvalidArgument", []string{"desiredPowerState"}},
+		{"not an object", `[{"name":"h"}]`, 400, "InvalidArgument", []string{"object"}},
+		{"empty body", ``, 400, "InvalidArgument", []string{"object"}},
+		{"truncated", `{"name":"h"`, 400, "InvalidArgument", nil},
+		{"trailing data", `{"name":"h"} x`, 400, "InvalidArgument", nil},
+		{"control character", `{"name":"h\u0001","uuid":"` + newUUID() + `"}`, 400, "InvalidArgument", []string{"name"}},
+		{"invalid UTF-8", "{\"name\":\"h\xff\"}", 400, "InvalidArgument", []string{"UTF-8"}},
+		{"too large", big, 413, "ResourceExhausted", nil},
+		{"validation from the inventory", `{"name":"h"}`, 400, "InvalidArgument", []string{"uuid"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(t, "POST", "~/compute/hosts", tokRW, tt.body), tt.status, tt.code, tt.words...)
+		})
+	}
+
+	t.Run("read-only fields are ignored", func(t *testing.T) {
+		uuid := newUUID()
+		r := e.must(t, 200, "POST", "~/compute/hosts", tokRW, map[string]any{
+			"name": "ro", "uuid": uuid, "resourceId": "host-12345678", "currentState": "HOST_STATE_ONBOARDED",
+			"hostStatus": "Running", "serialNumber": "ABCDE12345", "memoryBytes": "17179869184",
+			"site": map[string]any{"name": "x"}, "timestamps": map[string]any{"createdAt": "2020-01-01T00:00:00.000Z"},
+			"hostNics": []any{}, "inheritedMetadata": []any{map[string]any{"key": "k", "value": "v"}},
+		})
+		if r.str("resourceId") == "host-12345678" || r.str("currentState") == "HOST_STATE_ONBOARDED" ||
+			r.str("hostStatus") == "Running" || r.str("serialNumber") == "ABCDE12345" {
+			t.Fatalf("read-only fields were applied: %s", r.raw)
+		}
+		if r.str("uuid") != uuid {
+			t.Fatalf("uuid got %q, want %q", r.str("uuid"), uuid)
+		}
+	})
+	t.Run("snake_case names and integers as strings", func(t *testing.T) {
+		rid := e.region(t, "snake")
+		r := e.must(t, 200, "POST", "~/sites", tokRW, map[string]any{"name": "s", "region_id": rid, "site_lat": "123", "siteLng": -45})
+		if r.str("regionId") != rid || r.num("siteLat") != 123 || r.num("siteLng") != -45 {
+			t.Fatalf("got %s, want regionId %s, siteLat 123, siteLng -45", r.raw, rid)
+		}
+	})
+	t.Run("multi-line config keeps its newlines", func(t *testing.T) {
+		cfg := "#cloud-config\n\tpackages: [curl]\r\n"
+		r := e.must(t, 200, "POST", "~/customConfigs", tokRW, map[string]any{"name": "nl", "config": cfg})
+		if r.str("config") != cfg {
+			t.Fatalf("config got %q, want %q", r.str("config"), cfg)
+		}
+	})
+}
+
+func TestIDs(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	other := e.must(t, 200, "POST", "/v1/projects/p2/compute/hosts", tokAdmin, map[string]any{"name": "theirs", "uuid": newUUID()}).str("resourceId")
+	tests := []struct {
+		name, method, path string
+		status             int
+		code               string
+	}{
+		{"wrong prefix", "GET", "~/compute/hosts/site-0000abcd", 400, "InvalidArgument"},
+		{"malformed", "GET", "~/compute/hosts/host-XYZ", 400, "InvalidArgument"},
+		{"upper-case hex", "GET", "~/regions/region-0000ABCD", 400, "InvalidArgument"},
+		{"well-formed unknown", "GET", "~/compute/hosts/host-0000abcd", 404, "NotFound"},
+		{"other project's", "GET", "~/compute/hosts/" + other, 404, "NotFound"},
+		{"delete other project's", "DELETE", "~/compute/hosts/" + other, 404, "NotFound"},
+		{"malformed delete", "DELETE", "~/compute/os/os-1", 400, "InvalidArgument"},
+		{"malformed put", "PUT", "~/regions/region-", 400, "InvalidArgument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(t, tt.method, tt.path, tokAdmin, map[string]any{"name": "x"}), tt.status, tt.code)
+		})
+	}
+}
+
+func TestLimits(t *testing.T) {
+	t.Run("rate limit", func(t *testing.T) {
+		// A bucket of one that refills in ~17 minutes: the second request is
+		// refused whatever the timing.
+		e := newEnv(t, httpapi.Options{RateLimit: 0.001})
+		e.must(t, 200, "GET", "/healthz", "", nil)
+		wantError(t, e.do(t, "GET", "/healthz", "", nil), 429, "ResourceExhausted")
+	})
+	t.Run("body limit option", func(t *testing.T) {
+		e := newEnv(t, httpapi.Options{MaxBodyBytes: 64})
+		wantError(t, e.do(t, "POST", "~/regions", tokRW, `{"name":"`+strings.Repeat("a", 100)+`"}`), 413, "ResourceExhausted")
+	})
+	t.Run("non-printable header", func(t *testing.T) {
+		// Go's client refuses to send such a header, so call the handler.
+		e := newEnv(t, httpapi.Options{})
+		req := httptest.NewRequest("GET", "/healthz", nil)
+		req.Header.Set("X-Note", "a\x01b")
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"code":"InvalidArgument"`) {
+			t.Fatalf("got %d %s, want 400 InvalidArgument", rec.Code, rec.Body)
+		}
+	})
+	t.Run("request id", func(t *testing.T) {
+		e := newEnv(t, httpapi.Options{})
+		req := httptest.NewRequest("GET", "/healthz", nil)
+		req.Header.Set("X-Request-Id", "abc-123")
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, req)
+		if got := rec.Header().Get("X-Request-Id"); got != "abc-123" {
+			t.Fatalf("X-Request-Id got %q, want abc-123", got)
+		}
+	})
+}
+
+func TestOpenAPI(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	res, err := e.srv.Client().Get(e.srv.URL + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || !bytes.Equal(b, api.Spec()) || res.Header.Get("Content-Type") != "application/yaml" {
+		t.Fatalf("GET /openapi.yaml got %d %q (%d bytes), want 200 application/yaml with api.Spec()", res.StatusCode, res.Header.Get("Content-Type"), len(b))
+	}
+}

@@ -1,0 +1,88 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/eimhq/eim"
+)
+
+// codeRateLimited is this package's own code for 429; the inventory never
+// returns it.
+const codeRateLimited = "rate_limited"
+
+// wireCode is how an eim error code appears on the wire: the gRPC code name
+// the original API put in "code", and the HTTP status.
+type wireCode struct {
+	name   string
+	status int
+}
+
+// wireCodes maps every eim code to the wire. The original answered
+// uniqueness violations with 400; we answer 409 (see docs/compatibility.md).
+var wireCodes = map[string]wireCode{
+	eim.EINVALID:      {"InvalidArgument", http.StatusBadRequest},
+	eim.EPRECONDITION: {"FailedPrecondition", http.StatusBadRequest},
+	eim.ENOTFOUND:     {"NotFound", http.StatusNotFound},
+	eim.ECONFLICT:     {"AlreadyExists", http.StatusConflict},
+	eim.EUNAUTHORIZED: {"Unauthenticated", http.StatusUnauthorized},
+	eim.EFORBIDDEN:    {"PermissionDenied", http.StatusForbidden},
+	eim.EUNAVAILABLE:  {"Unavailable", http.StatusServiceUnavailable},
+	eim.ETOOLARGE:     {"ResourceExhausted", http.StatusRequestEntityTooLarge},
+	eim.EINTERNAL:     {"Internal", http.StatusInternalServerError},
+	codeRateLimited:   {"ResourceExhausted", http.StatusTooManyRequests},
+}
+
+// errorBody is the wire shape of every error.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeError translates err to the wire, once. Internal errors are logged
+// here (with the request ID) and never described to the client.
+func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := eim.ErrorCode(err)
+	msg := eim.ErrorMessage(err)
+	if ctxErr := r.Context().Err(); ctxErr != nil && code == eim.EINTERNAL {
+		// The request ran out of time (or the client went away) and the
+		// layer below reported it as an internal failure.
+		code, msg = eim.EUNAVAILABLE, "request timed out"
+		if errors.Is(ctxErr, context.Canceled) {
+			msg = "request canceled"
+		}
+	}
+	wc, ok := wireCodes[code]
+	if !ok {
+		wc, code = wireCodes[eim.EINTERNAL], eim.EINTERNAL
+	}
+	if code == eim.EINTERNAL {
+		h.log.LogAttrs(r.Context(), slog.LevelError, "internal error",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("request_id", ridFrom(r.Context())), slog.Any("err", err))
+		msg = "internal error"
+	}
+	h.writeJSON(w, wc.status, errorBody{Code: wc.name, Message: msg})
+}
+
+type ridKey struct{}
+
+// requestID returns the caller's X-Request-Id when it is short and
+// printable, else a fresh one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 64 && printable(id) {
+		return id
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func ridFrom(ctx context.Context) string {
+	s, _ := ctx.Value(ridKey{}).(string)
+	return s
+}

@@ -1,0 +1,139 @@
+// Package httpapi is the northbound REST API of EIM: the original EIM's v1
+// paths under /v1/projects/{projectName}/…, its JSON shapes, list envelope,
+// error body and status codes, over an *inventory.Service.
+//
+// The handler authenticates every request except /healthz and
+// /openapi.yaml with a bearer token, checks the caller's role on the
+// project named in the path, decodes request bodies against the kind's
+// eim.Schema (so a field is declared once, in the root package), and maps
+// eim error codes to HTTP statuses in one place (errors.go).
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+)
+
+// Authenticator turns a bearer token into a principal; errors are EUNAUTHORIZED.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (*eim.Principal, error)
+}
+
+// Options configure the handler. Zero values select the defaults.
+type Options struct {
+	Logger       *slog.Logger
+	MaxBodyBytes int64   // request body limit; 0 = 100 KiB
+	RateLimit    float64 // requests per second per client IP; 0 = off
+}
+
+const (
+	defaultMaxBody = 100 << 10
+	requestTimeout = 15 * time.Second
+	// projectTTL bounds how long a project looked up by name is reused.
+	// Projects are created and deleted rarely; deletes through this handler
+	// drop the entry at once.
+	projectTTL = 2 * time.Second
+)
+
+// handler serves the API. It is safe for concurrent use.
+type handler struct {
+	inv     *inventory.Service
+	authn   Authenticator
+	log     *slog.Logger
+	maxBody int64
+	limiter *ipLimiter // nil when rate limiting is off
+	mux     *http.ServeMux
+
+	projMu   sync.Mutex
+	projects map[string]cachedProject
+}
+
+type cachedProject struct {
+	p       *eim.Project
+	expires time.Time
+}
+
+// New returns the API handler.
+func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler {
+	h := &handler{
+		inv:      inv,
+		authn:    authn,
+		log:      opts.Logger,
+		maxBody:  opts.MaxBodyBytes,
+		mux:      http.NewServeMux(),
+		projects: map[string]cachedProject{},
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = defaultMaxBody
+	}
+	if opts.RateLimit > 0 {
+		h.limiter = newIPLimiter(opts.RateLimit)
+	}
+	h.routes()
+	return h
+}
+
+// ServeHTTP applies the limits every request is subject to, then routes.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rid := requestID(r)
+	w.Header().Set("X-Request-Id", rid)
+	sw := &statusWriter{ResponseWriter: w}
+	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), ridKey{}, rid), requestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
+
+	switch {
+	case h.limiter != nil && !h.limiter.allow(clientIP(r), start):
+		h.writeError(sw, r, eim.Errorf(codeRateLimited, "too many requests from this client; slow down"))
+	case !printableHeaders(r.Header):
+		h.writeError(sw, r, eim.Errorf(eim.EINVALID, "request headers contain non-printable characters"))
+	default:
+		h.mux.ServeHTTP(sw, r)
+	}
+	if h.log.Enabled(ctx, slog.LevelDebug) {
+		h.log.LogAttrs(ctx, slog.LevelDebug, "http request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status()), slog.Duration("took", time.Since(start)),
+			slog.String("request_id", rid))
+	}
+}
+
+// statusWriter remembers the status for the request log.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

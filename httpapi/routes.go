@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/eimhq/eim"
+)
+
+const projectPrefix = "/v1/projects/{projectName}"
+
+// crudOps says which of the generic operations a path offers.
+type crudOps struct {
+	update bool // PUT and PATCH on /{resourceId}
+}
+
+// routes registers every path of the API. The paths and their aliases are
+// those of the original's northbound API (for the kinds EIM has so far);
+// anything else is a 404 with the standard error body.
+func (h *handler) routes() {
+	full := crudOps{update: true}
+	h.crud(eim.KindRegion, "/regions", full)
+	h.crud(eim.KindSite, "/sites", full)
+	h.crud(eim.KindSite, "/regions/{regionId}/sites", full)
+	h.crud(eim.KindHost, "/compute/hosts", full)
+	h.crud(eim.KindInstance, "/compute/instances", full)
+	h.crud(eim.KindOS, "/compute/os", full)
+	h.crud(eim.KindOS, "/compute/operating_systems", full)
+	h.crud(eim.KindProvider, "/providers", crudOps{})
+	h.crud(eim.KindLocalAccount, "/localAccounts", crudOps{})
+	h.crud(eim.KindCustomConfig, "/customConfigs", crudOps{})
+	for _, base := range []string{"/schedules", "/compute/schedules"} {
+		h.crud(eim.KindSingleSchedule, base+"/single", full)
+		h.crud(eim.KindRepeatedSchedule, base+"/repeated", full)
+		h.handle("GET "+base, h.listSchedules)
+	}
+
+	h.handle("POST /compute/hosts/register", h.registerHost)
+	h.handle("PATCH /compute/hosts/{resourceId}/register", h.updateRegistration)
+	h.handle("PATCH /compute/hosts/{resourceId}/onboard", h.onboardHost)
+	h.handle("PUT /compute/hosts/{resourceId}/invalidate", h.invalidateHost)
+	h.handle("GET /compute/hosts/summary", h.hostSummary)
+	h.handle("GET /compute/hosts_summary", h.hostSummary)
+	h.handle("PUT /compute/instances/{resourceId}/invalidate", h.invalidateInstance)
+	h.handle("GET /locations", h.locations)
+
+	h.mux.HandleFunc("GET /v1/projects", h.admin(h.listProjects))
+	h.mux.HandleFunc("POST /v1/projects", h.admin(h.createProject))
+	h.mux.HandleFunc("DELETE /v1/projects/{projectName}", h.admin(h.deleteProject))
+	h.mux.HandleFunc("GET /healthz", h.healthz)
+	h.mux.HandleFunc("GET /openapi.yaml", h.openapi)
+	h.mux.HandleFunc("/", h.notFound)
+}
+
+func (h *handler) crud(k eim.Kind, base string, ops crudOps) {
+	p := projectPrefix + base
+	if k == eim.KindSingleSchedule || k == eim.KindRepeatedSchedule {
+		h.mux.HandleFunc("GET "+p, h.listSchedulesOf(k))
+	} else {
+		h.mux.HandleFunc("GET "+p, h.list(k))
+	}
+	h.mux.HandleFunc("POST "+p, h.create(k))
+	h.mux.HandleFunc("GET "+p+"/{resourceId}", h.get(k))
+	h.mux.HandleFunc("DELETE "+p+"/{resourceId}", h.remove(k))
+	if ops.update {
+		h.mux.HandleFunc("PUT "+p+"/{resourceId}", h.update(k, false))
+		h.mux.HandleFunc("PATCH "+p+"/{resourceId}", h.update(k, true))
+	}
+}
+
+// handle registers a project-scoped operation: "METHOD /path" below
+// /v1/projects/{projectName}.
+func (h *handler) handle(pattern string, fn func(http.ResponseWriter, *http.Request, *call) error) {
+	method, path, _ := strings.Cut(pattern, " ")
+	h.mux.HandleFunc(method+" "+projectPrefix+path, h.inProject(fn))
+}
+
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	h.writeError(w, r, eim.Errorf(eim.ENOTFOUND, "no operation %s %s", r.Method, r.URL.Path))
+}
+
+func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
+	h.writeBytes(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+}

@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+)
+
+// The read-only views that are not a list of one kind: locations and the
+// combined schedule list.
+
+func (h *handler) locations(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	lq := inventory.LocationQuery{Name: q.Get("name")}
+	var err error
+	if lq.ShowSites, err = boolParam(q, "showSites"); err != nil {
+		return err
+	}
+	if lq.ShowRegions, err = boolParam(q, "showRegions"); err != nil {
+		return err
+	}
+	locs, err := h.inv.Locations(r.Context(), c.project, lq)
+	if err != nil {
+		return err
+	}
+	if locs.Nodes == nil {
+		locs.Nodes = []inventory.LocationNode{}
+	}
+	h.writeJSON(w, http.StatusOK, locs)
+	return nil
+}
+
+// schedulesBody is the wire shape of the combined schedule list.
+type schedulesBody struct {
+	Single        []*eim.SingleSchedule   `json:"singleSchedules"`
+	Repeated      []*eim.RepeatedSchedule `json:"repeatedSchedules"`
+	TotalElements int                     `json:"totalElements"`
+	HasNext       bool                    `json:"hasNext"`
+}
+
+func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request, c *call) error {
+	sq, err := scheduleQuery(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	s, err := h.inv.ListSchedules(r.Context(), c.project, sq)
+	if err != nil {
+		return err
+	}
+	out := schedulesBody{Single: s.Single, Repeated: s.Repeated, TotalElements: s.Total, HasNext: s.HasNext}
+	if out.Single == nil {
+		out.Single = []*eim.SingleSchedule{}
+	}
+	if out.Repeated == nil {
+		out.Repeated = []*eim.RepeatedSchedule{}
+	}
+	h.writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// projectsBody is the wire shape of GET /v1/projects.
+type projectsBody struct {
+	Projects      []*eim.Project `json:"projects"`
+	TotalElements int            `json:"totalElements"`
+	HasNext       bool           `json:"hasNext"`
+}
+
+// listProjects lists every project to an administrator and the projects a
+// caller can read to anyone else.
+func (h *handler) listProjects(w http.ResponseWriter, r *http.Request, p *eim.Principal) error {
+	all, err := h.inv.ListProjects(r.Context())
+	if err != nil {
+		return err
+	}
+	out := projectsBody{Projects: make([]*eim.Project, 0, len(all))}
+	for _, proj := range all {
+		if p.CanRead(proj) {
+			out.Projects = append(out.Projects, proj)
+		}
+	}
+	out.TotalElements = len(out.Projects)
+	h.writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (h *handler) createProject(w http.ResponseWriter, r *http.Request, p *eim.Principal) error {
+	if !p.IsAdmin() {
+		return eim.Errorf(eim.EFORBIDDEN, "creating projects needs the %s role", eim.RoleAdmin)
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	if err := h.readBody(r, buf); err != nil {
+		return err
+	}
+	var name, id string
+	err := decodeObject(buf.Bytes(), func(key string, raw json.RawMessage) error {
+		switch key {
+		case "name":
+			return decodeString(key, raw, &name)
+		case "id":
+			return decodeString(key, raw, &id)
+		case "createdAt", "created_at":
+			return nil // read-only
+		}
+		return eim.Errorf(eim.EINVALID, "unknown field %q", key)
+	})
+	if err != nil {
+		return err
+	}
+	proj, err := h.inv.CreateProject(r.Context(), name, id)
+	if err != nil {
+		return err
+	}
+	h.forgetProject(name)
+	h.writeJSON(w, http.StatusOK, proj)
+	return nil
+}
+
+func (h *handler) deleteProject(w http.ResponseWriter, r *http.Request, p *eim.Principal) error {
+	if !p.IsAdmin() {
+		return eim.Errorf(eim.EFORBIDDEN, "deleting projects needs the %s role", eim.RoleAdmin)
+	}
+	force, err := boolParam(r.URL.Query(), "force")
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("projectName")
+	h.forgetProject(name)
+	if err := h.inv.DeleteProject(r.Context(), name, force); err != nil {
+		return err
+	}
+	h.forgetProject(name)
+	h.writeEmpty(w)
+	return nil
+}

@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/eimhq/eim"
+)
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuf() *bytes.Buffer {
+	b := bufPool.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= 1<<20 { // don't keep huge buffers around
+		bufPool.Put(b)
+	}
+}
+
+// writeJSON encodes v once into a pooled buffer and writes it with its length.
+func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	buf := getBuf()
+	defer putBuf(buf)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only a bug in a domain type gets here.
+		h.log.Error("encode response", "err", err)
+		buf.Reset()
+		buf.WriteString(`{"code":"Internal","message":"internal error"}`)
+		status = http.StatusInternalServerError
+	}
+	h.writeBytes(w, status, buf.Bytes())
+}
+
+func (h *handler) writeBytes(w http.ResponseWriter, status int, b []byte) {
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// writeEmpty answers the operations whose response is an empty message.
+func (h *handler) writeEmpty(w http.ResponseWriter) {
+	h.writeBytes(w, http.StatusOK, []byte("{}\n"))
+}
+
+// writeList writes the list envelope {"<plural>":[…],"totalElements":N,"hasNext":b}.
+func (h *handler) writeList(w http.ResponseWriter, plural string, items []eim.Resource, total int, hasNext bool) {
+	buf := getBuf()
+	defer putBuf(buf)
+	buf.WriteString(`{"`)
+	buf.WriteString(plural)
+	buf.WriteString(`":`)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if items == nil {
+		items = []eim.Resource{}
+	}
+	if err := enc.Encode(items); err != nil {
+		h.log.Error("encode list", "err", err)
+		h.writeBytes(w, http.StatusInternalServerError, []byte(`{"code":"Internal","message":"internal error"}`))
+		return
+	}
+	buf.Truncate(buf.Len() - 1) // Encode's newline
+	buf.WriteString(`,"totalElements":`)
+	buf.WriteString(strconv.Itoa(total))
+	buf.WriteString(`,"hasNext":`)
+	buf.WriteString(strconv.FormatBool(hasNext))
+	buf.WriteString("}\n")
+	h.writeBytes(w, http.StatusOK, buf.Bytes())
+}
+
+// readBody reads the request body within the size limit.
+func (h *handler) readBody(r *http.Request, buf *bytes.Buffer) error {
+	if r.ContentLength > h.maxBody {
+		return eim.Errorf(eim.ETOOLARGE, "request body is larger than %d bytes", h.maxBody)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(nil, r.Body, h.maxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return eim.Errorf(eim.ETOOLARGE, "request body is larger than %d bytes", h.maxBody)
+	case err != nil && !errors.Is(err, io.EOF):
+		return eim.Errorf(eim.EINVALID, "reading request body: %v", err)
+	}
+	return nil
+}
