@@ -112,7 +112,9 @@ func (r *Reaper) Run(ctx context.Context) error {
 				continue
 			}
 			lastOK = it.ev.Revision
-			if it.ev.Op != eim.OpDeleted {
+			// Only an update can set desired DELETED: creating a resource
+			// never does, so creates (the bulk of a fleet import) cost nothing.
+			if it.ev.Op == eim.OpUpdated {
 				r.reconcile(ctx, it.ev.Project, it.ev.Kind, it.ev.ID)
 			}
 		}
