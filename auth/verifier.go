@@ -53,6 +53,7 @@ type Verifier struct {
 	jwks     *jwks
 	leeway   time.Duration
 	now      func() time.Time
+	cache    tokenCache
 }
 
 // algorithms are the signature algorithms accepted at all; a key only
@@ -116,6 +117,10 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*eim.Princip
 	if token == "" {
 		return nil, unauthorized("missing bearer token")
 	}
+	now := v.now()
+	if p, ok := v.cache.get(token, now); ok {
+		return p, nil
+	}
 	tok, err := jwt.ParseSigned(token, algorithms)
 	if err != nil {
 		return nil, unauthorized("malformed token or unsupported signature algorithm")
@@ -156,7 +161,7 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*eim.Princip
 	if std.Expiry == nil {
 		return nil, unauthorized("token has no expiry")
 	}
-	exp := jwt.Expected{Issuer: unverified.Issuer, Time: v.now()}
+	exp := jwt.Expected{Issuer: unverified.Issuer, Time: now}
 	if v.audience != "" && std.Issuer == v.external {
 		exp.AnyAudience = jwt.Audience{v.audience}
 	}
@@ -185,7 +190,9 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*eim.Princip
 	if subject == "" {
 		return nil, unauthorized("token has no subject")
 	}
-	return &eim.Principal{Subject: subject, Roles: extra.RealmAccess.Roles}, nil
+	p := &eim.Principal{Subject: subject, Roles: extra.RealmAccess.Roles}
+	v.cache.put(token, p, std.Expiry.Time().Add(v.leeway), now)
+	return p, nil
 }
 
 func unauthorized(format string, args ...any) error {

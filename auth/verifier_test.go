@@ -197,3 +197,33 @@ func signEd25519(t *testing.T, priv ed25519.PrivateKey, kid string, claims map[s
 	sig := ed25519.Sign(priv, []byte(hdr+"."+body))
 	return hdr + "." + body + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
+
+// A verified token is cached, but the cache never extends its life: once it
+// expires (past the leeway) it is refused even though it verified before.
+func TestAuthenticateCacheHonoursExpiry(t *testing.T) {
+	iss := newIssuer(t)
+	tok, err := iss.Mint("alice", []string{eim.RoleAdmin}, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	v := newVerifier(t, iss, auth.VerifierOptions{Now: func() time.Time { return now }, Leeway: -1})
+	for i := range 2 {
+		p, err := v.Authenticate(context.Background(), tok)
+		if err != nil || p.Subject != "alice" {
+			t.Fatalf("call %d: got %v, %v; want alice", i, p, err)
+		}
+		p.Roles[0] = "tampered" // callers may not corrupt the cache
+	}
+	if p, _ := v.Authenticate(context.Background(), tok); p == nil || p.Roles[0] != eim.RoleAdmin {
+		t.Fatalf("cached principal was shared with a caller: got %v", p)
+	}
+	now = now.Add(3 * time.Minute)
+	if _, err := v.Authenticate(context.Background(), tok); eim.ErrorCode(err) != eim.EUNAUTHORIZED {
+		t.Errorf("after expiry: got %v, want EUNAUTHORIZED", err)
+	}
+	// A token with a tampered signature is refused even while a good one is cached.
+	if _, err := v.Authenticate(context.Background(), tok[:len(tok)-2]+"AA"); eim.ErrorCode(err) != eim.EUNAUTHORIZED {
+		t.Errorf("tampered: got %v, want EUNAUTHORIZED", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,7 @@ type serverConfig struct {
 	audience   string
 	logLevel   string
 	rateLimit  float64
+	debugAddr  string
 }
 
 func (c *cli) server(args []string) error {
@@ -53,6 +55,7 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.audience, "oidc-audience", "", "if set, external tokens must carry this audience (aud)")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&cfg.rateLimit, "rate-limit", 200, "requests per second per client IP (0 = off)")
+	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "if set, serve Go profiles (/debug/pprof/) on this address; keep it on loopback")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -135,6 +138,24 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		}
 		return nil
 	})
+	if cfg.debugAddr != "" {
+		dln, err := net.Listen("tcp", cfg.debugAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.debugAddr, err)
+		}
+		dsrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
+		log.Info("serving profiles", "addr", dln.Addr().String())
+		g.Go(func() error {
+			if err := dsrv.Serve(dln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve debug: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			return dsrv.Close()
+		})
+	}
 	g.Go(func() error {
 		if err := inventory.NewReaper(inv, inventory.ReaperOptions{Logger: log}).Run(gctx); err != nil {
 			return fmt.Errorf("reaper: %w", err)
@@ -234,4 +255,16 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// debugHandler serves the runtime profiles of net/http/pprof on a mux of its
+// own, so they are only reachable on --debug-addr.
+func debugHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
