@@ -50,9 +50,18 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 		if err := tx.Create(ctx, nr); err != nil {
 			return err
 		}
-		var err error
-		out, err = expandOne(ctx, tx, nr)
-		return err
+		e := newExpander(ctx, tx)
+		if h, ok := nr.(*eim.Host); ok {
+			// A host created in this transaction has no instance yet: skip
+			// the lookup while holding the (on SQLite, single) writer.
+			e.instDone[h.ResourceID] = true
+		}
+		items, err := e.expand(nr.ResourceKind(), []eim.Resource{nr})
+		if err != nil {
+			return err
+		}
+		out = items[0]
+		return nil
 	})
 	if err != nil {
 		return nil, err
