@@ -1,0 +1,288 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/jackc/pgx/v5"
+)
+
+// The change feed.
+//
+// Revisions must be committed in revision order, or a reader that has seen
+// revision 8 could later miss a 7 that committed after it. A sequence does
+// not give that on PostgreSQL (nextval is not transactional). So a write
+// transaction collects its events in memory and, as its last statement
+// before COMMIT, increments the single row of eim_revision and inserts its
+// events numbered from it. The row lock is held until COMMIT, so the next
+// writer gets its numbers only after this one's are visible: commit order
+// equals revision order. Only this short tail of write transactions is
+// serialized. On SQLite there is one writer anyway.
+
+type pendingEvent struct {
+	project, id string
+	kind        eim.Kind
+	op          eim.Op
+}
+
+func (t *tx) addEvent(project string, k eim.Kind, id string, op eim.Op) {
+	t.events = append(t.events, pendingEvent{project: project, id: id, kind: k, op: op})
+}
+
+const (
+	revisionUpdate = "UPDATE eim_revision SET revision = revision + ? WHERE id = 1 RETURNING revision"
+	eventInsert1   = "INSERT INTO events (revision, project, kind, resource_id, op, at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+// eventBatch bounds the rows of one INSERT (SQLite's parameter limit).
+const eventBatch = 500
+
+func (t *tx) flushEvents(ctx context.Context) error {
+	if len(t.events) == 0 {
+		return nil
+	}
+	at := eim.NewTime(t.s.now()).UnixMilli()
+	if t.s.d.pg {
+		return t.flushPostgres(ctx, at)
+	}
+	var last int64
+	rows, err := t.query(ctx, revisionUpdate, len(t.events))
+	if err == nil {
+		for rows.Next() {
+			err = rows.Scan(&last)
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		rows.Close()
+	}
+	if err != nil {
+		return t.s.d.translate(fmt.Errorf("assign revisions: %w", err), nil)
+	}
+	rev := last - int64(len(t.events))
+	for start := 0; start < len(t.events); start += eventBatch {
+		batch := t.events[start:min(start+eventBatch, len(t.events))]
+		q := eventInsert1 + strings.Repeat(", (?, ?, ?, ?, ?, ?)", len(batch)-1)
+		vals := make([]any, 0, 6*len(batch))
+		for _, e := range batch {
+			rev++
+			vals = append(vals, rev, e.project, string(e.kind), e.id, string(e.op), at)
+		}
+		if _, err := t.exec(ctx, q, vals...); err != nil {
+			return t.s.d.translate(fmt.Errorf("record events: %w", err), nil)
+		}
+	}
+	return nil
+}
+
+// flushPostgres takes the revision row lock and inserts the events in one
+// round trip. The events table's statement trigger sends the NOTIFY.
+func (t *tx) flushPostgres(ctx context.Context, at int64) error {
+	const q = `WITH c AS (UPDATE eim_revision SET revision = revision + $1 WHERE id = 1 RETURNING revision)
+INSERT INTO events (revision, project, kind, resource_id, op, at)
+SELECT c.revision - $1 + e.n, e.project, e.kind, e.resource_id, e.op, $6
+FROM c, unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS e(project, kind, resource_id, op, n)`
+	n := len(t.events)
+	projects, kinds, ids, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, e := range t.events {
+		projects[i], kinds[i], ids[i], ops[i] = e.project, string(e.kind), e.id, string(e.op)
+	}
+	if _, err := t.tx.ExecContext(ctx, q, n, projects, kinds, ids, ops, at); err != nil {
+		return t.s.d.translate(fmt.Errorf("record events: %w", err), nil)
+	}
+	return nil
+}
+
+// Revision returns the newest committed revision.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	var rev int64
+	if err := s.rdb.QueryRowContext(ctx, "SELECT revision FROM eim_revision WHERE id = 1").Scan(&rev); err != nil {
+		return 0, s.d.translate(fmt.Errorf("revision: %w", err), nil)
+	}
+	return rev, nil
+}
+
+// Events returns up to limit events after the revision, oldest first, of
+// the given kinds (all when none).
+func (s *Store) Events(ctx context.Context, after int64, limit int, kinds ...eim.Kind) ([]eim.Event, error) {
+	evs, _, err := s.events(ctx, after, limit, kinds)
+	return evs, err
+}
+
+// events also returns the revision up to which the feed has been read: the
+// last event returned, or — when fewer than limit matched — the committed
+// revision at the time of the read, so a watcher of a few kinds does not
+// rescan other kinds' events.
+func (s *Store) events(ctx context.Context, after int64, limit int, kinds []eim.Kind) ([]eim.Event, int64, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	// Everything at or below the committed revision is visible (commit order
+	// is revision order), so reading the bound first and the events second
+	// needs no common snapshot.
+	upto, err := s.Revision(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if upto <= after {
+		return nil, after, nil
+	}
+	a := &args{pg: s.d.pg}
+	q := "SELECT revision, project, kind, resource_id, op, at FROM events WHERE revision > " + a.add(after) + " AND revision <= " + a.add(upto)
+	if len(kinds) > 0 {
+		ks := make([]string, len(kinds))
+		for i, k := range kinds {
+			ks[i] = string(k)
+		}
+		q += " AND " + s.d.inList("kind", a.add(s.d.listArg(ks)))
+	}
+	q += " ORDER BY revision LIMIT " + a.add(limit)
+	rows, err := s.rdb.QueryContext(ctx, q, a.list...)
+	if err != nil {
+		return nil, 0, s.d.translate(fmt.Errorf("events: %w", err), nil)
+	}
+	defer rows.Close()
+	var out []eim.Event
+	for rows.Next() {
+		var (
+			e        eim.Event
+			kind, op string
+			at       int64
+		)
+		if err := rows.Scan(&e.Revision, &e.Project, &kind, &e.ID, &op, &at); err != nil {
+			return nil, 0, fmt.Errorf("events: %w", err)
+		}
+		e.Kind, e.Op, e.Time = eim.Kind(kind), eim.Op(op), eim.TimeFromUnixMilli(at)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, s.d.translate(fmt.Errorf("events: %w", err), nil)
+	}
+	if len(out) == limit {
+		upto = out[len(out)-1].Revision
+	}
+	return out, upto, nil
+}
+
+// pollInterval is the fallback: watchers re-read the feed this often even
+// when no notification arrives.
+const pollInterval = 2 * time.Second
+
+// watchBatch is how many events a watcher reads at once.
+const watchBatch = 500
+
+// Watch yields every event after the revision, in order, waiting for new
+// ones until ctx is done (then it yields ctx's error once) or the store is
+// closed (EUNAVAILABLE).
+func (s *Store) Watch(ctx context.Context, after int64, kinds ...eim.Kind) iter.Seq2[eim.Event, error] {
+	kinds = append([]eim.Kind(nil), kinds...)
+	return func(yield func(eim.Event, error) bool) {
+		poll := time.NewTimer(pollInterval)
+		defer poll.Stop()
+		for {
+			// Take the wake-up channel before reading, so a commit after
+			// the read is never missed.
+			wake := s.wake.wait()
+			evs, upto, err := s.events(ctx, after, watchBatch, kinds)
+			if err != nil {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				select {
+				case <-s.closed:
+					err = eim.Errorf(eim.EUNAVAILABLE, "store closed")
+				default:
+				}
+				yield(eim.Event{}, err)
+				return
+			}
+			for _, e := range evs {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			after = upto
+			if len(evs) == watchBatch {
+				continue
+			}
+			poll.Reset(pollInterval)
+			select {
+			case <-ctx.Done():
+				yield(eim.Event{}, ctx.Err())
+				return
+			case <-s.closed:
+				yield(eim.Event{}, eim.Errorf(eim.EUNAVAILABLE, "store closed"))
+				return
+			case <-wake:
+			case <-poll.C:
+			}
+		}
+	}
+}
+
+// hub wakes watchers: broadcast closes the current channel and replaces it.
+type hub struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newHub() *hub { return &hub{ch: make(chan struct{})} }
+
+func (h *hub) wait() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ch
+}
+
+func (h *hub) broadcast() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.ch)
+	h.ch = make(chan struct{})
+}
+
+// listen wakes watchers on NOTIFYs from other processes' commits. It holds
+// a dedicated connection and reconnects after failures; watchers poll
+// meanwhile, so nothing depends on a notification arriving.
+func (s *Store) listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("change feed listener failed, reconnecting", "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN eim_events"); err != nil {
+		return err
+	}
+	// Commits may have happened while we were not listening.
+	s.wake.broadcast()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		s.wake.broadcast()
+	}
+}

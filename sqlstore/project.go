@@ -1,0 +1,154 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/eimhq/eim"
+)
+
+// CreateProject stores a new project; ECONFLICT when its name or ID exists.
+func (s *Store) CreateProject(ctx context.Context, p *eim.Project) error {
+	if p.Name == "" || p.ID == "" {
+		return eim.Errorf(eim.EINVALID, "project: name and id are required")
+	}
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = eim.NewTime(s.now())
+	}
+	return s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		_, err := t.exec(ctx, "INSERT INTO projects (name, id, created_at) VALUES (?, ?, ?)", p.Name, p.ID, p.CreatedAt.UnixMilli())
+		if err == nil {
+			return nil
+		}
+		if e, ok := s.d.classify(err); ok && e.unique {
+			if (len(e.columns) > 0 && e.columns[0] == "id") || e.constraint == "projects_id_key" {
+				return eim.Errorf(eim.ECONFLICT, "id: a project with id %s already exists", p.ID)
+			}
+			return eim.Errorf(eim.ECONFLICT, "name: project %s already exists", p.Name)
+		}
+		return s.d.translate(fmt.Errorf("create project: %w", err), nil)
+	})
+}
+
+// FindProject returns the project with the name, or ENOTFOUND.
+func (s *Store) FindProject(ctx context.Context, name string) (*eim.Project, error) {
+	var (
+		p  eim.Project
+		at int64
+	)
+	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at FROM projects WHERE name = ?"), name).Scan(&p.Name, &p.ID, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, eim.Errorf(eim.ENOTFOUND, "project %s not found", name)
+	}
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("find project: %w", err), nil)
+	}
+	p.CreatedAt = eim.TimeFromUnixMilli(at)
+	return &p, nil
+}
+
+// ListProjects returns every project, by name.
+func (s *Store) ListProjects(ctx context.Context) ([]*eim.Project, error) {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT name, id, created_at FROM projects ORDER BY name")
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("list projects: %w", err), nil)
+	}
+	defer rows.Close()
+	var out []*eim.Project
+	for rows.Next() {
+		var (
+			p  eim.Project
+			at int64
+		)
+		if err := rows.Scan(&p.Name, &p.ID, &at); err != nil {
+			return nil, fmt.Errorf("list projects: %w", err)
+		}
+		p.CreatedAt = eim.TimeFromUnixMilli(at)
+		out = append(out, &p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.d.translate(fmt.Errorf("list projects: %w", err), nil)
+	}
+	return out, nil
+}
+
+// DeleteProject removes the project and all its resources, referrers
+// before what they refer to, with a delete event each.
+func (s *Store) DeleteProject(ctx context.Context, name string) error {
+	return s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if !t.exists(ctx, "SELECT 1 FROM projects WHERE name = ?", name) {
+			return eim.Errorf(eim.ENOTFOUND, "project %s not found", name)
+		}
+		for _, k := range deletionOrder() {
+			c := codecOf(k)
+			// References within one table (region → parent region) would
+			// make the order of rows matter: cut them first.
+			for _, col := range c.cols {
+				if col.kind == colEdge && col.field.Edge.Kind == k {
+					if _, err := t.exec(ctx, "UPDATE "+c.table+" SET "+col.name+" = NULL WHERE project = ?", name); err != nil {
+						return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
+					}
+				}
+			}
+			rows, err := t.query(ctx, "DELETE FROM "+c.table+" WHERE project = ? RETURNING id", name)
+			if err != nil {
+				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return t.fail(err)
+				}
+				t.addEvent(name, k, id, eim.OpDeleted)
+			}
+			err = rows.Err()
+			rows.Close()
+			if err != nil {
+				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
+			}
+		}
+		if _, err := t.exec(ctx, "DELETE FROM projects WHERE name = ?", name); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
+		}
+		return nil
+	})
+}
+
+// deletionOrder returns the kinds so that each comes before every kind it
+// references (eim.Kinds() is not in reference order: hosts reference
+// providers, instances reference OSes and local accounts).
+var deletionOrder = sync.OnceValue(func() []eim.Kind {
+	kinds := eim.Kinds()
+	done := map[eim.Kind]bool{}
+	var out []eim.Kind
+	for len(out) < len(kinds) {
+		progressed := false
+		for _, k := range kinds {
+			if done[k] {
+				continue
+			}
+			// k may go when every remaining kind that references it is gone.
+			free := true
+			for _, ref := range codecOf(k).referrers {
+				if ref.kind != k && !done[ref.kind] {
+					free = false
+				}
+			}
+			if free {
+				done[k] = true
+				out = append(out, k)
+				progressed = true
+			}
+		}
+		if !progressed {
+			panic("sqlstore: reference cycle between kinds")
+		}
+	}
+	return out
+})

@@ -1,0 +1,191 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/filter"
+)
+
+// List returns one page of resources of kind k matching q and the number
+// matching q regardless of paging.
+func (t *tx) List(ctx context.Context, k eim.Kind, q eim.Query) ([]eim.Resource, int, error) {
+	c, err := t.codec(k)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := t.check(); err != nil {
+		return nil, 0, err
+	}
+	if q.Limit < 0 || q.Offset < 0 {
+		return nil, 0, eim.Errorf(eim.EINVALID, "limit and offset must not be negative")
+	}
+	a := &args{pg: t.s.d.pg}
+	where, err := t.where(c, q, a)
+	if err != nil {
+		return nil, 0, err
+	}
+	order, err := filter.OrderBy(k, q.OrderBy)
+	if err != nil {
+		return nil, 0, err
+	}
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	b.WriteString(c.selectList)
+	b.WriteString(" FROM ")
+	b.WriteString(c.table)
+	b.WriteString(where)
+	b.WriteString(" ORDER BY ")
+	b.WriteString(order)
+	nWhere := len(a.list)
+	if q.Limit > 0 {
+		b.WriteString(" LIMIT " + a.add(q.Limit))
+	} else if q.Offset > 0 && !t.s.d.pg {
+		b.WriteString(" LIMIT -1")
+	}
+	if q.Offset > 0 {
+		b.WriteString(" OFFSET " + a.add(q.Offset))
+	}
+	rows, err := t.queryBuilt(ctx, b.String(), a.list)
+	if err != nil {
+		return nil, 0, t.fail(t.s.d.translate(fmt.Errorf("list %s: %w", k, err), nil))
+	}
+	items, err := t.scanAll(c, rows)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The page tells the total when it is not cut by the limit.
+	if len(items) > 0 || q.Offset == 0 {
+		if q.Limit == 0 || len(items) < q.Limit {
+			return items, q.Offset + len(items), nil
+		}
+	}
+	total, err := t.count(ctx, c, where, a.list[:nWhere])
+	if err != nil {
+		return nil, 0, err
+	}
+	return items, total, nil
+}
+
+// Count returns how many resources of kind k match q.
+func (t *tx) Count(ctx context.Context, k eim.Kind, q eim.Query) (int, error) {
+	c, err := t.codec(k)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	a := &args{pg: t.s.d.pg}
+	where, err := t.where(c, q, a)
+	if err != nil {
+		return 0, err
+	}
+	return t.count(ctx, c, where, a.list)
+}
+
+func (t *tx) count(ctx context.Context, c *codec, where string, list []any) (int, error) {
+	var n int
+	err := t.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+c.table+where, list...).Scan(&n)
+	if err != nil {
+		return 0, t.fail(t.s.d.translate(fmt.Errorf("count %s: %w", c.kind, err), nil))
+	}
+	return n, nil
+}
+
+// where renders " WHERE …" (or "") for the scope, the conditions and the
+// filter of q.
+func (t *tx) where(c *codec, q eim.Query, a *args) (string, error) {
+	var preds []string
+	if t.project != "" {
+		preds = append(preds, c.table+".project = "+a.add(t.project))
+	}
+	for _, cond := range q.Where {
+		p, err := t.cond(c, cond, a)
+		if err != nil {
+			return "", err
+		}
+		preds = append(preds, p)
+	}
+	if q.Filter != "" {
+		f, fargs, err := filter.Where(t.s.d.filter, c.kind, q.Filter, len(a.list))
+		if err != nil {
+			return "", err
+		}
+		if f != "" {
+			a.list = append(a.list, fargs...)
+			preds = append(preds, "("+f+")")
+		}
+	}
+	if len(preds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(preds, " AND "), nil
+}
+
+// cond renders one exact-match condition.
+func (t *tx) cond(c *codec, cond eim.Cond, a *args) (string, error) {
+	f, ok := c.schema.Field(cond.Field)
+	if !ok || !f.Stored() {
+		return "", eim.Errorf(eim.EINVALID, "%s: not a stored field of %s", cond.Field, c.kind)
+	}
+	col := c.byColumn[f.Column]
+	name := c.table + "." + col.name
+	switch v := cond.Value.(type) {
+	case nil:
+		return emptyPred(col, name), nil
+	case []string:
+		if len(v) == 0 {
+			return "1 = 0", nil
+		}
+		return t.s.d.inList(name, a.add(t.s.d.listArg(v))), nil
+	}
+	rv := reflect.ValueOf(cond.Value)
+	if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.String {
+		// A list of a named string type, e.g. []eim.HostState.
+		vs := make([]string, rv.Len())
+		for i := range vs {
+			vs[i] = rv.Index(i).String()
+		}
+		return t.cond(c, eim.Cond{Field: cond.Field, Value: vs}, a)
+	}
+	if col.kind == colString || col.kind == colEdge {
+		if rv.Kind() != reflect.String {
+			return "", eim.Errorf(eim.EINVALID, "%s: want a string, got %T", cond.Field, cond.Value)
+		}
+		if rv.String() == "" {
+			return emptyPred(col, name), nil
+		}
+		return name + " = " + a.add(rv.String()), nil
+	}
+	// Other kinds: encode like a stored value of the field.
+	holder := reflect.New(c.schema.Type)
+	fv := holder.Elem().FieldByIndex(f.Index)
+	if !rv.Type().ConvertibleTo(fv.Type()) || (rv.Kind() == reflect.String) != (fv.Kind() == reflect.String) {
+		return "", eim.Errorf(eim.EINVALID, "%s: want a %s, got %T", cond.Field, fv.Type(), cond.Value)
+	}
+	fv.Set(rv.Convert(fv.Type()))
+	val, err := col.value(holder.Interface().(eim.Resource))
+	if err != nil {
+		return "", err
+	}
+	return name + " = " + a.add(val), nil
+}
+
+func emptyPred(col *column, name string) string {
+	switch col.kind {
+	case colEdge:
+		return name + " IS NULL"
+	case colString:
+		return name + " = ''"
+	case colJSON:
+		return name + " IN ('[]', '{}', 'null')"
+	case colBool:
+		return name + " = FALSE"
+	default:
+		return name + " = 0"
+	}
+}

@@ -1,0 +1,271 @@
+// Package sqlstore implements eim.Store on SQLite (modernc.org/sqlite, pure
+// Go) and PostgreSQL (pgx through database/sql): one implementation with a
+// small dialect shim, embedded versioned migrations per engine, a durable
+// change feed committed in revision order, and tenant isolation enforced by
+// a project predicate on every statement and, on PostgreSQL, also by
+// row-level security.
+//
+// Storage conventions (shared with package filter): one table per kind named
+// Schema.Table, one column per stored field named Field.Column, `id` primary
+// key, `project` tenant column; strings and enums TEXT (” when empty),
+// references NULL when absent, integers BIGINT, booleans BOOLEAN (PostgreSQL)
+// or INTEGER 0/1 (SQLite), eim.Time as unix milliseconds, other slices and
+// structs as JSON (JSONB on PostgreSQL).
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eimhq/eim"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
+	_ "modernc.org/sqlite"             // registers driver "sqlite"
+)
+
+// Options configure a Store. Zero values mean defaults.
+type Options struct {
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Store is an eim.Store on SQLite or PostgreSQL.
+type Store struct {
+	d   *dialect
+	db  *sql.DB // writes (SQLite: one connection); PostgreSQL: the only pool
+	rdb *sql.DB // reads (SQLite: a pool of read-only connections)
+	dsn string
+
+	log *slog.Logger
+	now func() time.Time
+
+	stmts *stmtCache // SQLite only: prepared statements (pgx caches its own)
+	wake  *hub
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ eim.Store = (*Store)(nil)
+
+// Open opens (and migrates) a store. dsn: "postgres://…" or "postgresql://…"
+// for PostgreSQL; anything else is a SQLite file path (or "sqlite:PATH";
+// ":memory:" for a private in-memory database).
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), closed: make(chan struct{}), dsn: dsn}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	var err error
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		err = s.openPostgres(dsn)
+	} else {
+		err = s.openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	if s.stmts != nil {
+		err := s.stmts.prepare(ctx, s.db, preparedWrites())
+		if err == nil {
+			err = s.stmts.prepare(ctx, s.rdb, preparedReads())
+		}
+		if err != nil {
+			s.closeDBs()
+			return nil, err
+		}
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if s.d.pg {
+		s.wg.Go(func() { s.listen(lctx) })
+	} else {
+		s.wg.Go(func() { s.optimizeLoop(lctx) })
+	}
+	return s, nil
+}
+
+func (s *Store) openPostgres(dsn string) error {
+	s.d = postgresDialect
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return fmt.Errorf("open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s.db, s.rdb = db, db
+	return nil
+}
+
+// openSQLite opens one write connection (SQLite has one writer: writers
+// queue in database/sql instead of failing with SQLITE_BUSY) and a pool of
+// read-only connections (WAL lets them read while the writer writes).
+func (s *Store) openSQLite(path string) error {
+	s.d = sqliteDialect
+	s.stmts = newStmtCache()
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-32000)&_pragma=mmap_size(268435456)"
+	if path == ":memory:" {
+		// A private in-memory database exists once per connection: use a
+		// single connection for everything.
+		db, err := sql.Open("sqlite", "file::memory:?"+pragmas+"&_txlock=immediate")
+		if err != nil {
+			return fmt.Errorf("open sqlite: %w", err)
+		}
+		db.SetMaxOpenConns(1)
+		db.SetConnMaxIdleTime(0)
+		db.SetConnMaxLifetime(0)
+		s.db, s.rdb = db, db
+		return nil
+	}
+	u := "file:" + (&url.URL{Path: path}).EscapedPath() + "?"
+	wdb, err := sql.Open("sqlite", u+pragmas+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return fmt.Errorf("open sqlite: %w", err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxIdleTime(0)
+	wdb.SetConnMaxLifetime(0)
+	// Create the file and switch it to WAL before the readers open it.
+	if err := wdb.Ping(); err != nil {
+		wdb.Close()
+		return fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	rdb, err := sql.Open("sqlite", u+pragmas+"&_pragma=query_only(1)")
+	if err != nil {
+		wdb.Close()
+		return fmt.Errorf("open sqlite: %w", err)
+	}
+	rdb.SetMaxOpenConns(8)
+	rdb.SetMaxIdleConns(8)
+	s.db, s.rdb = wdb, rdb
+	return nil
+}
+
+// Close stops the store's goroutines and closes its connections. Watchers
+// end with an EUNAVAILABLE error.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+		if !s.d.pg {
+			s.optimize(context.Background())
+		}
+		err = s.closeDBs()
+	})
+	return err
+}
+
+func (s *Store) closeDBs() error {
+	if s.stmts != nil {
+		s.stmts.close()
+	}
+	err := s.db.Close()
+	if s.rdb != s.db {
+		err = errors.Join(err, s.rdb.Close())
+	}
+	return err
+}
+
+// View runs fn in a read-only transaction scoped to project ("" = all).
+func (s *Store) View(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	return s.run(ctx, project, false, fn)
+}
+
+// Update runs fn in a read-write transaction scoped to project ("" = all);
+// it commits when fn returns nil.
+func (s *Store) Update(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	return s.run(ctx, project, true, fn)
+}
+
+func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim.Tx) error) error {
+	t, err := s.begin(ctx, project, write)
+	if err != nil {
+		return err
+	}
+	defer t.tx.Rollback()
+	if err := fn(t); err != nil {
+		return err
+	}
+	if t.err != nil {
+		// fn ignored a failed statement; PostgreSQL has aborted the
+		// transaction and SQLite must not commit half of it either.
+		return t.err
+	}
+	if err := t.flushEvents(ctx); err != nil {
+		return err
+	}
+	if err := t.tx.Commit(); err != nil {
+		return s.d.translate(fmt.Errorf("commit: %w", err), nil)
+	}
+	if len(t.events) > 0 {
+		s.wake.broadcast()
+	}
+	return nil
+}
+
+func (s *Store) begin(ctx context.Context, project string, write bool) (*tx, error) {
+	db := s.rdb
+	if write {
+		db = s.db
+	}
+	sqlTx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: !write})
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
+	}
+	t := &tx{s: s, tx: sqlTx, project: project, write: write}
+	if project != "" && s.d.pg {
+		// Row-level security: the rest of the transaction runs as the
+		// tenant role, which sees only this project's rows.
+		if _, err := sqlTx.ExecContext(ctx, "SELECT set_config('role', 'eim_tenant', true), set_config('eim.project', $1, true)", project); err != nil {
+			sqlTx.Rollback()
+			return nil, s.d.translate(fmt.Errorf("scope transaction: %w", err), nil)
+		}
+	}
+	return t, nil
+}
+
+// optimizeInterval is how often SQLite refreshes its planner statistics.
+const optimizeInterval = time.Hour
+
+// optimizeLoop keeps SQLite's planner statistics current, as its authors
+// recommend for long-lived connections (PostgreSQL's autovacuum does this
+// there).
+func (s *Store) optimizeLoop(ctx context.Context) {
+	t := time.NewTicker(optimizeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.optimize(ctx)
+		}
+	}
+}
+
+func (s *Store) optimize(ctx context.Context) {
+	if _, err := s.db.ExecContext(ctx, "PRAGMA analysis_limit = 1000; PRAGMA optimize"); err != nil {
+		s.log.Warn("sqlite optimize", "err", err)
+	}
+}

@@ -1,0 +1,423 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/eimhq/eim"
+)
+
+// tx is an eim.Tx. A non-empty project scopes every statement.
+type tx struct {
+	s       *Store
+	tx      *sql.Tx
+	project string
+	write   bool
+	events  []pendingEvent
+	err     error // sticky: the first failed statement aborts the transaction
+}
+
+var _ eim.Tx = (*tx)(nil)
+
+// maxIDAttempts bounds retries of generated IDs: 8 hex digits collide now
+// and then in fleets of hundreds of thousands, never ten times in a row.
+const maxIDAttempts = 10
+
+func (t *tx) codec(k eim.Kind) (*codec, error) {
+	if c := codecOf(k); c != nil {
+		return c, nil
+	}
+	return nil, eim.Errorf(eim.EINVALID, "unknown resource kind %q", k)
+}
+
+// exec runs q (with "?" placeholders) in t: rebound for PostgreSQL,
+// prepared once and reused for SQLite when it is one of the cached ones.
+func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if t.s.stmts != nil {
+		if st := t.s.stmts.get(t.db(), q); st != nil {
+			return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		}
+	}
+	return t.tx.ExecContext(ctx, t.s.d.rebind(q), args...)
+}
+
+func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if t.s.stmts != nil {
+		if st := t.s.stmts.get(t.db(), q); st != nil {
+			return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		}
+	}
+	return t.tx.QueryContext(ctx, t.s.d.rebind(q), args...)
+}
+
+// queryBuilt runs a statement whose placeholders are already in the
+// dialect's form (built with args); it is not cached.
+func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, q, args...)
+}
+
+func (t *tx) db() *sql.DB {
+	if t.write {
+		return t.s.db
+	}
+	return t.s.rdb
+}
+
+// fail records the first error of the transaction.
+func (t *tx) fail(err error) error {
+	if t.err == nil {
+		t.err = err
+	}
+	return err
+}
+
+func (t *tx) check() error {
+	if t.err != nil {
+		return errAborted(t.err)
+	}
+	return nil
+}
+
+func (t *tx) writable() error {
+	if !t.write {
+		return eim.Errorf(eim.EINTERNAL, "write in a read-only transaction")
+	}
+	return nil
+}
+
+// Get returns the resource of kind k with the id, or ENOTFOUND.
+func (t *tx) Get(ctx context.Context, k eim.Kind, id string) (eim.Resource, error) {
+	c, err := t.codec(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	var rows *sql.Rows
+	if t.project != "" {
+		rows, err = t.query(ctx, c.getScoped, id, t.project)
+	} else {
+		rows, err = t.query(ctx, c.get, id)
+	}
+	if err != nil {
+		return nil, t.fail(t.s.d.translate(fmt.Errorf("get %s: %w", k, err), nil))
+	}
+	items, err := t.scanAll(c, rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return nil, eim.Errorf(eim.ENOTFOUND, "%s %s not found", k, id)
+	}
+	return items[0], nil
+}
+
+// GetMany returns the resources of kind k with the ids that exist.
+func (t *tx) GetMany(ctx context.Context, k eim.Kind, ids []string) ([]eim.Resource, error) {
+	c, err := t.codec(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	a := &args{pg: t.s.d.pg}
+	where := t.s.d.inList(c.table+".id", a.add(t.s.d.listArg(ids)))
+	if t.project != "" {
+		where += " AND " + c.table + ".project = " + a.add(t.project)
+	}
+	rows, err := t.queryBuilt(ctx, "SELECT "+c.selectList+" FROM "+c.table+" WHERE "+where, a.list)
+	if err != nil {
+		return nil, t.fail(t.s.d.translate(fmt.Errorf("get %s: %w", k, err), nil))
+	}
+	return t.scanAll(c, rows)
+}
+
+func (t *tx) scanAll(c *codec, rows *sql.Rows) ([]eim.Resource, error) {
+	defer rows.Close()
+	sc := c.newScanner()
+	var out []eim.Resource
+	for rows.Next() {
+		if err := rows.Scan(sc.dest...); err != nil {
+			return nil, t.fail(fmt.Errorf("scan %s: %w", c.table, err))
+		}
+		r, err := sc.decode()
+		if err != nil {
+			return nil, t.fail(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.fail(t.s.d.translate(fmt.Errorf("read %s: %w", c.table, err), nil))
+	}
+	return out, nil
+}
+
+// Create stores a new resource, generating its ID when empty.
+func (t *tx) Create(ctx context.Context, r eim.Resource) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	k := r.ResourceKind()
+	c, err := t.codec(k)
+	if err != nil {
+		return err
+	}
+	if err := t.check(); err != nil {
+		return err
+	}
+	m := r.Base()
+	switch {
+	case t.project != "":
+		if m.Project != "" && m.Project != t.project {
+			return eim.Errorf(eim.EINVALID, "project: %q is not the transaction's project", m.Project)
+		}
+		m.Project = t.project
+	case m.Project == "":
+		return eim.Errorf(eim.EINVALID, "project: required outside a project-scoped transaction")
+	}
+	generated := m.ResourceID == ""
+	if !generated {
+		if err := eim.CheckID(k, "resourceId", m.ResourceID); err != nil {
+			return err
+		}
+	}
+	now := eim.NewTime(t.s.now())
+	m.Timestamps.CreatedAt, m.Timestamps.UpdatedAt = now, now
+	for attempt := 0; ; attempt++ {
+		if generated {
+			m.ResourceID = eim.NewID(k)
+		}
+		vals, err := values(r, c.cols)
+		if err != nil {
+			return err
+		}
+		res, err := t.exec(ctx, c.insert, vals...)
+		if err != nil {
+			if generated {
+				m.ResourceID = ""
+			}
+			return t.fail(t.writeError(ctx, c, r, fmt.Errorf("create %s: %w", k, err)))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return t.fail(fmt.Errorf("create %s: %w", k, err))
+		}
+		if n == 1 {
+			break
+		}
+		if !generated {
+			return eim.Errorf(eim.ECONFLICT, "resourceId: %s %s already exists", k, m.ResourceID)
+		}
+		if attempt+1 == maxIDAttempts {
+			m.ResourceID = ""
+			return eim.Errorf(eim.EUNAVAILABLE, "could not generate a free %s ID", k)
+		}
+	}
+	t.addEvent(m.Project, k, m.ResourceID, eim.OpCreated)
+	return nil
+}
+
+// Update replaces every stored field of an existing resource.
+func (t *tx) Update(ctx context.Context, r eim.Resource) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	k := r.ResourceKind()
+	c, err := t.codec(k)
+	if err != nil {
+		return err
+	}
+	if err := t.check(); err != nil {
+		return err
+	}
+	m := r.Base()
+	prevUpdated := m.Timestamps.UpdatedAt
+	m.Timestamps.UpdatedAt = eim.NewTime(t.s.now())
+	vals, err := values(r, c.updCols)
+	if err != nil {
+		m.Timestamps.UpdatedAt = prevUpdated
+		return err
+	}
+	q := c.update
+	vals = append(vals, m.ResourceID)
+	if t.project != "" {
+		q = c.updateScoped
+		vals = append(vals, t.project)
+	}
+	rows, err := t.query(ctx, q, vals...)
+	if err != nil {
+		m.Timestamps.UpdatedAt = prevUpdated
+		return t.fail(t.writeError(ctx, c, r, fmt.Errorf("update %s: %w", k, err)))
+	}
+	var (
+		project string
+		created int64
+		found   bool
+	)
+	for rows.Next() {
+		found = true
+		err = rows.Scan(&project, &created)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	rows.Close()
+	if err != nil {
+		m.Timestamps.UpdatedAt = prevUpdated
+		return t.fail(t.writeError(ctx, c, r, fmt.Errorf("update %s: %w", k, err)))
+	}
+	if !found {
+		m.Timestamps.UpdatedAt = prevUpdated
+		return eim.Errorf(eim.ENOTFOUND, "%s %s not found", k, m.ResourceID)
+	}
+	m.Project = project
+	if created != 0 {
+		m.Timestamps.CreatedAt = eim.TimeFromUnixMilli(created)
+	}
+	t.addEvent(project, k, m.ResourceID, eim.OpUpdated)
+	return nil
+}
+
+// Delete removes a resource. Resources whose reference to it cascades
+// (schedules targeting a host) go first, each with its own event.
+func (t *tx) Delete(ctx context.Context, k eim.Kind, id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	c, err := t.codec(k)
+	if err != nil {
+		return err
+	}
+	if err := t.check(); err != nil {
+		return err
+	}
+	for _, ref := range c.referrers {
+		if ref.cascade {
+			if err := t.deleteReferrers(ctx, ref, id); err != nil {
+				return err
+			}
+		}
+	}
+	q, vals := c.del, []any{id}
+	if t.project != "" {
+		q, vals = c.delScoped, append(vals, t.project)
+	}
+	rows, err := t.query(ctx, q, vals...)
+	if err != nil {
+		return t.fail(t.deleteError(ctx, c, id, fmt.Errorf("delete %s: %w", k, err)))
+	}
+	var project string
+	found := false
+	for rows.Next() {
+		found = true
+		err = rows.Scan(&project)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	rows.Close()
+	if err != nil {
+		return t.fail(t.deleteError(ctx, c, id, fmt.Errorf("delete %s: %w", k, err)))
+	}
+	if !found {
+		return eim.Errorf(eim.ENOTFOUND, "%s %s not found", k, id)
+	}
+	t.addEvent(project, k, id, eim.OpDeleted)
+	return nil
+}
+
+func (t *tx) deleteReferrers(ctx context.Context, ref *referrer, id string) error {
+	q := "DELETE FROM " + ref.table + " WHERE " + ref.column.name + " = ?"
+	vals := []any{id}
+	if t.project != "" {
+		q += " AND project = ?"
+		vals = append(vals, t.project)
+	}
+	rows, err := t.query(ctx, q+" RETURNING project, id", vals...)
+	if err != nil {
+		return t.fail(t.s.d.translate(fmt.Errorf("delete %s referring to %s: %w", ref.kind, id, err), nil))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var project, rid string
+		if err := rows.Scan(&project, &rid); err != nil {
+			return t.fail(err)
+		}
+		t.addEvent(project, ref.kind, rid, eim.OpDeleted)
+	}
+	if err := rows.Err(); err != nil {
+		return t.fail(t.s.d.translate(fmt.Errorf("delete %s referring to %s: %w", ref.kind, id, err), nil))
+	}
+	return nil
+}
+
+// writeError translates a failed INSERT or UPDATE. A foreign-key failure
+// names the reference that points nowhere (PostgreSQL says which; SQLite
+// does not, so the references are checked — its transaction is still
+// usable after a failed statement).
+func (t *tx) writeError(ctx context.Context, c *codec, r eim.Resource, err error) error {
+	e, ok := t.s.d.classify(err)
+	if !ok || !e.foreignKey {
+		return t.s.d.translate(err, r)
+	}
+	project := r.Base().Project
+	for _, col := range c.cols {
+		if col.kind != colEdge && col.name != "project" {
+			continue
+		}
+		v := col.field.Value(r).String()
+		if v == "" {
+			continue
+		}
+		if e.constraint != "" && e.constraint != c.table+"_"+col.name+"_fkey" && !(col.name == "project" && e.constraint == c.table+"_project_fkey") {
+			continue
+		}
+		if col.name == "project" {
+			if e.constraint != "" || !t.exists(ctx, "SELECT 1 FROM projects WHERE name = ?", v) {
+				return eim.Errorf(eim.ENOTFOUND, "project %s not found", v)
+			}
+			continue
+		}
+		target := codecOf(col.field.Edge.Kind)
+		if e.constraint != "" || !t.exists(ctx, "SELECT 1 FROM "+target.table+" WHERE id = ? AND project = ?", v, project) {
+			return eim.Errorf(eim.EINVALID, "%s: %s %s does not exist", col.field.Name, target.kind, v)
+		}
+	}
+	return eim.Errorf(eim.EINVALID, "%s: a referenced resource does not exist", c.kind)
+}
+
+// deleteError translates a failed DELETE: a resource still referenced by
+// another is EPRECONDITION naming one referrer.
+func (t *tx) deleteError(ctx context.Context, c *codec, id string, err error) error {
+	e, ok := t.s.d.classify(err)
+	if !ok || !e.foreignKey {
+		return t.s.d.translate(err, nil)
+	}
+	for _, ref := range c.referrers {
+		if e.constraint != "" && e.constraint != ref.table+"_"+ref.column.name+"_fkey" {
+			continue
+		}
+		if e.constraint != "" {
+			return eim.Errorf(eim.EPRECONDITION, "%s %s is still referenced by a %s (%s)", c.kind, id, ref.kind, ref.column.field.Name)
+		}
+		var rid string
+		q := "SELECT id FROM " + ref.table + " WHERE " + ref.column.name + " = ? LIMIT 1"
+		if qerr := t.tx.QueryRowContext(ctx, q, id).Scan(&rid); qerr == nil {
+			return eim.Errorf(eim.EPRECONDITION, "%s %s is still referenced by %s (%s)", c.kind, id, rid, ref.column.field.Name)
+		}
+	}
+	return eim.Errorf(eim.EPRECONDITION, "%s %s is still referenced by other resources", c.kind, id)
+}
+
+func (t *tx) exists(ctx context.Context, q string, args ...any) bool {
+	var one int
+	err := t.tx.QueryRowContext(ctx, t.s.d.rebind(q), args...).Scan(&one)
+	return !errors.Is(err, sql.ErrNoRows) && err == nil
+}
