@@ -6,14 +6,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=${1:-sqlite}; shift || true
-dir=$(mktemp -d); trap 'kill $srv 2>/dev/null || true; wait $srv 2>/dev/null || true; rm -rf "$dir"' EXIT
+dir=$(mktemp -d)
+srv=; pgdb=
+cleanup() {
+	[ -n "$srv" ] && { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }
+	[ -n "$pgdb" ] && psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb"
+	rm -rf "$dir"
+}
+trap cleanup EXIT
 CGO_ENABLED=0 go build -o "$dir/eim" ./cmd/eim
 CGO_ENABLED=0 go build -o "$dir/apiload" ./bench/apiload
 db=()
 if [ "$engine" = postgres ]; then
-	name=eim_bench_$$
-	psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name"
-	db=(--database "postgres://postgres@127.0.0.1:5432/$name?sslmode=disable")
+	pgdb=eim_bench_$$
+	psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb" -c "CREATE DATABASE $pgdb"
+	db=(--database "postgres://postgres@127.0.0.1:5432/$pgdb?sslmode=disable")
 fi
 "$dir/eim" server --data-dir "$dir/data" --http-addr 127.0.0.1:18080 --log-level warn --rate-limit 0 "${db[@]}" >"$dir/server.log" 2>&1 &
 srv=$!

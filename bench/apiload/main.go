@@ -37,8 +37,7 @@ func main() {
 type config struct {
 	server, token, project string
 	hosts, clients         int
-	samples                int
-	filter                 string
+	samples, sites         int
 	skipCreate             bool
 }
 
@@ -51,7 +50,7 @@ func run() error {
 	flag.IntVar(&c.hosts, "hosts", 100000, "hosts to create")
 	flag.IntVar(&c.clients, "clients", 32, "concurrent clients")
 	flag.IntVar(&c.samples, "samples", 2000, "requests per latency measurement")
-	flag.StringVar(&c.filter, "filter", `desiredState=HOST_STATE_ONBOARDED AND name="bench-1*"`, "filter for the list measurement")
+	flag.IntVar(&c.sites, "sites", 100, "sites (in one region) the hosts are spread over")
 	flag.BoolVar(&c.skipCreate, "skip-create", false, "measure reads only, against hosts already there")
 	flag.Parse()
 
@@ -73,26 +72,38 @@ func run() error {
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.clients * 2, MaxConnsPerHost: c.clients * 2}, Timeout: 30 * time.Second}
 	l := &loader{c: c, http: cl}
 
-	var ids []string
+	var ids, sites []string
+	var region string
 	if !c.skipCreate {
-		ids, err = l.create(ctx)
-		if err != nil {
+		if region, sites, err = l.createSites(ctx); err != nil {
 			return err
 		}
-	} else if ids, err = l.someIDs(ctx); err != nil {
+		if ids, err = l.create(ctx, sites); err != nil {
+			return err
+		}
+	} else if ids, region, sites, err = l.existing(ctx); err != nil {
 		return err
 	}
-	if err := l.measure(ctx, "list filtered, pageSize 100", func(i int) error {
-		q := url.Values{"filter": {c.filter}, "pageSize": {"100"}, "offset": {fmt.Sprint((i % 10) * 100)}}
-		return l.do(ctx, "GET", "/compute/hosts?"+q.Encode(), nil, nil)
-	}); err != nil {
-		return err
+	// List measurements: each filter shape a user interface uses, paged 100
+	// at a time through the first 1,000 matches.
+	lists := []struct{ name, filter string }{
+		{"list, no filter", ""},
+		{"list, filter by site", fmt.Sprintf("site.resourceId=%q", sites[0])},
+		{"list, filter by region (nested)", fmt.Sprintf("site.region.resourceId=%q", region)},
+		{"list, filter by state (all match)", "desiredState=HOST_STATE_ONBOARDED"},
+		{"list, filter by state and site", fmt.Sprintf("desiredState=HOST_STATE_ONBOARDED AND site.resourceId=%q", sites[1%len(sites)])},
+		{"list, name substring (table scan)", `name="bench-1234*"`},
 	}
-	if err := l.measure(ctx, "list unfiltered, pageSize 100", func(i int) error {
-		q := url.Values{"pageSize": {"100"}, "offset": {fmt.Sprint((i % 100) * 100)}}
-		return l.do(ctx, "GET", "/compute/hosts?"+q.Encode(), nil, nil)
-	}); err != nil {
-		return err
+	for _, m := range lists {
+		if err := l.measure(ctx, m.name, func(i int) error {
+			q := url.Values{"pageSize": {"100"}, "offset": {fmt.Sprint((i % 10) * 100)}}
+			if m.filter != "" {
+				q.Set("filter", m.filter)
+			}
+			return l.do(ctx, "GET", "/compute/hosts?"+q.Encode(), nil, nil)
+		}); err != nil {
+			return err
+		}
 	}
 	return l.measure(ctx, "get by id", func(i int) error {
 		return l.do(ctx, "GET", "/compute/hosts/"+ids[(i*7919)%len(ids)], nil, nil)
@@ -145,7 +156,7 @@ func uuid() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-func (l *loader) create(ctx context.Context) ([]string, error) {
+func (l *loader) create(ctx context.Context, sites []string) ([]string, error) {
 	ids := make([]string, l.c.hosts)
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
@@ -165,7 +176,7 @@ func (l *loader) create(ctx context.Context) ([]string, error) {
 					ResourceID string `json:"resourceId"`
 				}
 				t0 := time.Now()
-				err := l.do(ctx, "POST", "/compute/hosts", map[string]any{"name": fmt.Sprintf("bench-%d", i), "uuid": uuid()}, &out)
+				err := l.do(ctx, "POST", "/compute/hosts", map[string]any{"name": fmt.Sprintf("bench-%d", i), "uuid": uuid(), "siteId": sites[i%len(sites)]}, &out)
 				if err != nil {
 					errc <- err
 					return
@@ -189,16 +200,54 @@ func (l *loader) create(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-func (l *loader) someIDs(ctx context.Context) ([]string, error) {
-	var ids []string
+type idOnly struct {
+	ResourceID string `json:"resourceId"`
+}
+
+// createSites creates one region and --sites sites in it.
+func (l *loader) createSites(ctx context.Context) (string, []string, error) {
+	var r idOnly
+	if err := l.do(ctx, "POST", "/regions", map[string]any{"name": "bench-region"}, &r); err != nil {
+		return "", nil, err
+	}
+	sites := make([]string, max(1, l.c.sites))
+	for i := range sites {
+		var s idOnly
+		if err := l.do(ctx, "POST", "/sites", map[string]any{"name": fmt.Sprintf("bench-site-%d", i), "regionId": r.ResourceID}, &s); err != nil {
+			return "", nil, err
+		}
+		sites[i] = s.ResourceID
+	}
+	return r.ResourceID, sites, nil
+}
+
+// existing finds the hosts, region and sites of an earlier run.
+func (l *loader) existing(ctx context.Context) (ids []string, region string, sites []string, err error) {
+	var rs struct {
+		Regions []idOnly `json:"regions"`
+	}
+	if err := l.do(ctx, "GET", "/regions?filter=name%3D%22bench-region%22", nil, &rs); err != nil {
+		return nil, "", nil, err
+	}
+	if len(rs.Regions) == 0 {
+		return nil, "", nil, errors.New("no bench-region stored; run without --skip-create")
+	}
+	region = rs.Regions[0].ResourceID
+	var ss struct {
+		Sites []idOnly `json:"sites"`
+	}
+	if err := l.do(ctx, "GET", "/sites?pageSize=100&filter=regionId%3D%22"+region+"%22", nil, &ss); err != nil {
+		return nil, "", nil, err
+	}
+	for _, s := range ss.Sites {
+		sites = append(sites, s.ResourceID)
+	}
 	for off := 0; off < 10000; off += 100 {
 		var out struct {
-			Hosts []struct {
-				ResourceID string `json:"resourceId"`
-			} `json:"hosts"`
+			Hosts []idOnly `json:"hosts"`
 		}
 		if err := l.do(ctx, "GET", fmt.Sprintf("/compute/hosts?pageSize=100&offset=%d", off), nil, &out); err != nil {
-			return nil, err
+			return nil, "", nil, err
 		}
 		for _, h := range out.Hosts {
 			ids = append(ids, h.ResourceID)
@@ -207,10 +256,10 @@ func (l *loader) someIDs(ctx context.Context) ([]string, error) {
 			break
 		}
 	}
-	if len(ids) == 0 {
-		return nil, errors.New("no hosts stored; run without --skip-create")
+	if len(ids) == 0 || len(sites) == 0 {
+		return nil, "", nil, errors.New("no hosts or sites stored; run without --skip-create")
 	}
-	return ids, nil
+	return ids, region, sites, nil
 }
 
 // measure runs f samples times from one client (latency, not throughput) and
