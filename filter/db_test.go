@@ -237,9 +237,9 @@ func eimTime(s string) (eim.Time, error) {
 	return t, err
 }
 
-// fixtures is a small inventory in project p1, and one row of project p2
-// that points into p1 (which the store never allows) to show that nested
-// filters stay within the outer row's project.
+// fixtures is a small inventory in project p1, and a site and a host of
+// project p2 with the same names as p1's, to show that nested filters
+// select within the outer row's project.
 func fixtures() []row {
 	const p = "p1"
 	return []row{
@@ -270,6 +270,7 @@ func fixtures() []row {
 		{eim.KindInstance, map[string]any{"id": "inst-00000002", "project": p, "name": "inst-b", "host_id": "host-00000002", "os_id": "os-00000002",
 			"desired_state": "INSTANCE_STATE_DELETED", "custom_config_id": `[]`}},
 
-		{eim.KindHost, map[string]any{"id": "host-0000000e", "project": "p2", "name": "other", "site_id": "site-00000001"}},
+		{eim.KindSite, map[string]any{"id": "site-0000000e", "project": "p2", "name": "Berlin-Factory", "region_id": nil}},
+		{eim.KindHost, map[string]any{"id": "host-0000000e", "project": "p2", "name": "edge-node-01", "site_id": "site-0000000e"}},
 	}
 }

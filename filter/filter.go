@@ -19,8 +19,10 @@
 //     (host.site) and back references (host.instance: the instance whose
 //     host is this host);
 //   - fields in camelCase or snake_case, nested over references up to five
-//     levels (site.region.name), each level an EXISTS correlated to the row
-//     above it and kept within its project;
+//     levels (site.region.name), each level an uncorrelated IN subquery over
+//     the reference column (hosts.site_id IN (SELECT t1.id FROM sites t1
+//     WHERE …)) that the engine runs once and joins through the column's
+//     index; site.resourceId compared with a full ID is the column itself;
 //   - strings: = is a case-insensitive substring match in which * matches
 //     any run, != its negation, "" an empty field; a full ID compared to
 //     resourceId or a reference is plain equality;
@@ -82,9 +84,10 @@ const maxDepth = 5
 // over the kind's table, referenced by its table name (e.g.
 // "hosts.desired_state"). Placeholders are "?" for SQLite and "$N" for
 // Postgres, numbered from argBase+1. Nested paths over edges compile to
-// EXISTS subqueries correlated to the outer row, so they compose under OR and
-// NOT. An empty filter yields "" and no args. Errors are *eim.Error EINVALID
-// naming the problem.
+// uncorrelated IN subqueries over the reference columns, which select the
+// rows a correlated EXISTS would and compose under OR and NOT, but let the
+// engine use the columns' indexes. An empty filter yields "" and no args.
+// Errors are *eim.Error EINVALID naming the problem.
 func Where(d Dialect, k eim.Kind, filter string, argBase int) (sql string, args []any, err error) {
 	s := eim.SchemaOf(k)
 	if s == nil {
@@ -113,6 +116,7 @@ func Where(d Dialect, k eim.Kind, filter string, argBase int) (sql string, args 
 		filter: filter,
 		lead:   lead,
 		pos:    parsed.GetSourceInfo().GetPositions(),
+		conj:   true,
 	}
 	sql, err = c.expr(s, s.Table, parsed.GetExpr())
 	if err != nil {

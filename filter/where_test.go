@@ -100,6 +100,54 @@ var whereCases = []whereCase{
 	{eim.KindInstance, `host.site.region.name="america"`, insts("2")},
 	{eim.KindInstance, `os.name="toolkit"`, insts("2")},
 	{eim.KindSite, `region.parentRegion.name="Europe"`, sites("1")},
+	// Nested under NOT and !=: an absent edge (hosts 3 and 4 have no site,
+	// site 3 no region, region 3 no parent) fails every nested comparison,
+	// = and != alike, and so passes its negation.
+	{eim.KindHost, `site.resourceId="site-00000001"`, hosts("1")},
+	{eim.KindHost, `site.resourceId!="site-00000001"`, hosts("2")},
+	{eim.KindHost, `NOT site.resourceId="site-00000001"`, hosts("2", "3", "4")},
+	{eim.KindHost, `NOT site.resourceId!="site-00000001"`, hosts("1", "3", "4")},
+	{eim.KindHost, `site.siteID="site-00000002"`, hosts("2")},
+	{eim.KindHost, `site.resourceId="SITE-00000001"`, hosts("1")},
+	{eim.KindHost, `site.resourceId>"site-00000001"`, hosts("2")},
+	{eim.KindHost, `site.region.resourceId!="region-00000002"`, hosts("2")},
+	{eim.KindHost, `NOT site.region.resourceId="region-00000002"`, hosts("2", "3", "4")},
+	{eim.KindHost, `NOT site.region.resourceId!="region-00000002"`, hosts("1", "3", "4")},
+	{eim.KindHost, `NOT site.region.name="germany"`, hosts("2", "3", "4")},
+	{eim.KindHost, `NOT site.region.name!="germany"`, hosts("1", "3", "4")},
+	{eim.KindHost, `site.region.parentRegion.resourceId!="region-00000001"`, hosts()},
+	{eim.KindHost, `NOT site.region.parentRegion.resourceId="region-00000001"`, hosts("2", "3", "4")},
+	{eim.KindHost, `NOT (site.name="berlin" OR instance.desiredState=INSTANCE_STATE_DELETED)`, hosts("3", "4")},
+	{eim.KindHost, `NOT site.name="berlin" AND NOT site.name="austin"`, hosts("3", "4")},
+	{eim.KindHost, `site.name="berlin" OR NOT site.region.name="america"`, hosts("1", "3", "4")},
+	{eim.KindHost, `NOT has(site.region.parentRegion)`, hosts("2", "3", "4")},
+	{eim.KindHost, `NOT has(site.name)`, hosts("3", "4")},
+	{eim.KindHost, `has(site.metadata)`, hosts("1")},
+	{eim.KindHost, `NOT site.metadata='{"key":"env"}'`, hosts("2", "3", "4")},
+	{eim.KindHost, `site.metadata!='{"key":"env"}'`, hosts("2")},
+	{eim.KindSite, `region.resourceId!="region-00000002"`, sites("2")},
+	{eim.KindSite, `NOT region.resourceId!="region-00000002"`, sites("1", "3")},
+	{eim.KindSite, `region.parentRegion.name!="europe"`, sites()},
+	{eim.KindSite, `NOT region.parentRegion.name!="europe"`, sites("1", "2", "3")},
+	{eim.KindSite, `NOT region.parentRegion.name="europe"`, sites("2", "3")},
+	{eim.KindInstance, `host.site.resourceId="site-00000002"`, insts("2")},
+	{eim.KindInstance, `NOT host.site.resourceId="site-00000002"`, insts("1")},
+	{eim.KindInstance, `NOT host.site.region.name="america"`, insts("1")},
+	{eim.KindInstance, `host.resourceId!="host-00000001"`, insts("2")},
+	// Back edges under NOT and !=.
+	{eim.KindHost, `instance.resourceId="inst-00000001"`, hosts("1")},
+	{eim.KindHost, `NOT instance.resourceId!="inst-00000001"`, hosts("1", "3", "4")},
+	{eim.KindHost, `instance.desiredState!=INSTANCE_STATE_RUNNING`, hosts("2")},
+	{eim.KindHost, `NOT instance.desiredState=INSTANCE_STATE_RUNNING`, hosts("2", "3", "4")},
+	{eim.KindHost, `NOT instance.os.name="ubuntu"`, hosts("2", "3", "4")},
+	{eim.KindHost, `instance.os.name!="ubuntu"`, hosts("2")},
+	{eim.KindSite, `NOT has(hosts)`, sites("3")},
+	{eim.KindSite, `hosts.resourceId="host-00000002"`, sites("2")},
+	{eim.KindRegion, `NOT sites.hosts.name="01"`, region("1", "3")},
+	{eim.KindRegion, `sites.name!="berlin"`, region("3")},
+	{eim.KindRegion, `NOT sites.name!="berlin"`, region("1", "2")},
+	{eim.KindRegion, `sites.resourceId="site-00000002"`, region("3")},
+	{eim.KindRegion, `NOT has(sites.hosts)`, region("1")},
 	// has().
 	{eim.KindHost, `has(site)`, hosts("1", "2")},
 	{eim.KindHost, `NOT has(site)`, hosts("3", "4")},
@@ -161,21 +209,38 @@ func TestWhere(t *testing.T) {
 	}
 }
 
-// The cross-project row host-0000000e points at p1's site-00000001; a
-// nested filter must not follow it.
+// Project p2 has a site and a host named as p1's. Nested filters follow
+// references, which sqlstore's composite foreign keys keep within one
+// project, so each project finds only its own host.
 func TestWhereStaysInProject(t *testing.T) {
 	for _, db := range engines(t) {
 		db.insert(t, fixtures()...)
-		sql, args, err := filter.Where(db.d, eim.KindHost, `site.name="berlin"`, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n int
-		if err := db.db.QueryRow("SELECT COUNT(*) FROM hosts WHERE project = 'p2' AND "+sql, args...).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != 0 {
-			t.Errorf("%s: got %d rows of p2 through p1's site, want 0", db.name(), n)
+		for _, f := range []string{`site.name="berlin"`, `site.resourceId!="site-00000002"`, `NOT site.name="austin" AND has(site)`} {
+			sql, args, err := filter.Where(db.d, eim.KindHost, f, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for project, want := range map[string]string{"p1": "host-00000001", "p2": "host-0000000e"} {
+				var got []string
+				rows, err := db.db.Query("SELECT id FROM hosts WHERE project = '"+project+"' AND "+sql, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var id string
+					if err := rows.Scan(&id); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, id)
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				rows.Close()
+				if !slices.Equal(got, []string{want}) {
+					t.Errorf("%s: %s in %s: got %v, want [%s]", db.name(), f, project, got, want)
+				}
+			}
 		}
 	}
 }
