@@ -16,13 +16,12 @@ import (
 //
 // Revisions must be committed in revision order, or a reader that has seen
 // revision 8 could later miss a 7 that committed after it. A sequence does
-// not give that on PostgreSQL (nextval is not transactional). So a write
-// transaction collects its events in memory and, as its last statement
-// before COMMIT, increments the single row of eim_revision and inserts its
-// events numbered from it. The row lock is held until COMMIT, so the next
-// writer gets its numbers only after this one's are visible: commit order
-// equals revision order. Only this short tail of write transactions is
-// serialized. On SQLite there is one writer anyway.
+// not give that on PostgreSQL (nextval is not transactional). On SQLite a
+// write transaction collects its events in memory and, as its last
+// statement before COMMIT, increments the single row of eim_revision and
+// inserts its events numbered from it; there is one writer anyway. On
+// PostgreSQL a writer inserts its events unnumbered and the sequencer
+// numbers them after the commit (see sequencer.go).
 
 type pendingEvent struct {
 	project, id string
@@ -80,19 +79,19 @@ func (t *tx) flushEvents(ctx context.Context) error {
 	return nil
 }
 
-// flushPostgres takes the revision row lock and inserts the events in one
-// round trip. The events table's statement trigger sends the NOTIFY.
+// flushPostgres inserts the events unnumbered, in one round trip; the
+// sequencer numbers them once the transaction has committed.
 func (t *tx) flushPostgres(ctx context.Context, at int64) error {
-	const q = `WITH c AS (UPDATE eim_revision SET revision = revision + $1 WHERE id = 1 RETURNING revision)
-INSERT INTO events (revision, project, kind, resource_id, op, at)
-SELECT c.revision - $1 + e.n, e.project, e.kind, e.resource_id, e.op, $6
-FROM c, unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS e(project, kind, resource_id, op, n)`
+	const q = `INSERT INTO events (project, kind, resource_id, op, at)
+SELECT e.project, e.kind, e.resource_id, e.op, $5
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS e(project, kind, resource_id, op, n)
+ORDER BY e.n`
 	n := len(t.events)
 	projects, kinds, ids, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i, e := range t.events {
 		projects[i], kinds[i], ids[i], ops[i] = e.project, string(e.kind), e.id, string(e.op)
 	}
-	if _, err := t.tx.ExecContext(ctx, q, n, projects, kinds, ids, ops, at); err != nil {
+	if _, err := t.tx.ExecContext(ctx, q, projects, kinds, ids, ops, at); err != nil {
 		return t.s.d.translate(fmt.Errorf("record events: %w", err), nil)
 	}
 	return nil

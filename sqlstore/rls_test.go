@@ -1,19 +1,70 @@
 package sqlstore
 
 import (
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/eimhq/eim"
 )
 
 // Row-level security blocks another project's rows even when a statement
-// forgets the project predicate.
+// forgets the project predicate, whether the store logs in as a superuser
+// (the usual test setup) or as a plain role that owns the tables.
 func TestRowLevelSecurity(t *testing.T) {
-	url := postgresURLIfSet(t)
-	if url == "" {
+	if os.Getenv("EIM_TEST_POSTGRES_URL") == "" {
 		t.Skip("EIM_TEST_POSTGRES_URL is not set")
 	}
-	s, err := Open(t.Context(), url, Options{})
+	t.Run("superuser", func(t *testing.T) { checkIsolation(t, postgresURL(t)) })
+	t.Run("owner", func(t *testing.T) { checkIsolation(t, ownerURL(t)) })
+}
+
+// ownerURL returns the URL of a fresh database owned by a fresh login role
+// that is not a superuser (CREATEROLE lets its migration grant itself
+// eim_tenant); both are dropped at the end of the test.
+func ownerURL(t *testing.T) string {
+	base := os.Getenv("EIM_TEST_POSTGRES_URL")
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var b [6]byte
+	rand.Read(b[:])
+	name := "eim_owner_" + hex.EncodeToString(b[:])
+	for _, q := range []string{"CREATE ROLE " + name + " LOGIN CREATEROLE", "CREATE DATABASE " + name + " OWNER " + name} {
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		admin, err := sql.Open("pgx", base)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer admin.Close()
+		for _, q := range []string{"DROP DATABASE IF EXISTS " + name + " WITH (FORCE)", "DROP ROLE IF EXISTS " + name} {
+			if _, err := admin.Exec(q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	u.User = url.User(name)
+	return u.String()
+}
+
+func checkIsolation(t *testing.T, dsn string) {
+	s, err := Open(t.Context(), dsn, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +111,12 @@ func TestRowLevelSecurity(t *testing.T) {
 	}
 	if got := raw("", "SELECT name FROM hosts ORDER BY name"); len(got) != 2 || got[1] != "x" {
 		t.Fatalf("unscoped SELECT: got %v, want both hosts, b's unchanged", got)
+	}
+	// The tenant policy is a plain index condition evaluated once, not a
+	// per-row test of the role.
+	plan := strings.Join(raw("a", "EXPLAIN SELECT count(*) FROM hosts"), "\n")
+	if strings.Contains(plan, "CURRENT_USER") || !strings.Contains(plan, "current_setting") {
+		t.Errorf("plan of a scoped COUNT(*): got\n%s\nwant the policy as project = current_setting(…) without CURRENT_USER", plan)
 	}
 	// Writing a row of another project is refused by the policy.
 	err = s.Update(t.Context(), "a", func(etx eim.Tx) error {

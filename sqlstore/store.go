@@ -45,8 +45,10 @@ type Store struct {
 	log *slog.Logger
 	now func() time.Time
 
-	stmts *stmtCache // SQLite only: prepared statements (pgx caches its own)
-	wake  *hub
+	stmts  *stmtCache // SQLite only: prepared statements (pgx caches its own)
+	wake   *hub
+	growth *growth    // PostgreSQL only: triggers VACUUM (ANALYZE) as tables grow
+	seq    *sequencer // PostgreSQL only: numbers the change feed's events
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -93,7 +95,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if s.d.pg {
+		s.growth = newGrowth()
+		s.seq = newSequencer()
 		s.wg.Go(func() { s.listen(lctx) })
+		s.wg.Go(func() { s.sequenceLoop(lctx) })
+		s.wg.Go(func() { s.analyzeLoop(lctx) })
 	} else {
 		s.wg.Go(func() { s.optimizeLoop(lctx) })
 	}
@@ -219,7 +225,16 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 		return s.d.translate(fmt.Errorf("commit: %w", err), nil)
 	}
 	if len(t.events) > 0 {
-		s.wake.broadcast()
+		if s.d.pg {
+			// The data is committed whatever happens here: a failed round
+			// is retried by the next writer or by sequenceLoop.
+			if err := s.sequenced(ctx); err != nil {
+				s.log.Warn("sequence events", "err", err)
+			}
+			s.growth.note(t.events)
+		} else {
+			s.wake.broadcast()
+		}
 	}
 	return nil
 }

@@ -10,18 +10,24 @@ CREATE TABLE projects (
     CONSTRAINT projects_id_key UNIQUE (id)
 );
 
--- The change feed. revision is assigned from eim_revision at commit time.
+-- The change feed. A writer inserts its events with revision NULL (seq
+-- orders them) and commits without any global lock; the sequencer (see
+-- sequencer.go, one at a time across processes) then numbers all committed
+-- NULL rows in one short transaction that also advances eim_revision.
 CREATE TABLE events (
-    revision BIGINT PRIMARY KEY,
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    revision BIGINT,
     project TEXT NOT NULL,
     kind TEXT NOT NULL,
     resource_id TEXT NOT NULL,
     op TEXT NOT NULL,
     at BIGINT NOT NULL
 );
+CREATE UNIQUE INDEX events_revision_key ON events (revision);
 CREATE INDEX events_kind_idx ON events (kind, revision);
+CREATE INDEX events_unsequenced_idx ON events (seq) WHERE revision IS NULL;
 
--- One row: the newest revision handed out.
+-- One row: the newest revision handed out (and committed) by the sequencer.
 CREATE TABLE eim_revision (
     id INT PRIMARY KEY CHECK (id = 1),
     revision BIGINT NOT NULL
@@ -263,28 +269,34 @@ CREATE TABLE repeated_schedules (
 );
 
 -- Lookups and filters. Every resource table has UNIQUE (project, id), which
--- serves tenant-scoped lookups and the composite foreign keys that keep
--- references inside one project.
-CREATE INDEX regions_parent_id_idx ON regions (project, parent_id);
-CREATE INDEX regions_name_idx ON regions (project, name);
-CREATE INDEX sites_region_id_idx ON sites (project, region_id);
-CREATE INDEX sites_name_idx ON sites (project, name);
-CREATE INDEX hosts_site_id_idx ON hosts (project, site_id);
-CREATE INDEX hosts_provider_id_idx ON hosts (project, provider_id);
+-- serves tenant-scoped lookups, the composite foreign keys that keep
+-- references inside one project, and unfiltered pages (ORDER BY id). Indexes
+-- of references and names end with id: a page of one site (or in name
+-- order) is read in ORDER BY order and stops at LIMIT instead of sorting
+-- every match. State indexes do not: their few distinct keys deduplicate
+-- into a small index that makes COUNT(*) of a state (or of the whole
+-- project) a short index-only scan, and a page of a common state is read
+-- from (project, id) with a filter.
+CREATE INDEX regions_parent_id_idx ON regions (project, parent_id, id);
+CREATE INDEX regions_name_idx ON regions (project, name, id);
+CREATE INDEX sites_region_id_idx ON sites (project, region_id, id);
+CREATE INDEX sites_name_idx ON sites (project, name, id);
+CREATE INDEX hosts_site_id_idx ON hosts (project, site_id, id);
+CREATE INDEX hosts_provider_id_idx ON hosts (project, provider_id, id);
 CREATE INDEX hosts_desired_state_idx ON hosts (project, desired_state);
 CREATE INDEX hosts_current_state_idx ON hosts (project, current_state);
-CREATE INDEX hosts_name_idx ON hosts (project, name);
-CREATE INDEX instances_os_id_idx ON instances (project, os_id);
-CREATE INDEX instances_local_account_id_idx ON instances (project, local_account_id);
+CREATE INDEX hosts_name_idx ON hosts (project, name, id);
+CREATE INDEX instances_os_id_idx ON instances (project, os_id, id);
+CREATE INDEX instances_local_account_id_idx ON instances (project, local_account_id, id);
 CREATE INDEX instances_desired_state_idx ON instances (project, desired_state);
 CREATE INDEX instances_current_state_idx ON instances (project, current_state);
-CREATE INDEX instances_name_idx ON instances (project, name);
-CREATE INDEX single_schedules_target_host_id_idx ON single_schedules (project, target_host_id);
-CREATE INDEX single_schedules_target_site_id_idx ON single_schedules (project, target_site_id);
-CREATE INDEX single_schedules_target_region_id_idx ON single_schedules (project, target_region_id);
-CREATE INDEX repeated_schedules_target_host_id_idx ON repeated_schedules (project, target_host_id);
-CREATE INDEX repeated_schedules_target_site_id_idx ON repeated_schedules (project, target_site_id);
-CREATE INDEX repeated_schedules_target_region_id_idx ON repeated_schedules (project, target_region_id);
+CREATE INDEX instances_name_idx ON instances (project, name, id);
+CREATE INDEX single_schedules_target_host_id_idx ON single_schedules (project, target_host_id, id);
+CREATE INDEX single_schedules_target_site_id_idx ON single_schedules (project, target_site_id, id);
+CREATE INDEX single_schedules_target_region_id_idx ON single_schedules (project, target_region_id, id);
+CREATE INDEX repeated_schedules_target_host_id_idx ON repeated_schedules (project, target_host_id, id);
+CREATE INDEX repeated_schedules_target_site_id_idx ON repeated_schedules (project, target_site_id, id);
+CREATE INDEX repeated_schedules_target_region_id_idx ON repeated_schedules (project, target_region_id, id);
 
 -- Uniqueness (see the reference's "Uniqueness"). Index names are
 -- <table>_<column>_key: the store maps them back to the field in conflicts.
@@ -300,10 +312,15 @@ CREATE UNIQUE INDEX custom_configs_name_key ON custom_configs (project, name) WH
 CREATE UNIQUE INDEX local_accounts_username_key ON local_accounts (project, username) WHERE username <> '';
 
 -- Row-level security: project-scoped transactions run as the NOLOGIN role
--- eim_tenant with eim.project set (see tenancy.go); the policy lets that role
+-- eim_tenant with eim.project set (see Store.begin); the policy lets that role
 -- see and write only its project's rows, even if a query forgets the project
--- predicate. Other roles (the store's own login, for unscoped transactions)
--- are unaffected. Roles are cluster-wide: create it only if missing, and
+-- predicate. The policy applies TO eim_tenant only and is exactly
+-- `project = current_setting(...)`: current_setting is stable, so PostgreSQL
+-- evaluates it once per statement and uses it as an index condition, rather
+-- than testing current_user per row. The store's own login role (unscoped
+-- transactions) owns the tables and, as RLS is enabled but not forced,
+-- bypasses the policies as owners (and superusers) do; any other role gets
+-- no policy and so no rows. Roles are cluster-wide: create it only if missing, and
 -- tolerate a concurrent creator in another database.
 DO $$
 BEGIN
@@ -326,7 +343,7 @@ DECLARE
 BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO eim_tenant', current_schema());
     GRANT SELECT ON projects TO eim_tenant;
-    GRANT SELECT, UPDATE ON eim_revision TO eim_tenant;
+    GRANT SELECT ON eim_revision TO eim_tenant;
     GRANT SELECT, INSERT ON events TO eim_tenant;
     FOREACH t IN ARRAY ARRAY['regions', 'sites', 'providers', 'hosts', 'operating_systems',
         'local_accounts', 'custom_configs', 'instances', 'single_schedules', 'repeated_schedules', 'events']
@@ -335,21 +352,26 @@ BEGIN
             EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO eim_tenant', t);
         END IF;
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
-        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
-        EXECUTE format($p$CREATE POLICY eim_tenant_isolation ON %I
-            USING (current_user <> 'eim_tenant' OR project = current_setting('eim.project', true))
-            WITH CHECK (current_user <> 'eim_tenant' OR project = current_setting('eim.project', true))$p$, t);
+        EXECUTE format($p$CREATE POLICY eim_tenant_isolation ON %I TO eim_tenant
+            USING (project = current_setting('eim.project', true))
+            WITH CHECK (project = current_setting('eim.project', true))$p$, t);
     END LOOP;
 END
 $$;
 
--- Wake listeners of other processes; the events table is the source, the
--- notification carries nothing.
-CREATE FUNCTION eim_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Planner statistics and the visibility map follow growth closely: the
+-- default thresholds (20% of the table) leave a table loaded from empty
+-- with stale estimates, and COUNT(*) without index-only scans, for long.
+-- The store also runs ANALYZE itself as a table grows (see analyze.go).
+DO $$
+DECLARE
+    t TEXT;
 BEGIN
-    PERFORM pg_notify('eim_events', '');
-    RETURN NULL;
+    FOREACH t IN ARRAY ARRAY['regions', 'sites', 'providers', 'hosts', 'operating_systems',
+        'local_accounts', 'custom_configs', 'instances', 'single_schedules', 'repeated_schedules', 'events']
+    LOOP
+        EXECUTE format('ALTER TABLE %I SET (autovacuum_analyze_scale_factor = 0.02, autovacuum_analyze_threshold = 500,
+            autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_insert_scale_factor = 0.05)', t);
+    END LOOP;
 END
 $$;
-CREATE TRIGGER events_notify AFTER INSERT ON events
-    FOR EACH STATEMENT EXECUTE FUNCTION eim_notify_events();

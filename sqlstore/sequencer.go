@@ -1,0 +1,146 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// The PostgreSQL change feed's sequencer.
+//
+// Writers insert their events with revision NULL and commit without any
+// global lock, so their commits (and WAL flushes) overlap. A round of the
+// sequencer then numbers every committed unsequenced event, in seq order,
+// from eim_revision, and commits that in one transaction. Rounds are
+// serialized across processes by an advisory transaction lock, each round
+// sees the previous one's commit, and eim_revision moves with the revisions
+// it hands out: revisions are committed in revision order, and a reader
+// that reads eim_revision and then the events at or below it sees every
+// event with a revision up to it, now and later.
+//
+// After its commit a writer waits for a round that started after the
+// commit (running it itself when none is running), so its events are in
+// the feed when Update returns. Writers arriving meanwhile share the next
+// round: its fsync is amortized over all of them. Events of a writer that
+// died between its commit and a round are picked up by the next round or by
+// sequenceLoop. Only the sequencer NOTIFYs: PostgreSQL serializes the
+// commits of notifying transactions.
+
+// sequencerLock is the advisory lock key of a round ("eimseqnc").
+const sequencerLock = 0x65696d7365716e63
+
+// sequencer coordinates this process's rounds and the writers waiting for
+// them.
+type sequencer struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	started  uint64 // rounds begun
+	finished uint64 // rounds that succeeded (a failed round is retried)
+	running  bool
+}
+
+func newSequencer() *sequencer {
+	q := &sequencer{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// roundTimeout bounds one round, which outlives the writer's context: the
+// writer's data is committed either way.
+const roundTimeout = 30 * time.Second
+
+// sequenced returns once a round that started after the call has finished.
+func (s *Store) sequenced(ctx context.Context) error {
+	q := s.seq
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	target := q.started + 1
+	for q.finished < target {
+		if q.running {
+			q.cond.Wait()
+			continue
+		}
+		q.running = true
+		q.started++
+		round := q.started
+		q.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
+		err := s.sequenceRound(rctx)
+		cancel()
+		q.mu.Lock()
+		q.running = false
+		if err == nil {
+			q.finished = round
+		} else {
+			q.started = q.finished // let the next caller retry it
+		}
+		q.cond.Broadcast()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sequenceRound numbers the committed unsequenced events.
+func (s *Store) sequenceRound(ctx context.Context) error {
+	const number = `WITH p AS (
+    SELECT seq, row_number() OVER (ORDER BY seq) AS n, count(*) OVER () AS total
+    FROM events WHERE revision IS NULL
+), c AS (
+    UPDATE eim_revision SET revision = revision + (SELECT max(total) FROM p)
+    WHERE id = 1 AND EXISTS (SELECT FROM p) RETURNING revision
+)
+UPDATE events e SET revision = c.revision - p.total + p.n FROM p, c WHERE e.seq = p.seq`
+	sqlTx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sequence events: %w", err)
+	}
+	defer sqlTx.Rollback()
+	if _, err := sqlTx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(sequencerLock)); err != nil {
+		return fmt.Errorf("sequence events: %w", err)
+	}
+	res, err := sqlTx.ExecContext(ctx, number)
+	if err != nil {
+		return fmt.Errorf("sequence events: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sequence events: %w", err)
+	}
+	if n == 0 {
+		return nil // nothing to commit; the rollback ends the transaction
+	}
+	// Wake listeners of other processes; the notification carries nothing.
+	if _, err := sqlTx.ExecContext(ctx, "SELECT pg_notify('eim_events', '')"); err != nil {
+		return fmt.Errorf("sequence events: %w", err)
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("sequence events: %w", err)
+	}
+	s.wake.broadcast()
+	return nil
+}
+
+// sequenceLoop runs a round now and then, for events whose writer died
+// between its commit and a round.
+func (s *Store) sequenceLoop(ctx context.Context) {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			var pending bool
+			err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT FROM events WHERE revision IS NULL)").Scan(&pending)
+			if err == nil && pending {
+				err = s.sequenced(ctx)
+			}
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("sequence events", "err", err)
+			}
+		}
+	}
+}
