@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/sqlstore"
+	"github.com/eimhq/eim/sqlstore/storetest"
 )
 
 // engines returns the stores to run a test on: SQLite always, PostgreSQL
@@ -24,10 +26,36 @@ func engines(t *testing.T) map[string]func(t *testing.T) eim.Store {
 			return openStore(t, filepath.Join(t.TempDir(), "eim.db"))
 		},
 	}
-	if url := os.Getenv("EIM_TEST_POSTGRES_URL"); url != "" {
-		m["postgres"] = func(t *testing.T) eim.Store { return openStore(t, url) }
+	if pgURL != "" {
+		m["postgres"] = func(t *testing.T) eim.Store { return openStore(t, pgURL) }
 	}
 	return m
+}
+
+// pgURL is the package's own PostgreSQL database for this run (see
+// TestMain), "" when EIM_TEST_POSTGRES_URL is unset.
+var pgURL string
+
+// TestMain gives the run a fresh PostgreSQL database, so that no schema left
+// in the shared one by another run or version gets in the way; every test
+// works in a project of its own inside it.
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	if base := os.Getenv(storetest.PostgresEnv); base != "" {
+		u, drop, err := storetest.PostgresDB(base, "eim_inventory")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "inventory tests:", err)
+			return 1
+		}
+		defer func() {
+			if err := drop(); err != nil {
+				fmt.Fprintln(os.Stderr, "inventory tests:", err)
+			}
+		}()
+		pgURL = u
+	}
+	return m.Run()
 }
 
 func openStore(t *testing.T, dsn string) eim.Store {

@@ -3,12 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/sqlstore/storetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
@@ -338,38 +335,4 @@ func TestEndToEndPostgres(t *testing.T) {
 
 // freshPostgres returns the URL of a new database, dropped at cleanup; it
 // skips the test when EIM_TEST_POSTGRES_URL is unset.
-func freshPostgres(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("EIM_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("EIM_TEST_POSTGRES_URL is not set")
-	}
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "eim_e2e_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	t.Cleanup(func() {
-		admin, err := sql.Open("pgx", base)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			t.Errorf("drop test database: %v", err)
-		}
-	})
-	u, err := neturl.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
+func freshPostgres(t *testing.T) string { return storetest.PostgresURL(t) }
