@@ -124,8 +124,20 @@ func (t *tx) GetMany(ctx context.Context, k eim.Kind, ids []string) ([]eim.Resou
 	if err := t.check(); err != nil {
 		return nil, err
 	}
-	if len(ids) == 0 {
+	switch len(ids) {
+	case 0:
 		return nil, nil
+	case 1:
+		// The common case when expanding one resource: the prepared
+		// single-row statement, rather than an IN list SQLite parses anew.
+		r, err := t.Get(ctx, k, ids[0])
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []eim.Resource{r}, nil
 	}
 	a := &args{pg: t.s.d.pg}
 	where := t.s.d.inList(c.table+".id", a.add(t.s.d.listArg(ids)))
