@@ -16,17 +16,7 @@ import (
 
 func openPostgres(t testing.TB) *sqlstore.Store {
 	t.Helper()
-	dsn := sqlstore.FreshPostgresURL(t)
-	s, err := sqlstore.Open(context.Background(), dsn, sqlstore.Options{})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
+	return openStore(t, sqlstore.FreshPostgresURL(t))
 }
 
 func TestPostgres(t *testing.T) {

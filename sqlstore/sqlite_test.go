@@ -29,7 +29,13 @@ func TestMain(m *testing.M) {
 
 func openSQLite(t testing.TB) *sqlstore.Store {
 	t.Helper()
-	s, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
+	return openStore(t, filepath.Join(t.TempDir(), "eim.db"))
+}
+
+// openStore opens dsn and closes the store when t ends.
+func openStore(t testing.TB, dsn string) *sqlstore.Store {
+	t.Helper()
+	s, err := sqlstore.Open(context.Background(), dsn, sqlstore.Options{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
