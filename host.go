@@ -68,6 +68,12 @@ type Host struct {
 
 	Metadata Metadata `json:"metadata" eim:"w"`
 
+	// Node credentials (southbound): the lower-case hex SHA-256 of the
+	// node's client secret ("" = none) and a generation bumped on every
+	// issue and revoke, which node tokens carry. Stored, never on the wire.
+	NodeSecretHash string `json:"-" db:"node_secret_hash"`
+	NodeCredGen    int64  `json:"-" db:"node_cred_gen"`
+
 	// Filled on read by the inventory, never stored.
 	InheritedMetadata Metadata  `json:"inheritedMetadata" db:"-"`
 	Site              *Site     `json:"site,omitempty" db:"-"`

@@ -18,6 +18,8 @@ const (
 	KindRepeatedSchedule Kind = "repeatedsche"
 	KindLocalAccount     Kind = "localaccount"
 	KindCustomConfig     Kind = "customconfig"
+	// KindWorkflow is internal: not served by the REST API as a resource.
+	KindWorkflow Kind = "workflow"
 )
 
 // Resource is implemented by every stored resource type (as a pointer).

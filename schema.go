@@ -105,6 +105,7 @@ var kindInfos = []kindInfo{
 	{KindRepeatedSchedule, "repeated_schedules", "repeatedSchedules", (*RepeatedSchedule)(nil), nil},
 	{KindLocalAccount, "local_accounts", "localAccounts", (*LocalAccount)(nil), nil},
 	{KindCustomConfig, "custom_configs", "customConfigs", (*CustomConfig)(nil), nil},
+	{KindWorkflow, "workflows", "workflows", (*Workflow)(nil), nil},
 }
 
 // schemas is derived from kindInfos once; it is immutable afterwards.

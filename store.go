@@ -22,6 +22,9 @@ type Store interface {
 	Update(ctx context.Context, project string, fn func(Tx) error) error
 
 	CreateProject(ctx context.Context, p *Project) error
+	// UpdateProject stores p.Settings of the existing project p.Name
+	// (ENOTFOUND when there is none).
+	UpdateProject(ctx context.Context, p *Project) error
 	FindProject(ctx context.Context, name string) (*Project, error)
 	ListProjects(ctx context.Context) ([]*Project, error)
 	// DeleteProject removes the project and every resource in it, recording
@@ -83,6 +86,10 @@ type Query struct {
 	Where []Cond
 	// Limit is the page size; 0 means no limit. Offset skips that many.
 	Limit, Offset int
+	// NoTotal tells List that the caller does not need the number of
+	// matches: it returns -1 as the total instead of counting them, unless
+	// the page itself tells it. Lookups (Limit 1 or 2) set it.
+	NoTotal bool
 }
 
 // Cond is an exact-match condition on a stored top-level field. Field is the
@@ -116,9 +123,28 @@ type Event struct {
 // Project is a tenant. Its Name appears in API paths; its ID (a UUID) is what
 // role names carry ("<id>_im-rw"), as in the original's Keycloak realm.
 type Project struct {
-	Name      string `json:"name"`
-	ID        string `json:"id"`
-	CreatedAt Time   `json:"createdAt"`
+	Name      string          `json:"name"`
+	ID        string          `json:"id"`
+	CreatedAt Time            `json:"createdAt"`
+	Settings  ProjectSettings `json:"settings"`
+}
+
+// ProjectSettings are a project's onboarding choices (more modules add
+// theirs). The zero value is the safe default: unknown devices refused, no
+// zero-touch provisioning.
+type ProjectSettings struct {
+	// DefaultOSID turns on zero-touch provisioning (nZTP): a host onboarded
+	// without an instance gets one with this OS (and DefaultLocalAccountID,
+	// DefaultCustomConfigIDs) from the onboarding module.
+	DefaultOSID            string   `json:"defaultOsId,omitempty"`
+	DefaultLocalAccountID  string   `json:"defaultLocalAccountId,omitempty"`
+	DefaultCustomConfigIDs []string `json:"defaultCustomConfigIds,omitempty"`
+	// EnrollmentTokenHash is the lower-case hex SHA-256 of the project's
+	// enrollment token; "" refuses devices that were not pre-registered. A
+	// device presenting the token is created as a REGISTERED host, or
+	// ONBOARDED when AutoOnboardEnrolled. The API never shows the hash.
+	EnrollmentTokenHash string `json:"enrollmentTokenHash,omitempty"`
+	AutoOnboardEnrolled bool   `json:"autoOnboardEnrolled,omitempty"`
 }
 
 // DefaultProject is created on first start.

@@ -43,7 +43,7 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 	}
 	normalizeEnums(nr)
 	var out eim.Resource
-	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
+	err := s.write(ctx, project, func(tx eim.Tx) error {
 		if err := s.checkRefs(ctx, tx, nil, nr); err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func (s *Service) ConfirmDeleted(ctx context.Context, project string, k eim.Kind
 
 // instanceOf returns the instance on host id, or nil.
 func instanceOf(ctx context.Context, tx eim.Tx, hostID string) (*eim.Instance, error) {
-	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: hostID}}, Limit: 1})
+	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: hostID}}, Limit: 1, NoTotal: true})
 	if err != nil {
 		return nil, fmt.Errorf("find instance of %s: %w", hostID, err)
 	}

@@ -9,6 +9,7 @@
 package inventory
 
 import (
+	"context"
 	"log/slog"
 	"reflect"
 	"time"
@@ -20,18 +21,22 @@ import (
 type Options struct {
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Batcher, when set, group-commits creates: concurrent creates of one
+	// project share a transaction (see Batcher). Nil writes each alone.
+	Batcher *Batcher
 }
 
 // Service applies the inventory's rules to a store.
 type Service struct {
-	store  eim.Store
-	logger *slog.Logger
-	now    func() time.Time
+	store   eim.Store
+	logger  *slog.Logger
+	now     func() time.Time
+	batcher *Batcher
 }
 
 // New returns a Service over store.
 func New(store eim.Store, opts Options) *Service {
-	s := &Service{store: store, logger: opts.Logger, now: opts.Now}
+	s := &Service{store: store, logger: opts.Logger, now: opts.Now, batcher: opts.Batcher}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -39,6 +44,15 @@ func New(store eim.Store, opts Options) *Service {
 		s.now = time.Now
 	}
 	return s
+}
+
+// write runs fn in a read-write transaction of project: through the
+// batcher when there is one (fn must then be re-runnable), else alone.
+func (s *Service) write(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	if s.batcher != nil {
+		return s.batcher.DoIn(ctx, project, fn)
+	}
+	return s.store.Update(ctx, project, fn)
 }
 
 // Store returns the store the service works on (for managers that read the

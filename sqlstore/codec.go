@@ -72,10 +72,13 @@ func codecOf(k eim.Kind) *codec {
 // cascades lists the references whose target's deletion takes the referrer
 // with it: a host's removal is the host manager's last step of a two-phase
 // delete, which must not be blocked by maintenance schedules that target
-// the host (they mean nothing without it). Every other reference restricts.
+// the host (they mean nothing without it); a workflow is the provisioning
+// of one instance on one host and goes with either. Every other reference
+// restricts.
 var cascades = map[eim.Kind]map[string]bool{
 	eim.KindSingleSchedule:   {"target_host_id": true},
 	eim.KindRepeatedSchedule: {"target_host_id": true},
+	eim.KindWorkflow:         {"instance_id": true, "host_id": true},
 }
 
 func buildCodecs() {

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -20,7 +21,11 @@ func (s *Store) CreateProject(ctx context.Context, p *eim.Project) error {
 	}
 	return s.run(ctx, "", true, func(etx eim.Tx) error {
 		t := etx.(*tx)
-		_, err := t.exec(ctx, "INSERT INTO projects (name, id, created_at) VALUES (?, ?, ?)", p.Name, p.ID, p.CreatedAt.UnixMilli())
+		settings, err := encodeSettings(p.Settings)
+		if err != nil {
+			return err
+		}
+		_, err = t.exec(ctx, "INSERT INTO projects (name, id, created_at, settings) VALUES (?, ?, ?, ?)", p.Name, p.ID, p.CreatedAt.UnixMilli(), settings)
 		if err == nil {
 			return nil
 		}
@@ -37,10 +42,11 @@ func (s *Store) CreateProject(ctx context.Context, p *eim.Project) error {
 // FindProject returns the project with the name, or ENOTFOUND.
 func (s *Store) FindProject(ctx context.Context, name string) (*eim.Project, error) {
 	var (
-		p  eim.Project
-		at int64
+		p        eim.Project
+		at       int64
+		settings []byte
 	)
-	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at FROM projects WHERE name = ?"), name).Scan(&p.Name, &p.ID, &at)
+	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings FROM projects WHERE name = ?"), name).Scan(&p.Name, &p.ID, &at, &settings)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, eim.Errorf(eim.ENOTFOUND, "project %s not found", name)
 	}
@@ -48,12 +54,15 @@ func (s *Store) FindProject(ctx context.Context, name string) (*eim.Project, err
 		return nil, s.d.translate(fmt.Errorf("find project: %w", err), nil)
 	}
 	p.CreatedAt = eim.TimeFromUnixMilli(at)
+	if err := decodeSettings(settings, &p.Settings); err != nil {
+		return nil, fmt.Errorf("find project %s: %w", name, err)
+	}
 	return &p, nil
 }
 
 // ListProjects returns every project, by name.
 func (s *Store) ListProjects(ctx context.Context) ([]*eim.Project, error) {
-	rows, err := s.rdb.QueryContext(ctx, "SELECT name, id, created_at FROM projects ORDER BY name")
+	rows, err := s.rdb.QueryContext(ctx, "SELECT name, id, created_at, settings FROM projects ORDER BY name")
 	if err != nil {
 		return nil, s.d.translate(fmt.Errorf("list projects: %w", err), nil)
 	}
@@ -61,19 +70,63 @@ func (s *Store) ListProjects(ctx context.Context) ([]*eim.Project, error) {
 	var out []*eim.Project
 	for rows.Next() {
 		var (
-			p  eim.Project
-			at int64
+			p        eim.Project
+			at       int64
+			settings []byte
 		)
-		if err := rows.Scan(&p.Name, &p.ID, &at); err != nil {
+		if err := rows.Scan(&p.Name, &p.ID, &at, &settings); err != nil {
 			return nil, fmt.Errorf("list projects: %w", err)
 		}
 		p.CreatedAt = eim.TimeFromUnixMilli(at)
+		if err := decodeSettings(settings, &p.Settings); err != nil {
+			return nil, fmt.Errorf("list projects: %s: %w", p.Name, err)
+		}
 		out = append(out, &p)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.d.translate(fmt.Errorf("list projects: %w", err), nil)
 	}
 	return out, nil
+}
+
+// UpdateProject stores the settings of the existing project p.Name;
+// ENOTFOUND when there is none. Name, ID and CreatedAt do not change.
+func (s *Store) UpdateProject(ctx context.Context, p *eim.Project) error {
+	settings, err := encodeSettings(p.Settings)
+	if err != nil {
+		return err
+	}
+	return s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		res, err := t.exec(ctx, "UPDATE projects SET settings = ? WHERE name = ?", settings, p.Name)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("update project %s: %w", p.Name, err), nil))
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("update project %s: %w", p.Name, err), nil))
+		} else if n == 0 {
+			return eim.Errorf(eim.ENOTFOUND, "project %s not found", p.Name)
+		}
+		return nil
+	})
+}
+
+func encodeSettings(ps eim.ProjectSettings) (string, error) {
+	b, err := json.Marshal(ps)
+	if err != nil {
+		return "", eim.Errorf(eim.EINVALID, "settings: %v", err)
+	}
+	return string(b), nil
+}
+
+func decodeSettings(b []byte, ps *eim.ProjectSettings) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, ps); err != nil {
+		return fmt.Errorf("decode settings: %w", err)
+	}
+	return nil
 }
 
 // DeleteProject removes the project and all its resources, referrers

@@ -127,3 +127,31 @@ func checkIsolation(t *testing.T, dsn string) {
 		t.Fatal("INSERT of another project's row in a scoped tx: got nil error")
 	}
 }
+
+// Every resource table has row-level security on and the tenant policy, so
+// tables added by later migrations cannot forget it.
+func TestEveryTableHasTenantPolicy(t *testing.T) {
+	if os.Getenv("EIM_TEST_POSTGRES_URL") == "" {
+		t.Skip("EIM_TEST_POSTGRES_URL is not set")
+	}
+	s, err := Open(t.Context(), postgresURL(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range eim.Kinds() {
+		table := eim.SchemaOf(k).Table
+		var rls, policy, grant bool
+		err := s.rdb.QueryRowContext(t.Context(), `SELECT c.relrowsecurity,
+			EXISTS (SELECT 1 FROM pg_policies p WHERE p.schemaname = current_schema() AND p.tablename = c.relname AND p.policyname = 'eim_tenant_isolation'),
+			has_table_privilege('eim_tenant', c.oid, 'SELECT') AND has_table_privilege('eim_tenant', c.oid, 'INSERT')
+				AND has_table_privilege('eim_tenant', c.oid, 'UPDATE') AND has_table_privilege('eim_tenant', c.oid, 'DELETE')
+			FROM pg_class c WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace`, table).Scan(&rls, &policy, &grant)
+		if err != nil {
+			t.Fatalf("%s: %v", table, err)
+		}
+		if !rls || !policy || !grant {
+			t.Errorf("%s: row security %v, tenant policy %v, tenant grants %v; want all true", table, rls, policy, grant)
+		}
+	}
+}

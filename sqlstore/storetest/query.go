@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eimhq/eim"
@@ -163,6 +165,83 @@ func testPaging(t *testing.T, s eim.Store) {
 			t.Errorf("limit %d offset %d: got %v total %d, want %v total 25", tt.limit, tt.offset, got, total, tt.want)
 		}
 	}
+	// NoTotal: no count, unless the page tells it.
+	if items, total := list(t, s, p, eim.KindHost, eim.Query{Limit: 10, NoTotal: true}); total != -1 || len(items) != 10 {
+		t.Errorf("NoTotal, full page: got %d items, total %d; want 10, -1", len(items), total)
+	}
+	if items, total := list(t, s, p, eim.KindHost, eim.Query{Limit: 30, NoTotal: true}); total != 25 || len(items) != 25 {
+		t.Errorf("NoTotal, short page: got %d items, total %d; want 25, 25", len(items), total)
+	}
+	// Later pages of a filtered, ordered list: names "9" … "10" descending
+	// as strings, only those containing "1".
+	var names []string
+	for i := range 25 {
+		if n := fmt.Sprint(i); strings.Contains(n, "1") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	slices.Reverse(names)
+	var got []string
+	for off := 0; off < len(names); off += 4 {
+		items, total := list(t, s, p, eim.KindHost, eim.Query{Filter: `name="1"`, OrderBy: "name desc", Limit: 4, Offset: off})
+		if total != len(names) {
+			t.Errorf("filtered page at %d: total %d, want %d", off, total, len(names))
+		}
+		for _, it := range items {
+			got = append(got, it.(*eim.Host).Name)
+		}
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("filtered pages: got %v, want %v", got, names)
+	}
+}
+
+// testTotalsFollowWrites checks that list totals and counts (which the
+// store may remember between reads) follow every committed write, and
+// that a rolled-back write leaves them as they were.
+func testTotalsFollowWrites(t *testing.T, s eim.Store) {
+	p := project(t, s)
+	q := eim.Query{Filter: `name="keep"`, Limit: 1}
+	check := func(when string, want int) {
+		t.Helper()
+		if _, total := list(t, s, p, eim.KindRegion, q); total != want {
+			t.Errorf("%s: list total %d, want %d", when, total, want)
+		}
+		if n := count(t, s, p, eim.KindRegion, eim.Query{Filter: q.Filter}); n != want {
+			t.Errorf("%s: count %d, want %d", when, n, want)
+		}
+	}
+	for range 3 {
+		create(t, s, p, &eim.Region{Name: "keep"})
+	}
+	check("after 3 creates", 3)
+	check("asked again", 3)
+	r := create(t, s, p, &eim.Region{Name: "keep"})
+	check("after a 4th", 4)
+	// A count inside a write transaction sees its own rows, and they
+	// leave no trace when it rolls back.
+	err := s.Update(ctx(t), p, func(tx eim.Tx) error {
+		if err := tx.Create(ctx(t), &eim.Region{Name: "keep"}); err != nil {
+			return err
+		}
+		if n, err := tx.Count(ctx(t), eim.KindRegion, eim.Query{Filter: q.Filter}); err != nil || n != 5 {
+			t.Errorf("inside the write: count %d (%v), want 5", n, err)
+		}
+		return errors.New("roll back")
+	})
+	if err == nil {
+		t.Fatal("the write should have failed")
+	}
+	check("after a rollback", 4)
+	r.(*eim.Region).Name = "renamed"
+	update(t, s, p, func(tx eim.Tx) error { return tx.Update(ctx(t), r) })
+	check("after a rename", 3)
+	update(t, s, p, func(tx eim.Tx) error { return tx.Delete(ctx(t), eim.KindRegion, r.Base().ResourceID) })
+	check("after a delete", 3)
+	// Another project's writes are not counted.
+	create(t, s, project(t, s), &eim.Region{Name: "keep"})
+	check("after a write elsewhere", 3)
 }
 
 func testGetMany(t *testing.T, s eim.Store) {

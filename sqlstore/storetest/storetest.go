@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"IDGeneration", testIDs},
 		{"WhereConds", testWhere},
 		{"ListPaging", testPaging},
+		{"TotalsFollowWrites", testTotalsFollowWrites},
 		{"GetMany", testGetMany},
 		{"Filter", testFilter},
 		{"Projects", testProjects},
@@ -41,6 +42,9 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"FeedConcurrentWriters", testConcurrentFeed},
 		{"WatchWakeUp", testWatchWakeUp},
 		{"WatchEndsWithContext", testWatchCancel},
+		{"ProjectSettings", testProjectSettings},
+		{"HiddenStoredFields", testHiddenFields},
+		{"WorkflowCascade", testWorkflowCascade},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,6 +139,10 @@ func setValue(t *testing.T, f *eim.Field, v reflect.Value, n int64) {
 		v.SetString(vals[1+int(n)%(len(vals)-1)])
 		return
 	}
+	if v.Type() == reflect.TypeFor[eim.Time]() {
+		v.Set(reflect.ValueOf(eim.TimeFromUnixMilli(1_700_000_000_000 + n)))
+		return
+	}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(fmt.Sprintf("%s-%d ünï \"q\"", f.Name, n))
@@ -152,6 +160,17 @@ func setValue(t *testing.T, f *eim.Field, v reflect.Value, n int64) {
 			v.Set(reflect.ValueOf(eim.Metadata{{Key: "k1", Value: fmt.Sprint(n)}, {Key: "b", Value: "x y"}}))
 		case reflect.TypeFor[[]string]():
 			v.Set(reflect.ValueOf([]string{fmt.Sprint("a", n), "b"}))
+		case reflect.TypeFor[[]eim.WorkflowAction]():
+			v.Set(reflect.ValueOf([]eim.WorkflowAction{{
+				Name: "erase", Type: eim.ActionEraseDisk, Params: map[string]string{"device": fmt.Sprint("/dev/sd", n)},
+				TimeoutSeconds: 560, State: eim.ActionFailed, Message: "ünï \"q\"", ExitCode: 3,
+				StartedAt: eim.TimeFromUnixMilli(1_700_000_000_123 + n), FinishedAt: eim.TimeFromUnixMilli(1_700_000_001_000 + n),
+			}, {Name: "reboot", Type: eim.ActionReboot, State: eim.ActionPending}}))
+		case reflect.TypeFor[[]eim.WorkflowLogEntry]():
+			v.Set(reflect.ValueOf([]eim.WorkflowLogEntry{
+				{Seq: 1, Time: eim.TimeFromUnixMilli(1_700_000_000_000 + n), Attempt: 1, Action: -1, Message: "started"},
+				{Seq: 2, Time: eim.TimeFromUnixMilli(1_700_000_000_500 + n), Attempt: 1, Action: 0, Name: "erase", State: eim.ActionRunning, Output: fmt.Sprint("line ", n, "\n\x00ü")},
+			}))
 		default:
 			t.Fatalf("storetest: no sample value for %s (%s): extend setValue", f.Name, v.Type())
 		}

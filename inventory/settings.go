@@ -1,0 +1,170 @@
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	"github.com/eimhq/eim"
+)
+
+// Values of SettingsChange.EnrollmentToken.
+const (
+	EnrollmentTokenNew  = "new"  // generate a new token (the old one stops working)
+	EnrollmentTokenNone = "none" // clear it: unknown devices are refused
+)
+
+// MaxDefaultCustomConfigs bounds DefaultCustomConfigIDs.
+const MaxDefaultCustomConfigs = 100
+
+// SettingsChange is a partial change of a project's settings: nil fields
+// (and an empty EnrollmentToken) keep their value. An empty ID or list
+// clears the setting.
+type SettingsChange struct {
+	DefaultOSID            *string
+	DefaultLocalAccountID  *string
+	DefaultCustomConfigIDs *[]string
+	AutoOnboardEnrolled    *bool
+	// EnrollmentToken is "", EnrollmentTokenNew or EnrollmentTokenNone.
+	EnrollmentToken string
+}
+
+// UpdateProjectSettings applies ch to the project's settings and returns
+// the project after the change and, when ch asked for a new enrollment
+// token, the token: it is shown this once, only its hash is stored.
+//
+// Malformed IDs are EINVALID and references to resources that do not exist
+// in the project ENOTFOUND, each naming the field. The references are
+// checked before the write, in another transaction (projects are not
+// resources of a Tx): a resource deleted in between leaves a dangling
+// setting, which the onboarding module reports when it uses it. Two
+// concurrent changes of one project's settings may lose one of them.
+func (s *Service) UpdateProjectSettings(ctx context.Context, project string, ch SettingsChange) (*eim.Project, string, error) {
+	if err := checkProject(project); err != nil {
+		return nil, "", err
+	}
+	if err := checkSettingsChange(ch); err != nil {
+		return nil, "", err
+	}
+	p, err := s.store.FindProject(ctx, project)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := s.checkSettingsRefs(ctx, project, ch); err != nil {
+		return nil, "", err
+	}
+	set := p.Settings
+	if ch.DefaultOSID != nil {
+		set.DefaultOSID = *ch.DefaultOSID
+	}
+	if ch.DefaultLocalAccountID != nil {
+		set.DefaultLocalAccountID = *ch.DefaultLocalAccountID
+	}
+	if ch.DefaultCustomConfigIDs != nil {
+		set.DefaultCustomConfigIDs = nil
+		if len(*ch.DefaultCustomConfigIDs) > 0 {
+			set.DefaultCustomConfigIDs = slices.Clone(*ch.DefaultCustomConfigIDs)
+		}
+	}
+	if ch.AutoOnboardEnrolled != nil {
+		set.AutoOnboardEnrolled = *ch.AutoOnboardEnrolled
+	}
+	var token string
+	switch ch.EnrollmentToken {
+	case EnrollmentTokenNew:
+		token, set.EnrollmentTokenHash = newEnrollmentToken()
+	case EnrollmentTokenNone:
+		set.EnrollmentTokenHash = ""
+	}
+	p.Settings = set
+	if err := s.store.UpdateProject(ctx, p); err != nil {
+		return nil, "", err
+	}
+	return p, token, nil
+}
+
+// checkSettingsChange validates the form of ch (no store access).
+func checkSettingsChange(ch SettingsChange) error {
+	if ch.DefaultOSID != nil && *ch.DefaultOSID != "" {
+		if err := eim.CheckID(eim.KindOS, "defaultOsId", *ch.DefaultOSID); err != nil {
+			return err
+		}
+	}
+	if ch.DefaultLocalAccountID != nil && *ch.DefaultLocalAccountID != "" {
+		if err := eim.CheckID(eim.KindLocalAccount, "defaultLocalAccountId", *ch.DefaultLocalAccountID); err != nil {
+			return err
+		}
+	}
+	if ch.DefaultCustomConfigIDs != nil {
+		ids := *ch.DefaultCustomConfigIDs
+		if len(ids) > MaxDefaultCustomConfigs {
+			return eim.Errorf(eim.EINVALID, "defaultCustomConfigIds: at most %d, got %d", MaxDefaultCustomConfigs, len(ids))
+		}
+		for i, id := range ids {
+			f := fmt.Sprintf("defaultCustomConfigIds[%d]", i)
+			if err := eim.CheckID(eim.KindCustomConfig, f, id); err != nil {
+				return err
+			}
+			if slices.Index(ids, id) != i {
+				return eim.Errorf(eim.EINVALID, "%s: %q appears more than once", f, id)
+			}
+		}
+	}
+	switch ch.EnrollmentToken {
+	case "", EnrollmentTokenNew, EnrollmentTokenNone:
+	default:
+		return eim.Errorf(eim.EINVALID, "enrollmentToken: want %q or %q", EnrollmentTokenNew, EnrollmentTokenNone)
+	}
+	return nil
+}
+
+// checkSettingsRefs checks that the resources ch names exist in project.
+func (s *Service) checkSettingsRefs(ctx context.Context, project string, ch SettingsChange) error {
+	type ref struct {
+		kind        eim.Kind
+		field, noun string
+		id          string
+	}
+	var refs []ref
+	if ch.DefaultOSID != nil && *ch.DefaultOSID != "" {
+		refs = append(refs, ref{eim.KindOS, "defaultOsId", "OS profile", *ch.DefaultOSID})
+	}
+	if ch.DefaultLocalAccountID != nil && *ch.DefaultLocalAccountID != "" {
+		refs = append(refs, ref{eim.KindLocalAccount, "defaultLocalAccountId", "local account", *ch.DefaultLocalAccountID})
+	}
+	if ch.DefaultCustomConfigIDs != nil {
+		for i, id := range *ch.DefaultCustomConfigIDs {
+			refs = append(refs, ref{eim.KindCustomConfig, fmt.Sprintf("defaultCustomConfigIds[%d]", i), "custom config", id})
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	return s.store.View(ctx, project, func(tx eim.Tx) error {
+		for _, r := range refs {
+			got, err := tx.Get(ctx, r.kind, r.id)
+			if eim.ErrorCode(err) == eim.ENOTFOUND || (err == nil && got.Base().Project != project) {
+				return eim.Errorf(eim.ENOTFOUND, "%s: %s %s not found in project %s", r.field, r.noun, r.id, project)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// newEnrollmentToken returns a new enrollment token (32 random bytes,
+// base64url without padding) and the hash stored for it (lower-case hex
+// SHA-256 of the token string), as the onboarding module compares them.
+func newEnrollmentToken() (token, hash string) {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	token = base64.RawURLEncoding.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(token))
+	return token, hex.EncodeToString(sum[:])
+}
