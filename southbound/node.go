@@ -1,0 +1,115 @@
+package southbound
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/eimhq/eim"
+)
+
+// Node is the authenticated caller of a southbound call.
+type Node struct {
+	HostID  string
+	Project string // the host's project (name)
+	// Gen is the host's credential generation the token was issued at.
+	Gen int64
+}
+
+type nodeKey struct{}
+
+// WithNode returns ctx carrying n, as the Interceptor does (for handler
+// tests that call a service directly).
+func WithNode(ctx context.Context, n Node) context.Context {
+	return context.WithValue(ctx, nodeKey{}, n)
+}
+
+// NodeFrom returns the node that made the call, set by the Interceptor.
+func NodeFrom(ctx context.Context) (Node, bool) {
+	n, ok := ctx.Value(nodeKey{}).(Node)
+	return n, ok
+}
+
+// Interceptor returns the Connect interceptor that authenticates nodes: a
+// valid node token, then a host that still exists, is not UNTRUSTED or
+// DELETED, and whose credential generation is the token's. Anything else is
+// CodeUnauthenticated (the agent fetches a new token, and re-discovers when
+// that fails). Handlers find the caller with NodeFrom.
+func (s *Server) Interceptor() connect.Interceptor { return nodeAuth{s} }
+
+type nodeAuth struct{ s *Server }
+
+func (a nodeAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		n, err := a.s.authenticate(ctx, req.Header())
+		if err != nil {
+			return nil, err
+		}
+		return next(WithNode(ctx, n), req)
+	}
+}
+
+func (a nodeAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (a nodeAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		n, err := a.s.authenticate(ctx, conn.RequestHeader())
+		if err != nil {
+			return err
+		}
+		return next(WithNode(ctx, n), conn)
+	}
+}
+
+// errRevoked is what a node with a good token but revoked credentials hears.
+var errRevoked = errors.New("credentials revoked")
+
+func (s *Server) authenticate(ctx context.Context, h http.Header) (Node, error) {
+	scheme, tok, ok := strings.Cut(h.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Node{}, connect.NewError(connect.CodeUnauthenticated, errors.New("missing bearer token"))
+	}
+	c, err := s.verifier.Verify(strings.TrimSpace(tok))
+	if err != nil {
+		var e *eim.Error
+		msg := "invalid token"
+		if errors.As(err, &e) {
+			msg = e.Message
+		}
+		return Node{}, connect.NewError(connect.CodeUnauthenticated, errors.New(msg))
+	}
+	if c.Subject != ClientID(c.HostID) {
+		return Node{}, connect.NewError(connect.CodeUnauthenticated, errors.New("not a node token"))
+	}
+	var host *eim.Host
+	err = s.store.View(ctx, c.Project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, eim.KindHost, c.HostID)
+		if err != nil {
+			return err
+		}
+		host = r.(*eim.Host)
+		return nil
+	})
+	switch {
+	case eim.ErrorCode(err) == eim.ENOTFOUND:
+		return Node{}, connect.NewError(connect.CodeUnauthenticated, errRevoked)
+	case err != nil:
+		if ctx.Err() != nil {
+			return Node{}, connect.NewError(connect.CodeCanceled, ctx.Err())
+		}
+		s.log.Warn("node auth: read host", "host", c.HostID, "error", err)
+		return Node{}, connect.NewError(connect.CodeUnavailable, errors.New("try again later"))
+	}
+	if revoked(host) || host.NodeCredGen != c.Gen {
+		return Node{}, connect.NewError(connect.CodeUnauthenticated, errRevoked)
+	}
+	return Node{HostID: c.HostID, Project: c.Project, Gen: c.Gen}, nil
+}

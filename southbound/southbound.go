@@ -1,0 +1,106 @@
+// Package southbound is the agent-facing API server: the HTTPS handler that
+// nodes talk to. It authenticates nodes and leaves the protocol to the
+// modules, which mount their Connect handlers on it.
+//
+// A node gets its client credentials from the onboarding module's Discover
+// (client ID "edgenode-<hostID>", a random secret of which the host keeps
+// only a hash), exchanges them at /oauth2/token for a short-lived node token
+// (OAuth2 client credentials, RFC 6749 §4.4), and sends that as a bearer token
+// on every other call. Interceptor checks the token and then the host itself,
+// so invalidating or deleting a host, or issuing it new credentials, cuts its
+// node off at once rather than when the token expires.
+package southbound
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/auth"
+)
+
+// Defaults of Options.
+const (
+	DefaultTokenTTL     = 15 * time.Minute
+	DefaultMaxBodyBytes = 4 << 20
+	// maxTokenRequest bounds the body of a token request; a real one is
+	// about 150 bytes.
+	maxTokenRequest = 8 << 10
+)
+
+// Options configure a Server. Store and Issuer are required.
+type Options struct {
+	Store  eim.Store
+	Issuer *auth.Issuer
+	// Logger receives one line per refused token request; nil discards.
+	Logger *slog.Logger
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// TokenTTL is the lifetime of node tokens; default 15 minutes.
+	TokenTTL time.Duration
+	// MaxBodyBytes bounds the request body of mounted handlers; default 4 MiB.
+	MaxBodyBytes int64
+}
+
+// Server is the southbound HTTP handler: /oauth2/token and the mounted
+// Connect handlers. Serve it over TLS (see pki).
+type Server struct {
+	store    eim.Store
+	issuer   *auth.Issuer
+	verifier *auth.NodeVerifier
+	log      *slog.Logger
+	now      func() time.Time
+	ttl      time.Duration
+	maxBody  int64
+	mux      *http.ServeMux
+}
+
+// New returns a Server.
+func New(opts Options) *Server {
+	if opts.Store == nil || opts.Issuer == nil {
+		panic("southbound.New: Store and Issuer are required")
+	}
+	s := &Server{
+		store:   opts.Store,
+		issuer:  opts.Issuer,
+		log:     opts.Logger,
+		now:     opts.Now,
+		ttl:     opts.TokenTTL,
+		maxBody: opts.MaxBodyBytes,
+		mux:     http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.ttl <= 0 {
+		s.ttl = DefaultTokenTTL
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	s.verifier = auth.NewNodeVerifier(opts.Issuer, 30*time.Second, s.now)
+	s.mux.HandleFunc(TokenPath, s.token)
+	return s
+}
+
+// TokenPath is where nodes exchange their client credentials for a token.
+const TokenPath = "/oauth2/token"
+
+// Mount serves h under path (a ServeMux pattern, e.g. the path returned by
+// onboardingv1connect.NewOnboardingServiceHandler), with the body limit.
+func (s *Server) Mount(path string, h http.Handler) {
+	limit := s.maxBody
+	s.mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
