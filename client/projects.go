@@ -38,3 +38,62 @@ func (c *Client) DeleteProject(ctx context.Context, name string, force bool) err
 	}
 	return c.Do(ctx, http.MethodDelete, p, nil, nil)
 }
+
+// ProjectSettings are a project's onboarding settings as the API shows
+// them: whether an enrollment token is set, never the token or its hash.
+type ProjectSettings struct {
+	DefaultOSID            string   `json:"defaultOsId"`
+	DefaultLocalAccountID  string   `json:"defaultLocalAccountId"`
+	DefaultCustomConfigIDs []string `json:"defaultCustomConfigIds"`
+	Enrollment             bool     `json:"enrollment"`
+	AutoOnboardEnrolled    bool     `json:"autoOnboardEnrolled"`
+}
+
+// Project is a project with its settings (GET /v1/projects/{name}).
+type Project struct {
+	Name      string          `json:"name"`
+	ID        string          `json:"id"`
+	CreatedAt eim.Time        `json:"createdAt"`
+	Settings  ProjectSettings `json:"settings"`
+	// EnrollmentToken is set only in the answer to the change that
+	// generated it; the server does not show it again.
+	EnrollmentToken string `json:"enrollmentToken,omitempty"`
+}
+
+// SettingsChange is a change of a project's settings: nil fields keep
+// their value; "" (an ID) or an empty list clears the setting.
+type SettingsChange struct {
+	DefaultOSID            *string   `json:"defaultOsId,omitempty"`
+	DefaultLocalAccountID  *string   `json:"defaultLocalAccountId,omitempty"`
+	DefaultCustomConfigIDs *[]string `json:"defaultCustomConfigIds,omitempty"`
+	AutoOnboardEnrolled    *bool     `json:"autoOnboardEnrolled,omitempty"`
+	// EnrollmentToken is "" (keep), "new" (generate one; the answer holds
+	// it) or "none" (clear: unknown devices are refused).
+	EnrollmentToken string `json:"enrollmentToken,omitempty"`
+}
+
+// GetProject returns a project with its settings.
+func (c *Client) GetProject(ctx context.Context, name string) (*Project, error) {
+	if name == "" {
+		return nil, eim.Errorf(eim.EINVALID, "project name is required")
+	}
+	var out Project
+	if err := c.Do(ctx, http.MethodGet, "/v1/projects/"+url.PathEscape(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UpdateProjectSettings changes a project's settings (eim-admin or the
+// project's read-write role) and returns the project after the change,
+// with EnrollmentToken set when ch asked for a new one.
+func (c *Client) UpdateProjectSettings(ctx context.Context, name string, ch SettingsChange) (*Project, error) {
+	if name == "" {
+		return nil, eim.Errorf(eim.EINVALID, "project name is required")
+	}
+	var out Project
+	if err := c.Do(ctx, http.MethodPatch, "/v1/projects/"+url.PathEscape(name)+"/settings", ch, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

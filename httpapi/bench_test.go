@@ -2,19 +2,36 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	"github.com/eimhq/eim/httpapi"
+	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/sqlstore"
 )
 
 // BenchmarkCreateHost measures host creates through the handler over real
 // HTTP and SQLite, 32 concurrent clients (with GOMAXPROCS 2: -cpu 2).
 func BenchmarkCreateHost(b *testing.B) {
-	e := newEnv(b, httpapi.Options{})
+	b.Run("alone", func(b *testing.B) { benchCreateHost(b, newEnv(b, httpapi.Options{})) })
+	b.Run("batched", func(b *testing.B) {
+		st, err := sqlstore.Open(context.Background(), filepath.Join(b.TempDir(), "eim.db"), sqlstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		bt := inventory.NewBatcher(st, inventory.BatcherOptions{})
+		b.Cleanup(bt.Close)
+		benchCreateHost(b, newEnvWith(b, inventory.New(st, inventory.Options{Batcher: bt}), nil, httpapi.Options{}))
+	})
+}
+
+func benchCreateHost(b *testing.B, e *env) {
 	var n atomic.Int64
 	b.SetParallelism(16)
 	b.ResetTimer()

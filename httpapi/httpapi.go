@@ -30,6 +30,12 @@ type Options struct {
 	Logger       *slog.Logger
 	MaxBodyBytes int64   // request body limit; 0 = 100 KiB
 	RateLimit    float64 // requests per second per client IP; 0 = off
+	// RequestTimeout bounds a request (0 = 15 s); a provisioning-log long
+	// poll gets its wait on top (see timeoutOf).
+	RequestTimeout time.Duration
+	// Reprovisioner retries failed provisioning (POST …/reprovision); nil
+	// answers that operation 503.
+	Reprovisioner Reprovisioner
 }
 
 const (
@@ -49,6 +55,8 @@ type handler struct {
 	maxBody int64
 	limiter *ipLimiter // nil when rate limiting is off
 	mux     *http.ServeMux
+	timeout time.Duration
+	reprov  Reprovisioner
 
 	projMu   sync.Mutex
 	projects map[string]cachedProject
@@ -67,6 +75,8 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 		log:      opts.Logger,
 		maxBody:  opts.MaxBodyBytes,
 		mux:      http.NewServeMux(),
+		timeout:  opts.RequestTimeout,
+		reprov:   opts.Reprovisioner,
 		projects: map[string]cachedProject{},
 	}
 	if h.log == nil {
@@ -74,6 +84,9 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = defaultMaxBody
+	}
+	if h.timeout <= 0 {
+		h.timeout = requestTimeout
 	}
 	if opts.RateLimit > 0 {
 		h.limiter = newIPLimiter(opts.RateLimit)
@@ -88,7 +101,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rid := requestID(r)
 	w.Header().Set("X-Request-Id", rid)
 	sw := &statusWriter{ResponseWriter: w}
-	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), ridKey{}, rid), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), ridKey{}, rid), h.timeoutOf(r))
 	defer cancel()
 	r = r.WithContext(ctx)
 

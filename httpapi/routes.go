@@ -43,6 +43,8 @@ func (h *handler) routes() {
 	h.handle("GET /compute/hosts_summary", h.hostSummary)
 	h.handle("PUT /compute/instances/{resourceId}/invalidate", h.invalidateInstance)
 	h.handle("GET /locations", h.locations)
+	h.provisioningLogRoutes()
+	h.projectSettingsRoutes()
 
 	h.mux.HandleFunc("GET /v1/projects", h.admin(h.listProjects))
 	h.mux.HandleFunc("POST /v1/projects", h.admin(h.createProject))

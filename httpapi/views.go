@@ -62,7 +62,7 @@ func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request, c *call)
 
 // projectsBody is the wire shape of GET /v1/projects.
 type projectsBody struct {
-	Projects      []*eim.Project `json:"projects"`
+	Projects      []*projectView `json:"projects"`
 	TotalElements int            `json:"totalElements"`
 	HasNext       bool           `json:"hasNext"`
 }
@@ -74,10 +74,12 @@ func (h *handler) listProjects(w http.ResponseWriter, r *http.Request, p *eim.Pr
 	if err != nil {
 		return err
 	}
-	out := projectsBody{Projects: make([]*eim.Project, 0, len(all))}
+	out := projectsBody{Projects: make([]*projectView, 0, len(all))}
 	for _, proj := range all {
 		if p.CanRead(proj) {
-			out.Projects = append(out.Projects, proj)
+			// The view, never the stored project: it holds the
+			// enrollment token's hash.
+			out.Projects = append(out.Projects, viewProject(proj))
 		}
 	}
 	out.TotalElements = len(out.Projects)
@@ -114,7 +116,7 @@ func (h *handler) createProject(w http.ResponseWriter, r *http.Request, p *eim.P
 		return err
 	}
 	h.forgetProject(name)
-	h.writeJSON(w, http.StatusOK, proj)
+	h.writeJSON(w, http.StatusOK, viewProject(proj))
 	return nil
 }
 

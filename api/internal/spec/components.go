@@ -104,11 +104,87 @@ func sharedSchemas(into *obj) {
 		),
 		"required", []string{"name"},
 	))
+	idOrEmpty := func(k eim.Kind) *obj {
+		return o("type", "string", "pattern", "^$|"+idPattern(k))
+	}
+	into.set("ProjectSettings", o(
+		"type", "object",
+		"description", "A project's onboarding settings. An empty ID means the setting is off.",
+		"properties", o(
+			"defaultOsId", withDesc(idOrEmpty(eim.KindOS), "OS profile of the instance zero-touch provisioning creates for an onboarded host without one; \"\" turns zero-touch provisioning off."),
+			"defaultLocalAccountId", withDesc(idOrEmpty(eim.KindLocalAccount), "Local account of those instances."),
+			"defaultCustomConfigIds", o("type", "array", "maxItems", 100, "description", "Custom configs of those instances.",
+				"items", o("type", "string", "pattern", idPattern(eim.KindCustomConfig))),
+			"enrollment", o("type", "boolean", "readOnly", true, "description", "Whether an enrollment token is set: devices presenting it enrol in the project."),
+			"autoOnboardEnrolled", o("type", "boolean", "description", "Onboard enrolled devices at once; otherwise they are created registered and wait for onboardHost."),
+		),
+		"required", []string{"defaultOsId", "defaultLocalAccountId", "defaultCustomConfigIds", "enrollment", "autoOnboardEnrolled"},
+	))
+	into.set("ProjectDetail", o(
+		"type", "object",
+		"description", "A project with its settings.",
+		"properties", o(
+			"name", o("type", "string", "description", "Name of the project."),
+			"id", o("type", "string", "format", "uuid", "description", "ID of the project."),
+			"createdAt", o("type", "string", "format", "date-time", "readOnly", true, "description", "When the project was created."),
+			"settings", ref("ProjectSettings"),
+			"enrollmentToken", o("type", "string", "readOnly", true,
+				"description", "Only in the answer to the change that generated it (enrollmentToken \"new\"); never shown again."),
+		),
+		"required", []string{"name", "id", "createdAt", "settings"},
+	))
+	into.set("ProjectSettingsChange", o(
+		"type", "object",
+		"description", "A change of a project's settings: members absent keep their value; \"\" or null clears an ID, [] or null the list. Unknown members are 400.",
+		"additionalProperties", false,
+		"properties", o(
+			"defaultOsId", withDesc(idOrEmpty(eim.KindOS), "OS profile for zero-touch provisioning; \"\" turns it off."),
+			"defaultLocalAccountId", withDesc(idOrEmpty(eim.KindLocalAccount), "Local account of the instances zero-touch provisioning creates."),
+			"defaultCustomConfigIds", o("type", "array", "maxItems", 100, "uniqueItems", true,
+				"description", "Custom configs of the instances zero-touch provisioning creates.",
+				"items", o("type", "string", "pattern", idPattern(eim.KindCustomConfig))),
+			"autoOnboardEnrolled", o("type", "boolean", "description", "Onboard enrolled devices at once."),
+			"enrollmentToken", o("type", "string", "enum", []string{"new", "none"},
+				"description", "new: generate an enrollment token (returned once); none: remove it."),
+		),
+	))
+	into.set("WorkflowLogEntry", o(
+		"type", "object",
+		"description", "One entry of a provisioning log: a state change (state, message) or a chunk of what the node printed (output).",
+		"properties", o(
+			"seq", o("type", "integer", "description", "Number of the entry, from 1 within a workflow."),
+			"time", o("type", "string", "format", "date-time", "description", "When the server recorded it."),
+			"attempt", o("type", "integer", "description", "Attempt of the workflow the entry belongs to."),
+			"action", o("type", "integer", "description", "Index of the action (from 0), or -1 for the workflow itself."),
+			"name", o("type", "string", "description", "Name of the action (erase-disk, stream-image …)."),
+			"state", o("type", "string", "description", "The action's new state, on a state change.",
+				"enum", []string{string(eim.ActionPending), string(eim.ActionRunning), string(eim.ActionSucceeded), string(eim.ActionFailed)}),
+			"message", o("type", "string", "description", "Why, on a state change."),
+			"output", o("type", "string", "description", "A chunk of the action's output."),
+		),
+		"required", []string{"seq", "time", "attempt", "action"},
+	))
+	into.set("ProvisioningLog", o(
+		"type", "object",
+		"description", "A page of an instance's provisioning log.",
+		"properties", o(
+			"instanceId", o("type", "string", "pattern", idPattern(eim.KindInstance), "description", "The instance."),
+			"workflowId", o("type", "string", "description", "Its provisioning workflow; \"\" until the node first asks for it."),
+			"attempt", o("type", "integer", "description", "The workflow's attempt."),
+			"state", o("type", "string", "description", "The workflow's state; \"\" until there is a workflow.",
+				"enum", []string{"", string(eim.WorkflowPending), string(eim.WorkflowRunning), string(eim.WorkflowSucceeded), string(eim.WorkflowFailed)}),
+			"message", o("type", "string", "description", "Why a failed workflow failed."),
+			"totalActions", o("type", "integer", "description", "How many actions the workflow has."),
+			"entries", o("type", "array", "items", ref("WorkflowLogEntry"), "description", "The entries after the requested seq, oldest first."),
+			"next", o("type", "integer", "description", "The seq to pass as after to read on."),
+		),
+		"required", []string{"instanceId", "workflowId", "attempt", "state", "totalActions", "entries", "next"},
+	))
 	into.set("ListProjectsResponse", o(
 		"type", "object",
 		"description", "The projects the caller may read (all of them for eim-admin).",
 		"properties", o(
-			"projects", o("type", "array", "items", ref("Project")),
+			"projects", o("type", "array", "items", ref("ProjectDetail")),
 			"totalElements", o("type", "integer", "format", "int32"),
 			"hasNext", o("type", "boolean", "description", "Always false: the list is not paged."),
 		),
@@ -243,3 +319,9 @@ const projectNamePat = `^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`
 
 // targetPattern admits an ID of kind k or "null" (no target of that kind).
 func targetPattern(k eim.Kind) string { return "^(null|" + string(k) + "-[0-9a-f]{8})$" }
+
+// withDesc sets the description of schema s and returns it.
+func withDesc(s *obj, desc string) *obj {
+	s.set("description", desc)
+	return s
+}

@@ -29,7 +29,7 @@ var tags = []struct{ name, desc string }{
 	{tagSchedules, "Maintenance windows. Served under /schedules and /compute/schedules."},
 	{tagAccounts, "Users created on installed OSes."},
 	{tagConfigs, "cloud-init fragments applied at installation."},
-	{tagProjects, "Tenants. Creating and deleting them needs the eim-admin role."},
+	{tagProjects, "Tenants and their onboarding settings. Creating and deleting them needs the eim-admin role."},
 	{tagService, "Health and this document; no token needed."},
 }
 
@@ -71,6 +71,30 @@ func addOperations(ps *pathSet) {
 	ps.add("/compute/instances/{resourceId}/invalidate", op{method: "put", id: "invalidateInstance", tag: tagInstances,
 		summary: "Invalidate an instance", desc: "Marks the instance untrusted (desired state INSTANCE_STATE_UNTRUSTED); it can then only be deleted.",
 		params: []any{idParam(eim.KindInstance)}, ok: o("$ref", "#/components/responses/Done"), write: true})
+	ps.add("/compute/instances/{resourceId}/provisioning_log", op{method: "get", id: "getProvisioningLog", tag: tagInstances,
+		summary: "Read an instance's provisioning log",
+		desc: "EIM's own operation (the original had none). Returns the entries of the instance's provisioning workflow log " +
+			"after the sequence number `after`: every state change of its actions and what the node printed. With `wait`, " +
+			"the answer waits (long poll, up to that many seconds) until there are entries after `after` or the workflow ends. " +
+			"Read on by passing the answer's `next` as `after`; a gap between consecutive entries' `seq` is output dropped by " +
+			"the log's size cap (state changes are always kept).",
+		params: []any{idParam(eim.KindInstance),
+			o("name", "after", "in", "query", "description", "Return only entries with a larger seq (default 0: from the start).",
+				"schema", o("type", "integer", "minimum", 0, "maximum", int64(1<<31-1), "default", 0)),
+			o("name", "wait", "in", "query", "description", "Seconds to wait for new entries when there are none yet (0 answers at once).",
+				"schema", o("type", "integer", "minimum", 0, "maximum", 30, "default", 0)),
+		},
+		ok: okJSON("A page of the log.", ref("ProvisioningLog"))})
+	ps.add("/compute/instances/{resourceId}/reprovision", op{method: "post", id: "reprovisionInstance", tag: tagInstances,
+		summary: "Retry an instance's failed provisioning",
+		desc: "EIM's own operation (the original never retried a failed workflow). Allowed when the instance's provisioning " +
+			"workflow is WORKFLOW_STATE_FAILED (otherwise 400 FailedPrecondition naming its state): starts a new attempt of the " +
+			"workflow, rendered again from the instance's current OS profile, local account and custom configs (so a fixed " +
+			"image URL or sha256 takes effect), with every action pending again. The node, which keeps polling its failed " +
+			"workflow, runs the new attempt from the first action. The answer is the log's head with the new attempt's " +
+			"entries; follow it with getProvisioningLog from `next`. An OS profile that still cannot be installed is a 400.",
+		params: []any{idParam(eim.KindInstance)},
+		ok:     okJSON("The new attempt.", ref("ProvisioningLog")), write: true})
 
 	osc := full
 	osc.listParams = queryParams
@@ -151,9 +175,14 @@ func addProjects(ps *pathSet) {
 				"name", o("type", "string", "minLength", 1, "maxLength", 63, "pattern", projectNamePat, "description", "Name of the project, unique."),
 				"id", o("type", "string", "format", "uuid", "description", "ID to give the project; a new UUID when absent."),
 			), "required", []string{"name"}),
-			ok: okJSON("The created project.", ref("Project"))},
+			ok: okJSON("The created project.", ref("ProjectDetail"))},
 	)
 	ps.add("/v1/projects/{projectName}",
+		op{method: "get", id: "getProject", tag: tagProjects, summary: "Get a project and its settings", noProj: true,
+			desc: "Returns the project with its onboarding settings. Needs a role on the project (or eim-admin). " +
+				"The enrollment token is never shown, only whether one is set.",
+			params: []any{pref("projectName")},
+			ok:     okJSON("The project.", ref("ProjectDetail"))},
 		op{method: "delete", id: "deleteProject", tag: tagProjects, summary: "Delete a project", noProj: true, write: true,
 			desc: "Deletes a project. Needs eim-admin. A project that still holds resources is answered with 400 (FailedPrecondition, " +
 				"listing what it holds) unless force=true, which deletes everything in it.",
@@ -161,6 +190,14 @@ func addProjects(ps *pathSet) {
 				"schema", o("type", "boolean", "default", false))},
 			ok: o("$ref", "#/components/responses/Deleted")},
 	)
+	ps.add("/settings", op{method: "patch", id: "updateProjectSettings", tag: tagProjects, summary: "Change a project's settings",
+		desc: "Changes the project's onboarding settings; members absent from the body keep their value. Needs eim-admin or " +
+			"the project's _im-rw role. A malformed ID is 400 and a resource that does not exist in the project 404, " +
+			"each naming the field. enrollmentToken \"new\" generates a token (32 random bytes, base64url) that lets unknown " +
+			"devices enrol in the project; the answer holds it, and it is never shown again (only its hash is kept). " +
+			"\"none\" removes it: unknown devices are refused.",
+		body: ref("ProjectSettingsChange"),
+		ok:   okJSON("The project after the change.", ref("ProjectDetail"))})
 	ps.add("/healthz", op{method: "get", id: "getHealth", tag: tagService, summary: "Health check", noProj: true, public: true,
 		desc: "Answers 200 while the server is up.", ok: okJSON("Up.", ref("Health"))})
 	ps.add("/openapi.yaml", op{method: "get", id: "getOpenAPIDocument", tag: tagService, summary: "This document", noProj: true, public: true,

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"slices"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+)
+
+// A project and its settings (EIM's own endpoints; the original kept these
+// choices elsewhere): GET /v1/projects/{projectName} and PATCH
+// /v1/projects/{projectName}/settings. Readers of the project may read
+// them; changing them needs eim-admin or the project's _im-rw role.
+
+// projectView is the wire shape of a project with its settings. The
+// enrollment token's hash is never shown, only whether there is one.
+type projectView struct {
+	Name      string              `json:"name"`
+	ID        string              `json:"id"`
+	CreatedAt eim.Time            `json:"createdAt"`
+	Settings  projectSettingsView `json:"settings"`
+	// EnrollmentToken is set once, in the answer to the change that
+	// generated it.
+	EnrollmentToken string `json:"enrollmentToken,omitempty"`
+}
+
+type projectSettingsView struct {
+	DefaultOSID            string   `json:"defaultOsId"`
+	DefaultLocalAccountID  string   `json:"defaultLocalAccountId"`
+	DefaultCustomConfigIDs []string `json:"defaultCustomConfigIds"`
+	Enrollment             bool     `json:"enrollment"`
+	AutoOnboardEnrolled    bool     `json:"autoOnboardEnrolled"`
+}
+
+// viewProject returns the wire shape of p (which may be shown to anyone
+// who may read the project).
+func viewProject(p *eim.Project) *projectView {
+	ids := p.Settings.DefaultCustomConfigIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	return &projectView{
+		Name:      p.Name,
+		ID:        p.ID,
+		CreatedAt: p.CreatedAt,
+		Settings: projectSettingsView{
+			DefaultOSID:            p.Settings.DefaultOSID,
+			DefaultLocalAccountID:  p.Settings.DefaultLocalAccountID,
+			DefaultCustomConfigIDs: ids,
+			Enrollment:             p.Settings.EnrollmentTokenHash != "",
+			AutoOnboardEnrolled:    p.Settings.AutoOnboardEnrolled,
+		},
+	}
+}
+
+// projectSettingsRoutes registers the project and settings endpoints.
+func (h *handler) projectSettingsRoutes() {
+	h.handle("GET ", h.getProject) // GET /v1/projects/{projectName}
+	h.handle("PATCH /settings", h.updateProjectSettings)
+}
+
+func (h *handler) getProject(w http.ResponseWriter, r *http.Request, c *call) error {
+	// Read afresh: the handler's project cache may be older than the last
+	// change of the settings.
+	p, err := h.inv.FindProject(r.Context(), c.project)
+	if err != nil {
+		return err
+	}
+	h.writeJSON(w, http.StatusOK, viewProject(p))
+	return nil
+}
+
+func (h *handler) updateProjectSettings(w http.ResponseWriter, r *http.Request, c *call) error {
+	buf := getBuf()
+	defer putBuf(buf)
+	if err := h.readBody(r, buf); err != nil {
+		return err
+	}
+	ch, err := decodeSettingsChange(buf.Bytes())
+	if err != nil {
+		return err
+	}
+	p, token, err := h.inv.UpdateProjectSettings(r.Context(), c.project, ch)
+	if err != nil {
+		return err
+	}
+	h.forgetProject(c.project)
+	out := viewProject(p)
+	out.EnrollmentToken = token
+	h.writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// settingsFields maps the body's member names (camelCase and snake_case)
+// to one canonical name each.
+var settingsFields = map[string]string{
+	"defaultOsId":               "defaultOsId",
+	"default_os_id":             "defaultOsId",
+	"defaultLocalAccountId":     "defaultLocalAccountId",
+	"default_local_account_id":  "defaultLocalAccountId",
+	"defaultCustomConfigIds":    "defaultCustomConfigIds",
+	"default_custom_config_ids": "defaultCustomConfigIds",
+	"autoOnboardEnrolled":       "autoOnboardEnrolled",
+	"auto_onboard_enrolled":     "autoOnboardEnrolled",
+	"enrollmentToken":           "enrollmentToken",
+	"enrollment_token":          "enrollmentToken",
+}
+
+// decodeSettingsChange decodes a PATCH …/settings body. Members absent keep
+// their value; null or "" clears an ID, null or [] the list; enrollmentToken
+// must be "new" or "none". Unknown members are 400.
+func decodeSettingsChange(body []byte) (inventory.SettingsChange, error) {
+	var ch inventory.SettingsChange
+	var seen []string
+	err := decodeObject(body, func(key string, raw json.RawMessage) error {
+		name, ok := settingsFields[key]
+		if !ok {
+			if key == "enrollment" || key == "enrollmentTokenHash" || key == "enrollment_token_hash" {
+				return eim.Errorf(eim.EINVALID, "%s: read-only; set enrollmentToken to \"new\" or \"none\"", key)
+			}
+			return eim.Errorf(eim.EINVALID, "unknown field %q", key)
+		}
+		if slices.Contains(seen, name) {
+			return eim.Errorf(eim.EINVALID, "field %q is given twice", name)
+		}
+		seen = append(seen, name)
+		switch name {
+		case "defaultOsId":
+			ch.DefaultOSID = new(string)
+			return decodeString(name, raw, ch.DefaultOSID)
+		case "defaultLocalAccountId":
+			ch.DefaultLocalAccountID = new(string)
+			return decodeString(name, raw, ch.DefaultLocalAccountID)
+		case "defaultCustomConfigIds":
+			ids := []string{}
+			ch.DefaultCustomConfigIDs = &ids
+			return setField(name, reflect.ValueOf(ch.DefaultCustomConfigIDs).Elem(), raw)
+		case "autoOnboardEnrolled":
+			ch.AutoOnboardEnrolled = new(bool)
+			return decodeBool(name, raw, ch.AutoOnboardEnrolled)
+		}
+		// enrollmentToken: "" (or null) would silently keep the token.
+		if err := decodeString(name, raw, &ch.EnrollmentToken); err != nil {
+			return err
+		}
+		if ch.EnrollmentToken != inventory.EnrollmentTokenNew && ch.EnrollmentToken != inventory.EnrollmentTokenNone {
+			return eim.Errorf(eim.EINVALID, "enrollmentToken: want %q or %q", inventory.EnrollmentTokenNew, inventory.EnrollmentTokenNone)
+		}
+		return nil
+	})
+	return ch, err
+}

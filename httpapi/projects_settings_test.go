@@ -1,0 +1,219 @@
+package httpapi_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/eimhq/eim/httpapi"
+)
+
+func (e *env) localAccount(t *testing.T, project, name string) string {
+	return e.must(t, 200, "POST", "/v1/projects/"+project+"/localAccounts", tokAdmin,
+		map[string]any{"username": name, "sshKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG user@example"}).str("resourceId")
+}
+
+func (e *env) customConfig(t *testing.T, project, name string) string {
+	return e.must(t, 200, "POST", "/v1/projects/"+project+"/customConfigs", tokAdmin,
+		map[string]any{"name": name, "config": "#cloud-config\nruncmd:\n  - echo hi\n"}).str("resourceId")
+}
+
+// settings returns the "settings" object of a project answer.
+func settings(t *testing.T, r resp) map[string]any {
+	t.Helper()
+	s, ok := r.obj["settings"].(map[string]any)
+	if !ok {
+		t.Fatalf("no settings object in %s", r.raw)
+	}
+	return s
+}
+
+func TestGetProject(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	r := e.must(t, 200, "GET", "/v1/projects/p1", tokRO, nil)
+	if r.str("name") != "p1" || r.str("id") == "" || r.str("createdAt") == "" {
+		t.Fatalf("got %s, want p1 with its id and createdAt", r.raw)
+	}
+	got := string(r.raw)
+	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false}`
+	if !strings.Contains(got, want) {
+		t.Fatalf("got %s, want it to contain %s", got, want)
+	}
+	e.must(t, 200, "GET", "/v1/projects/p1", tokAdmin, nil)
+	e.must(t, 200, "GET", "/v1/projects/p1", tokRW, nil)
+	wantError(t, e.do(t, "GET", "/v1/projects/p1", tokRW2, nil), 403, "PermissionDenied", "p1")
+	wantError(t, e.do(t, "GET", "/v1/projects/p1", "", nil), 401, "Unauthenticated")
+	wantError(t, e.do(t, "GET", "/v1/projects/nosuch", tokAdmin, nil), 404, "NotFound", "nosuch")
+}
+
+func TestUpdateProjectSettings(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	osID := e.os(t, "ubuntu")
+	acct := e.localAccount(t, "p1", "ops")
+	cc1, cc2 := e.customConfig(t, "p1", "a"), e.customConfig(t, "p1", "b")
+
+	r := e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{
+		"defaultOsId": osID, "defaultLocalAccountId": acct, "defaultCustomConfigIds": []string{cc1, cc2}, "autoOnboardEnrolled": true})
+	s := settings(t, r)
+	if s["defaultOsId"] != osID || s["defaultLocalAccountId"] != acct || s["autoOnboardEnrolled"] != true || s["enrollment"] != false {
+		t.Fatalf("got %s", r.raw)
+	}
+	if ids, _ := s["defaultCustomConfigIds"].([]any); len(ids) != 2 || ids[0] != cc1 || ids[1] != cc2 {
+		t.Fatalf("defaultCustomConfigIds: got %v, want [%s %s]", s["defaultCustomConfigIds"], cc1, cc2)
+	}
+	if _, ok := r.obj["enrollmentToken"]; ok {
+		t.Fatalf("enrollmentToken in an answer that did not ask for one: %s", r.raw)
+	}
+	// Stored, and seen by GET (not a cached copy).
+	p, err := e.inv.FindProject(context.Background(), "p1")
+	if err != nil || p.Settings.DefaultOSID != osID || p.Settings.DefaultLocalAccountID != acct ||
+		len(p.Settings.DefaultCustomConfigIDs) != 2 || !p.Settings.AutoOnboardEnrolled {
+		t.Fatalf("stored settings: got %+v, %v", p, err)
+	}
+	if g := settings(t, e.must(t, 200, "GET", "/v1/projects/p1", tokRO, nil)); g["defaultOsId"] != osID {
+		t.Fatalf("GET after PATCH: got defaultOsId %v, want %s", g["defaultOsId"], osID)
+	}
+
+	// A partial change keeps the rest; snake_case names are accepted.
+	s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokAdmin, map[string]any{"auto_onboard_enrolled": false}))
+	if s["defaultOsId"] != osID || s["defaultLocalAccountId"] != acct || s["autoOnboardEnrolled"] != false {
+		t.Fatalf("partial change: got %v", s)
+	}
+	// An empty body changes nothing.
+	if s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{})); s["defaultOsId"] != osID {
+		t.Fatalf("empty change: got %v", s)
+	}
+	// "" and null clear an ID, [] and null the list.
+	s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, `{"defaultOsId":"","defaultLocalAccountId":null,"defaultCustomConfigIds":[]}`))
+	if s["defaultOsId"] != "" || s["defaultLocalAccountId"] != "" || len(s["defaultCustomConfigIds"].([]any)) != 0 {
+		t.Fatalf("clear: got %v", s)
+	}
+	p, _ = e.inv.FindProject(context.Background(), "p1")
+	if p.Settings.DefaultOSID != "" || p.Settings.DefaultLocalAccountID != "" || p.Settings.DefaultCustomConfigIDs != nil {
+		t.Fatalf("stored after clear: got %+v", p.Settings)
+	}
+	e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"defaultCustomConfigIds": []string{cc2}})
+	s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, `{"defaultCustomConfigIds":null}`))
+	if len(s["defaultCustomConfigIds"].([]any)) != 0 {
+		t.Fatalf("null list: got %v", s)
+	}
+}
+
+func TestEnrollmentToken(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	ctx := context.Background()
+	r := e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"enrollmentToken": "new"})
+	tok := r.str("enrollmentToken")
+	if b, err := base64.RawURLEncoding.DecodeString(tok); err != nil || len(b) != 32 {
+		t.Fatalf("enrollmentToken %q: want 32 bytes base64url without padding (%v)", tok, err)
+	}
+	if settings(t, r)["enrollment"] != true {
+		t.Fatalf("enrollment: got %s, want true", r.raw)
+	}
+	p, err := e.inv.FindProject(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(tok))
+	if want := hex.EncodeToString(sum[:]); p.Settings.EnrollmentTokenHash != want {
+		t.Fatalf("stored hash: got %q, want %q (hex SHA-256 of the token)", p.Settings.EnrollmentTokenHash, want)
+	}
+	// Never shown again, nor its hash.
+	g := e.must(t, 200, "GET", "/v1/projects/p1", tokAdmin, nil)
+	if settings(t, g)["enrollment"] != true {
+		t.Fatalf("GET: got %s, want enrollment true", g.raw)
+	}
+	for _, tk := range []string{tokAdmin, tokRO} {
+		l := e.must(t, 200, "GET", "/v1/projects", tk, nil)
+		for _, body := range [][]byte{g.raw, l.raw} {
+			for _, secret := range []string{tok, p.Settings.EnrollmentTokenHash, "enrollmentToken", "Hash"} {
+				if strings.Contains(string(body), secret) {
+					t.Fatalf("GET shows %q: %s", secret, body)
+				}
+			}
+		}
+	}
+	other := e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"autoOnboardEnrolled": true})
+	if strings.Contains(string(other.raw), "enrollmentToken") || settings(t, other)["enrollment"] != true {
+		t.Fatalf("a later change: got %s, want the token kept and not shown", other.raw)
+	}
+	// "new" again replaces it.
+	tok2 := e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"enrollmentToken": "new"}).str("enrollmentToken")
+	p2, _ := e.inv.FindProject(ctx, "p1")
+	if tok2 == "" || tok2 == tok || p2.Settings.EnrollmentTokenHash == p.Settings.EnrollmentTokenHash {
+		t.Fatalf("second token: got %q (first %q), hash changed %v", tok2, tok, p2.Settings.EnrollmentTokenHash != p.Settings.EnrollmentTokenHash)
+	}
+	// "none" clears it.
+	r = e.must(t, 200, "PATCH", "~/settings", tokAdmin, map[string]any{"enrollmentToken": "none"})
+	if settings(t, r)["enrollment"] != false || r.str("enrollmentToken") != "" {
+		t.Fatalf("none: got %s", r.raw)
+	}
+	if p, _ := e.inv.FindProject(ctx, "p1"); p.Settings.EnrollmentTokenHash != "" || !p.Settings.AutoOnboardEnrolled {
+		t.Fatalf("stored after none: got %+v", p.Settings)
+	}
+}
+
+func TestUpdateProjectSettingsRefused(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	osID := e.os(t, "ubuntu")
+	acct := e.localAccount(t, "p1", "ops")
+	cc := e.customConfig(t, "p1", "a")
+	otherOS := e.must(t, 200, "POST", "/v1/projects/p2/compute/os", tokRW2,
+		map[string]any{"name": "x", "sha256": sha, "profileName": "x", "osType": "OS_TYPE_MUTABLE"}).str("resourceId")
+	otherAcct := e.localAccount(t, "p2", "ops")
+	otherCC := e.customConfig(t, "p2", "a")
+
+	tests := []struct {
+		name   string
+		token  string
+		path   string
+		body   any
+		status int
+		code   string
+		words  []string
+	}{
+		{"no token", "", "~/settings", map[string]any{}, 401, "Unauthenticated", nil},
+		{"read-only", tokRO, "~/settings", map[string]any{"autoOnboardEnrolled": true}, 403, "PermissionDenied", []string{"p1"}},
+		{"other project's role", tokRW2, "~/settings", map[string]any{"autoOnboardEnrolled": true}, 403, "PermissionDenied", []string{"p1"}},
+		{"no such project", tokAdmin, "/v1/projects/nosuch/settings", map[string]any{}, 404, "NotFound", []string{"nosuch"}},
+		{"unknown field", tokRW, "~/settings", map[string]any{"defaultOs": osID}, 400, "InvalidArgument", []string{"defaultOs"}},
+		{"hash", tokRW, "~/settings", map[string]any{"enrollmentTokenHash": "00"}, 400, "InvalidArgument", []string{"enrollmentTokenHash", "read-only"}},
+		{"enrollment", tokRW, "~/settings", map[string]any{"enrollment": true}, 400, "InvalidArgument", []string{"enrollment"}},
+		{"twice", tokRW, "~/settings", `{"defaultOsId":"","default_os_id":""}`, 400, "InvalidArgument", []string{"defaultOsId", "twice"}},
+		{"not an object", tokRW, "~/settings", `[]`, 400, "InvalidArgument", []string{"object"}},
+		{"bad JSON", tokRW, "~/settings", `{"defaultOsId":`, 400, "InvalidArgument", nil},
+		{"malformed os", tokRW, "~/settings", map[string]any{"defaultOsId": "os-xyz"}, 400, "InvalidArgument", []string{"defaultOsId", "os-xyz"}},
+		{"os of another kind", tokRW, "~/settings", map[string]any{"defaultOsId": acct}, 400, "InvalidArgument", []string{"defaultOsId"}},
+		{"malformed account", tokRW, "~/settings", map[string]any{"defaultLocalAccountId": "acct"}, 400, "InvalidArgument", []string{"defaultLocalAccountId"}},
+		{"malformed config", tokRW, "~/settings", map[string]any{"defaultCustomConfigIds": []string{cc, "x"}}, 400, "InvalidArgument", []string{"defaultCustomConfigIds[1]"}},
+		{"duplicate config", tokRW, "~/settings", map[string]any{"defaultCustomConfigIds": []string{cc, cc}}, 400, "InvalidArgument", []string{"defaultCustomConfigIds[1]", "more than once"}},
+		{"os not a string", tokRW, "~/settings", map[string]any{"defaultOsId": 5}, 400, "InvalidArgument", []string{"defaultOsId"}},
+		{"list not a list", tokRW, "~/settings", map[string]any{"defaultCustomConfigIds": cc}, 400, "InvalidArgument", []string{"defaultCustomConfigIds"}},
+		{"bool not a bool", tokRW, "~/settings", map[string]any{"autoOnboardEnrolled": "yes"}, 400, "InvalidArgument", []string{"autoOnboardEnrolled"}},
+		{"token value", tokRW, "~/settings", map[string]any{"enrollmentToken": "secret"}, 400, "InvalidArgument", []string{"enrollmentToken"}},
+		{"token empty", tokRW, "~/settings", map[string]any{"enrollmentToken": ""}, 400, "InvalidArgument", []string{"enrollmentToken"}},
+		{"token null", tokRW, "~/settings", `{"enrollmentToken":null}`, 400, "InvalidArgument", []string{"enrollmentToken"}},
+		{"missing os", tokRW, "~/settings", map[string]any{"defaultOsId": "os-0000beef"}, 404, "NotFound", []string{"defaultOsId", "os-0000beef"}},
+		{"os of p2", tokRW, "~/settings", map[string]any{"defaultOsId": otherOS}, 404, "NotFound", []string{"defaultOsId", otherOS}},
+		{"account of p2", tokRW, "~/settings", map[string]any{"defaultLocalAccountId": otherAcct}, 404, "NotFound", []string{"defaultLocalAccountId"}},
+		{"config of p2", tokRW, "~/settings", map[string]any{"defaultCustomConfigIds": []string{cc, otherCC}}, 404, "NotFound", []string{"defaultCustomConfigIds[1]", otherCC}},
+		{"valid os, missing account", tokAdmin, "~/settings", map[string]any{"defaultOsId": osID, "defaultLocalAccountId": "localaccount-0000beef"}, 404, "NotFound", []string{"defaultLocalAccountId"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(t, "PATCH", tt.path, tt.token, tt.body), tt.status, tt.code, tt.words...)
+		})
+	}
+	// Nothing of the refused changes was stored; the enrollment token
+	// value was not either.
+	p, err := e.inv.FindProject(context.Background(), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Settings; s.DefaultOSID != "" || s.DefaultLocalAccountID != "" || s.DefaultCustomConfigIDs != nil || s.AutoOnboardEnrolled || s.EnrollmentTokenHash != "" {
+		t.Fatalf("settings after refused changes: got %+v, want the zero value", s)
+	}
+}

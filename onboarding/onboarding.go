@@ -1,0 +1,350 @@
+// Package onboarding is the Day-0 onboarding module: the southbound
+// Discover call with which a node in the micro-OS is matched to its host
+// and receives credentials, and the zero-touch (nZTP) reconciler that gives
+// onboarded hosts of a project with a default OS their instance.
+package onboarding
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
+	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
+	"github.com/eimhq/eim/southbound"
+)
+
+// Status texts of hosts (as the original shows them).
+const (
+	StatusOnboarded  = "Onboarded"
+	StatusRegistered = "Host is Registered"
+	StatusMismatch   = "Host Registration Failed due to mismatch of UUID/Serial Number"
+)
+
+// Options configure a Service. Store, Batcher and TokenURL are required.
+type Options struct {
+	Store   eim.Store
+	Batcher *inventory.Batcher
+	Logger  *slog.Logger
+	Now     func() time.Time
+	// TokenURL is the absolute URL of the token endpoint given to nodes.
+	TokenURL string
+	// Resync is how often the nZTP reconciler re-lists everything
+	// (default 30 s).
+	Resync time.Duration
+}
+
+// Service implements onboardingv1connect.OnboardingServiceHandler.
+type Service struct {
+	store    eim.Store
+	batch    *inventory.Batcher
+	log      *slog.Logger
+	now      func() time.Time
+	tokenURL string
+	resync   time.Duration
+}
+
+var _ onboardingv1connect.OnboardingServiceHandler = (*Service)(nil)
+
+// New returns the onboarding service.
+func New(opts Options) *Service {
+	s := &Service{store: opts.Store, batch: opts.Batcher, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.resync <= 0 {
+		s.resync = 30 * time.Second
+	}
+	return s
+}
+
+// Discover matches the calling device to its host (see the proto for the
+// answers and errors).
+func (s *Service) Discover(ctx context.Context, req *connect.Request[onboardingv1.DiscoverRequest]) (*connect.Response[onboardingv1.DiscoverResponse], error) {
+	resp, err := s.discover(ctx, req.Msg)
+	if err != nil {
+		return nil, s.rpcError(err, req.Msg)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+	id, err := parseIdentity(req)
+	if err != nil {
+		return nil, err
+	}
+	// A read-only look first: errors and unchanged answers cost no write
+	// (a failing call would also make its batch re-run).
+	var d decision
+	err = s.store.View(ctx, "", func(tx eim.Tx) error {
+		var err error
+		d, err = s.decide(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d.enroll == nil && !d.writes() {
+		return d.answer(s, "")
+	}
+	if d.enroll != nil && req.GetEnrollmentToken() == "" {
+		return nil, unknownDevice(id)
+	}
+	var project *eim.Project
+	if d.enroll != nil {
+		if project, err = s.projectOfToken(ctx, req.GetEnrollmentToken()); err != nil {
+			return nil, err
+		}
+	}
+	// Decide again in the write transaction, which is authoritative.
+	var (
+		resp   *onboardingv1.DiscoverResponse
+		answer error
+	)
+	err = s.batch.Do(ctx, func(tx eim.Tx) error {
+		resp, answer = nil, nil
+		d, err := s.decide(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if d.enroll != nil {
+			if project == nil { // its host went away meanwhile
+				answer = unknownDevice(id)
+				return nil
+			}
+			h, err := s.enroll(ctx, tx, project, id)
+			if err != nil {
+				return err
+			}
+			d = decision{host: h}
+		}
+		secret, err := d.apply(ctx, tx, s, id)
+		if err != nil {
+			return err
+		}
+		// The answer of a mismatch is an error that must not roll back
+		// the status written with it.
+		resp, answer = d.answer(s, secret)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if answer != nil {
+		return nil, answer
+	}
+	s.log.Debug("discover", "host", resp.GetHostId(), "project", resp.GetProject(), "status", resp.GetStatus().String())
+	return resp, nil
+}
+
+// decision is what Discover does for a device.
+type decision struct {
+	host     *eim.Host   // the device's host, when matched
+	mismatch []*eim.Host // UUID and serial point at different hosts
+	enroll   *struct{}   // unknown device: enroll it if it has a token
+}
+
+// decide looks the device up and applies the rules that refuse it.
+func (s *Service) decide(ctx context.Context, tx eim.Tx, id identity) (decision, error) {
+	m, err := lookup(ctx, tx, id)
+	if err != nil {
+		return decision{}, err
+	}
+	if len(m.mismatch) > 0 {
+		return decision{mismatch: m.mismatch}, nil
+	}
+	if m.host == nil {
+		return decision{enroll: &struct{}{}}, nil
+	}
+	h := m.host
+	switch h.DesiredState {
+	case eim.HostStateUntrusted:
+		return decision{}, eim.Errorf(eim.EPRECONDITION, "host %s is invalidated (untrusted); delete it and register the device again", h.ResourceID)
+	case eim.HostStateDeleted:
+		return decision{}, eim.Errorf(eim.EPRECONDITION, "host %s is being deleted", h.ResourceID)
+	}
+	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: h.ResourceID}}, Limit: 1, NoTotal: true})
+	if err != nil {
+		return decision{}, fmt.Errorf("instance of host %s: %w", h.ResourceID, err)
+	}
+	if len(items) > 0 && items[0].(*eim.Instance).CurrentState == eim.InstanceStateRunning {
+		return decision{}, eim.Errorf(eim.EPRECONDITION, "host %s is already provisioned; invalidate or delete the host to re-onboard", h.ResourceID)
+	}
+	return decision{host: h}, nil
+}
+
+// onboarding reports whether the host gets credentials.
+func (d decision) onboarding() bool {
+	return d.host != nil && d.host.DesiredState == eim.HostStateOnboarded
+}
+
+// writes reports whether applying d changes anything. Onboarding always
+// does (a new secret every call).
+func (d decision) writes() bool {
+	if d.onboarding() {
+		return true
+	}
+	for _, h := range d.mismatch {
+		if h.RegistrationStatus != StatusMismatch || h.RegistrationStatusIndicator != eim.StatusError {
+			return true
+		}
+	}
+	if h := d.host; h != nil {
+		return h.RegistrationStatus != StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle
+	}
+	return false
+}
+
+// apply writes d's changes in tx and returns the new client secret of an
+// onboarded host.
+func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity) (string, error) {
+	ts := uint64(s.now().Unix())
+	for _, h := range d.mismatch {
+		if h.RegistrationStatus == StatusMismatch && h.RegistrationStatusIndicator == eim.StatusError {
+			continue
+		}
+		h.RegistrationStatus, h.RegistrationStatusIndicator, h.RegistrationStatusTimestamp = StatusMismatch, eim.StatusError, ts
+		if err := tx.Update(ctx, h); err != nil {
+			return "", err
+		}
+	}
+	h := d.host
+	if h == nil {
+		return "", nil
+	}
+	changed := false
+	if h.RegistrationStatus != StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle {
+		h.RegistrationStatus, h.RegistrationStatusIndicator, h.RegistrationStatusTimestamp = StatusRegistered, eim.StatusIdle, ts
+		changed = true
+	}
+	var secret string
+	if d.onboarding() {
+		var hash string
+		secret, hash = southbound.NewSecret()
+		h.NodeSecretHash = hash
+		h.NodeCredGen++
+		h.CurrentState = eim.HostStateOnboarded
+		h.OnboardingStatus, h.OnboardingStatusIndicator, h.OnboardingStatusTimestamp = StatusOnboarded, eim.StatusIdle, ts
+		// Record what the device reported and registration lacked.
+		if h.UUID == "" && id.uuid != "" {
+			h.UUID = id.uuid
+		}
+		if h.SerialNumber == "" && id.serial != "" {
+			h.SerialNumber = id.serial
+		}
+		changed = true
+	}
+	if changed {
+		if err := tx.Update(ctx, h); err != nil {
+			return "", err
+		}
+	}
+	return secret, nil
+}
+
+// answer is the response (or refusal) of a decision.
+func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverResponse, error) {
+	if len(d.mismatch) > 0 {
+		ids := make([]string, len(d.mismatch))
+		for i, h := range d.mismatch {
+			ids[i] = h.ResourceID
+		}
+		return nil, eim.Errorf(eim.EINVALID, "the device's UUID and serial number match different registrations (%v); correct the registration", ids)
+	}
+	h := d.host
+	resp := &onboardingv1.DiscoverResponse{HostId: h.ResourceID, Project: h.Project}
+	if !d.onboarding() {
+		resp.Status = onboardingv1.DiscoverResponse_STATUS_REGISTERED
+		resp.RetryAfterSeconds = uint32(minRetrySeconds + rand.IntN(maxRetrySeconds-minRetrySeconds+1))
+		return resp, nil
+	}
+	resp.Status = onboardingv1.DiscoverResponse_STATUS_ONBOARDED
+	resp.ClientId = southbound.ClientID(h.ResourceID)
+	resp.ClientSecret = secret
+	resp.TokenUrl = s.tokenURL
+	return resp, nil
+}
+
+func unknownDevice(id identity) error {
+	return eim.Errorf(eim.ENOTFOUND, "no host is registered for this device (%s): register it in its project (eim host register), or boot it with a project's enrollment token (eim project set --enrollment-token new)", id)
+}
+
+// projectOfToken returns the project whose enrollment token is token.
+func (s *Service) projectOfToken(ctx context.Context, token string) (*eim.Project, error) {
+	sum := sha256.Sum256([]byte(token))
+	hash := hex.EncodeToString(sum[:])
+	projects, err := s.store.ListProjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var found *eim.Project
+	for _, p := range projects {
+		h := p.Settings.EnrollmentTokenHash
+		if h != "" && subtle.ConstantTimeCompare([]byte(h), []byte(hash)) == 1 {
+			found = p
+		}
+	}
+	if found == nil {
+		return nil, eim.Errorf(eim.EFORBIDDEN, "the enrollment token is not valid for any project")
+	}
+	return found, nil
+}
+
+// enroll creates the host of an unknown device in project p.
+func (s *Service) enroll(ctx context.Context, tx eim.Tx, p *eim.Project, id identity) (*eim.Host, error) {
+	h, err := inventory.NewRegisteredHost(inventory.HostRegistration{UUID: id.uuid, SerialNumber: id.serial, AutoOnboard: p.Settings.AutoOnboardEnrolled})
+	if err != nil {
+		return nil, err
+	}
+	h.Project = p.Name
+	if err := tx.Create(ctx, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// rpcError translates an error for the node, logging the unexpected ones.
+func (s *Service) rpcError(err error, req *onboardingv1.DiscoverRequest) error {
+	code := connect.CodeInternal
+	switch eim.ErrorCode(err) {
+	case eim.ENOTFOUND:
+		code = connect.CodeNotFound
+	case eim.EINVALID:
+		code = connect.CodeInvalidArgument
+	case eim.EPRECONDITION:
+		code = connect.CodeFailedPrecondition
+	case eim.EFORBIDDEN, eim.EUNAUTHORIZED:
+		code = connect.CodePermissionDenied
+	case eim.ECONFLICT:
+		code = connect.CodeAborted
+	case eim.EUNAVAILABLE:
+		code = connect.CodeUnavailable
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		code = connect.CodeCanceled
+	}
+	var e *eim.Error
+	msg := "internal error"
+	if errors.As(err, &e) && code != connect.CodeInternal {
+		msg = e.Message
+	}
+	if code == connect.CodeInternal {
+		s.log.Error("discover", "uuid", truncate(req.GetUuid(), 64), "serial", truncate(req.GetSerial(), 64), "err", err)
+	} else {
+		s.log.Debug("discover refused", "uuid", truncate(req.GetUuid(), 64), "serial", truncate(req.GetSerial(), 64), "code", code.String(), "err", err)
+	}
+	return connect.NewError(code, errors.New(msg))
+}

@@ -1,0 +1,422 @@
+package onboarding_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.uber.org/goleak"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/onboarding"
+	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
+	"github.com/eimhq/eim/southbound"
+	"github.com/eimhq/eim/sqlstore"
+	"github.com/eimhq/eim/sqlstore/storetest"
+)
+
+var pgURL string
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	if base := os.Getenv(storetest.PostgresEnv); base != "" {
+		u, drop, err := storetest.PostgresDB(base, "eim_onboarding")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "onboarding tests:", err)
+			return 1
+		}
+		defer drop()
+		pgURL = u
+	}
+	return m.Run()
+}
+
+// env is one test's store, inventory, batcher, service and project.
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	store eim.Store
+	inv   *inventory.Service
+	svc   *onboarding.Service
+	proj  string
+}
+
+func run(t *testing.T, f func(t *testing.T, e *env)) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	engines := map[string]string{"sqlite": ""}
+	if pgURL != "" {
+		engines["postgres"] = pgURL
+	}
+	for name, dsn := range engines {
+		t.Run(name, func(t *testing.T) {
+			if dsn == "" {
+				dsn = filepath.Join(t.TempDir(), "eim.db")
+			}
+			st, err := sqlstore.Open(context.Background(), dsn, sqlstore.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := inventory.NewBatcher(st, inventory.BatcherOptions{})
+			t.Cleanup(func() { b.Close(); st.Close() })
+			e := &env{t: t, ctx: context.Background(), store: st, inv: inventory.New(st, inventory.Options{})}
+			e.svc = onboarding.New(onboarding.Options{Store: st, Batcher: b, TokenURL: "https://eim.test/oauth2/token", Resync: time.Hour})
+			e.proj = e.newProject()
+			f(t, e)
+		})
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newUUID() string {
+	h := randHex(16)
+	return h[:8] + "-" + h[8:12] + "-4" + h[13:16] + "-8" + h[17:20] + "-" + h[20:32]
+}
+
+func newSerial() string { return "SN" + randHex(6) }
+
+func (e *env) newProject() string {
+	e.t.Helper()
+	name := "t-" + randHex(4)
+	if _, err := e.inv.CreateProject(e.ctx, name, ""); err != nil {
+		e.t.Fatal(err)
+	}
+	return name
+}
+
+func (e *env) setSettings(project string, edit func(*eim.ProjectSettings)) {
+	e.t.Helper()
+	p, err := e.store.FindProject(e.ctx, project)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	edit(&p.Settings)
+	if err := e.store.UpdateProject(e.ctx, p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) register(reg inventory.HostRegistration) *eim.Host {
+	e.t.Helper()
+	h, err := e.inv.RegisterHost(e.ctx, e.proj, reg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h
+}
+
+func (e *env) host(id string) *eim.Host {
+	e.t.Helper()
+	var h *eim.Host
+	if err := e.store.View(e.ctx, "", func(tx eim.Tx) error {
+		r, err := tx.Get(e.ctx, eim.KindHost, id)
+		if err == nil {
+			h = r.(*eim.Host)
+		}
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return h
+}
+
+func (e *env) discover(req *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+	resp, err := e.svc.Discover(e.ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func wantCode(t *testing.T, err error, code connect.Code, what string) {
+	t.Helper()
+	if got := connect.CodeOf(err); err == nil || got != code {
+		t.Fatalf("%s: got %v (%v), want %v", what, got, err, code)
+	}
+}
+
+// checkOnboarded checks an ONBOARDED answer and the host's stored state.
+func (e *env) checkOnboarded(resp *onboardingv1.DiscoverResponse, hostID string, gen int64) {
+	e.t.Helper()
+	if resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_ONBOARDED || resp.GetHostId() != hostID || resp.GetProject() != e.proj {
+		e.t.Fatalf("answer: got %v, want ONBOARDED for %s in %s", resp, hostID, e.proj)
+	}
+	if resp.GetClientId() != southbound.ClientID(hostID) || resp.GetTokenUrl() != "https://eim.test/oauth2/token" || len(resp.GetClientSecret()) < 40 {
+		e.t.Fatalf("credentials: got %v", resp)
+	}
+	h := e.host(hostID)
+	if !southbound.CheckSecret(h.NodeSecretHash, resp.GetClientSecret()) || h.NodeCredGen != gen {
+		e.t.Fatalf("stored credentials: hash matches %v, gen %d; want match and gen %d", southbound.CheckSecret(h.NodeSecretHash, resp.GetClientSecret()), h.NodeCredGen, gen)
+	}
+	if h.CurrentState != eim.HostStateOnboarded || h.OnboardingStatus != onboarding.StatusOnboarded || h.OnboardingStatusIndicator != eim.StatusIdle ||
+		h.RegistrationStatus != onboarding.StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle || h.OnboardingStatusTimestamp == 0 {
+		e.t.Fatalf("host after onboarding: current %s, onboarding %q/%s/%d, registration %q/%s", h.CurrentState, h.OnboardingStatus, h.OnboardingStatusIndicator, h.OnboardingStatusTimestamp, h.RegistrationStatus, h.RegistrationStatusIndicator)
+	}
+}
+
+func TestDiscoverRegisteredThenOnboarded(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		uuid := newUUID()
+		h := e.register(inventory.HostRegistration{UUID: uuid})
+		resp, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: "To Be Filled By O.E.M."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_REGISTERED || resp.GetHostId() != h.ResourceID || resp.GetClientSecret() != "" ||
+			resp.GetRetryAfterSeconds() < 10 || resp.GetRetryAfterSeconds() > 30 {
+			t.Fatalf("registered host: got %v, want REGISTERED, retry in 10..30 s, no secret", resp)
+		}
+		if got := e.host(h.ResourceID); got.RegistrationStatus != onboarding.StatusRegistered || got.CurrentState == eim.HostStateOnboarded || got.NodeSecretHash != "" {
+			t.Fatalf("registered host after discover: %q, current %s", got.RegistrationStatus, got.CurrentState)
+		}
+		if err := e.inv.OnboardHost(e.ctx, e.proj, h.ResourceID); err != nil {
+			t.Fatal(err)
+		}
+		serial := newSerial()
+		resp, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(resp, h.ResourceID, 1)
+		if got := e.host(h.ResourceID); got.SerialNumber != serial {
+			t.Errorf("serial recorded: got %q, want %q", got.SerialNumber, serial)
+		}
+		// Every call issues a new secret; the old one stops working.
+		again, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(again, h.ResourceID, 2)
+		if again.GetClientSecret() == resp.GetClientSecret() || southbound.CheckSecret(e.host(h.ResourceID).NodeSecretHash, resp.GetClientSecret()) {
+			t.Fatal("a second discover kept the first secret valid")
+		}
+	})
+}
+
+func TestDiscoverBySerial(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		serial := newSerial()
+		h := e.register(inventory.HostRegistration{SerialNumber: serial, AutoOnboard: true})
+		uuid := newUUID()
+		resp, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(resp, h.ResourceID, 1)
+		if got := e.host(h.ResourceID); got.UUID != uuid {
+			t.Errorf("uuid recorded: got %q, want %q", got.UUID, uuid)
+		}
+		// Placeholder UUIDs never match; the serial does.
+		h2 := e.register(inventory.HostRegistration{SerialNumber: newSerial(), AutoOnboard: true})
+		resp, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: "00000000-0000-0000-0000-000000000000", Serial: h2.SerialNumber})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetHostId() != h2.ResourceID {
+			t.Fatalf("placeholder uuid: got host %s, want %s", resp.GetHostId(), h2.ResourceID)
+		}
+		if got := e.host(h2.ResourceID); got.UUID != "" {
+			t.Errorf("placeholder uuid recorded: %q", got.UUID)
+		}
+	})
+}
+
+func TestDiscoverRefusals(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		// Malformed input.
+		_, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: "not-a-uuid"})
+		wantCode(t, err, connect.CodeInvalidArgument, "malformed uuid")
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Serial: "Default string"})
+		wantCode(t, err, connect.CodeInvalidArgument, "no usable identity")
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: "ffffffff-ffff-ffff-ffff-ffffffffffff", Serial: "00000000"})
+		wantCode(t, err, connect.CodeInvalidArgument, "placeholders only")
+
+		// Unknown device without a token.
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: newUUID()})
+		wantCode(t, err, connect.CodeNotFound, "unknown device")
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: newUUID(), EnrollmentToken: "wrong"})
+		wantCode(t, err, connect.CodePermissionDenied, "wrong enrollment token")
+
+		// UUID and serial of different hosts: error status on both.
+		a := e.register(inventory.HostRegistration{UUID: newUUID(), AutoOnboard: true})
+		b := e.register(inventory.HostRegistration{SerialNumber: newSerial(), AutoOnboard: true})
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: a.UUID, Serial: b.SerialNumber})
+		wantCode(t, err, connect.CodeInvalidArgument, "uuid and serial of different hosts")
+		for _, id := range []string{a.ResourceID, b.ResourceID} {
+			h := e.host(id)
+			if h.RegistrationStatus != onboarding.StatusMismatch || h.RegistrationStatusIndicator != eim.StatusError || h.NodeSecretHash != "" || h.CurrentState == eim.HostStateOnboarded {
+				t.Errorf("host %s after a mismatch: %q/%s, onboarded %s", id, h.RegistrationStatus, h.RegistrationStatusIndicator, h.CurrentState)
+			}
+		}
+		// A UUID whose registration names another serial.
+		c := e.register(inventory.HostRegistration{UUID: newUUID(), SerialNumber: newSerial(), AutoOnboard: true})
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: c.UUID, Serial: newSerial()})
+		wantCode(t, err, connect.CodeInvalidArgument, "serial differs from the registration")
+
+		// Duplicate serials (hosts of two projects): onboard nothing.
+		serial := newSerial()
+		d1 := e.register(inventory.HostRegistration{SerialNumber: serial, AutoOnboard: true})
+		other := e.newProject()
+		d2, err := e.inv.RegisterHost(e.ctx, other, inventory.HostRegistration{SerialNumber: serial, AutoOnboard: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Serial: serial})
+		wantCode(t, err, connect.CodeInvalidArgument, "duplicate serial")
+		for _, id := range []string{d1.ResourceID, d2.ResourceID} {
+			if h := e.host(id); h.NodeSecretHash != "" {
+				t.Errorf("duplicate %s got credentials", id)
+			}
+		}
+
+		// Untrusted, deleted, already running.
+		u := e.register(inventory.HostRegistration{UUID: newUUID(), AutoOnboard: true})
+		if err := e.inv.InvalidateHost(e.ctx, e.proj, u.ResourceID, "stolen"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: u.UUID})
+		wantCode(t, err, connect.CodeFailedPrecondition, "untrusted host")
+
+		del := e.register(inventory.HostRegistration{UUID: newUUID(), AutoOnboard: true})
+		e.edit(del.ResourceID, func(h *eim.Host) { h.DesiredState = eim.HostStateDeleted })
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: del.UUID})
+		wantCode(t, err, connect.CodeFailedPrecondition, "host being deleted")
+
+		run := e.register(inventory.HostRegistration{UUID: newUUID(), AutoOnboard: true})
+		osr, err := e.inv.Create(e.ctx, e.proj, &eim.OS{Name: "os-" + randHex(3), ImageURL: "https://x/img", Sha256: randHex(32)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst, err := e.inv.Create(e.ctx, e.proj, &eim.Instance{Kind: eim.InstanceKindMetal, HostID: run.ResourceID, OSID: osr.Base().ResourceID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+			r, err := tx.Get(e.ctx, eim.KindInstance, inst.Base().ResourceID)
+			if err != nil {
+				return err
+			}
+			r.(*eim.Instance).CurrentState = eim.InstanceStateRunning
+			return tx.Update(e.ctx, r)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: run.UUID})
+		wantCode(t, err, connect.CodeFailedPrecondition, "already provisioned")
+	})
+}
+
+func (e *env) edit(id string, f func(*eim.Host)) {
+	e.t.Helper()
+	if err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+		r, err := tx.Get(e.ctx, eim.KindHost, id)
+		if err != nil {
+			return err
+		}
+		f(r.(*eim.Host))
+		return tx.Update(e.ctx, r)
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func tokenHash(tok string) string {
+	s := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(s[:])
+}
+
+func TestDiscoverEnrollment(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		tok := randHex(16)
+		e.setSettings(e.proj, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash(tok) })
+		other := e.newProject()
+		e.setSettings(other, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash("other-token") })
+
+		uuid, serial := newUUID(), newSerial()
+		resp, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial, EnrollmentToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_REGISTERED || resp.GetProject() != e.proj || resp.GetClientSecret() != "" {
+			t.Fatalf("enrolled device: got %v, want REGISTERED in %s", resp, e.proj)
+		}
+		h := e.host(resp.GetHostId())
+		if h.UUID != uuid || h.SerialNumber != serial || h.DesiredState != eim.HostStateRegistered || h.Project != e.proj {
+			t.Fatalf("enrolled host: %+v", h)
+		}
+		// Again: the same host, not a second one.
+		resp2, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial, EnrollmentToken: tok})
+		if err != nil || resp2.GetHostId() != h.ResourceID {
+			t.Fatalf("second discover: got %v, %v; want host %s", resp2, err, h.ResourceID)
+		}
+
+		// Auto-onboard: credentials at once.
+		e.setSettings(e.proj, func(s *eim.ProjectSettings) { s.AutoOnboardEnrolled = true })
+		resp, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: newUUID(), EnrollmentToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(resp, resp.GetHostId(), 1)
+	})
+}
+
+// 100 distinct devices discover at once; two discovers of one device race.
+func TestDiscoverConcurrent(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		const n = 100
+		hosts := make([]*eim.Host, n)
+		for i := range hosts {
+			hosts[i] = e.register(inventory.HostRegistration{UUID: newUUID(), AutoOnboard: true})
+		}
+		var wg sync.WaitGroup
+		resps := make([]*onboardingv1.DiscoverResponse, n)
+		errs := make([]error, n)
+		for i, h := range hosts {
+			wg.Go(func() { resps[i], errs[i] = e.discover(&onboardingv1.DiscoverRequest{Uuid: h.UUID}) })
+		}
+		wg.Wait()
+		for i, h := range hosts {
+			if errs[i] != nil {
+				t.Fatalf("discover %d: %v", i, errs[i])
+			}
+			e.checkOnboarded(resps[i], h.ResourceID, 1)
+		}
+
+		same := e.register(inventory.HostRegistration{UUID: newUUID(), AutoOnboard: true})
+		var two [2]*onboardingv1.DiscoverResponse
+		for i := range two {
+			wg.Go(func() {
+				var err error
+				two[i], err = e.discover(&onboardingv1.DiscoverRequest{Uuid: same.UUID})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		h := e.host(same.ResourceID)
+		valid := 0
+		for _, r := range two {
+			if r != nil && southbound.CheckSecret(h.NodeSecretHash, r.GetClientSecret()) {
+				valid++
+			}
+		}
+		if h.NodeCredGen != 2 || valid != 1 {
+			t.Fatalf("same device twice: gen %d, %d valid secrets; want gen 2 and exactly 1 valid", h.NodeCredGen, valid)
+		}
+	})
+}

@@ -1,0 +1,324 @@
+package onboarding
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+)
+
+// ztpWorkers bound how many hosts the reconciler handles at once; their
+// writes share batches.
+const ztpWorkers = 16
+
+// hostKey names a host.
+type hostKey struct{ project, id string }
+
+// Run is the zero-touch provisioning (nZTP) reconciler: a host onboarded
+// (desired and current ONBOARDED) without an instance, in a project whose
+// settings name a default OS, gets an instance with that OS, local account
+// and custom configurations. It is level-based: host events trigger a
+// check of that host, and everything is re-listed every Resync. It returns
+// when ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	rev, err := s.store.Revision(ctx)
+	if err != nil {
+		return fmt.Errorf("onboarding: %w", err)
+	}
+	q := newQueue()
+	var wg sync.WaitGroup
+	for range ztpWorkers {
+		wg.Go(func() {
+			for {
+				k, ok := q.get()
+				if !ok {
+					return
+				}
+				if err := s.reconcileHost(ctx, k); err != nil && ctx.Err() == nil {
+					s.log.Warn("zero-touch provisioning", "project", k.project, "host", k.id, "err", err)
+				}
+				q.done(k)
+			}
+		})
+	}
+	wg.Go(func() { s.watch(ctx, rev, q) })
+	defer func() {
+		q.close()
+		wg.Wait()
+	}()
+	tick := time.NewTicker(s.resync)
+	defer tick.Stop()
+	for {
+		if err := s.resyncAll(ctx, q); err != nil && ctx.Err() == nil {
+			s.log.Warn("zero-touch provisioning: re-list", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// watch queues every host that changes, resuming after a feed error.
+func (s *Service) watch(ctx context.Context, rev int64, q *queue) {
+	for ctx.Err() == nil {
+		for ev, err := range s.store.Watch(ctx, rev, eim.KindHost) {
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("zero-touch provisioning: watch", "err", err)
+				}
+				break
+			}
+			rev = ev.Revision
+			if ev.Op != eim.OpDeleted {
+				q.add(hostKey{ev.Project, ev.ID})
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// resyncAll queues every onboarded host without an instance in the
+// projects with a default OS.
+func (s *Service) resyncAll(ctx context.Context, q *queue) error {
+	projects, err := s.store.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	const page = 1000
+	for _, p := range projects {
+		if p.Settings.DefaultOSID == "" {
+			continue
+		}
+		for offset := 0; ; offset += page {
+			var todo []hostKey
+			n := 0
+			err := s.store.View(ctx, p.Name, func(tx eim.Tx) error {
+				items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{
+					{Field: "desiredState", Value: string(eim.HostStateOnboarded)},
+					{Field: "currentState", Value: string(eim.HostStateOnboarded)},
+				}, Limit: page, Offset: offset})
+				if err != nil {
+					return err
+				}
+				n = len(items)
+				ids := make([]string, len(items))
+				for i, r := range items {
+					ids[i] = r.Base().ResourceID
+				}
+				if len(ids) == 0 {
+					return nil
+				}
+				insts, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: ids}}})
+				if err != nil {
+					return err
+				}
+				has := map[string]bool{}
+				for _, r := range insts {
+					has[r.(*eim.Instance).HostID] = true
+				}
+				for _, id := range ids {
+					if !has[id] {
+						todo = append(todo, hostKey{p.Name, id})
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("project %s: %w", p.Name, err)
+			}
+			for _, k := range todo {
+				q.add(k)
+			}
+			if n < page {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// reconcileHost gives the host its instance if it should have one.
+func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
+	p, err := s.store.FindProject(ctx, k.project)
+	if err != nil {
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			return nil
+		}
+		return err
+	}
+	set := p.Settings
+	if set.DefaultOSID == "" {
+		return nil
+	}
+	// Read-only first: most events need nothing, and a refusal must not
+	// make a batch re-run.
+	var need bool
+	err = s.store.View(ctx, k.project, func(tx eim.Tx) error {
+		var err error
+		need, err = needsInstance(ctx, tx, k, set)
+		return err
+	})
+	if err != nil || !need {
+		return err
+	}
+	var created *eim.Instance
+	err = s.batch.Do(ctx, func(tx eim.Tx) error {
+		created = nil
+		need, err := needsInstance(ctx, tx, k, set)
+		if err != nil || !need {
+			return err
+		}
+		r, err := tx.Get(ctx, eim.KindHost, k.id)
+		if err != nil {
+			return err
+		}
+		h := r.(*eim.Host)
+		in := &eim.Instance{
+			Meta:            eim.Meta{Project: k.project},
+			Kind:            eim.InstanceKindMetal,
+			Name:            h.Name,
+			HostID:          h.ResourceID,
+			OSID:            set.DefaultOSID,
+			LocalAccountID:  set.DefaultLocalAccountID,
+			CustomConfigIDs: set.DefaultCustomConfigIDs,
+		}
+		if in.Name == "" || !eim.ValidName(in.Name) {
+			in.Name = h.ResourceID
+		}
+		inst, err := inventory.NewInstance(in)
+		if err != nil {
+			return err
+		}
+		if err := tx.Create(ctx, inst); err != nil {
+			return err
+		}
+		created = inst
+		return nil
+	})
+	if err == nil && created != nil {
+		s.log.Info("zero-touch provisioning: instance created", "project", k.project, "host", k.id, "instance", created.ResourceID, "os", set.DefaultOSID)
+	}
+	return err
+}
+
+// needsInstance reports whether the host is onboarded, has no instance,
+// and the settings' references exist in its project (an error names the
+// missing one). tx may be unscoped.
+func needsInstance(ctx context.Context, tx eim.Tx, k hostKey, set eim.ProjectSettings) (bool, error) {
+	r, err := tx.Get(ctx, eim.KindHost, k.id)
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	h := r.(*eim.Host)
+	if h.Project != k.project || h.DesiredState != eim.HostStateOnboarded || h.CurrentState != eim.HostStateOnboarded {
+		return false, nil
+	}
+	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: k.id}}, Limit: 1, NoTotal: true})
+	if err != nil || len(items) > 0 {
+		return false, err
+	}
+	refs := []struct {
+		kind eim.Kind
+		id   string
+	}{{eim.KindOS, set.DefaultOSID}}
+	if set.DefaultLocalAccountID != "" {
+		refs = append(refs, struct {
+			kind eim.Kind
+			id   string
+		}{eim.KindLocalAccount, set.DefaultLocalAccountID})
+	}
+	for _, id := range set.DefaultCustomConfigIDs {
+		refs = append(refs, struct {
+			kind eim.Kind
+			id   string
+		}{eim.KindCustomConfig, id})
+	}
+	for _, ref := range refs {
+		r, err := tx.Get(ctx, ref.kind, ref.id)
+		if eim.ErrorCode(err) == eim.ENOTFOUND || (err == nil && r.Base().Project != k.project) {
+			return false, eim.Errorf(eim.EPRECONDITION, "project %s: default %s %s does not exist", k.project, ref.kind, ref.id)
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// queue is a set of hosts to reconcile: a host queued again while waiting
+// is handled once, and one being handled is queued again after it.
+type queue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	order   []hostKey
+	waiting map[hostKey]bool
+	busy    map[hostKey]bool
+	again   map[hostKey]bool
+	closed  bool
+}
+
+func newQueue() *queue {
+	q := &queue{waiting: map[hostKey]bool{}, busy: map[hostKey]bool{}, again: map[hostKey]bool{}}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *queue) add(k hostKey) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.closed || q.waiting[k]:
+	case q.busy[k]:
+		q.again[k] = true
+	default:
+		q.waiting[k] = true
+		q.order = append(q.order, k)
+		q.cond.Signal()
+	}
+}
+
+// get blocks for the next host; false once closed.
+func (q *queue) get() (hostKey, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.order) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return hostKey{}, false
+	}
+	k := q.order[0]
+	q.order = q.order[1:]
+	delete(q.waiting, k)
+	q.busy[k] = true
+	return k, true
+}
+
+func (q *queue) done(k hostKey) {
+	q.mu.Lock()
+	delete(q.busy, k)
+	again := q.again[k]
+	delete(q.again, k)
+	q.mu.Unlock()
+	if again {
+		q.add(k)
+	}
+}
+
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}

@@ -1,0 +1,183 @@
+// Package provisioning is EIM's OS provisioning module: it renders the
+// workflow that installs an instance's OS (erase the disk, stream the image,
+// write the cloud-init seed and the agent configuration, set the boot order,
+// reboot), serves it to the agent in the micro-OS, records every action's
+// state and output, fails actions that time out, and turns the instance
+// RUNNING when the installed OS reports in. It also serves the iPXE boot
+// script and the micro-OS artifacts (BootHandler).
+//
+// Every write from the southbound path goes through a Batcher (the
+// inventory's group commit), so thousands of nodes reporting at once cost a
+// few transactions, not thousands.
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
+	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
+	"github.com/eimhq/eim/southbound"
+)
+
+// Batcher runs fn in a shared write transaction of the project (see
+// inventory.Batcher): fns must be re-runnable, and one fn's error affects
+// only its caller. Project-scoped, so that the node's lookups by host use
+// the (project, host_id) indexes.
+type Batcher interface {
+	DoIn(ctx context.Context, project string, fn func(tx eim.Tx) error) error
+}
+
+// Options configure a Service. Zero values select defaults.
+type Options struct {
+	Store eim.Store
+	// Batcher coalesces the southbound writes; nil writes with one
+	// Store.Update (project "") per call.
+	Batcher Batcher
+	Logger  *slog.Logger
+	Now     func() time.Time
+	// AgentURL is the southbound URL the installed OS's agent calls.
+	AgentURL string
+	// CACertPEM is the CA the installed OS trusts (cloud-init ca_certs) and
+	// the agent pins; CAFingerprint its "sha256" hex, for the boot script.
+	CACertPEM     []byte
+	CAFingerprint string
+	// ActionTimeouts override the default timeout of actions by name or
+	// type ("stream-image": 2*time.Hour).
+	ActionTimeouts map[string]time.Duration
+	// ArtifactsDir holds the micro-OS kernel and initramfs BootHandler
+	// serves.
+	ArtifactsDir string
+	// ScanInterval is how often Run looks for timed-out workflows
+	// (default 30 s).
+	ScanInterval time.Duration
+	// LogCap bounds a workflow's log (default 1 MiB): the oldest output is
+	// dropped first; transitions are always kept.
+	LogCap int
+}
+
+// Service implements the provisioning and host southbound services.
+type Service struct {
+	store    eim.Store
+	batch    Batcher
+	log      *slog.Logger
+	now      func() time.Time
+	agentURL string
+	caPEM    []byte
+	timeouts map[string]time.Duration
+	scan     time.Duration
+	logCap   int
+	// instances remembers host ID → instance ID (see instanceOf).
+	instances sync.Map
+}
+
+var (
+	_ provisioningv1connect.ProvisioningServiceHandler = (*Service)(nil)
+	_ hostv1connect.HostServiceHandler                 = (*Service)(nil)
+)
+
+// Defaults.
+const (
+	defaultScan   = 30 * time.Second
+	defaultLogCap = 1 << 20
+	// maxOutput is the most output one report may carry.
+	maxOutput = 64 << 10
+	// waitPoll is how long a node without an instance waits before asking
+	// again; failedPoll is that of a node whose workflow failed.
+	waitPoll   = 10
+	failedPoll = 60
+	// heartbeatInterval is the node-mode report interval the server sets.
+	heartbeatInterval = 10
+)
+
+// New returns a Service.
+func New(opts Options) *Service {
+	s := &Service{
+		store:    opts.Store,
+		batch:    opts.Batcher,
+		log:      opts.Logger,
+		now:      opts.Now,
+		agentURL: opts.AgentURL,
+		caPEM:    opts.CACertPEM,
+		timeouts: opts.ActionTimeouts,
+		scan:     opts.ScanInterval,
+		logCap:   opts.LogCap,
+	}
+	if s.batch == nil {
+		s.batch = storeBatcher{opts.Store}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.scan <= 0 {
+		s.scan = defaultScan
+	}
+	if s.logCap <= 0 {
+		s.logCap = defaultLogCap
+	}
+	return s
+}
+
+// storeBatcher is the unbatched fallback: one transaction per call.
+type storeBatcher struct{ st eim.Store }
+
+func (b storeBatcher) DoIn(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	return b.st.Update(ctx, project, fn)
+}
+
+// caller returns the node of a southbound call (set by the southbound
+// interceptor), or an Unauthenticated error.
+func (s *Service) caller(ctx context.Context) (southbound.Node, error) {
+	n, ok := southbound.NodeFrom(ctx)
+	if !ok || n.HostID == "" || n.Project == "" {
+		return southbound.Node{}, connect.NewError(connect.CodeUnauthenticated, errNoNode)
+	}
+	return n, nil
+}
+
+var errNoNode = errors.New("no node credentials")
+
+// rpcError translates an error of this package or the store into a Connect
+// error once, at the edge; internal details are logged, not sent.
+func (s *Service) rpcError(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if ctx.Err() != nil {
+		return connect.NewError(connect.CodeCanceled, ctx.Err())
+	}
+	code := connect.CodeInternal
+	switch eim.ErrorCode(err) {
+	case eim.ENOTFOUND:
+		code = connect.CodeNotFound
+	case eim.EINVALID, eim.ETOOLARGE:
+		code = connect.CodeInvalidArgument
+	case eim.EPRECONDITION:
+		code = connect.CodeFailedPrecondition
+	case eim.ECONFLICT:
+		code = connect.CodeAborted
+	case eim.EUNAUTHORIZED:
+		code = connect.CodeUnauthenticated
+	case eim.EFORBIDDEN:
+		code = connect.CodePermissionDenied
+	case eim.EUNAVAILABLE:
+		code = connect.CodeUnavailable
+	}
+	if code == connect.CodeInternal {
+		s.log.Error("provisioning: "+op, "err", err)
+	}
+	return connect.NewError(code, errors.New(eim.ErrorMessage(err)))
+}

@@ -1,0 +1,532 @@
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/eimhq/eim"
+	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
+	"github.com/eimhq/eim/southbound"
+)
+
+// nodeState is what the workflow rules read about a node.
+type nodeState struct {
+	host     *eim.Host
+	instance *eim.Instance // nil: none yet
+	workflow *eim.Workflow // nil: none yet (or one of an older instance)
+}
+
+// load reads the node's instance and workflow in tx (scoped to the node's
+// project), and its host unless the caller does without it (a report needs
+// the host only at the last action: see hostOf).
+func (s *Service) load(ctx context.Context, tx eim.Tx, n southbound.Node, withHost bool) (*nodeState, error) {
+	st := &nodeState{}
+	if withHost {
+		if err := st.loadHost(ctx, tx, n); err != nil {
+			return nil, err
+		}
+	}
+	in, err := s.instanceOf(ctx, tx, n.HostID)
+	if err != nil || in == nil {
+		return st, err
+	}
+	st.instance = in
+	// The workflow's ID is derived from the instance's: one primary-key
+	// read on every call of every node.
+	r, err := tx.Get(ctx, eim.KindWorkflow, workflowID(in.ResourceID))
+	switch {
+	case err == nil:
+		st.workflow = r.(*eim.Workflow)
+		return st, nil
+	case eim.ErrorCode(err) != eim.ENOTFOUND:
+		return nil, fmt.Errorf("find workflow of %s: %w", in.ResourceID, err)
+	}
+	// None yet, or one stored before IDs were derived.
+	items, _, err := tx.List(ctx, eim.KindWorkflow, eim.Query{Where: []eim.Cond{{Field: "instanceId", Value: in.ResourceID}}, Limit: 1, NoTotal: true})
+	if err != nil {
+		return nil, fmt.Errorf("find workflow of %s: %w", in.ResourceID, err)
+	}
+	if len(items) > 0 {
+		st.workflow = items[0].(*eim.Workflow)
+	}
+	return st, nil
+}
+
+// loadHost reads the node's host into st.
+func (st *nodeState) loadHost(ctx context.Context, tx eim.Tx, n southbound.Node) error {
+	r, err := tx.Get(ctx, eim.KindHost, n.HostID)
+	if err != nil {
+		return err
+	}
+	h := r.(*eim.Host)
+	if h.Project != n.Project {
+		return eim.Errorf(eim.ENOTFOUND, "host %s not found", n.HostID)
+	}
+	st.host = h
+	return nil
+}
+
+// instanceOf returns the instance of the host, or nil. The service
+// remembers each host's instance ID: a primary-key read confirms it (a
+// host has at most one instance, so a remembered instance that still
+// exists and names the host is the one), and only a miss lists by host.
+func (s *Service) instanceOf(ctx context.Context, tx eim.Tx, hostID string) (*eim.Instance, error) {
+	if id, ok := s.instances.Load(hostID); ok {
+		r, err := tx.Get(ctx, eim.KindInstance, id.(string))
+		switch {
+		case err == nil && r.(*eim.Instance).HostID == hostID:
+			return r.(*eim.Instance), nil
+		case err != nil && eim.ErrorCode(err) != eim.ENOTFOUND:
+			return nil, fmt.Errorf("find instance of %s: %w", hostID, err)
+		}
+		s.instances.Delete(hostID)
+	}
+	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: hostID}}, Limit: 1, NoTotal: true})
+	if err != nil {
+		return nil, fmt.Errorf("find instance of %s: %w", hostID, err)
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	in := items[0].(*eim.Instance)
+	s.instances.Store(hostID, in.ResourceID)
+	return in, nil
+}
+
+// workflowID is the ID of the workflow of the instance with the ID: the same
+// hex digits, so that a node's workflow is found by its primary key.
+func workflowID(instanceID string) string {
+	return string(eim.KindWorkflow) + "-" + strings.TrimPrefix(instanceID, string(eim.KindInstance)+"-")
+}
+
+// parked reports whether the instance must not be provisioned now.
+func parked(in *eim.Instance) bool {
+	return in.DesiredState == eim.InstanceStateDeleted || in.DesiredState == eim.InstanceStateUntrusted
+}
+
+// GetWorkflow implements provisioningv1connect.ProvisioningServiceHandler.
+func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisioningv1.GetWorkflowRequest]) (*connect.Response[provisioningv1.GetWorkflowResponse], error) {
+	n, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var st *nodeState
+	err = s.store.View(ctx, n.Project, func(tx eim.Tx) error {
+		st, err = s.load(ctx, tx, n, true)
+		return err
+	})
+	if err != nil {
+		return nil, s.rpcError(ctx, "get workflow", err)
+	}
+	if resp := answer(st); resp != nil {
+		return connect.NewResponse(resp), nil
+	}
+	// No workflow yet: render and create it. Another call of the same node
+	// may have won the race; ensure reads again inside the transaction.
+	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
+		var err error
+		st, err = s.load(ctx, tx, n, true)
+		if err != nil {
+			return err
+		}
+		if answer(st) != nil {
+			return nil
+		}
+		st.workflow, err = s.create(ctx, tx, st)
+		return err
+	})
+	if err != nil {
+		return nil, s.rpcError(ctx, "create workflow", err)
+	}
+	resp := answer(st)
+	if resp == nil {
+		return nil, s.rpcError(ctx, "create workflow", errors.New("workflow not created"))
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// answer is the reply to GetWorkflow for st, or nil when a workflow must be
+// created first.
+func answer(st *nodeState) *provisioningv1.GetWorkflowResponse {
+	in, wf := st.instance, st.workflow
+	switch {
+	case in == nil:
+		return &provisioningv1.GetWorkflowResponse{
+			Disposition:      provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT,
+			PollAfterSeconds: waitPoll,
+			Message:          "no instance on this host yet; waiting for one",
+		}
+	case parked(in):
+		return &provisioningv1.GetWorkflowResponse{
+			Disposition:      provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT,
+			PollAfterSeconds: waitPoll,
+			Message:          fmt.Sprintf("instance %s is %s", in.ResourceID, in.DesiredState),
+		}
+	case wf == nil && in.CurrentState == eim.InstanceStateRunning:
+		return &provisioningv1.GetWorkflowResponse{
+			Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE,
+			Message:     fmt.Sprintf("instance %s is running", in.ResourceID),
+		}
+	case wf == nil:
+		return nil
+	}
+	switch wf.State {
+	case eim.WorkflowSucceeded:
+		return &provisioningv1.GetWorkflowResponse{
+			Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE,
+			Workflow:    toProto(wf),
+			Message:     "provisioned",
+		}
+	case eim.WorkflowFailed:
+		return &provisioningv1.GetWorkflowResponse{
+			Disposition:      provisioningv1.GetWorkflowResponse_DISPOSITION_FAILED,
+			Workflow:         toProto(wf),
+			PollAfterSeconds: failedPoll,
+			Message:          wf.Message,
+		}
+	}
+	return &provisioningv1.GetWorkflowResponse{
+		Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_RUN,
+		Workflow:    toProto(wf),
+	}
+}
+
+// create renders and stores attempt 1 of the instance's workflow, and sets
+// the instance's provisioning status. An OS profile that cannot be
+// installed gives a FAILED workflow that says why.
+func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Workflow, error) {
+	now := eim.NewTime(s.now())
+	in := st.instance
+	wf := &eim.Workflow{
+		Meta:       eim.Meta{Project: in.Project, ResourceID: workflowID(in.ResourceID)},
+		InstanceID: in.ResourceID,
+		HostID:     st.host.ResourceID,
+		Attempt:    1,
+		State:      eim.WorkflowPending,
+		StartedAt:  now,
+	}
+	input, err := s.renderInput(ctx, tx, st)
+	if err == nil {
+		wf.Actions, err = s.render(input)
+	}
+	if err != nil {
+		if eim.ErrorCode(err) != eim.EINVALID && eim.ErrorCode(err) != eim.ENOTFOUND {
+			return nil, err
+		}
+		wf.State, wf.FinishedAt = eim.WorkflowFailed, now
+		wf.Message = eim.ErrorMessage(err)
+		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Action: -1, Message: "cannot render the workflow: " + wf.Message})
+		setProvisioning(in, "Provisioning Failed: "+wf.Message, eim.StatusError, now)
+	} else {
+		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Action: -1,
+			Message: fmt.Sprintf("workflow created: %d actions, OS %s", len(wf.Actions), input.OS.ResourceID)})
+		setProvisioning(in, inProgress(wf, 0), eim.StatusInProgress, now)
+	}
+	if err := tx.Create(ctx, wf); err != nil {
+		return nil, fmt.Errorf("create workflow: %w", err)
+	}
+	if err := tx.Update(ctx, in); err != nil {
+		return nil, fmt.Errorf("update instance: %w", err)
+	}
+	if wf.State == eim.WorkflowFailed {
+		s.log.Warn("provisioning: workflow failed", "project", in.Project, "instance", in.ResourceID, "reason", wf.Message)
+	}
+	return wf, nil
+}
+
+// renderInput reads what the workflow of st's instance is rendered from.
+// A missing OS, account or config is ENOTFOUND, which fails the workflow.
+func (s *Service) renderInput(ctx context.Context, tx eim.Tx, st *nodeState) (renderInput, error) {
+	in := st.instance
+	ri := renderInput{Instance: in, Host: st.host}
+	if in.OSID == "" {
+		return ri, eim.Errorf(eim.EINVALID, "instance %s has no OS", in.ResourceID)
+	}
+	r, err := getIn(ctx, tx, in.Project, eim.KindOS, in.OSID)
+	if err != nil {
+		return ri, err
+	}
+	ri.OS = r.(*eim.OS)
+	if in.LocalAccountID != "" {
+		r, err := getIn(ctx, tx, in.Project, eim.KindLocalAccount, in.LocalAccountID)
+		if err != nil {
+			return ri, err
+		}
+		ri.Account = r.(*eim.LocalAccount)
+	}
+	if len(in.CustomConfigIDs) > 0 {
+		items, err := tx.GetMany(ctx, eim.KindCustomConfig, in.CustomConfigIDs)
+		if err != nil {
+			return ri, fmt.Errorf("read custom configs: %w", err)
+		}
+		byID := map[string]*eim.CustomConfig{}
+		for _, it := range items {
+			if it.Base().Project == in.Project {
+				byID[it.Base().ResourceID] = it.(*eim.CustomConfig)
+			}
+		}
+		// In the instance's order: cloud-init merges parts in order.
+		for _, id := range in.CustomConfigIDs {
+			c, ok := byID[id]
+			if !ok {
+				return ri, eim.Errorf(eim.ENOTFOUND, "custom config %s of instance %s not found", id, in.ResourceID)
+			}
+			ri.CustomConfigs = append(ri.CustomConfigs, c)
+		}
+	}
+	return ri, nil
+}
+
+// getIn reads a resource of the project in a possibly unscoped tx.
+func getIn(ctx context.Context, tx eim.Tx, project string, k eim.Kind, id string) (eim.Resource, error) {
+	r, err := tx.Get(ctx, k, id)
+	if err == nil && r.Base().Project != project {
+		err = eim.Errorf(eim.ENOTFOUND, "%s not found", id)
+	}
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil, eim.Errorf(eim.ENOTFOUND, "%s %s not found", k, id)
+	}
+	return r, err
+}
+
+// resumeFrom is the index of the first action that has not succeeded.
+func resumeFrom(wf *eim.Workflow) int {
+	for i, a := range wf.Actions {
+		if a.State != eim.ActionSucceeded {
+			return i
+		}
+	}
+	return len(wf.Actions)
+}
+
+// step names action i for statuses: "3/7 stream-image".
+func step(wf *eim.Workflow, i int) string {
+	return fmt.Sprintf("%d/%d %s", i+1, len(wf.Actions), wf.Actions[i].Name)
+}
+
+func inProgress(wf *eim.Workflow, i int) string {
+	return "Provisioning In Progress: " + step(wf, i)
+}
+
+// setProvisioning sets the instance's provisioning status.
+func setProvisioning(in *eim.Instance, text string, ind eim.StatusIndication, now eim.Time) {
+	in.ProvisioningStatus, in.ProvisioningStatusIndicator = text, ind
+	in.ProvisioningStatusTimestamp = uint64(now.Unix())
+}
+
+// ReportAction implements provisioningv1connect.ProvisioningServiceHandler.
+func (s *Service) ReportAction(ctx context.Context, req *connect.Request[provisioningv1.ReportActionRequest]) (*connect.Response[provisioningv1.ReportActionResponse], error) {
+	n, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	switch {
+	case len(m.Output) > maxOutput:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("output: %d bytes, at most %d per report", len(m.Output), maxOutput))
+	case len(m.Message) > 4096:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("message: longer than 4096 bytes"))
+	case m.State == provisioningv1.ActionState_ACTION_STATE_UNSPECIFIED:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("state: required"))
+	case m.State > provisioningv1.ActionState_ACTION_STATE_FAILED:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("state: unknown value %d", m.State))
+	case !eim.ValidID(eim.KindWorkflow, m.WorkflowId):
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("workflow_id: %q is not a workflow ID", m.WorkflowId))
+	}
+	var cancel bool
+	var failed *eim.Workflow
+	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
+		cancel, failed = false, nil
+		st, err := s.load(ctx, tx, n, false)
+		if err != nil {
+			return err
+		}
+		cancel, failed, err = s.apply(ctx, tx, st, n, m)
+		return err
+	})
+	if err != nil {
+		return nil, s.rpcError(ctx, "report action", err)
+	}
+	if failed != nil {
+		s.log.Info("provisioning: workflow failed", "project", n.Project, "instance", failed.InstanceID, "reason", failed.Message)
+	}
+	return connect.NewResponse(&provisioningv1.ReportActionResponse{Cancel: cancel}), nil
+}
+
+// apply records report m, made under node credential generation gen, on
+// st's workflow. It returns cancel when the report is of a superseded or
+// finished run, and the workflow when this report failed it.
+func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbound.Node, m *provisioningv1.ReportActionRequest) (cancel bool, failed *eim.Workflow, err error) {
+	gen := n.Gen
+	wf, in := st.workflow, st.instance
+	if wf == nil || in == nil || wf.ResourceID != m.WorkflowId || int(m.Attempt) != wf.Attempt || parked(in) {
+		return true, nil, nil
+	}
+	i := int(m.Index)
+	if i >= len(wf.Actions) {
+		return false, nil, eim.Errorf(eim.EINVALID, "index: %d is out of range (the workflow has %d actions)", i, len(wf.Actions))
+	}
+	next := resumeFrom(wf)
+	a := &wf.Actions[i]
+	if i < next { // already succeeded: a repeated or late report
+		if m.State == provisioningv1.ActionState_ACTION_STATE_FAILED {
+			return false, nil, eim.Errorf(eim.EINVALID, "action %s already succeeded", step(wf, i))
+		}
+		return false, nil, nil
+	}
+	if wf.State == eim.WorkflowFailed {
+		return true, nil, nil
+	}
+	if i > next {
+		return false, nil, eim.Errorf(eim.EINVALID, "action %s reported before %s succeeded", step(wf, i), step(wf, next))
+	}
+	now := eim.NewTime(s.now())
+	transition := func(to eim.ActionState, msg string) {
+		a.State, a.Message = to, msg
+		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: wf.Attempt, Action: i, Name: a.Name, State: to, Message: msg})
+	}
+	// The node rebooted and runs the action again (it discovered again, so
+	// its credentials are newer than those that started the action): the
+	// timeout starts over, and so does the output's offset.
+	restarted := m.State == provisioningv1.ActionState_ACTION_STATE_RUNNING && a.State == eim.ActionRunning &&
+		a.StartGen != 0 && gen > a.StartGen
+	if restarted {
+		a.StartedAt, a.StartGen, a.OutputBytes = now, gen, 0
+		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: wf.Attempt, Action: i, Name: a.Name, State: eim.ActionRunning,
+			Message: fmt.Sprintf("restarted by the node (it rebooted and discovered again); the %ds timeout starts over", a.TimeoutSeconds)})
+	}
+	if out := newOutput(a, m); len(out) > 0 {
+		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: wf.Attempt, Action: i, Name: a.Name, Output: string(out)})
+	} else if m.State == provisioningv1.ActionState_ACTION_STATE_RUNNING && a.State == eim.ActionRunning && !restarted {
+		return false, nil, nil // a repeated RUNNING, or output recorded already: nothing to record
+	}
+	switch m.State {
+	case provisioningv1.ActionState_ACTION_STATE_RUNNING:
+		if a.State != eim.ActionRunning {
+			a.StartedAt, a.FinishedAt, a.StartGen = now, eim.Time{}, gen
+			transition(eim.ActionRunning, m.Message)
+			wf.State = eim.WorkflowRunning
+			setProvisioning(in, inProgress(wf, i), eim.StatusInProgress, now)
+			if err := tx.Update(ctx, in); err != nil {
+				return false, nil, err
+			}
+		}
+	case provisioningv1.ActionState_ACTION_STATE_SUCCEEDED:
+		if a.StartedAt.IsZero() {
+			a.StartedAt = now
+		}
+		a.FinishedAt, a.ExitCode = now, int(m.ExitCode)
+		transition(eim.ActionSucceeded, m.Message)
+		if i == len(wf.Actions)-1 {
+			wf.State, wf.FinishedAt = eim.WorkflowSucceeded, now
+			appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: wf.Attempt, Action: -1, Message: "workflow succeeded"})
+			setProvisioning(in, "Provisioned", eim.StatusIdle, now)
+			if st.host == nil {
+				if err := st.loadHost(ctx, tx, n); err != nil {
+					return false, nil, err
+				}
+			}
+			h := st.host
+			h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = "Rebooting", eim.StatusInProgress, uint64(now.Unix())
+			if err := tx.Update(ctx, h); err != nil {
+				return false, nil, err
+			}
+		} else {
+			wf.State = eim.WorkflowRunning
+			setProvisioning(in, inProgress(wf, i+1), eim.StatusInProgress, now)
+		}
+		if err := tx.Update(ctx, in); err != nil {
+			return false, nil, err
+		}
+	case provisioningv1.ActionState_ACTION_STATE_FAILED:
+		msg := m.Message
+		if msg == "" {
+			msg = fmt.Sprintf("failed with exit code %d", m.ExitCode)
+		}
+		if a.StartedAt.IsZero() {
+			a.StartedAt = now
+		}
+		a.FinishedAt, a.ExitCode = now, int(m.ExitCode)
+		transition(eim.ActionFailed, msg)
+		s.fail(wf, in, i, msg, now)
+		failed = wf
+		if err := tx.Update(ctx, in); err != nil {
+			return false, nil, err
+		}
+	}
+	if err := tx.Update(ctx, wf); err != nil {
+		return false, nil, err
+	}
+	return false, failed, nil
+}
+
+// newOutput returns the part of m's output that action a has not recorded
+// yet, and moves a.OutputBytes to the end of m's output in the agent's
+// count. A report retried after its answer was lost starts at an offset
+// below what was recorded: that prefix is dropped. Offset 0 is recorded
+// whole, as before offsets existed: it is every report of an agent that
+// does not count, and the first output of one that does.
+func newOutput(a *eim.WorkflowAction, m *provisioningv1.ReportActionRequest) []byte {
+	out, off := m.Output, m.OutputOffset
+	if off > 0 && off < a.OutputBytes {
+		out = out[min(a.OutputBytes-off, uint64(len(out))):]
+	}
+	a.OutputBytes = max(a.OutputBytes, off+uint64(len(m.Output)))
+	return out
+}
+
+// fail ends wf with action i's failure msg and sets the instance's status.
+func (s *Service) fail(wf *eim.Workflow, in *eim.Instance, i int, msg string, now eim.Time) {
+	wf.State, wf.FinishedAt = eim.WorkflowFailed, now
+	wf.Message = wf.Actions[i].Name + ": " + msg
+	appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: wf.Attempt, Action: -1, Message: "workflow failed: " + wf.Message})
+	setProvisioning(in, "Provisioning Failed: "+step(wf, i)+": "+msg, eim.StatusError, now)
+}
+
+// toProto converts a stored workflow to the southbound message.
+func toProto(wf *eim.Workflow) *provisioningv1.Workflow {
+	out := &provisioningv1.Workflow{
+		Id:         wf.ResourceID,
+		Attempt:    uint32(wf.Attempt),
+		ResumeFrom: uint32(resumeFrom(wf)),
+		Actions:    make([]*provisioningv1.Action, len(wf.Actions)),
+	}
+	for i, a := range wf.Actions {
+		pa := &provisioningv1.Action{Index: uint32(i), Name: a.Name, TimeoutSeconds: uint32(a.TimeoutSeconds)}
+		p := a.Params
+		switch a.Type {
+		case eim.ActionEraseDisk:
+			pa.Spec = &provisioningv1.Action_EraseDisk{EraseDisk: &provisioningv1.EraseDisk{Device: p["device"]}}
+		case eim.ActionStreamImage:
+			pa.Spec = &provisioningv1.Action_StreamImage{StreamImage: &provisioningv1.StreamImage{
+				Url: p["url"], Sha256: p["sha256"], Device: p["device"], Compression: p["compression"], CaCertPem: p["caCertPem"],
+			}}
+		case eim.ActionWriteFile:
+			pa.Spec = &provisioningv1.Action_WriteFile{WriteFile: &provisioningv1.WriteFile{
+				Device: p["device"], Partition: parseUint(p["partition"], 10), Path: p["path"],
+				Content: []byte(p["content"]), Mode: parseUint(p["mode"], 8),
+			}}
+		case eim.ActionWriteAgentConfig:
+			pa.Spec = &provisioningv1.Action_WriteAgentConfig{WriteAgentConfig: &provisioningv1.WriteAgentConfig{
+				Device: p["device"], Partition: parseUint(p["partition"], 10), Path: p["path"],
+			}}
+		case eim.ActionSetBootOrder:
+			pa.Spec = &provisioningv1.Action_SetBootOrder{SetBootOrder: &provisioningv1.SetBootOrder{Device: p["device"], Label: p["label"]}}
+		case eim.ActionReboot:
+			pa.Spec = &provisioningv1.Action_Reboot{Reboot: &provisioningv1.Reboot{}}
+		}
+		out.Actions[i] = pa
+	}
+	return out
+}
+
+// parseUint parses a stored numeric parameter ("" is 0).
+func parseUint(s string, base int) uint32 {
+	v, _ := strconv.ParseUint(s, base, 32)
+	return uint32(v)
+}
