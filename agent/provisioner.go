@@ -1,0 +1,471 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
+	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
+	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
+	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
+)
+
+// Version is the agent version sent to the server when none is configured.
+const Version = "v0.1.0"
+
+// Executor runs one workflow action, writing what it prints to out. It
+// returns when the action is done; ctx carries the action's timeout.
+type Executor interface {
+	Run(ctx context.Context, a *provisioningv1.Action, out io.Writer) error
+}
+
+// Result is what a provisioning run ends with: the node's identity and
+// credentials (for node mode), and whether the workflow reached its reboot
+// action (false: the server said provisioning was done already).
+type Result struct {
+	HostID       string
+	Project      string
+	ClientID     string
+	ClientSecret string
+	TokenURL     string
+	Rebooted     bool
+}
+
+// WorkflowFailedError is returned by Provisioner.Run with StopOnFailed when
+// the server says the node's workflow failed.
+type WorkflowFailedError struct {
+	Message string
+}
+
+func (e *WorkflowFailedError) Error() string { return "workflow failed: " + e.Message }
+
+// Provisioner is the micro-OS side of Day 0: it discovers (retrying until
+// the host is onboarded), gets a node token, fetches the workflow and runs
+// its actions from where the server says to resume, reporting each one.
+type Provisioner struct {
+	Client      *http.Client // trusts the server's CA (Dial)
+	URL         string       // the server's agent URL, e.g. https://eim:8443
+	EnrollToken string
+	Identity    Identity
+	Exec        Executor
+	Logger      *slog.Logger
+	Backoff     Backoff
+	// OnPhase, if set, is called as the run enters a phase: "discover",
+	// "onboarded", "workflow", "action:<name>", "done".
+	OnPhase func(phase string)
+
+	// AgentVersion is sent to the server; "" sends Version.
+	AgentVersion string
+	// CACertPEM is written into the agent configuration of the installed
+	// OS; when nil it is read from Pin (the CA learnt from its fingerprint).
+	CACertPEM []byte
+	Pin       *Pin
+	// StopOnFailed makes Run return a *WorkflowFailedError when the
+	// workflow failed, instead of asking again until a user retries it.
+	StopOnFailed bool
+	// OutputInterval is how often output of a running action is reported
+	// (default 2 s).
+	OutputInterval time.Duration
+	// Now and Wait replace the clock in tests (Wait sleeps d or until ctx
+	// ends).
+	Now  func() time.Time
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// maxOutputChunk is the most output one report carries.
+const maxOutputChunk = 64 << 10
+
+func (p *Provisioner) log() *slog.Logger {
+	if p.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Logger
+}
+
+func (p *Provisioner) phase(name string) {
+	if p.OnPhase != nil {
+		p.OnPhase(name)
+	}
+}
+
+func (p *Provisioner) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *Provisioner) wait(ctx context.Context, d time.Duration) error {
+	if p.Wait != nil {
+		return p.Wait(ctx, d)
+	}
+	return sleep(ctx, d)
+}
+
+func (p *Provisioner) version() string {
+	if p.AgentVersion != "" {
+		return p.AgentVersion
+	}
+	return Version
+}
+
+// Run provisions the machine. It returns when the workflow reached its
+// reboot action (after reporting it and running it), when the server says
+// provisioning is done, or when ctx ends.
+func (p *Provisioner) Run(ctx context.Context) (Result, error) {
+	if p.Client == nil || p.URL == "" || p.Exec == nil {
+		return Result{}, errors.New("provisioner: Client, URL and Exec are required")
+	}
+	base := strings.TrimSuffix(p.URL, "/")
+	ob := onboardingv1connect.NewOnboardingServiceClient(p.Client, base)
+	for {
+		p.phase("discover")
+		res, err := p.discover(ctx, ob)
+		if err != nil {
+			return Result{}, err
+		}
+		p.log().Info("onboarded", "host", res.HostID, "project", res.Project)
+		p.phase("onboarded")
+		tk := &tokens{client: p.Client, url: res.TokenURL, clientID: res.ClientID, clientSecret: res.ClientSecret, now: p.now}
+		pc := provisioningv1connect.NewProvisioningServiceClient(p.Client, base, connect.WithInterceptors(tk.interceptor()))
+		err = p.provision(ctx, pc, &res)
+		if errors.Is(err, errInvalidClient) {
+			p.log().Warn("credentials refused; discovering again")
+			continue
+		}
+		return res, err
+	}
+}
+
+// discover calls Discover until the host is onboarded.
+func (p *Provisioner) discover(ctx context.Context, ob onboardingv1connect.OnboardingServiceClient) (Result, error) {
+	req := &onboardingv1.DiscoverRequest{
+		Uuid:            p.Identity.UUID,
+		Serial:          p.Identity.Serial,
+		Hostname:        p.Identity.Hostname,
+		AgentVersion:    p.version(),
+		EnrollmentToken: p.EnrollToken,
+	}
+	for _, i := range p.Identity.Interfaces {
+		req.Interfaces = append(req.Interfaces, &onboardingv1.NetworkInterface{Name: i.Name, Mac: i.MAC, IpAddresses: i.Addrs})
+	}
+	r := retrier{b: p.Backoff}
+	for {
+		resp, err := ob.Discover(ctx, connect.NewRequest(req))
+		if err == nil {
+			m := resp.Msg
+			switch m.GetStatus() {
+			case onboardingv1.DiscoverResponse_STATUS_ONBOARDED:
+				if m.GetHostId() == "" || m.GetClientId() == "" || m.GetClientSecret() == "" {
+					err = connect.NewError(connect.CodeInternal, errors.New("discover: onboarded without credentials"))
+					break
+				}
+				tokenURL := m.GetTokenUrl()
+				if tokenURL == "" {
+					tokenURL = strings.TrimSuffix(p.URL, "/") + "/oauth2/token"
+				}
+				return Result{HostID: m.GetHostId(), Project: m.GetProject(), ClientID: m.GetClientId(),
+					ClientSecret: m.GetClientSecret(), TokenURL: tokenURL}, nil
+			case onboardingv1.DiscoverResponse_STATUS_REGISTERED:
+				r.reset()
+				d := time.Duration(m.GetRetryAfterSeconds()) * time.Second
+				d = min(max(d, time.Second), 5*time.Minute)
+				p.log().Info("registered; waiting to be onboarded", "host", m.GetHostId(), "retry_in", d)
+				if err := p.wait(ctx, d); err != nil {
+					return Result{}, err
+				}
+				continue
+			default:
+				err = connect.NewError(connect.CodeInternal, fmt.Errorf("discover: unknown status %v", m.GetStatus()))
+			}
+		}
+		if ctx.Err() != nil {
+			return Result{}, context.Cause(ctx)
+		}
+		d := r.next(err)
+		p.log().Warn("discover failed", "err", err, "retry_in", d)
+		if err := p.wait(ctx, d); err != nil {
+			return Result{}, err
+		}
+	}
+}
+
+// provision asks for the workflow and runs it until the reboot action or
+// DONE. It returns errInvalidClient when the credentials stopped working.
+func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.ProvisioningServiceClient, res *Result) error {
+	p.phase("workflow")
+	r := retrier{b: p.Backoff}
+	for {
+		resp, err := pc.GetWorkflow(ctx, connect.NewRequest(&provisioningv1.GetWorkflowRequest{AgentVersion: p.version()}))
+		var d time.Duration
+		switch {
+		case errors.Is(err, errInvalidClient):
+			return err
+		case err != nil:
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			d = r.next(err)
+			p.log().Warn("get workflow failed", "err", err, "retry_in", d)
+		default:
+			r.reset()
+			m := resp.Msg
+			d = pollAfter(m.GetPollAfterSeconds())
+			switch m.GetDisposition() {
+			case provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT:
+				p.log().Debug("no workflow yet", "retry_in", d)
+			case provisioningv1.GetWorkflowResponse_DISPOSITION_DONE:
+				p.phase("done")
+				return nil
+			case provisioningv1.GetWorkflowResponse_DISPOSITION_FAILED:
+				p.log().Error("workflow failed", "message", m.GetMessage())
+				if p.StopOnFailed {
+					return &WorkflowFailedError{Message: m.GetMessage()}
+				}
+			case provisioningv1.GetWorkflowResponse_DISPOSITION_RUN:
+				rebooted, err := p.runWorkflow(ctx, pc, m.GetWorkflow(), res)
+				if rebooted {
+					res.Rebooted = true
+					p.phase("done")
+					return err
+				}
+				if errors.Is(err, errInvalidClient) || ctx.Err() != nil {
+					return errors.Join(err, context.Cause(ctx))
+				}
+				if err == nil {
+					continue // ask again: DONE, FAILED or a new attempt
+				}
+				d = r.next(err)
+				p.log().Warn("workflow interrupted", "err", err, "retry_in", d)
+			default:
+				d = r.next(nil)
+				p.log().Warn("unknown workflow disposition", "disposition", m.GetDisposition())
+			}
+		}
+		if err := p.wait(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+func pollAfter(s uint32) time.Duration {
+	if s == 0 {
+		return 10 * time.Second
+	}
+	return min(time.Duration(s)*time.Second, 10*time.Minute)
+}
+
+// runWorkflow runs wf's actions from resume_from. It returns rebooted when
+// the reboot action was reported and run; (false, nil) when an action failed
+// or the server cancelled the attempt (the caller asks again).
+func (p *Provisioner) runWorkflow(ctx context.Context, pc provisioningv1connect.ProvisioningServiceClient, wf *provisioningv1.Workflow, res *Result) (rebooted bool, err error) {
+	acts := wf.GetActions()
+	if int(wf.GetResumeFrom()) > len(acts) {
+		return false, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("workflow resumes from %d of %d actions", wf.GetResumeFrom(), len(acts)))
+	}
+	p.log().Info("running workflow", "workflow", wf.GetId(), "attempt", wf.GetAttempt(), "resume_from", wf.GetResumeFrom(), "actions", len(acts))
+	for _, a := range acts[wf.GetResumeFrom():] {
+		p.phase("action:" + a.GetName())
+		rep := reporter{p: p, pc: pc, wf: wf, a: a}
+		// No RUNNING report up front: an action that ends within the
+		// output interval is reported once, when it ends (half the writes
+		// of a fleet provisioning at once); a longer one is reported
+		// RUNNING at the first tick (see runAction).
+		if _, ok := a.GetSpec().(*provisioningv1.Action_Reboot); ok {
+			// Reported first: after the reboot there is nobody to report.
+			if cancel, err := rep.send(ctx, provisioningv1.ActionState_ACTION_STATE_SUCCEEDED, "rebooting", nil, 0, true); err != nil || cancel {
+				return false, err
+			}
+			if err := p.Exec.Run(ctx, a, io.Discard); err != nil {
+				return true, fmt.Errorf("reboot: %w", err)
+			}
+			return true, nil
+		}
+		ok, err := p.runAction(ctx, &rep, a, res)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// runAction runs one action, reporting its output while it runs and its
+// end. ok is false when the action failed or the attempt was cancelled.
+func (p *Provisioner) runAction(ctx context.Context, rep *reporter, a *provisioningv1.Action, res *Result) (ok bool, err error) {
+	a, err = p.prepare(a, res)
+	if err != nil {
+		_, rerr := rep.send(ctx, provisioningv1.ActionState_ACTION_STATE_FAILED, err.Error(), nil, 1, true)
+		return false, rerr
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var timeout time.Duration
+	if a.GetTimeoutSeconds() > 0 {
+		timeout = time.Duration(a.GetTimeoutSeconds()) * time.Second
+		actx, cancel = context.WithTimeout(actx, timeout)
+		defer cancel()
+	}
+	out := &outputBuffer{}
+	done := make(chan error, 1)
+	start := p.now()
+	go func() { done <- p.Exec.Run(actx, a, out) }()
+	interval := p.OutputInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var (
+		runErr  error
+		running bool // RUNNING was reported
+	)
+wait:
+	for {
+		select {
+		case runErr = <-done:
+			break wait
+		case <-tick.C:
+			chunk := out.peek(maxOutputChunk)
+			if len(chunk) == 0 && running {
+				continue
+			}
+			// One try: on failure the output stays for the next report.
+			cancelled, err := rep.send(ctx, provisioningv1.ActionState_ACTION_STATE_RUNNING, "", chunk, 0, false)
+			if err == nil {
+				out.consume(len(chunk))
+				running = true
+			}
+			if cancelled || errors.Is(err, errInvalidClient) {
+				cancel()
+				<-done
+				return false, err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return false, context.Cause(ctx)
+	}
+	// Flush all but the last chunk as RUNNING reports.
+	for out.len() > maxOutputChunk {
+		chunk := out.peek(maxOutputChunk)
+		if cancelled, err := rep.send(ctx, provisioningv1.ActionState_ACTION_STATE_RUNNING, "", chunk, 0, true); err != nil || cancelled {
+			return false, err
+		}
+		out.consume(len(chunk))
+	}
+	state, msg, code := provisioningv1.ActionState_ACTION_STATE_SUCCEEDED, "", int32(0)
+	if runErr != nil {
+		state, code = provisioningv1.ActionState_ACTION_STATE_FAILED, exitCode(runErr)
+		msg = runErr.Error()
+		if errors.Is(actx.Err(), context.DeadlineExceeded) {
+			msg = fmt.Sprintf("timed out after %ds", int(timeout.Seconds()))
+		}
+		p.log().Error("action failed", "action", a.GetName(), "err", msg)
+	} else {
+		p.log().Info("action succeeded", "action", a.GetName(), "took", p.now().Sub(start).Round(time.Millisecond))
+	}
+	cancelled, err := rep.send(ctx, state, msg, out.peek(maxOutputChunk), code, true)
+	if err != nil || cancelled {
+		return false, err
+	}
+	return runErr == nil, nil
+}
+
+// prepare turns a write-agent-config action into the write-file of the node
+// configuration: only the agent knows its client secret.
+func (p *Provisioner) prepare(a *provisioningv1.Action, res *Result) (*provisioningv1.Action, error) {
+	wc, ok := a.GetSpec().(*provisioningv1.Action_WriteAgentConfig)
+	if !ok {
+		return a, nil
+	}
+	ca := p.CACertPEM
+	if ca == nil && p.Pin != nil {
+		ca = p.Pin.CACertPEM()
+	}
+	cfg := NodeConfig{
+		URL:          strings.TrimSuffix(p.URL, "/"),
+		CACertPEM:    string(ca),
+		ClientID:     res.ClientID,
+		ClientSecret: res.ClientSecret,
+		TokenURL:     res.TokenURL,
+		HostID:       res.HostID,
+		Project:      res.Project,
+	}
+	content, err := cfg.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	out := proto.CloneOf(a)
+	out.Spec = &provisioningv1.Action_WriteFile{WriteFile: &provisioningv1.WriteFile{
+		Device:    wc.WriteAgentConfig.GetDevice(),
+		Partition: wc.WriteAgentConfig.GetPartition(),
+		Path:      wc.WriteAgentConfig.GetPath(),
+		Content:   content,
+		Mode:      0o600,
+	}}
+	return out, nil
+}
+
+func exitCode(err error) int32 {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return int32(ee.ExitCode())
+	}
+	return 1
+}
+
+// reporter sends ReportAction for one action of one attempt.
+type reporter struct {
+	p  *Provisioner
+	pc provisioningv1connect.ProvisioningServiceClient
+	wf *provisioningv1.Workflow
+	a  *provisioningv1.Action
+	// off is how much output this run of the action reported: the offset
+	// of the next report's output. A report whose answer was lost is sent
+	// again from the same offset, so the server drops what it has.
+	off uint64
+}
+
+// send reports; with retry it retries transient errors until ctx ends. An
+// error the server means (InvalidArgument and the like) is returned.
+func (r *reporter) send(ctx context.Context, state provisioningv1.ActionState, msg string, output []byte, code int32, retry bool) (cancel bool, err error) {
+	req := &provisioningv1.ReportActionRequest{
+		WorkflowId:   r.wf.GetId(),
+		Attempt:      r.wf.GetAttempt(),
+		Index:        r.a.GetIndex(),
+		State:        state,
+		Message:      msg,
+		Output:       output,
+		OutputOffset: r.off,
+		ExitCode:     code,
+	}
+	rt := retrier{b: r.p.Backoff}
+	for {
+		resp, err := r.pc.ReportAction(ctx, connect.NewRequest(req))
+		if err == nil {
+			r.off += uint64(len(output))
+			if resp.Msg.GetCancel() {
+				r.p.log().Warn("workflow attempt superseded", "workflow", r.wf.GetId(), "attempt", r.wf.GetAttempt())
+			}
+			return resp.Msg.GetCancel(), nil
+		}
+		if !retry || errors.Is(err, errInvalidClient) || ctx.Err() != nil || !transient(err) {
+			return false, errors.Join(err, context.Cause(ctx))
+		}
+		d := rt.next(err)
+		r.p.log().Warn("report failed", "action", r.a.GetName(), "err", err, "retry_in", d)
+		if err := r.p.wait(ctx, d); err != nil {
+			return false, err
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/eimhq/eim/agent"
+)
+
+// Options configure a fleet run.
+type Options struct {
+	// URL is the server's agent URL (https); CA its CA certificate (PEM)
+	// or fingerprint ("sha256:<hex>"), as agent.Dial takes it.
+	URL string
+	CA  string
+	// Identities of the nodes, one node each.
+	Identities []Identity
+	// EnrollToken is passed to Discover (for devices not pre-registered).
+	EnrollToken string
+	// Concurrency bounds the nodes running at once; 0 runs all at once.
+	Concurrency int
+	// Connections is the number of HTTP/2 connection pools the nodes share
+	// (round robin); 0 means 8.
+	Connections int
+	// ActionTime is how long each simulated action takes (±50 %).
+	ActionTime time.Duration
+	// FailShare and RebootShare are the shares (0..1) of nodes whose
+	// stream-image action fails, and that reboot once mid-workflow.
+	FailShare, RebootShare float64
+	// Seed makes fault assignment and jitter reproducible.
+	Seed uint64
+	// Backoff of the agents' retries; zero values use the agent's defaults.
+	Backoff agent.Backoff
+	// Logger receives the agents' logs; nil discards them.
+	Logger *slog.Logger
+	// Progress, when set, receives a progress line every ProgressInterval
+	// (default 1 s); TTY rewrites one line instead.
+	Progress         io.Writer
+	ProgressInterval time.Duration
+	TTY              bool
+	Now              func() time.Time
+}
+
+// Run provisions every node of the fleet until it is RUNNING, its injected
+// failure was reported, or ctx ends, and returns the report. The error is
+// non-nil only when the run could not start.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Connections <= 0 {
+		o.Connections = 8
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = time.Second
+	}
+	conc := o.Concurrency
+	if conc <= 0 || conc > len(o.Identities) {
+		conc = len(o.Identities)
+	}
+	pool := make([]*http.Client, o.Connections)
+	defer func() {
+		for _, hc := range pool {
+			if hc != nil {
+				hc.CloseIdleConnections()
+			}
+		}
+	}()
+	for i := range pool {
+		hc, err := agent.Dial(o.URL, o.CA)
+		if err != nil {
+			return nil, err
+		}
+		pool[i] = hc
+	}
+	start := o.Now()
+	tr := newTracker(len(o.Identities), start)
+	rnd := rand.New(rand.NewPCG(o.Seed, 0xf1ee7))
+	nodes := make([]*node, len(o.Identities))
+	for i, id := range o.Identities {
+		nodes[i] = &node{idx: i, id: id, t: tr, now: o.Now,
+			fail:   rnd.Float64() < o.FailShare,
+			reboot: rnd.Float64() < o.RebootShare,
+			rnd:    rand.New(rand.NewPCG(o.Seed, uint64(i))),
+		}
+	}
+	var prog *progress
+	if o.Progress != nil {
+		prog = &progress{w: o.Progress, tty: o.TTY, interval: o.ProgressInterval, t: tr, now: o.Now}
+		prog.start()
+	}
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			for _, m := range nodes[i:] {
+				m.finish(OutcomeStuck, fmt.Errorf("not started: %w", ctx.Err()))
+			}
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			runNode(ctx, o, n, pool[i%len(pool)])
+		}()
+	}
+	wg.Wait()
+	if prog != nil {
+		prog.close()
+	}
+	return buildReport(nodes, o.Now().Sub(start)), nil
+}
+
+// runNode takes one node from power-on to RUNNING.
+func runNode(ctx context.Context, o Options, n *node, hc *http.Client) {
+	var res agent.Result
+	for {
+		pctx, cancel := context.WithCancelCause(ctx)
+		ex := &Executor{
+			Delay:    jitter(n.rnd, o.ActionTime),
+			Fail:     n.fail,
+			Reboot:   n.reboot && !n.rebooted.Load(),
+			OnReboot: func() { n.rebooted.Store(true); cancel(errRebooted) },
+		}
+		p := &agent.Provisioner{
+			Client: hc, URL: o.URL, EnrollToken: o.EnrollToken,
+			Identity: agent.Identity{UUID: n.id.UUID, Serial: n.id.Serial, Hostname: n.id.Hostname,
+				Interfaces: []agent.Interface{{Name: "eth0", MAC: n.id.MAC, Addrs: []string{n.id.Addr}}}},
+			Exec: ex, Logger: o.Logger.With("node", n.id.Hostname), Backoff: o.Backoff,
+			OnPhase: n.enter, StopOnFailed: true, Now: o.Now,
+		}
+		r, err := p.Run(pctx)
+		cause := context.Cause(pctx)
+		cancel(nil)
+		switch {
+		case ctx.Err() != nil:
+			n.finish(OutcomeStuck, fmt.Errorf("in phase %s: %w", n.phase(), ctx.Err()))
+			return
+		case errors.Is(cause, errRebooted):
+			n.enter("restart")
+			continue
+		case errors.As(err, new(*agent.WorkflowFailedError)):
+			n.finish(OutcomeFailed, err)
+			return
+		case err != nil:
+			n.finish(OutcomeStuck, fmt.Errorf("in phase %s: %w", n.phase(), err))
+			return
+		}
+		res = r
+		break
+	}
+	n.enter("node")
+	if err := reportIn(ctx, hc, o.URL, res, n.id.Hostname, o.Backoff, o.Logger.With("node", n.id.Hostname)); err != nil {
+		n.finish(OutcomeStuck, fmt.Errorf("in node mode: %w", err))
+		return
+	}
+	n.finish(OutcomeRunning, nil)
+}
+
+// jitter returns d ± 50 %.
+func jitter(r *rand.Rand, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + time.Duration(r.Int64N(int64(d)+1))
+}

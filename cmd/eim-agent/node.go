@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/eimhq/eim/agent"
+	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
+)
+
+// runNode is node mode on the installed OS.
+func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := newFlags("node", stderr)
+	config := fs.String("config", "/etc/eim/agent.json", "agent configuration written during provisioning")
+	debug := fs.Bool("debug", false, "log debug messages")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := agent.LoadNodeConfig(*config)
+	if err != nil {
+		return err
+	}
+	client, err := agent.Dial(cfg.URL, cfg.CACertPEM)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, *debug).With("host", cfg.HostID)
+	host, _ := os.Hostname()
+	n := &agent.Node{
+		Client: client, Config: cfg, Logger: log, Backoff: agent.DefaultBackoff,
+		Hostname: host, OSRelease: prettyName("/etc/os-release"), BootID: firstLine("/proc/sys/kernel/random/boot_id"),
+	}
+	first := true
+	n.OnReportIn = func(_ *hostv1.ReportInResponse) {
+		if first {
+			log.Info("reported in")
+			first = false
+		}
+	}
+	err = n.Run(ctx)
+	if ctx.Err() != nil {
+		return nil // stopped by a signal
+	}
+	return err
+}
+
+// prettyName is PRETTY_NAME of an os-release file, or "".
+func prettyName(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "PRETTY_NAME="); ok {
+			if u, err := strconv.Unquote(v); err == nil {
+				return u
+			}
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return ""
+}
+
+func firstLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/eimhq/eim/agent/sim"
+)
+
+func TestParseSimulate(t *testing.T) {
+	ok := []string{"--server", "https://127.0.0.1:8443", "--ca", "ca.crt", "--nodes", "10"}
+	c, err := parseSimulate(ok, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.nodes != 10 || c.project != "default" || c.connections != 8 || c.seed == 0 {
+		t.Errorf("defaults: got %+v", c)
+	}
+	if _, err := parseSimulate([]string{"-h"}, &bytes.Buffer{}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: got %v, want flag.ErrHelp", err)
+	}
+	for _, bad := range [][]string{
+		{"--ca", "ca.crt", "--nodes", "1"},
+		{"--server", "http://x", "--ca", "ca.crt", "--nodes", "1"},
+		{"--server", "https://x", "--nodes", "1"},
+		{"--server", "https://x", "--ca", "c"},
+		append(ok, "--fail-share", "1.5"),
+		append(ok, "--register"),
+		append(ok, "--register", "--token-file", "t"),
+		append(ok, "--register", "--token-file", "t", "--os", "os-1", "--nzt"),
+		append(ok, "--os", "os-1"),
+		append(ok, "extra"),
+	} {
+		if _, err := parseSimulate(bad, &bytes.Buffer{}); !errors.As(err, new(*usageError)) {
+			t.Errorf("%q: got %v, want a usage error", bad, err)
+		}
+	}
+	if _, err := parseSimulate(append(ok, "--register", "--token-file", "t", "--nzt"), &bytes.Buffer{}); err != nil {
+		t.Errorf("--register --nzt: %v", err)
+	}
+}
+
+func TestSimulateIdentitiesFile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "fleet.csv")
+	c, err := parseSimulate([]string{"--server", "https://x", "--ca", "c", "--nodes", "5", "--seed", "9", "--write-identities", out}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := c.fleet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := parseSimulate([]string{"--server", "https://x", "--ca", "c", "--identities", out, "--nodes", "3"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c2.fleet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 5 || len(again) != 3 || again[2] != ids[2] {
+		t.Fatalf("identities file: wrote %d, read back %d (%+v vs %+v)", len(ids), len(again), again, ids[:3])
+	}
+	c2.nodes = 6
+	if _, err := c2.fleet(); err == nil {
+		t.Error("--nodes beyond the file: got no error")
+	}
+}
+
+func TestSimulateUnreachableServer(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := runSimulate(context.Background(), []string{"--server", "https://127.0.0.1:1", "--ca", ca, "--nodes", "2"}, &stdout, &stderr)
+	if err == nil {
+		t.Fatal("got no error with a CA file that holds no certificate")
+	}
+}
+
+func TestPrintReport(t *testing.T) {
+	r := &sim.Report{Nodes: 2, Final: map[string]int{"running": 1, "failed": 1, "stuck": 0}, Injected: map[string]int{"fail": 1, "reboot": 0},
+		Phases: map[string]sim.Stats{"discover": {Count: 2, P50: 0.1, P95: 0.2, P99: 0.2, Max: 0.2}, "total": {Count: 1, P50: 1, P95: 1, P99: 1, Max: 1}}, WallSeconds: 1.5}
+	var b bytes.Buffer
+	printReport(&b, r)
+	got := b.String()
+	for _, want := range []string{"2 nodes in 1.5s: 1 running, 1 failed, 0 stuck", "discover", "total"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report:\n%s\nmissing %q", got, want)
+		}
+	}
+	if _, err := json.Marshal(r); err != nil {
+		t.Fatal(err)
+	}
+}
