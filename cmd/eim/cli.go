@@ -101,7 +101,10 @@ const usageText = `eim — Edge Infrastructure Manager server and CLI
 Usage:
   eim server [flags]                       run the server (eim server -h)
   eim token create [flags]                 mint a bearer token (eim token create -h)
-  eim project list | create NAME | delete NAME [--force]
+  eim project list | create NAME | delete NAME [--force] | get NAME
+  eim project set NAME [--default-os ID|none] [--default-local-account ID|none]
+                  [--default-custom-configs ID,ID|none] [--enrollment-token new|none]
+                  [--auto-onboard-enrolled=true|false]   (eim project -h)
   eim <noun> list [--filter F] [--order-by O] [--page-size N] [--offset N]
   eim <noun> get ID
   eim <noun> create [field flags] [--file F.json | -f -]
@@ -110,6 +113,8 @@ Usage:
   eim <noun> delete ID …
   eim host register --serial S | --uuid U [--name N] [--auto-onboard]
   eim host onboard ID | invalidate ID [--note N] | summary [--filter F]
+  eim instance log ID [-f]                 provisioning log; -f follows it to the end
+  eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
 
 Nouns: region site host instance os provider schedule-single
        schedule-repeated localaccount customconfig

@@ -46,7 +46,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) (url string, sto
 	var out, errOut syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		args := []string{"server", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--log-level", "warn", "--rate-limit", "0"}
+		args := []string{"server", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--agent-addr", "127.0.0.1:0", "--log-level", "warn", "--rate-limit", "0"}
 		done <- Main(ctx, append(args, extra...), &out, &errOut)
 	}()
 	var once sync.Once

@@ -1,6 +1,6 @@
 // Command eim is the EIM server and its command-line client.
 //
-//	eim server                     run the inventory and the REST API
+//	eim server                     run the inventory, the REST API and the agents' API
 //	eim token create …             mint a bearer token with the server's key
 //	eim project list|create|delete administer projects (tenants)
 //	eim <noun> list|get|create|update|patch|delete
@@ -22,6 +22,18 @@
 // accepts the access tokens of an external OIDC provider such as Keycloak;
 // its keys are fetched at start (a wrong URL stops the start) and again when
 // a token names an unknown key, at most every 30 s.
+//
+// The server also listens for the nodes' agents on --agent-addr (default
+// 127.0.0.1:8443, HTTPS): the token endpoint /oauth2/token and the Connect
+// services of proto/ (onboarding, provisioning, host). Its certificate is
+// signed by a CA the server creates in the data directory (ca.crt, ca.key;
+// server.crt, server.key renewed when near their end or when the names
+// change), unless --tls-cert and --tls-key (and --tls-ca, the root nodes
+// pin) name the operator's. It prints "eim: serving agents on https://ADDR
+// (CA fingerprint sha256:HEX)". --agent-url is the URL nodes are given
+// (default https://<agent-addr>). The API listener serves the network boot
+// under /boot/ too, with the micro-OS from --boot-artifacts (default
+// <data-dir>/boot).
 //
 // # Environment
 //

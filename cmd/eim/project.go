@@ -1,17 +1,44 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/eimhq/eim/client"
 )
 
-// project runs "eim project list|create|delete".
+const projectUsage = `Usage:
+  eim project list
+  eim project create NAME
+  eim project delete NAME [--force]
+  eim project get NAME
+  eim project set NAME [--default-os ID|none] [--default-local-account ID|none]
+                       [--default-custom-configs ID,ID|none]
+                       [--enrollment-token new|none] [--auto-onboard-enrolled=true|false]
+
+Creating, listing all and deleting projects needs the eim-admin role;
+get needs a role on the project, set eim-admin or the project's read-write
+role. --default-os turns on zero-touch provisioning: an onboarded host
+without an instance gets one with that OS (and the default local account and
+custom configs). --enrollment-token new makes a token that lets unknown
+devices enrol in the project (shown once); none refuses them again.
+`
+
+// project runs "eim project list|create|delete|get|set".
 func (c *cli) project(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(c.stdout, "Usage:\n  eim project list\n  eim project create NAME\n  eim project delete NAME [--force]\n\nProject administration needs the eim-admin role.\n")
+		fmt.Fprint(c.stdout, projectUsage)
 		return nil
 	}
 	verb, rest := args[0], args[1:]
+	switch verb {
+	case "get":
+		return c.projectGet(rest)
+	case "set":
+		return c.projectSet(rest)
+	}
 	fs := c.flagSet("eim project "+verb, "eim project "+verb+" …", "")
 	c.globalFlags(fs)
 	var force bool
@@ -28,7 +55,7 @@ func (c *cli) project(args []string) error {
 	case "create", "delete":
 		err = wantArgs(verb, pos, 1, "a project name")
 	default:
-		return usagef("project: unknown verb %q (list, create, delete)", verb)
+		return usagef("project: unknown verb %q (list, create, delete, get, set)", verb)
 	}
 	if err != nil {
 		return err
@@ -76,4 +103,142 @@ func (c *cli) project(args []string) error {
 		rows[i] = []string{p.Name, p.ID, p.CreatedAt.Format(time.RFC3339)}
 	}
 	return c.printTable([]string{"NAME", "ID", "CREATED"}, rows)
+}
+
+// projectGet runs "eim project get NAME".
+func (c *cli) projectGet(args []string) error {
+	fs := c.flagSet("eim project get", "eim project get NAME", "Show a project and its settings.")
+	c.globalFlags(fs)
+	pos, err := c.parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("get", pos, 1, "a project name"); err != nil {
+		return err
+	}
+	cl, err := c.clientFor()
+	if err != nil {
+		return err
+	}
+	p, err := cl.GetProject(c.ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.printProject(p)
+}
+
+// projectSet runs "eim project set NAME [flags]".
+func (c *cli) projectSet(args []string) error {
+	fs := c.flagSet("eim project set", "eim project set NAME [flags]",
+		"Change a project's onboarding settings; flags not given keep their value.")
+	c.globalFlags(fs)
+	var osID, acct, configs, token string
+	var auto bool
+	fs.StringVar(&osID, "default-os", "", "OS profile ID of the instances zero-touch provisioning creates (turns it on); none turns it off")
+	fs.StringVar(&acct, "default-local-account", "", "local account ID of those instances; none for no account")
+	fs.StringVar(&configs, "default-custom-configs", "", "comma-separated custom config IDs of those instances; none for none")
+	fs.StringVar(&token, "enrollment-token", "", "new: make a token unknown devices enrol with (printed once); none: refuse unknown devices")
+	fs.BoolVar(&auto, "auto-onboard-enrolled", false, "onboard enrolled devices at once (else they wait, registered, for eim host onboard)")
+	pos, err := c.parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("set", pos, 1, "a project name"); err != nil {
+		return err
+	}
+	var ch client.SettingsChange
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	id := func(v string) *string {
+		if v == "none" {
+			v = ""
+		}
+		return &v
+	}
+	if set["default-os"] {
+		ch.DefaultOSID = id(osID)
+	}
+	if set["default-local-account"] {
+		ch.DefaultLocalAccountID = id(acct)
+	}
+	if set["default-custom-configs"] {
+		ids := []string{}
+		if configs != "none" && configs != "" {
+			for _, s := range strings.Split(configs, ",") {
+				ids = append(ids, strings.TrimSpace(s))
+			}
+		}
+		ch.DefaultCustomConfigIDs = &ids
+	}
+	if set["auto-onboard-enrolled"] {
+		ch.AutoOnboardEnrolled = &auto
+	}
+	if set["enrollment-token"] {
+		if token != "new" && token != "none" {
+			return usagef("set: --enrollment-token %q: want new or none", token)
+		}
+		ch.EnrollmentToken = token
+	}
+	if ch == (client.SettingsChange{}) {
+		return usagef("set: nothing to change: give --default-os, --default-local-account, --default-custom-configs, --enrollment-token or --auto-onboard-enrolled")
+	}
+	cl, err := c.clientFor()
+	if err != nil {
+		return err
+	}
+	p, err := cl.UpdateProjectSettings(c.ctx, pos[0], ch)
+	if err != nil {
+		return err
+	}
+	if err := c.printProject(p); err != nil {
+		return err
+	}
+	if p.EnrollmentToken != "" {
+		// With -o json the token is in the JSON; the notice goes to stderr
+		// so that stdout stays one document.
+		w := c.stdout
+		if c.g.output != "table" {
+			w = c.stderr
+		}
+		if c.g.output != "json" {
+			fmt.Fprintf(w, "\nenrollment token: %s\n", p.EnrollmentToken)
+		}
+		fmt.Fprintf(w, "This token will not be shown again: keep it now. Boot unknown devices with eim.enroll=<token> on the kernel command line (or /boot/boot.ipxe?enroll=<token>).\n")
+	}
+	return nil
+}
+
+// printProject prints a project with its settings.
+func (c *cli) printProject(p *client.Project) error {
+	switch c.g.output {
+	case "json":
+		return c.printJSON(p)
+	case "id":
+		fmt.Fprintln(c.stdout, p.ID)
+		return nil
+	}
+	or := func(v, none string) string {
+		if v == "" {
+			return none
+		}
+		return v
+	}
+	enrollment := "off (unknown devices are refused)"
+	if p.Settings.Enrollment {
+		enrollment = "on (devices with the project's enrollment token enrol)"
+	}
+	tw := newTab(c.stdout)
+	for _, r := range [][2]string{
+		{"name:", p.Name},
+		{"id:", p.ID},
+		{"created:", p.CreatedAt.Format(time.RFC3339)},
+		{"defaultOsId:", or(p.Settings.DefaultOSID, "none (zero-touch provisioning off)")},
+		{"defaultLocalAccountId:", or(p.Settings.DefaultLocalAccountID, "none")},
+		{"defaultCustomConfigIds:", or(strings.Join(p.Settings.DefaultCustomConfigIDs, ","), "none")},
+		{"enrollment:", enrollment},
+		{"autoOnboardEnrolled:", fmt.Sprint(p.Settings.AutoOnboardEnrolled)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
 }

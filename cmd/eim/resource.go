@@ -45,6 +45,14 @@ func (c *cli) resource(n *noun, args []string) error {
 			return c.hostSummary(rest)
 		}
 	}
+	if n.kind == eim.KindInstance {
+		switch verb {
+		case "log":
+			return c.instanceLog(rest)
+		case "reprovision":
+			return c.instanceReprovision(rest)
+		}
+	}
 	return usagef("%s: unknown verb %q (run \"eim %s help\")", n.name, verb, n.name)
 }
 
@@ -59,6 +67,10 @@ func (n *noun) usage() string {
 	if n.kind == eim.KindHost {
 		b.WriteString("  eim host register --serial S | --uuid U [--name N] [--auto-onboard] [--enable-vpro]\n")
 		b.WriteString("  eim host onboard ID\n  eim host invalidate ID [--note N]\n  eim host summary [--filter F]\n")
+	}
+	if n.kind == eim.KindInstance {
+		b.WriteString("  eim instance log ID [-f]   provisioning log (-f: follow until it ends)\n")
+		b.WriteString("  eim instance reprovision ID [-f]   retry a failed provisioning (-f: follow it)\n")
 	}
 	b.WriteString("\nCreate flags:\n")
 	for _, f := range n.flags {

@@ -8,17 +8,26 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/onboarding"
+	"github.com/eimhq/eim/pki"
+	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
+	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
+	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
+	"github.com/eimhq/eim/provisioning"
+	"github.com/eimhq/eim/southbound"
 	"github.com/eimhq/eim/sqlstore"
 )
 
@@ -40,12 +49,22 @@ type serverConfig struct {
 	logLevel   string
 	rateLimit  float64
 	debugAddr  string
+
+	// Southbound (agents).
+	agentAddr     string
+	agentURL      string
+	tlsCert       string
+	tlsKey        string
+	tlsCA         string
+	bootArtifacts string
 }
 
 func (c *cli) server(args []string) error {
 	fs := c.flagSet("eim server", "eim server [flags]",
-		"Runs the inventory and the northbound REST API. On first start it creates the project\n"+
-			"\"default\" and writes an admin token (role eim-admin, valid one year) to <data-dir>/admin.token.")
+		"Runs the inventory, the northbound REST API (with the network boot under /boot/) and the\n"+
+			"southbound HTTPS API the nodes' agents call. On first start it creates the project\n"+
+			"\"default\", writes an admin token (role eim-admin, valid one year) to <data-dir>/admin.token\n"+
+			"and creates a CA for the agent listener (<data-dir>/ca.crt).")
 	var cfg serverConfig
 	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir, "directory for the SQLite database, the signing key and the admin token")
 	fs.StringVar(&cfg.httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API (port 0 picks a free port)")
@@ -56,6 +75,12 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&cfg.rateLimit, "rate-limit", 200, "requests per second per client IP (0 = off)")
 	fs.StringVar(&cfg.debugAddr, "debug-addr", "", "if set, serve Go profiles (/debug/pprof/) on this address; keep it on loopback")
+	fs.StringVar(&cfg.agentAddr, "agent-addr", "127.0.0.1:8443", "address of the southbound HTTPS API for agents (port 0 picks a free port)")
+	fs.StringVar(&cfg.agentURL, "agent-url", "", "URL nodes use to reach the agent listener (default https://<agent-addr>)")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "server certificate (PEM chain) of the agent listener instead of the generated one; needs --tls-key")
+	fs.StringVar(&cfg.tlsKey, "tls-key", "", "key of --tls-cert")
+	fs.StringVar(&cfg.tlsCA, "tls-ca", "", "root CA of --tls-cert that nodes pin (default: the last certificate of --tls-cert)")
+	fs.StringVar(&cfg.bootArtifacts, "boot-artifacts", "", "directory of the micro-OS kernel and initramfs served under /boot/artifacts/ (default <data-dir>/boot)")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -69,6 +94,20 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.rateLimit < 0 {
 		return usagef("--rate-limit: must not be negative")
+	}
+	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if cfg.tlsCA != "" && cfg.tlsCert == "" {
+		return usagef("--tls-ca needs --tls-cert and --tls-key")
+	}
+	if cfg.agentURL != "" {
+		if err := checkAgentURL(cfg.agentURL); err != nil {
+			return err
+		}
+	}
+	if cfg.bootArtifacts == "" {
+		cfg.bootArtifacts = filepath.Join(cfg.dataDir, "boot")
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	return c.serve(cfg, log)
@@ -85,7 +124,18 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		return fmt.Errorf("open database %s: %w", redactDSN(dsn), err)
 	}
 	defer store.Close()
-	inv := inventory.New(store, inventory.Options{Logger: log})
+	// API creates are group-committed (see inventory.Batcher); the agents'
+	// writes have a batcher of their own below, so neither waits behind
+	// the other's batch.
+	// SQLite has one writer: one batch at a time. On PostgreSQL each
+	// statement is a round trip; batches in flight together hide it.
+	workers := 1
+	if isPostgres(dsn) {
+		workers = 8
+	}
+	apiBatcher := inventory.NewBatcher(store, inventory.BatcherOptions{Workers: workers, Logger: log})
+	defer apiBatcher.Close()
+	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher})
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
 		return err
 	}
@@ -106,12 +156,70 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	}
 	fmt.Fprintf(c.stdout, "eim: admin token in %s\n", tokPath)
 
+	// The agent listener first: its address (port 0) goes into the agent
+	// URL that the boot script and the provisioned nodes are given.
+	aln, err := net.Listen("tcp", cfg.agentAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.agentAddr, err)
+	}
+	defer aln.Close()
+	agentURL := cfg.agentURL
+	if agentURL == "" {
+		agentURL = defaultAgentURL(aln.Addr())
+	}
+	ca, err := pki.Load(cfg.dataDir, pki.Options{
+		CertFile: cfg.tlsCert, KeyFile: cfg.tlsKey, CAFile: cfg.tlsCA,
+		Hosts: certHosts(cfg.agentAddr, agentURL),
+	})
+	if err != nil {
+		return fmt.Errorf("agent listener certificates: %w", err)
+	}
+	if ca.Generated() {
+		log.Info("created the agent CA", "file", filepath.Join(cfg.dataDir, pki.CACertFile), "fingerprint", ca.Fingerprint())
+	} else if ca.Renewed() {
+		log.Info("issued a new agent listener certificate", "dns", ca.ServerCert().DNSNames, "ips", ca.ServerCert().IPAddresses)
+	}
+
+	batcher := inventory.NewBatcher(store, inventory.BatcherOptions{MaxBatch: 128, Workers: workers, Logger: log})
+	defer batcher.Close()
+	provOpts := provisioning.Options{
+		Store: store, Batcher: batcher, Logger: log,
+		AgentURL: agentURL, CACertPEM: ca.CACertPEM(), CAFingerprint: ca.Fingerprint(),
+		ArtifactsDir: cfg.bootArtifacts,
+	}
+	prov := provisioning.New(provOpts)
+	onb := onboarding.New(onboarding.Options{
+		Store: store, Batcher: batcher, Logger: log,
+		TokenURL: strings.TrimSuffix(agentURL, "/") + southbound.TokenPath,
+	})
+	sb := southbound.New(southbound.Options{Store: store, Issuer: iss, Logger: log})
+	nodeAuth := connect.WithInterceptors(sb.Interceptor())
+	// Most answers are a few hundred bytes: gzip would cost more CPU than
+	// it saves bytes. Workflows with their cloud-init are compressed.
+	small := connect.WithCompressMinBytes(4 << 10)
+	sb.Mount(onboardingv1connect.NewOnboardingServiceHandler(onb, small))
+	sb.Mount(provisioningv1connect.NewProvisioningServiceHandler(prov, nodeAuth, small))
+	sb.Mount(hostv1connect.NewHostServiceHandler(prov, nodeAuth, small))
+	asrv := &http.Server{
+		Handler:           sb,
+		TLSConfig:         ca.ServerTLS(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelInfo), // TLS handshake failures: nodes with a wrong CA, scanners
+	}
+
 	ln, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.httpAddr, err)
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/boot/", provisioning.BootHandler(provOpts))
+	mux.Handle("/", httpapi.New(inv, verifier, httpapi.Options{Logger: log, RateLimit: cfg.rateLimit, Reprovisioner: prov}))
 	srv := &http.Server{
-		Handler:           httpapi.New(inv, verifier, httpapi.Options{Logger: log, RateLimit: cfg.rateLimit}),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -120,7 +228,8 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(c.stdout, "eim: serving API on http://%s\n", ln.Addr())
-	log.Info("serving", "addr", ln.Addr().String(), "database", redactDSN(dsn))
+	fmt.Fprintf(c.stdout, "eim: serving agents on https://%s (CA fingerprint sha256:%s)\n", aln.Addr(), ca.Fingerprint())
+	log.Info("serving", "addr", ln.Addr().String(), "agent_addr", aln.Addr().String(), "agent_url", agentURL, "database", redactDSN(dsn))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -130,11 +239,37 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		return nil
 	})
 	g.Go(func() error {
+		if err := asrv.ServeTLS(aln, "", ""); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve agents: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), shutdownGrace)
 		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
+		errs := make(chan error, 1)
+		go func() { errs <- asrv.Shutdown(sctx) }()
+		err := srv.Shutdown(sctx)
+		if aerr := <-errs; err == nil {
+			err = aerr
+		}
+		if err != nil {
 			return fmt.Errorf("shutdown: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		// An error once the server is stopping is the stop itself.
+		if err := onb.Run(gctx); err != nil && gctx.Err() == nil {
+			return fmt.Errorf("onboarding: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		// An error once the server is stopping is the stop itself.
+		if err := prov.Run(gctx); err != nil && gctx.Err() == nil {
+			return fmt.Errorf("provisioning: %w", err)
 		}
 		return nil
 	})
@@ -165,6 +300,45 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	err = g.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// defaultAgentURL is https://ADDR of the bound agent listener, with the
+// machine's name in place of an unspecified address (0.0.0.0, ::), which
+// nodes cannot dial.
+func defaultAgentURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "https://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	return "https://" + net.JoinHostPort(host, port)
+}
+
+// checkAgentURL accepts an absolute https URL without query or fragment.
+func checkAgentURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return usagef("--agent-url %q: want an https://host[:port][/path] URL", s)
+	}
+	return nil
+}
+
+// certHosts are the names the generated agent certificate must carry: the
+// listen host and the agent URL's host (the machine's name and loopback are
+// added by pki).
+func certHosts(agentAddr, agentURL string) []string {
+	var hosts []string
+	if h, _, err := net.SplitHostPort(agentAddr); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	if u, err := url.Parse(agentURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	return hosts
 }
 
 // databaseDSN is --database, or the SQLite file in the data directory.
