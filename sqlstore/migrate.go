@@ -99,5 +99,19 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		s.log.Info("applied migration", "dialect", s.d.name, "migration", m.name)
 	}
-	return sqlTx.Commit()
+	if err := sqlTx.Commit(); err != nil {
+		return err
+	}
+	if !s.d.pg {
+		// SQLite reads its planner statistics (sqlite_stat1, which the
+		// migrations seed) only when a connection loads the schema. The
+		// writer loaded it before migrating, so without this it would plan
+		// every query with no statistics until it reconnects: on a fresh
+		// data directory a serial-number lookup walked the whole hosts
+		// table in id order instead of using its index.
+		if _, err := s.db.ExecContext(ctx, "ANALYZE sqlite_schema"); err != nil {
+			return fmt.Errorf("reload planner statistics: %w", err)
+		}
+	}
+	return nil
 }

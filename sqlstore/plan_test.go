@@ -1,0 +1,43 @@
+package sqlstore
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The writer connection of a store opened on a fresh data directory must
+// plan with the statistics the migrations seed, as a connection opened
+// later does. Without them SQLite served a serial-number lookup ("ORDER BY
+// id LIMIT 2") by walking the hosts table in id order, so registering a
+// fleet slowed down with every host it added.
+func TestFreshWriterPlansWithStatistics(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const q = "SELECT hosts.id FROM hosts WHERE hosts.project = ? AND hosts.serial_number = ? AND hosts.serial_number <> '' ORDER BY hosts.id LIMIT 2"
+	rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, "default", "SN12345")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(plan, "; "); !strings.Contains(got, "USING INDEX hosts_serial_number_idx (serial_number=?)") {
+		t.Errorf("serial lookup plan on the writer = %q, want a search of hosts_serial_number_idx", got)
+	}
+}
