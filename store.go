@@ -71,6 +71,29 @@ type Tx interface {
 	Update(ctx context.Context, r Resource) error
 	// Delete removes a resource; ENOTFOUND when it does not exist.
 	Delete(ctx context.Context, k Kind, id string) error
+
+	// NodeCredentials returns what authenticating host id's node reads:
+	// a few columns of one row, where Get decodes the whole host. Every
+	// southbound call makes this read, so it is kept this small.
+	// ENOTFOUND when the host does not exist (in the transaction's
+	// project, when it has one).
+	NodeCredentials(ctx context.Context, hostID string) (NodeCredentials, error)
+}
+
+// NodeCredentials are the fields of a host that decide whether its node may
+// authenticate (see Host.NodeSecretHash and Host.NodeCredGen).
+type NodeCredentials struct {
+	HostID       string
+	Project      string
+	DesiredState HostState
+	SecretHash   string
+	Gen          int64
+}
+
+// Revoked reports whether the node may no longer authenticate: its host is
+// being invalidated or deleted, or has no credentials.
+func (c NodeCredentials) Revoked() bool {
+	return c.DesiredState == HostStateUntrusted || c.DesiredState == HostStateDeleted || c.SecretHash == ""
 }
 
 // Query selects resources of one kind.

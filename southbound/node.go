@@ -89,14 +89,10 @@ func (s *Server) authenticate(ctx context.Context, h http.Header) (Node, error) 
 	if c.Subject != ClientID(c.HostID) {
 		return Node{}, connect.NewError(connect.CodeUnauthenticated, errors.New("not a node token"))
 	}
-	var host *eim.Host
+	var cred eim.NodeCredentials
 	err = s.store.View(ctx, c.Project, func(tx eim.Tx) error {
-		r, err := tx.Get(ctx, eim.KindHost, c.HostID)
-		if err != nil {
-			return err
-		}
-		host = r.(*eim.Host)
-		return nil
+		cred, err = tx.NodeCredentials(ctx, c.HostID)
+		return err
 	})
 	switch {
 	case eim.ErrorCode(err) == eim.ENOTFOUND:
@@ -108,7 +104,7 @@ func (s *Server) authenticate(ctx context.Context, h http.Header) (Node, error) 
 		s.log.Warn("node auth: read host", "host", c.HostID, "error", err)
 		return Node{}, connect.NewError(connect.CodeUnavailable, errors.New("try again later"))
 	}
-	if revoked(host) || host.NodeCredGen != c.Gen {
+	if cred.Revoked() || cred.Gen != c.Gen {
 		return Node{}, connect.NewError(connect.CodeUnauthenticated, errRevoked)
 	}
 	return Node{HostID: c.HostID, Project: c.Project, Gen: c.Gen}, nil

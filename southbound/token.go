@@ -91,14 +91,11 @@ func (s *Server) issue(r *http.Request, req tokenRequest) (tokenResponse, *oauth
 	if !ok {
 		return tokenResponse{}, badClient("unknown client")
 	}
-	var host *eim.Host
+	var cred eim.NodeCredentials
 	err := s.store.View(r.Context(), "", func(tx eim.Tx) error {
-		res, err := tx.Get(r.Context(), eim.KindHost, hostID)
-		if err != nil {
-			return err
-		}
-		host = res.(*eim.Host)
-		return nil
+		var err error
+		cred, err = tx.NodeCredentials(r.Context(), hostID)
+		return err
 	})
 	switch {
 	case eim.ErrorCode(err) == eim.ENOTFOUND:
@@ -108,25 +105,20 @@ func (s *Server) issue(r *http.Request, req tokenRequest) (tokenResponse, *oauth
 		s.log.Warn("token request: read host", "host", hostID, "error", err)
 		return tokenResponse{}, &oauthError{Status: http.StatusServiceUnavailable, Code: errUnavailable, Description: "try again later"}
 	}
-	if !CheckSecret(host.NodeSecretHash, req.ClientSecret) {
+	if !CheckSecret(cred.SecretHash, req.ClientSecret) {
 		return tokenResponse{}, badClient("wrong client secret, or credentials revoked")
 	}
-	if revoked(host) {
+	if cred.Revoked() {
 		return tokenResponse{}, badClient("credentials revoked")
 	}
 	tok, _, err := s.issuer.MintNode(auth.NodeClaims{
-		Subject: req.ClientID, HostID: host.ResourceID, Project: host.Project, Gen: host.NodeCredGen,
+		Subject: req.ClientID, HostID: cred.HostID, Project: cred.Project, Gen: cred.Gen,
 	}, s.ttl)
 	if err != nil {
 		s.log.Error("token request: mint", "host", hostID, "error", err)
 		return tokenResponse{}, &oauthError{Status: http.StatusInternalServerError, Code: "server_error", Description: "could not issue a token"}
 	}
 	return tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: int64(s.ttl / time.Second)}, nil
-}
-
-// revoked reports whether a host's node may no longer authenticate.
-func revoked(h *eim.Host) bool {
-	return h.DesiredState == eim.HostStateUntrusted || h.DesiredState == eim.HostStateDeleted || h.NodeSecretHash == ""
 }
 
 // parseTokenRequest parses a client-credentials token request (RFC 6749

@@ -122,7 +122,7 @@ func (c *stmtCache) close() {
 
 // preparedWrites and preparedReads are the statements worth preparing.
 func preparedWrites() []string {
-	qs := []string{revisionUpdate, eventInsert1}
+	qs := []string{revisionUpdate, eventInsert1, nodeCredentials, nodeCredentialsScoped}
 	for _, k := range eim.Kinds() {
 		c := codecOf(k)
 		qs = append(qs, c.insert, c.update, c.updateScoped, c.del, c.delScoped, c.get, c.getScoped)
@@ -131,7 +131,7 @@ func preparedWrites() []string {
 }
 
 func preparedReads() []string {
-	var qs []string
+	qs := []string{nodeCredentials, nodeCredentialsScoped}
 	for _, k := range eim.Kinds() {
 		c := codecOf(k)
 		qs = append(qs, c.get, c.getScoped)

@@ -156,3 +156,62 @@ func testWorkflowCascade(t *testing.T, s eim.Store) {
 	_, err = get(t, s, other, eim.KindWorkflow, w3.ResourceID)
 	wantCode(t, err, eim.ENOTFOUND)
 }
+
+// NodeCredentials reads a host's credential fields, in its project or
+// unscoped, and nothing of another project.
+func testNodeCredentials(t *testing.T, s eim.Store) {
+	c := ctx(t)
+	p, other := project(t, s), project(t, s)
+	h := create(t, s, p, &eim.Host{Name: "n", UUID: "6f1c3a52-8f0e-4b7a-9d2c-0e5b7a1c2d3e",
+		DesiredState: eim.HostStateOnboarded, NodeSecretHash: "abc123", NodeCredGen: 7}).(*eim.Host)
+	want := eim.NodeCredentials{HostID: h.ResourceID, Project: p, DesiredState: eim.HostStateOnboarded, SecretHash: "abc123", Gen: 7}
+	for _, scope := range []string{p, ""} {
+		var got eim.NodeCredentials
+		err := s.View(c, scope, func(tx eim.Tx) error {
+			var err error
+			got, err = tx.NodeCredentials(c, h.ResourceID)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("scope %q: %v", scope, err)
+		}
+		if got != want {
+			t.Errorf("scope %q: got %+v, want %+v", scope, got, want)
+		}
+		if got.Revoked() {
+			t.Errorf("scope %q: credentials of an onboarded host with a secret are revoked", scope)
+		}
+	}
+	err := s.View(c, other, func(tx eim.Tx) error {
+		_, err := tx.NodeCredentials(c, h.ResourceID)
+		return err
+	})
+	if eim.ErrorCode(err) != eim.ENOTFOUND {
+		t.Errorf("from another project: got %v, want ENOTFOUND", err)
+	}
+	err = s.View(c, p, func(tx eim.Tx) error {
+		_, err := tx.NodeCredentials(c, "host-00000000")
+		return err
+	})
+	if eim.ErrorCode(err) != eim.ENOTFOUND {
+		t.Errorf("unknown host: got %v, want ENOTFOUND", err)
+	}
+	// Invalidation revokes, as does a host without a secret.
+	h.DesiredState = eim.HostStateUntrusted
+	if err := s.Update(c, p, func(tx eim.Tx) error { return tx.Update(c, h) }); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(c, p, func(tx eim.Tx) error {
+		got, err := tx.NodeCredentials(c, h.ResourceID)
+		if err == nil && !got.Revoked() {
+			t.Errorf("an UNTRUSTED host's credentials are not revoked: %+v", got)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(eim.NodeCredentials{DesiredState: eim.HostStateOnboarded}).Revoked() {
+		t.Error("credentials without a secret hash are not revoked")
+	}
+}

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"ProjectSettings", testProjectSettings},
 		{"HiddenStoredFields", testHiddenFields},
 		{"WorkflowCascade", testWorkflowCascade},
+		{"NodeCredentials", testNodeCredentials},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
