@@ -42,7 +42,36 @@ func checkRegistration(reg *HostRegistration, partial bool) error {
 	if !partial && reg.UUID == "" && reg.SerialNumber == "" {
 		return eim.Errorf(eim.EINVALID, "uuid: a uuid or a serialNumber is required")
 	}
+	if err := checkUUIDIdentifies(reg.UUID); err != nil {
+		return err
+	}
+	if !partial {
+		if err := checkIdentifiable(reg.SerialNumber, reg.UUID); err != nil {
+			return err
+		}
+	}
 	reg.UUID = strings.ToLower(reg.UUID)
+	return nil
+}
+
+// checkUUIDIdentifies refuses a vendor placeholder UUID (all zeros, all Fs
+// …): onboarding ignores it, so a host would never be found by it, and the
+// store's unique index would let only one host of the fleet have it.
+func checkUUIDIdentifies(uuid string) error {
+	if uuid != "" && eim.PlaceholderUUID(uuid) {
+		return eim.Errorf(eim.EINVALID, "uuid: %s is a vendor placeholder that many boards share, so it identifies no machine; give the host's real UUID or register it by serialNumber alone", uuid)
+	}
+	return nil
+}
+
+// checkIdentifiable refuses a host whose only identity is a vendor
+// placeholder serial ("0123456789", "00000000" …): onboarding ignores such a
+// serial, so nothing would ever find the host. With a UUID the placeholder
+// is kept as given; it just identifies nothing.
+func checkIdentifiable(serial, uuid string) error {
+	if uuid == "" && serial != "" && eim.PlaceholderSerial(serial) {
+		return eim.Errorf(eim.EINVALID, "serialNumber: %s is a vendor placeholder that many boards share, so it identifies no machine; register the host with its uuid (the serial number may stay)", serial)
+	}
 	return nil
 }
 
@@ -95,9 +124,12 @@ func (s *Service) RegisterHost(ctx context.Context, project string, reg HostRegi
 
 // checkSerialFree refuses a second host identified only by a serial number
 // another host of the project already has: onboarding could not tell them
-// apart. (UUIDs are unique across projects; the store enforces that.)
+// apart. (UUIDs are unique across projects; the store enforces that.) A
+// placeholder serial identifies nothing, so any number of hosts may share
+// it; checkIdentifiable makes sure they have UUIDs, which keeps them out of
+// the store's unique index on serial numbers (it covers hosts without one).
 func checkSerialFree(ctx context.Context, tx eim.Tx, serial, uuid, self string) error {
-	if serial == "" {
+	if eim.PlaceholderSerial(serial) {
 		return nil
 	}
 	items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "serialNumber", Value: serial}}, Limit: 2})
@@ -148,6 +180,9 @@ func (s *Service) UpdateRegistration(ctx context.Context, project, id string, re
 		if reg.SerialNumber != "" && reg.SerialNumber != h.SerialNumber {
 			if h.SerialNumber != "" {
 				return eim.Errorf(eim.EINVALID, "serialNumber: cannot be changed (host %s has serial number %s)", id, h.SerialNumber)
+			}
+			if err := checkIdentifiable(reg.SerialNumber, h.UUID); err != nil {
+				return err
 			}
 			if err := checkSerialFree(ctx, tx, reg.SerialNumber, h.UUID, id); err != nil {
 				return err

@@ -296,3 +296,66 @@ func TestHostSummary(t *testing.T) {
 		}
 	})
 }
+
+// Vendor placeholder serials ("0123456789", "00000000" …) are on thousands
+// of boards: they identify nothing, so they never block a registration that
+// has a UUID, and cannot be a host's only identity.
+func TestRegisterPlaceholderSerial(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		for _, serial := range []string{"0123456789", "00000000", "DefaultString"} {
+			for range 3 {
+				h, err := e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{SerialNumber: serial, UUID: newUUID()})
+				if err != nil {
+					t.Fatalf("register %s with a uuid: got %v, want nil", serial, err)
+				}
+				if h.SerialNumber != serial {
+					t.Errorf("serialNumber: got %q, want %q (kept as given)", h.SerialNumber, serial)
+				}
+			}
+			_, err := e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{SerialNumber: serial})
+			wantErr(t, err, eim.EINVALID, "serialNumber: "+serial, "vendor placeholder", "uuid")
+		}
+
+		// A host stored with only a placeholder serial before this rule
+		// existed does not block hosts that have UUIDs.
+		noErr(t, e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+			return tx.Create(e.ctx, &eim.Host{Name: "legacy", SerialNumber: "OEM00", DesiredState: eim.HostStateRegistered})
+		}))
+		ok(e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{SerialNumber: "OEM00", UUID: newUUID()})).get(t)
+
+		// A placeholder serial may be added to a host that has a UUID.
+		h := ok(e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: newUUID()})).get(t)
+		got := ok(e.svc.UpdateRegistration(e.ctx, e.proj, h.ResourceID, inventory.HostRegistration{SerialNumber: "0123456789"})).get(t)
+		if got.SerialNumber != "0123456789" {
+			t.Errorf("serialNumber after update: got %q, want 0123456789", got.SerialNumber)
+		}
+
+		// A real serial still identifies one host of the project.
+		ok(e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{SerialNumber: "SERDUP01"})).get(t)
+		_, err := e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{SerialNumber: "SERDUP01"})
+		wantErr(t, err, eim.ECONFLICT, "serialNumber")
+		_, err = e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{SerialNumber: "SERDUP01", UUID: newUUID()})
+		wantErr(t, err, eim.ECONFLICT, "serialNumber")
+	})
+}
+
+// Placeholder UUIDs are treated as onboarding treats them: they identify no
+// machine, so no host is registered or created by one.
+func TestPlaceholderUUIDRefused(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		for _, u := range []string{"00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF", "03000200-0400-0500-0006-000700080009"} {
+			_, err := e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: u})
+			wantErr(t, err, eim.EINVALID, "uuid: "+u, "vendor placeholder")
+			_, err = e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: u, SerialNumber: "SERPH001"})
+			wantErr(t, err, eim.EINVALID, "uuid: "+u, "vendor placeholder")
+			_, err = e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "ph", UUID: u})
+			wantErr(t, err, eim.EINVALID, "uuid: "+u, "vendor placeholder")
+		}
+		h := ok(e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{SerialNumber: "SERPH002"})).get(t)
+		_, err := e.svc.UpdateRegistration(e.ctx, e.proj, h.ResourceID, inventory.HostRegistration{UUID: "00000000-0000-0000-0000-000000000000"})
+		wantErr(t, err, eim.EINVALID, "uuid", "vendor placeholder")
+		h.UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
+		_, err = e.svc.Update(e.ctx, e.proj, h, nil)
+		wantErr(t, err, eim.EINVALID, "uuid", "vendor placeholder")
+	})
+}

@@ -30,6 +30,9 @@ func (s *Service) applyDefaults(r eim.Resource) error {
 		if r.UUID == "" {
 			return eim.Errorf(eim.EINVALID, "uuid: is required to create a host (serialNumber is read-only here; register a host to identify it by serial number)")
 		}
+		if err := checkUUIDIdentifies(r.UUID); err != nil {
+			return err
+		}
 		r.DesiredState = eim.HostStateOnboarded
 		hostDefaults(r)
 	case *eim.Instance:
@@ -73,6 +76,11 @@ func (s *Service) checkUpdate(old, nr eim.Resource, mask []string) error {
 		n.UUID = strings.ToLower(n.UUID)
 		if o.UUID != "" && n.UUID != strings.ToLower(o.UUID) {
 			return eim.Errorf(eim.EINVALID, "uuid: cannot be changed (host %s has uuid %s)", o.ResourceID, o.UUID)
+		}
+		if o.UUID == "" {
+			if err := checkUUIDIdentifies(n.UUID); err != nil {
+				return err
+			}
 		}
 	case *eim.Instance:
 		n := nr.(*eim.Instance)

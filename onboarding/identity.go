@@ -36,38 +36,22 @@ func (id identity) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// placeholderUUIDs are SMBIOS UUIDs that firmware ships on many boards;
-// they never identify one machine.
-var placeholderUUIDs = map[string]bool{
-	"00000000-0000-0000-0000-000000000000": true,
-	"ffffffff-ffff-ffff-ffff-ffffffffffff": true,
-	"03000200-0400-0500-0006-000700080009": true,
-	"01234567-89ab-cdef-0123-456789abcdef": true,
-}
-
-// placeholderSerials are serials (folded to lower case, without spaces and
-// dots) that OEMs leave in SMBIOS; most fail the serial pattern anyway.
-var placeholderSerials = map[string]bool{
-	"tobefilledbyoem": true, "defaultstring": true, "systemserialnumber": true,
-	"notspecified": true, "notapplicable": true, "none": true, "chassisserialnumber": true,
-	"0123456789": true, "1234567890": true, "123456789": true, "oem00": true,
-}
-
 // parseIdentity validates a request. A malformed UUID is an error (the
 // agent reads it from SMBIOS, so it is a bug or a forgery); a serial that
-// does not match ^[A-Za-z0-9]{5,20}$ or is a placeholder is treated as
-// absent, as the original did.
+// does not match ^[A-Za-z0-9]{5,20}$ or is a vendor placeholder (see
+// eim.PlaceholderSerial) is treated as absent, as the original did; so is a
+// placeholder UUID.
 func parseIdentity(req *onboardingv1.DiscoverRequest) (identity, error) {
 	var id identity
 	u := strings.ToLower(strings.TrimSpace(req.GetUuid()))
 	if u != "" && !eim.ValidUUID(u) {
 		return id, eim.Errorf(eim.EINVALID, "uuid: %q is not an RFC 4122 UUID", truncate(req.GetUuid(), 64))
 	}
-	if !placeholderUUIDs[u] {
+	if !eim.PlaceholderUUID(u) {
 		id.uuid = u
 	}
 	s := strings.TrimSpace(req.GetSerial())
-	if s != "" && eim.ValidSerial(s) && !placeholderSerial(s) {
+	if s != "" && eim.ValidSerial(s) && !eim.PlaceholderSerial(s) {
 		id.serial = s
 	}
 	if id.uuid == "" && id.serial == "" {
@@ -93,15 +77,6 @@ func parseIdentity(req *onboardingv1.DiscoverRequest) (identity, error) {
 		return id, eim.Errorf(eim.EINVALID, "enrollmentToken: at most %d bytes", maxTokenLen)
 	}
 	return id, nil
-}
-
-func placeholderSerial(s string) bool {
-	f := strings.ToLower(s)
-	if placeholderSerials[f] {
-		return true
-	}
-	// One character repeated ("00000000", "XXXXX").
-	return strings.Count(f, f[:1]) == len(f)
 }
 
 func truncate(s string, n int) string {
@@ -158,7 +133,9 @@ func lookup(ctx context.Context, tx eim.Tx, id identity) (match, error) {
 	case byUUID != nil && len(bySerial) > 0:
 		return match{mismatch: append([]*eim.Host{byUUID}, bySerial...)}, nil
 	case byUUID != nil:
-		if id.serial != "" && byUUID.SerialNumber != "" && byUUID.SerialNumber != id.serial {
+		// A placeholder serial in the registration identifies nothing, so
+		// it cannot disagree with the device.
+		if id.serial != "" && !eim.PlaceholderSerial(byUUID.SerialNumber) && byUUID.SerialNumber != id.serial {
 			return match{mismatch: []*eim.Host{byUUID}}, nil
 		}
 		return match{host: byUUID}, nil

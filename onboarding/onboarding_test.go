@@ -235,6 +235,41 @@ func TestDiscoverBySerial(t *testing.T) {
 	})
 }
 
+// A placeholder serial identifies nothing: a device presenting one with an
+// unknown UUID is an unknown device, not the host that has the same
+// placeholder; and a placeholder in a registration never disagrees with the
+// device's real serial.
+func TestDiscoverPlaceholderSerial(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		const placeholder = "0123456789"
+		withUUID := e.register(inventory.HostRegistration{UUID: newUUID(), SerialNumber: placeholder, AutoOnboard: true})
+		// A host stored with only the placeholder (as the inventory allowed
+		// before refusing it) is not found by it either.
+		if err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+			return tx.Create(e.ctx, &eim.Host{Name: "legacy", SerialNumber: placeholder, DesiredState: eim.HostStateOnboarded})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, serial := range []string{placeholder, "00000000", "Default string"} {
+			_, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: newUUID(), Serial: serial})
+			wantCode(t, err, connect.CodeNotFound, "unknown uuid with placeholder serial "+serial)
+		}
+
+		resp, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: withUUID.UUID, Serial: placeholder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(resp, withUUID.ResourceID, 1)
+
+		real := e.register(inventory.HostRegistration{UUID: newUUID(), SerialNumber: "00000000", AutoOnboard: true})
+		resp, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: real.UUID, Serial: newSerial()})
+		if err != nil {
+			t.Fatalf("registered placeholder serial, device with a real one: got %v, want onboarded", err)
+		}
+		e.checkOnboarded(resp, real.ResourceID, 1)
+	})
+}
+
 func TestDiscoverRefusals(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		// Malformed input.
