@@ -42,17 +42,8 @@ func (s *Service) load(ctx context.Context, tx eim.Tx, n southbound.Node, withHo
 	switch {
 	case err == nil:
 		st.workflow = r.(*eim.Workflow)
-		return st, nil
 	case eim.ErrorCode(err) != eim.ENOTFOUND:
 		return nil, fmt.Errorf("find workflow of %s: %w", in.ResourceID, err)
-	}
-	// None yet, or one stored before IDs were derived.
-	items, _, err := tx.List(ctx, eim.KindWorkflow, eim.Query{Where: []eim.Cond{{Field: "instanceId", Value: in.ResourceID}}, Limit: 1, NoTotal: true})
-	if err != nil {
-		return nil, fmt.Errorf("find workflow of %s: %w", in.ResourceID, err)
-	}
-	if len(items) > 0 {
-		st.workflow = items[0].(*eim.Workflow)
 	}
 	return st, nil
 }
@@ -319,26 +310,71 @@ func setProvisioning(in *eim.Instance, text string, ind eim.StatusIndication, no
 	in.ProvisioningStatusTimestamp = uint64(now.Unix())
 }
 
+// maxReports is the most reports one ReportActions call carries.
+const maxReports = 32
+
+// checkReport validates a report's fields before any is applied.
+func checkReport(m *provisioningv1.ReportActionRequest) error {
+	switch {
+	case len(m.Output) > maxOutput:
+		return fmt.Errorf("output: %d bytes, at most %d per report", len(m.Output), maxOutput)
+	case len(m.Message) > 4096:
+		return errors.New("message: longer than 4096 bytes")
+	case m.State == provisioningv1.ActionState_ACTION_STATE_UNSPECIFIED:
+		return errors.New("state: required")
+	case m.State > provisioningv1.ActionState_ACTION_STATE_FAILED:
+		return fmt.Errorf("state: unknown value %d", m.State)
+	case !eim.ValidID(eim.KindWorkflow, m.WorkflowId):
+		return fmt.Errorf("workflow_id: %q is not a workflow ID", m.WorkflowId)
+	}
+	return nil
+}
+
 // ReportAction implements provisioningv1connect.ProvisioningServiceHandler.
 func (s *Service) ReportAction(ctx context.Context, req *connect.Request[provisioningv1.ReportActionRequest]) (*connect.Response[provisioningv1.ReportActionResponse], error) {
-	n, err := s.caller(ctx)
+	cancel, err := s.report(ctx, []*provisioningv1.ReportActionRequest{req.Msg}, "")
 	if err != nil {
 		return nil, err
 	}
-	m := req.Msg
+	return connect.NewResponse(&provisioningv1.ReportActionResponse{Cancel: cancel}), nil
+}
+
+// ReportActions implements provisioningv1connect.ProvisioningServiceHandler.
+func (s *Service) ReportActions(ctx context.Context, req *connect.Request[provisioningv1.ReportActionsRequest]) (*connect.Response[provisioningv1.ReportActionsResponse], error) {
+	ms := req.Msg.GetReports()
 	switch {
-	case len(m.Output) > maxOutput:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("output: %d bytes, at most %d per report", len(m.Output), maxOutput))
-	case len(m.Message) > 4096:
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("message: longer than 4096 bytes"))
-	case m.State == provisioningv1.ActionState_ACTION_STATE_UNSPECIFIED:
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("state: required"))
-	case m.State > provisioningv1.ActionState_ACTION_STATE_FAILED:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("state: unknown value %d", m.State))
-	case !eim.ValidID(eim.KindWorkflow, m.WorkflowId):
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("workflow_id: %q is not a workflow ID", m.WorkflowId))
+	case len(ms) == 0:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("reports: at least one is required"))
+	case len(ms) > maxReports:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("reports: %d, at most %d per call", len(ms), maxReports))
 	}
-	var cancel bool
+	cancel, err := s.report(ctx, ms, "reports")
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&provisioningv1.ReportActionsResponse{Cancel: cancel}), nil
+}
+
+// report applies ms in order in one batched transaction, writing each
+// changed row once. field names the list in errors ("" for a lone report).
+// cancel is true when a report found its attempt superseded; the reports
+// after it are not applied.
+func (s *Service) report(ctx context.Context, ms []*provisioningv1.ReportActionRequest, field string) (cancel bool, err error) {
+	n, err := s.caller(ctx)
+	if err != nil {
+		return false, err
+	}
+	where := func(i int) string {
+		if field == "" {
+			return ""
+		}
+		return fmt.Sprintf("%s[%d]: ", field, i)
+	}
+	for i, m := range ms {
+		if err := checkReport(m); err != nil {
+			return false, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s%w", where(i), err))
+		}
+	}
 	var failed *eim.Workflow
 	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
 		cancel, failed = false, nil
@@ -346,22 +382,60 @@ func (s *Service) ReportAction(ctx context.Context, req *connect.Request[provisi
 		if err != nil {
 			return err
 		}
-		cancel, failed, err = s.apply(ctx, tx, st, n, m)
-		return err
+		var ch changed
+		for i, m := range ms {
+			c, f, err := s.apply(ctx, tx, st, n, m, &ch)
+			if err != nil {
+				if code := eim.ErrorCode(err); field != "" && code != eim.EINTERNAL {
+					return eim.Errorf(code, "%s%s", where(i), eim.ErrorMessage(err))
+				}
+				return err
+			}
+			if f != nil {
+				failed = f
+			}
+			if c {
+				cancel = true
+				break
+			}
+		}
+		return st.save(ctx, tx, ch)
 	})
 	if err != nil {
-		return nil, s.rpcError(ctx, "report action", err)
+		return false, s.rpcError(ctx, "report action", err)
 	}
 	if failed != nil {
 		s.log.Info("provisioning: workflow failed", "project", n.Project, "instance", failed.InstanceID, "reason", failed.Message)
 	}
-	return connect.NewResponse(&provisioningv1.ReportActionResponse{Cancel: cancel}), nil
+	return cancel, nil
 }
 
-// apply records report m, made under node credential generation gen, on
-// st's workflow. It returns cancel when the report is of a superseded or
-// finished run, and the workflow when this report failed it.
-func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbound.Node, m *provisioningv1.ReportActionRequest) (cancel bool, failed *eim.Workflow, err error) {
+// changed records which of a nodeState's rows reports changed.
+type changed struct{ host, instance, workflow bool }
+
+// save writes the rows of st that ch marks changed.
+func (st *nodeState) save(ctx context.Context, tx eim.Tx, ch changed) error {
+	if ch.host {
+		if err := tx.Update(ctx, st.host); err != nil {
+			return err
+		}
+	}
+	if ch.instance {
+		if err := tx.Update(ctx, st.instance); err != nil {
+			return err
+		}
+	}
+	if ch.workflow {
+		return tx.Update(ctx, st.workflow)
+	}
+	return nil
+}
+
+// apply records report m, made by node n, on st's workflow in memory and
+// marks in ch the rows to write (st.save writes them). It returns cancel
+// when the report is of a superseded or finished run, and the workflow
+// when this report failed it.
+func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbound.Node, m *provisioningv1.ReportActionRequest, ch *changed) (cancel bool, failed *eim.Workflow, err error) {
 	gen := n.Gen
 	wf, in := st.workflow, st.instance
 	if wf == nil || in == nil || wf.ResourceID != m.WorkflowId || int(m.Attempt) != wf.Attempt || parked(in) {
@@ -412,9 +486,7 @@ func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbo
 			transition(eim.ActionRunning, m.Message)
 			wf.State = eim.WorkflowRunning
 			setProvisioning(in, inProgress(wf, i), eim.StatusInProgress, now)
-			if err := tx.Update(ctx, in); err != nil {
-				return false, nil, err
-			}
+			ch.instance = true
 		}
 	case provisioningv1.ActionState_ACTION_STATE_SUCCEEDED:
 		if a.StartedAt.IsZero() {
@@ -433,16 +505,12 @@ func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbo
 			}
 			h := st.host
 			h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = "Rebooting", eim.StatusInProgress, uint64(now.Unix())
-			if err := tx.Update(ctx, h); err != nil {
-				return false, nil, err
-			}
+			ch.host = true
 		} else {
 			wf.State = eim.WorkflowRunning
 			setProvisioning(in, inProgress(wf, i+1), eim.StatusInProgress, now)
 		}
-		if err := tx.Update(ctx, in); err != nil {
-			return false, nil, err
-		}
+		ch.instance = true
 	case provisioningv1.ActionState_ACTION_STATE_FAILED:
 		msg := m.Message
 		if msg == "" {
@@ -455,13 +523,9 @@ func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbo
 		transition(eim.ActionFailed, msg)
 		s.fail(wf, in, i, msg, now)
 		failed = wf
-		if err := tx.Update(ctx, in); err != nil {
-			return false, nil, err
-		}
+		ch.instance = true
 	}
-	if err := tx.Update(ctx, wf); err != nil {
-		return false, nil, err
-	}
+	ch.workflow = true
 	return false, failed, nil
 }
 

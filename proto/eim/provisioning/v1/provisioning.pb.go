@@ -1004,6 +1004,97 @@ func (x *ReportActionResponse) GetCancel() bool {
 	return false
 }
 
+type ReportActionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 32 reports, applied in order.
+	Reports       []*ReportActionRequest `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportActionsRequest) Reset() {
+	*x = ReportActionsRequest{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportActionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportActionsRequest) ProtoMessage() {}
+
+func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportActionsRequest.ProtoReflect.Descriptor instead.
+func (*ReportActionsRequest) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReportActionsRequest) GetReports() []*ReportActionRequest {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+type ReportActionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As ReportActionResponse.cancel: the reports after the one that found
+	// its attempt superseded were not applied.
+	Cancel        bool `protobuf:"varint,1,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportActionsResponse) Reset() {
+	*x = ReportActionsResponse{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportActionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportActionsResponse) ProtoMessage() {}
+
+func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportActionsResponse.ProtoReflect.Descriptor instead.
+func (*ReportActionsResponse) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReportActionsResponse) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
 var File_eim_provisioning_v1_provisioning_proto protoreflect.FileDescriptor
 
 const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
@@ -1075,15 +1166,20 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\texit_code\x18\a \x01(\x05R\bexitCode\x12#\n" +
 	"\routput_offset\x18\b \x01(\x04R\foutputOffset\".\n" +
 	"\x14ReportActionResponse\x12\x16\n" +
+	"\x06cancel\x18\x01 \x01(\bR\x06cancel\"Z\n" +
+	"\x14ReportActionsRequest\x12B\n" +
+	"\areports\x18\x01 \x03(\v2(.eim.provisioning.v1.ReportActionRequestR\areports\"/\n" +
+	"\x15ReportActionsResponse\x12\x16\n" +
 	"\x06cancel\x18\x01 \x01(\bR\x06cancel*z\n" +
 	"\vActionState\x12\x1c\n" +
 	"\x18ACTION_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACTION_STATE_RUNNING\x10\x01\x12\x1a\n" +
 	"\x16ACTION_STATE_SUCCEEDED\x10\x02\x12\x17\n" +
-	"\x13ACTION_STATE_FAILED\x10\x032\xdc\x01\n" +
+	"\x13ACTION_STATE_FAILED\x10\x032\xc4\x02\n" +
 	"\x13ProvisioningService\x12`\n" +
 	"\vGetWorkflow\x12'.eim.provisioning.v1.GetWorkflowRequest\x1a(.eim.provisioning.v1.GetWorkflowResponse\x12c\n" +
-	"\fReportAction\x12(.eim.provisioning.v1.ReportActionRequest\x1a).eim.provisioning.v1.ReportActionResponseB?Z=github.com/eimhq/eim/proto/eim/provisioning/v1;provisioningv1b\x06proto3"
+	"\fReportAction\x12(.eim.provisioning.v1.ReportActionRequest\x1a).eim.provisioning.v1.ReportActionResponse\x12f\n" +
+	"\rReportActions\x12).eim.provisioning.v1.ReportActionsRequest\x1a*.eim.provisioning.v1.ReportActionsResponseB?Z=github.com/eimhq/eim/proto/eim/provisioning/v1;provisioningv1b\x06proto3"
 
 var (
 	file_eim_provisioning_v1_provisioning_proto_rawDescOnce sync.Once
@@ -1098,7 +1194,7 @@ func file_eim_provisioning_v1_provisioning_proto_rawDescGZIP() []byte {
 }
 
 var file_eim_provisioning_v1_provisioning_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_eim_provisioning_v1_provisioning_proto_goTypes = []any{
 	(ActionState)(0),                     // 0: eim.provisioning.v1.ActionState
 	(GetWorkflowResponse_Disposition)(0), // 1: eim.provisioning.v1.GetWorkflowResponse.Disposition
@@ -1114,6 +1210,8 @@ var file_eim_provisioning_v1_provisioning_proto_goTypes = []any{
 	(*Reboot)(nil),                       // 11: eim.provisioning.v1.Reboot
 	(*ReportActionRequest)(nil),          // 12: eim.provisioning.v1.ReportActionRequest
 	(*ReportActionResponse)(nil),         // 13: eim.provisioning.v1.ReportActionResponse
+	(*ReportActionsRequest)(nil),         // 14: eim.provisioning.v1.ReportActionsRequest
+	(*ReportActionsResponse)(nil),        // 15: eim.provisioning.v1.ReportActionsResponse
 }
 var file_eim_provisioning_v1_provisioning_proto_depIdxs = []int32{
 	1,  // 0: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
@@ -1126,15 +1224,18 @@ var file_eim_provisioning_v1_provisioning_proto_depIdxs = []int32{
 	11, // 7: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
 	9,  // 8: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
 	0,  // 9: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
-	2,  // 10: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
-	12, // 11: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
-	3,  // 12: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
-	13, // 13: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
-	12, // [12:14] is the sub-list for method output_type
-	10, // [10:12] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	12, // 10: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
+	2,  // 11: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
+	12, // 12: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
+	14, // 13: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
+	3,  // 14: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
+	13, // 15: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
+	15, // 16: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_eim_provisioning_v1_provisioning_proto_init() }
@@ -1156,7 +1257,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_provisioning_v1_provisioning_proto_rawDesc), len(file_eim_provisioning_v1_provisioning_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,9 @@ const (
 	// ProvisioningServiceReportActionProcedure is the fully-qualified name of the ProvisioningService's
 	// ReportAction RPC.
 	ProvisioningServiceReportActionProcedure = "/eim.provisioning.v1.ProvisioningService/ReportAction"
+	// ProvisioningServiceReportActionsProcedure is the fully-qualified name of the
+	// ProvisioningService's ReportActions RPC.
+	ProvisioningServiceReportActionsProcedure = "/eim.provisioning.v1.ProvisioningService/ReportActions"
 )
 
 // ProvisioningServiceClient is a client for the eim.provisioning.v1.ProvisioningService service.
@@ -53,6 +56,12 @@ type ProvisioningServiceClient interface {
 	// ReportAction records an action's state and a chunk of its output. Reports
 	// are idempotent: a repeated report of the same state is accepted once.
 	ReportAction(context.Context, *connect.Request[v1.ReportActionRequest]) (*connect.Response[v1.ReportActionResponse], error)
+	// ReportActions records several reports in one call, in order, as if
+	// each had been sent by ReportAction, in one transaction: all are
+	// recorded or none is (an error names the refused report). An agent sends
+	// the reports of actions that ended within its report interval together,
+	// so quick actions cost one round trip and one write between them.
+	ReportActions(context.Context, *connect.Request[v1.ReportActionsRequest]) (*connect.Response[v1.ReportActionsResponse], error)
 }
 
 // NewProvisioningServiceClient constructs a client for the eim.provisioning.v1.ProvisioningService
@@ -78,13 +87,20 @@ func NewProvisioningServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(provisioningServiceMethods.ByName("ReportAction")),
 			connect.WithClientOptions(opts...),
 		),
+		reportActions: connect.NewClient[v1.ReportActionsRequest, v1.ReportActionsResponse](
+			httpClient,
+			baseURL+ProvisioningServiceReportActionsProcedure,
+			connect.WithSchema(provisioningServiceMethods.ByName("ReportActions")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // provisioningServiceClient implements ProvisioningServiceClient.
 type provisioningServiceClient struct {
-	getWorkflow  *connect.Client[v1.GetWorkflowRequest, v1.GetWorkflowResponse]
-	reportAction *connect.Client[v1.ReportActionRequest, v1.ReportActionResponse]
+	getWorkflow   *connect.Client[v1.GetWorkflowRequest, v1.GetWorkflowResponse]
+	reportAction  *connect.Client[v1.ReportActionRequest, v1.ReportActionResponse]
+	reportActions *connect.Client[v1.ReportActionsRequest, v1.ReportActionsResponse]
 }
 
 // GetWorkflow calls eim.provisioning.v1.ProvisioningService.GetWorkflow.
@@ -95,6 +111,11 @@ func (c *provisioningServiceClient) GetWorkflow(ctx context.Context, req *connec
 // ReportAction calls eim.provisioning.v1.ProvisioningService.ReportAction.
 func (c *provisioningServiceClient) ReportAction(ctx context.Context, req *connect.Request[v1.ReportActionRequest]) (*connect.Response[v1.ReportActionResponse], error) {
 	return c.reportAction.CallUnary(ctx, req)
+}
+
+// ReportActions calls eim.provisioning.v1.ProvisioningService.ReportActions.
+func (c *provisioningServiceClient) ReportActions(ctx context.Context, req *connect.Request[v1.ReportActionsRequest]) (*connect.Response[v1.ReportActionsResponse], error) {
+	return c.reportActions.CallUnary(ctx, req)
 }
 
 // ProvisioningServiceHandler is an implementation of the eim.provisioning.v1.ProvisioningService
@@ -108,6 +129,12 @@ type ProvisioningServiceHandler interface {
 	// ReportAction records an action's state and a chunk of its output. Reports
 	// are idempotent: a repeated report of the same state is accepted once.
 	ReportAction(context.Context, *connect.Request[v1.ReportActionRequest]) (*connect.Response[v1.ReportActionResponse], error)
+	// ReportActions records several reports in one call, in order, as if
+	// each had been sent by ReportAction, in one transaction: all are
+	// recorded or none is (an error names the refused report). An agent sends
+	// the reports of actions that ended within its report interval together,
+	// so quick actions cost one round trip and one write between them.
+	ReportActions(context.Context, *connect.Request[v1.ReportActionsRequest]) (*connect.Response[v1.ReportActionsResponse], error)
 }
 
 // NewProvisioningServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -129,12 +156,20 @@ func NewProvisioningServiceHandler(svc ProvisioningServiceHandler, opts ...conne
 		connect.WithSchema(provisioningServiceMethods.ByName("ReportAction")),
 		connect.WithHandlerOptions(opts...),
 	)
+	provisioningServiceReportActionsHandler := connect.NewUnaryHandler(
+		ProvisioningServiceReportActionsProcedure,
+		svc.ReportActions,
+		connect.WithSchema(provisioningServiceMethods.ByName("ReportActions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/eim.provisioning.v1.ProvisioningService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProvisioningServiceGetWorkflowProcedure:
 			provisioningServiceGetWorkflowHandler.ServeHTTP(w, r)
 		case ProvisioningServiceReportActionProcedure:
 			provisioningServiceReportActionHandler.ServeHTTP(w, r)
+		case ProvisioningServiceReportActionsProcedure:
+			provisioningServiceReportActionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -150,4 +185,8 @@ func (UnimplementedProvisioningServiceHandler) GetWorkflow(context.Context, *con
 
 func (UnimplementedProvisioningServiceHandler) ReportAction(context.Context, *connect.Request[v1.ReportActionRequest]) (*connect.Response[v1.ReportActionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.provisioning.v1.ProvisioningService.ReportAction is not implemented"))
+}
+
+func (UnimplementedProvisioningServiceHandler) ReportActions(context.Context, *connect.Request[v1.ReportActionsRequest]) (*connect.Response[v1.ReportActionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.provisioning.v1.ProvisioningService.ReportActions is not implemented"))
 }
