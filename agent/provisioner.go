@@ -274,9 +274,10 @@ func (p *Provisioner) runWorkflow(ctx context.Context, pc provisioningv1connect.
 		return false, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("workflow resumes from %d of %d actions", wf.GetResumeFrom(), len(acts)))
 	}
 	p.log().Info("running workflow", "workflow", wf.GetId(), "attempt", wf.GetAttempt(), "resume_from", wf.GetResumeFrom(), "actions", len(acts))
+	rep := &reporter{p: p, pc: pc, wf: wf, interval: p.outputInterval()}
 	for _, a := range acts[wf.GetResumeFrom():] {
 		p.phase("action:" + a.GetName())
-		rep := reporter{p: p, pc: pc, wf: wf, a: a}
+		rep.start(a)
 		// No RUNNING report up front: an action that ends within the
 		// output interval is reported once, when it ends (half the writes
 		// of a fleet provisioning at once); a longer one is reported
@@ -291,12 +292,13 @@ func (p *Provisioner) runWorkflow(ctx context.Context, pc provisioningv1connect.
 			}
 			return true, nil
 		}
-		ok, err := p.runAction(ctx, &rep, a, res)
+		ok, err := p.runAction(ctx, rep, a, res)
 		if err != nil || !ok {
 			return false, err
 		}
 	}
-	return false, nil
+	_, err = rep.flush(ctx)
+	return false, err
 }
 
 // runAction runs one action, reporting its output while it runs and its
@@ -319,11 +321,7 @@ func (p *Provisioner) runAction(ctx context.Context, rep *reporter, a *provision
 	done := make(chan error, 1)
 	start := p.now()
 	go func() { done <- p.Exec.Run(actx, a, out) }()
-	interval := p.OutputInterval
-	if interval <= 0 {
-		interval = 2 * time.Second
-	}
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(rep.interval)
 	defer tick.Stop()
 	var (
 		runErr  error
@@ -374,11 +372,26 @@ wait:
 	} else {
 		p.log().Info("action succeeded", "action", a.GetName(), "took", p.now().Sub(start).Round(time.Millisecond))
 	}
-	cancelled, err := rep.send(ctx, state, msg, out.peek(maxOutputChunk), code, true)
+	// A success waits for the next report; a failure is told at once.
+	var cancelled bool
+	if runErr == nil {
+		cancelled, err = rep.hold(ctx, state, msg, out.peek(maxOutputChunk), code)
+	} else {
+		cancelled, err = rep.send(ctx, state, msg, out.peek(maxOutputChunk), code, true)
+	}
 	if err != nil || cancelled {
 		return false, err
 	}
 	return runErr == nil, nil
+}
+
+// outputInterval is how often a running action's output is reported, and
+// how long the report of a quick action may wait for company.
+func (p *Provisioner) outputInterval() time.Duration {
+	if p.OutputInterval > 0 {
+		return p.OutputInterval
+	}
+	return 2 * time.Second
 }
 
 // prepare turns a write-agent-config action into the write-file of the node
@@ -424,22 +437,39 @@ func exitCode(err error) int32 {
 	return 1
 }
 
-// reporter sends ReportAction for one action of one attempt.
+// reporter sends the action reports of one workflow attempt. The report of
+// an action that ended within the output interval is held and goes with
+// the next report that must be sent (a longer action's first output, a
+// failure, the reboot), or on its own once the oldest held report is an
+// interval old: quick actions (writing a file, setting the boot order) then
+// cost the server one call and one write between them. A node that reboots
+// before sending what it held runs those actions again, as after any lost
+// report.
 type reporter struct {
-	p  *Provisioner
-	pc provisioningv1connect.ProvisioningServiceClient
-	wf *provisioningv1.Workflow
-	a  *provisioningv1.Action
+	p        *Provisioner
+	pc       provisioningv1connect.ProvisioningServiceClient
+	wf       *provisioningv1.Workflow
+	interval time.Duration
+	a        *provisioningv1.Action // the action being run
 	// off is how much output this run of the action reported: the offset
 	// of the next report's output. A report whose answer was lost is sent
 	// again from the same offset, so the server drops what it has.
-	off uint64
+	off       uint64
+	held      []*provisioningv1.ReportActionRequest
+	heldSince time.Time
+	// single: the server predates ReportActions; send reports one by one.
+	single bool
 }
 
-// send reports; with retry it retries transient errors until ctx ends. An
-// error the server means (InvalidArgument and the like) is returned.
-func (r *reporter) send(ctx context.Context, state provisioningv1.ActionState, msg string, output []byte, code int32, retry bool) (cancel bool, err error) {
-	req := &provisioningv1.ReportActionRequest{
+// maxHeld is the most reports held before they are sent (the server takes
+// up to 32 in one call).
+const maxHeld = 16
+
+// start makes a the action whose reports follow.
+func (r *reporter) start(a *provisioningv1.Action) { r.a, r.off = a, 0 }
+
+func (r *reporter) request(state provisioningv1.ActionState, msg string, output []byte, code int32) *provisioningv1.ReportActionRequest {
+	return &provisioningv1.ReportActionRequest{
 		WorkflowId:   r.wf.GetId(),
 		Attempt:      r.wf.GetAttempt(),
 		Index:        r.a.GetIndex(),
@@ -449,15 +479,58 @@ func (r *reporter) send(ctx context.Context, state provisioningv1.ActionState, m
 		OutputOffset: r.off,
 		ExitCode:     code,
 	}
+}
+
+// send reports now, after the held reports; with retry it retries
+// transient errors until ctx ends. An error the server means
+// (InvalidArgument and the like) is returned.
+func (r *reporter) send(ctx context.Context, state provisioningv1.ActionState, msg string, output []byte, code int32, retry bool) (cancel bool, err error) {
+	reqs := append(r.held[:len(r.held):len(r.held)], r.request(state, msg, output, code))
+	cancel, err = r.post(ctx, reqs, retry)
+	if err == nil {
+		r.off += uint64(len(output))
+		r.held = nil
+	}
+	return cancel, err
+}
+
+// hold keeps the report of the current action's end for the next send. It
+// sends the held reports at once when the oldest is an interval old or
+// maxHeld are held.
+func (r *reporter) hold(ctx context.Context, state provisioningv1.ActionState, msg string, output []byte, code int32) (cancel bool, err error) {
+	if len(r.held) == 0 {
+		r.heldSince = r.p.now()
+	}
+	r.held = append(r.held, r.request(state, msg, output, code))
+	r.off += uint64(len(output))
+	if len(r.held) >= maxHeld || r.p.now().Sub(r.heldSince) >= r.interval {
+		return r.flush(ctx)
+	}
+	return false, nil
+}
+
+// flush sends the held reports, retrying transient errors.
+func (r *reporter) flush(ctx context.Context) (cancel bool, err error) {
+	if len(r.held) == 0 {
+		return false, nil
+	}
+	cancel, err = r.post(ctx, r.held, true)
+	if err == nil {
+		r.held = nil
+	}
+	return cancel, err
+}
+
+// post delivers reqs in order, retrying transient errors when retry is set.
+func (r *reporter) post(ctx context.Context, reqs []*provisioningv1.ReportActionRequest, retry bool) (cancel bool, err error) {
 	rt := retrier{b: r.p.Backoff}
 	for {
-		resp, err := r.pc.ReportAction(ctx, connect.NewRequest(req))
+		cancel, err := r.call(ctx, reqs)
 		if err == nil {
-			r.off += uint64(len(output))
-			if resp.Msg.GetCancel() {
+			if cancel {
 				r.p.log().Warn("workflow attempt superseded", "workflow", r.wf.GetId(), "attempt", r.wf.GetAttempt())
 			}
-			return resp.Msg.GetCancel(), nil
+			return cancel, nil
 		}
 		if !retry || errors.Is(err, errInvalidClient) || ctx.Err() != nil || !transient(err) {
 			return false, errors.Join(err, context.Cause(ctx))
@@ -468,4 +541,30 @@ func (r *reporter) send(ctx context.Context, state provisioningv1.ActionState, m
 			return false, err
 		}
 	}
+}
+
+// call makes one attempt at delivering reqs: one ReportActions call, or
+// ReportAction calls to a server without it (a report delivered before a
+// failed one is recorded once when sent again).
+func (r *reporter) call(ctx context.Context, reqs []*provisioningv1.ReportActionRequest) (cancel bool, err error) {
+	if len(reqs) > 1 && !r.single {
+		resp, err := r.pc.ReportActions(ctx, connect.NewRequest(&provisioningv1.ReportActionsRequest{Reports: reqs}))
+		if err == nil {
+			return resp.Msg.GetCancel(), nil
+		}
+		if connect.CodeOf(err) != connect.CodeUnimplemented {
+			return false, err
+		}
+		r.single = true
+	}
+	for _, req := range reqs {
+		resp, err := r.pc.ReportAction(ctx, connect.NewRequest(req))
+		if err != nil {
+			return false, err
+		}
+		if resp.Msg.GetCancel() {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -110,10 +110,15 @@ type southbound struct {
 	report      func(req *provisioningv1.ReportActionRequest) (*provisioningv1.ReportActionResponse, error)
 	reportIn    func(n int) (*hostv1.ReportInResponse, error)
 
+	// batched serves ReportActions; without it the call is Unimplemented
+	// (a server that predates it).
+	batched bool
+
 	mu      sync.Mutex
 	counts  map[string]int
 	issued  map[string]bool // valid tokens
 	reports []*provisioningv1.ReportActionRequest
+	batches []int // the number of reports of each ReportActions call
 }
 
 func (s *southbound) count(name string) int {
@@ -194,6 +199,27 @@ func (s *southbound) ReportAction(_ context.Context, req *connect.Request[provis
 		resp = &provisioningv1.ReportActionResponse{}
 	}
 	return connect.NewResponse(resp), nil
+}
+
+func (s *southbound) ReportActions(_ context.Context, req *connect.Request[provisioningv1.ReportActionsRequest]) (*connect.Response[provisioningv1.ReportActionsResponse], error) {
+	if !s.batched {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("no ReportActions here"))
+	}
+	if err := s.authorize(req.Header()); err != nil {
+		return nil, err
+	}
+	s.count("reportActions")
+	s.mu.Lock()
+	s.batches = append(s.batches, len(req.Msg.GetReports()))
+	s.reports = append(s.reports, req.Msg.GetReports()...)
+	s.mu.Unlock()
+	return connect.NewResponse(&provisioningv1.ReportActionsResponse{}), nil
+}
+
+func (s *southbound) gotBatches() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.batches...)
 }
 
 func (s *southbound) ReportIn(_ context.Context, req *connect.Request[hostv1.ReportInRequest]) (*connect.Response[hostv1.ReportInResponse], error) {
