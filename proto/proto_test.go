@@ -10,10 +10,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	_ "github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	_ "github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
@@ -154,19 +157,48 @@ func minus(a, b []string) []string {
 	return out
 }
 
-// tool finds a code generator on PATH or in ~/go/bin.
+// requireTools makes a missing tool a failure instead of a skip: in CI (CI=true,
+// or EIM_REQUIRE_TOOLS=1, which .ci/run sets after .ci/tools.sh), a check
+// that cannot run must not pass silently.
+func requireTools() bool {
+	return os.Getenv("EIM_REQUIRE_TOOLS") == "1" || os.Getenv("CI") == "true"
+}
+
+// goBin is where go install puts commands (.ci/tools.sh installs the
+// plugins and buf there), "" if the go command cannot say.
+var goBin = sync.OnceValue(func() string {
+	out, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output()
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) == 2 && lines[0] != "" {
+		return lines[0]
+	}
+	if gopath := filepath.SplitList(lines[len(lines)-1]); len(gopath) > 0 && gopath[0] != "" {
+		return filepath.Join(gopath[0], "bin")
+	}
+	return ""
+})
+
+// tool finds a tool in go install's directory (where .ci/tools.sh puts the
+// pinned versions), else on PATH. Without it the test is skipped, or fails
+// when requireTools says so.
 func tool(t *testing.T, name string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, "go", "bin", name)
+	if dir := goBin(); dir != "" {
+		p := filepath.Join(dir, name)
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
 	}
-	t.Skipf("%s not installed", name)
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if requireTools() {
+		t.Fatalf("%s not installed: run .ci/tools.sh", name)
+	}
+	t.Skipf("%s not installed (run .ci/tools.sh)", name)
 	return ""
 }
 
@@ -222,12 +254,111 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 	}
 }
 
-// TestBufLint runs buf lint (configuration in buf.yaml) when buf is
-// installed.
+// TestBufLint runs buf lint (configuration in buf.yaml).
 func TestBufLint(t *testing.T) {
 	buf := tool(t, "buf")
 	cmd := exec.Command(buf, "lint")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("buf lint: %v\n%s", err, b)
+	}
+}
+
+// released is the descriptor snapshot of the protocol as released agents
+// speak it; see generate.go for when and how it is refreshed.
+const released = "released.binpb"
+
+// TestBufBreaking checks that the .proto files still speak the released
+// protocol (rules in buf.yaml): adding messages, fields and RPCs passes;
+// deleting or renumbering them, changing a type, or removing an RPC fails.
+func TestBufBreaking(t *testing.T) {
+	buf := tool(t, "buf")
+	cmd := exec.Command(buf, "breaking", "--against", released)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("buf breaking --against %s: %v\n%s\nThis change breaks agents in the field. Make it additive (new fields, messages, RPCs; reserve what you remove) or start a new package version.", released, err, b)
+	}
+}
+
+// TestBufBreakingCatchesBreaks applies changes that break agents to a copy
+// of the .proto files and expects buf breaking to name each, so that a
+// snapshot or configuration that checks nothing cannot pass.
+func TestBufBreakingCatchesBreaks(t *testing.T) {
+	buf := tool(t, "buf")
+	against, err := filepath.Abs(released)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fieldRe := regexp.MustCompile(`(?m)^(\s+(?:repeated\s+|optional\s+)?[\w.]+\s+\w+\s*=\s*)(\d+)(\s*[;\[])`)
+	rpcLineRe := regexp.MustCompile(`(?m)^\s*rpc\s+\w+\s*\([^)]*\)\s*returns\s*\([^)]*\)\s*;\s*$`)
+	cases := []struct {
+		name, rule string
+		edit       func(src string) string
+	}{
+		{"fields renumbered", "FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED", func(src string) string {
+			return fieldRe.ReplaceAllStringFunc(src, func(m string) string {
+				p := fieldRe.FindStringSubmatch(m)
+				return p[1] + p[2] + "0000" + p[3]
+			})
+		}},
+		{"rpcs deleted", "RPC_NO_DELETE", func(src string) string { return rpcLineRe.ReplaceAllString(src, "") }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyFile(t, "buf.yaml", filepath.Join(dir, "buf.yaml"), nil)
+			for _, path := range protoFiles(t) {
+				copyFile(t, path, filepath.Join(dir, path), c.edit)
+			}
+			cmd := exec.Command(buf, "breaking", "--error-format=json", "--against", against)
+			cmd.Dir = dir
+			b, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(b), `"type":"`+c.rule+`"`) {
+				t.Errorf("buf breaking on %s: got %v\n%s\nwant a %s failure", c.name, err, b, c.rule)
+			}
+		})
+	}
+}
+
+func copyFile(t *testing.T, from, to string, edit func(string) string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edited := edit(string(b))
+		if edited == string(b) {
+			t.Fatalf("%s: the edit changed nothing", from)
+		}
+		b = []byte(edited)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReleasedSnapshot checks, without buf, that the snapshot is a
+// descriptor set of eim's packages with their services, so that an empty or
+// truncated file (against which nothing is ever breaking) fails.
+func TestReleasedSnapshot(t *testing.T) {
+	b, err := os.ReadFile(released)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set descriptorpb.FileDescriptorSet // a buf image decodes as one
+	if err := proto.Unmarshal(b, &set); err != nil {
+		t.Fatalf("%s: %v", released, err)
+	}
+	services := 0
+	for _, f := range set.GetFile() {
+		if !strings.HasPrefix(f.GetPackage(), "eim.") {
+			t.Errorf("%s: file %s has package %q, want eim.*", released, f.GetName(), f.GetPackage())
+		}
+		services += len(f.GetService())
+	}
+	if len(set.GetFile()) == 0 || services == 0 {
+		t.Fatalf("%s: got %d files with %d services, want the released protocol", released, len(set.GetFile()), services)
 	}
 }
