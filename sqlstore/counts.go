@@ -85,7 +85,7 @@ func (t *tx) count(ctx context.Context, c *codec, where string, list []any) (int
 		}
 	}
 	var n int
-	if err := t.tx.QueryRowContext(ctx, stmt, list...).Scan(&n); err != nil {
+	if err := t.queryRowBuilt(ctx, stmt, list).Scan(&n); err != nil {
 		return 0, t.fail(t.s.d.translate(fmt.Errorf("count %s: %w", c.kind, err), nil))
 	}
 	if !t.write {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/filter"
@@ -78,46 +80,113 @@ func (a *args) add(v any) string {
 	return "?"
 }
 
-// stmtCache keeps prepared statements for SQLite, where preparing a wide
-// INSERT costs more than running it; pgx caches prepared statements per
-// connection itself. The statements are prepared at Open, before any
-// transaction holds the single write connection, and the cache is
-// read-only afterwards; other statements run unprepared.
+// stmtCache keeps prepared statements for SQLite, where preparing costs
+// more than running most statements (a select of a wide table's columns is
+// mostly parsing, and the parser's allocations contend on one lock across
+// connections); pgx caches prepared statements per connection itself.
+//
+// The fixed statements are prepared at Open. Built statements (lists,
+// lookups, counts: their values are always parameters, so their texts are
+// few) are learnt: the first run of a text is unprepared and prepares it on
+// the side, outside any transaction, since a transaction holding the
+// single write connection cannot prepare on the pool without waiting for
+// itself; later runs use it. Reads of the cache take no lock.
 type stmtCache struct {
-	m map[*sql.DB]map[string]*sql.Stmt
+	stmts atomic.Pointer[map[stmtKey]*sql.Stmt] // replaced whole, never changed
+
+	mu      sync.Mutex // serializes changes of stmts and pending
+	pending map[stmtKey]bool
+	learnt  int
+
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // learning goroutines
 }
 
-func newStmtCache() *stmtCache { return &stmtCache{m: map[*sql.DB]map[string]*sql.Stmt{}} }
+type stmtKey struct {
+	db *sql.DB
+	q  string
+}
+
+// maxLearnt bounds the statements learnt per store: beyond it, new texts
+// run unprepared.
+const maxLearnt = 512
+
+func newStmtCache() *stmtCache {
+	c := &stmtCache{pending: map[stmtKey]bool{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.stmts.Store(&map[stmtKey]*sql.Stmt{})
+	return c
+}
+
+// add stores st under k; c.mu must be held.
+func (c *stmtCache) add(k stmtKey, st *sql.Stmt) {
+	old := *c.stmts.Load()
+	m := make(map[stmtKey]*sql.Stmt, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[k] = st
+	c.stmts.Store(&m)
+}
 
 // prepare adds the statements for db.
 func (c *stmtCache) prepare(ctx context.Context, db *sql.DB, qs []string) error {
-	byQ := c.m[db]
-	if byQ == nil {
-		byQ = map[string]*sql.Stmt{}
-		c.m[db] = byQ
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, q := range qs {
-		if byQ[q] != nil {
+		k := stmtKey{db, q}
+		if (*c.stmts.Load())[k] != nil {
 			continue
 		}
 		st, err := db.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", q, err)
 		}
-		byQ[q] = st
+		c.add(k, st)
 	}
 	return nil
 }
 
-func (c *stmtCache) get(db *sql.DB, q string) *sql.Stmt { return c.m[db][q] }
+func (c *stmtCache) get(db *sql.DB, q string) *sql.Stmt { return (*c.stmts.Load())[stmtKey{db, q}] }
 
-func (c *stmtCache) close() {
-	for _, byQ := range c.m {
-		for _, st := range byQ {
-			st.Close()
-		}
+// learn prepares q for db in the background, unless it is known, being
+// prepared, or the cache is full.
+func (c *stmtCache) learn(db *sql.DB, q string) {
+	k := stmtKey{db, q}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx.Err() != nil || c.pending[k] || c.learnt >= maxLearnt || (*c.stmts.Load())[k] != nil {
+		return
 	}
-	c.m = map[*sql.DB]map[string]*sql.Stmt{}
+	c.pending[k] = true
+	c.learnt++ // a text that fails to prepare is not tried again
+	c.wg.Go(func() {
+		st, err := db.PrepareContext(c.ctx, q)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.pending, k)
+		if err != nil {
+			return
+		}
+		if c.ctx.Err() != nil {
+			st.Close()
+			return
+		}
+		c.add(k, st)
+	})
+}
+
+// close stops learning and closes the statements.
+func (c *stmtCache) close() {
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range *c.stmts.Load() {
+		st.Close()
+	}
+	c.stmts.Store(&map[stmtKey]*sql.Stmt{})
 }
 
 // preparedWrites and preparedReads are the statements worth preparing.

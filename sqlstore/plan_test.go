@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/eimhq/eim"
 )
 
 // The writer connection of a store opened on a fresh data directory must
@@ -39,5 +42,53 @@ func TestFreshWriterPlansWithStatistics(t *testing.T) {
 	}
 	if got := strings.Join(plan, "; "); !strings.Contains(got, "USING INDEX hosts_serial_number_idx (serial_number=?)") {
 		t.Errorf("serial lookup plan on the writer = %q, want a search of hosts_serial_number_idx", got)
+	}
+}
+
+// A built statement is prepared once it has been seen, on the side, and
+// reused after that, by the writer and by readers alike.
+func TestBuiltStatementsAreLearnt(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const q = "SELECT COUNT(*) FROM hosts WHERE hosts.uuid = ? AND hosts.uuid <> ''"
+	for _, write := range []bool{false, true} {
+		db := s.rdb
+		if write {
+			db = s.db
+		}
+		if s.stmts.get(db, q) != nil {
+			t.Fatalf("write %v: learnt before use", write)
+		}
+		run := func() {
+			t.Helper()
+			fn := func(tx *tx) error {
+				var n int
+				return tx.queryRowBuilt(ctx, q, []any{"x"}).Scan(&n)
+			}
+			var err error
+			if write {
+				err = s.Update(ctx, "", func(etx eim.Tx) error { return fn(etx.(*tx)) })
+			} else {
+				err = s.View(ctx, "", func(etx eim.Tx) error { return fn(etx.(*tx)) })
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		run()
+		// The writer's preparation waits for the transaction that saw the
+		// text to end; wait for it here.
+		deadline := time.Now().Add(10 * time.Second)
+		for s.stmts.get(db, q) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("write %v: not learnt after its first run", write)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		run() // now prepared
 	}
 }

@@ -53,9 +53,29 @@ func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 }
 
 // queryBuilt runs a statement whose placeholders are already in the
-// dialect's form (built with args); it is not cached.
+// dialect's form (built with args). On SQLite it is prepared once it has
+// been seen (see stmtCache).
 func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, error) {
+	if t.s.stmts != nil {
+		db := t.db()
+		if st := t.s.stmts.get(db, q); st != nil {
+			return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		}
+		t.s.stmts.learn(db, q)
+	}
 	return t.tx.QueryContext(ctx, q, args...)
+}
+
+// queryRowBuilt is queryBuilt for a single row.
+func (t *tx) queryRowBuilt(ctx context.Context, q string, args []any) *sql.Row {
+	if t.s.stmts != nil {
+		db := t.db()
+		if st := t.s.stmts.get(db, q); st != nil {
+			return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		}
+		t.s.stmts.learn(db, q)
+	}
+	return t.tx.QueryRowContext(ctx, q, args...)
 }
 
 func (t *tx) db() *sql.DB {
