@@ -116,9 +116,10 @@ func (s *day0Server) start(apiAddr, agentAddr string) {
 	s.admin = client.New(s.api, strings.TrimSpace(string(tok)), s.hc)
 }
 
-// restart stops the server abruptly (its context is cancelled in the
-// middle of whatever the nodes are doing) and starts it again on the same
-// data directory and ports.
+// restart stops the server in the middle of whatever the nodes are doing
+// and starts it again on the same data directory and ports. The stop is
+// graceful (Main's context is cancelled: in-flight calls drain, batches
+// commit); kill_e2e_test.go kills a server process with SIGKILL instead.
 func (s *day0Server) restart() {
 	s.t.Helper()
 	s.stop()
@@ -386,7 +387,7 @@ func testDay0(t *testing.T, s *day0Server) {
 		})
 	})
 
-	t.Run("server restart mid-flow", func(t *testing.T) {
+	t.Run("server graceful restart mid-flow", func(t *testing.T) {
 		ids := sim.Generate(16, 8)
 		hostIDs := register(t, s, eim.DefaultProject, osID, ids)
 		done := make(chan *sim.Report, 1)
