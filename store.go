@@ -21,6 +21,13 @@ type Store interface {
 	// transaction commits when fn returns nil and rolls back otherwise.
 	Update(ctx context.Context, project string, fn func(Tx) error) error
 
+	// NodeCredentials returns what authenticating host id's node reads:
+	// a few columns of one row, in one statement outside any transaction,
+	// where Get decodes the whole host. Every southbound call makes this
+	// read, so it is kept this small. The host must be in project (any
+	// project when ""); ENOTFOUND otherwise.
+	NodeCredentials(ctx context.Context, project, hostID string) (NodeCredentials, error)
+
 	CreateProject(ctx context.Context, p *Project) error
 	// UpdateProject stores p.Settings of the existing project p.Name
 	// (ENOTFOUND when there is none).
@@ -72,12 +79,6 @@ type Tx interface {
 	// Delete removes a resource; ENOTFOUND when it does not exist.
 	Delete(ctx context.Context, k Kind, id string) error
 
-	// NodeCredentials returns what authenticating host id's node reads:
-	// a few columns of one row, where Get decodes the whole host. Every
-	// southbound call makes this read, so it is kept this small.
-	// ENOTFOUND when the host does not exist (in the transaction's
-	// project, when it has one).
-	NodeCredentials(ctx context.Context, hostID string) (NodeCredentials, error)
 }
 
 // NodeCredentials are the fields of a host that decide whether its node may

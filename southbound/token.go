@@ -91,12 +91,7 @@ func (s *Server) issue(r *http.Request, req tokenRequest) (tokenResponse, *oauth
 	if !ok {
 		return tokenResponse{}, badClient("unknown client")
 	}
-	var cred eim.NodeCredentials
-	err := s.store.View(r.Context(), "", func(tx eim.Tx) error {
-		var err error
-		cred, err = tx.NodeCredentials(r.Context(), hostID)
-		return err
-	})
+	cred, err := s.store.NodeCredentials(r.Context(), "", hostID)
 	switch {
 	case eim.ErrorCode(err) == eim.ENOTFOUND:
 		CheckSecret("", req.ClientSecret) // spend the same time as for a known client

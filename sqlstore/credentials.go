@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/eimhq/eim"
@@ -13,32 +15,44 @@ const (
 	nodeCredentialsScoped = nodeCredentials + " AND project = ?"
 )
 
-// NodeCredentials implements eim.Tx.
-func (t *tx) NodeCredentials(ctx context.Context, hostID string) (eim.NodeCredentials, error) {
+// NodeCredentials implements eim.Store. It is one statement on a reader
+// connection, without a transaction (a round trip on PostgreSQL, where a
+// scoped transaction takes four); the project condition keeps tenants
+// apart as row-level security does for transactions.
+func (s *Store) NodeCredentials(ctx context.Context, project, hostID string) (eim.NodeCredentials, error) {
 	var c eim.NodeCredentials
-	if err := t.check(); err != nil {
-		return c, err
+	select {
+	case <-s.closed:
+		return c, eim.Errorf(eim.EUNAVAILABLE, "the store is closed")
+	default:
 	}
 	args := []any{hostID}
 	q := nodeCredentials
-	if t.project != "" {
-		q, args = nodeCredentialsScoped, append(args, t.project)
+	if project != "" {
+		q, args = nodeCredentialsScoped, append(args, project)
 	}
-	rows, err := t.query(ctx, q, args...)
-	if err != nil {
-		return c, t.fail(t.s.d.translate(fmt.Errorf("get host %s credentials: %w", hostID, err), nil))
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return c, t.fail(t.s.d.translate(fmt.Errorf("get host %s credentials: %w", hostID, err), nil))
-		}
-		return c, eim.Errorf(eim.ENOTFOUND, "host %s not found", hostID)
+	var row *sql.Row
+	if st := s.stmtFor(s.rdb, q); st != nil {
+		row = st.QueryRowContext(ctx, args...)
+	} else {
+		row = s.rdb.QueryRowContext(ctx, s.d.rebind(q), args...)
 	}
 	var state string
-	if err := rows.Scan(&c.HostID, &c.Project, &state, &c.SecretHash, &c.Gen); err != nil {
-		return c, t.fail(fmt.Errorf("scan host %s credentials: %w", hostID, err))
+	err := row.Scan(&c.HostID, &c.Project, &state, &c.SecretHash, &c.Gen)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return c, eim.Errorf(eim.ENOTFOUND, "host %s not found", hostID)
+	case err != nil:
+		return c, s.d.translate(fmt.Errorf("get host %s credentials: %w", hostID, err), nil)
 	}
 	c.DesiredState = eim.HostState(state)
-	return c, rows.Close()
+	return c, nil
+}
+
+// stmtFor returns the prepared statement for q on db (SQLite), or nil.
+func (s *Store) stmtFor(db *sql.DB, q string) *sql.Stmt {
+	if s.stmts == nil {
+		return nil
+	}
+	return s.stmts.get(db, q)
 }

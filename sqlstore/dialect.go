@@ -191,7 +191,7 @@ func (c *stmtCache) close() {
 
 // preparedWrites and preparedReads are the statements worth preparing.
 func preparedWrites() []string {
-	qs := []string{revisionUpdate, eventInsert1, nodeCredentials, nodeCredentialsScoped}
+	qs := []string{revisionUpdate, eventInsert1}
 	for _, k := range eim.Kinds() {
 		c := codecOf(k)
 		qs = append(qs, c.insert, c.update, c.updateScoped, c.del, c.delScoped, c.get, c.getScoped)

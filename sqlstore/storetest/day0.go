@@ -157,8 +157,8 @@ func testWorkflowCascade(t *testing.T, s eim.Store) {
 	wantCode(t, err, eim.ENOTFOUND)
 }
 
-// NodeCredentials reads a host's credential fields, in its project or
-// unscoped, and nothing of another project.
+// NodeCredentials reads a host's credential fields, in its project or in
+// any, and nothing of another project.
 func testNodeCredentials(t *testing.T, s eim.Store) {
 	c := ctx(t)
 	p, other := project(t, s), project(t, s)
@@ -166,12 +166,7 @@ func testNodeCredentials(t *testing.T, s eim.Store) {
 		DesiredState: eim.HostStateOnboarded, NodeSecretHash: "abc123", NodeCredGen: 7}).(*eim.Host)
 	want := eim.NodeCredentials{HostID: h.ResourceID, Project: p, DesiredState: eim.HostStateOnboarded, SecretHash: "abc123", Gen: 7}
 	for _, scope := range []string{p, ""} {
-		var got eim.NodeCredentials
-		err := s.View(c, scope, func(tx eim.Tx) error {
-			var err error
-			got, err = tx.NodeCredentials(c, h.ResourceID)
-			return err
-		})
+		got, err := s.NodeCredentials(c, scope, h.ResourceID)
 		if err != nil {
 			t.Fatalf("scope %q: %v", scope, err)
 		}
@@ -182,34 +177,24 @@ func testNodeCredentials(t *testing.T, s eim.Store) {
 			t.Errorf("scope %q: credentials of an onboarded host with a secret are revoked", scope)
 		}
 	}
-	err := s.View(c, other, func(tx eim.Tx) error {
-		_, err := tx.NodeCredentials(c, h.ResourceID)
-		return err
-	})
-	if eim.ErrorCode(err) != eim.ENOTFOUND {
+	if _, err := s.NodeCredentials(c, other, h.ResourceID); eim.ErrorCode(err) != eim.ENOTFOUND {
 		t.Errorf("from another project: got %v, want ENOTFOUND", err)
 	}
-	err = s.View(c, p, func(tx eim.Tx) error {
-		_, err := tx.NodeCredentials(c, "host-00000000")
-		return err
-	})
-	if eim.ErrorCode(err) != eim.ENOTFOUND {
+	if _, err := s.NodeCredentials(c, p, "host-00000000"); eim.ErrorCode(err) != eim.ENOTFOUND {
 		t.Errorf("unknown host: got %v, want ENOTFOUND", err)
 	}
-	// Invalidation revokes, as does a host without a secret.
-	h.DesiredState = eim.HostStateUntrusted
+	// A write is seen at once; invalidation revokes, as does a host
+	// without a secret.
+	h.DesiredState, h.NodeCredGen = eim.HostStateUntrusted, 8
 	if err := s.Update(c, p, func(tx eim.Tx) error { return tx.Update(c, h) }); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Update(c, p, func(tx eim.Tx) error {
-		got, err := tx.NodeCredentials(c, h.ResourceID)
-		if err == nil && !got.Revoked() {
-			t.Errorf("an UNTRUSTED host's credentials are not revoked: %+v", got)
-		}
-		return err
-	})
+	got, err := s.NodeCredentials(c, p, h.ResourceID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !got.Revoked() || got.Gen != 8 {
+		t.Errorf("after invalidation: got %+v, want revoked at generation 8", got)
 	}
 	if !(eim.NodeCredentials{DesiredState: eim.HostStateOnboarded}).Revoked() {
 		t.Error("credentials without a secret hash are not revoked")
