@@ -72,7 +72,8 @@ func (r *Reaper) Run(ctx context.Context) error {
 	)
 	startWatch := func(after int64) {
 		wctx, cancel := context.WithCancel(ctx)
-		ch := make(chan feedItem)
+		// Buffered, so that events gather while a batch is reconciled.
+		ch := make(chan feedItem, maxReapBatch)
 		stop, feed = cancel, ch
 		wg.Go(func() {
 			for ev, err := range store.Watch(wctx, after, eim.KindHost, eim.KindInstance) {
@@ -101,6 +102,36 @@ func (r *Reaper) Run(ctx context.Context) error {
 			}
 			r.relist(ctx)
 		case it := <-feed:
+			// This event and those already waiting, as one batch.
+			updated := map[reapTarget]map[string]bool{}
+			for n := 0; ; n++ {
+				if it.err != nil {
+					break
+				}
+				lastOK = it.ev.Revision
+				// Only an update can set desired DELETED: creating a
+				// resource never does, so creates (the bulk of a fleet
+				// import) cost nothing.
+				if it.ev.Op == eim.OpUpdated {
+					t := reapTarget{it.ev.Project, it.ev.Kind}
+					if updated[t] == nil {
+						updated[t] = map[string]bool{}
+					}
+					updated[t][it.ev.ID] = true
+				}
+				if n+1 == maxReapBatch {
+					break
+				}
+				select {
+				case it = <-feed:
+					continue
+				default:
+				}
+				break
+			}
+			for t, ids := range updated {
+				r.reconcile(ctx, t, ids)
+			}
 			if it.err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -109,38 +140,55 @@ func (r *Reaper) Run(ctx context.Context) error {
 				stop()
 				wg.Wait()
 				feed = nil
-				continue
-			}
-			lastOK = it.ev.Revision
-			// Only an update can set desired DELETED: creating a resource
-			// never does, so creates (the bulk of a fleet import) cost nothing.
-			if it.ev.Op == eim.OpUpdated {
-				r.reconcile(ctx, it.ev.Project, it.ev.Kind, it.ev.ID)
 			}
 		}
 	}
 }
 
-// reconcile confirms the delete of one host or instance if it is wanted.
-func (r *Reaper) reconcile(ctx context.Context, project string, k eim.Kind, id string) {
-	var deleting bool
-	err := r.svc.store.View(ctx, project, func(tx eim.Tx) error {
-		res, err := tx.Get(ctx, k, id)
-		if err != nil {
-			return err
-		}
-		deleting = desiredDeleted(res)
-		return nil
+// maxReapBatch bounds the events the reaper reconciles together (within
+// the lists SQLite takes as parameters, see sqlstore).
+const maxReapBatch = 100
+
+// reapTarget is a kind of resource in a project.
+type reapTarget struct {
+	project string
+	kind    eim.Kind
+}
+
+// reconcile confirms the deletes wanted among the resources ids of t: one
+// query that returns only those whose desired state is DELETED, which is
+// usually none (most updates are managers writing status).
+func (r *Reaper) reconcile(ctx context.Context, t reapTarget, ids map[string]bool) {
+	list := make([]string, 0, len(ids))
+	for id := range ids {
+		list = append(list, id)
+	}
+	var deleting []eim.Resource
+	err := r.svc.store.View(ctx, t.project, func(tx eim.Tx) error {
+		var err error
+		deleting, _, err = tx.List(ctx, t.kind, eim.Query{Where: []eim.Cond{
+			{Field: "resourceId", Value: list},
+			{Field: "desiredState", Value: deletedState(t.kind)},
+		}, NoTotal: true})
+		return err
 	})
 	if err != nil {
-		if eim.ErrorCode(err) != eim.ENOTFOUND && ctx.Err() == nil {
-			r.log.Warn("reaper: read", "kind", k, "id", id, "err", err)
+		if ctx.Err() == nil {
+			r.log.Warn("reaper: read", "kind", t.kind, "project", t.project, "err", err)
 		}
 		return
 	}
-	if deleting {
-		r.confirm(ctx, project, k, id)
+	for _, res := range deleting {
+		r.confirm(ctx, t.project, t.kind, res.Base().ResourceID)
 	}
+}
+
+// deletedState is the desired state of a k (host or instance) to delete.
+func deletedState(k eim.Kind) string {
+	if k == eim.KindInstance {
+		return string(eim.InstanceStateDeleted)
+	}
+	return string(eim.HostStateDeleted)
 }
 
 func (r *Reaper) confirm(ctx context.Context, project string, k eim.Kind, id string) {
@@ -154,34 +202,22 @@ func (r *Reaper) confirm(ctx context.Context, project string, k eim.Kind, id str
 // relist confirms every pending delete of every project: instances first,
 // since a host goes only after its instance.
 func (r *Reaper) relist(ctx context.Context) {
-	for _, c := range []struct {
-		k     eim.Kind
-		state string
-	}{{eim.KindInstance, string(eim.InstanceStateDeleted)}, {eim.KindHost, string(eim.HostStateDeleted)}} {
+	// Instances first, since a host goes only after its instance.
+	for _, k := range []eim.Kind{eim.KindInstance, eim.KindHost} {
 		var items []eim.Resource
 		err := r.svc.store.View(ctx, "", func(tx eim.Tx) error {
 			var err error
-			items, _, err = tx.List(ctx, c.k, eim.Query{Where: []eim.Cond{{Field: "desiredState", Value: c.state}}})
+			items, _, err = tx.List(ctx, k, eim.Query{Where: []eim.Cond{{Field: "desiredState", Value: deletedState(k)}}})
 			return err
 		})
 		if err != nil {
 			if ctx.Err() == nil {
-				r.log.Warn("reaper: re-list", "kind", c.k, "err", err)
+				r.log.Warn("reaper: re-list", "kind", k, "err", err)
 			}
 			return
 		}
 		for _, it := range items {
-			r.confirm(ctx, it.Base().Project, c.k, it.Base().ResourceID)
+			r.confirm(ctx, it.Base().Project, k, it.Base().ResourceID)
 		}
 	}
-}
-
-func desiredDeleted(r eim.Resource) bool {
-	switch r := r.(type) {
-	case *eim.Host:
-		return r.DesiredState == eim.HostStateDeleted
-	case *eim.Instance:
-		return r.DesiredState == eim.InstanceStateDeleted
-	}
-	return false
 }

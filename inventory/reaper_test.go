@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -88,6 +89,48 @@ func TestReaperRelist(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run: got %v, want nil", err)
+		}
+	})
+}
+
+// A delete among a burst of status writes (a fleet's managers at work)
+// arrives in a batch of events: it is confirmed, and nothing else is.
+func TestReaperBatch(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		var hosts []*eim.Host
+		for i := range 150 {
+			hosts = append(hosts, e.host(fmt.Sprintf("h%03d", i), ""))
+		}
+		ctx, cancel := context.WithCancel(e.ctx)
+		done := make(chan error, 1)
+		r := inventory.NewReaper(e.svc, inventory.ReaperOptions{Interval: time.Hour})
+		go func() { done <- r.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		doomed := hosts[117]
+		// One transaction: the events are in the feed together, more than
+		// one batch of them.
+		noErr(t, e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+			for _, h := range hosts {
+				h.HostStatus, h.HostStatusIndicator = "Running", eim.StatusIdle
+				if h == doomed {
+					h.DesiredState = eim.HostStateDeleted
+				}
+				if err := tx.Update(e.ctx, h); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		e.gone(eim.KindHost, doomed.ResourceID)
+		page, err := e.svc.List(e.ctx, e.proj, eim.KindHost, inventory.ListQuery{PageSize: 100})
+		noErr(t, err)
+		if page.Total != 149 {
+			t.Errorf("hosts left: got %d, want 149", page.Total)
 		}
 	})
 }

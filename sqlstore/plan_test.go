@@ -92,3 +92,11 @@ func TestBuiltStatementsAreLearnt(t *testing.T) {
 		run() // now prepared
 	}
 }
+
+func TestInlineLen(t *testing.T) {
+	for _, c := range []struct{ n, want int }{{1, 1}, {2, 2}, {3, 4}, {5, 8}, {33, 64}, {64, 64}, {65, 100}, {100, 100}} {
+		if got := inlineLen(c.n); got != c.want {
+			t.Errorf("inlineLen(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}

@@ -102,6 +102,19 @@ func (t *tx) Count(ctx context.Context, k eim.Kind, q eim.Query) (int, error) {
 // maxInlineList is the longest list condition SQLite gets as parameters.
 const maxInlineList = 100
 
+// inlineLen is the number of parameters a list of n values is given: the
+// next of 1, 2, 4, …, 64 and maxInlineList.
+func inlineLen(n int) int {
+	l := 1
+	for l < n && l < 64 {
+		l *= 2
+	}
+	if l < n {
+		return maxInlineList
+	}
+	return l
+}
+
 // where renders " WHERE …" (or "") for the scope, the conditions and the
 // filter of q.
 func (t *tx) where(c *codec, q eim.Query, a *args) (string, error) {
@@ -152,9 +165,12 @@ func (t *tx) cond(c *codec, cond eim.Cond, a *args) (string, error) {
 			// walk of the whole project in id order with a bloom filter
 			// (it cannot tell how many values the JSON holds); a list of
 			// parameters gets the index on col.
-			ps := make([]string, len(v))
-			for i, x := range v {
-				ps[i] = a.add(x)
+			// Padded to a few lengths with the last value (harmless in
+			// IN), so that the statement texts, which are prepared once
+			// seen (see stmtCache), stay few.
+			ps := make([]string, inlineLen(len(v)))
+			for i := range ps {
+				ps[i] = a.add(v[min(i, len(v)-1)])
 			}
 			return name + " IN (" + strings.Join(ps, ", ") + ")", nil
 		}
