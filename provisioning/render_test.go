@@ -164,3 +164,47 @@ func TestActionTimeoutOverrides(t *testing.T) {
 		t.Fatalf("got timeouts %v, want [560 3600 30]", got)
 	}
 }
+
+func TestParseActionTimeout(t *testing.T) {
+	for _, c := range []struct {
+		in, name string
+		d        time.Duration
+		err      string
+	}{
+		{"stream-image=3h", "stream-image", 3 * time.Hour, ""},
+		{"write-file=2m", "write-file", 2 * time.Minute, ""},
+		{"stream-image", "", 0, "want NAME=DURATION"},
+		{"=3h", "", 0, "want NAME=DURATION"},
+		{"stream-imag=3h", "", 0, "no action is named stream-imag"},
+		{"erase-disk=soon", "", 0, "soon is not a duration"},
+		{"erase-disk=5s", "", 0, "outside 1m0s..48h0m0s"},
+		{"erase-disk=72h", "", 0, "outside 1m0s..48h0m0s"},
+	} {
+		name, d, err := provisioning.ParseActionTimeout(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: got error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || name != c.name || d != c.d {
+			t.Errorf("%q: got %q %v %v, want %q %v", c.in, name, d, err, c.name, c.d)
+		}
+	}
+}
+
+// Every action a workflow is rendered with can be given a timeout, by its
+// name and by its type.
+func TestEveryRenderedActionHasATimeoutKey(t *testing.T) {
+	e := newEnv(t, t.TempDir()+"/eim.db", nil)
+	h := e.host()
+	e.instance(h, e.os("https://images.example/a.raw", goodSha), nil)
+	e.getWorkflow(h.ResourceID) // renders it
+	for _, a := range e.workflow(h.ResourceID).Actions {
+		for _, key := range []string{a.Name, a.Type} {
+			if _, _, err := provisioning.ParseActionTimeout(key + "=1h"); err != nil {
+				t.Errorf("action %s (type %s): %v", a.Name, a.Type, err)
+			}
+		}
+	}
+}

@@ -57,6 +57,8 @@ type serverConfig struct {
 	tlsKey        string
 	tlsCA         string
 	bootArtifacts string
+	// actionTimeouts override the provisioning actions' default timeouts.
+	actionTimeouts map[string]time.Duration
 }
 
 func (c *cli) server(args []string) error {
@@ -81,6 +83,17 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.tlsKey, "tls-key", "", "key of --tls-cert")
 	fs.StringVar(&cfg.tlsCA, "tls-ca", "", "root CA of --tls-cert that nodes pin (default: the last certificate of --tls-cert)")
 	fs.StringVar(&cfg.bootArtifacts, "boot-artifacts", "", "directory of the micro-OS kernel and initramfs served under /boot/artifacts/ (default <data-dir>/boot)")
+	fs.Func("action-timeout", "NAME=DURATION: the timeout of a provisioning action, by name or type (repeatable; e.g. stream-image=4h; defaults: stream-image 9800s, others 560s)", func(v string) error {
+		name, d, err := provisioning.ParseActionTimeout(v)
+		if err != nil {
+			return err
+		}
+		if cfg.actionTimeouts == nil {
+			cfg.actionTimeouts = map[string]time.Duration{}
+		}
+		cfg.actionTimeouts[name] = d
+		return nil
+	})
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -185,7 +198,7 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	provOpts := provisioning.Options{
 		Store: store, Batcher: batcher, Logger: log,
 		AgentURL: agentURL, CACertPEM: ca.CACertPEM(), CAFingerprint: ca.Fingerprint(),
-		ArtifactsDir: cfg.bootArtifacts,
+		ArtifactsDir: cfg.bootArtifacts, ActionTimeouts: cfg.actionTimeouts,
 	}
 	prov := provisioning.New(provOpts)
 	onb := onboarding.New(onboarding.Options{

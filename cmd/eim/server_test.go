@@ -180,6 +180,9 @@ func TestServerAgentFlags(t *testing.T) {
 		{"ca without cert", []string{"--tls-ca", "ca.crt"}},
 		{"http agent url", []string{"--agent-url", "http://eim.example.com"}},
 		{"agent url with query", []string{"--agent-url", "https://eim.example.com/?a=b"}},
+		{"unknown action in a timeout", []string{"--action-timeout", "stream-imag=3h"}},
+		{"action timeout too short", []string{"--action-timeout", "erase-disk=5s"}},
+		{"action timeout without a duration", []string{"--action-timeout", "erase-disk"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut syncBuffer
