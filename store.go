@@ -78,7 +78,6 @@ type Tx interface {
 	Update(ctx context.Context, r Resource) error
 	// Delete removes a resource; ENOTFOUND when it does not exist.
 	Delete(ctx context.Context, k Kind, id string) error
-
 }
 
 // NodeCredentials are the fields of a host that decide whether its node may
