@@ -82,30 +82,12 @@ func (s *Service) RegisterHost(ctx context.Context, project string, reg HostRegi
 	if err := checkProject(project); err != nil {
 		return nil, err
 	}
-	if err := checkRegistration(&reg, false); err != nil {
+	h, err := NewRegisteredHost(reg)
+	if err != nil {
 		return nil, err
 	}
-	h := &eim.Host{Name: reg.Name, SerialNumber: reg.SerialNumber, UUID: reg.UUID, UserLvmSize: reg.UserLvmSize}
-	if h.Name == "" {
-		h.Name = reg.SerialNumber
-		if h.Name == "" {
-			h.Name = reg.UUID
-		}
-	}
-	h.DesiredState = eim.HostStateRegistered
-	if reg.AutoOnboard {
-		h.DesiredState = eim.HostStateOnboarded
-	}
-	if reg.EnableVpro {
-		h.DesiredAmtState = eim.AmtStateProvisioned
-	}
-	hostDefaults(h)
-	if err := eim.Validate(h); err != nil {
-		return nil, err
-	}
-	normalizeEnums(h)
 	var out *eim.Host
-	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
+	err = s.store.Update(ctx, project, func(tx eim.Tx) error {
 		if err := checkSerialFree(ctx, tx, h.SerialNumber, h.UUID, ""); err != nil {
 			return err
 		}
