@@ -110,6 +110,7 @@ func TestReportActionsAllOrNothing(t *testing.T) {
 			{"bad field", []*provisioningv1.ReportActionRequest{rep(wf, 0, succeeded, "", ""), rep(wf, 1, 0, "", "")},
 				"reports[1]: state: required"},
 			{"none", nil, "reports: at least one is required"},
+			{"a nil report", []*provisioningv1.ReportActionRequest{rep(wf, 0, succeeded, "", ""), nil}, "reports[1]: missing"},
 			{"too many", make([]*provisioningv1.ReportActionRequest, 33), "reports: 33, at most 32 per call"},
 		} {
 			_, err := e.reportAll(h.ResourceID, c.ms...)

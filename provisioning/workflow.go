@@ -316,16 +316,18 @@ const maxReports = 32
 // checkReport validates a report's fields before any is applied.
 func checkReport(m *provisioningv1.ReportActionRequest) error {
 	switch {
-	case len(m.Output) > maxOutput:
-		return fmt.Errorf("output: %d bytes, at most %d per report", len(m.Output), maxOutput)
-	case len(m.Message) > 4096:
+	case m == nil:
+		return errors.New("missing")
+	case len(m.GetOutput()) > maxOutput:
+		return fmt.Errorf("output: %d bytes, at most %d per report", len(m.GetOutput()), maxOutput)
+	case len(m.GetMessage()) > 4096:
 		return errors.New("message: longer than 4096 bytes")
-	case m.State == provisioningv1.ActionState_ACTION_STATE_UNSPECIFIED:
+	case m.GetState() == provisioningv1.ActionState_ACTION_STATE_UNSPECIFIED:
 		return errors.New("state: required")
-	case m.State > provisioningv1.ActionState_ACTION_STATE_FAILED:
-		return fmt.Errorf("state: unknown value %d", m.State)
-	case !eim.ValidID(eim.KindWorkflow, m.WorkflowId):
-		return fmt.Errorf("workflow_id: %q is not a workflow ID", m.WorkflowId)
+	case m.GetState() > provisioningv1.ActionState_ACTION_STATE_FAILED:
+		return fmt.Errorf("state: unknown value %d", m.GetState())
+	case !eim.ValidID(eim.KindWorkflow, m.GetWorkflowId()):
+		return fmt.Errorf("workflow_id: %q is not a workflow ID", m.GetWorkflowId())
 	}
 	return nil
 }
