@@ -385,6 +385,55 @@ func testDay0(t *testing.T, s *day0Server) {
 				t.Fatalf("report in with a new token after invalidate: got %v, want %v", err, agent.ErrCredentialsRevoked)
 			}
 		})
+
+		t.Run("deleted node", func(t *testing.T) {
+			t.Parallel()
+			id := sim.Generate(1, 9)[0]
+			hostIDs := register(t, s, eim.DefaultProject, osID, []sim.Identity{id})
+			hc := s.agentClient(t)
+			p := &agent.Provisioner{Client: hc, URL: s.agentURL, Exec: &sim.Executor{},
+				Identity: agent.Identity{UUID: id.UUID, Serial: id.Serial, Hostname: id.Hostname},
+				Backoff:  agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second}}
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			res, err := p.Run(pctx)
+			if err != nil || !res.Rebooted {
+				t.Fatalf("provisioner: got %+v, %v; want rebooted", res, err)
+			}
+			node := &agent.Node{Client: hc, Config: agent.NodeConfig{URL: s.agentURL, ClientID: res.ClientID, ClientSecret: res.ClientSecret, TokenURL: res.TokenURL, HostID: res.HostID, Project: res.Project}}
+			if _, err := node.ReportIn(pctx); err != nil {
+				t.Fatalf("report in: %v", err)
+			}
+			var h eim.Host
+			if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, hostIDs[0], &h); err != nil || h.Instance == nil {
+				t.Fatalf("host %s: %v, instance %v", hostIDs[0], err, h.Instance)
+			}
+			// Through the REST API, as a user deletes a machine: the
+			// instance first (a host with one cannot go), then the host.
+			if err := s.admin.Delete(ctx, eim.DefaultProject, eim.KindInstance, h.Instance.ResourceID); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the instance removed", func() bool {
+				var in eim.Instance
+				return eim.ErrorCode(s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, h.Instance.ResourceID, &in)) == eim.ENOTFOUND
+			})
+			if err := s.admin.Delete(ctx, eim.DefaultProject, eim.KindHost, hostIDs[0]); err != nil {
+				t.Fatal(err)
+			}
+			// Revoked as soon as the delete is asked for, before the row goes.
+			_, err = node.ReportIn(pctx)
+			if !errors.Is(err, agent.ErrCredentialsRevoked) && connect.CodeOf(err) != connect.CodeUnauthenticated {
+				t.Fatalf("report in after delete: got %v, want credentials revoked (401)", err)
+			}
+			waitFor(t, "the host removed", func() bool {
+				var gone eim.Host
+				return eim.ErrorCode(s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, hostIDs[0], &gone)) == eim.ENOTFOUND
+			})
+			fresh := &agent.Node{Client: hc, Config: node.Config}
+			if _, err := fresh.ReportIn(pctx); !errors.Is(err, agent.ErrCredentialsRevoked) {
+				t.Fatalf("report in with a new token after the host is gone: got %v, want %v", err, agent.ErrCredentialsRevoked)
+			}
+		})
 	})
 
 	t.Run("server graceful restart mid-flow", func(t *testing.T) {
