@@ -279,8 +279,8 @@ func (p *Provisioner) runWorkflow(ctx context.Context, pc provisioningv1connect.
 		p.phase("action:" + a.GetName())
 		rep.start(a)
 		// No RUNNING report up front: an action that ends within the
-		// output interval is reported once, when it ends (half the writes
-		// of a fleet provisioning at once); a longer one is reported
+		// output interval is reported once, when it ends, and that report
+		// waits for company (see reporter); a longer one is reported
 		// RUNNING at the first tick (see runAction).
 		if _, ok := a.GetSpec().(*provisioningv1.Action_Reboot); ok {
 			// Reported first: after the reboot there is nobody to report.
