@@ -64,6 +64,11 @@ const (
 	PowerStateUnspecified PowerState = "POWER_STATE_UNSPECIFIED"
 	PowerStateOn          PowerState = "POWER_STATE_ON"
 	PowerStateOff         PowerState = "POWER_STATE_OFF"
+	PowerStateReset       PowerState = "POWER_STATE_RESET"
+	PowerStatePowerCycle  PowerState = "POWER_STATE_POWER_CYCLE"
+
+	BaremetalControllerKindUnspecified BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_UNSPECIFIED"
+	BaremetalControllerKindNone        BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_NONE"
 
 	PowerCommandPolicyUnspecified PowerCommandPolicy = "POWER_COMMAND_POLICY_UNSPECIFIED"
 	PowerCommandPolicyImmediate   PowerCommandPolicy = "POWER_COMMAND_POLICY_IMMEDIATE"

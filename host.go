@@ -68,6 +68,16 @@ type Host struct {
 
 	Metadata Metadata `json:"metadata" eim:"w"`
 
+	// Hardware children, as the node last reported them (see hardware.go).
+	HostStorages List[HostStorage] `json:"hostStorages"`
+	HostNics     List[HostNic]     `json:"hostNics"`
+	HostUsbs     List[HostUsb]     `json:"hostUsbs"`
+	HostGpus     List[HostGpu]     `json:"hostGpus"`
+	// HardwareDigest names the hardware report the fields above come from
+	// (the host module compares it to skip unchanged reports); never on
+	// the wire.
+	HardwareDigest string `json:"-" db:"hardware_digest"`
+
 	// Node credentials (southbound): the lower-case hex SHA-256 of the
 	// node's client secret ("" = none) and a generation bumped on every
 	// issue and revoke, which node tokens carry. Stored, never on the wire.

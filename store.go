@@ -3,6 +3,7 @@ package eim
 import (
 	"context"
 	"iter"
+	"time"
 )
 
 // Store is the persistence port: the only place state lives. Implementations
@@ -27,6 +28,15 @@ type Store interface {
 	// read, so it is kept this small. The host must be in project (any
 	// project when ""); ENOTFOUND otherwise.
 	NodeCredentials(ctx context.Context, project, hostID string) (NodeCredentials, error)
+
+	// SaveLastSeen records when nodes were last heard from. The host module
+	// keeps liveness in memory and flushes it here in batches, so that a
+	// heartbeat is not a write. A time older than the one stored is
+	// ignored; hosts that no longer exist are skipped. Not in the feed.
+	SaveLastSeen(ctx context.Context, seen []LastSeen) error
+	// LastSeen returns every recorded time (what the host module knows
+	// after a restart). A host's record goes with the host.
+	LastSeen(ctx context.Context) ([]LastSeen, error)
 
 	CreateProject(ctx context.Context, p *Project) error
 	// UpdateProject stores p.Settings of the existing project p.Name
@@ -94,6 +104,13 @@ type NodeCredentials struct {
 // being invalidated or deleted, or has no credentials.
 func (c NodeCredentials) Revoked() bool {
 	return c.DesiredState == HostStateUntrusted || c.DesiredState == HostStateDeleted || c.SecretHash == ""
+}
+
+// LastSeen is when a host's node was last heard from.
+type LastSeen struct {
+	Project string
+	HostID  string
+	At      time.Time
 }
 
 // Query selects resources of one kind.
@@ -168,7 +185,23 @@ type ProjectSettings struct {
 	// ONBOARDED when AutoOnboardEnrolled. The API never shows the hash.
 	EnrollmentTokenHash string `json:"enrollmentTokenHash,omitempty"`
 	AutoOnboardEnrolled bool   `json:"autoOnboardEnrolled,omitempty"`
+	// HeartbeatIntervalSeconds is how often the project's nodes send a
+	// heartbeat, and HeartbeatTimeoutSeconds how long without one makes a
+	// host "No Connection"; 0 means the server's default (10 s, and three
+	// missed intervals). See MinHeartbeatInterval and friends.
+	HeartbeatIntervalSeconds uint32 `json:"heartbeatIntervalSeconds,omitempty"`
+	HeartbeatTimeoutSeconds  uint32 `json:"heartbeatTimeoutSeconds,omitempty"`
 }
+
+// Bounds of the heartbeat settings. The timeout must cover at least two
+// intervals, or one late heartbeat would flag a healthy host.
+const (
+	DefaultHeartbeatInterval = 10
+	DefaultHeartbeatMisses   = 3
+	MinHeartbeatInterval     = 5
+	MaxHeartbeatInterval     = 3600
+	MaxHeartbeatTimeout      = 86400
+)
 
 // DefaultProject is created on first start.
 const DefaultProject = "default"

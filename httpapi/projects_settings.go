@@ -33,6 +33,9 @@ type projectSettingsView struct {
 	DefaultCustomConfigIDs []string `json:"defaultCustomConfigIds"`
 	Enrollment             bool     `json:"enrollment"`
 	AutoOnboardEnrolled    bool     `json:"autoOnboardEnrolled"`
+	// 0: the server's default.
+	HeartbeatIntervalSeconds uint32 `json:"heartbeatIntervalSeconds"`
+	HeartbeatTimeoutSeconds  uint32 `json:"heartbeatTimeoutSeconds"`
 }
 
 // viewProject returns the wire shape of p (which may be shown to anyone
@@ -52,6 +55,9 @@ func viewProject(p *eim.Project) *projectView {
 			DefaultCustomConfigIDs: ids,
 			Enrollment:             p.Settings.EnrollmentTokenHash != "",
 			AutoOnboardEnrolled:    p.Settings.AutoOnboardEnrolled,
+
+			HeartbeatIntervalSeconds: p.Settings.HeartbeatIntervalSeconds,
+			HeartbeatTimeoutSeconds:  p.Settings.HeartbeatTimeoutSeconds,
 		},
 	}
 }
@@ -97,16 +103,20 @@ func (h *handler) updateProjectSettings(w http.ResponseWriter, r *http.Request, 
 // settingsFields maps the body's member names (camelCase and snake_case)
 // to one canonical name each.
 var settingsFields = map[string]string{
-	"defaultOsId":               "defaultOsId",
-	"default_os_id":             "defaultOsId",
-	"defaultLocalAccountId":     "defaultLocalAccountId",
-	"default_local_account_id":  "defaultLocalAccountId",
-	"defaultCustomConfigIds":    "defaultCustomConfigIds",
-	"default_custom_config_ids": "defaultCustomConfigIds",
-	"autoOnboardEnrolled":       "autoOnboardEnrolled",
-	"auto_onboard_enrolled":     "autoOnboardEnrolled",
-	"enrollmentToken":           "enrollmentToken",
-	"enrollment_token":          "enrollmentToken",
+	"defaultOsId":                "defaultOsId",
+	"default_os_id":              "defaultOsId",
+	"defaultLocalAccountId":      "defaultLocalAccountId",
+	"default_local_account_id":   "defaultLocalAccountId",
+	"defaultCustomConfigIds":     "defaultCustomConfigIds",
+	"default_custom_config_ids":  "defaultCustomConfigIds",
+	"autoOnboardEnrolled":        "autoOnboardEnrolled",
+	"auto_onboard_enrolled":      "autoOnboardEnrolled",
+	"heartbeatIntervalSeconds":   "heartbeatIntervalSeconds",
+	"heartbeat_interval_seconds": "heartbeatIntervalSeconds",
+	"heartbeatTimeoutSeconds":    "heartbeatTimeoutSeconds",
+	"heartbeat_timeout_seconds":  "heartbeatTimeoutSeconds",
+	"enrollmentToken":            "enrollmentToken",
+	"enrollment_token":           "enrollmentToken",
 }
 
 // decodeSettingsChange decodes a PATCH …/settings body. Members absent keep
@@ -141,6 +151,12 @@ func decodeSettingsChange(body []byte) (inventory.SettingsChange, error) {
 		case "autoOnboardEnrolled":
 			ch.AutoOnboardEnrolled = new(bool)
 			return decodeBool(name, raw, ch.AutoOnboardEnrolled)
+		case "heartbeatIntervalSeconds":
+			ch.HeartbeatIntervalSeconds = new(uint32)
+			return setField(name, reflect.ValueOf(ch.HeartbeatIntervalSeconds).Elem(), raw)
+		case "heartbeatTimeoutSeconds":
+			ch.HeartbeatTimeoutSeconds = new(uint32)
+			return setField(name, reflect.ValueOf(ch.HeartbeatTimeoutSeconds).Elem(), raw)
 		}
 		// enrollmentToken: "" (or null) would silently keep the token.
 		if err := decodeString(name, raw, &ch.EnrollmentToken); err != nil {

@@ -29,6 +29,10 @@ type SettingsChange struct {
 	DefaultLocalAccountID  *string
 	DefaultCustomConfigIDs *[]string
 	AutoOnboardEnrolled    *bool
+	// HeartbeatIntervalSeconds and HeartbeatTimeoutSeconds: 0 restores
+	// the server's default.
+	HeartbeatIntervalSeconds *uint32
+	HeartbeatTimeoutSeconds  *uint32
 	// EnrollmentToken is "", EnrollmentTokenNew or EnrollmentTokenNone.
 	EnrollmentToken string
 }
@@ -73,6 +77,15 @@ func (s *Service) UpdateProjectSettings(ctx context.Context, project string, ch 
 	if ch.AutoOnboardEnrolled != nil {
 		set.AutoOnboardEnrolled = *ch.AutoOnboardEnrolled
 	}
+	if ch.HeartbeatIntervalSeconds != nil {
+		set.HeartbeatIntervalSeconds = *ch.HeartbeatIntervalSeconds
+	}
+	if ch.HeartbeatTimeoutSeconds != nil {
+		set.HeartbeatTimeoutSeconds = *ch.HeartbeatTimeoutSeconds
+	}
+	if err := checkHeartbeat(set); err != nil {
+		return nil, "", err
+	}
 	var token string
 	switch ch.EnrollmentToken {
 	case EnrollmentTokenNew:
@@ -85,6 +98,29 @@ func (s *Service) UpdateProjectSettings(ctx context.Context, project string, ch 
 		return nil, "", err
 	}
 	return p, token, nil
+}
+
+// checkHeartbeat checks the heartbeat settings together: the timeout must
+// cover two intervals (the server's default interval, 10 s, where the
+// project sets none).
+func checkHeartbeat(set eim.ProjectSettings) error {
+	iv, to := set.HeartbeatIntervalSeconds, set.HeartbeatTimeoutSeconds
+	if iv != 0 && (iv < eim.MinHeartbeatInterval || iv > eim.MaxHeartbeatInterval) {
+		return eim.Errorf(eim.EINVALID, "heartbeatIntervalSeconds: must be 0 (the default) or %d..%d, got %d", eim.MinHeartbeatInterval, eim.MaxHeartbeatInterval, iv)
+	}
+	if to == 0 {
+		return nil
+	}
+	if to > eim.MaxHeartbeatTimeout {
+		return eim.Errorf(eim.EINVALID, "heartbeatTimeoutSeconds: must be 0 (the default) or at most %d, got %d", eim.MaxHeartbeatTimeout, to)
+	}
+	if iv == 0 {
+		iv = eim.DefaultHeartbeatInterval
+	}
+	if to < 2*iv {
+		return eim.Errorf(eim.EINVALID, "heartbeatTimeoutSeconds: must be at least two heartbeat intervals (%d s), got %d", 2*iv, to)
+	}
+	return nil
 }
 
 // checkSettingsChange validates the form of ch (no store access).

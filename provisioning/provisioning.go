@@ -13,15 +13,11 @@ package provisioning
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/eimhq/eim"
-	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
 	"github.com/eimhq/eim/southbound"
 )
@@ -77,10 +73,9 @@ type Service struct {
 	instances sync.Map
 }
 
-var (
-	_ provisioningv1connect.ProvisioningServiceHandler = (*Service)(nil)
-	_ hostv1connect.HostServiceHandler                 = (*Service)(nil)
-)
+// Service is the provisioning service; its ReportIn is served by the host
+// module's HostService (hostmgr), which calls it.
+var _ provisioningv1connect.ProvisioningServiceHandler = (*Service)(nil)
 
 // Defaults.
 const (
@@ -137,47 +132,11 @@ func (b storeBatcher) DoIn(ctx context.Context, project string, fn func(eim.Tx) 
 // caller returns the node of a southbound call (set by the southbound
 // interceptor), or an Unauthenticated error.
 func (s *Service) caller(ctx context.Context) (southbound.Node, error) {
-	n, ok := southbound.NodeFrom(ctx)
-	if !ok || n.HostID == "" || n.Project == "" {
-		return southbound.Node{}, connect.NewError(connect.CodeUnauthenticated, errNoNode)
-	}
-	return n, nil
+	return southbound.Caller(ctx)
 }
-
-var errNoNode = errors.New("no node credentials")
 
 // rpcError translates an error of this package or the store into a Connect
 // error once, at the edge; internal details are logged, not sent.
 func (s *Service) rpcError(ctx context.Context, op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return ce
-	}
-	if ctx.Err() != nil {
-		return connect.NewError(connect.CodeCanceled, ctx.Err())
-	}
-	code := connect.CodeInternal
-	switch eim.ErrorCode(err) {
-	case eim.ENOTFOUND:
-		code = connect.CodeNotFound
-	case eim.EINVALID, eim.ETOOLARGE:
-		code = connect.CodeInvalidArgument
-	case eim.EPRECONDITION:
-		code = connect.CodeFailedPrecondition
-	case eim.ECONFLICT:
-		code = connect.CodeAborted
-	case eim.EUNAUTHORIZED:
-		code = connect.CodeUnauthenticated
-	case eim.EFORBIDDEN:
-		code = connect.CodePermissionDenied
-	case eim.EUNAVAILABLE:
-		code = connect.CodeUnavailable
-	}
-	if code == connect.CodeInternal {
-		s.log.Error("provisioning: "+op, "err", err)
-	}
-	return connect.NewError(code, errors.New(eim.ErrorMessage(err)))
+	return southbound.Error(ctx, s.log, "provisioning: "+op, err)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/hostmgr"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
@@ -48,7 +49,7 @@ func TestOverSouthbound(t *testing.T) {
 		sb := southbound.New(southbound.Options{Store: e.store, Issuer: iss})
 		ic := connect.WithInterceptors(sb.Interceptor())
 		sb.Mount(provisioningv1connect.NewProvisioningServiceHandler(e.svc, ic))
-		sb.Mount(hostv1connect.NewHostServiceHandler(e.svc, ic))
+		sb.Mount(hostv1connect.NewHostServiceHandler(hostmgr.New(hostmgr.Options{Store: e.store, ReportIn: e.svc.ReportIn}), ic))
 		srv := httptest.NewServer(sb)
 		t.Cleanup(srv.Close)
 

@@ -100,3 +100,37 @@ func TestInlineLen(t *testing.T) {
 		}
 	}
 }
+
+// The host module's scan for hosts stuck "Rebooting" (all projects) reads
+// them through the status index, while a project's host list filtered by
+// status still walks the project in id order and stops at its page.
+func TestHostStatusPlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct{ q, want string }{
+		{"SELECT hosts.id FROM hosts WHERE hosts.host_status = ? ORDER BY hosts.id LIMIT 500", "USING INDEX hosts_host_status_idx (host_status=?)"},
+		{"SELECT hosts.id FROM hosts WHERE hosts.project = ? AND hosts.host_status = ? ORDER BY hosts.id LIMIT 20", "(project=?)"},
+	} {
+		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, "a", "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if got := strings.Join(plan, "; "); !strings.Contains(got, tc.want) {
+			t.Errorf("plan of %q = %q, want %q", tc.q, got, tc.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/hostmgr"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/onboarding"
@@ -212,7 +213,8 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	small := connect.WithCompressMinBytes(4 << 10)
 	sb.Mount(onboardingv1connect.NewOnboardingServiceHandler(onb, small))
 	sb.Mount(provisioningv1connect.NewProvisioningServiceHandler(prov, nodeAuth, small))
-	sb.Mount(hostv1connect.NewHostServiceHandler(prov, nodeAuth, small))
+	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Logger: log})
+	sb.Mount(hostv1connect.NewHostServiceHandler(hosts, nodeAuth, small))
 	asrv := &http.Server{
 		Handler:           sb,
 		TLSConfig:         ca.ServerTLS(),
@@ -283,6 +285,12 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		// An error once the server is stopping is the stop itself.
 		if err := prov.Run(gctx); err != nil && gctx.Err() == nil {
 			return fmt.Errorf("provisioning: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := hosts.Run(gctx); err != nil && gctx.Err() == nil {
+			return fmt.Errorf("host module: %w", err)
 		}
 		return nil
 	})

@@ -46,6 +46,8 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"HiddenStoredFields", testHiddenFields},
 		{"WorkflowCascade", testWorkflowCascade},
 		{"NodeCredentials", testNodeCredentials},
+		{"LastSeen", testLastSeen},
+		{"HardwareRoundTrip", testHardwareRoundTrip},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,12 +174,27 @@ func setValue(t *testing.T, f *eim.Field, v reflect.Value, n int64) {
 				{Seq: 1, Time: eim.TimeFromUnixMilli(1_700_000_000_000 + n), Attempt: 1, Action: -1, Message: "started"},
 				{Seq: 2, Time: eim.TimeFromUnixMilli(1_700_000_000_500 + n), Attempt: 1, Action: 0, Name: "erase", State: eim.ActionRunning, Output: fmt.Sprint("line ", n, "\n\x00ü")},
 			}))
+		case reflect.TypeFor[eim.List[eim.HostStorage]]():
+			v.Set(reflect.ValueOf(eim.List[eim.HostStorage]{{DeviceName: fmt.Sprint("sd", n), CapacityBytes: 1 << 40, Timestamps: sampleTimestamps(n)}}))
+		case reflect.TypeFor[eim.List[eim.HostNic]]():
+			v.Set(reflect.ValueOf(eim.List[eim.HostNic]{{DeviceName: fmt.Sprint("eth", n), Mtu: 9000,
+				LinkState:   eim.NicLinkState{Type: eim.LinkStateDown, Timestamps: sampleTimestamps(n)},
+				IPAddresses: eim.List[eim.IPAddress]{{ResourceID: "ipaddr-00000001", Address: "198.51.100.7/25", Status: eim.IPAddressStatusConfigurationError, StatusDetail: "duplicate"}},
+				Timestamps:  sampleTimestamps(n)}}))
+		case reflect.TypeFor[eim.List[eim.HostUsb]]():
+			v.Set(reflect.ValueOf(eim.List[eim.HostUsb]{{IDVendor: "8087", Bus: 3, Addr: uint32(n % 100), Timestamps: sampleTimestamps(n)}}))
+		case reflect.TypeFor[eim.List[eim.HostGpu]]():
+			v.Set(reflect.ValueOf(eim.List[eim.HostGpu]{{PciID: "0000:03:00.0", Capabilities: eim.List[string]{"a", fmt.Sprint(n)}, Timestamps: sampleTimestamps(n)}}))
 		default:
 			t.Fatalf("storetest: no sample value for %s (%s): extend setValue", f.Name, v.Type())
 		}
 	default:
 		t.Fatalf("storetest: no sample value for %s (%s): extend setValue", f.Name, v.Type())
 	}
+}
+
+func sampleTimestamps(n int64) eim.Timestamps {
+	return eim.Timestamps{CreatedAt: eim.TimeFromUnixMilli(1_700_000_000_000 + n), UpdatedAt: eim.TimeFromUnixMilli(1_700_000_002_000 + n)}
 }
 
 // stored returns a copy of r with only stored fields, for comparisons.

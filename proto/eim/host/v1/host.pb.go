@@ -4,8 +4,9 @@
 // 	protoc        v3.21.12
 // source: eim/host/v1/host.proto
 
-// The host module: a node running its installed OS reports in (and, in later
-// versions, sends heartbeats and hardware inventory).
+// The host module: a node running its installed OS reports in, sends
+// heartbeats and its hardware inventory, and learns host actions (reboot,
+// shut down) in the heartbeat's answer.
 
 package hostv1
 
@@ -23,6 +24,207 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+type Health_State int32
+
+const (
+	Health_STATE_UNSPECIFIED Health_State = 0
+	Health_STATE_HEALTHY     Health_State = 1
+	Health_STATE_DEGRADED    Health_State = 2
+	Health_STATE_UNHEALTHY   Health_State = 3
+)
+
+// Enum value maps for Health_State.
+var (
+	Health_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_HEALTHY",
+		2: "STATE_DEGRADED",
+		3: "STATE_UNHEALTHY",
+	}
+	Health_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_HEALTHY":     1,
+		"STATE_DEGRADED":    2,
+		"STATE_UNHEALTHY":   3,
+	}
+)
+
+func (x Health_State) Enum() *Health_State {
+	p := new(Health_State)
+	*p = x
+	return p
+}
+
+func (x Health_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Health_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_eim_host_v1_host_proto_enumTypes[0].Descriptor()
+}
+
+func (Health_State) Type() protoreflect.EnumType {
+	return &file_eim_host_v1_host_proto_enumTypes[0]
+}
+
+func (x Health_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Health_State.Descriptor instead.
+func (Health_State) EnumDescriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{2, 0}
+}
+
+type HostAction_Kind int32
+
+const (
+	HostAction_KIND_UNSPECIFIED HostAction_Kind = 0
+	HostAction_KIND_REBOOT      HostAction_Kind = 1
+	HostAction_KIND_SHUTDOWN    HostAction_Kind = 2
+)
+
+// Enum value maps for HostAction_Kind.
+var (
+	HostAction_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_REBOOT",
+		2: "KIND_SHUTDOWN",
+	}
+	HostAction_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_REBOOT":      1,
+		"KIND_SHUTDOWN":    2,
+	}
+)
+
+func (x HostAction_Kind) Enum() *HostAction_Kind {
+	p := new(HostAction_Kind)
+	*p = x
+	return p
+}
+
+func (x HostAction_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HostAction_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_eim_host_v1_host_proto_enumTypes[1].Descriptor()
+}
+
+func (HostAction_Kind) Type() protoreflect.EnumType {
+	return &file_eim_host_v1_host_proto_enumTypes[1]
+}
+
+func (x HostAction_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HostAction_Kind.Descriptor instead.
+func (HostAction_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{5, 0}
+}
+
+type ActionResult_State int32
+
+const (
+	ActionResult_STATE_UNSPECIFIED ActionResult_State = 0
+	// The node is carrying the action out (sent before a reboot or shut
+	// down, which end the agent).
+	ActionResult_STATE_STARTED ActionResult_State = 1
+	ActionResult_STATE_FAILED  ActionResult_State = 2
+)
+
+// Enum value maps for ActionResult_State.
+var (
+	ActionResult_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_STARTED",
+		2: "STATE_FAILED",
+	}
+	ActionResult_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_STARTED":     1,
+		"STATE_FAILED":      2,
+	}
+)
+
+func (x ActionResult_State) Enum() *ActionResult_State {
+	p := new(ActionResult_State)
+	*p = x
+	return p
+}
+
+func (x ActionResult_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ActionResult_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_eim_host_v1_host_proto_enumTypes[2].Descriptor()
+}
+
+func (ActionResult_State) Type() protoreflect.EnumType {
+	return &file_eim_host_v1_host_proto_enumTypes[2]
+}
+
+func (x ActionResult_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ActionResult_State.Descriptor instead.
+func (ActionResult_State) EnumDescriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{6, 0}
+}
+
+type IpAddress_ConfigMethod int32
+
+const (
+	IpAddress_CONFIG_METHOD_UNSPECIFIED IpAddress_ConfigMethod = 0
+	IpAddress_CONFIG_METHOD_STATIC      IpAddress_ConfigMethod = 1
+	IpAddress_CONFIG_METHOD_DYNAMIC     IpAddress_ConfigMethod = 2
+)
+
+// Enum value maps for IpAddress_ConfigMethod.
+var (
+	IpAddress_ConfigMethod_name = map[int32]string{
+		0: "CONFIG_METHOD_UNSPECIFIED",
+		1: "CONFIG_METHOD_STATIC",
+		2: "CONFIG_METHOD_DYNAMIC",
+	}
+	IpAddress_ConfigMethod_value = map[string]int32{
+		"CONFIG_METHOD_UNSPECIFIED": 0,
+		"CONFIG_METHOD_STATIC":      1,
+		"CONFIG_METHOD_DYNAMIC":     2,
+	}
+)
+
+func (x IpAddress_ConfigMethod) Enum() *IpAddress_ConfigMethod {
+	p := new(IpAddress_ConfigMethod)
+	*p = x
+	return p
+}
+
+func (x IpAddress_ConfigMethod) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IpAddress_ConfigMethod) Descriptor() protoreflect.EnumDescriptor {
+	return file_eim_host_v1_host_proto_enumTypes[3].Descriptor()
+}
+
+func (IpAddress_ConfigMethod) Type() protoreflect.EnumType {
+	return &file_eim_host_v1_host_proto_enumTypes[3]
+}
+
+func (x IpAddress_ConfigMethod) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IpAddress_ConfigMethod.Descriptor instead.
+func (IpAddress_ConfigMethod) EnumDescriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{14, 0}
+}
 
 type ReportInRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -139,6 +341,1135 @@ func (x *ReportInResponse) GetHeartbeatIntervalSeconds() uint32 {
 	return 0
 }
 
+// Health is what a node says about a part of itself.
+type Health struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State Health_State           `protobuf:"varint,1,opt,name=state,proto3,enum=eim.host.v1.Health_State" json:"state,omitempty"`
+	// Why, for DEGRADED and UNHEALTHY (at most 1,024 bytes).
+	Detail        string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Health) Reset() {
+	*x = Health{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Health) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Health) ProtoMessage() {}
+
+func (x *Health) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Health.ProtoReflect.Descriptor instead.
+func (*Health) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Health) GetState() Health_State {
+	if x != nil {
+		return x.State
+	}
+	return Health_STATE_UNSPECIFIED
+}
+
+func (x *Health) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type HeartbeatRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AgentVersion string                 `protobuf:"bytes,1,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// /proc/sys/kernel/random/boot_id.
+	BootId      string  `protobuf:"bytes,2,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	AgentHealth *Health `protobuf:"bytes,3,opt,name=agent_health,json=agentHealth,proto3" json:"agent_health,omitempty"`
+	NodeHealth  *Health `protobuf:"bytes,4,opt,name=node_health,json=nodeHealth,proto3" json:"node_health,omitempty"`
+	// The digest of the hardware inventory the server last accepted from
+	// this node (ReportHardwareResponse.digest); "" when none.
+	HardwareDigest string `protobuf:"bytes,5,opt,name=hardware_digest,json=hardwareDigest,proto3" json:"hardware_digest,omitempty"`
+	// The outcome of a host action the node received (HostAction.id), sent
+	// until an answer no longer carries that action.
+	ActionResult  *ActionResult `protobuf:"bytes,6,opt,name=action_result,json=actionResult,proto3" json:"action_result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatRequest) Reset() {
+	*x = HeartbeatRequest{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatRequest) ProtoMessage() {}
+
+func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HeartbeatRequest) GetAgentVersion() string {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetBootId() string {
+	if x != nil {
+		return x.BootId
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetAgentHealth() *Health {
+	if x != nil {
+		return x.AgentHealth
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetNodeHealth() *Health {
+	if x != nil {
+		return x.NodeHealth
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetHardwareDigest() string {
+	if x != nil {
+		return x.HardwareDigest
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetActionResult() *ActionResult {
+	if x != nil {
+		return x.ActionResult
+	}
+	return nil
+}
+
+type HeartbeatResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When to send the next heartbeat.
+	IntervalSeconds uint32 `protobuf:"varint,1,opt,name=interval_seconds,json=intervalSeconds,proto3" json:"interval_seconds,omitempty"`
+	// The server does not hold the inventory named by hardware_digest:
+	// call ReportHardware.
+	SendHardware bool `protobuf:"varint,2,opt,name=send_hardware,json=sendHardware,proto3" json:"send_hardware,omitempty"`
+	// What the node must do now, if anything. The same action (same id)
+	// comes in every answer until the node reports its result.
+	Action *HostAction `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// How often to send a full hardware inventory even when nothing changed.
+	HardwareIntervalSeconds uint32 `protobuf:"varint,4,opt,name=hardware_interval_seconds,json=hardwareIntervalSeconds,proto3" json:"hardware_interval_seconds,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *HeartbeatResponse) Reset() {
+	*x = HeartbeatResponse{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatResponse) ProtoMessage() {}
+
+func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HeartbeatResponse) GetIntervalSeconds() uint32 {
+	if x != nil {
+		return x.IntervalSeconds
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetSendHardware() bool {
+	if x != nil {
+		return x.SendHardware
+	}
+	return false
+}
+
+func (x *HeartbeatResponse) GetAction() *HostAction {
+	if x != nil {
+		return x.Action
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetHardwareIntervalSeconds() uint32 {
+	if x != nil {
+		return x.HardwareIntervalSeconds
+	}
+	return 0
+}
+
+// HostAction is an in-band host action: the host's desired power state as
+// the node can carry it out itself.
+type HostAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  HostAction_Kind        `protobuf:"varint,1,opt,name=kind,proto3,enum=eim.host.v1.HostAction_Kind" json:"kind,omitempty"`
+	// Identifies this request: a node carries out an id once, even when it
+	// sees it again after a reboot.
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostAction) Reset() {
+	*x = HostAction{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostAction) ProtoMessage() {}
+
+func (x *HostAction) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostAction.ProtoReflect.Descriptor instead.
+func (*HostAction) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HostAction) GetKind() HostAction_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return HostAction_KIND_UNSPECIFIED
+}
+
+func (x *HostAction) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ActionResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	State ActionResult_State     `protobuf:"varint,2,opt,name=state,proto3,enum=eim.host.v1.ActionResult_State" json:"state,omitempty"`
+	// Why it failed (at most 1,024 bytes).
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionResult) Reset() {
+	*x = ActionResult{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionResult) ProtoMessage() {}
+
+func (x *ActionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionResult.ProtoReflect.Descriptor instead.
+func (*ActionResult) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ActionResult) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ActionResult) GetState() ActionResult_State {
+	if x != nil {
+		return x.State
+	}
+	return ActionResult_STATE_UNSPECIFIED
+}
+
+func (x *ActionResult) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type ReportHardwareRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hardware      *Hardware              `protobuf:"bytes,1,opt,name=hardware,proto3" json:"hardware,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportHardwareRequest) Reset() {
+	*x = ReportHardwareRequest{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportHardwareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportHardwareRequest) ProtoMessage() {}
+
+func (x *ReportHardwareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportHardwareRequest.ProtoReflect.Descriptor instead.
+func (*ReportHardwareRequest) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReportHardwareRequest) GetHardware() *Hardware {
+	if x != nil {
+		return x.Hardware
+	}
+	return nil
+}
+
+type ReportHardwareResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The digest of the accepted inventory, to send in heartbeats.
+	Digest        string `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportHardwareResponse) Reset() {
+	*x = ReportHardwareResponse{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportHardwareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportHardwareResponse) ProtoMessage() {}
+
+func (x *ReportHardwareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportHardwareResponse.ProtoReflect.Descriptor instead.
+func (*ReportHardwareResponse) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReportHardwareResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// Hardware is what a node is made of. Strings are at most 1,024 bytes; lists
+// at most 256 entries (64 IP addresses per NIC).
+type Hardware struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ProductName string                 `protobuf:"bytes,1,opt,name=product_name,json=productName,proto3" json:"product_name,omitempty"`
+	Hostname    string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	// PRETTY_NAME of /etc/os-release.
+	OsRelease     string     `protobuf:"bytes,3,opt,name=os_release,json=osRelease,proto3" json:"os_release,omitempty"`
+	Cpu           *Cpu       `protobuf:"bytes,4,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	MemoryBytes   uint64     `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Bios          *Bios      `protobuf:"bytes,6,opt,name=bios,proto3" json:"bios,omitempty"`
+	Storages      []*Storage `protobuf:"bytes,7,rep,name=storages,proto3" json:"storages,omitempty"`
+	Nics          []*Nic     `protobuf:"bytes,8,rep,name=nics,proto3" json:"nics,omitempty"`
+	Usbs          []*Usb     `protobuf:"bytes,9,rep,name=usbs,proto3" json:"usbs,omitempty"`
+	Gpus          []*Gpu     `protobuf:"bytes,10,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hardware) Reset() {
+	*x = Hardware{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hardware) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hardware) ProtoMessage() {}
+
+func (x *Hardware) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hardware.ProtoReflect.Descriptor instead.
+func (*Hardware) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Hardware) GetProductName() string {
+	if x != nil {
+		return x.ProductName
+	}
+	return ""
+}
+
+func (x *Hardware) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Hardware) GetOsRelease() string {
+	if x != nil {
+		return x.OsRelease
+	}
+	return ""
+}
+
+func (x *Hardware) GetCpu() *Cpu {
+	if x != nil {
+		return x.Cpu
+	}
+	return nil
+}
+
+func (x *Hardware) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Hardware) GetBios() *Bios {
+	if x != nil {
+		return x.Bios
+	}
+	return nil
+}
+
+func (x *Hardware) GetStorages() []*Storage {
+	if x != nil {
+		return x.Storages
+	}
+	return nil
+}
+
+func (x *Hardware) GetNics() []*Nic {
+	if x != nil {
+		return x.Nics
+	}
+	return nil
+}
+
+func (x *Hardware) GetUsbs() []*Usb {
+	if x != nil {
+		return x.Usbs
+	}
+	return nil
+}
+
+func (x *Hardware) GetGpus() []*Gpu {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+type Cpu struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// x86_64, aarch64, …
+	Architecture string `protobuf:"bytes,2,opt,name=architecture,proto3" json:"architecture,omitempty"`
+	Sockets      uint32 `protobuf:"varint,3,opt,name=sockets,proto3" json:"sockets,omitempty"`
+	Cores        uint32 `protobuf:"varint,4,opt,name=cores,proto3" json:"cores,omitempty"`
+	Threads      uint32 `protobuf:"varint,5,opt,name=threads,proto3" json:"threads,omitempty"`
+	// Feature flags, e.g. "vmx", "avx2".
+	Capabilities []string `protobuf:"bytes,6,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// The topology as JSON: sockets, their cores and each core's logical
+	// processors.
+	TopologyJson  string `protobuf:"bytes,7,opt,name=topology_json,json=topologyJson,proto3" json:"topology_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cpu) Reset() {
+	*x = Cpu{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cpu) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cpu) ProtoMessage() {}
+
+func (x *Cpu) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cpu.ProtoReflect.Descriptor instead.
+func (*Cpu) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Cpu) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Cpu) GetArchitecture() string {
+	if x != nil {
+		return x.Architecture
+	}
+	return ""
+}
+
+func (x *Cpu) GetSockets() uint32 {
+	if x != nil {
+		return x.Sockets
+	}
+	return 0
+}
+
+func (x *Cpu) GetCores() uint32 {
+	if x != nil {
+		return x.Cores
+	}
+	return 0
+}
+
+func (x *Cpu) GetThreads() uint32 {
+	if x != nil {
+		return x.Threads
+	}
+	return 0
+}
+
+func (x *Cpu) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *Cpu) GetTopologyJson() string {
+	if x != nil {
+		return x.TopologyJson
+	}
+	return ""
+}
+
+type Bios struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vendor        string                 `protobuf:"bytes,1,opt,name=vendor,proto3" json:"vendor,omitempty"`
+	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	ReleaseDate   string                 `protobuf:"bytes,3,opt,name=release_date,json=releaseDate,proto3" json:"release_date,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Bios) Reset() {
+	*x = Bios{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bios) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bios) ProtoMessage() {}
+
+func (x *Bios) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bios.ProtoReflect.Descriptor instead.
+func (*Bios) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Bios) GetVendor() string {
+	if x != nil {
+		return x.Vendor
+	}
+	return ""
+}
+
+func (x *Bios) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Bios) GetReleaseDate() string {
+	if x != nil {
+		return x.ReleaseDate
+	}
+	return ""
+}
+
+type Storage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeviceName    string                 `protobuf:"bytes,1,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	Wwid          string                 `protobuf:"bytes,2,opt,name=wwid,proto3" json:"wwid,omitempty"`
+	Serial        string                 `protobuf:"bytes,3,opt,name=serial,proto3" json:"serial,omitempty"`
+	Vendor        string                 `protobuf:"bytes,4,opt,name=vendor,proto3" json:"vendor,omitempty"`
+	Model         string                 `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	CapacityBytes uint64                 `protobuf:"varint,6,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Storage) Reset() {
+	*x = Storage{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Storage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Storage) ProtoMessage() {}
+
+func (x *Storage) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Storage.ProtoReflect.Descriptor instead.
+func (*Storage) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Storage) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *Storage) GetWwid() string {
+	if x != nil {
+		return x.Wwid
+	}
+	return ""
+}
+
+func (x *Storage) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *Storage) GetVendor() string {
+	if x != nil {
+		return x.Vendor
+	}
+	return ""
+}
+
+func (x *Storage) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Storage) GetCapacityBytes() uint64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+type Nic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeviceName    string                 `protobuf:"bytes,1,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	PciIdentifier string                 `protobuf:"bytes,2,opt,name=pci_identifier,json=pciIdentifier,proto3" json:"pci_identifier,omitempty"`
+	MacAddress    string                 `protobuf:"bytes,3,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
+	SriovEnabled  bool                   `protobuf:"varint,4,opt,name=sriov_enabled,json=sriovEnabled,proto3" json:"sriov_enabled,omitempty"`
+	SriovVfsNum   uint32                 `protobuf:"varint,5,opt,name=sriov_vfs_num,json=sriovVfsNum,proto3" json:"sriov_vfs_num,omitempty"`
+	SriovVfsTotal uint32                 `protobuf:"varint,6,opt,name=sriov_vfs_total,json=sriovVfsTotal,proto3" json:"sriov_vfs_total,omitempty"`
+	Mtu           uint32                 `protobuf:"varint,7,opt,name=mtu,proto3" json:"mtu,omitempty"`
+	// Whether the link is up.
+	LinkUp        bool         `protobuf:"varint,8,opt,name=link_up,json=linkUp,proto3" json:"link_up,omitempty"`
+	BmcInterface  bool         `protobuf:"varint,9,opt,name=bmc_interface,json=bmcInterface,proto3" json:"bmc_interface,omitempty"`
+	IpAddresses   []*IpAddress `protobuf:"bytes,10,rep,name=ip_addresses,json=ipAddresses,proto3" json:"ip_addresses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Nic) Reset() {
+	*x = Nic{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Nic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Nic) ProtoMessage() {}
+
+func (x *Nic) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Nic.ProtoReflect.Descriptor instead.
+func (*Nic) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Nic) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *Nic) GetPciIdentifier() string {
+	if x != nil {
+		return x.PciIdentifier
+	}
+	return ""
+}
+
+func (x *Nic) GetMacAddress() string {
+	if x != nil {
+		return x.MacAddress
+	}
+	return ""
+}
+
+func (x *Nic) GetSriovEnabled() bool {
+	if x != nil {
+		return x.SriovEnabled
+	}
+	return false
+}
+
+func (x *Nic) GetSriovVfsNum() uint32 {
+	if x != nil {
+		return x.SriovVfsNum
+	}
+	return 0
+}
+
+func (x *Nic) GetSriovVfsTotal() uint32 {
+	if x != nil {
+		return x.SriovVfsTotal
+	}
+	return 0
+}
+
+func (x *Nic) GetMtu() uint32 {
+	if x != nil {
+		return x.Mtu
+	}
+	return 0
+}
+
+func (x *Nic) GetLinkUp() bool {
+	if x != nil {
+		return x.LinkUp
+	}
+	return false
+}
+
+func (x *Nic) GetBmcInterface() bool {
+	if x != nil {
+		return x.BmcInterface
+	}
+	return false
+}
+
+func (x *Nic) GetIpAddresses() []*IpAddress {
+	if x != nil {
+		return x.IpAddresses
+	}
+	return nil
+}
+
+type IpAddress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// CIDR: "192.0.2.10/24", "2001:db8::5/64".
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	ConfigMethod  IpAddress_ConfigMethod `protobuf:"varint,2,opt,name=config_method,json=configMethod,proto3,enum=eim.host.v1.IpAddress_ConfigMethod" json:"config_method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IpAddress) Reset() {
+	*x = IpAddress{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IpAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IpAddress) ProtoMessage() {}
+
+func (x *IpAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IpAddress.ProtoReflect.Descriptor instead.
+func (*IpAddress) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *IpAddress) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *IpAddress) GetConfigMethod() IpAddress_ConfigMethod {
+	if x != nil {
+		return x.ConfigMethod
+	}
+	return IpAddress_CONFIG_METHOD_UNSPECIFIED
+}
+
+type Usb struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hexadecimal, 4 digits.
+	IdVendor      string `protobuf:"bytes,1,opt,name=id_vendor,json=idVendor,proto3" json:"id_vendor,omitempty"`
+	IdProduct     string `protobuf:"bytes,2,opt,name=id_product,json=idProduct,proto3" json:"id_product,omitempty"`
+	Bus           uint32 `protobuf:"varint,3,opt,name=bus,proto3" json:"bus,omitempty"`
+	Addr          uint32 `protobuf:"varint,4,opt,name=addr,proto3" json:"addr,omitempty"`
+	Class         string `protobuf:"bytes,5,opt,name=class,proto3" json:"class,omitempty"`
+	Serial        string `protobuf:"bytes,6,opt,name=serial,proto3" json:"serial,omitempty"`
+	DeviceName    string `protobuf:"bytes,7,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Usb) Reset() {
+	*x = Usb{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usb) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usb) ProtoMessage() {}
+
+func (x *Usb) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usb.ProtoReflect.Descriptor instead.
+func (*Usb) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Usb) GetIdVendor() string {
+	if x != nil {
+		return x.IdVendor
+	}
+	return ""
+}
+
+func (x *Usb) GetIdProduct() string {
+	if x != nil {
+		return x.IdProduct
+	}
+	return ""
+}
+
+func (x *Usb) GetBus() uint32 {
+	if x != nil {
+		return x.Bus
+	}
+	return 0
+}
+
+func (x *Usb) GetAddr() uint32 {
+	if x != nil {
+		return x.Addr
+	}
+	return 0
+}
+
+func (x *Usb) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *Usb) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *Usb) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+type Gpu struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PciId         string                 `protobuf:"bytes,1,opt,name=pci_id,json=pciId,proto3" json:"pci_id,omitempty"`
+	Product       string                 `protobuf:"bytes,2,opt,name=product,proto3" json:"product,omitempty"`
+	Vendor        string                 `protobuf:"bytes,3,opt,name=vendor,proto3" json:"vendor,omitempty"`
+	Description   string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	DeviceName    string                 `protobuf:"bytes,5,opt,name=device_name,json=deviceName,proto3" json:"device_name,omitempty"`
+	Capabilities  []string               `protobuf:"bytes,6,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gpu) Reset() {
+	*x = Gpu{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gpu) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gpu) ProtoMessage() {}
+
+func (x *Gpu) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gpu.ProtoReflect.Descriptor instead.
+func (*Gpu) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Gpu) GetPciId() string {
+	if x != nil {
+		return x.PciId
+	}
+	return ""
+}
+
+func (x *Gpu) GetProduct() string {
+	if x != nil {
+		return x.Product
+	}
+	return ""
+}
+
+func (x *Gpu) GetVendor() string {
+	if x != nil {
+		return x.Vendor
+	}
+	return ""
+}
+
+func (x *Gpu) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Gpu) GetDeviceName() string {
+	if x != nil {
+		return x.DeviceName
+	}
+	return ""
+}
+
+func (x *Gpu) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
 var File_eim_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_eim_host_v1_host_proto_rawDesc = "" +
@@ -151,9 +1482,124 @@ const file_eim_host_v1_host_proto_rawDesc = "" +
 	"os_release\x18\x03 \x01(\tR\tosRelease\x12\x17\n" +
 	"\aboot_id\x18\x04 \x01(\tR\x06bootId\"P\n" +
 	"\x10ReportInResponse\x12<\n" +
-	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\rR\x18heartbeatIntervalSeconds2V\n" +
+	"\x1aheartbeat_interval_seconds\x18\x01 \x01(\rR\x18heartbeatIntervalSeconds\"\xad\x01\n" +
+	"\x06Health\x12/\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x19.eim.host.v1.Health.StateR\x05state\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"Z\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSTATE_HEALTHY\x10\x01\x12\x12\n" +
+	"\x0eSTATE_DEGRADED\x10\x02\x12\x13\n" +
+	"\x0fSTATE_UNHEALTHY\x10\x03\"\xa7\x02\n" +
+	"\x10HeartbeatRequest\x12#\n" +
+	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12\x17\n" +
+	"\aboot_id\x18\x02 \x01(\tR\x06bootId\x126\n" +
+	"\fagent_health\x18\x03 \x01(\v2\x13.eim.host.v1.HealthR\vagentHealth\x124\n" +
+	"\vnode_health\x18\x04 \x01(\v2\x13.eim.host.v1.HealthR\n" +
+	"nodeHealth\x12'\n" +
+	"\x0fhardware_digest\x18\x05 \x01(\tR\x0ehardwareDigest\x12>\n" +
+	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xd0\x01\n" +
+	"\x11HeartbeatResponse\x12)\n" +
+	"\x10interval_seconds\x18\x01 \x01(\rR\x0fintervalSeconds\x12#\n" +
+	"\rsend_hardware\x18\x02 \x01(\bR\fsendHardware\x12/\n" +
+	"\x06action\x18\x03 \x01(\v2\x17.eim.host.v1.HostActionR\x06action\x12:\n" +
+	"\x19hardware_interval_seconds\x18\x04 \x01(\rR\x17hardwareIntervalSeconds\"\x90\x01\n" +
+	"\n" +
+	"HostAction\x120\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1c.eim.host.v1.HostAction.KindR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"@\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vKIND_REBOOT\x10\x01\x12\x11\n" +
+	"\rKIND_SHUTDOWN\x10\x02\"\xb2\x01\n" +
+	"\fActionResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1f.eim.host.v1.ActionResult.StateR\x05state\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"C\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSTATE_STARTED\x10\x01\x12\x10\n" +
+	"\fSTATE_FAILED\x10\x02\"J\n" +
+	"\x15ReportHardwareRequest\x121\n" +
+	"\bhardware\x18\x01 \x01(\v2\x15.eim.host.v1.HardwareR\bhardware\"0\n" +
+	"\x16ReportHardwareResponse\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\tR\x06digest\"\xfa\x02\n" +
+	"\bHardware\x12!\n" +
+	"\fproduct_name\x18\x01 \x01(\tR\vproductName\x12\x1a\n" +
+	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x1d\n" +
+	"\n" +
+	"os_release\x18\x03 \x01(\tR\tosRelease\x12\"\n" +
+	"\x03cpu\x18\x04 \x01(\v2\x10.eim.host.v1.CpuR\x03cpu\x12!\n" +
+	"\fmemory_bytes\x18\x05 \x01(\x04R\vmemoryBytes\x12%\n" +
+	"\x04bios\x18\x06 \x01(\v2\x11.eim.host.v1.BiosR\x04bios\x120\n" +
+	"\bstorages\x18\a \x03(\v2\x14.eim.host.v1.StorageR\bstorages\x12$\n" +
+	"\x04nics\x18\b \x03(\v2\x10.eim.host.v1.NicR\x04nics\x12$\n" +
+	"\x04usbs\x18\t \x03(\v2\x10.eim.host.v1.UsbR\x04usbs\x12$\n" +
+	"\x04gpus\x18\n" +
+	" \x03(\v2\x10.eim.host.v1.GpuR\x04gpus\"\xd2\x01\n" +
+	"\x03Cpu\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\"\n" +
+	"\farchitecture\x18\x02 \x01(\tR\farchitecture\x12\x18\n" +
+	"\asockets\x18\x03 \x01(\rR\asockets\x12\x14\n" +
+	"\x05cores\x18\x04 \x01(\rR\x05cores\x12\x18\n" +
+	"\athreads\x18\x05 \x01(\rR\athreads\x12\"\n" +
+	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities\x12#\n" +
+	"\rtopology_json\x18\a \x01(\tR\ftopologyJson\"[\n" +
+	"\x04Bios\x12\x16\n" +
+	"\x06vendor\x18\x01 \x01(\tR\x06vendor\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12!\n" +
+	"\frelease_date\x18\x03 \x01(\tR\vreleaseDate\"\xab\x01\n" +
+	"\aStorage\x12\x1f\n" +
+	"\vdevice_name\x18\x01 \x01(\tR\n" +
+	"deviceName\x12\x12\n" +
+	"\x04wwid\x18\x02 \x01(\tR\x04wwid\x12\x16\n" +
+	"\x06serial\x18\x03 \x01(\tR\x06serial\x12\x16\n" +
+	"\x06vendor\x18\x04 \x01(\tR\x06vendor\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x12%\n" +
+	"\x0ecapacity_bytes\x18\x06 \x01(\x04R\rcapacityBytes\"\xea\x02\n" +
+	"\x03Nic\x12\x1f\n" +
+	"\vdevice_name\x18\x01 \x01(\tR\n" +
+	"deviceName\x12%\n" +
+	"\x0epci_identifier\x18\x02 \x01(\tR\rpciIdentifier\x12\x1f\n" +
+	"\vmac_address\x18\x03 \x01(\tR\n" +
+	"macAddress\x12#\n" +
+	"\rsriov_enabled\x18\x04 \x01(\bR\fsriovEnabled\x12\"\n" +
+	"\rsriov_vfs_num\x18\x05 \x01(\rR\vsriovVfsNum\x12&\n" +
+	"\x0fsriov_vfs_total\x18\x06 \x01(\rR\rsriovVfsTotal\x12\x10\n" +
+	"\x03mtu\x18\a \x01(\rR\x03mtu\x12\x17\n" +
+	"\alink_up\x18\b \x01(\bR\x06linkUp\x12#\n" +
+	"\rbmc_interface\x18\t \x01(\bR\fbmcInterface\x129\n" +
+	"\fip_addresses\x18\n" +
+	" \x03(\v2\x16.eim.host.v1.IpAddressR\vipAddresses\"\xd3\x01\n" +
+	"\tIpAddress\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12H\n" +
+	"\rconfig_method\x18\x02 \x01(\x0e2#.eim.host.v1.IpAddress.ConfigMethodR\fconfigMethod\"b\n" +
+	"\fConfigMethod\x12\x1d\n" +
+	"\x19CONFIG_METHOD_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CONFIG_METHOD_STATIC\x10\x01\x12\x19\n" +
+	"\x15CONFIG_METHOD_DYNAMIC\x10\x02\"\xb6\x01\n" +
+	"\x03Usb\x12\x1b\n" +
+	"\tid_vendor\x18\x01 \x01(\tR\bidVendor\x12\x1d\n" +
+	"\n" +
+	"id_product\x18\x02 \x01(\tR\tidProduct\x12\x10\n" +
+	"\x03bus\x18\x03 \x01(\rR\x03bus\x12\x12\n" +
+	"\x04addr\x18\x04 \x01(\rR\x04addr\x12\x14\n" +
+	"\x05class\x18\x05 \x01(\tR\x05class\x12\x16\n" +
+	"\x06serial\x18\x06 \x01(\tR\x06serial\x12\x1f\n" +
+	"\vdevice_name\x18\a \x01(\tR\n" +
+	"deviceName\"\xb5\x01\n" +
+	"\x03Gpu\x12\x15\n" +
+	"\x06pci_id\x18\x01 \x01(\tR\x05pciId\x12\x18\n" +
+	"\aproduct\x18\x02 \x01(\tR\aproduct\x12\x16\n" +
+	"\x06vendor\x18\x03 \x01(\tR\x06vendor\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1f\n" +
+	"\vdevice_name\x18\x05 \x01(\tR\n" +
+	"deviceName\x12\"\n" +
+	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities2\xfd\x01\n" +
 	"\vHostService\x12G\n" +
-	"\bReportIn\x12\x1c.eim.host.v1.ReportInRequest\x1a\x1d.eim.host.v1.ReportInResponseB/Z-github.com/eimhq/eim/proto/eim/host/v1;hostv1b\x06proto3"
+	"\bReportIn\x12\x1c.eim.host.v1.ReportInRequest\x1a\x1d.eim.host.v1.ReportInResponse\x12J\n" +
+	"\tHeartbeat\x12\x1d.eim.host.v1.HeartbeatRequest\x1a\x1e.eim.host.v1.HeartbeatResponse\x12Y\n" +
+	"\x0eReportHardware\x12\".eim.host.v1.ReportHardwareRequest\x1a#.eim.host.v1.ReportHardwareResponseB/Z-github.com/eimhq/eim/proto/eim/host/v1;hostv1b\x06proto3"
 
 var (
 	file_eim_host_v1_host_proto_rawDescOnce sync.Once
@@ -167,19 +1613,59 @@ func file_eim_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_eim_host_v1_host_proto_rawDescData
 }
 
-var file_eim_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_eim_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_eim_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_eim_host_v1_host_proto_goTypes = []any{
-	(*ReportInRequest)(nil),  // 0: eim.host.v1.ReportInRequest
-	(*ReportInResponse)(nil), // 1: eim.host.v1.ReportInResponse
+	(Health_State)(0),              // 0: eim.host.v1.Health.State
+	(HostAction_Kind)(0),           // 1: eim.host.v1.HostAction.Kind
+	(ActionResult_State)(0),        // 2: eim.host.v1.ActionResult.State
+	(IpAddress_ConfigMethod)(0),    // 3: eim.host.v1.IpAddress.ConfigMethod
+	(*ReportInRequest)(nil),        // 4: eim.host.v1.ReportInRequest
+	(*ReportInResponse)(nil),       // 5: eim.host.v1.ReportInResponse
+	(*Health)(nil),                 // 6: eim.host.v1.Health
+	(*HeartbeatRequest)(nil),       // 7: eim.host.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 8: eim.host.v1.HeartbeatResponse
+	(*HostAction)(nil),             // 9: eim.host.v1.HostAction
+	(*ActionResult)(nil),           // 10: eim.host.v1.ActionResult
+	(*ReportHardwareRequest)(nil),  // 11: eim.host.v1.ReportHardwareRequest
+	(*ReportHardwareResponse)(nil), // 12: eim.host.v1.ReportHardwareResponse
+	(*Hardware)(nil),               // 13: eim.host.v1.Hardware
+	(*Cpu)(nil),                    // 14: eim.host.v1.Cpu
+	(*Bios)(nil),                   // 15: eim.host.v1.Bios
+	(*Storage)(nil),                // 16: eim.host.v1.Storage
+	(*Nic)(nil),                    // 17: eim.host.v1.Nic
+	(*IpAddress)(nil),              // 18: eim.host.v1.IpAddress
+	(*Usb)(nil),                    // 19: eim.host.v1.Usb
+	(*Gpu)(nil),                    // 20: eim.host.v1.Gpu
 }
 var file_eim_host_v1_host_proto_depIdxs = []int32{
-	0, // 0: eim.host.v1.HostService.ReportIn:input_type -> eim.host.v1.ReportInRequest
-	1, // 1: eim.host.v1.HostService.ReportIn:output_type -> eim.host.v1.ReportInResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0,  // 0: eim.host.v1.Health.state:type_name -> eim.host.v1.Health.State
+	6,  // 1: eim.host.v1.HeartbeatRequest.agent_health:type_name -> eim.host.v1.Health
+	6,  // 2: eim.host.v1.HeartbeatRequest.node_health:type_name -> eim.host.v1.Health
+	10, // 3: eim.host.v1.HeartbeatRequest.action_result:type_name -> eim.host.v1.ActionResult
+	9,  // 4: eim.host.v1.HeartbeatResponse.action:type_name -> eim.host.v1.HostAction
+	1,  // 5: eim.host.v1.HostAction.kind:type_name -> eim.host.v1.HostAction.Kind
+	2,  // 6: eim.host.v1.ActionResult.state:type_name -> eim.host.v1.ActionResult.State
+	13, // 7: eim.host.v1.ReportHardwareRequest.hardware:type_name -> eim.host.v1.Hardware
+	14, // 8: eim.host.v1.Hardware.cpu:type_name -> eim.host.v1.Cpu
+	15, // 9: eim.host.v1.Hardware.bios:type_name -> eim.host.v1.Bios
+	16, // 10: eim.host.v1.Hardware.storages:type_name -> eim.host.v1.Storage
+	17, // 11: eim.host.v1.Hardware.nics:type_name -> eim.host.v1.Nic
+	19, // 12: eim.host.v1.Hardware.usbs:type_name -> eim.host.v1.Usb
+	20, // 13: eim.host.v1.Hardware.gpus:type_name -> eim.host.v1.Gpu
+	18, // 14: eim.host.v1.Nic.ip_addresses:type_name -> eim.host.v1.IpAddress
+	3,  // 15: eim.host.v1.IpAddress.config_method:type_name -> eim.host.v1.IpAddress.ConfigMethod
+	4,  // 16: eim.host.v1.HostService.ReportIn:input_type -> eim.host.v1.ReportInRequest
+	7,  // 17: eim.host.v1.HostService.Heartbeat:input_type -> eim.host.v1.HeartbeatRequest
+	11, // 18: eim.host.v1.HostService.ReportHardware:input_type -> eim.host.v1.ReportHardwareRequest
+	5,  // 19: eim.host.v1.HostService.ReportIn:output_type -> eim.host.v1.ReportInResponse
+	8,  // 20: eim.host.v1.HostService.Heartbeat:output_type -> eim.host.v1.HeartbeatResponse
+	12, // 21: eim.host.v1.HostService.ReportHardware:output_type -> eim.host.v1.ReportHardwareResponse
+	19, // [19:22] is the sub-list for method output_type
+	16, // [16:19] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_eim_host_v1_host_proto_init() }
@@ -192,13 +1678,14 @@ func file_eim_host_v1_host_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_host_v1_host_proto_rawDesc), len(file_eim_host_v1_host_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      4,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_eim_host_v1_host_proto_goTypes,
 		DependencyIndexes: file_eim_host_v1_host_proto_depIdxs,
+		EnumInfos:         file_eim_host_v1_host_proto_enumTypes,
 		MessageInfos:      file_eim_host_v1_host_proto_msgTypes,
 	}.Build()
 	File_eim_host_v1_host_proto = out.File

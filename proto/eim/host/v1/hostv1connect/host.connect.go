@@ -2,8 +2,9 @@
 //
 // Source: eim/host/v1/host.proto
 
-// The host module: a node running its installed OS reports in (and, in later
-// versions, sends heartbeats and hardware inventory).
+// The host module: a node running its installed OS reports in, sends
+// heartbeats and its hardware inventory, and learns host actions (reboot,
+// shut down) in the heartbeat's answer.
 package hostv1connect
 
 import (
@@ -37,6 +38,11 @@ const (
 const (
 	// HostServiceReportInProcedure is the fully-qualified name of the HostService's ReportIn RPC.
 	HostServiceReportInProcedure = "/eim.host.v1.HostService/ReportIn"
+	// HostServiceHeartbeatProcedure is the fully-qualified name of the HostService's Heartbeat RPC.
+	HostServiceHeartbeatProcedure = "/eim.host.v1.HostService/Heartbeat"
+	// HostServiceReportHardwareProcedure is the fully-qualified name of the HostService's
+	// ReportHardware RPC.
+	HostServiceReportHardwareProcedure = "/eim.host.v1.HostService/ReportHardware"
 )
 
 // HostServiceClient is a client for the eim.host.v1.HostService service.
@@ -45,6 +51,14 @@ type HostServiceClient interface {
 	// installed OS. The first one after provisioning makes the instance current
 	// RUNNING.
 	ReportIn(context.Context, *connect.Request[v1.ReportInRequest]) (*connect.Response[v1.ReportInResponse], error)
+	// Heartbeat is the node's liveness call, every interval_seconds of the
+	// last answer. A host whose heartbeats stop for the project's timeout
+	// shows "No Connection"; the next heartbeat makes it "Running" again.
+	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
+	// ReportHardware sends the node's full hardware inventory: when the agent
+	// starts, when it changes, when a heartbeat's answer asks for it, and at
+	// hardware_interval_seconds.
+	ReportHardware(context.Context, *connect.Request[v1.ReportHardwareRequest]) (*connect.Response[v1.ReportHardwareResponse], error)
 }
 
 // NewHostServiceClient constructs a client for the eim.host.v1.HostService service. By default, it
@@ -64,17 +78,41 @@ func NewHostServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(hostServiceMethods.ByName("ReportIn")),
 			connect.WithClientOptions(opts...),
 		),
+		heartbeat: connect.NewClient[v1.HeartbeatRequest, v1.HeartbeatResponse](
+			httpClient,
+			baseURL+HostServiceHeartbeatProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("Heartbeat")),
+			connect.WithClientOptions(opts...),
+		),
+		reportHardware: connect.NewClient[v1.ReportHardwareRequest, v1.ReportHardwareResponse](
+			httpClient,
+			baseURL+HostServiceReportHardwareProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("ReportHardware")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // hostServiceClient implements HostServiceClient.
 type hostServiceClient struct {
-	reportIn *connect.Client[v1.ReportInRequest, v1.ReportInResponse]
+	reportIn       *connect.Client[v1.ReportInRequest, v1.ReportInResponse]
+	heartbeat      *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
+	reportHardware *connect.Client[v1.ReportHardwareRequest, v1.ReportHardwareResponse]
 }
 
 // ReportIn calls eim.host.v1.HostService.ReportIn.
 func (c *hostServiceClient) ReportIn(ctx context.Context, req *connect.Request[v1.ReportInRequest]) (*connect.Response[v1.ReportInResponse], error) {
 	return c.reportIn.CallUnary(ctx, req)
+}
+
+// Heartbeat calls eim.host.v1.HostService.Heartbeat.
+func (c *hostServiceClient) Heartbeat(ctx context.Context, req *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
+	return c.heartbeat.CallUnary(ctx, req)
+}
+
+// ReportHardware calls eim.host.v1.HostService.ReportHardware.
+func (c *hostServiceClient) ReportHardware(ctx context.Context, req *connect.Request[v1.ReportHardwareRequest]) (*connect.Response[v1.ReportHardwareResponse], error) {
+	return c.reportHardware.CallUnary(ctx, req)
 }
 
 // HostServiceHandler is an implementation of the eim.host.v1.HostService service.
@@ -83,6 +121,14 @@ type HostServiceHandler interface {
 	// installed OS. The first one after provisioning makes the instance current
 	// RUNNING.
 	ReportIn(context.Context, *connect.Request[v1.ReportInRequest]) (*connect.Response[v1.ReportInResponse], error)
+	// Heartbeat is the node's liveness call, every interval_seconds of the
+	// last answer. A host whose heartbeats stop for the project's timeout
+	// shows "No Connection"; the next heartbeat makes it "Running" again.
+	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
+	// ReportHardware sends the node's full hardware inventory: when the agent
+	// starts, when it changes, when a heartbeat's answer asks for it, and at
+	// hardware_interval_seconds.
+	ReportHardware(context.Context, *connect.Request[v1.ReportHardwareRequest]) (*connect.Response[v1.ReportHardwareResponse], error)
 }
 
 // NewHostServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -98,10 +144,26 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(hostServiceMethods.ByName("ReportIn")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hostServiceHeartbeatHandler := connect.NewUnaryHandler(
+		HostServiceHeartbeatProcedure,
+		svc.Heartbeat,
+		connect.WithSchema(hostServiceMethods.ByName("Heartbeat")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hostServiceReportHardwareHandler := connect.NewUnaryHandler(
+		HostServiceReportHardwareProcedure,
+		svc.ReportHardware,
+		connect.WithSchema(hostServiceMethods.ByName("ReportHardware")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/eim.host.v1.HostService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HostServiceReportInProcedure:
 			hostServiceReportInHandler.ServeHTTP(w, r)
+		case HostServiceHeartbeatProcedure:
+			hostServiceHeartbeatHandler.ServeHTTP(w, r)
+		case HostServiceReportHardwareProcedure:
+			hostServiceReportHardwareHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -113,4 +175,12 @@ type UnimplementedHostServiceHandler struct{}
 
 func (UnimplementedHostServiceHandler) ReportIn(context.Context, *connect.Request[v1.ReportInRequest]) (*connect.Response[v1.ReportInResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.host.v1.HostService.ReportIn is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.host.v1.HostService.Heartbeat is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) ReportHardware(context.Context, *connect.Request[v1.ReportHardwareRequest]) (*connect.Response[v1.ReportHardwareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.host.v1.HostService.ReportHardware is not implemented"))
 }

@@ -1,0 +1,326 @@
+package hostmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eimhq/eim"
+	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
+	"github.com/eimhq/eim/southbound"
+)
+
+// maxText bounds the free-text fields of a heartbeat.
+const maxText = 1024
+
+// ReportIn implements hostv1connect.HostServiceHandler: the provisioning
+// module's report-in, which also counts as a heartbeat (agents older than
+// Heartbeat report in at every interval). The answer carries the project's
+// heartbeat interval.
+func (s *Service) ReportIn(ctx context.Context, req *connect.Request[hostv1.ReportInRequest]) (*connect.Response[hostv1.ReportInResponse], error) {
+	n, err := southbound.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.reportIn(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	interval, _ := s.settings.get(ctx, n.Project)
+	s.live.heard(n.Project, n.HostID, s.now())
+	resp.Msg.HeartbeatIntervalSeconds = seconds(interval)
+	return resp, nil
+}
+
+// heard records a call of the node that the handler did not sync with the
+// host row (the report-in wrote it): the next heartbeat reads the row.
+func (t *tracker) heard(project, id string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(project, id)
+	if now.After(e.seen) {
+		e.seen = now
+	}
+	e.known = false
+	t.queue(e, now)
+}
+
+// Heartbeat implements hostv1connect.HostServiceHandler. A node whose host
+// already shows what the heartbeat says costs a map update: no database
+// access. Otherwise the host is read and, when its status or power state
+// must change, written.
+func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[hostv1.HeartbeatRequest]) (*connect.Response[hostv1.HeartbeatResponse], error) {
+	n, err := southbound.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if err := checkHeartbeat(m); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	interval, _ := s.settings.get(ctx, n.Project)
+	now := s.now()
+	want := healthStatus(m)
+	out := &hostv1.HeartbeatResponse{IntervalSeconds: seconds(interval), HardwareIntervalSeconds: seconds(s.hwEvery)}
+	if ok, digest := s.live.beat(n.Project, n.HostID, now, want.text, m); ok {
+		out.SendHardware = digest != m.HardwareDigest
+		return connect.NewResponse(out), nil
+	}
+	act, digest, err := s.sync(ctx, n, m, now, want)
+	if err != nil {
+		return nil, southbound.Error(ctx, s.log, "hostmgr: heartbeat", err)
+	}
+	out.Action = act
+	out.SendHardware = digest != m.HardwareDigest
+	return connect.NewResponse(out), nil
+}
+
+func seconds(d time.Duration) uint32 { return uint32((d + time.Second - 1) / time.Second) }
+
+// checkHeartbeat validates what a heartbeat carries.
+func checkHeartbeat(m *hostv1.HeartbeatRequest) error {
+	for _, f := range []struct{ name, v string }{
+		{"agent_version", m.AgentVersion}, {"boot_id", m.BootId}, {"hardware_digest", m.HardwareDigest},
+		{"agent_health.detail", m.AgentHealth.GetDetail()}, {"node_health.detail", m.NodeHealth.GetDetail()},
+		{"action_result.id", m.ActionResult.GetId()}, {"action_result.detail", m.ActionResult.GetDetail()},
+	} {
+		if len(f.v) > maxText {
+			return fmt.Errorf("%s: longer than %d bytes", f.name, maxText)
+		}
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%s: not valid UTF-8", f.name)
+		}
+	}
+	for _, h := range []struct {
+		name string
+		h    *hostv1.Health
+	}{{"agent_health", m.AgentHealth}, {"node_health", m.NodeHealth}} {
+		if _, ok := hostv1.Health_State_name[int32(h.h.GetState())]; !ok {
+			return fmt.Errorf("%s.state: unknown value %d", h.name, h.h.GetState())
+		}
+	}
+	if r := m.ActionResult; r != nil {
+		if r.Id == "" {
+			return errors.New("action_result.id: required")
+		}
+		if r.State != hostv1.ActionResult_STATE_STARTED && r.State != hostv1.ActionResult_STATE_FAILED {
+			return fmt.Errorf("action_result.state: want STARTED or FAILED, got %v", r.State)
+		}
+	}
+	return nil
+}
+
+// beat is the fast path: when the tracker knows the host shows status
+// already and has no action pending, it records the heartbeat and returns
+// the host's hardware digest.
+func (t *tracker) beat(project, id string, now time.Time, status string, m *hostv1.HeartbeatRequest) (ok bool, digest string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.hosts[id]
+	if e == nil || !e.known || e.status != status || e.action != nil || m.ActionResult != nil || e.project != project {
+		return false, ""
+	}
+	if now.After(e.seen) {
+		e.seen = now
+	}
+	t.queue(e, now)
+	return true, e.digest
+}
+
+// sync is the slow path: read the host, write it if the heartbeat changes
+// it, and remember what it shows.
+func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.HeartbeatRequest, now time.Time, want hostStatus) (*hostv1.HostAction, string, error) {
+	gen := s.live.syncing(n.Project, n.HostID, now)
+	var h *eim.Host
+	err := s.store.View(ctx, n.Project, func(tx eim.Tx) error {
+		var err error
+		h, err = getHost(ctx, tx, n.HostID)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	ts := uint64(now.Unix())
+	probe := *h // the scalar fields applyBeat changes
+	act, _, changed := applyBeat(&probe, m, ts, want)
+	if changed {
+		err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
+			h, err = getHost(ctx, tx, n.HostID)
+			if err != nil {
+				return err
+			}
+			var changed bool
+			act, _, changed = applyBeat(h, m, ts, want)
+			if !changed {
+				return nil
+			}
+			return tx.Update(ctx, h)
+		})
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	s.live.synced(n.HostID, gen, h.HostStatus, h.HardwareDigest, act)
+	return act, h.HardwareDigest, nil
+}
+
+// applyBeat applies a heartbeat to h: power first (a reboot or shut down
+// the node starts sets the status), then the status the node's health asks
+// for, when the current one is this module's to change.
+func applyBeat(h *eim.Host, m *hostv1.HeartbeatRequest, now uint64, want hostStatus) (act *hostv1.HostAction, status hostStatus, changed bool) {
+	act, st, changed := applyPower(h, m.ActionResult, now)
+	if st.text == "" {
+		st = want
+	}
+	if ours(h.HostStatus) && (h.HostStatus != st.text || h.HostStatusIndicator != st.indicator) {
+		h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = st.text, st.indicator, now
+		changed = true
+	}
+	return act, st, changed
+}
+
+func getHost(ctx context.Context, tx eim.Tx, id string) (*eim.Host, error) {
+	r, err := tx.Get(ctx, eim.KindHost, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.(*eim.Host), nil
+}
+
+// syncing records a heartbeat about to be synced and returns the host's
+// change generation.
+func (t *tracker) syncing(project, id string, now time.Time) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(project, id)
+	if now.After(e.seen) {
+		e.seen = now
+	}
+	t.queue(e, now)
+	return e.gen
+}
+
+// synced records what a host shows after a sync; the entry is known unless
+// the host changed in the meantime.
+func (t *tracker) synced(id string, gen uint64, status, digest string, act *hostv1.HostAction) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.hosts[id]
+	if e == nil {
+		return
+	}
+	e.status, e.digest, e.action = status, digest, act
+	e.known = e.gen == gen
+}
+
+// CheckTimeouts flags the hosts whose heartbeats stopped "No Connection",
+// with the time they were last heard from as the status's timestamp, and
+// the hosts that did not come back from a reboot in time. Run calls it
+// every CheckInterval.
+func (s *Service) CheckTimeouts(ctx context.Context) {
+	now := s.now()
+	due := s.live.expired(now, s.settings.timeoutOf)
+	g, gctx := errgroup.WithContext(ctx)
+	// Concurrent calls let the batcher put many hosts in one transaction.
+	g.SetLimit(64)
+	for _, x := range due {
+		g.Go(func() error {
+			err := s.batch.DoIn(gctx, x.project, func(tx eim.Tx) error {
+				h, err := getHost(gctx, tx, x.id)
+				if eim.ErrorCode(err) == eim.ENOTFOUND {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				// Heard from since, or not a status that times out.
+				if !s.live.silentSince(x.id, x.seen) || !timesOut(h.HostStatus) {
+					return nil
+				}
+				h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = statusNoConnection, eim.StatusError, uint64(x.seen.Unix())
+				return tx.Update(gctx, h)
+			})
+			if err != nil && gctx.Err() == nil {
+				s.log.Warn("hostmgr: flag host", "host", x.id, "project", x.project, "err", err)
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if now.Sub(s.lastRebootScan) >= rebootScanEvery {
+		s.lastRebootScan = now
+		if err := s.checkReboots(ctx, now); err != nil && ctx.Err() == nil {
+			s.log.Warn("hostmgr: reboot scan", "err", err)
+		}
+	}
+}
+
+// silentSince reports whether the host was not heard from after seen.
+func (t *tracker) silentSince(id string, seen time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.hosts[id]
+	return e == nil || !e.seen.After(seen)
+}
+
+// rebootScanEvery is how often hosts stuck "Rebooting" are looked for:
+// the reboot timeout is minutes long.
+const rebootScanEvery = 30 * time.Second
+
+// checkReboots flags the hosts that show "Rebooting" for longer than the
+// reboot timeout: after their provisioning workflow's reboot, or after a
+// reboot asked through desiredPowerState. The original left them
+// "Rebooting" forever. The hosts' status is indexed, so a scan reads the
+// rebooting hosts only.
+func (s *Service) checkReboots(ctx context.Context, now time.Time) error {
+	cutoff := uint64(now.Add(-s.rebootMax).Unix())
+	var stuck []*eim.Host
+	q := eim.Query{Where: []eim.Cond{{Field: "hostStatus", Value: statusRebooting}}, Limit: 500, NoTotal: true}
+	for {
+		var page []eim.Resource
+		err := s.store.View(ctx, "", func(tx eim.Tx) error {
+			var err error
+			page, _, err = tx.List(ctx, eim.KindHost, q)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if h := r.(*eim.Host); h.HostStatusTimestamp <= cutoff {
+				stuck = append(stuck, h)
+			}
+		}
+		if len(page) < q.Limit {
+			break
+		}
+		q.Offset += q.Limit
+	}
+	for _, h := range stuck {
+		err := s.batch.DoIn(ctx, h.Project, func(tx eim.Tx) error {
+			h, err := getHost(ctx, tx, h.ResourceID)
+			if err != nil || h.HostStatus != statusRebooting || h.HostStatusTimestamp > cutoff {
+				return ignoreNotFound(err)
+			}
+			h.HostStatus, h.HostStatusIndicator = statusNoConnection, eim.StatusError
+			return tx.Update(ctx, h)
+		})
+		if err != nil {
+			return fmt.Errorf("flag %s: %w", h.ResourceID, err)
+		}
+		s.log.Info("hostmgr: host did not come back from its reboot", "host", h.ResourceID, "project", h.Project, "since", time.Unix(int64(h.HostStatusTimestamp), 0).UTC())
+	}
+	return nil
+}
+
+func ignoreNotFound(err error) error {
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,257 @@
+// Package hostmgr is EIM's host module: the southbound HostService that a
+// node on its installed OS calls (report-in, heartbeats, hardware
+// inventory), the liveness of every node ("Running", "No Connection"), and
+// in-band host actions (reboot, shut down) carried in heartbeat answers.
+//
+// Liveness is kept in memory, not in the inventory: a heartbeat of a host
+// whose status is already right costs no database access at all. The host
+// row is written only when its status changes; when each node was last
+// heard from is flushed to the store in batches (Store.SaveLastSeen), a
+// host at most every half timeout, so that a restarted server knows it. A
+// host whose heartbeats stop is found through a deadline heap, so the cost
+// of timeout detection follows the hosts that time out, not the fleet.
+//
+// One replica of the module tracks a fleet: a node's heartbeats must reach
+// the replica that tracks it. Spreading the fleet over replicas is for the
+// scale-out work.
+package hostmgr
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eimhq/eim"
+	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
+	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
+)
+
+// Batcher runs fn in a shared write transaction of the project (see
+// inventory.Batcher): fns must be re-runnable.
+type Batcher interface {
+	DoIn(ctx context.Context, project string, fn func(tx eim.Tx) error) error
+}
+
+// ReportInFunc handles a node's report-in (the provisioning module's: the
+// first one after provisioning makes the instance RUNNING).
+type ReportInFunc func(context.Context, *connect.Request[hostv1.ReportInRequest]) (*connect.Response[hostv1.ReportInResponse], error)
+
+// Options configure a Service. Store and ReportIn are required; zero values
+// select defaults.
+type Options struct {
+	Store    eim.Store
+	Batcher  Batcher // nil: one Store.Update per write
+	ReportIn ReportInFunc
+	Logger   *slog.Logger
+	Now      func() time.Time
+
+	// Interval and Timeout apply to projects whose settings name none
+	// (defaults eim.DefaultHeartbeatInterval seconds, and that times
+	// eim.DefaultHeartbeatMisses).
+	Interval, Timeout time.Duration
+	// HardwareInterval is how often nodes send their full hardware
+	// inventory even when it did not change (default 1 h).
+	HardwareInterval time.Duration
+	// RebootTimeout is how long a host may take to come back from a reboot
+	// it was asked for before it is "No Connection" (default 15 min).
+	RebootTimeout time.Duration
+	// CheckInterval is how often deadlines are checked (default 1 s), and
+	// FlushInterval how often last-seen times are saved (default 5 s).
+	CheckInterval, FlushInterval time.Duration
+	// SettingsTTL is how long a project's heartbeat settings are cached
+	// (default 10 s): a change reaches nodes within that and one interval.
+	SettingsTTL time.Duration
+}
+
+// Service implements hostv1connect.HostServiceHandler. Run drives its
+// timers; handlers work before Run is called, but no host times out.
+type Service struct {
+	store     eim.Store
+	batch     Batcher
+	reportIn  ReportInFunc
+	log       *slog.Logger
+	now       func() time.Time
+	interval  time.Duration
+	timeout   time.Duration
+	hwEvery   time.Duration
+	rebootMax time.Duration
+	check     time.Duration
+	flush     time.Duration
+
+	live     *tracker
+	settings *settingsCache
+
+	runOnce        sync.Once
+	lastRebootScan time.Time // CheckTimeouts' own: not concurrent
+}
+
+var _ hostv1connect.HostServiceHandler = (*Service)(nil)
+
+// New returns a Service.
+func New(opts Options) *Service {
+	if opts.Store == nil || opts.ReportIn == nil {
+		panic("hostmgr.New: Store and ReportIn are required")
+	}
+	s := &Service{
+		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, log: opts.Logger, now: opts.Now,
+		interval: opts.Interval, timeout: opts.Timeout, hwEvery: opts.HardwareInterval,
+		rebootMax: opts.RebootTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
+	}
+	if s.batch == nil {
+		s.batch = storeBatcher{opts.Store}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.interval <= 0 {
+		s.interval = eim.DefaultHeartbeatInterval * time.Second
+	}
+	if s.timeout <= 0 {
+		s.timeout = eim.DefaultHeartbeatMisses * s.interval
+	}
+	if s.hwEvery <= 0 {
+		s.hwEvery = time.Hour
+	}
+	if s.rebootMax <= 0 {
+		s.rebootMax = 15 * time.Minute
+	}
+	if s.check <= 0 {
+		s.check = time.Second
+	}
+	if s.flush <= 0 {
+		s.flush = 5 * time.Second
+	}
+	ttl := opts.SettingsTTL
+	if ttl <= 0 {
+		ttl = 10 * time.Second
+	}
+	s.live = newTracker()
+	s.settings = newSettingsCache(opts.Store, s.now, ttl, s.interval, s.timeout)
+	return s
+}
+
+type storeBatcher struct{ st eim.Store }
+
+func (b storeBatcher) DoIn(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	return b.st.Update(ctx, project, fn)
+}
+
+// Run loads what the store knows of liveness and then, until ctx is done,
+// flags hosts whose heartbeats stopped, saves last-seen times, and follows
+// host changes in the feed. It returns nil when ctx ends (after a last
+// flush) and may be called once.
+func (s *Service) Run(ctx context.Context) error {
+	first := false
+	s.runOnce.Do(func() { first = true })
+	if !first {
+		return fmt.Errorf("hostmgr: Run called twice")
+	}
+	// Start the feed where the store is now: what came before is in the
+	// rows that loadLastSeen marks for a fresh read.
+	rev, err := s.store.Revision(ctx)
+	if err != nil {
+		return fmt.Errorf("hostmgr: %w", err)
+	}
+	if err := s.loadLastSeen(ctx); err != nil {
+		return fmt.Errorf("hostmgr: %w", err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.watch(gctx, rev) })
+	g.Go(func() error { s.checkLoop(gctx); return nil })
+	g.Go(func() error { s.flushLoop(gctx); return nil })
+	err = g.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// loadLastSeen restores the tracker after a restart: every host heard from
+// before is due at the later of its last-seen time and now, plus its
+// timeout (a server outage must not flag the fleet), and is read afresh on
+// its next heartbeat.
+func (s *Service) loadLastSeen(ctx context.Context) error {
+	all, err := s.store.LastSeen(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	for _, ls := range all {
+		s.live.restore(ls.Project, ls.HostID, ls.At, now)
+	}
+	s.log.Info("hostmgr: restored liveness", "hosts", len(all))
+	return nil
+}
+
+// watch marks hosts changed in the feed for a fresh read, and forgets
+// deleted ones.
+func (s *Service) watch(ctx context.Context, after int64) error {
+	for ev, err := range s.store.Watch(ctx, after, eim.KindHost) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("hostmgr: watch: %w", err)
+		}
+		if ev.Op == eim.OpDeleted {
+			s.live.forget(ev.ID)
+		} else {
+			s.live.changed(ev.ID)
+		}
+	}
+	return nil
+}
+
+func (s *Service) checkLoop(ctx context.Context) {
+	t := time.NewTicker(s.check)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.CheckTimeouts(ctx)
+	}
+}
+
+func (s *Service) flushLoop(ctx context.Context) {
+	t := time.NewTicker(s.flush)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// A last flush, so that a clean restart loses nothing.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			s.Flush(fctx)
+			cancel()
+			return
+		case <-t.C:
+		}
+		s.Flush(ctx)
+	}
+}
+
+// Flush saves the last-seen times that moved by half a timeout or more
+// since they were last saved.
+func (s *Service) Flush(ctx context.Context) {
+	batch := s.live.unsaved(s.settings.timeoutOf)
+	if len(batch) == 0 {
+		return
+	}
+	if err := s.store.SaveLastSeen(ctx, batch); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("hostmgr: save last seen", "hosts", len(batch), "err", err)
+		}
+		return
+	}
+	s.live.saved(batch)
+}

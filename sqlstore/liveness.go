@@ -1,0 +1,100 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/eimhq/eim"
+)
+
+// lastSeenChunk bounds the rows of one statement (2 parameters each; far
+// below both engines' parameter limits).
+const lastSeenChunk = 500
+
+// SaveLastSeen implements eim.Store: one transaction, an upsert per chunk.
+// The join with hosts skips hosts deleted since they were last seen, where
+// a plain insert would fail the whole batch on the foreign key.
+func (s *Store) SaveLastSeen(ctx context.Context, seen []eim.LastSeen) error {
+	seen = newestPerHost(seen)
+	if len(seen) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.d.translate(fmt.Errorf("save last seen: begin: %w", err), nil)
+	}
+	defer tx.Rollback()
+	for len(seen) > 0 {
+		n := min(len(seen), lastSeenChunk)
+		q, args := lastSeenUpsert(seen[:n])
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q), args...); err != nil {
+			return s.d.translate(fmt.Errorf("save last seen: %w", err), nil)
+		}
+		seen = seen[n:]
+	}
+	if err := tx.Commit(); err != nil {
+		return s.d.translate(fmt.Errorf("save last seen: commit: %w", err), nil)
+	}
+	return nil
+}
+
+// newestPerHost keeps each host's newest time: PostgreSQL refuses an upsert
+// that touches a row twice.
+func newestPerHost(seen []eim.LastSeen) []eim.LastSeen {
+	at := make(map[string]int, len(seen))
+	out := make([]eim.LastSeen, 0, len(seen))
+	for _, ls := range seen {
+		if i, ok := at[ls.HostID]; ok {
+			if ls.At.After(out[i].At) {
+				out[i] = ls
+			}
+			continue
+		}
+		at[ls.HostID] = len(out)
+		out = append(out, ls)
+	}
+	return out
+}
+
+func lastSeenUpsert(seen []eim.LastSeen) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 2*len(seen))
+	b.WriteString("WITH v (id, t) AS (VALUES ")
+	for i, ls := range seen {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(CAST(? AS TEXT), CAST(? AS BIGINT))")
+		args = append(args, ls.HostID, ls.At.UnixMilli())
+	}
+	// "WHERE true" tells SQLite's parser that ON CONFLICT belongs to the
+	// upsert, not to the join.
+	b.WriteString(") INSERT INTO host_liveness (host_id, project, last_seen) SELECT h.id, h.project, v.t FROM v JOIN hosts h ON h.id = v.id WHERE true" +
+		" ON CONFLICT (host_id) DO UPDATE SET last_seen = excluded.last_seen WHERE host_liveness.last_seen < excluded.last_seen")
+	return b.String(), args
+}
+
+// LastSeen implements eim.Store.
+func (s *Store) LastSeen(ctx context.Context) ([]eim.LastSeen, error) {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT project, host_id, last_seen FROM host_liveness")
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("read last seen: %w", err), nil)
+	}
+	defer rows.Close()
+	var out []eim.LastSeen
+	for rows.Next() {
+		var ls eim.LastSeen
+		var ms int64
+		if err := rows.Scan(&ls.Project, &ls.HostID, &ms); err != nil {
+			return nil, s.d.translate(fmt.Errorf("read last seen: %w", err), nil)
+		}
+		ls.At = time.UnixMilli(ms)
+		out = append(out, ls)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.d.translate(fmt.Errorf("read last seen: %w", err), nil)
+	}
+	return out, nil
+}
