@@ -66,6 +66,7 @@ const (
 	PowerStateOff         PowerState = "POWER_STATE_OFF"
 	PowerStateReset       PowerState = "POWER_STATE_RESET"
 	PowerStatePowerCycle  PowerState = "POWER_STATE_POWER_CYCLE"
+	PowerStateSleep       PowerState = "POWER_STATE_SLEEP"
 
 	BaremetalControllerKindUnspecified BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_UNSPECIFIED"
 	BaremetalControllerKindNone        BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_NONE"

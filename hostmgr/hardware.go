@@ -5,25 +5,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/hwlimit"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
-)
-
-// Bounds of a hardware report (see hostv1.Hardware).
-const (
-	maxHardwareList = 256
-	maxAddresses    = 64
 )
 
 // ReportHardware implements hostv1connect.HostServiceHandler: it stores the
@@ -40,8 +34,8 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 	if hw == nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("hardware: required"))
 	}
-	if err := checkHardware(hw); err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	if err := hwlimit.Validate(hw); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New(eim.ErrorMessage(err)))
 	}
 	hw = canonical(hw)
 	digest := hardwareDigest(hw)
@@ -71,112 +65,6 @@ func (t *tracker) hardware(id string, gen uint64, digest string) {
 	if e := t.hosts[id]; e != nil && e.gen == gen {
 		e.digest = digest
 	}
-}
-
-// checkHardware validates a report, naming the first bad field.
-func checkHardware(hw *hostv1.Hardware) error {
-	var errs []string
-	str := func(field, v string) {
-		switch {
-		case len(v) > maxText:
-			errs = append(errs, fmt.Sprintf("%s: longer than %d bytes", field, maxText))
-		case !utf8.ValidString(v):
-			errs = append(errs, field+": not valid UTF-8")
-		}
-	}
-	list := func(field string, n, max int) {
-		if n > max {
-			errs = append(errs, fmt.Sprintf("%s: more than %d entries", field, max))
-		}
-	}
-	str("product_name", hw.ProductName)
-	str("hostname", hw.Hostname)
-	str("os_release", hw.OsRelease)
-	if c := hw.Cpu; c != nil {
-		str("cpu.model", c.Model)
-		str("cpu.architecture", c.Architecture)
-		list("cpu.capabilities", len(c.Capabilities), 1024)
-		for i, f := range c.Capabilities {
-			str(fmt.Sprintf("cpu.capabilities[%d]", i), f)
-		}
-		if len(c.TopologyJson) > 64<<10 {
-			errs = append(errs, "cpu.topology_json: longer than 65536 bytes")
-		} else {
-			str("cpu.topology_json", truncate(c.TopologyJson, maxText)) // UTF-8 check only
-		}
-		if c.Threads > 0 && c.Cores > c.Threads {
-			errs = append(errs, fmt.Sprintf("cpu.cores: %d cores but %d threads", c.Cores, c.Threads))
-		}
-	}
-	if b := hw.Bios; b != nil {
-		str("bios.vendor", b.Vendor)
-		str("bios.version", b.Version)
-		str("bios.release_date", b.ReleaseDate)
-	}
-	list("storages", len(hw.Storages), maxHardwareList)
-	for i, d := range hw.Storages {
-		p := fmt.Sprintf("storages[%d].", i)
-		str(p+"device_name", d.DeviceName)
-		str(p+"wwid", d.Wwid)
-		str(p+"serial", d.Serial)
-		str(p+"vendor", d.Vendor)
-		str(p+"model", d.Model)
-	}
-	list("nics", len(hw.Nics), maxHardwareList)
-	for i, nic := range hw.Nics {
-		p := fmt.Sprintf("nics[%d].", i)
-		str(p+"device_name", nic.DeviceName)
-		str(p+"pci_identifier", nic.PciIdentifier)
-		str(p+"mac_address", nic.MacAddress)
-		if nic.DeviceName == "" {
-			errs = append(errs, p+"device_name: required")
-		}
-		list(p+"ip_addresses", len(nic.IpAddresses), maxAddresses)
-		for j, a := range nic.IpAddresses {
-			if _, err := netip.ParsePrefix(a.Address); err != nil {
-				errs = append(errs, fmt.Sprintf("%sip_addresses[%d].address: %q is not an address in CIDR form", p, j, truncate(a.Address, 64)))
-			}
-			if _, ok := hostv1.IpAddress_ConfigMethod_name[int32(a.ConfigMethod)]; !ok {
-				errs = append(errs, fmt.Sprintf("%sip_addresses[%d].config_method: unknown value %d", p, j, a.ConfigMethod))
-			}
-		}
-	}
-	list("usbs", len(hw.Usbs), maxHardwareList)
-	for i, u := range hw.Usbs {
-		p := fmt.Sprintf("usbs[%d].", i)
-		str(p+"id_vendor", u.IdVendor)
-		str(p+"id_product", u.IdProduct)
-		str(p+"class", u.Class)
-		str(p+"serial", u.Serial)
-		str(p+"device_name", u.DeviceName)
-	}
-	list("gpus", len(hw.Gpus), maxHardwareList)
-	for i, g := range hw.Gpus {
-		p := fmt.Sprintf("gpus[%d].", i)
-		str(p+"pci_id", g.PciId)
-		str(p+"product", g.Product)
-		str(p+"vendor", g.Vendor)
-		str(p+"description", g.Description)
-		str(p+"device_name", g.DeviceName)
-		list(p+"capabilities", len(g.Capabilities), maxHardwareList)
-		for j, c := range g.Capabilities {
-			str(fmt.Sprintf("%scapabilities[%d]", p, j), c)
-		}
-	}
-	if len(errs) > 0 {
-		if len(errs) > 3 {
-			errs = append(errs[:3], fmt.Sprintf("and %d more", len(errs)-3))
-		}
-		return fmt.Errorf("%s", strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // canonical returns hw with its lists in a fixed order, so that the same

@@ -68,7 +68,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[hostv1.Hea
 	want := healthStatus(m)
 	out := &hostv1.HeartbeatResponse{IntervalSeconds: seconds(interval), HardwareIntervalSeconds: seconds(s.hwEvery)}
 	if ok, digest := s.live.beat(n.Project, n.HostID, now, want.text, m); ok {
-		out.SendHardware = digest != m.HardwareDigest
+		out.SendHardware = needHardware(digest, m)
 		return connect.NewResponse(out), nil
 	}
 	act, digest, err := s.sync(ctx, n, m, now, want)
@@ -76,8 +76,14 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[hostv1.Hea
 		return nil, southbound.Error(ctx, s.log, "hostmgr: heartbeat", err)
 	}
 	out.Action = act
-	out.SendHardware = digest != m.HardwareDigest
+	out.SendHardware = needHardware(digest, m)
 	return connect.NewResponse(out), nil
+}
+
+// needHardware reports whether the node must send its inventory: the host
+// has none, or not the one the node last sent.
+func needHardware(stored string, m *hostv1.HeartbeatRequest) bool {
+	return stored == "" || stored != m.HardwareDigest
 }
 
 func seconds(d time.Duration) uint32 { return uint32((d + time.Second - 1) / time.Second) }
@@ -142,6 +148,9 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 		h, err = getHost(ctx, tx, n.HostID)
 		return err
 	})
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		s.live.forget(n.HostID)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -230,7 +239,9 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 	g.SetLimit(64)
 	for _, x := range due {
 		g.Go(func() error {
+			var flagged bool
 			err := s.batch.DoIn(gctx, x.project, func(tx eim.Tx) error {
+				flagged = false
 				h, err := getHost(gctx, tx, x.id)
 				if eim.ErrorCode(err) == eim.ENOTFOUND {
 					return nil
@@ -243,10 +254,14 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 					return nil
 				}
 				h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = statusNoConnection, eim.StatusError, uint64(x.seen.Unix())
+				flagged = true
 				return tx.Update(gctx, h)
 			})
 			if err != nil && gctx.Err() == nil {
 				s.log.Warn("hostmgr: flag host", "host", x.id, "project", x.project, "err", err)
+			}
+			if err == nil && flagged {
+				s.live.setStatus(x.id, statusNoConnection)
 			}
 			return nil
 		})
@@ -257,6 +272,15 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 		if err := s.checkReboots(ctx, now); err != nil && ctx.Err() == nil {
 			s.log.Warn("hostmgr: reboot scan", "err", err)
 		}
+	}
+}
+
+// setStatus records a status this module wrote outside a node's call.
+func (t *tracker) setStatus(id, status string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.hosts[id]; e != nil {
+		e.status = status
 	}
 }
 
@@ -313,6 +337,7 @@ func (s *Service) checkReboots(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return fmt.Errorf("flag %s: %w", h.ResourceID, err)
 		}
+		s.live.setStatus(h.ResourceID, statusNoConnection)
 		s.log.Info("hostmgr: host did not come back from its reboot", "host", h.ResourceID, "project", h.Project, "since", time.Unix(int64(h.HostStatusTimestamp), 0).UTC())
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -86,6 +87,7 @@ type Service struct {
 	live     *tracker
 	settings *settingsCache
 
+	restored       atomic.Bool
 	runOnce        sync.Once
 	lastRebootScan time.Time // CheckTimeouts' own: not concurrent
 }
@@ -188,7 +190,18 @@ func (s *Service) loadLastSeen(ctx context.Context) error {
 		s.live.restore(ls.Project, ls.HostID, ls.At, now)
 	}
 	s.log.Info("hostmgr: restored liveness", "hosts", len(all))
+	s.restored.Store(true)
 	return nil
+}
+
+// Restored reports whether Run has loaded what the store knew of liveness.
+func (s *Service) Restored() bool { return s.restored.Load() }
+
+// Tracked returns how many hosts the module tracks.
+func (s *Service) Tracked() int {
+	s.live.mu.Lock()
+	defer s.live.mu.Unlock()
+	return len(s.live.hosts)
 }
 
 // watch marks hosts changed in the feed for a fresh read, and forgets

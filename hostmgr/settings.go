@@ -62,7 +62,7 @@ func (c *settingsCache) times(set eim.ProjectSettings) projectTimes {
 	pt := projectTimes{interval: c.interval, timeout: c.timeout}
 	if set.HeartbeatIntervalSeconds > 0 {
 		pt.interval = time.Duration(set.HeartbeatIntervalSeconds) * time.Second
-		pt.timeout = c.timeout * pt.interval / c.interval
+		pt.timeout = time.Duration(float64(c.timeout) / float64(c.interval) * float64(pt.interval))
 	}
 	if set.HeartbeatTimeoutSeconds > 0 {
 		pt.timeout = time.Duration(set.HeartbeatTimeoutSeconds) * time.Second
