@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
@@ -55,8 +57,10 @@ func LoadNodeConfig(path string) (NodeConfig, error) {
 	return c, nil
 }
 
-// Node is the agent on the installed OS: it reports in and, for now, keeps
-// reporting in at the interval the server sets.
+// Node is the agent on the installed OS: it reports in once, then sends
+// a heartbeat every interval the server sets, sends its hardware inventory
+// when the server lacks it or it changed, and carries out the host actions
+// (reboot, shut down) that heartbeat answers bring.
 type Node struct {
 	Client  *http.Client // trusts the server's CA (Dial with Config.CACertPEM)
 	Config  NodeConfig
@@ -67,13 +71,41 @@ type Node struct {
 	Hostname     string
 	OSRelease    string
 	BootID       string
-	// OnReportIn, if set, is called after every accepted ReportIn.
-	OnReportIn func(*hostv1.ReportInResponse)
-	Now        func() time.Time
-	Wait       func(ctx context.Context, d time.Duration) error
+
+	// Hardware collects the inventory; nil sends none. It may return a
+	// partial inventory with an error, which is logged.
+	Hardware func(context.Context) (*hostv1.Hardware, error)
+	// HardwareCheck is how often the inventory is collected to see whether
+	// it changed (default 5 min); a full report goes at least every
+	// interval the server sets.
+	HardwareCheck time.Duration
+	// Health says how the node and the agent are; nil: healthy.
+	Health func(context.Context) (agent, node *hostv1.Health)
+	// Actions carries out host actions; nil refuses them (reported as
+	// failed).
+	Actions Actions
+	// StateDir keeps the host actions already carried out, so that one is
+	// not done twice across the reboot it causes; "" keeps them in memory.
+	StateDir string
+
+	// OnReportIn, if set, is called after every accepted ReportIn, and
+	// OnHeartbeat after every answered heartbeat.
+	OnReportIn  func(*hostv1.ReportInResponse)
+	OnHeartbeat func(*hostv1.HeartbeatResponse)
+	Now         func() time.Time
+	Wait        func(ctx context.Context, d time.Duration) error
+	// Rand returns a number in [0, 1) for jitter; nil: math/rand.
+	Rand func() float64
 
 	tokens *tokens
 	hc     hostv1connect.HostServiceClient
+}
+
+// Actions carries out host actions on the node. Both return once the
+// action is under way (the agent is about to stop) or failed.
+type Actions interface {
+	Reboot(ctx context.Context) error
+	Shutdown(ctx context.Context) error
 }
 
 // ErrCredentialsRevoked is returned by Node when the token endpoint refuses
@@ -107,12 +139,8 @@ func (n *Node) log() *slog.Logger {
 // ReportIn calls ReportIn once (getting a token if needed).
 func (n *Node) ReportIn(ctx context.Context) (*hostv1.ReportInResponse, error) {
 	n.init()
-	v := n.AgentVersion
-	if v == "" {
-		v = Version
-	}
 	resp, err := n.hc.ReportIn(ctx, connect.NewRequest(&hostv1.ReportInRequest{
-		AgentVersion: v, Hostname: n.Hostname, OsRelease: n.OSRelease, BootId: n.BootID,
+		AgentVersion: n.version(), Hostname: n.Hostname, OsRelease: n.OSRelease, BootId: n.BootID,
 	}))
 	if errors.Is(err, errInvalidClient) {
 		return nil, ErrCredentialsRevoked
@@ -123,18 +151,121 @@ func (n *Node) ReportIn(ctx context.Context) (*hostv1.ReportInResponse, error) {
 	return resp.Msg, nil
 }
 
-// Run reports in, with back-off on errors, and then again every heartbeat
-// interval until ctx ends. It returns ErrCredentialsRevoked when the
+// Run reports in (with back-off on errors) and then keeps the node's
+// heartbeat going until ctx ends. It returns ErrCredentialsRevoked when the
 // credentials stop working for good.
 func (n *Node) Run(ctx context.Context) error {
-	wait := n.Wait
-	if wait == nil {
-		wait = sleep
-	}
+	n.init()
 	r := retrier{b: n.Backoff}
 	for {
 		resp, err := n.ReportIn(ctx)
-		var d time.Duration
+		if err == nil {
+			r.reset()
+			if n.OnReportIn != nil {
+				n.OnReportIn(resp)
+			}
+			return n.beat(ctx, time.Duration(resp.GetHeartbeatIntervalSeconds())*time.Second)
+		}
+		if errors.Is(err, ErrCredentialsRevoked) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		d := r.next(err)
+		n.log().Warn("report in failed", "err", err, "retry_in", d)
+		if err := n.wait(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+func (n *Node) wait(ctx context.Context, d time.Duration) error {
+	if n.Wait != nil {
+		return n.Wait(ctx, d)
+	}
+	return sleep(ctx, d)
+}
+
+func (n *Node) now() time.Time {
+	if n.Now != nil {
+		return n.Now()
+	}
+	return time.Now()
+}
+
+func (n *Node) rand() float64 {
+	if n.Rand != nil {
+		return n.Rand()
+	}
+	return rand.Float64()
+}
+
+// heartbeat state of Run.
+type beatState struct {
+	interval   time.Duration
+	hwEvery    time.Duration
+	digest     string           // of the inventory the server accepted
+	sent       *hostv1.Hardware // that inventory
+	sentAt     time.Time
+	checkedAt  time.Time
+	result     *hostv1.ActionResult // to send with the next heartbeat
+	done       *actionLog
+	hwRetry    retrier
+	hwNotUntil time.Time
+}
+
+// beat is Run's heartbeat loop. Every wait is the interval with ±10 %
+// jitter, so nodes started together drift apart; errors back off.
+func (n *Node) beat(ctx context.Context, interval time.Duration) error {
+	st := &beatState{interval: interval, hwEvery: time.Hour, done: loadActionLog(n.StateDir)}
+	if st.interval <= 0 {
+		st.interval = 10 * time.Second
+	}
+	r := retrier{b: n.Backoff}
+	for {
+		resp, err := n.heartbeat(ctx, st)
+		d := jitter(st.interval, n.rand())
+		switch {
+		case errors.Is(err, ErrCredentialsRevoked):
+			return err
+		case connect.CodeOf(err) == connect.CodeUnimplemented:
+			n.log().Info("the server has no heartbeats: reporting in at every interval instead")
+			return n.reportInLoop(ctx, st.interval)
+		case err != nil:
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			d = r.next(err)
+			n.log().Warn("heartbeat failed", "err", err, "retry_in", d)
+		default:
+			r.reset()
+			if n.OnHeartbeat != nil {
+				n.OnHeartbeat(resp)
+			}
+			if now := n.act(ctx, st, resp.Action); now {
+				d = 0 // report the action's start (or failure) at once
+			}
+		}
+		if d > 0 {
+			if err := n.wait(ctx, d); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// reportInLoop keeps a node alive against a server older than Heartbeat:
+// it reports in at every interval.
+func (n *Node) reportInLoop(ctx context.Context, interval time.Duration) error {
+	r := retrier{b: n.Backoff}
+	d := jitter(interval, n.rand()) // it just reported in
+	for {
+		if err := n.wait(ctx, d); err != nil {
+			return err
+		}
+		d = jitter(interval, n.rand())
+		resp, err := n.ReportIn(ctx)
 		switch {
 		case errors.Is(err, ErrCredentialsRevoked):
 			return err
@@ -149,13 +280,153 @@ func (n *Node) Run(ctx context.Context) error {
 			if n.OnReportIn != nil {
 				n.OnReportIn(resp)
 			}
-			d = time.Duration(resp.GetHeartbeatIntervalSeconds()) * time.Second
-			if d <= 0 {
-				d = 10 * time.Second
+			if s := resp.GetHeartbeatIntervalSeconds(); s > 0 {
+				interval = time.Duration(s) * time.Second
+				d = jitter(interval, n.rand())
 			}
 		}
-		if err := wait(ctx, d); err != nil {
-			return err
+	}
+}
+
+func jitter(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) * (0.9 + 0.2*f))
+}
+
+// heartbeat sends one heartbeat and, when the answer asks for it or the
+// inventory changed, the hardware inventory.
+func (n *Node) heartbeat(ctx context.Context, st *beatState) (*hostv1.HeartbeatResponse, error) {
+	req := &hostv1.HeartbeatRequest{AgentVersion: n.version(), BootId: n.BootID, HardwareDigest: st.digest, ActionResult: st.result}
+	if n.Health != nil {
+		req.AgentHealth, req.NodeHealth = n.Health(ctx)
+	}
+	resp, err := n.hc.Heartbeat(ctx, connect.NewRequest(req))
+	if errors.Is(err, errInvalidClient) {
+		return nil, ErrCredentialsRevoked
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := resp.Msg
+	if st.result != nil && (m.Action == nil || m.Action.Id != st.result.Id) {
+		st.result = nil // recorded
+	}
+	if s := m.GetIntervalSeconds(); s > 0 {
+		st.interval = time.Duration(s) * time.Second
+	}
+	if s := m.GetHardwareIntervalSeconds(); s > 0 {
+		st.hwEvery = time.Duration(s) * time.Second
+	}
+	n.hardware(ctx, st, m.SendHardware)
+	return m, nil
+}
+
+// hardware collects the inventory when it is due (asked for, never sent,
+// a full-report interval passed, or the change check is due) and sends it
+// when asked for, due, or changed. A failure is logged and retried with
+// back-off: the heartbeat goes on.
+func (n *Node) hardware(ctx context.Context, st *beatState, asked bool) {
+	if n.Hardware == nil {
+		return
+	}
+	now := n.now()
+	check := n.HardwareCheck
+	if check <= 0 {
+		check = 5 * time.Minute
+	}
+	full := st.sent == nil || now.Sub(st.sentAt) >= st.hwEvery
+	if now.Before(st.hwNotUntil) || !(asked || full || now.Sub(st.checkedAt) >= check) {
+		return
+	}
+	st.checkedAt = now
+	hw, err := n.Hardware(ctx)
+	if err != nil {
+		n.log().Warn("hardware inventory incomplete", "err", err)
+	}
+	if hw == nil || (!asked && !full && !hardwareChanged(st.sent, hw)) {
+		return
+	}
+	resp, err := n.hc.ReportHardware(ctx, connect.NewRequest(&hostv1.ReportHardwareRequest{Hardware: hw}))
+	if err != nil {
+		d := st.hwRetry.next(err)
+		st.hwNotUntil = now.Add(d)
+		n.log().Warn("report hardware failed", "err", err, "retry_in", d)
+		return
+	}
+	st.hwRetry.reset()
+	st.hwNotUntil = time.Time{}
+	st.digest, st.sent, st.sentAt = resp.Msg.Digest, hw, now
+	n.log().Info("reported hardware", "digest", st.digest)
+}
+
+func hardwareChanged(a, b *hostv1.Hardware) bool { return !proto.Equal(a, b) }
+
+// act handles the action of an answer. It reports whether to send the next
+// heartbeat at once (to say an action started or failed).
+func (n *Node) act(ctx context.Context, st *beatState, a *hostv1.HostAction) bool {
+	if a == nil || a.Id == "" {
+		return false
+	}
+	if r, ok := st.done.get(a.Id); ok {
+		// Carried out before (the server missed the result, or this is
+		// the boot after the reboot): say so again.
+		if st.result == nil {
+			st.result = r
+			return true
+		}
+		return false
+	}
+	r := &hostv1.ActionResult{Id: a.Id, State: hostv1.ActionResult_STATE_STARTED}
+	var run func(context.Context) error
+	switch {
+	case n.Actions == nil:
+		r.State, r.Detail = hostv1.ActionResult_STATE_FAILED, "this agent does not carry out host actions"
+	case a.Kind == hostv1.HostAction_KIND_REBOOT:
+		run = n.Actions.Reboot
+	case a.Kind == hostv1.HostAction_KIND_SHUTDOWN:
+		run = n.Actions.Shutdown
+	default:
+		r.State, r.Detail = hostv1.ActionResult_STATE_FAILED, fmt.Sprintf("unknown host action %v", a.Kind)
+	}
+	if run != nil {
+		// Record it before doing it: the reboot ends this process, and
+		// the next boot must not reboot again.
+		if err := st.done.add(r); err != nil {
+			r.State, r.Detail = hostv1.ActionResult_STATE_FAILED, "cannot record the action: "+err.Error()
+			run = nil
 		}
 	}
+	if run == nil {
+		st.done.add(r) // in memory at least: do not retry a refusal
+		st.result = r
+		return true
+	}
+	// Tell the server first (best effort): once the action runs, this
+	// agent may not get another chance.
+	st.result = r
+	if _, err := n.heartbeat(ctx, st); err != nil {
+		n.log().Warn("heartbeat before a host action failed", "err", err)
+	}
+	n.log().Info("carrying out a host action", "action", a.Kind.String(), "id", a.Id)
+	if err := run(ctx); err != nil {
+		r = &hostv1.ActionResult{Id: a.Id, State: hostv1.ActionResult_STATE_FAILED, Detail: truncate(err.Error(), 1000)}
+		st.done.add(r)
+		st.result = r
+		n.log().Error("host action failed", "action", a.Kind.String(), "err", err)
+		return true
+	}
+	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
+
+func (n *Node) version() string {
+	if n.AgentVersion != "" {
+		return n.AgentVersion
+	}
+	return Version
 }

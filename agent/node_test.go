@@ -47,7 +47,7 @@ func TestNodeReportsIn(t *testing.T) {
 	defer cancel()
 	var accepted int
 	n := &agent.Node{
-		Client: client, Wait: w.wait,
+		Client: client, Wait: w.wait, Rand: noJitter,
 		Config: agent.NodeConfig{URL: url, ClientID: "edgenode-host-1", ClientSecret: "sec", HostID: "host-1", Project: "p"},
 		OnReportIn: func(*hostv1.ReportInResponse) {
 			if accepted++; accepted == 2 {
@@ -59,7 +59,7 @@ func TestNodeReportsIn(t *testing.T) {
 		t.Fatalf("Run = %v, want canceled", err)
 	}
 	// token 503 → retry; ReportIn Unavailable → retry; Unauthenticated →
-	// new token; then ReportIn every 10 s.
+	// new token; then (a server without Heartbeat) ReportIn every 10 s.
 	got := w.all()
 	if len(got) < 4 || got[len(got)-1] != 10*time.Second || got[len(got)-2] != 10*time.Second {
 		t.Errorf("waits = %v, want retries then 10 s heartbeats", got)
@@ -68,6 +68,9 @@ func TestNodeReportsIn(t *testing.T) {
 		t.Errorf("accepted %d report-ins with %d token requests; want 2, 3", accepted, s.calls("token"))
 	}
 }
+
+// noJitter makes the ±10 % jitter of heartbeat waits zero.
+func noJitter() float64 { return 0.5 }
 
 func TestNodeCredentialsRevoked(t *testing.T) {
 	ca := newTestCA(t)

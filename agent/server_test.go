@@ -109,6 +109,10 @@ type southbound struct {
 	getWorkflow func(n int) (*provisioningv1.GetWorkflowResponse, error)
 	report      func(req *provisioningv1.ReportActionRequest) (*provisioningv1.ReportActionResponse, error)
 	reportIn    func(n int) (*hostv1.ReportInResponse, error)
+	// heartbeat and hardware serve Heartbeat and ReportHardware; without
+	// them the calls are Unimplemented (a server that predates them).
+	heartbeat func(n int, req *hostv1.HeartbeatRequest) (*hostv1.HeartbeatResponse, error)
+	hardware  func(n int, req *hostv1.ReportHardwareRequest) (*hostv1.ReportHardwareResponse, error)
 
 	// batched serves ReportActions; without it the call is Unimplemented
 	// (a server that predates it).
@@ -227,6 +231,34 @@ func (s *southbound) ReportIn(_ context.Context, req *connect.Request[hostv1.Rep
 		return nil, err
 	}
 	resp, err := s.reportIn(s.count("reportIn"))
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *southbound) Heartbeat(_ context.Context, req *connect.Request[hostv1.HeartbeatRequest]) (*connect.Response[hostv1.HeartbeatResponse], error) {
+	if s.heartbeat == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("no heartbeats here"))
+	}
+	if err := s.authorize(req.Header()); err != nil {
+		return nil, err
+	}
+	resp, err := s.heartbeat(s.count("heartbeat"), req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *southbound) ReportHardware(_ context.Context, req *connect.Request[hostv1.ReportHardwareRequest]) (*connect.Response[hostv1.ReportHardwareResponse], error) {
+	if s.hardware == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("no hardware here"))
+	}
+	if err := s.authorize(req.Header()); err != nil {
+		return nil, err
+	}
+	resp, err := s.hardware(s.count("hardware"), req.Msg)
 	if err != nil {
 		return nil, err
 	}

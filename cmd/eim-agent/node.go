@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/eimhq/eim/agent"
+	"github.com/eimhq/eim/agent/hardware"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 )
 
@@ -16,6 +17,7 @@ import (
 func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("node", stderr)
 	config := fs.String("config", "/etc/eim/agent.json", "agent configuration written during provisioning")
+	stateDir := fs.String("state-dir", "/var/lib/eim-agent", "where the agent keeps what it must remember across reboots")
 	debug := fs.Bool("debug", false, "log debug messages")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -33,6 +35,14 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 	n := &agent.Node{
 		Client: client, Config: cfg, Logger: log, Backoff: agent.DefaultBackoff,
 		Hostname: host, OSRelease: prettyName("/etc/os-release"), BootID: firstLine("/proc/sys/kernel/random/boot_id"),
+		Hardware: func(ctx context.Context) (*hostv1.Hardware, error) {
+			return hardware.Collect(ctx, hardware.Options{})
+		},
+		Health: func(context.Context) (agentHealth, nodeHealth *hostv1.Health) {
+			return &hostv1.Health{State: hostv1.Health_STATE_HEALTHY}, rootHealth("/")
+		},
+		Actions:  systemActions{},
+		StateDir: *stateDir,
 	}
 	first := true
 	n.OnReportIn = func(_ *hostv1.ReportInResponse) {

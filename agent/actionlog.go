@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
+)
+
+// actionLogFile, in the node's state directory, holds the host actions the
+// agent carried out (their ids and outcome), newest last.
+const actionLogFile = "host-actions.json"
+
+// maxActionLog bounds the log: an action id is only ever repeated while it
+// is pending, so the last few suffice.
+const maxActionLog = 16
+
+// actionLog remembers the host actions carried out, on disk when it has a
+// directory, so that the boot after a reboot does not reboot again.
+type actionLog struct {
+	mu      sync.Mutex
+	path    string // "" = memory only
+	entries []actionEntry
+}
+
+type actionEntry struct {
+	ID     string `json:"id"`
+	State  string `json:"state"` // STATE_STARTED, STATE_FAILED
+	Detail string `json:"detail,omitempty"`
+}
+
+// loadActionLog reads the log of dir ("" = none). A missing or unreadable
+// file is an empty log: at worst an action is carried out again.
+func loadActionLog(dir string) *actionLog {
+	l := &actionLog{}
+	if dir == "" {
+		return l
+	}
+	l.path = filepath.Join(dir, actionLogFile)
+	if b, err := os.ReadFile(l.path); err == nil {
+		_ = json.Unmarshal(b, &l.entries)
+	}
+	return l
+}
+
+func (l *actionLog) get(id string) (*hostv1.ActionResult, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.entries {
+		if e.ID == id {
+			st := hostv1.ActionResult_State(hostv1.ActionResult_State_value[e.State])
+			return &hostv1.ActionResult{Id: e.ID, State: st, Detail: e.Detail}, true
+		}
+	}
+	return nil, false
+}
+
+// add records r (replacing an entry of the same id) and, with a directory,
+// writes the log durably before returning.
+func (l *actionLog) add(r *hostv1.ActionResult) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.entries[:0]
+	for _, e := range l.entries {
+		if e.ID != r.Id {
+			out = append(out, e)
+		}
+	}
+	out = append(out, actionEntry{ID: r.Id, State: r.State.String(), Detail: r.Detail})
+	if len(out) > maxActionLog {
+		out = out[len(out)-maxActionLog:]
+	}
+	l.entries = out
+	if l.path == "" {
+		return nil
+	}
+	b, err := json.Marshal(l.entries)
+	if err != nil {
+		return err
+	}
+	return writeFileSync(l.path, b)
+}
+
+// writeFileSync replaces path with b atomically and durably: a temporary
+// file, fsync, rename, fsync of the directory.
+func writeFileSync(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	return d.Sync()
+}
