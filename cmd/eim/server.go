@@ -60,6 +60,9 @@ type serverConfig struct {
 	bootArtifacts string
 	// actionTimeouts override the provisioning actions' default timeouts.
 	actionTimeouts map[string]time.Duration
+	// The host module's defaults (projects may set their own heartbeat
+	// interval and timeout).
+	heartbeatInterval, heartbeatTimeout, rebootTimeout time.Duration
 }
 
 func (c *cli) server(args []string) error {
@@ -95,6 +98,9 @@ func (c *cli) server(args []string) error {
 		cfg.actionTimeouts[name] = d
 		return nil
 	})
+	fs.DurationVar(&cfg.heartbeatInterval, "heartbeat-interval", eim.DefaultHeartbeatInterval*time.Second, "how often nodes send heartbeats, in projects that do not set their own")
+	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 0, "silence after which a host is \"No Connection\", in projects that do not set their own (default 3 heartbeat intervals)")
+	fs.DurationVar(&cfg.rebootTimeout, "reboot-timeout", 15*time.Minute, "how long a rebooting host may take to call again before it is \"No Connection\"")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -105,6 +111,15 @@ func (c *cli) server(args []string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
 		return usagef("--log-level %q: want debug, info, warn or error", cfg.logLevel)
+	}
+	if cfg.heartbeatInterval < time.Second || cfg.heartbeatInterval > eim.MaxHeartbeatInterval*time.Second {
+		return usagef("--heartbeat-interval: must be 1s..%ds, got %s", eim.MaxHeartbeatInterval, cfg.heartbeatInterval)
+	}
+	if cfg.heartbeatTimeout != 0 && cfg.heartbeatTimeout < 2*cfg.heartbeatInterval {
+		return usagef("--heartbeat-timeout: must be at least two heartbeat intervals (%s), got %s", 2*cfg.heartbeatInterval, cfg.heartbeatTimeout)
+	}
+	if cfg.rebootTimeout < time.Minute {
+		return usagef("--reboot-timeout: must be at least 1m, got %s", cfg.rebootTimeout)
 	}
 	if cfg.rateLimit < 0 {
 		return usagef("--rate-limit: must not be negative")
@@ -213,7 +228,8 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	small := connect.WithCompressMinBytes(4 << 10)
 	sb.Mount(onboardingv1connect.NewOnboardingServiceHandler(onb, small))
 	sb.Mount(provisioningv1connect.NewProvisioningServiceHandler(prov, nodeAuth, small))
-	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Logger: log})
+	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Logger: log,
+		Interval: cfg.heartbeatInterval, Timeout: cfg.heartbeatTimeout, RebootTimeout: cfg.rebootTimeout})
 	sb.Mount(hostv1connect.NewHostServiceHandler(hosts, nodeAuth, small))
 	asrv := &http.Server{
 		Handler:           sb,
