@@ -71,8 +71,8 @@ func testDay1(t *testing.T, s *day0Server) {
 		nctx, cancel := context.WithCancel(ctx)
 		n := &agent.Node{Client: hc, Config: cfg, Actions: acts, StateDir: stateDir,
 			OnHeartbeat: func(*hostv1.HeartbeatResponse) { beats.Add(1) },
-			Backoff:  agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second},
-			Hardware: func(context.Context) (*hostv1.Hardware, error) { return hw, nil }}
+			Backoff:     agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second},
+			Hardware:    func(context.Context) (*hostv1.Hardware, error) { return hw, nil }}
 		done := make(chan error, 1)
 		go func() { done <- n.Run(nctx) }()
 		return func() {
