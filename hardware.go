@@ -101,6 +101,17 @@ const (
 	IPConfigDynamic     IPAddressConfigMethod = "IP_ADDRESS_CONFIG_METHOD_DYNAMIC"
 )
 
+func (LinkState) Values() []string {
+	return []string{"NETWORK_INTERFACE_LINK_STATE_UNSPECIFIED", "NETWORK_INTERFACE_LINK_STATE_UP", "NETWORK_INTERFACE_LINK_STATE_DOWN"}
+}
+func (IPAddressStatus) Values() []string {
+	return []string{"IP_ADDRESS_STATUS_UNSPECIFIED", "IP_ADDRESS_STATUS_ASSIGNMENT_ERROR", "IP_ADDRESS_STATUS_ASSIGNED",
+		"IP_ADDRESS_STATUS_CONFIGURATION_ERROR", "IP_ADDRESS_STATUS_CONFIGURED", "IP_ADDRESS_STATUS_RELEASED", "IP_ADDRESS_STATUS_ERROR"}
+}
+func (IPAddressConfigMethod) Values() []string {
+	return []string{"IP_ADDRESS_CONFIG_METHOD_UNSPECIFIED", "IP_ADDRESS_CONFIG_METHOD_STATIC", "IP_ADDRESS_CONFIG_METHOD_DYNAMIC"}
+}
+
 // KindIPAddress is the ID prefix of IP addresses (they are not stored as a
 // resource kind of their own).
 const KindIPAddress Kind = "ipaddr"

@@ -149,3 +149,54 @@ func TestErrorSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestHardwareIsReadOnly checks that a host's hardware children, and every
+// schema nested in them, are read-only throughout: nodes report them, the
+// API never writes them.
+func TestHardwareIsReadOnly(t *testing.T) {
+	d := load(t, api.Spec())
+	host := d.Components.Schemas["HostResource"].Value
+	seen := map[string]bool{}
+	var walk func(where string, s *openapi3.SchemaRef)
+	walk = func(where string, s *openapi3.SchemaRef) {
+		if s.Ref != "" {
+			if seen[s.Ref] {
+				return
+			}
+			seen[s.Ref] = true
+		}
+		v := s.Value
+		if v.Type.Is("object") {
+			if len(v.Properties) == 0 {
+				t.Errorf("%s: object without properties", where)
+			}
+			for _, name := range keys(v.Properties) {
+				p := v.Properties[name]
+				if !p.Value.ReadOnly {
+					t.Errorf("%s.%s: got readOnly false, want true", where, name)
+				}
+				walk(where+"."+name, p)
+			}
+		}
+		if v.Items != nil {
+			walk(where+"[]", v.Items)
+		}
+	}
+	for _, name := range []string{"hostStorages", "hostNics", "hostUsbs", "hostGpus"} {
+		p := host.Properties[name]
+		if p == nil {
+			t.Errorf("HostResource.%s: missing", name)
+			continue
+		}
+		if !p.Value.ReadOnly {
+			t.Errorf("HostResource.%s: got readOnly false, want true", name)
+		}
+		walk("HostResource."+name, p)
+	}
+	for _, want := range []string{"HoststorageResource", "HostnicResource", "HostusbResource", "HostgpuResource",
+		"IPAddressResource", "NetworkInterfaceLinkState"} {
+		if !seen["#/components/schemas/"+want] {
+			t.Errorf("%s: not reached from the host's hardware fields", want)
+		}
+	}
+}

@@ -21,11 +21,10 @@ var referencePath = filepath.Join("..", "..", "shared", "reference", "eim-openap
 // outOfScope matches the reference's paths this release does not serve.
 var outOfScope = regexp.MustCompile(`/telemetry/|/os-update-|/os_update_|/workload`)
 
-// notServed are reference properties this release does not model (the
-// hardware children of hosts, workloads, OS update policies, a site's
-// provider). httpapi accepts them in bodies and ignores them.
+// notServed are reference properties this release does not model
+// (workloads, OS update policies, a site's provider). httpapi accepts them
+// in bodies and ignores them.
 var notServed = map[string][]string{
-	"HostResource":     {"hostStorages", "hostNics", "hostUsbs", "hostGpus"},
 	"InstanceResource": {"workloadMembers", "updatePolicy"},
 	"SiteResource":     {"provider"},
 }
@@ -188,6 +187,8 @@ var compared = []string{
 	"ListOperatingSystemsResponse", "ListProvidersResponse", "ListSingleSchedulesResponse",
 	"ListRepeatedSchedulesResponse", "ListLocalAccountsResponse", "ListCustomConfigsResponse",
 	"ListSchedulesResponse", "ListLocationsResponse", "ListLocationsResponse.LocationNode",
+	"HoststorageResource", "HostnicResource", "HostusbResource", "HostgpuResource",
+	"NetworkInterfaceLinkState", "IPAddressResource",
 }
 
 func TestSchemasMatchReference(t *testing.T) {

@@ -47,6 +47,9 @@ type ProjectSettings struct {
 	DefaultCustomConfigIDs []string `json:"defaultCustomConfigIds"`
 	Enrollment             bool     `json:"enrollment"`
 	AutoOnboardEnrolled    bool     `json:"autoOnboardEnrolled"`
+	// 0: the server's default.
+	HeartbeatIntervalSeconds uint32 `json:"heartbeatIntervalSeconds"`
+	HeartbeatTimeoutSeconds  uint32 `json:"heartbeatTimeoutSeconds"`
 }
 
 // Project is a project with its settings (GET /v1/projects/{name}).
@@ -67,6 +70,9 @@ type SettingsChange struct {
 	DefaultLocalAccountID  *string   `json:"defaultLocalAccountId,omitempty"`
 	DefaultCustomConfigIDs *[]string `json:"defaultCustomConfigIds,omitempty"`
 	AutoOnboardEnrolled    *bool     `json:"autoOnboardEnrolled,omitempty"`
+	// Heartbeat settings in seconds; 0 restores the server's default.
+	HeartbeatIntervalSeconds *uint32 `json:"heartbeatIntervalSeconds,omitempty"`
+	HeartbeatTimeoutSeconds  *uint32 `json:"heartbeatTimeoutSeconds,omitempty"`
 	// EnrollmentToken is "" (keep), "new" (generate one; the answer holds
 	// it) or "none" (clear: unknown devices are refused).
 	EnrollmentToken string `json:"enrollmentToken,omitempty"`

@@ -38,7 +38,7 @@ func TestGetProject(t *testing.T) {
 		t.Fatalf("got %s, want p1 with its id and createdAt", r.raw)
 	}
 	got := string(r.raw)
-	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false}`
+	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false,"heartbeatIntervalSeconds":0,"heartbeatTimeoutSeconds":0}`
 	if !strings.Contains(got, want) {
 		t.Fatalf("got %s, want it to contain %s", got, want)
 	}
@@ -215,5 +215,35 @@ func TestUpdateProjectSettingsRefused(t *testing.T) {
 	}
 	if s := p.Settings; s.DefaultOSID != "" || s.DefaultLocalAccountID != "" || s.DefaultCustomConfigIDs != nil || s.AutoOnboardEnrolled || s.EnrollmentTokenHash != "" {
 		t.Fatalf("settings after refused changes: got %+v, want the zero value", s)
+	}
+}
+
+// The heartbeat settings: set, shown, validated together (a timeout under
+// two intervals is a 400 naming the field), and 0 restores the default.
+func TestHeartbeatSettings(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	s := settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"heartbeatIntervalSeconds": 30}))
+	if s["heartbeatIntervalSeconds"] != float64(30) || s["heartbeatTimeoutSeconds"] != float64(0) {
+		t.Fatalf("settings %v, want interval 30, timeout 0", s)
+	}
+	s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"heartbeat_timeout_seconds": 90}))
+	if s["heartbeatIntervalSeconds"] != float64(30) || s["heartbeatTimeoutSeconds"] != float64(90) {
+		t.Fatalf("settings %v, want interval 30, timeout 90", s)
+	}
+	for _, tc := range []struct {
+		body any
+		word string
+	}{
+		{map[string]any{"heartbeatTimeoutSeconds": 59}, "heartbeatTimeoutSeconds"},
+		{map[string]any{"heartbeatIntervalSeconds": 4}, "heartbeatIntervalSeconds"},
+		{map[string]any{"heartbeatIntervalSeconds": 3601}, "heartbeatIntervalSeconds"},
+		{map[string]any{"heartbeatIntervalSeconds": -1}, "heartbeatIntervalSeconds"},
+		{map[string]any{"heartbeatIntervalSeconds": "soon"}, "heartbeatIntervalSeconds"},
+	} {
+		wantError(t, e.do(t, "PATCH", "~/settings", tokRW, tc.body), 400, "InvalidArgument", tc.word)
+	}
+	s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"heartbeatIntervalSeconds": 0, "heartbeatTimeoutSeconds": 0}))
+	if s["heartbeatIntervalSeconds"] != float64(0) || s["heartbeatTimeoutSeconds"] != float64(0) {
+		t.Fatalf("settings %v, want the defaults back", s)
 	}
 }

@@ -17,6 +17,7 @@ const projectUsage = `Usage:
   eim project set NAME [--default-os ID|none] [--default-local-account ID|none]
                        [--default-custom-configs ID,ID|none]
                        [--enrollment-token new|none] [--auto-onboard-enrolled=true|false]
+                       [--heartbeat-interval 30s] [--heartbeat-timeout 90s]
 
 Creating, listing all and deleting projects needs the eim-admin role;
 get needs a role on the project, set eim-admin or the project's read-write
@@ -139,6 +140,9 @@ func (c *cli) projectSet(args []string) error {
 	fs.StringVar(&configs, "default-custom-configs", "", "comma-separated custom config IDs of those instances; none for none")
 	fs.StringVar(&token, "enrollment-token", "", "new: make a token unknown devices enrol with (printed once); none: refuse unknown devices")
 	fs.BoolVar(&auto, "auto-onboard-enrolled", false, "onboard enrolled devices at once (else they wait, registered, for eim host onboard)")
+	var interval, timeout time.Duration
+	fs.DurationVar(&interval, "heartbeat-interval", 0, "how often the project's nodes send heartbeats (5s..1h; 0 = the server's default)")
+	fs.DurationVar(&timeout, "heartbeat-timeout", 0, "silence after which a host is \"No Connection\" (at least two intervals; 0 = 3 intervals)")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -173,6 +177,23 @@ func (c *cli) projectSet(args []string) error {
 	if set["auto-onboard-enrolled"] {
 		ch.AutoOnboardEnrolled = &auto
 	}
+	secs := func(flag string, d time.Duration) (*uint32, error) {
+		if d < 0 || d%time.Second != 0 || d > 24*time.Hour {
+			return nil, usagef("set: --%s %s: want whole seconds, at most 24h", flag, d)
+		}
+		v := uint32(d / time.Second)
+		return &v, nil
+	}
+	if set["heartbeat-interval"] {
+		if ch.HeartbeatIntervalSeconds, err = secs("heartbeat-interval", interval); err != nil {
+			return err
+		}
+	}
+	if set["heartbeat-timeout"] {
+		if ch.HeartbeatTimeoutSeconds, err = secs("heartbeat-timeout", timeout); err != nil {
+			return err
+		}
+	}
 	if set["enrollment-token"] {
 		if token != "new" && token != "none" {
 			return usagef("set: --enrollment-token %q: want new or none", token)
@@ -180,7 +201,7 @@ func (c *cli) projectSet(args []string) error {
 		ch.EnrollmentToken = token
 	}
 	if ch == (client.SettingsChange{}) {
-		return usagef("set: nothing to change: give --default-os, --default-local-account, --default-custom-configs, --enrollment-token or --auto-onboard-enrolled")
+		return usagef("set: nothing to change: give --default-os, --default-local-account, --default-custom-configs, --enrollment-token, --auto-onboard-enrolled, --heartbeat-interval or --heartbeat-timeout")
 	}
 	cl, err := c.clientFor()
 	if err != nil {
@@ -206,6 +227,14 @@ func (c *cli) projectSet(args []string) error {
 		fmt.Fprintf(w, "This token will not be shown again: keep it now. Boot unknown devices with eim.enroll=<token> on the kernel command line (or /boot/boot.ipxe?enroll=<token>).\n")
 	}
 	return nil
+}
+
+// secondsText is "30s" for 30, "" for 0.
+func secondsText(s uint32) string {
+	if s == 0 {
+		return ""
+	}
+	return (time.Duration(s) * time.Second).String()
 }
 
 // printProject prints a project with its settings.
@@ -237,6 +266,8 @@ func (c *cli) printProject(p *client.Project) error {
 		{"defaultCustomConfigIds:", or(strings.Join(p.Settings.DefaultCustomConfigIDs, ","), "none")},
 		{"enrollment:", enrollment},
 		{"autoOnboardEnrolled:", fmt.Sprint(p.Settings.AutoOnboardEnrolled)},
+		{"heartbeatInterval:", or(secondsText(p.Settings.HeartbeatIntervalSeconds), "server default")},
+		{"heartbeatTimeout:", or(secondsText(p.Settings.HeartbeatTimeoutSeconds), "server default")},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
 	}

@@ -98,9 +98,16 @@ func TestProjectGetSet(t *testing.T) {
 	if m == nil || !strings.Contains(out, "will not be shown again") || !strings.Contains(out, osr.ResourceID) {
 		t.Fatalf("set: got %q, want the settings, the token and the notice", out)
 	}
+	out, errOut, err = run(admin, "project", "set", "acme", "--heartbeat-interval", "30s", "--heartbeat-timeout", "2m")
+	if err != nil || !strings.Contains(out, "heartbeatInterval:       30s") || !strings.Contains(out, "heartbeatTimeout:        2m0s") {
+		t.Fatalf("set heartbeat: got %q, %v; stderr %s", out, err, errOut)
+	}
 	p, err := inv.FindProject(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p.Settings.HeartbeatIntervalSeconds != 30 || p.Settings.HeartbeatTimeoutSeconds != 120 {
+		t.Fatalf("stored heartbeat settings %+v", p.Settings)
 	}
 	sum := sha256.Sum256([]byte(m[1]))
 	s := p.Settings
@@ -162,6 +169,8 @@ func TestProjectSetUsage(t *testing.T) {
 		{[]string{"project", "get"}, "a project name"},
 		{[]string{"project", "get", "a", "b"}, "a project name"},
 		{[]string{"project", "frob"}, "unknown verb"},
+		{[]string{"project", "set", "acme", "--heartbeat-interval", "1500ms"}, "want whole seconds"},
+		{[]string{"project", "set", "acme", "--heartbeat-timeout", "48h"}, "at most 24h"},
 	} {
 		var out, errOut bytes.Buffer
 		err := Main(context.Background(), append([]string{"--token-file", os.DevNull}, tt.args...), &out, &errOut)

@@ -1,6 +1,10 @@
 package spec
 
-import "github.com/eimhq/eim"
+import (
+	"fmt"
+
+	"github.com/eimhq/eim"
+)
 
 // sharedSchemas are the component schemas that are not a resource kind:
 // value types, envelopes and the bodies of the special operations.
@@ -117,8 +121,11 @@ func sharedSchemas(into *obj) {
 				"items", o("type", "string", "pattern", idPattern(eim.KindCustomConfig))),
 			"enrollment", o("type", "boolean", "readOnly", true, "description", "Whether an enrollment token is set: devices presenting it enrol in the project."),
 			"autoOnboardEnrolled", o("type", "boolean", "description", "Onboard enrolled devices at once; otherwise they are created registered and wait for onboardHost."),
+			"heartbeatIntervalSeconds", heartbeatInterval(),
+			"heartbeatTimeoutSeconds", heartbeatTimeout(),
 		),
-		"required", []string{"defaultOsId", "defaultLocalAccountId", "defaultCustomConfigIds", "enrollment", "autoOnboardEnrolled"},
+		"required", []string{"defaultOsId", "defaultLocalAccountId", "defaultCustomConfigIds", "enrollment", "autoOnboardEnrolled",
+			"heartbeatIntervalSeconds", "heartbeatTimeoutSeconds"},
 	))
 	into.set("ProjectDetail", o(
 		"type", "object",
@@ -144,6 +151,8 @@ func sharedSchemas(into *obj) {
 				"description", "Custom configs of the instances zero-touch provisioning creates.",
 				"items", o("type", "string", "pattern", idPattern(eim.KindCustomConfig))),
 			"autoOnboardEnrolled", o("type", "boolean", "description", "Onboard enrolled devices at once."),
+			"heartbeatIntervalSeconds", heartbeatInterval(),
+			"heartbeatTimeoutSeconds", heartbeatTimeout(),
 			"enrollmentToken", o("type", "string", "enum", []string{"new", "none"},
 				"description", "new: generate an enrollment token (returned once); none: remove it."),
 		),
@@ -195,6 +204,26 @@ func sharedSchemas(into *obj) {
 		"properties", o("status", o("type", "string", "enum", []string{"ok"})),
 		"required", []string{"status"},
 	))
+}
+
+// heartbeatInterval and heartbeatTimeout are the heartbeat settings of a
+// project. Their bounds depend on each other (and 0 is allowed below the
+// interval's minimum), so the schema states the outer bounds and the
+// description the rest.
+func heartbeatInterval() *obj {
+	return o("type", "integer", "minimum", 0, "maximum", eim.MaxHeartbeatInterval,
+		"description", fmt.Sprintf("How often, in seconds, the project's nodes send a heartbeat: %d..%d, or 0 for the server's default "+
+			"(%d s unless the server is configured otherwise). Nodes pick up a change from the answers to their heartbeats.",
+			eim.MinHeartbeatInterval, eim.MaxHeartbeatInterval, eim.DefaultHeartbeatInterval))
+}
+
+func heartbeatTimeout() *obj {
+	return o("type", "integer", "minimum", 0, "maximum", eim.MaxHeartbeatTimeout,
+		"description", fmt.Sprintf("How long, in seconds, a host may go without a heartbeat before it is shown as having no connection: "+
+			"at most %d and at least two heartbeat intervals (of the server's default interval when heartbeatIntervalSeconds is 0), "+
+			"or 0 for the server's default: as many intervals as the server's default timeout spans "+
+			"(%d unless the server is configured otherwise). A change that breaks these bounds, alone or with the interval, is 400.",
+			eim.MaxHeartbeatTimeout, eim.DefaultHeartbeatMisses))
 }
 
 // listSchema is the envelope of a list of one kind.

@@ -1,14 +1,13 @@
 // Package spec builds EIM's OpenAPI document. The resource schemas are
-// derived from the root package's schema registry (eim.SchemaOf), so a
-// field added to a domain type shows up in the document on the next
+// derived from the root package's schema registry (eim.SchemaOf), and the
+// structs nested in them (value types, see values.go) from their json tags,
+// so a field added to a domain type shows up in the document on the next
 // `go generate ./api`; limits, descriptions and the paths are written here.
 //
 // It is internal to package api: the generator (api/internal/gen) writes
 // its output to api/openapi.yaml, and api's tests check that the committed
 // file equals what Build returns.
 package spec
-
-import "reflect"
 
 // Version is the version of the API described, in info.version.
 const Version = "1.0.0"
@@ -42,7 +41,7 @@ paths.`
 
 // Build returns the document as YAML.
 func Build() ([]byte, error) {
-	b := &schemaBuilder{enums: map[string]reflect.Type{}}
+	b := newSchemaBuilder()
 
 	schemas := o()
 	for _, rd := range resources {
@@ -52,6 +51,7 @@ func Build() ([]byte, error) {
 		schemas.set(listName(rd.kind), listSchema(rd.kind))
 	}
 	sharedSchemas(schemas)
+	b.valueSchemas(schemas) // after the resources and before the enums: they reference both
 	b.enumSchemas(schemas)
 
 	params, resps, sec := o(), o(), o()

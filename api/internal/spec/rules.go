@@ -70,6 +70,10 @@ var rules = map[eim.Kind]map[string]rule{
 		"site":               {desc: "The host's site, with its region, expanded on read."},
 		"provider":           {desc: "The host's provider, expanded on read."},
 		"instance":           {desc: "The instance installed on this host, with its OS, expanded on read."},
+		"hostStorages":       {desc: "Storage devices of the host, as its node last reported them."},
+		"hostNics":           {desc: "Network interfaces of the host, as its node last reported them."},
+		"hostUsbs":           {desc: "USB devices of the host, as its node last reported them."},
+		"hostGpus":           {desc: "GPUs of the host, as its node last reported them."},
 	},
 	eim.KindInstance: {
 		"name":                 resourceName,

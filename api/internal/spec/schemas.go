@@ -50,10 +50,15 @@ func idPattern(k eim.Kind) string { return "^" + string(k) + "-[0-9a-f]{8}$" }
 // idMaxLength is the length of an ID of kind k: prefix, dash, 8 hex digits.
 func idMaxLength(k eim.Kind) int { return len(k) + 9 }
 
-// schemaBuilder collects the enum types the resource schemas use, so that
-// each gets one component.
+// schemaBuilder collects the enum and value types the resource schemas
+// use, so that each gets one component.
 type schemaBuilder struct {
-	enums map[string]reflect.Type
+	enums  map[string]reflect.Type
+	values map[reflect.Type]bool
+}
+
+func newSchemaBuilder() *schemaBuilder {
+	return &schemaBuilder{enums: map[string]reflect.Type{}, values: map[reflect.Type]bool{}}
 }
 
 // resourceSchema derives a kind's component schema from its eim.Schema:
@@ -145,6 +150,11 @@ func (b *schemaBuilder) typeOf(p *obj, t reflect.Type, asString bool) {
 		p.set("items", ref("MetadataItem"))
 		return
 	}
+	if t == reflect.TypeFor[eim.Timestamps]() {
+		// Written by hand (sharedSchemas): eim.Time marshals itself.
+		p.set("$ref", "#/components/schemas/Timestamps")
+		return
+	}
 	if t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
 		if r, ok := reflect.New(t.Elem()).Interface().(eim.Resource); ok {
 			p.set("$ref", "#/components/schemas/"+docOf(r.ResourceKind()).name)
@@ -182,6 +192,8 @@ func (b *schemaBuilder) typeOf(p *obj, t reflect.Type, asString bool) {
 		b.typeOf(items, t.Elem(), false)
 		p.set("type", "array")
 		p.set("items", items)
+	case reflect.Struct:
+		b.valueRef(p, t)
 	default:
 		panic(fmt.Sprintf("spec: no JSON Schema type for %v", t))
 	}
@@ -272,6 +284,9 @@ var enumDescs = map[string]string{
 	"ProviderKind":            "Kind of infrastructure provider.",
 	"ProviderVendor":          "Vendor of a provider's management system.",
 	"ScheduleStatus":          "What a maintenance window is for.",
+	"LinkState":               "Whether a network interface's link is up.",
+	"IPAddressStatus":         "State of an address on a host's network interface.",
+	"IPAddressConfigMethod":   "How an address was set on an interface: statically or dynamically (DHCP).",
 }
 
 func (b *schemaBuilder) enumSchemas(into *obj) {
