@@ -49,6 +49,9 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 			return err
 		}
 		applyHardware(h, hw, digest, eim.NewTime(now))
+		if err := checkSiteAddresses(ctx, tx, h, eim.NewTime(now)); err != nil {
+			return err
+		}
 		return tx.Update(ctx, h)
 	})
 	if err != nil {

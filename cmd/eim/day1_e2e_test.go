@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,4 +134,53 @@ func testDay1(t *testing.T, s *day0Server) {
 	if n := acts.count(); n != 1 {
 		t.Fatalf("%d reboots, want 1", n)
 	}
+
+	// Networking: a second node of the same site reports the first one's
+	// address; both addresses are flagged, through the API.
+	var region, site map[string]any
+	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindRegion, map[string]any{"name": "eu"}, &region); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindSite, map[string]any{"name": "plant", "regionId": region["resourceId"]}, &site); err != nil {
+		t.Fatal(err)
+	}
+	id2 := sim.Generate(1, 12)[0]
+	host2 := register(t, s, eim.DefaultProject, osID, []sim.Identity{id2})[0]
+	for _, h := range []string{hostID, host2} {
+		if err := s.admin.Patch(ctx, eim.DefaultProject, eim.KindHost, h, map[string]any{"siteId": site["resourceId"]}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p2 := &agent.Provisioner{Client: hc, URL: s.agentURL, Exec: &sim.Executor{},
+		Identity: agent.Identity{UUID: id2.UUID, Serial: id2.Serial, Hostname: id2.Hostname},
+		Backoff:  agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second}}
+	res2, err := p2.Run(pctx)
+	if err != nil {
+		t.Fatalf("second provisioner: %v", err)
+	}
+	n2 := &agent.Node{Client: hc, Config: agent.NodeConfig{URL: s.agentURL, ClientID: res2.ClientID, ClientSecret: res2.ClientSecret, TokenURL: res2.TokenURL, HostID: res2.HostID, Project: res2.Project},
+		Hardware: func(context.Context) (*hostv1.Hardware, error) {
+			return &hostv1.Hardware{Nics: []*hostv1.Nic{{DeviceName: "enp1s0", IpAddresses: []*hostv1.IpAddress{{Address: "192.0.2.50/24"}}}}}, nil
+		}}
+	n2ctx, n2cancel := context.WithCancel(ctx)
+	n2done := make(chan error, 1)
+	go func() { n2done <- n2.Run(n2ctx) }()
+	defer func() { n2cancel(); <-n2done }()
+	flagged := func(id, other string) bool {
+		var h eim.Host
+		if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, id, &h); err != nil {
+			t.Fatal(err)
+		}
+		for _, nic := range h.HostNics {
+			for _, ip := range nic.IPAddresses {
+				if ip.Address == "192.0.2.50/24" && ip.Status == eim.IPAddressStatusConfigurationError && strings.Contains(ip.StatusDetail, other) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	waitFor(t, "the duplicate address flagged on both hosts", func() bool {
+		return flagged(host2, hostID) && flagged(hostID, host2)
+	})
 }
