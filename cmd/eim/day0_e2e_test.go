@@ -358,16 +358,9 @@ func testDay0(t *testing.T, s *day0Server) {
 			id := sim.Generate(1, 7)[0]
 			hostIDs := register(t, s, eim.DefaultProject, osID, []sim.Identity{id})
 			hc := s.agentClient(t)
-			p := &agent.Provisioner{Client: hc, URL: s.agentURL, Exec: &sim.Executor{},
-				Identity: agent.Identity{UUID: id.UUID, Serial: id.Serial, Hostname: id.Hostname},
-				Backoff:  agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second}}
 			pctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
-			res, err := p.Run(pctx)
-			if err != nil || !res.Rebooted {
-				t.Fatalf("provisioner: got %+v, %v; want rebooted", res, err)
-			}
-			node := &agent.Node{Client: hc, Config: agent.NodeConfig{URL: s.agentURL, ClientID: res.ClientID, ClientSecret: res.ClientSecret, TokenURL: res.TokenURL, HostID: res.HostID, Project: res.Project}}
+			node := &agent.Node{Client: hc, Config: s.provision(t, hc, id)}
 			if _, err := node.ReportIn(pctx); err != nil {
 				t.Fatalf("report in: %v", err)
 			}
@@ -375,7 +368,7 @@ func testDay0(t *testing.T, s *day0Server) {
 			if err := s.admin.InvalidateHost(ctx, eim.DefaultProject, hostIDs[0], "stolen"); err != nil {
 				t.Fatal(err)
 			}
-			_, err = node.ReportIn(pctx)
+			_, err := node.ReportIn(pctx)
 			if !errors.Is(err, agent.ErrCredentialsRevoked) && connect.CodeOf(err) != connect.CodeUnauthenticated {
 				t.Fatalf("report in after invalidate: got %v, want credentials revoked (401)", err)
 			}
@@ -391,16 +384,9 @@ func testDay0(t *testing.T, s *day0Server) {
 			id := sim.Generate(1, 9)[0]
 			hostIDs := register(t, s, eim.DefaultProject, osID, []sim.Identity{id})
 			hc := s.agentClient(t)
-			p := &agent.Provisioner{Client: hc, URL: s.agentURL, Exec: &sim.Executor{},
-				Identity: agent.Identity{UUID: id.UUID, Serial: id.Serial, Hostname: id.Hostname},
-				Backoff:  agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second}}
 			pctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
-			res, err := p.Run(pctx)
-			if err != nil || !res.Rebooted {
-				t.Fatalf("provisioner: got %+v, %v; want rebooted", res, err)
-			}
-			node := &agent.Node{Client: hc, Config: agent.NodeConfig{URL: s.agentURL, ClientID: res.ClientID, ClientSecret: res.ClientSecret, TokenURL: res.TokenURL, HostID: res.HostID, Project: res.Project}}
+			node := &agent.Node{Client: hc, Config: s.provision(t, hc, id)}
 			if _, err := node.ReportIn(pctx); err != nil {
 				t.Fatalf("report in: %v", err)
 			}
@@ -421,7 +407,7 @@ func testDay0(t *testing.T, s *day0Server) {
 				t.Fatal(err)
 			}
 			// Revoked as soon as the delete is asked for, before the row goes.
-			_, err = node.ReportIn(pctx)
+			_, err := node.ReportIn(pctx)
 			if !errors.Is(err, agent.ErrCredentialsRevoked) && connect.CodeOf(err) != connect.CodeUnauthenticated {
 				t.Fatalf("report in after delete: got %v, want credentials revoked (401)", err)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,22 +47,29 @@ func (a *e2eActions) count() int {
 	return a.reboots
 }
 
+// provision runs the micro-OS agent of a registered identity through its
+// workflow to the reboot and returns the installed agent's configuration.
+func (s *day0Server) provision(t *testing.T, hc *http.Client, id sim.Identity) agent.NodeConfig {
+	t.Helper()
+	p := &agent.Provisioner{Client: hc, URL: s.agentURL, Exec: &sim.Executor{},
+		Identity: agent.Identity{UUID: id.UUID, Serial: id.Serial, Hostname: id.Hostname},
+		Backoff:  agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := p.Run(ctx)
+	if err != nil || !res.Rebooted {
+		t.Fatalf("provisioner: got %+v, %v; want rebooted", res, err)
+	}
+	return agent.NodeConfig{URL: s.agentURL, ClientID: res.ClientID, ClientSecret: res.ClientSecret, TokenURL: res.TokenURL, HostID: res.HostID, Project: res.Project}
+}
+
 func testDay1(t *testing.T, s *day0Server) {
 	ctx := t.Context()
 	osID := s.createOS(t, eim.DefaultProject)
 	id := sim.Generate(1, 11)[0]
 	hostID := register(t, s, eim.DefaultProject, osID, []sim.Identity{id})[0]
 	hc := s.agentClient(t)
-	p := &agent.Provisioner{Client: hc, URL: s.agentURL, Exec: &sim.Executor{},
-		Identity: agent.Identity{UUID: id.UUID, Serial: id.Serial, Hostname: id.Hostname},
-		Backoff:  agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second}}
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	res, err := p.Run(pctx)
-	if err != nil || !res.Rebooted {
-		t.Fatalf("provisioner: got %+v, %v; want rebooted", res, err)
-	}
-	cfg := agent.NodeConfig{URL: s.agentURL, ClientID: res.ClientID, ClientSecret: res.ClientSecret, TokenURL: res.TokenURL, HostID: res.HostID, Project: res.Project}
+	cfg := s.provision(t, hc, id)
 	acts := &e2eActions{}
 	stateDir := t.TempDir()
 	hw := &hostv1.Hardware{Hostname: "edge-e2e", ProductName: "E2E Box",
@@ -151,14 +159,7 @@ func testDay1(t *testing.T, s *day0Server) {
 			t.Fatal(err)
 		}
 	}
-	p2 := &agent.Provisioner{Client: hc, URL: s.agentURL, Exec: &sim.Executor{},
-		Identity: agent.Identity{UUID: id2.UUID, Serial: id2.Serial, Hostname: id2.Hostname},
-		Backoff:  agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second}}
-	res2, err := p2.Run(pctx)
-	if err != nil {
-		t.Fatalf("second provisioner: %v", err)
-	}
-	n2 := &agent.Node{Client: hc, Config: agent.NodeConfig{URL: s.agentURL, ClientID: res2.ClientID, ClientSecret: res2.ClientSecret, TokenURL: res2.TokenURL, HostID: res2.HostID, Project: res2.Project},
+	n2 := &agent.Node{Client: hc, Config: s.provision(t, hc, id2),
 		Hardware: func(context.Context) (*hostv1.Hardware, error) {
 			return &hostv1.Hardware{Nics: []*hostv1.Nic{{DeviceName: "enp1s0", IpAddresses: []*hostv1.IpAddress{{Address: "192.0.2.50/24"}}}}}, nil
 		}}
