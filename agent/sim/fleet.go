@@ -46,6 +46,27 @@ type Options struct {
 	ProgressInterval time.Duration
 	TTY              bool
 	Now              func() time.Time
+	// Deadline, when set, ends Day 0: nodes not RUNNING by then are stuck.
+	// The hold is not bound by it.
+	Deadline time.Time
+
+	// Hold, when positive, keeps every node that reached RUNNING
+	// heartbeating (from its report-in on) and, once Day 0 is over, for
+	// Hold more; the report then has a Hold section.
+	Hold time.Duration
+	// StopShare of the nodes stop heartbeating StopAfter into the hold,
+	// to measure how the server flags them "No Connection".
+	StopShare float64
+	StopAfter time.Duration
+	// Workers bounds the heartbeats in flight (default DefaultWorkers).
+	Workers int
+	// Monitor, when set, counts the hosts "No Connection" every CheckEvery
+	// (default DefaultCheckEvery), every second after the stop.
+	Monitor    Monitor
+	CheckEvery time.Duration
+	// FlagTimeout is the server's heartbeat timeout, to judge detection
+	// against (default three intervals, as the server's default).
+	FlagTimeout time.Duration
 }
 
 // Run provisions every node of the fleet until it is RUNNING, its injected
@@ -94,6 +115,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rnd:    rand.New(rand.NewPCG(o.Seed, uint64(i))),
 		}
 	}
+	var hold *holder
+	if o.Hold > 0 {
+		hold = newHolder(o, pool)
+		hold.start(ctx)
+		defer hold.cancel() // on an early return; hold.hold closes it
+	}
+	day0 := ctx
+	if !o.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		day0, cancel = context.WithDeadline(ctx, o.Deadline)
+		defer cancel()
+	}
 	var prog *progress
 	if o.Progress != nil {
 		prog = &progress{w: o.Progress, tty: o.TTY, interval: o.ProgressInterval, t: tr, now: o.Now}
@@ -104,11 +137,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for i, n := range nodes {
 		select {
 		case sem <- struct{}{}:
-		case <-ctx.Done():
+		case <-day0.Done():
 		}
-		if ctx.Err() != nil {
+		if day0.Err() != nil {
 			for _, m := range nodes[i:] {
-				m.finish(OutcomeStuck, fmt.Errorf("not started: %w", ctx.Err()))
+				m.finish(OutcomeStuck, fmt.Errorf("not started: %w", day0.Err()))
 			}
 			break
 		}
@@ -116,18 +149,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			runNode(ctx, o, n, pool[i%len(pool)])
+			res, interval, ok := runNode(day0, o, n, pool[i%len(pool)])
+			if ok && hold != nil {
+				hold.add(i, i%len(pool), res, interval)
+			}
 		}()
 	}
 	wg.Wait()
 	if prog != nil {
 		prog.close()
 	}
-	return buildReport(nodes, o.Now().Sub(start)), nil
+	rep := buildReport(nodes, o.Now().Sub(start))
+	if hold != nil {
+		rep.Hold = hold.hold(ctx)
+	}
+	return rep, nil
 }
 
-// runNode takes one node from power-on to RUNNING.
-func runNode(ctx context.Context, o Options, n *node, hc *http.Client) {
+// runNode takes one node from power-on to RUNNING. It returns what the
+// node needs in node mode and the heartbeat interval its report-in
+// answered, and whether it got there.
+func runNode(ctx context.Context, o Options, n *node, hc *http.Client) (agent.Result, time.Duration, bool) {
 	var res agent.Result
 	for {
 		pctx, cancel := context.WithCancelCause(ctx)
@@ -150,26 +192,28 @@ func runNode(ctx context.Context, o Options, n *node, hc *http.Client) {
 		switch {
 		case ctx.Err() != nil:
 			n.finish(OutcomeStuck, fmt.Errorf("in phase %s: %w", n.phase(), ctx.Err()))
-			return
+			return res, 0, false
 		case errors.Is(cause, errRebooted):
 			n.enter("restart")
 			continue
 		case errors.As(err, new(*agent.WorkflowFailedError)):
 			n.finish(OutcomeFailed, err)
-			return
+			return res, 0, false
 		case err != nil:
 			n.finish(OutcomeStuck, fmt.Errorf("in phase %s: %w", n.phase(), err))
-			return
+			return res, 0, false
 		}
 		res = r
 		break
 	}
 	n.enter("node")
-	if err := reportIn(ctx, hc, o.URL, res, n.id.Hostname, o.Backoff, o.Logger.With("node", n.id.Hostname)); err != nil {
+	interval, err := reportIn(ctx, hc, o.URL, res, n.id.Hostname, o.Backoff, o.Logger.With("node", n.id.Hostname))
+	if err != nil {
 		n.finish(OutcomeStuck, fmt.Errorf("in node mode: %w", err))
-		return
+		return res, 0, false
 	}
 	n.finish(OutcomeRunning, nil)
+	return res, interval, true
 }
 
 // jitter returns d ± 50 %.

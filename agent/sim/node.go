@@ -77,20 +77,24 @@ var errReportedIn = errors.New("reported in")
 // reportIn is node mode on the installed OS, with the credentials from
 // Discover: the real agent.Node reports in (getting a token first), with its
 // own retries and back-off, until the server accepts it once; that makes the
-// instance RUNNING.
-func reportIn(ctx context.Context, hc *http.Client, url string, res agent.Result, hostname string, b agent.Backoff, logger *slog.Logger) error {
+// instance RUNNING. It returns the heartbeat interval the server answered.
+func reportIn(ctx context.Context, hc *http.Client, url string, res agent.Result, hostname string, b agent.Backoff, logger *slog.Logger) (time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var interval time.Duration
 	n := &agent.Node{
 		Client: hc, Logger: logger, Backoff: b,
 		Config: agent.NodeConfig{URL: url, ClientID: res.ClientID, ClientSecret: res.ClientSecret,
 			TokenURL: res.TokenURL, HostID: res.HostID, Project: res.Project},
-		AgentVersion: "sim", Hostname: hostname, OSRelease: "EIM simulated OS", BootID: "sim-installed",
-		OnReportIn: func(*hostv1.ReportInResponse) { cancel(errReportedIn) },
+		AgentVersion: simVersion, Hostname: hostname, OSRelease: "EIM simulated OS", BootID: simBootID,
+		OnReportIn: func(r *hostv1.ReportInResponse) {
+			interval = time.Duration(r.GetHeartbeatIntervalSeconds()) * time.Second
+			cancel(errReportedIn)
+		},
 	}
 	err := n.Run(ctx)
 	if errors.Is(context.Cause(ctx), errReportedIn) {
-		return nil
+		return interval, nil
 	}
-	return err
+	return 0, err
 }

@@ -34,6 +34,8 @@ type Report struct {
 	WallSeconds float64          `json:"wallSeconds"`
 	// Errors are a few distinct errors of stuck nodes, with their counts.
 	Errors map[string]int `json:"errors,omitempty"`
+	// Hold is the heartbeats after Day 0 (Options.Hold).
+	Hold *HoldReport `json:"hold,omitempty"`
 
 	order []string // phases in the order nodes went through them
 }

@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/agent"
 	"github.com/eimhq/eim/agent/sim"
 	"github.com/eimhq/eim/client"
@@ -34,8 +36,16 @@ type simConfig struct {
 	backoffMin           time.Duration
 	backoffMax           time.Duration
 	jsonOut              bool
+	reportFile           string
 	timeout              time.Duration
 	verbose              bool
+
+	hold        time.Duration
+	stopShare   float64
+	stopAfter   time.Duration
+	workers     int
+	checkEvery  time.Duration
+	flagTimeout time.Duration
 }
 
 const simulateUsage = `usage: eim-agent simulate --server URL --ca FILE --nodes N [flags]
@@ -44,6 +54,14 @@ Runs N simulated nodes in one process. Each has its own identity and goes
 through the southbound calls of a real node (discover, token, workflow,
 action reports, then ReportIn from its "installed OS"); actions only sleep.
 Exits 0 only if every node reached RUNNING.
+
+With --hold, every node that reached RUNNING goes on as a node: Heartbeat
+every interval the server answers (its own token, refreshed), from a shared
+schedule; once every node finished Day 0 the fleet holds for that long,
+--stop-share of it going silent --stop-after into the hold. With
+--token-file the hosts "No Connection" are counted through the REST API
+during the hold; then the exit status is 0 only if none was flagged
+wrongly and the stopped ones all were within the timeout + 10 s.
 
 `
 
@@ -76,8 +94,15 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.DurationVar(&c.backoffMin, "backoff-min", agent.DefaultBackoff.Min, "agents' retry back-off, first wait")
 	fs.DurationVar(&c.backoffMax, "backoff-max", agent.DefaultBackoff.Max, "agents' retry back-off, longest wait")
 	fs.BoolVar(&c.jsonOut, "json", false, "no progress line; print the report as one JSON line")
+	fs.StringVar(&c.reportFile, "report", "", "also write the report as JSON to this file")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on nodes not RUNNING after this long")
 	fs.BoolVar(&c.verbose, "verbose", false, "print the agents' warnings and errors on stderr")
+	fs.DurationVar(&c.hold, "hold", 0, "after Day 0, keep the running nodes heartbeating this long (0: stop after Day 0)")
+	fs.Float64Var(&c.stopShare, "stop-share", 0, "with --hold: share of the nodes that stop heartbeating (0..1)")
+	fs.DurationVar(&c.stopAfter, "stop-after", 0, "with --stop-share: when they stop, into the hold")
+	fs.IntVar(&c.workers, "workers", sim.DefaultWorkers, "with --hold: heartbeats in flight at most")
+	fs.DurationVar(&c.checkEvery, "check-every", sim.DefaultCheckEvery, "with --hold and --token-file: how often to count the hosts \"No Connection\" (every second after the stop)")
+	fs.DurationVar(&c.flagTimeout, "flag-timeout", 0, "the server's heartbeat timeout, to judge detection by (default 3 intervals)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -107,6 +132,16 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	if c.concurrency < 0 || c.connections < 1 || c.timeout <= 0 {
 		problems = append(problems, "--concurrency ≥ 0, --connections ≥ 1 and --timeout > 0")
 	}
+	switch {
+	case c.hold < 0 || c.stopAfter < 0 || c.flagTimeout < 0 || c.checkEvery <= 0 || c.workers < 1:
+		problems = append(problems, "--hold, --stop-after and --flag-timeout ≥ 0, --check-every > 0, --workers ≥ 1")
+	case c.stopShare < 0 || c.stopShare > 1:
+		problems = append(problems, "--stop-share is between 0 and 1")
+	case c.stopShare > 0 && c.hold == 0:
+		problems = append(problems, "--stop-share goes with --hold")
+	case c.stopShare > 0 && c.stopAfter >= c.hold:
+		problems = append(problems, "--stop-after must fall within --hold")
+	}
 	if len(problems) > 0 {
 		return nil, usagef("simulate: %s", strings.Join(problems, "; "))
 	}
@@ -134,10 +169,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		ca = string(b)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	// The timeout bounds registration and Day 0, not the hold.
+	deadline := time.Now().Add(c.timeout)
 	if c.register {
-		if err := c.preRegister(ctx, ids, stderr); err != nil {
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		err := c.preRegister(rctx, ids, stderr)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
@@ -150,6 +188,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Concurrency: c.concurrency, Connections: c.connections, ActionTime: c.actionTime,
 		FailShare: c.failShare, RebootShare: c.rebootShare, Seed: c.seed,
 		Backoff: agent.Backoff{Min: c.backoffMin, Max: c.backoffMax}, Logger: logger,
+		Deadline: deadline, Hold: c.hold, StopShare: c.stopShare, StopAfter: c.stopAfter,
+		Workers: c.workers, CheckEvery: c.checkEvery, FlagTimeout: c.flagTimeout,
+	}
+	if c.hold > 0 && c.tokenFile != "" {
+		cl, err := c.apiClient()
+		if err != nil {
+			return err
+		}
+		opts.Monitor = apiMonitor{cl: cl, project: c.project}
 	}
 	if !c.jsonOut {
 		opts.Progress = stderr
@@ -159,11 +206,16 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}
-	if c.jsonOut {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			return err
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	if c.reportFile != "" {
+		if err := os.WriteFile(c.reportFile, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("simulate: %w", err)
 		}
+	}
+	if c.jsonOut {
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
 		printReport(stdout, rep)
@@ -172,7 +224,77 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("simulate: %d of %d nodes did not reach RUNNING (%d injected failures, %d unexpected outcomes)",
 			rep.Nodes-n, rep.Nodes, rep.Injected["fail"], rep.Unexpected)
 	}
+	return holdVerdict(rep.Hold)
+}
+
+// holdVerdict fails a monitored hold with hosts flagged wrongly, or stopped
+// nodes not flagged within the bar.
+func holdVerdict(h *sim.HoldReport) error {
+	if h == nil || !h.Monitored {
+		return nil
+	}
+	var problems []string
+	if h.FalseNoConnection > 0 {
+		problems = append(problems, fmt.Sprintf("%d hosts wrongly \"No Connection\"", h.FalseNoConnection))
+	}
+	if d := h.Detection; d != nil && !d.Met {
+		problems = append(problems, fmt.Sprintf("stopped nodes: %d, all flagged after %.0fs (bar %.0fs), %d missed, %d flagged not stopped",
+			d.Stopped, d.AllFlaggedSeconds, d.BarSeconds, d.Missed, d.FalsePositives))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("simulate: hold: %s", strings.Join(problems, "; "))
+	}
 	return nil
+}
+
+// apiClient is the REST client of --api with the token of --token-file.
+func (c *simConfig) apiClient() (*client.Client, error) {
+	tok, err := os.ReadFile(c.tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	return client.New(c.api, strings.TrimSpace(string(tok)), nil), nil
+}
+
+// noConnection selects the hosts flagged for silence.
+const noConnection = `hostStatus="No Connection"`
+
+// apiMonitor counts and lists the project's hosts "No Connection" through
+// the REST API.
+type apiMonitor struct {
+	cl      *client.Client
+	project string
+}
+
+func (m apiMonitor) NoConnection(ctx context.Context) (int, error) {
+	page, err := m.cl.List(ctx, m.project, eim.KindHost, client.ListOptions{Filter: noConnection, PageSize: 1})
+	if err != nil {
+		return 0, err
+	}
+	return page.Total, nil
+}
+
+func (m apiMonitor) NoConnectionIDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	for off := 0; ; {
+		page, err := m.cl.List(ctx, m.project, eim.KindHost, client.ListOptions{Filter: noConnection, PageSize: 100, Offset: off})
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Items {
+			var h struct {
+				ResourceID string `json:"resourceId"`
+			}
+			if err := json.Unmarshal(raw, &h); err != nil {
+				return nil, fmt.Errorf("hosts: %w", err)
+			}
+			ids = append(ids, h.ResourceID)
+		}
+		off += len(page.Items)
+		if !page.HasNext || len(page.Items) == 0 {
+			return ids, nil
+		}
+	}
 }
 
 // fleet reads or generates the identities.
@@ -266,6 +388,40 @@ func printReport(w io.Writer, r *sim.Report) {
 		fmt.Fprintf(w, "%-28s %7d %8.3f %8.3f %8.3f %8.3f\n", name, s.Count, s.P50, s.P95, s.P99, s.Max)
 	}
 	for msg, n := range r.Errors {
+		fmt.Fprintf(w, "%d× %s\n", n, msg)
+	}
+	if r.Hold != nil {
+		printHold(w, r.Hold)
+	}
+}
+
+// printHold prints the hold's part of the report.
+func printHold(w io.Writer, h *sim.HoldReport) {
+	fmt.Fprintf(w, "\nhold: %d nodes heartbeating every %.0fs for %.0fs after Day 0 (%d workers)\n", h.Nodes, h.IntervalSeconds, h.HoldSeconds, h.Workers)
+	fmt.Fprintf(w, "%-8s %7s %7s %9s %8s %7s %8s %8s %8s %8s %8s %9s %6s\n",
+		"PHASE", "SECONDS", "NODES", "BEATS", "BEATS/S", "ERRORS", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms", "MAX ms", "LAG P99", "NO-CON")
+	for _, p := range h.Phases {
+		l := p.Latency
+		nc := "-"
+		if p.Checks > 0 {
+			nc = strconv.Itoa(p.MaxNoConnection)
+		}
+		fmt.Fprintf(w, "%-8s %7.1f %7d %9d %8.1f %7d %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %6s\n",
+			p.Name, p.Seconds, p.Nodes, l.Count, p.Rate, l.Errors, l.P50, l.P90, l.P99, l.P999, l.Max, p.Lag.P99, nc)
+	}
+	t := h.Tokens
+	fmt.Fprintf(w, "tokens: %d fetched, %d errors, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d nodes revoked\n", t.Count, t.Errors, t.P50, t.P99, t.Max, h.Revoked)
+	if !h.Monitored {
+		fmt.Fprintln(w, "\"No Connection\" not checked (no --token-file)")
+	} else {
+		fmt.Fprintf(w, "false \"No Connection\": %d\n", h.FalseNoConnection)
+	}
+	if d := h.Detection; d != nil {
+		fmt.Fprintf(w, "stopped %d nodes %.0fs into the hold (their last heartbeat %+.2fs); timeout %.0fs, bar %.0fs: first flagged after %.1fs, all after %.1fs; at the end %d flagged, %d of them not stopped, %d stopped not flagged: %s\n",
+			d.Stopped, d.AtSeconds, d.LastBeatSeconds, d.TimeoutSeconds, d.BarSeconds, d.FirstFlaggedSeconds, d.AllFlaggedSeconds,
+			d.Flagged, d.FalsePositives, d.Missed, map[bool]string{true: "met", false: "NOT met"}[d.Met])
+	}
+	for msg, n := range h.Errors {
 		fmt.Fprintf(w, "%d× %s\n", n, msg)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim/agent/sim"
 )
@@ -37,6 +38,12 @@ func TestParseSimulate(t *testing.T) {
 		append(ok, "--register", "--token-file", "t", "--os", "os-1", "--nzt"),
 		append(ok, "--os", "os-1"),
 		append(ok, "extra"),
+		append(ok, "--stop-share", "0.1"),
+		append(ok, "--hold", "10s", "--stop-share", "0.1", "--stop-after", "10s"),
+		append(ok, "--hold", "10s", "--stop-share", "1.1", "--stop-after", "5s"),
+		append(ok, "--hold", "-1s"),
+		append(ok, "--hold", "10s", "--workers", "0"),
+		append(ok, "--hold", "10s", "--check-every", "0s"),
 	} {
 		if _, err := parseSimulate(bad, &bytes.Buffer{}); !errors.As(err, new(*usageError)) {
 			t.Errorf("%q: got %v, want a usage error", bad, err)
@@ -44,6 +51,33 @@ func TestParseSimulate(t *testing.T) {
 	}
 	if _, err := parseSimulate(append(ok, "--register", "--token-file", "t", "--nzt"), &bytes.Buffer{}); err != nil {
 		t.Errorf("--register --nzt: %v", err)
+	}
+	c, err = parseSimulate(append(ok, "--hold", "8m", "--stop-share", "0.1", "--stop-after", "5m30s"), &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("--hold --stop-share --stop-after: %v", err)
+	}
+	if c.hold != 8*time.Minute || c.stopShare != 0.1 || c.stopAfter != 330*time.Second || c.workers != sim.DefaultWorkers || c.checkEvery != sim.DefaultCheckEvery {
+		t.Errorf("hold flags: got %+v", c)
+	}
+}
+
+func TestHoldVerdict(t *testing.T) {
+	ok := &sim.HoldReport{Monitored: true, Detection: &sim.Detection{Stopped: 10, Met: true, AllFlaggedSeconds: 91, BarSeconds: 100}}
+	for _, c := range []struct {
+		name string
+		r    *sim.HoldReport
+		want string
+	}{
+		{"no hold", nil, ""},
+		{"not monitored", &sim.HoldReport{FalseNoConnection: 3}, ""},
+		{"met", ok, ""},
+		{"false positives", &sim.HoldReport{Monitored: true, FalseNoConnection: 2}, "2 hosts wrongly"},
+		{"late", &sim.HoldReport{Monitored: true, Detection: &sim.Detection{Stopped: 10, AllFlaggedSeconds: 120, BarSeconds: 100}}, "all flagged after 120s (bar 100s)"},
+	} {
+		err := holdVerdict(c.r)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
 	}
 }
 
@@ -91,10 +125,14 @@ func TestSimulateUnreachableServer(t *testing.T) {
 func TestPrintReport(t *testing.T) {
 	r := &sim.Report{Nodes: 2, Final: map[string]int{"running": 1, "failed": 1, "stuck": 0}, Injected: map[string]int{"fail": 1, "reboot": 0},
 		Phases: map[string]sim.Stats{"discover": {Count: 2, P50: 0.1, P95: 0.2, P99: 0.2, Max: 0.2}, "total": {Count: 1, P50: 1, P95: 1, P99: 1, Max: 1}}, WallSeconds: 1.5}
+	r.Hold = &sim.HoldReport{Nodes: 1, IntervalSeconds: 30, HoldSeconds: 480, Workers: 1024, Monitored: true,
+		Phases:    []sim.BeatPhase{{Name: "steady", Seconds: 300, Nodes: 1, Rate: 0.03, Latency: sim.Latency{Count: 10, P99: 1.5}, Checks: 60}},
+		Detection: &sim.Detection{Stopped: 1, AtSeconds: 330, TimeoutSeconds: 90, BarSeconds: 100, AllFlaggedSeconds: 91, Met: true}}
 	var b bytes.Buffer
 	printReport(&b, r)
 	got := b.String()
-	for _, want := range []string{"2 nodes in 1.5s: 1 running, 1 failed, 0 stuck", "discover", "total"} {
+	for _, want := range []string{"2 nodes in 1.5s: 1 running, 1 failed, 0 stuck", "discover", "total",
+		"hold: 1 nodes heartbeating every 30s for 480s", "steady", "false \"No Connection\": 0", "all after 91.0s", ": met"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report:\n%s\nmissing %q", got, want)
 		}

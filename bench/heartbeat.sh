@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Day-1 heartbeat benchmark: N simulated nodes onboarded (Day 0) and then
+# held heartbeating against one real eim server process on loopback; a share
+# of them stops, and the server must flag exactly those "No Connection".
+#   bench/heartbeat.sh                     SQLite, 100,000 nodes
+#   bench/heartbeat.sh postgres 20000      PostgreSQL (a fresh database on 127.0.0.1:5432)
+# Extra arguments after the node count go to "eim-agent simulate".
+# Environment (defaults):
+#   INTERVAL=30        the default project's heartbeatIntervalSeconds (timeout 3×)
+#   STEADY=300         seconds of steady heartbeats (after the interval that
+#                      follows Day 0, in which the last nodes send their first)
+#   STOP_SHARE=0.1     share of the nodes that then stop
+#   MARGIN=60          seconds held after the timeout + 10 s bar
+#   CONCURRENCY=3000   nodes in Day 0 at once
+#   EIM_BENCH_SERVER_FLAGS   more flags for "eim server"
+# The server's CPU (utime+stime of /proc/PID/stat, as cores) and memory
+# (VmRSS, VmHWM) are sampled every second and reported for the steady phase;
+# its pprof is on 127.0.0.1:16060.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+engine=${1:-sqlite}; shift || true
+nodes=${1:-100000}; shift || true
+interval=${INTERVAL:-30}
+steady=${STEADY:-300}
+stop_share=${STOP_SHARE:-0.1}
+margin=${MARGIN:-60}
+concurrency=${CONCURRENCY:-3000}
+dir=$(mktemp -d)
+srv=; pgdb=; sampler=
+api=127.0.0.1:18080; agent=127.0.0.1:18443
+cleanup() {
+	[ -n "$sampler" ] && { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }
+	[ -n "$srv" ] && { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }
+	[ -n "$pgdb" ] && psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb"
+	if [ -n "${KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+CGO_ENABLED=0 go build -o "$dir/eim" ./cmd/eim
+CGO_ENABLED=0 go build -o "$dir/eim-agent" ./cmd/eim-agent
+db=()
+if [ "$engine" = postgres ]; then
+	pgdb=eim_hb_$$
+	psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb" -c "CREATE DATABASE $pgdb"
+	db=(--database "postgres://postgres@127.0.0.1:5432/$pgdb?sslmode=disable")
+fi
+mkdir -p "$dir/boot"
+head -c 4096 /dev/urandom >"$dir/boot/os.img"
+sha=$(sha256sum "$dir/boot/os.img" | cut -d' ' -f1)
+"$dir/eim" server --data-dir "$dir/data" --http-addr "$api" --agent-addr "$agent" --debug-addr 127.0.0.1:16060 \
+	--boot-artifacts "$dir/boot" --log-level warn --rate-limit 0 ${EIM_BENCH_SERVER_FLAGS:-} "${db[@]}" >"$dir/server.log" 2>&1 &
+srv=$!
+for _ in $(seq 1 150); do grep -q "serving agents" "$dir/server.log" && [ -s "$dir/data/admin.token" ] && break; sleep 0.2; done
+grep -q "serving agents" "$dir/server.log" || { cat "$dir/server.log"; echo "heartbeat: server did not start" >&2; exit 1; }
+tok=$(cat "$dir/data/admin.token")
+auth=(-H "Authorization: Bearer $tok" -H 'Content-Type: application/json')
+os=$(curl -fsS "${auth[@]}" \
+	-d "{\"name\":\"bench-os\",\"profileName\":\"bench-os\",\"imageUrl\":\"http://$api/boot/artifacts/os.img\",\"sha256\":\"$sha\"}" \
+	"http://$api/v1/projects/default/compute/os" | jq -r .resourceId)
+[ -n "$os" ] && [ "$os" != null ] || { echo "heartbeat: could not create the OS resource" >&2; exit 1; }
+curl -fsS "${auth[@]}" -X PATCH -d "{\"heartbeatIntervalSeconds\":$interval}" "http://$api/v1/projects/default/settings" >/dev/null
+
+# One line a second: time, server ticks (utime+stime), VmRSS, VmHWM (KiB),
+# machine busy ticks (all CPUs, from /proc/stat: everything but idle and iowait).
+hz=$(getconf CLK_TCK)
+sample() {
+	while kill -0 "$srv" 2>/dev/null; do
+		t=$(date +%s.%N)
+		ticks=$(awk '{print $14+$15}' "/proc/$srv/stat" 2>/dev/null) || break
+		mem=$(awk '/^VmRSS/{r=$2} /^VmHWM/{h=$2} END{print r, h}' "/proc/$srv/status" 2>/dev/null) || break
+		busy=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat)
+		echo "$t $ticks $mem $busy"
+		sleep 1
+	done
+}
+sample >"$dir/samples.txt" &
+sampler=$!
+
+timeout=$((3 * interval))
+hold=$((interval + steady + timeout + 10 + margin))
+stop_after=$((interval + steady))
+echo "engine: $engine; nodes: $nodes; interval ${interval}s (timeout ${timeout}s); hold ${hold}s, ${stop_share} stop ${stop_after}s into it; machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version)"
+rc=0
+/usr/bin/time -f "simulator: %e s wall (including registration), %U s user, %S s sys, %M KiB max RSS" \
+	"$dir/eim-agent" simulate --server "https://$agent" --ca "$dir/data/ca.crt" --nodes "$nodes" \
+	--register --api "http://$api" --token-file "$dir/data/admin.token" --project default --os "$os" \
+	--concurrency "$concurrency" --timeout 2h --hold "${hold}s" --stop-share "$stop_share" --stop-after "${stop_after}s" \
+	--report "$dir/report.json" "$@" >"$dir/report.txt" || rc=$?
+cat "$dir/report.txt"
+[ -s "$dir/report.json" ] || exit 1
+
+# The server's resources over each phase of the hold.
+echo
+echo "server resources per phase (CPU as cores; machine = all processes, $(nproc) cores):"
+jq -r '.hold.phases[] | "\(.name) \(.from) \(.to)"' "$dir/report.json" | while read -r name from to; do
+	awk -v name="$name" -v from="$from" -v to="$to" -v hz="$hz" '
+		$1 >= from && $1 <= to {
+			if (!n) { t0 = $1; c0 = $2; b0 = $5 }
+			t1 = $1; c1 = $2; b1 = $5; n++
+			rss += $3; if ($3 > rssmax) rssmax = $3; hwm = $4
+		}
+		END {
+			if (n < 2) { printf "  %-8s too short to sample\n", name; exit }
+			printf "  %-8s %6.0f s: server CPU %.2f cores, RSS mean %.0f MiB / max %.0f MiB, HWM %.0f MiB; machine busy %.2f cores\n",
+				name, t1 - t0, (c1 - c0) / hz / (t1 - t0), rss / n / 1024, rssmax / 1024, hwm / 1024, (b1 - b0) / hz / (t1 - t0)
+		}' "$dir/samples.txt"
+done
+awk -v hz="$hz" 'END { printf "server at the end: CPU time %.0f s, VmRSS %.0f MiB, VmHWM %.0f MiB\n", $2 / hz, $3 / 1024, $4 / 1024 }' "$dir/samples.txt"
+grep -iE "level=(error|warn)" "$dir/server.log" | sed -E 's/^time=[^ ]+ //' | sort | uniq -c | sort -rn | head -5 || true
+exit $rc
