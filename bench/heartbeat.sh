@@ -15,7 +15,7 @@
 #   EIM_BENCH_SERVER_FLAGS   more flags for "eim server"
 # The server's CPU (utime+stime of /proc/PID/stat, as cores) and memory
 # (VmRSS, VmHWM) are sampled every second and reported for the steady phase;
-# its pprof is on 127.0.0.1:16060.
+# its pprof is on 127.0.0.1:16060 (ports: API_PORT=18180, AGENT_PORT=18543, DEBUG_PORT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=${1:-sqlite}; shift || true
@@ -27,10 +27,13 @@ margin=${MARGIN:-60}
 concurrency=${CONCURRENCY:-3000}
 dir=$(mktemp -d)
 srv=; pgdb=; sampler=
-api=127.0.0.1:18080; agent=127.0.0.1:18443
+api=127.0.0.1:${API_PORT:-18180}; agent=127.0.0.1:${AGENT_PORT:-18543}; debug=127.0.0.1:${DEBUG_PORT:-16060}
+# Under set -e a failing "wait" (the status of a killed process) would end
+# the trap before the rest: every step here must not fail.
 cleanup() {
-	[ -n "$sampler" ] && { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }
-	[ -n "$srv" ] && { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }
+	set +e
+	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null
+	[ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
 	[ -n "$pgdb" ] && psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb"
 	if [ -n "${KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }
@@ -46,7 +49,7 @@ fi
 mkdir -p "$dir/boot"
 head -c 4096 /dev/urandom >"$dir/boot/os.img"
 sha=$(sha256sum "$dir/boot/os.img" | cut -d' ' -f1)
-"$dir/eim" server --data-dir "$dir/data" --http-addr "$api" --agent-addr "$agent" --debug-addr 127.0.0.1:16060 \
+"$dir/eim" server --data-dir "$dir/data" --http-addr "$api" --agent-addr "$agent" --debug-addr "$debug" \
 	--boot-artifacts "$dir/boot" --log-level warn --rate-limit 0 ${EIM_BENCH_SERVER_FLAGS:-} "${db[@]}" >"$dir/server.log" 2>&1 &
 srv=$!
 for _ in $(seq 1 150); do grep -q "serving agents" "$dir/server.log" && [ -s "$dir/data/admin.token" ] && break; sleep 0.2; done
