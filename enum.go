@@ -44,6 +44,9 @@ type (
 	ProviderKind            string
 	ProviderVendor          string
 	ScheduleStatus          string
+	TelemetryResourceKind   string
+	TelemetryCollectorKind  string
+	SeverityLevel           string
 )
 
 const (
@@ -141,4 +144,13 @@ func (ProviderVendor) Values() []string {
 }
 func (ScheduleStatus) Values() []string {
 	return []string{"SCHEDULE_STATUS_UNSPECIFIED", "SCHEDULE_STATUS_MAINTENANCE", "SCHEDULE_STATUS_OS_UPDATE"}
+}
+func (TelemetryResourceKind) Values() []string {
+	return []string{"TELEMETRY_RESOURCE_KIND_UNSPECIFIED", "TELEMETRY_RESOURCE_KIND_METRICS", "TELEMETRY_RESOURCE_KIND_LOGS"}
+}
+func (TelemetryCollectorKind) Values() []string {
+	return []string{"TELEMETRY_COLLECTOR_KIND_UNSPECIFIED", "TELEMETRY_COLLECTOR_KIND_HOST", "TELEMETRY_COLLECTOR_KIND_CLUSTER"}
+}
+func (SeverityLevel) Values() []string {
+	return []string{"SEVERITY_LEVEL_UNSPECIFIED", "SEVERITY_LEVEL_CRITICAL", "SEVERITY_LEVEL_ERROR", "SEVERITY_LEVEL_WARN", "SEVERITY_LEVEL_INFO", "SEVERITY_LEVEL_DEBUG"}
 }

@@ -18,6 +18,10 @@ const (
 	KindRepeatedSchedule Kind = "repeatedsche"
 	KindLocalAccount     Kind = "localaccount"
 	KindCustomConfig     Kind = "customconfig"
+	// The telemetry kinds each hold two API types (logs and metrics),
+	// told apart by a variant field: see telemetry.go.
+	KindTelemetryGroup   Kind = "telemetrygroup"
+	KindTelemetryProfile Kind = "telemetryprofile"
 	// KindWorkflow is internal: not served by the REST API as a resource.
 	KindWorkflow Kind = "workflow"
 )

@@ -18,6 +18,9 @@ import (
 //	                       filters as NAME.field
 //	eim:"alias"            a read-only echo of resourceId (e.g. regionID)
 //	eim:"flatten"          a struct whose fields are stored as columns of this table
+//	eim:"variant"          the hidden field that tells apart the API types a kind holds
+//	                       (the telemetry kinds: logs and metrics)
+//	eim:"only=VALUE"       the field exists only in resources of that variant
 //
 // The store, the filter compiler and the API decoder all read the same Schema,
 // so a field is declared once.
@@ -28,6 +31,9 @@ type Schema struct {
 	Type   reflect.Type
 	Fields []*Field // stored and virtual fields, in declaration order
 	Edges  []*Edge  // forward and back edges, for filters and has()
+	// Variant is the field that says which of several API types a
+	// resource is, for kinds that hold more than one; nil for the others.
+	Variant *Field
 
 	byName map[string]*Field
 }
@@ -41,6 +47,20 @@ type Field struct {
 	Writable bool         // the API may set it
 	Alias    bool         // echo of resourceId
 	Edge     *Edge        // non-nil for a reference to another resource
+	Variant  string       // non-empty: only resources of this variant have the field
+}
+
+// In reports whether resources of variant v have the field: a field of no
+// particular variant belongs to every one, and v "" stands for any.
+func (f *Field) In(v string) bool { return f.Variant == "" || v == "" || f.Variant == v }
+
+// VariantOf returns r's variant: the value of the schema's variant field,
+// or "" for a kind without variants.
+func (s *Schema) VariantOf(r Resource) string {
+	if s.Variant == nil {
+		return ""
+	}
+	return s.Variant.Value(r).String()
 }
 
 // Stored reports whether the field has a column.
@@ -105,7 +125,50 @@ var kindInfos = []kindInfo{
 	{KindRepeatedSchedule, "repeated_schedules", "repeatedSchedules", (*RepeatedSchedule)(nil), nil},
 	{KindLocalAccount, "local_accounts", "localAccounts", (*LocalAccount)(nil), nil},
 	{KindCustomConfig, "custom_configs", "customConfigs", (*CustomConfig)(nil), nil},
+	// The telemetry kinds hold two API types each, whose lists have names
+	// of their own (see Variants).
+	{KindTelemetryGroup, "telemetry_groups", "telemetryGroups", (*TelemetryGroup)(nil), nil},
+	{KindTelemetryProfile, "telemetry_profiles", "telemetryProfiles", (*TelemetryProfile)(nil), nil},
 	{KindWorkflow, "workflows", "workflows", (*Workflow)(nil), nil},
+}
+
+// Variant is one of the API types a kind with variants holds: the
+// resources whose variant field has Value.
+type Variant struct {
+	Kind   Kind
+	Value  string
+	Plural string // JSON name of its list in list responses
+	Noun   string // what messages call one, e.g. "telemetry logs group"
+}
+
+// The API types of the kinds with variants.
+var (
+	TelemetryLogsGroup      = Variant{KindTelemetryGroup, string(TelemetryLogs), "telemetryLogsGroups", "telemetry logs group"}
+	TelemetryMetricsGroup   = Variant{KindTelemetryGroup, string(TelemetryMetrics), "telemetryMetricsGroups", "telemetry metrics group"}
+	TelemetryLogsProfile    = Variant{KindTelemetryProfile, string(TelemetryLogs), "telemetryLogsProfiles", "telemetry logs profile"}
+	TelemetryMetricsProfile = Variant{KindTelemetryProfile, string(TelemetryMetrics), "telemetryMetricsProfiles", "telemetry metrics profile"}
+)
+
+// Variants returns the API types of kind k, or nil when it holds one.
+func Variants(k Kind) []Variant {
+	var out []Variant
+	for _, v := range []Variant{TelemetryLogsGroup, TelemetryMetricsGroup, TelemetryLogsProfile, TelemetryMetricsProfile} {
+		if v.Kind == k {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// VariantNamed returns the API type of kind k with the variant value, and
+// whether there is one.
+func VariantNamed(k Kind, value string) (Variant, bool) {
+	for _, v := range Variants(k) {
+		if v.Value == value {
+			return v, true
+		}
+	}
+	return Variant{}, false
 }
 
 // schemas is derived from kindInfos once; it is immutable afterwards.
@@ -188,6 +251,12 @@ func addFields(s *Schema, t reflect.Type, index []int) {
 				f.Edge = &Edge{Name: en, Kind: Kind(ek), Column: col}
 				s.Edges = append(s.Edges, f.Edge)
 			}
+			if v, ok := strings.CutPrefix(o, "only="); ok {
+				f.Variant = v
+			}
+		}
+		if hasOpt(opts, "variant") {
+			s.Variant = f
 		}
 		s.Fields = append(s.Fields, f)
 		if name != "" {

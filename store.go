@@ -124,6 +124,13 @@ type Query struct {
 	// Where are exact-match conditions ANDed with Filter, for programmatic
 	// use (e.g. the sites of a region).
 	Where []Cond
+	// Any are exact-match conditions of which at least one must hold (ORed
+	// together, ANDed with the rest), e.g. the profiles targeting an
+	// instance, its site or one of their regions; none: no such condition.
+	Any []Cond
+	// Variant, for a kind that holds several API types (Schema.Variant),
+	// keeps the resources of that variant; "" keeps all.
+	Variant string
 	// Limit is the page size; 0 means no limit. Offset skips that many.
 	Limit, Offset int
 	// NoTotal tells List that the caller does not need the number of

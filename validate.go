@@ -33,6 +33,10 @@ func Validate(r Resource) error {
 		return validateLocalAccount(r)
 	case *CustomConfig:
 		return validateCustomConfig(r)
+	case *TelemetryGroup:
+		return validateTelemetryGroup(r)
+	case *TelemetryProfile:
+		return validateTelemetryProfile(r)
 	case nil:
 		return Errorf(EINVALID, "resource is missing")
 	}
@@ -63,6 +67,7 @@ var (
 	reCronDom     = regexp.MustCompile(`^([*]|([1-9]|([12][0-9])|3[01])((,([1-9]|([12][0-9])|3[01]))*))$`)
 	reCronMonth   = regexp.MustCompile(`^([*]|([1-9]|1[012])((,([1-9]|1[012]))*))$`)
 	reCronDow     = regexp.MustCompile(`^([*]|([0-6])((,([0-6]))*))$`)
+	reTelGroup    = regexp.MustCompile(`^[a-zA-Z-_0-9.:;=@?!#*()"\ ]+$`)
 )
 
 // Limits of the API's schemas.
@@ -365,6 +370,87 @@ func validateRepeatedSchedule(s *RepeatedSchedule) error {
 		c.str(f.name, f.val, 200, f.re)
 	}
 	c.scheduleTargets(s.TargetHostID, s.TargetSiteID, s.TargetRegionID)
+	return c.err
+}
+
+// telemetryType checks the variant of a telemetry resource.
+func (c *v) telemetryType(t TelemetryResourceKind) {
+	if t != TelemetryLogs && t != TelemetryMetrics {
+		c.fail("type", "%q is not %s or %s", string(t), TelemetryLogs, TelemetryMetrics)
+	}
+}
+
+// specified requires an enum value other than its zero ("…_UNSPECIFIED").
+func specified[T interface {
+	~string
+	Enum
+}](c *v, field string, val T) {
+	c.add(checkEnum(field, val))
+	if val == "" || string(val) == val.Values()[0] {
+		c.fail(field, "is required (one of %v)", val.Values()[1:])
+	}
+}
+
+func validateTelemetryGroup(g *TelemetryGroup) error {
+	var c v
+	c.self(KindTelemetryGroup, &g.Meta)
+	c.telemetryType(g.Type)
+	c.required("name", g.Name)
+	c.str("name", g.Name, 50, reName)
+	specified(&c, "collectorKind", g.CollectorKind)
+	switch n := len(g.Groups); {
+	case n == 0:
+		c.fail("groups", "is required (at least one log source or metric)")
+	case n > MaxTelemetryGroupItems:
+		c.fail("groups", "has %d items, at most %d allowed", n, MaxTelemetryGroupItems)
+	}
+	seen := map[string]bool{}
+	for i, it := range g.Groups {
+		f := fmt.Sprintf("groups[%d]", i)
+		c.required(f, it)
+		c.str(f, it, 1000, reTelGroup)
+		if seen[it] {
+			c.fail(f, "%q appears more than once", it)
+		}
+		seen[it] = true
+	}
+	return c.err
+}
+
+func validateTelemetryProfile(p *TelemetryProfile) error {
+	var c v
+	c.self(KindTelemetryProfile, &p.Meta)
+	c.telemetryType(p.Type)
+	n := 0
+	for _, t := range []string{p.TargetInstance, p.TargetSite, p.TargetRegion} {
+		if t != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		c.fail("targetInstance", "exactly one of targetInstance, targetSite, targetRegion is required, got %d", n)
+	}
+	c.id(KindInstance, "targetInstance", p.TargetInstance)
+	c.id(KindSite, "targetSite", p.TargetSite)
+	c.id(KindRegion, "targetRegion", p.TargetRegion)
+	switch p.Type {
+	case TelemetryLogs:
+		specified(&c, "logLevel", p.LogLevel)
+		c.required("logsGroupId", p.LogsGroupID)
+		c.id(KindTelemetryGroup, "logsGroupId", p.LogsGroupID)
+		if p.MetricsInterval != 0 || p.MetricsGroupID != "" {
+			c.fail("metricsInterval", "a logs profile has no metricsInterval or metricsGroupId")
+		}
+	case TelemetryMetrics:
+		if p.MetricsInterval < MinMetricsInterval || p.MetricsInterval > MaxMetricsInterval {
+			c.fail("metricsInterval", "%d is out of range [%d, %d] (seconds)", p.MetricsInterval, MinMetricsInterval, MaxMetricsInterval)
+		}
+		c.required("metricsGroupId", p.MetricsGroupID)
+		c.id(KindTelemetryGroup, "metricsGroupId", p.MetricsGroupID)
+		if p.LogLevel != "" || p.LogsGroupID != "" {
+			c.fail("logLevel", "a metrics profile has no logLevel or logsGroupId")
+		}
+	}
 	return c.err
 }
 

@@ -44,11 +44,66 @@ func TestValidate(t *testing.T) {
 		f(s)
 		return s
 	}
+	lgroup := func(f func(*eim.TelemetryGroup)) *eim.TelemetryGroup {
+		g := &eim.TelemetryGroup{Type: eim.TelemetryLogs, Name: "System logs", CollectorKind: "TELEMETRY_COLLECTOR_KIND_HOST",
+			Groups: []string{"systemd.service", `kern "x" (y)`}}
+		f(g)
+		return g
+	}
+	lprof := func(f func(*eim.TelemetryProfile)) *eim.TelemetryProfile {
+		p := &eim.TelemetryProfile{Type: eim.TelemetryLogs, TargetSite: "site-0000abcd", LogLevel: "SEVERITY_LEVEL_INFO", LogsGroupID: "telemetrygroup-0000abcd"}
+		f(p)
+		return p
+	}
+	mprof := func(f func(*eim.TelemetryProfile)) *eim.TelemetryProfile {
+		p := &eim.TelemetryProfile{Type: eim.TelemetryMetrics, TargetInstance: "inst-0000abcd", MetricsInterval: 30, MetricsGroupID: "telemetrygroup-0000abcd"}
+		f(p)
+		return p
+	}
+	many := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprint("m", i)
+		}
+		return out
+	}
 	cases := []struct {
 		name string
 		r    eim.Resource
 		want string // substring of the message; "" = valid
 	}{
+		{"telemetry group ok", lgroup(func(*eim.TelemetryGroup) {}), ""},
+		{"telemetry group metrics", lgroup(func(g *eim.TelemetryGroup) { g.Type = eim.TelemetryMetrics }), ""},
+		{"telemetry group no type", lgroup(func(g *eim.TelemetryGroup) { g.Type = "" }), "type:"},
+		{"telemetry group no name", lgroup(func(g *eim.TelemetryGroup) { g.Name = "" }), "name: is required"},
+		{"telemetry group bad name", lgroup(func(g *eim.TelemetryGroup) { g.Name = "a;b" }), "name:"},
+		{"telemetry group no collector", lgroup(func(g *eim.TelemetryGroup) { g.CollectorKind = "" }), "collectorKind: is required"},
+		{"telemetry group unspecified collector", lgroup(func(g *eim.TelemetryGroup) { g.CollectorKind = "TELEMETRY_COLLECTOR_KIND_UNSPECIFIED" }), "collectorKind: is required"},
+		{"telemetry group bad collector", lgroup(func(g *eim.TelemetryGroup) { g.CollectorKind = "X" }), "collectorKind: \"X\" is not one of"},
+		{"telemetry group no groups", lgroup(func(g *eim.TelemetryGroup) { g.Groups = nil }), "groups: is required"},
+		{"telemetry group 100", lgroup(func(g *eim.TelemetryGroup) { g.Groups = many(100) }), ""},
+		{"telemetry group 101", lgroup(func(g *eim.TelemetryGroup) { g.Groups = many(101) }), "groups: has 101 items"},
+		{"telemetry group empty item", lgroup(func(g *eim.TelemetryGroup) { g.Groups = []string{"a", ""} }), "groups[1]: is required"},
+		{"telemetry group bad item", lgroup(func(g *eim.TelemetryGroup) { g.Groups = []string{"a/b"} }), "groups[0]:"},
+		{"telemetry group long item", lgroup(func(g *eim.TelemetryGroup) { g.Groups = []string{strings.Repeat("a", 1001)} }), "groups[0]: is 1001"},
+		{"telemetry group dup item", lgroup(func(g *eim.TelemetryGroup) { g.Groups = []string{"cpu", "cpu"} }), "groups[1]: \"cpu\" appears more than once"},
+		{"logs profile ok", lprof(func(*eim.TelemetryProfile) {}), ""},
+		{"logs profile no target", lprof(func(p *eim.TelemetryProfile) { p.TargetSite = "" }), "exactly one of targetInstance, targetSite, targetRegion is required, got 0"},
+		{"logs profile two targets", lprof(func(p *eim.TelemetryProfile) { p.TargetRegion = "region-0000abcd" }), "got 2"},
+		{"logs profile bad target", lprof(func(p *eim.TelemetryProfile) { p.TargetSite = "region-0000abcd" }), "targetSite:"},
+		{"logs profile no level", lprof(func(p *eim.TelemetryProfile) { p.LogLevel = "" }), "logLevel: is required"},
+		{"logs profile bad level", lprof(func(p *eim.TelemetryProfile) { p.LogLevel = "SEVERITY_LEVEL_TRACE" }), "logLevel:"},
+		{"logs profile no group", lprof(func(p *eim.TelemetryProfile) { p.LogsGroupID = "" }), "logsGroupId: is required"},
+		{"logs profile bad group", lprof(func(p *eim.TelemetryProfile) { p.LogsGroupID = "telemetryprofile-0000abcd" }), "logsGroupId:"},
+		{"logs profile with interval", lprof(func(p *eim.TelemetryProfile) { p.MetricsInterval = 5 }), "a logs profile has no metricsInterval"},
+		{"metrics profile ok", mprof(func(*eim.TelemetryProfile) {}), ""},
+		{"metrics profile 1 s", mprof(func(p *eim.TelemetryProfile) { p.MetricsInterval = 1 }), ""},
+		{"metrics profile a day", mprof(func(p *eim.TelemetryProfile) { p.MetricsInterval = 86400 }), ""},
+		{"metrics profile 0 s", mprof(func(p *eim.TelemetryProfile) { p.MetricsInterval = 0 }), "metricsInterval: 0 is out of range [1, 86400]"},
+		{"metrics profile too long", mprof(func(p *eim.TelemetryProfile) { p.MetricsInterval = 86401 }), "metricsInterval: 86401"},
+		{"metrics profile no group", mprof(func(p *eim.TelemetryProfile) { p.MetricsGroupID = "" }), "metricsGroupId: is required"},
+		{"metrics profile with level", mprof(func(p *eim.TelemetryProfile) { p.LogLevel = "SEVERITY_LEVEL_INFO" }), "a metrics profile has no logLevel"},
+		{"profile no type", mprof(func(p *eim.TelemetryProfile) { p.Type = "" }), "type:"},
 		{"region ok", &eim.Region{Name: "eu west/1: a.b_c-d", ParentID: "region-0000abcd", Metadata: eim.Metadata{{Key: "env", Value: "prod"}}}, ""},
 		{"region bad name", &eim.Region{Name: "eu;west"}, "name:"},
 		{"region long name", &eim.Region{Name: strings.Repeat("a", 51)}, "name: is 51 characters long"},

@@ -73,12 +73,14 @@ func codecOf(k eim.Kind) *codec {
 // with it: a host's removal is the host manager's last step of a two-phase
 // delete, which must not be blocked by maintenance schedules that target
 // the host (they mean nothing without it); a workflow is the provisioning
-// of one instance on one host and goes with either. Every other reference
-// restricts.
+// of one instance on one host and goes with either; telemetry profiles
+// targeting an instance go with it, as schedules go with their host. Every
+// other reference restricts.
 var cascades = map[eim.Kind]map[string]bool{
 	eim.KindSingleSchedule:   {"target_host_id": true},
 	eim.KindRepeatedSchedule: {"target_host_id": true},
 	eim.KindWorkflow:         {"instance_id": true, "host_id": true},
+	eim.KindTelemetryProfile: {"target_instance": true},
 }
 
 func buildCodecs() {

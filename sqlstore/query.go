@@ -129,6 +129,23 @@ func (t *tx) where(c *codec, q eim.Query, a *args) (string, error) {
 		}
 		preds = append(preds, p)
 	}
+	if len(q.Any) > 0 {
+		var alts []string
+		for _, cond := range q.Any {
+			p, err := t.cond(c, cond, a)
+			if err != nil {
+				return "", err
+			}
+			alts = append(alts, p)
+		}
+		preds = append(preds, "("+strings.Join(alts, " OR ")+")")
+	}
+	if q.Variant != "" {
+		if c.schema.Variant == nil {
+			return "", eim.Errorf(eim.EINVALID, "%s has no variants", c.kind)
+		}
+		preds = append(preds, c.table+"."+c.schema.Variant.Column+" = "+a.add(q.Variant))
+	}
 	if q.Filter != "" {
 		f, fargs, err := filter.Where(t.s.d.filter, c.kind, q.Filter, len(a.list))
 		if err != nil {

@@ -48,6 +48,9 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"NodeCredentials", testNodeCredentials},
 		{"LastSeen", testLastSeen},
 		{"HardwareRoundTrip", testHardwareRoundTrip},
+		{"Variants", testVariants},
+		{"AnyConds", testAnyConds},
+		{"TelemetryCascade", testTelemetryCascade},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
