@@ -13,6 +13,9 @@ type ListQuery struct {
 	Filter, OrderBy  string
 	PageSize, Offset int
 	Where            []eim.Cond
+	// Variant keeps the resources of one variant of a kind that holds
+	// several API types (eim.Variants); "" keeps all.
+	Variant string
 	// ShowTotalSites fills Region.TotalSites (regions only).
 	ShowTotalSites bool
 }
@@ -25,7 +28,8 @@ type Page struct {
 }
 
 // Create validates r, applies the kind's defaults and stores it. Only r's
-// writable fields are taken; everything else is the inventory's to set.
+// writable fields (and, for a kind with variants, its variant) are taken;
+// everything else is the inventory's to set.
 func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (eim.Resource, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
@@ -35,6 +39,9 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 	}
 	nr := eim.NewResource(r.ResourceKind())
 	copyWritable(nr, r, nil)
+	if vf := eim.SchemaOf(r.ResourceKind()).Variant; vf != nil {
+		vf.Value(nr).Set(vf.Value(r))
+	}
 	if err := s.applyDefaults(nr); err != nil {
 		return nil, err
 	}
@@ -71,6 +78,13 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 
 // Get returns the expanded resource of kind k with the id.
 func (s *Service) Get(ctx context.Context, project string, k eim.Kind, id string) (eim.Resource, error) {
+	return s.GetVariant(ctx, project, k, "", id)
+}
+
+// GetVariant is Get for one variant of a kind that holds several API types:
+// a resource of another variant is ENOTFOUND, as it is to the API. variant
+// "" accepts any.
+func (s *Service) GetVariant(ctx context.Context, project string, k eim.Kind, variant, id string) (eim.Resource, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
 	}
@@ -79,7 +93,7 @@ func (s *Service) Get(ctx context.Context, project string, k eim.Kind, id string
 	}
 	var out eim.Resource
 	err := s.store.View(ctx, project, func(tx eim.Tx) error {
-		r, err := tx.Get(ctx, k, id)
+		r, err := getVariant(ctx, tx, k, variant, id)
 		if err != nil {
 			return err
 		}
@@ -87,6 +101,31 @@ func (s *Service) Get(ctx context.Context, project string, k eim.Kind, id string
 		return err
 	})
 	return out, err
+}
+
+// getVariant reads a resource of kind k, and of the variant unless it is "".
+func getVariant(ctx context.Context, tx eim.Tx, k eim.Kind, variant, id string) (eim.Resource, error) {
+	r, err := tx.Get(ctx, k, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVariant(r, variant); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkVariant answers ENOTFOUND when r is not of the variant ("" = any).
+func checkVariant(r eim.Resource, variant string) error {
+	got := eim.SchemaOf(r.ResourceKind()).VariantOf(r)
+	if variant == "" || got == variant {
+		return nil
+	}
+	noun := string(r.ResourceKind())
+	if v, ok := eim.VariantNamed(r.ResourceKind(), variant); ok {
+		noun = v.Noun
+	}
+	return eim.Errorf(eim.ENOTFOUND, "%s %s not found", noun, r.Base().ResourceID)
 }
 
 // List returns one page of kind k, expanded.
@@ -103,7 +142,7 @@ func (s *Service) List(ctx context.Context, project string, k eim.Kind, q ListQu
 	}
 	var page Page
 	err = s.store.View(ctx, project, func(tx eim.Tx) error {
-		items, total, err := tx.List(ctx, k, eim.Query{Filter: q.Filter, OrderBy: q.OrderBy, Where: q.Where, Limit: size, Offset: q.Offset})
+		items, total, err := tx.List(ctx, k, eim.Query{Filter: q.Filter, OrderBy: q.OrderBy, Where: q.Where, Variant: q.Variant, Limit: size, Offset: q.Offset})
 		if err != nil {
 			return err
 		}
@@ -151,7 +190,9 @@ func fillTotalSites(ctx context.Context, tx eim.Tx, regions []eim.Resource) erro
 
 // Update changes the writable fields of an existing resource: the named
 // ones (JSON names, a PATCH field mask), or all of them when fields is nil
-// (PUT). Unknown and read-only fields in the mask are EINVALID.
+// (PUT). Unknown and read-only fields in the mask are EINVALID. For a kind
+// with variants, r's variant (when set) must be the stored one's, else
+// ENOTFOUND; the variant itself never changes.
 func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fields []string) (eim.Resource, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
@@ -163,13 +204,14 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 	if err := checkKindID(k, id); err != nil {
 		return nil, err
 	}
-	mask, err := resolveMask(k, fields)
+	variant := eim.SchemaOf(k).VariantOf(r)
+	mask, err := resolveMask(k, variant, fields)
 	if err != nil {
 		return nil, err
 	}
 	var out eim.Resource
 	err = s.store.Update(ctx, project, func(tx eim.Tx) error {
-		old, err := tx.Get(ctx, k, id)
+		old, err := getVariant(ctx, tx, k, variant, id)
 		if err != nil {
 			return err
 		}
@@ -200,9 +242,16 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 // Delete deletes a resource. Hosts and instances are deleted in two phases:
 // Delete sets their desired state to DELETED and a manager (for now the
 // Reaper) calls ConfirmDeleted to remove the row; the schedules targeting a
-// host go with it. Other kinds go at once, unless something still refers to
+// host go with it (and the telemetry profiles targeting an instance with
+// the instance). Other kinds go at once, unless something still refers to
 // them (EPRECONDITION naming it).
 func (s *Service) Delete(ctx context.Context, project string, k eim.Kind, id string) error {
+	return s.DeleteVariant(ctx, project, k, "", id)
+}
+
+// DeleteVariant is Delete for one variant of a kind that holds several API
+// types: a resource of another variant is ENOTFOUND. variant "" accepts any.
+func (s *Service) DeleteVariant(ctx context.Context, project string, k eim.Kind, variant, id string) error {
 	if err := checkProject(project); err != nil {
 		return err
 	}
@@ -210,7 +259,7 @@ func (s *Service) Delete(ctx context.Context, project string, k eim.Kind, id str
 		return err
 	}
 	return s.store.Update(ctx, project, func(tx eim.Tx) error {
-		r, err := tx.Get(ctx, k, id)
+		r, err := getVariant(ctx, tx, k, variant, id)
 		if err != nil {
 			return err
 		}

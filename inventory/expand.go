@@ -22,6 +22,7 @@ type expander struct {
 	oses      map[string]*eim.OS
 	accounts  map[string]*eim.LocalAccount
 	configs   map[string]*eim.CustomConfig
+	groups    map[string]*eim.TelemetryGroup
 	instOf    map[string]*eim.Instance // host ID → its instance
 	instDone  map[string]bool          // host IDs whose instance was looked up
 
@@ -34,6 +35,7 @@ func newExpander(ctx context.Context, tx eim.Tx) *expander {
 		regions: map[string]*eim.Region{}, sites: map[string]*eim.Site{}, hosts: map[string]*eim.Host{},
 		providers: map[string]*eim.Provider{}, oses: map[string]*eim.OS{},
 		accounts: map[string]*eim.LocalAccount{}, configs: map[string]*eim.CustomConfig{},
+		groups: map[string]*eim.TelemetryGroup{},
 		instOf: map[string]*eim.Instance{}, instDone: map[string]bool{},
 		effRegion: map[string]eim.Metadata{},
 	}
@@ -306,6 +308,14 @@ func (e *expander) expand(k eim.Kind, items []eim.Resource) ([]eim.Resource, err
 		for i, r := range items {
 			out[i] = e.schedule(r)
 		}
+	case eim.KindTelemetryProfile:
+		ps := typed[*eim.TelemetryProfile](items)
+		if err := load(e, eim.KindTelemetryGroup, ids(ps, (*eim.TelemetryProfile).GroupID), e.groups); err != nil {
+			return nil, err
+		}
+		for i, p := range ps {
+			out[i] = e.profile(p)
+		}
 	default:
 		for i, r := range items {
 			c := clone(r)
@@ -388,6 +398,23 @@ func (e *expander) schedule(r eim.Resource) eim.Resource {
 	return r
 }
 
+// profile is a telemetry profile with its group, of its own variant.
+func (e *expander) profile(p *eim.TelemetryProfile) *eim.TelemetryProfile {
+	out := clone(p)
+	setAlias(out)
+	out.LogsGroup, out.MetricsGroup = nil, nil
+	if g := e.groups[p.GroupID()]; g != nil {
+		gc := clone(g)
+		setAlias(gc)
+		if p.Type == eim.TelemetryMetrics {
+			out.MetricsGroup = gc
+		} else {
+			out.LogsGroup = gc
+		}
+	}
+	return out
+}
+
 func (e *expander) hostByID(id string) *eim.Host {
 	if h := e.hosts[id]; h != nil {
 		return e.host(h, false)
@@ -403,10 +430,13 @@ func typed[T eim.Resource](items []eim.Resource) []T {
 	return out
 }
 
-// setAlias fills the alias field (e.g. osResourceID) with the resource ID.
+// setAlias fills the alias field (e.g. osResourceID) with the resource ID:
+// the one of r's variant, for a kind with variants.
 func setAlias(r eim.Resource) {
-	for _, f := range eim.SchemaOf(r.ResourceKind()).Fields {
-		if f.Alias {
+	sc := eim.SchemaOf(r.ResourceKind())
+	variant := sc.VariantOf(r)
+	for _, f := range sc.Fields {
+		if f.Alias && f.In(variant) {
 			f.Value(r).SetString(r.Base().ResourceID)
 		}
 	}

@@ -165,6 +165,58 @@ func (s *Service) checkRefs(ctx context.Context, tx eim.Tx, old, nr eim.Resource
 			o = [3]string{os.TargetHostID, os.TargetSiteID, os.TargetRegionID}
 		}
 		return checkTargets(ctx, tx, o, [3]string{n.TargetHostID, n.TargetSiteID, n.TargetRegionID})
+	case *eim.TelemetryProfile:
+		var o *eim.TelemetryProfile
+		if old != nil {
+			o = old.(*eim.TelemetryProfile)
+		}
+		return checkProfileRefs(ctx, tx, o, n)
+	}
+	return nil
+}
+
+// checkProfileRefs checks a telemetry profile's target and group: they
+// exist, the instance is not being deleted, and the group is of the
+// profile's variant (a logs profile cannot turn on a metrics group).
+func checkProfileRefs(ctx context.Context, tx eim.Tx, old, n *eim.TelemetryProfile) error {
+	var o eim.TelemetryProfile
+	if old != nil {
+		o = *old
+	}
+	for _, t := range []struct {
+		k        eim.Kind
+		field    string
+		was, now string
+	}{
+		{eim.KindInstance, "targetInstance", o.TargetInstance, n.TargetInstance},
+		{eim.KindSite, "targetSite", o.TargetSite, n.TargetSite},
+		{eim.KindRegion, "targetRegion", o.TargetRegion, n.TargetRegion},
+	} {
+		if t.now == "" || t.now == t.was {
+			continue
+		}
+		r, err := exists(ctx, tx, t.k, t.field, t.now)
+		if err != nil {
+			return err
+		}
+		if in, ok := r.(*eim.Instance); ok && in.DesiredState == eim.InstanceStateDeleted {
+			return eim.Errorf(eim.EPRECONDITION, "targetInstance: instance %s is being deleted", in.ResourceID)
+		}
+	}
+	field := "logsGroupId"
+	if n.Type == eim.TelemetryMetrics {
+		field = "metricsGroupId"
+	}
+	if id := n.GroupID(); id != "" && id != o.GroupID() {
+		r, err := exists(ctx, tx, eim.KindTelemetryGroup, field, id)
+		if err != nil {
+			return err
+		}
+		if g := r.(*eim.TelemetryGroup); g.Type != n.Type {
+			want, _ := eim.VariantNamed(eim.KindTelemetryGroup, string(n.Type))
+			got, _ := eim.VariantNamed(eim.KindTelemetryGroup, string(g.Type))
+			return eim.Errorf(eim.EINVALID, "%s: %s is a %s, not a %s", field, id, got.Noun, want.Noun)
+		}
 	}
 	return nil
 }
@@ -322,11 +374,16 @@ func checkUnused(ctx context.Context, tx eim.Tx, r eim.Resource) error {
 			{"repeated schedules", eim.KindRepeatedSchedule, is(field)},
 		}
 	}
+	profiles := func(field string) blocker { return blocker{"telemetry profiles", eim.KindTelemetryProfile, is(field)} }
 	switch r.(type) {
 	case *eim.Region:
 		bs = append([]blocker{{"child regions", eim.KindRegion, is("parentId")}, {"sites", eim.KindSite, is("regionId")}}, schedules("targetRegionId")...)
+		bs = append(bs, profiles("targetRegion"))
 	case *eim.Site:
 		bs = append([]blocker{{"hosts", eim.KindHost, is("siteId")}}, schedules("targetSiteId")...)
+		bs = append(bs, profiles("targetSite"))
+	case *eim.TelemetryGroup:
+		bs = []blocker{profiles("logsGroupId"), profiles("metricsGroupId")}
 	case *eim.OS:
 		bs = []blocker{{"instances", eim.KindInstance, is("osID")}}
 	case *eim.Provider:
@@ -347,9 +404,17 @@ func checkUnused(ctx context.Context, tx eim.Tx, r eim.Resource) error {
 		}
 	}
 	if len(parts) > 0 {
-		return eim.Errorf(eim.EPRECONDITION, "%s %s is in use by %s", kindNoun(r.ResourceKind()), id, strings.Join(parts, "; "))
+		return eim.Errorf(eim.EPRECONDITION, "%s %s is in use by %s", nounOf(r), id, strings.Join(parts, "; "))
 	}
 	return nil
+}
+
+// nounOf names r's type in messages: its variant's noun, or its kind's.
+func nounOf(r eim.Resource) string {
+	if v, ok := eim.VariantNamed(r.ResourceKind(), eim.SchemaOf(r.ResourceKind()).VariantOf(r)); ok {
+		return v.Noun
+	}
+	return kindNoun(r.ResourceKind())
 }
 
 // checkConfigUnused scans the project's instances: the custom config IDs

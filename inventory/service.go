@@ -105,10 +105,13 @@ func clone[T eim.Resource](r T) T {
 }
 
 // normalizeEnums sets every empty enum field to its zero name
-// ("…_UNSPECIFIED"), so stored rows and filters see one spelling.
+// ("…_UNSPECIFIED"), so stored rows and filters see one spelling. Fields
+// of another variant than r's stay empty (they are not r's).
 func normalizeEnums(r eim.Resource) {
-	for _, f := range eim.SchemaOf(r.ResourceKind()).Fields {
-		if !f.IsEnum() || f.Type.Kind() != reflect.String {
+	sc := eim.SchemaOf(r.ResourceKind())
+	variant := sc.VariantOf(r)
+	for _, f := range sc.Fields {
+		if !f.IsEnum() || f.Type.Kind() != reflect.String || !f.In(variant) {
 			continue
 		}
 		fv := f.Value(r)
@@ -135,8 +138,9 @@ func copyWritable(dst, src eim.Resource, names []string) {
 }
 
 // resolveMask turns a field mask (wire names, camelCase or snake_case) into
-// the writable fields' JSON names. Unknown and read-only fields are EINVALID.
-func resolveMask(k eim.Kind, mask []string) ([]string, error) {
+// the writable fields' JSON names. Unknown and read-only fields, and fields
+// of another variant, are EINVALID.
+func resolveMask(k eim.Kind, variant string, mask []string) ([]string, error) {
 	if mask == nil {
 		return nil, nil
 	}
@@ -144,7 +148,7 @@ func resolveMask(k eim.Kind, mask []string) ([]string, error) {
 	out := make([]string, 0, len(mask))
 	for _, name := range mask {
 		f, ok := sc.Field(name)
-		if !ok {
+		if !ok || !f.In(variant) {
 			return nil, eim.Errorf(eim.EINVALID, "fieldMask: unknown field %q", name)
 		}
 		if !f.Writable {
