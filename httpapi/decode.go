@@ -37,18 +37,22 @@ func ignored(k eim.Kind, name string) bool {
 	return name == "timestamps" || slices.Contains(ignoredFields[k], name)
 }
 
-// decodeResource decodes a JSON object into a new resource of kind k. It
-// returns the resource and the JSON names of the writable fields present
-// (never nil, so that an empty PATCH changes nothing rather than
-// everything).
-func decodeResource(k eim.Kind, body []byte) (eim.Resource, []string, error) {
+// decodeResource decodes a JSON object into a new resource of kind k and,
+// for a kind with variants, of the variant: the other variants' fields are
+// unknown to it. It returns the resource and the JSON names of the writable
+// fields present (never nil, so that an empty PATCH changes nothing rather
+// than everything).
+func decodeResource(k eim.Kind, variant string, body []byte) (eim.Resource, []string, error) {
 	s := eim.SchemaOf(k)
 	r := s.New()
+	if s.Variant != nil {
+		s.Variant.Value(r).SetString(variant)
+	}
 	rv := reflect.ValueOf(r).Elem()
 	fields := []string{}
 	err := decodeObject(body, func(key string, raw json.RawMessage) error {
 		f, ok := s.Field(key)
-		if !ok {
+		if !ok || !f.In(variant) {
 			if ignored(k, key) {
 				return nil
 			}
@@ -221,9 +225,10 @@ func printableText(s string) bool {
 }
 
 // fieldMask turns the fieldMask query parameter ("name,siteId" or
-// "name,site_id") into JSON names of writable fields. Read-only paths are
-// dropped, as read-only body fields are.
-func fieldMask(k eim.Kind, mask string) ([]string, error) {
+// "name,site_id") into JSON names of writable fields of the variant ("" for
+// a kind without). Read-only paths are dropped, as read-only body fields
+// are.
+func fieldMask(k eim.Kind, variant, mask string) ([]string, error) {
 	s := eim.SchemaOf(k)
 	out := []string{}
 	for _, p := range strings.Split(mask, ",") {
@@ -231,7 +236,7 @@ func fieldMask(k eim.Kind, mask string) ([]string, error) {
 			continue
 		}
 		f, ok := s.Field(p)
-		if !ok {
+		if !ok || !f.In(variant) {
 			return nil, eim.Errorf(eim.EINVALID, "fieldMask: unknown field %q", p)
 		}
 		if f.Writable && !f.Alias && !slices.Contains(out, f.Name) {

@@ -6,16 +6,36 @@ import (
 	"github.com/eimhq/eim"
 )
 
-// The generic operations on one kind: list, create, get, replace (PUT),
-// patch, delete.
+// The generic operations on one API type: list, create, get, replace
+// (PUT), patch, delete.
 
-func (h *handler) list(k eim.Kind) http.HandlerFunc {
-	plural := eim.SchemaOf(k).Plural
+// apiType is what a route serves: a kind, or one variant of a kind that
+// holds several API types (the telemetry groups and profiles, see
+// eim.Variants).
+type apiType struct {
+	kind    eim.Kind
+	variant string // "" for a kind without variants
+	plural  string // the name of the list in list answers
+}
+
+func kindType(k eim.Kind) apiType { return apiType{kind: k, plural: eim.SchemaOf(k).Plural} }
+
+func variantType(v eim.Variant) apiType {
+	return apiType{kind: v.Kind, variant: v.Value, plural: v.Plural}
+}
+
+func (h *handler) list(t apiType) http.HandlerFunc {
+	k := t.kind
 	return h.inProject(func(w http.ResponseWriter, r *http.Request, c *call) error {
 		q := r.URL.Query()
 		lq, err := listQuery(q)
 		if err != nil {
 			return err
+		}
+		if t.variant != "" {
+			// The original's lists of these types take no filter:
+			// ignored, as unknown parameters are.
+			lq.Filter, lq.Variant = "", t.variant
 		}
 		if k == eim.KindSite {
 			region, err := regionScope(r)
@@ -30,7 +50,7 @@ func (h *handler) list(k eim.Kind) http.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		h.writeList(w, plural, page.Items, page.Total, page.HasNext)
+		h.writeList(w, t.plural, page.Items, page.Total, page.HasNext)
 		return nil
 	})
 }
@@ -51,9 +71,9 @@ func (h *handler) listSchedulesOf(k eim.Kind) http.HandlerFunc {
 	})
 }
 
-func (h *handler) create(k eim.Kind) http.HandlerFunc {
+func (h *handler) create(t apiType) http.HandlerFunc {
 	return h.inProject(func(w http.ResponseWriter, r *http.Request, c *call) error {
-		res, _, err := h.decodeBody(r, k)
+		res, _, err := h.decodeBody(r, t)
 		if err != nil {
 			return err
 		}
@@ -71,9 +91,9 @@ func (h *handler) create(k eim.Kind) http.HandlerFunc {
 	})
 }
 
-func (h *handler) get(k eim.Kind) http.HandlerFunc {
+func (h *handler) get(t apiType) http.HandlerFunc {
 	return h.inProject(func(w http.ResponseWriter, r *http.Request, c *call) error {
-		out, err := h.find(r, c, k)
+		out, err := h.find(r, c, t)
 		if err != nil {
 			return err
 		}
@@ -84,18 +104,19 @@ func (h *handler) get(k eim.Kind) http.HandlerFunc {
 
 // update serves PUT (replace every writable field) and PATCH (those named
 // by fieldMask, or else those present in the body).
-func (h *handler) update(k eim.Kind, patch bool) http.HandlerFunc {
+func (h *handler) update(t apiType, patch bool) http.HandlerFunc {
+	k := t.kind
 	return h.inProject(func(w http.ResponseWriter, r *http.Request, c *call) error {
 		id, err := pathID(r, k)
 		if err != nil {
 			return err
 		}
 		if k == eim.KindSite && scoped(r) {
-			if _, err := h.find(r, c, k); err != nil { // the site must be in the route's region
+			if _, err := h.find(r, c, t); err != nil { // the site must be in the route's region
 				return err
 			}
 		}
-		res, present, err := h.decodeBody(r, k)
+		res, present, err := h.decodeBody(r, t)
 		if err != nil {
 			return err
 		}
@@ -104,7 +125,7 @@ func (h *handler) update(k eim.Kind, patch bool) http.HandlerFunc {
 		if patch {
 			fields = present
 			if m := r.URL.Query().Get("fieldMask"); m != "" {
-				if fields, err = fieldMask(k, m); err != nil {
+				if fields, err = fieldMask(t.kind, t.variant, m); err != nil {
 					return err
 				}
 			}
@@ -122,18 +143,19 @@ func (h *handler) update(k eim.Kind, patch bool) http.HandlerFunc {
 	})
 }
 
-func (h *handler) remove(k eim.Kind) http.HandlerFunc {
+func (h *handler) remove(t apiType) http.HandlerFunc {
+	k := t.kind
 	return h.inProject(func(w http.ResponseWriter, r *http.Request, c *call) error {
 		id, err := pathID(r, k)
 		if err != nil {
 			return err
 		}
 		if k == eim.KindSite && scoped(r) {
-			if _, err := h.find(r, c, k); err != nil {
+			if _, err := h.find(r, c, t); err != nil {
 				return err
 			}
 		}
-		if err := h.inv.Delete(r.Context(), c.project, k, id); err != nil {
+		if err := h.inv.DeleteVariant(r.Context(), c.project, k, t.variant, id); err != nil {
 			return err
 		}
 		h.writeEmpty(w)
@@ -142,8 +164,10 @@ func (h *handler) remove(k eim.Kind) http.HandlerFunc {
 }
 
 // find reads the resource named by the path. A site reached under a region
-// (path or ?regionId) must belong to it.
-func (h *handler) find(r *http.Request, c *call, k eim.Kind) (eim.Resource, error) {
+// (path or ?regionId) must belong to it; a resource of another variant than
+// the route's is not found.
+func (h *handler) find(r *http.Request, c *call, t apiType) (eim.Resource, error) {
+	k := t.kind
 	id, err := pathID(r, k)
 	if err != nil {
 		return nil, err
@@ -154,7 +178,7 @@ func (h *handler) find(r *http.Request, c *call, k eim.Kind) (eim.Resource, erro
 			return nil, err
 		}
 	}
-	res, err := h.inv.Get(r.Context(), c.project, k, id)
+	res, err := h.inv.GetVariant(r.Context(), c.project, k, t.variant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -165,13 +189,13 @@ func (h *handler) find(r *http.Request, c *call, k eim.Kind) (eim.Resource, erro
 }
 
 // decodeBody reads and decodes a resource body.
-func (h *handler) decodeBody(r *http.Request, k eim.Kind) (eim.Resource, []string, error) {
+func (h *handler) decodeBody(r *http.Request, t apiType) (eim.Resource, []string, error) {
 	buf := getBuf()
 	defer putBuf(buf)
 	if err := h.readBody(r, buf); err != nil {
 		return nil, nil, err
 	}
-	return decodeResource(k, buf.Bytes())
+	return decodeResource(t.kind, t.variant, buf.Bytes())
 }
 
 func pathID(r *http.Request, k eim.Kind) (string, error) {

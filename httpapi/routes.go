@@ -43,6 +43,7 @@ func (h *handler) routes() {
 	h.handle("GET /compute/hosts_summary", h.hostSummary)
 	h.handle("PUT /compute/instances/{resourceId}/invalidate", h.invalidateInstance)
 	h.handle("GET /locations", h.locations)
+	h.telemetryRoutes()
 	h.provisioningLogRoutes()
 	h.projectSettingsRoutes()
 
@@ -55,18 +56,28 @@ func (h *handler) routes() {
 }
 
 func (h *handler) crud(k eim.Kind, base string, ops crudOps) {
+	h.crudOf(kindType(k), base, ops)
+}
+
+// crudOf registers the generic operations of an API type below base; a
+// list with parameters of its own (schedules, telemetry profiles) has its
+// own handler.
+func (h *handler) crudOf(t apiType, base string, ops crudOps) {
 	p := projectPrefix + base
-	if k == eim.KindSingleSchedule || k == eim.KindRepeatedSchedule {
-		h.mux.HandleFunc("GET "+p, h.listSchedulesOf(k))
-	} else {
-		h.mux.HandleFunc("GET "+p, h.list(k))
+	switch {
+	case t.kind == eim.KindSingleSchedule || t.kind == eim.KindRepeatedSchedule:
+		h.mux.HandleFunc("GET "+p, h.listSchedulesOf(t.kind))
+	case t.kind == eim.KindTelemetryProfile:
+		h.mux.HandleFunc("GET "+p, h.listTelemetryProfiles(t))
+	default:
+		h.mux.HandleFunc("GET "+p, h.list(t))
 	}
-	h.mux.HandleFunc("POST "+p, h.create(k))
-	h.mux.HandleFunc("GET "+p+"/{resourceId}", h.get(k))
-	h.mux.HandleFunc("DELETE "+p+"/{resourceId}", h.remove(k))
+	h.mux.HandleFunc("POST "+p, h.create(t))
+	h.mux.HandleFunc("GET "+p+"/{resourceId}", h.get(t))
+	h.mux.HandleFunc("DELETE "+p+"/{resourceId}", h.remove(t))
 	if ops.update {
-		h.mux.HandleFunc("PUT "+p+"/{resourceId}", h.update(k, false))
-		h.mux.HandleFunc("PATCH "+p+"/{resourceId}", h.update(k, true))
+		h.mux.HandleFunc("PUT "+p+"/{resourceId}", h.update(t, false))
+		h.mux.HandleFunc("PATCH "+p+"/{resourceId}", h.update(t, true))
 	}
 }
 
