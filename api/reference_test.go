@@ -19,7 +19,7 @@ import (
 var referencePath = filepath.Join("..", "..", "shared", "reference", "eim-openapi.yaml")
 
 // outOfScope matches the reference's paths this release does not serve.
-var outOfScope = regexp.MustCompile(`/telemetry/|/os-update-|/os_update_|/workload`)
+var outOfScope = regexp.MustCompile(`/os-update-|/os_update_|/workload`)
 
 // notServed are reference properties this release does not model
 // (workloads, OS update policies, a site's provider). httpapi accepts them
@@ -189,6 +189,9 @@ var compared = []string{
 	"ListSchedulesResponse", "ListLocationsResponse", "ListLocationsResponse.LocationNode",
 	"HoststorageResource", "HostnicResource", "HostusbResource", "HostgpuResource",
 	"NetworkInterfaceLinkState", "IPAddressResource",
+	"TelemetryLogsGroupResource", "TelemetryMetricsGroupResource", "TelemetryLogsProfileResource",
+	"TelemetryMetricsProfileResource", "ListTelemetryLogsGroupsResponse", "ListTelemetryMetricsGroupsResponse",
+	"ListTelemetryLogsProfilesResponse", "ListTelemetryMetricsProfilesResponse",
 }
 
 func TestSchemasMatchReference(t *testing.T) {

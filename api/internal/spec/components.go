@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/eimhq/eim"
 )
@@ -226,30 +227,31 @@ func heartbeatTimeout() *obj {
 			eim.MaxHeartbeatTimeout, eim.DefaultHeartbeatMisses))
 }
 
-// listSchema is the envelope of a list of one kind.
-func listSchema(k eim.Kind) *obj {
-	s := eim.SchemaOf(k)
-	rd := docOf(k)
+// listSchema is the envelope of a list of one resource type.
+func listSchema(rd resourceDoc) *obj {
+	plural := eim.SchemaOf(rd.kind).Plural
+	if v, ok := eim.VariantNamed(rd.kind, rd.variant); ok {
+		plural = v.Plural
+	}
 	return o(
 		"type", "object",
 		"description", "A page of "+rd.noun+"s.",
 		"properties", o(
-			s.Plural, o("type", "array", "items", ref(rd.name)),
+			plural, o("type", "array", "items", ref(rd.name)),
 			"totalElements", o("type", "integer", "format", "int32", "description", "How many match, over all pages."),
 			"hasNext", o("type", "boolean", "description", "Whether a later page has more."),
 		),
-		"required", []string{s.Plural, "totalElements", "hasNext"},
+		"required", []string{plural, "totalElements", "hasNext"},
 	)
 }
 
-// listName is the component name of the envelope of kind k.
-func listName(k eim.Kind) string {
-	switch k {
+// listName is the component name of the envelope of a resource type.
+func listName(rd resourceDoc) string {
+	switch rd.kind {
 	case eim.KindOS:
 		return "ListOperatingSystemsResponse"
 	}
-	name := docOf(k).name
-	return "List" + name[:len(name)-len("Resource")] + "sResponse"
+	return "List" + rd.name[:len(rd.name)-len("Resource")] + "sResponse"
 }
 
 const filterDoc = `A filter in the AIP-160 syntax (https://google.aip.dev/160), the subset the
@@ -304,6 +306,20 @@ func parameters(into *obj) {
 	into.set("regionId", o("name", "regionId", "in", "query",
 		"description", "Only schedules that target this region.",
 		"schema", o("type", "string", "pattern", targetPattern(eim.KindRegion))))
+	for _, t := range []struct {
+		name, what string
+		k          eim.Kind
+	}{{"instanceId", "instance", eim.KindInstance}, {"siteId", "site", eim.KindSite}, {"regionId", "region", eim.KindRegion}} {
+		into.set("telemetry"+strings.ToUpper(t.name[:1])+t.name[1:], o("name", t.name, "in", "query",
+			"description", "Only the profiles that target this "+t.what+"; with showInherited, also those that reach it from above in the "+
+				"location tree. Several of instanceId, siteId and regionId together keep the profiles matching any of them. An unknown "+t.what+" is 404.",
+			"schema", o("type", "string", "pattern", idPattern(t.k))))
+	}
+	into.set("showInherited", o("name", "showInherited", "in", "query",
+		"description", "With instanceId, siteId or regionId: add the profiles targeting what lies above in the location tree (an "+
+			"instance's host's site and the site's regions; a site's regions; a region's ancestors), that is every profile that reaches "+
+			"the nodes there. Ignored without any of them.",
+		"schema", o("type", "boolean", "default", false)))
 	into.set("unixEpoch", o("name", "unixEpoch", "in", "query",
 		"description", "Only schedules whose window is open at this Unix time (seconds).",
 		"schema", o("type", "string", "pattern", "^[0-9]+$")))

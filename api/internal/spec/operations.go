@@ -14,6 +14,7 @@ const (
 	tagSchedules = "Schedules"
 	tagAccounts  = "Local accounts"
 	tagConfigs   = "Custom configs"
+	tagTelemetry = "Telemetry"
 	tagProjects  = "Projects"
 	tagService   = "Service"
 )
@@ -29,6 +30,9 @@ var tags = []struct{ name, desc string }{
 	{tagSchedules, "Maintenance windows. Served under /schedules and /compute/schedules."},
 	{tagAccounts, "Users created on installed OSes."},
 	{tagConfigs, "cloud-init fragments applied at installation."},
+	{tagTelemetry, "Log and metric groups, and the profiles that turn them on for an instance, a site or a region. A node's " +
+		"effective configuration merges the profiles of its instance, its host's site and the site's regions: per metrics group " +
+		"the shortest interval, per logs group the most verbose level. Nodes fetch it through their agent."},
 	{tagProjects, "Tenants and their onboarding settings. Creating and deleting them needs the eim-admin role."},
 	{tagService, "Health and this document; no token needed."},
 }
@@ -109,6 +113,8 @@ func addOperations(ps *pathSet) {
 	ps.addCRUD(eim.KindLocalAccount, "/localAccounts", tagAccounts, crud{listParams: queryParams})
 	ps.addCRUD(eim.KindCustomConfig, "/customConfigs", tagConfigs, crud{listParams: queryParams})
 
+	addTelemetry(ps)
+
 	addProjects(ps)
 }
 
@@ -161,6 +167,33 @@ func addSchedules(ps *pathSet) {
 				"apply to a host, site or region, including those inherited from its site and regions; the value null " +
 				"selects the schedules without that kind of target.",
 			params: listParams, ok: okJSON("A page of schedules.", ref("ListSchedulesResponse")), alias: alias})
+	}
+}
+
+// addTelemetry adds the telemetry groups and profiles, with the original's
+// aliases. Each path serves one type: logs or metrics.
+func addTelemetry(ps *pathSet) {
+	groupList := []any{pref("orderBy"), pref("pageSize"), pref("offset")}
+	profileList := append(append([]any{}, groupList...), pref("telemetryInstanceId"), pref("telemetrySiteId"),
+		pref("telemetryRegionId"), pref("showInherited"))
+	for _, c := range []struct {
+		v     eim.Variant
+		path  string
+		alias string
+	}{
+		{eim.TelemetryLogsGroup, "/telemetry/groups/logs", "/telemetry/loggroups"},
+		{eim.TelemetryMetricsGroup, "/telemetry/groups/metrics", "/telemetry/metricgroups"},
+	} {
+		rd := docFor(c.v.Kind, c.v.Value)
+		ps.addCRUDOf(rd, c.path, tagTelemetry, crud{listParams: groupList})
+		ps.addCRUDOf(rd, c.alias, tagTelemetry, crud{listParams: groupList, idSuffix: "Alias", alias: true})
+	}
+	for _, v := range []eim.Variant{eim.TelemetryLogsProfile, eim.TelemetryMetricsProfile} {
+		path := "/telemetry/profiles/logs"
+		if v == eim.TelemetryMetricsProfile {
+			path = "/telemetry/profiles/metrics"
+		}
+		ps.addCRUDOf(docFor(v.Kind, v.Value), path, tagTelemetry, crud{update: true, listParams: profileList})
 	}
 }
 

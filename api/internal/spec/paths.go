@@ -32,10 +32,16 @@ func okJSON(desc string, schema *obj) *obj {
 }
 
 // idParam is the {resourceId} path parameter of kind k.
-func idParam(k eim.Kind) *obj {
+func idParam(k eim.Kind) *obj { return idParamOf(docOf(k)) }
+
+// idParamOf is the {resourceId} path parameter of a resource type.
+func idParamOf(rd resourceDoc) *obj {
+	desc := "ID of the " + rd.noun + ". A malformed ID, or one of another kind, is answered with 400."
+	if rd.variant != "" {
+		desc += " The ID of a resource of the same kind but the other type (logs or metrics) is 404 here."
+	}
 	return o("name", "resourceId", "in", "path", "required", true,
-		"description", "ID of the "+docOf(k).noun+". A malformed ID, or one of another kind, is answered with 400.",
-		"schema", o("type", "string", "pattern", idPattern(k)))
+		"description", desc, "schema", o("type", "string", "pattern", idPattern(rd.kind)))
 }
 
 func regionPathParam() *obj {
@@ -159,7 +165,13 @@ func camel(noun string) string {
 
 // addCRUD adds list, create, get, [replace, update], delete for kind k.
 func (ps *pathSet) addCRUD(k eim.Kind, base, tag string, c crud) {
-	rd := docOf(k)
+	ps.addCRUDOf(docOf(k), base, tag, c)
+}
+
+// addCRUDOf adds list, create, get, [replace, update], delete for a
+// resource type.
+func (ps *pathSet) addCRUDOf(rd resourceDoc, base, tag string, c crud) {
+	k := rd.kind
 	noun, name := rd.noun, camel(rd.noun)
 	schema := ref(rd.name)
 	id := func(verb, n string) string { return verb + n + c.idSuffix }
@@ -177,11 +189,11 @@ func (ps *pathSet) addCRUD(k eim.Kind, base, tag string, c crud) {
 		}
 		return append(out, c.extra...)
 	}
-	idp := []any{idParam(k)}
+	idp := []any{idParamOf(rd)}
 	ps.add(base,
 		op{method: "get", id: id("list", plural(name)), tag: tag, summary: "List " + plural(noun),
 			desc:   "Returns one page of the project's " + plural(noun) + ", with the referenced resources expanded.",
-			params: scoped(c.listParams), ok: okJSON("A page of "+plural(noun)+".", ref(listName(k))),
+			params: scoped(c.listParams), ok: okJSON("A page of "+plural(noun)+".", ref(listName(rd))),
 			alias: alias("list", plural(name))},
 		op{method: "post", id: id("create", name), tag: tag, summary: "Create " + a(noun),
 			desc:   "Creates " + a(noun) + " from the writable fields of the body; read-only fields are ignored. Answers 200 (not 201) with the new " + noun + ".",
@@ -213,6 +225,8 @@ func (ps *pathSet) addCRUD(k eim.Kind, base, tag string, c crud) {
 		deleteDesc = "Deletes the region; a region with sites or child regions is answered with 400."
 	case eim.KindOS:
 		deleteDesc = "Deletes the OS profile; one that an instance uses is answered with 400."
+	case eim.KindTelemetryGroup:
+		deleteDesc = "Deletes the group; one that a profile uses is answered with 400 (FailedPrecondition)."
 	}
 	item = append(item, op{method: "delete", id: id("delete", name), tag: tag, summary: "Delete " + a(noun),
 		desc: deleteDesc, params: scoped(idp), ok: o("$ref", "#/components/responses/Deleted"), write: true,

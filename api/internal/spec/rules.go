@@ -21,14 +21,16 @@ func bound(v int64) *int64 { return &v }
 
 // Patterns used by several fields.
 const (
-	namePat     = `^$|^[a-zA-Z-_0-9./: ]+$`
-	uuidPat     = `^$|^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
-	textPat     = `^$|^[a-zA-Z-_0-9./:;=@?!#,<>*()" ]+$`
-	urlPat      = `^$|^[a-zA-Z-_0-9./:;=@?!#,<>*()"\ ]+$`
-	credPat     = `^$|^[a-zA-Z-_0-9.\/:;=?@!#,<>*(){}"\\ ]+$`
-	accountPat  = `^[a-z][a-z0-9-]{0,31}$`
-	statusLimit = 1024
-	bigText     = 500000
+	namePat    = `^$|^[a-zA-Z-_0-9./: ]+$`
+	uuidPat    = `^$|^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	textPat    = `^$|^[a-zA-Z-_0-9./:;=@?!#,<>*()" ]+$`
+	urlPat     = `^$|^[a-zA-Z-_0-9./:;=@?!#,<>*()"\ ]+$`
+	credPat    = `^$|^[a-zA-Z-_0-9.\/:;=?@!#,<>*(){}"\\ ]+$`
+	accountPat = `^[a-z][a-z0-9-]{0,31}$`
+	// telemetryItemPat is the pattern of a telemetry group's inputs.
+	telemetryItemPat = `^[a-zA-Z-_0-9.:;=@?!#*()"\ ]+$`
+	statusLimit      = 1024
+	bigText          = 500000
 )
 
 var resourceName = rule{desc: "A name for people; need not be unique.", maxLength: 50, pattern: namePat}
@@ -156,10 +158,29 @@ var rules = map[eim.Kind]map[string]rule{
 		"description": {desc: "Free text.", maxLength: 256, pattern: textPat},
 		"config":      {desc: "The cloud-init fragment.", maxLength: 16384, required: true},
 	},
+	eim.KindTelemetryGroup: {
+		"name":          {desc: "A name for people; need not be unique.", minLength: 1, maxLength: 50, pattern: namePat, required: true},
+		"collectorKind": {desc: "Which collector gathers the group: HOST (the node's) or CLUSTER; UNSPECIFIED is refused.", required: true},
+		"groups": {desc: "The collector's inputs: log sources or metric names. 1 to 100, unique, none empty.", maxItems: eim.MaxTelemetryGroupItems,
+			items: &rule{maxLength: 1000, pattern: telemetryItemPat}, required: true},
+	},
+	eim.KindTelemetryProfile: {
+		"targetInstance": {desc: "ID of the instance whose node the profile applies to. Exactly one of targetInstance, targetSite and targetRegion is set."},
+		"targetSite":     {desc: "ID of the site whose hosts' nodes the profile applies to."},
+		"targetRegion":   {desc: "ID of the region whose sites' (and subregions') nodes the profile applies to."},
+		"logLevel":       {desc: "The log level to collect the group at; UNSPECIFIED is refused.", required: true},
+		"logsGroupId":    {desc: "ID of the logs group the profile turns on.", required: true},
+		"logsGroup":      {desc: "The logs group, expanded on read."},
+		"metricsInterval": {desc: "How often, in seconds, to collect the group's metrics.", format: "int32",
+			min: bound(eim.MinMetricsInterval), max: bound(eim.MaxMetricsInterval), required: true},
+		"metricsGroupId": {desc: "ID of the metrics group the profile turns on.", required: true},
+		"metricsGroup":   {desc: "The metrics group, expanded on read."},
+	},
 }
 
 // strictEdges are references that are always set, so their pattern does not
 // admit the empty string.
 var strictEdges = map[eim.Kind]map[string]bool{
-	eim.KindInstance: {"hostID": true, "osID": true},
+	eim.KindInstance:         {"hostID": true, "osID": true},
+	eim.KindTelemetryProfile: {"logsGroupId": true, "metricsGroupId": true},
 }

@@ -9,37 +9,55 @@ import (
 	"github.com/eimhq/eim"
 )
 
-// resourceDoc names a kind's component schema and says what it is.
+// resourceDoc names a resource type's component schema and says what it
+// is. A kind that holds several API types (eim.Variants) has one per
+// variant.
 type resourceDoc struct {
-	kind eim.Kind
-	name string // component name, as the original API names it
-	noun string // for operation summaries, e.g. "host"
-	desc string
+	kind    eim.Kind
+	variant string // "" for a kind without variants
+	name    string // component name, as the original API names it
+	noun    string // for operation summaries, e.g. "host"
+	desc    string
 }
 
 // resources lists the kinds this release serves, in the order their schemas
 // appear in the document.
 var resources = []resourceDoc{
-	{eim.KindRegion, "RegionResource", "region", "A region: a node of the location tree. Regions nest up to 5 levels and hold sites."},
-	{eim.KindSite, "SiteResource", "site", "A site: a place where hosts are, optionally in a region."},
-	{eim.KindHost, "HostResource", "host", "A host: a physical edge machine. The API writes its desired state; " +
+	{eim.KindRegion, "", "RegionResource", "region", "A region: a node of the location tree. Regions nest up to 5 levels and hold sites."},
+	{eim.KindSite, "", "SiteResource", "site", "A site: a place where hosts are, optionally in a region."},
+	{eim.KindHost, "", "HostResource", "host", "A host: a physical edge machine. The API writes its desired state; " +
 		"the managers write its current state, hardware and status fields."},
-	{eim.KindInstance, "InstanceResource", "instance", "An instance: the operating system installed, or to be installed, on a host."},
-	{eim.KindOS, "OperatingSystemResource", "OS profile", "An OS profile: an image and what the provisioning needs to install it."},
-	{eim.KindProvider, "ProviderResource", "provider", "An infrastructure provider, whose config carries project-wide defaults."},
-	{eim.KindSingleSchedule, "SingleScheduleResource", "single schedule", "A one-off maintenance window for a host, a site or a region."},
-	{eim.KindRepeatedSchedule, "RepeatedScheduleResource", "repeated schedule", "A maintenance window that opens at every time matching its cron fields (UTC)."},
-	{eim.KindLocalAccount, "LocalAccountResource", "local account", "A user with an SSH key, created on the OS of instances that name it."},
-	{eim.KindCustomConfig, "CustomConfigResource", "custom config", "A cloud-init fragment applied at installation to instances that name it."},
+	{eim.KindInstance, "", "InstanceResource", "instance", "An instance: the operating system installed, or to be installed, on a host."},
+	{eim.KindOS, "", "OperatingSystemResource", "OS profile", "An OS profile: an image and what the provisioning needs to install it."},
+	{eim.KindProvider, "", "ProviderResource", "provider", "An infrastructure provider, whose config carries project-wide defaults."},
+	{eim.KindSingleSchedule, "", "SingleScheduleResource", "single schedule", "A one-off maintenance window for a host, a site or a region."},
+	{eim.KindRepeatedSchedule, "", "RepeatedScheduleResource", "repeated schedule", "A maintenance window that opens at every time matching its cron fields (UTC)."},
+	{eim.KindLocalAccount, "", "LocalAccountResource", "local account", "A user with an SSH key, created on the OS of instances that name it."},
+	{eim.KindCustomConfig, "", "CustomConfigResource", "custom config", "A cloud-init fragment applied at installation to instances that name it."},
+	{eim.KindTelemetryGroup, eim.TelemetryLogsGroup.Value, "TelemetryLogsGroupResource", "telemetry logs group",
+		"A named set of log sources (e.g. systemd units) a collector reads; profiles turn it on for instances, sites or regions at a log level."},
+	{eim.KindTelemetryGroup, eim.TelemetryMetricsGroup.Value, "TelemetryMetricsGroupResource", "telemetry metrics group",
+		"A named set of metrics (collector inputs such as cpu or mem); profiles turn it on for instances, sites or regions at an interval."},
+	{eim.KindTelemetryProfile, eim.TelemetryLogsProfile.Value, "TelemetryLogsProfileResource", "telemetry logs profile",
+		"Turns a logs group on, at a log level, for the nodes of an instance, a site or a region. A node's effective level for a group " +
+			"is the most verbose of the profiles that reach it (its instance's, its site's and the site's regions')."},
+	{eim.KindTelemetryProfile, eim.TelemetryMetricsProfile.Value, "TelemetryMetricsProfileResource", "telemetry metrics profile",
+		"Turns a metrics group on, at an interval, for the nodes of an instance, a site or a region. A node's effective interval for a " +
+			"group is the shortest of the profiles that reach it (its instance's, its site's and the site's regions')."},
 }
 
-func docOf(k eim.Kind) resourceDoc {
+// docOf returns the resourceDoc of a kind without variants.
+func docOf(k eim.Kind) resourceDoc { return docFor(k, "") }
+
+// docFor returns the resourceDoc of a kind's variant ("" for a kind
+// without).
+func docFor(k eim.Kind, variant string) resourceDoc {
 	for _, r := range resources {
-		if r.kind == k {
+		if r.kind == k && r.variant == variant {
 			return r
 		}
 	}
-	panic(fmt.Sprintf("spec: kind %q has no resourceDoc", k))
+	panic(fmt.Sprintf("spec: kind %q variant %q has no resourceDoc", k, variant))
 }
 
 func ref(name string) *obj { return o("$ref", "#/components/schemas/"+name) }
@@ -71,8 +89,8 @@ func (b *schemaBuilder) resourceSchema(rd resourceDoc) *obj {
 	props := o()
 	var required []string
 	for _, f := range s.Fields {
-		if f.Name == "" {
-			continue // not on the wire (the project column)
+		if f.Name == "" || !f.In(rd.variant) {
+			continue // not on the wire (the project column), or another variant's
 		}
 		if f.Name == "createdAt" || f.Name == "updatedAt" {
 			// The Meta.Timestamps struct is flattened into columns but is
@@ -84,7 +102,7 @@ func (b *schemaBuilder) resourceSchema(rd resourceDoc) *obj {
 			continue
 		}
 		r := kr[f.Name]
-		p := b.property(rd.kind, s.Type, f, r)
+		p := b.property(rd, s.Type, f, r)
 		props.set(f.Name, p)
 		if r.required {
 			required = append(required, f.Name)
@@ -97,14 +115,15 @@ func (b *schemaBuilder) resourceSchema(rd resourceDoc) *obj {
 	return out
 }
 
-func (b *schemaBuilder) property(k eim.Kind, st reflect.Type, f *eim.Field, r rule) *obj {
+func (b *schemaBuilder) property(rd resourceDoc, st reflect.Type, f *eim.Field, r rule) *obj {
+	k := rd.kind
 	sf := st.FieldByIndex(f.Index)
 	jsonOpts := strings.Split(sf.Tag.Get("json"), ",")[1:]
 	p := o()
 	switch {
 	case f.Name == "resourceId" || f.Alias:
 		p.set("type", "string")
-		desc := "Unique ID of the " + docOf(k).noun + ", assigned by the system."
+		desc := "Unique ID of the " + rd.noun + ", assigned by the system."
 		if f.Alias {
 			desc = "The same as resourceId."
 		}
@@ -119,6 +138,11 @@ func (b *schemaBuilder) property(k eim.Kind, st reflect.Type, f *eim.Field, r ru
 			pat = "^$|" + pat
 		}
 		p.set("pattern", pat)
+	case isResource(f.Type):
+		// A nested resource of a kind with variants is of the field's
+		// variant (a logs profile's group is a logs group).
+		nested := reflect.New(f.Type.Elem()).Interface().(eim.Resource)
+		p.set("$ref", "#/components/schemas/"+docFor(nested.ResourceKind(), f.Variant).name)
 	default:
 		b.typeOf(p, f.Type, slices.Contains(jsonOpts, "string"))
 	}
@@ -136,6 +160,11 @@ func (b *schemaBuilder) property(k eim.Kind, st reflect.Type, f *eim.Field, r ru
 	}
 	applyRule(p, r)
 	return p
+}
+
+// isResource reports whether t is a pointer to a resource type.
+func isResource(t reflect.Type) bool {
+	return t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && t.Implements(reflect.TypeFor[eim.Resource]())
 }
 
 // typeOf fills p with the JSON Schema type of a Go type.
@@ -284,6 +313,8 @@ var enumDescs = map[string]string{
 	"ProviderKind":            "Kind of infrastructure provider.",
 	"ProviderVendor":          "Vendor of a provider's management system.",
 	"ScheduleStatus":          "What a maintenance window is for.",
+	"TelemetryCollectorKind":  "Which collector gathers a telemetry group: the node's own (host) or its Kubernetes cluster's.",
+	"SeverityLevel":           "A log level; DEBUG is the most verbose, CRITICAL the least.",
 	"LinkState":               "Whether a network interface's link is up.",
 	"IPAddressStatus":         "State of an address on a host's network interface.",
 	"IPAddressConfigMethod":   "How an address was set on an interface: statically or dynamically (DHCP).",
