@@ -37,6 +37,15 @@ func (s *Service) ReportIn(ctx context.Context, req *connect.Request[hostv1.Repo
 	return resp, nil
 }
 
+// GetTelemetryConfig implements hostv1connect.HostServiceHandler: the
+// telemetry module's, when there is one.
+func (s *Service) GetTelemetryConfig(ctx context.Context, req *connect.Request[hostv1.GetTelemetryConfigRequest]) (*connect.Response[hostv1.GetTelemetryConfigResponse], error) {
+	if s.telemetry == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server does not serve telemetry configurations"))
+	}
+	return s.telemetry.GetTelemetryConfig(ctx, req)
+}
+
 // heard records a call of the node that the handler did not sync with the
 // host row (the report-in wrote it): the next heartbeat reads the row.
 func (t *tracker) heard(project, id string, now time.Time) {
@@ -67,6 +76,9 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[hostv1.Hea
 	now := s.now()
 	want := healthStatus(m)
 	out := &hostv1.HeartbeatResponse{IntervalSeconds: seconds(interval), HardwareIntervalSeconds: seconds(s.hwEvery)}
+	if s.telemetry != nil {
+		out.TelemetryVersion = s.telemetry.Version(ctx, n.Project, n.HostID)
+	}
 	if ok, digest := s.live.beat(n.Project, n.HostID, now, want.text, m); ok {
 		out.SendHardware = needHardware(digest, m)
 		return connect.NewResponse(out), nil

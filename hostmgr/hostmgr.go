@@ -38,6 +38,16 @@ type Batcher interface {
 	DoIn(ctx context.Context, project string, fn func(tx eim.Tx) error) error
 }
 
+// Telemetry is the telemetry module, as the host service carries it.
+type Telemetry interface {
+	// Version returns the version of the host's telemetry configuration,
+	// "" when it is not known. It is called on every heartbeat: it must
+	// answer from memory.
+	Version(ctx context.Context, project, hostID string) string
+	// GetTelemetryConfig serves the RPC of the same name.
+	GetTelemetryConfig(context.Context, *connect.Request[hostv1.GetTelemetryConfigRequest]) (*connect.Response[hostv1.GetTelemetryConfigResponse], error)
+}
+
 // ReportInFunc handles a node's report-in (the provisioning module's: the
 // first one after provisioning makes the instance RUNNING).
 type ReportInFunc func(context.Context, *connect.Request[hostv1.ReportInRequest]) (*connect.Response[hostv1.ReportInResponse], error)
@@ -50,6 +60,10 @@ type Options struct {
 	ReportIn ReportInFunc
 	Logger   *slog.Logger
 	Now      func() time.Time
+
+	// Telemetry, when set, puts the node's telemetry version in heartbeat
+	// answers and serves GetTelemetryConfig; nil answers it Unimplemented.
+	Telemetry Telemetry
 
 	// Interval and Timeout apply to projects whose settings name none
 	// (defaults eim.DefaultHeartbeatInterval seconds, and that times
@@ -75,6 +89,7 @@ type Service struct {
 	store     eim.Store
 	batch     Batcher
 	reportIn  ReportInFunc
+	telemetry Telemetry
 	log       *slog.Logger
 	now       func() time.Time
 	interval  time.Duration
@@ -100,7 +115,7 @@ func New(opts Options) *Service {
 		panic("hostmgr.New: Store and ReportIn are required")
 	}
 	s := &Service{
-		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, log: opts.Logger, now: opts.Now,
+		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, log: opts.Logger, now: opts.Now,
 		interval: opts.Interval, timeout: opts.Timeout, hwEvery: opts.HardwareInterval,
 		rebootMax: opts.RebootTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
 	}

@@ -6,7 +6,8 @@
 
 // The host module: a node running its installed OS reports in, sends
 // heartbeats and its hardware inventory, and learns host actions (reboot,
-// shut down) in the heartbeat's answer.
+// shut down) in the heartbeat's answer, and when its telemetry configuration
+// changed.
 
 package hostv1
 
@@ -24,6 +25,58 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// Which collector gathers a telemetry group.
+type TelemetryCollectorKind int32
+
+const (
+	TelemetryCollectorKind_TELEMETRY_COLLECTOR_KIND_UNSPECIFIED TelemetryCollectorKind = 0
+	// The node's own collectors.
+	TelemetryCollectorKind_TELEMETRY_COLLECTOR_KIND_HOST TelemetryCollectorKind = 1
+	// The collectors of the Kubernetes cluster the node belongs to.
+	TelemetryCollectorKind_TELEMETRY_COLLECTOR_KIND_CLUSTER TelemetryCollectorKind = 2
+)
+
+// Enum value maps for TelemetryCollectorKind.
+var (
+	TelemetryCollectorKind_name = map[int32]string{
+		0: "TELEMETRY_COLLECTOR_KIND_UNSPECIFIED",
+		1: "TELEMETRY_COLLECTOR_KIND_HOST",
+		2: "TELEMETRY_COLLECTOR_KIND_CLUSTER",
+	}
+	TelemetryCollectorKind_value = map[string]int32{
+		"TELEMETRY_COLLECTOR_KIND_UNSPECIFIED": 0,
+		"TELEMETRY_COLLECTOR_KIND_HOST":        1,
+		"TELEMETRY_COLLECTOR_KIND_CLUSTER":     2,
+	}
+)
+
+func (x TelemetryCollectorKind) Enum() *TelemetryCollectorKind {
+	p := new(TelemetryCollectorKind)
+	*p = x
+	return p
+}
+
+func (x TelemetryCollectorKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TelemetryCollectorKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_eim_host_v1_host_proto_enumTypes[0].Descriptor()
+}
+
+func (TelemetryCollectorKind) Type() protoreflect.EnumType {
+	return &file_eim_host_v1_host_proto_enumTypes[0]
+}
+
+func (x TelemetryCollectorKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TelemetryCollectorKind.Descriptor instead.
+func (TelemetryCollectorKind) EnumDescriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{0}
+}
 
 type Health_State int32
 
@@ -61,11 +114,11 @@ func (x Health_State) String() string {
 }
 
 func (Health_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_eim_host_v1_host_proto_enumTypes[0].Descriptor()
+	return file_eim_host_v1_host_proto_enumTypes[1].Descriptor()
 }
 
 func (Health_State) Type() protoreflect.EnumType {
-	return &file_eim_host_v1_host_proto_enumTypes[0]
+	return &file_eim_host_v1_host_proto_enumTypes[1]
 }
 
 func (x Health_State) Number() protoreflect.EnumNumber {
@@ -110,11 +163,11 @@ func (x HostAction_Kind) String() string {
 }
 
 func (HostAction_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_eim_host_v1_host_proto_enumTypes[1].Descriptor()
+	return file_eim_host_v1_host_proto_enumTypes[2].Descriptor()
 }
 
 func (HostAction_Kind) Type() protoreflect.EnumType {
-	return &file_eim_host_v1_host_proto_enumTypes[1]
+	return &file_eim_host_v1_host_proto_enumTypes[2]
 }
 
 func (x HostAction_Kind) Number() protoreflect.EnumNumber {
@@ -161,11 +214,11 @@ func (x ActionResult_State) String() string {
 }
 
 func (ActionResult_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_eim_host_v1_host_proto_enumTypes[2].Descriptor()
+	return file_eim_host_v1_host_proto_enumTypes[3].Descriptor()
 }
 
 func (ActionResult_State) Type() protoreflect.EnumType {
-	return &file_eim_host_v1_host_proto_enumTypes[2]
+	return &file_eim_host_v1_host_proto_enumTypes[3]
 }
 
 func (x ActionResult_State) Number() protoreflect.EnumNumber {
@@ -210,11 +263,11 @@ func (x IpAddress_ConfigMethod) String() string {
 }
 
 func (IpAddress_ConfigMethod) Descriptor() protoreflect.EnumDescriptor {
-	return file_eim_host_v1_host_proto_enumTypes[3].Descriptor()
+	return file_eim_host_v1_host_proto_enumTypes[4].Descriptor()
 }
 
 func (IpAddress_ConfigMethod) Type() protoreflect.EnumType {
-	return &file_eim_host_v1_host_proto_enumTypes[3]
+	return &file_eim_host_v1_host_proto_enumTypes[4]
 }
 
 func (x IpAddress_ConfigMethod) Number() protoreflect.EnumNumber {
@@ -224,6 +277,65 @@ func (x IpAddress_ConfigMethod) Number() protoreflect.EnumNumber {
 // Deprecated: Use IpAddress_ConfigMethod.Descriptor instead.
 func (IpAddress_ConfigMethod) EnumDescriptor() ([]byte, []int) {
 	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{14, 0}
+}
+
+// The log level; DEBUG is the most verbose.
+type TelemetryLogsGroup_Level int32
+
+const (
+	TelemetryLogsGroup_LEVEL_UNSPECIFIED TelemetryLogsGroup_Level = 0
+	TelemetryLogsGroup_LEVEL_CRITICAL    TelemetryLogsGroup_Level = 1
+	TelemetryLogsGroup_LEVEL_ERROR       TelemetryLogsGroup_Level = 2
+	TelemetryLogsGroup_LEVEL_WARN        TelemetryLogsGroup_Level = 3
+	TelemetryLogsGroup_LEVEL_INFO        TelemetryLogsGroup_Level = 4
+	TelemetryLogsGroup_LEVEL_DEBUG       TelemetryLogsGroup_Level = 5
+)
+
+// Enum value maps for TelemetryLogsGroup_Level.
+var (
+	TelemetryLogsGroup_Level_name = map[int32]string{
+		0: "LEVEL_UNSPECIFIED",
+		1: "LEVEL_CRITICAL",
+		2: "LEVEL_ERROR",
+		3: "LEVEL_WARN",
+		4: "LEVEL_INFO",
+		5: "LEVEL_DEBUG",
+	}
+	TelemetryLogsGroup_Level_value = map[string]int32{
+		"LEVEL_UNSPECIFIED": 0,
+		"LEVEL_CRITICAL":    1,
+		"LEVEL_ERROR":       2,
+		"LEVEL_WARN":        3,
+		"LEVEL_INFO":        4,
+		"LEVEL_DEBUG":       5,
+	}
+)
+
+func (x TelemetryLogsGroup_Level) Enum() *TelemetryLogsGroup_Level {
+	p := new(TelemetryLogsGroup_Level)
+	*p = x
+	return p
+}
+
+func (x TelemetryLogsGroup_Level) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TelemetryLogsGroup_Level) Descriptor() protoreflect.EnumDescriptor {
+	return file_eim_host_v1_host_proto_enumTypes[5].Descriptor()
+}
+
+func (TelemetryLogsGroup_Level) Type() protoreflect.EnumType {
+	return &file_eim_host_v1_host_proto_enumTypes[5]
+}
+
+func (x TelemetryLogsGroup_Level) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TelemetryLogsGroup_Level.Descriptor instead.
+func (TelemetryLogsGroup_Level) EnumDescriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type ReportInRequest struct {
@@ -496,8 +608,12 @@ type HeartbeatResponse struct {
 	Action *HostAction `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	// How often to send a full hardware inventory even when nothing changed.
 	HardwareIntervalSeconds uint32 `protobuf:"varint,4,opt,name=hardware_interval_seconds,json=hardwareIntervalSeconds,proto3" json:"hardware_interval_seconds,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// The version of the node's telemetry configuration: when it is not the
+	// one the node has, call GetTelemetryConfig. "" when the server offers
+	// none (an older server, or the configuration cannot be read now).
+	TelemetryVersion string `protobuf:"bytes,5,opt,name=telemetry_version,json=telemetryVersion,proto3" json:"telemetry_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -556,6 +672,13 @@ func (x *HeartbeatResponse) GetHardwareIntervalSeconds() uint32 {
 		return x.HardwareIntervalSeconds
 	}
 	return 0
+}
+
+func (x *HeartbeatResponse) GetTelemetryVersion() string {
+	if x != nil {
+		return x.TelemetryVersion
+	}
+	return ""
 }
 
 // HostAction is an in-band host action: the host's desired power state as
@@ -1470,6 +1593,283 @@ func (x *Gpu) GetCapabilities() []string {
 	return nil
 }
 
+type GetTelemetryConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version the node has, "" for none.
+	Version       string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTelemetryConfigRequest) Reset() {
+	*x = GetTelemetryConfigRequest{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTelemetryConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTelemetryConfigRequest) ProtoMessage() {}
+
+func (x *GetTelemetryConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTelemetryConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetTelemetryConfigRequest) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetTelemetryConfigRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+type GetTelemetryConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names this configuration: a digest of it, so an equal version is an
+	// equal configuration.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The request named this version: the groups are left out and the node
+	// keeps what it has.
+	Unchanged bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// Sorted by group_id; each group at most once.
+	MetricsGroups []*TelemetryMetricsGroup `protobuf:"bytes,3,rep,name=metrics_groups,json=metricsGroups,proto3" json:"metrics_groups,omitempty"`
+	LogsGroups    []*TelemetryLogsGroup    `protobuf:"bytes,4,rep,name=logs_groups,json=logsGroups,proto3" json:"logs_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTelemetryConfigResponse) Reset() {
+	*x = GetTelemetryConfigResponse{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTelemetryConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTelemetryConfigResponse) ProtoMessage() {}
+
+func (x *GetTelemetryConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTelemetryConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetTelemetryConfigResponse) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetTelemetryConfigResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetTelemetryConfigResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
+}
+
+func (x *GetTelemetryConfigResponse) GetMetricsGroups() []*TelemetryMetricsGroup {
+	if x != nil {
+		return x.MetricsGroups
+	}
+	return nil
+}
+
+func (x *GetTelemetryConfigResponse) GetLogsGroups() []*TelemetryLogsGroup {
+	if x != nil {
+		return x.LogsGroups
+	}
+	return nil
+}
+
+// A metrics group turned on for the node.
+type TelemetryMetricsGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The telemetry group's ID (telemetrygroup-…) and name.
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	CollectorKind TelemetryCollectorKind `protobuf:"varint,3,opt,name=collector_kind,json=collectorKind,proto3,enum=eim.host.v1.TelemetryCollectorKind" json:"collector_kind,omitempty"`
+	// The collector's inputs (metric names, e.g. "cpu").
+	Inputs []string `protobuf:"bytes,4,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// The shortest interval of the profiles that reach the node.
+	IntervalSeconds uint32 `protobuf:"varint,5,opt,name=interval_seconds,json=intervalSeconds,proto3" json:"interval_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TelemetryMetricsGroup) Reset() {
+	*x = TelemetryMetricsGroup{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TelemetryMetricsGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TelemetryMetricsGroup) ProtoMessage() {}
+
+func (x *TelemetryMetricsGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TelemetryMetricsGroup.ProtoReflect.Descriptor instead.
+func (*TelemetryMetricsGroup) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TelemetryMetricsGroup) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *TelemetryMetricsGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TelemetryMetricsGroup) GetCollectorKind() TelemetryCollectorKind {
+	if x != nil {
+		return x.CollectorKind
+	}
+	return TelemetryCollectorKind_TELEMETRY_COLLECTOR_KIND_UNSPECIFIED
+}
+
+func (x *TelemetryMetricsGroup) GetInputs() []string {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *TelemetryMetricsGroup) GetIntervalSeconds() uint32 {
+	if x != nil {
+		return x.IntervalSeconds
+	}
+	return 0
+}
+
+// A logs group turned on for the node.
+type TelemetryLogsGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	CollectorKind TelemetryCollectorKind `protobuf:"varint,3,opt,name=collector_kind,json=collectorKind,proto3,enum=eim.host.v1.TelemetryCollectorKind" json:"collector_kind,omitempty"`
+	// The log sources (e.g. systemd units).
+	Inputs []string `protobuf:"bytes,4,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// The most verbose level of the profiles that reach the node.
+	Level         TelemetryLogsGroup_Level `protobuf:"varint,5,opt,name=level,proto3,enum=eim.host.v1.TelemetryLogsGroup_Level" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TelemetryLogsGroup) Reset() {
+	*x = TelemetryLogsGroup{}
+	mi := &file_eim_host_v1_host_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TelemetryLogsGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TelemetryLogsGroup) ProtoMessage() {}
+
+func (x *TelemetryLogsGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_host_v1_host_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TelemetryLogsGroup.ProtoReflect.Descriptor instead.
+func (*TelemetryLogsGroup) Descriptor() ([]byte, []int) {
+	return file_eim_host_v1_host_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *TelemetryLogsGroup) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *TelemetryLogsGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TelemetryLogsGroup) GetCollectorKind() TelemetryCollectorKind {
+	if x != nil {
+		return x.CollectorKind
+	}
+	return TelemetryCollectorKind_TELEMETRY_COLLECTOR_KIND_UNSPECIFIED
+}
+
+func (x *TelemetryLogsGroup) GetInputs() []string {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *TelemetryLogsGroup) GetLevel() TelemetryLogsGroup_Level {
+	if x != nil {
+		return x.Level
+	}
+	return TelemetryLogsGroup_LEVEL_UNSPECIFIED
+}
+
 var File_eim_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_eim_host_v1_host_proto_rawDesc = "" +
@@ -1498,12 +1898,13 @@ const file_eim_host_v1_host_proto_rawDesc = "" +
 	"\vnode_health\x18\x04 \x01(\v2\x13.eim.host.v1.HealthR\n" +
 	"nodeHealth\x12'\n" +
 	"\x0fhardware_digest\x18\x05 \x01(\tR\x0ehardwareDigest\x12>\n" +
-	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xd0\x01\n" +
+	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xfd\x01\n" +
 	"\x11HeartbeatResponse\x12)\n" +
 	"\x10interval_seconds\x18\x01 \x01(\rR\x0fintervalSeconds\x12#\n" +
 	"\rsend_hardware\x18\x02 \x01(\bR\fsendHardware\x12/\n" +
 	"\x06action\x18\x03 \x01(\v2\x17.eim.host.v1.HostActionR\x06action\x12:\n" +
-	"\x19hardware_interval_seconds\x18\x04 \x01(\rR\x17hardwareIntervalSeconds\"\x90\x01\n" +
+	"\x19hardware_interval_seconds\x18\x04 \x01(\rR\x17hardwareIntervalSeconds\x12+\n" +
+	"\x11telemetry_version\x18\x05 \x01(\tR\x10telemetryVersion\"\x90\x01\n" +
 	"\n" +
 	"HostAction\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.eim.host.v1.HostAction.KindR\x04kind\x12\x0e\n" +
@@ -1595,11 +1996,45 @@ const file_eim_host_v1_host_proto_rawDesc = "" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1f\n" +
 	"\vdevice_name\x18\x05 \x01(\tR\n" +
 	"deviceName\x12\"\n" +
-	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities2\xfd\x01\n" +
+	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities\"5\n" +
+	"\x19GetTelemetryConfigRequest\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\"\xe1\x01\n" +
+	"\x1aGetTelemetryConfigResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12I\n" +
+	"\x0emetrics_groups\x18\x03 \x03(\v2\".eim.host.v1.TelemetryMetricsGroupR\rmetricsGroups\x12@\n" +
+	"\vlogs_groups\x18\x04 \x03(\v2\x1f.eim.host.v1.TelemetryLogsGroupR\n" +
+	"logsGroups\"\xd5\x01\n" +
+	"\x15TelemetryMetricsGroup\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12J\n" +
+	"\x0ecollector_kind\x18\x03 \x01(\x0e2#.eim.host.v1.TelemetryCollectorKindR\rcollectorKind\x12\x16\n" +
+	"\x06inputs\x18\x04 \x03(\tR\x06inputs\x12)\n" +
+	"\x10interval_seconds\x18\x05 \x01(\rR\x0fintervalSeconds\"\xda\x02\n" +
+	"\x12TelemetryLogsGroup\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12J\n" +
+	"\x0ecollector_kind\x18\x03 \x01(\x0e2#.eim.host.v1.TelemetryCollectorKindR\rcollectorKind\x12\x16\n" +
+	"\x06inputs\x18\x04 \x03(\tR\x06inputs\x12;\n" +
+	"\x05level\x18\x05 \x01(\x0e2%.eim.host.v1.TelemetryLogsGroup.LevelR\x05level\"t\n" +
+	"\x05Level\x12\x15\n" +
+	"\x11LEVEL_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eLEVEL_CRITICAL\x10\x01\x12\x0f\n" +
+	"\vLEVEL_ERROR\x10\x02\x12\x0e\n" +
+	"\n" +
+	"LEVEL_WARN\x10\x03\x12\x0e\n" +
+	"\n" +
+	"LEVEL_INFO\x10\x04\x12\x0f\n" +
+	"\vLEVEL_DEBUG\x10\x05*\x8b\x01\n" +
+	"\x16TelemetryCollectorKind\x12(\n" +
+	"$TELEMETRY_COLLECTOR_KIND_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dTELEMETRY_COLLECTOR_KIND_HOST\x10\x01\x12$\n" +
+	" TELEMETRY_COLLECTOR_KIND_CLUSTER\x10\x022\xe4\x02\n" +
 	"\vHostService\x12G\n" +
 	"\bReportIn\x12\x1c.eim.host.v1.ReportInRequest\x1a\x1d.eim.host.v1.ReportInResponse\x12J\n" +
 	"\tHeartbeat\x12\x1d.eim.host.v1.HeartbeatRequest\x1a\x1e.eim.host.v1.HeartbeatResponse\x12Y\n" +
-	"\x0eReportHardware\x12\".eim.host.v1.ReportHardwareRequest\x1a#.eim.host.v1.ReportHardwareResponseB/Z-github.com/eimhq/eim/proto/eim/host/v1;hostv1b\x06proto3"
+	"\x0eReportHardware\x12\".eim.host.v1.ReportHardwareRequest\x1a#.eim.host.v1.ReportHardwareResponse\x12e\n" +
+	"\x12GetTelemetryConfig\x12&.eim.host.v1.GetTelemetryConfigRequest\x1a'.eim.host.v1.GetTelemetryConfigResponseB/Z-github.com/eimhq/eim/proto/eim/host/v1;hostv1b\x06proto3"
 
 var (
 	file_eim_host_v1_host_proto_rawDescOnce sync.Once
@@ -1613,59 +2048,72 @@ func file_eim_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_eim_host_v1_host_proto_rawDescData
 }
 
-var file_eim_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_eim_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_eim_host_v1_host_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_eim_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_eim_host_v1_host_proto_goTypes = []any{
-	(Health_State)(0),              // 0: eim.host.v1.Health.State
-	(HostAction_Kind)(0),           // 1: eim.host.v1.HostAction.Kind
-	(ActionResult_State)(0),        // 2: eim.host.v1.ActionResult.State
-	(IpAddress_ConfigMethod)(0),    // 3: eim.host.v1.IpAddress.ConfigMethod
-	(*ReportInRequest)(nil),        // 4: eim.host.v1.ReportInRequest
-	(*ReportInResponse)(nil),       // 5: eim.host.v1.ReportInResponse
-	(*Health)(nil),                 // 6: eim.host.v1.Health
-	(*HeartbeatRequest)(nil),       // 7: eim.host.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 8: eim.host.v1.HeartbeatResponse
-	(*HostAction)(nil),             // 9: eim.host.v1.HostAction
-	(*ActionResult)(nil),           // 10: eim.host.v1.ActionResult
-	(*ReportHardwareRequest)(nil),  // 11: eim.host.v1.ReportHardwareRequest
-	(*ReportHardwareResponse)(nil), // 12: eim.host.v1.ReportHardwareResponse
-	(*Hardware)(nil),               // 13: eim.host.v1.Hardware
-	(*Cpu)(nil),                    // 14: eim.host.v1.Cpu
-	(*Bios)(nil),                   // 15: eim.host.v1.Bios
-	(*Storage)(nil),                // 16: eim.host.v1.Storage
-	(*Nic)(nil),                    // 17: eim.host.v1.Nic
-	(*IpAddress)(nil),              // 18: eim.host.v1.IpAddress
-	(*Usb)(nil),                    // 19: eim.host.v1.Usb
-	(*Gpu)(nil),                    // 20: eim.host.v1.Gpu
+	(TelemetryCollectorKind)(0),        // 0: eim.host.v1.TelemetryCollectorKind
+	(Health_State)(0),                  // 1: eim.host.v1.Health.State
+	(HostAction_Kind)(0),               // 2: eim.host.v1.HostAction.Kind
+	(ActionResult_State)(0),            // 3: eim.host.v1.ActionResult.State
+	(IpAddress_ConfigMethod)(0),        // 4: eim.host.v1.IpAddress.ConfigMethod
+	(TelemetryLogsGroup_Level)(0),      // 5: eim.host.v1.TelemetryLogsGroup.Level
+	(*ReportInRequest)(nil),            // 6: eim.host.v1.ReportInRequest
+	(*ReportInResponse)(nil),           // 7: eim.host.v1.ReportInResponse
+	(*Health)(nil),                     // 8: eim.host.v1.Health
+	(*HeartbeatRequest)(nil),           // 9: eim.host.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 10: eim.host.v1.HeartbeatResponse
+	(*HostAction)(nil),                 // 11: eim.host.v1.HostAction
+	(*ActionResult)(nil),               // 12: eim.host.v1.ActionResult
+	(*ReportHardwareRequest)(nil),      // 13: eim.host.v1.ReportHardwareRequest
+	(*ReportHardwareResponse)(nil),     // 14: eim.host.v1.ReportHardwareResponse
+	(*Hardware)(nil),                   // 15: eim.host.v1.Hardware
+	(*Cpu)(nil),                        // 16: eim.host.v1.Cpu
+	(*Bios)(nil),                       // 17: eim.host.v1.Bios
+	(*Storage)(nil),                    // 18: eim.host.v1.Storage
+	(*Nic)(nil),                        // 19: eim.host.v1.Nic
+	(*IpAddress)(nil),                  // 20: eim.host.v1.IpAddress
+	(*Usb)(nil),                        // 21: eim.host.v1.Usb
+	(*Gpu)(nil),                        // 22: eim.host.v1.Gpu
+	(*GetTelemetryConfigRequest)(nil),  // 23: eim.host.v1.GetTelemetryConfigRequest
+	(*GetTelemetryConfigResponse)(nil), // 24: eim.host.v1.GetTelemetryConfigResponse
+	(*TelemetryMetricsGroup)(nil),      // 25: eim.host.v1.TelemetryMetricsGroup
+	(*TelemetryLogsGroup)(nil),         // 26: eim.host.v1.TelemetryLogsGroup
 }
 var file_eim_host_v1_host_proto_depIdxs = []int32{
-	0,  // 0: eim.host.v1.Health.state:type_name -> eim.host.v1.Health.State
-	6,  // 1: eim.host.v1.HeartbeatRequest.agent_health:type_name -> eim.host.v1.Health
-	6,  // 2: eim.host.v1.HeartbeatRequest.node_health:type_name -> eim.host.v1.Health
-	10, // 3: eim.host.v1.HeartbeatRequest.action_result:type_name -> eim.host.v1.ActionResult
-	9,  // 4: eim.host.v1.HeartbeatResponse.action:type_name -> eim.host.v1.HostAction
-	1,  // 5: eim.host.v1.HostAction.kind:type_name -> eim.host.v1.HostAction.Kind
-	2,  // 6: eim.host.v1.ActionResult.state:type_name -> eim.host.v1.ActionResult.State
-	13, // 7: eim.host.v1.ReportHardwareRequest.hardware:type_name -> eim.host.v1.Hardware
-	14, // 8: eim.host.v1.Hardware.cpu:type_name -> eim.host.v1.Cpu
-	15, // 9: eim.host.v1.Hardware.bios:type_name -> eim.host.v1.Bios
-	16, // 10: eim.host.v1.Hardware.storages:type_name -> eim.host.v1.Storage
-	17, // 11: eim.host.v1.Hardware.nics:type_name -> eim.host.v1.Nic
-	19, // 12: eim.host.v1.Hardware.usbs:type_name -> eim.host.v1.Usb
-	20, // 13: eim.host.v1.Hardware.gpus:type_name -> eim.host.v1.Gpu
-	18, // 14: eim.host.v1.Nic.ip_addresses:type_name -> eim.host.v1.IpAddress
-	3,  // 15: eim.host.v1.IpAddress.config_method:type_name -> eim.host.v1.IpAddress.ConfigMethod
-	4,  // 16: eim.host.v1.HostService.ReportIn:input_type -> eim.host.v1.ReportInRequest
-	7,  // 17: eim.host.v1.HostService.Heartbeat:input_type -> eim.host.v1.HeartbeatRequest
-	11, // 18: eim.host.v1.HostService.ReportHardware:input_type -> eim.host.v1.ReportHardwareRequest
-	5,  // 19: eim.host.v1.HostService.ReportIn:output_type -> eim.host.v1.ReportInResponse
-	8,  // 20: eim.host.v1.HostService.Heartbeat:output_type -> eim.host.v1.HeartbeatResponse
-	12, // 21: eim.host.v1.HostService.ReportHardware:output_type -> eim.host.v1.ReportHardwareResponse
-	19, // [19:22] is the sub-list for method output_type
-	16, // [16:19] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	1,  // 0: eim.host.v1.Health.state:type_name -> eim.host.v1.Health.State
+	8,  // 1: eim.host.v1.HeartbeatRequest.agent_health:type_name -> eim.host.v1.Health
+	8,  // 2: eim.host.v1.HeartbeatRequest.node_health:type_name -> eim.host.v1.Health
+	12, // 3: eim.host.v1.HeartbeatRequest.action_result:type_name -> eim.host.v1.ActionResult
+	11, // 4: eim.host.v1.HeartbeatResponse.action:type_name -> eim.host.v1.HostAction
+	2,  // 5: eim.host.v1.HostAction.kind:type_name -> eim.host.v1.HostAction.Kind
+	3,  // 6: eim.host.v1.ActionResult.state:type_name -> eim.host.v1.ActionResult.State
+	15, // 7: eim.host.v1.ReportHardwareRequest.hardware:type_name -> eim.host.v1.Hardware
+	16, // 8: eim.host.v1.Hardware.cpu:type_name -> eim.host.v1.Cpu
+	17, // 9: eim.host.v1.Hardware.bios:type_name -> eim.host.v1.Bios
+	18, // 10: eim.host.v1.Hardware.storages:type_name -> eim.host.v1.Storage
+	19, // 11: eim.host.v1.Hardware.nics:type_name -> eim.host.v1.Nic
+	21, // 12: eim.host.v1.Hardware.usbs:type_name -> eim.host.v1.Usb
+	22, // 13: eim.host.v1.Hardware.gpus:type_name -> eim.host.v1.Gpu
+	20, // 14: eim.host.v1.Nic.ip_addresses:type_name -> eim.host.v1.IpAddress
+	4,  // 15: eim.host.v1.IpAddress.config_method:type_name -> eim.host.v1.IpAddress.ConfigMethod
+	25, // 16: eim.host.v1.GetTelemetryConfigResponse.metrics_groups:type_name -> eim.host.v1.TelemetryMetricsGroup
+	26, // 17: eim.host.v1.GetTelemetryConfigResponse.logs_groups:type_name -> eim.host.v1.TelemetryLogsGroup
+	0,  // 18: eim.host.v1.TelemetryMetricsGroup.collector_kind:type_name -> eim.host.v1.TelemetryCollectorKind
+	0,  // 19: eim.host.v1.TelemetryLogsGroup.collector_kind:type_name -> eim.host.v1.TelemetryCollectorKind
+	5,  // 20: eim.host.v1.TelemetryLogsGroup.level:type_name -> eim.host.v1.TelemetryLogsGroup.Level
+	6,  // 21: eim.host.v1.HostService.ReportIn:input_type -> eim.host.v1.ReportInRequest
+	9,  // 22: eim.host.v1.HostService.Heartbeat:input_type -> eim.host.v1.HeartbeatRequest
+	13, // 23: eim.host.v1.HostService.ReportHardware:input_type -> eim.host.v1.ReportHardwareRequest
+	23, // 24: eim.host.v1.HostService.GetTelemetryConfig:input_type -> eim.host.v1.GetTelemetryConfigRequest
+	7,  // 25: eim.host.v1.HostService.ReportIn:output_type -> eim.host.v1.ReportInResponse
+	10, // 26: eim.host.v1.HostService.Heartbeat:output_type -> eim.host.v1.HeartbeatResponse
+	14, // 27: eim.host.v1.HostService.ReportHardware:output_type -> eim.host.v1.ReportHardwareResponse
+	24, // 28: eim.host.v1.HostService.GetTelemetryConfig:output_type -> eim.host.v1.GetTelemetryConfigResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_eim_host_v1_host_proto_init() }
@@ -1678,8 +2126,8 @@ func file_eim_host_v1_host_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_host_v1_host_proto_rawDesc), len(file_eim_host_v1_host_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   17,
+			NumEnums:      6,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

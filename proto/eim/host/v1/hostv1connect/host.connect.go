@@ -4,7 +4,8 @@
 
 // The host module: a node running its installed OS reports in, sends
 // heartbeats and its hardware inventory, and learns host actions (reboot,
-// shut down) in the heartbeat's answer.
+// shut down) in the heartbeat's answer, and when its telemetry configuration
+// changed.
 package hostv1connect
 
 import (
@@ -43,6 +44,9 @@ const (
 	// HostServiceReportHardwareProcedure is the fully-qualified name of the HostService's
 	// ReportHardware RPC.
 	HostServiceReportHardwareProcedure = "/eim.host.v1.HostService/ReportHardware"
+	// HostServiceGetTelemetryConfigProcedure is the fully-qualified name of the HostService's
+	// GetTelemetryConfig RPC.
+	HostServiceGetTelemetryConfigProcedure = "/eim.host.v1.HostService/GetTelemetryConfig"
 )
 
 // HostServiceClient is a client for the eim.host.v1.HostService service.
@@ -59,6 +63,12 @@ type HostServiceClient interface {
 	// starts, when it changes, when a heartbeat's answer asks for it, and at
 	// hardware_interval_seconds.
 	ReportHardware(context.Context, *connect.Request[v1.ReportHardwareRequest]) (*connect.Response[v1.ReportHardwareResponse], error)
+	// GetTelemetryConfig returns the node's effective telemetry configuration:
+	// the groups that the telemetry profiles of its instance, its host's site
+	// and the site's regions turn on, merged (per metrics group the shortest
+	// interval, per logs group the most verbose level). A node calls it when a
+	// heartbeat's answer names another telemetry_version than the one it has.
+	GetTelemetryConfig(context.Context, *connect.Request[v1.GetTelemetryConfigRequest]) (*connect.Response[v1.GetTelemetryConfigResponse], error)
 }
 
 // NewHostServiceClient constructs a client for the eim.host.v1.HostService service. By default, it
@@ -90,14 +100,21 @@ func NewHostServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(hostServiceMethods.ByName("ReportHardware")),
 			connect.WithClientOptions(opts...),
 		),
+		getTelemetryConfig: connect.NewClient[v1.GetTelemetryConfigRequest, v1.GetTelemetryConfigResponse](
+			httpClient,
+			baseURL+HostServiceGetTelemetryConfigProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("GetTelemetryConfig")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // hostServiceClient implements HostServiceClient.
 type hostServiceClient struct {
-	reportIn       *connect.Client[v1.ReportInRequest, v1.ReportInResponse]
-	heartbeat      *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
-	reportHardware *connect.Client[v1.ReportHardwareRequest, v1.ReportHardwareResponse]
+	reportIn           *connect.Client[v1.ReportInRequest, v1.ReportInResponse]
+	heartbeat          *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
+	reportHardware     *connect.Client[v1.ReportHardwareRequest, v1.ReportHardwareResponse]
+	getTelemetryConfig *connect.Client[v1.GetTelemetryConfigRequest, v1.GetTelemetryConfigResponse]
 }
 
 // ReportIn calls eim.host.v1.HostService.ReportIn.
@@ -115,6 +132,11 @@ func (c *hostServiceClient) ReportHardware(ctx context.Context, req *connect.Req
 	return c.reportHardware.CallUnary(ctx, req)
 }
 
+// GetTelemetryConfig calls eim.host.v1.HostService.GetTelemetryConfig.
+func (c *hostServiceClient) GetTelemetryConfig(ctx context.Context, req *connect.Request[v1.GetTelemetryConfigRequest]) (*connect.Response[v1.GetTelemetryConfigResponse], error) {
+	return c.getTelemetryConfig.CallUnary(ctx, req)
+}
+
 // HostServiceHandler is an implementation of the eim.host.v1.HostService service.
 type HostServiceHandler interface {
 	// ReportIn is called by eim-agent in node mode when it starts on the
@@ -129,6 +151,12 @@ type HostServiceHandler interface {
 	// starts, when it changes, when a heartbeat's answer asks for it, and at
 	// hardware_interval_seconds.
 	ReportHardware(context.Context, *connect.Request[v1.ReportHardwareRequest]) (*connect.Response[v1.ReportHardwareResponse], error)
+	// GetTelemetryConfig returns the node's effective telemetry configuration:
+	// the groups that the telemetry profiles of its instance, its host's site
+	// and the site's regions turn on, merged (per metrics group the shortest
+	// interval, per logs group the most verbose level). A node calls it when a
+	// heartbeat's answer names another telemetry_version than the one it has.
+	GetTelemetryConfig(context.Context, *connect.Request[v1.GetTelemetryConfigRequest]) (*connect.Response[v1.GetTelemetryConfigResponse], error)
 }
 
 // NewHostServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -156,6 +184,12 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(hostServiceMethods.ByName("ReportHardware")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hostServiceGetTelemetryConfigHandler := connect.NewUnaryHandler(
+		HostServiceGetTelemetryConfigProcedure,
+		svc.GetTelemetryConfig,
+		connect.WithSchema(hostServiceMethods.ByName("GetTelemetryConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/eim.host.v1.HostService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HostServiceReportInProcedure:
@@ -164,6 +198,8 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 			hostServiceHeartbeatHandler.ServeHTTP(w, r)
 		case HostServiceReportHardwareProcedure:
 			hostServiceReportHardwareHandler.ServeHTTP(w, r)
+		case HostServiceGetTelemetryConfigProcedure:
+			hostServiceGetTelemetryConfigHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -183,4 +219,8 @@ func (UnimplementedHostServiceHandler) Heartbeat(context.Context, *connect.Reque
 
 func (UnimplementedHostServiceHandler) ReportHardware(context.Context, *connect.Request[v1.ReportHardwareRequest]) (*connect.Response[v1.ReportHardwareResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.host.v1.HostService.ReportHardware is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) GetTelemetryConfig(context.Context, *connect.Request[v1.GetTelemetryConfigRequest]) (*connect.Response[v1.GetTelemetryConfigResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.host.v1.HostService.GetTelemetryConfig is not implemented"))
 }
