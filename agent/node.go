@@ -87,6 +87,11 @@ type Node struct {
 	// StateDir keeps the host actions already carried out, so that one is
 	// not done twice across the reboot it causes; "" keeps them in memory.
 	StateDir string
+	// TelemetryFile is where the node's effective telemetry configuration
+	// is written for the local collectors (see TelemetryConfig), whenever
+	// a heartbeat's answer names a version the file does not have; ""
+	// fetches none.
+	TelemetryFile string
 
 	// OnReportIn, if set, is called after every accepted ReportIn, and
 	// OnHeartbeat after every answered heartbeat.
@@ -213,6 +218,7 @@ type beatState struct {
 	done       *actionLog
 	hwRetry    retrier
 	hwNotUntil time.Time
+	tel        telemetryState
 }
 
 // beat is Run's heartbeat loop. Every wait is the interval with ±10 %
@@ -317,6 +323,7 @@ func (n *Node) heartbeat(ctx context.Context, st *beatState) (*hostv1.HeartbeatR
 		st.hwEvery = time.Duration(s) * time.Second
 	}
 	n.hardware(ctx, st, m.SendHardware)
+	n.telemetry(ctx, &st.tel, m.GetTelemetryVersion())
 	return m, nil
 }
 

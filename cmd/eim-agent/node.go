@@ -18,6 +18,7 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("node", stderr)
 	config := fs.String("config", "/etc/eim/agent.json", "agent configuration written during provisioning")
 	stateDir := fs.String("state-dir", "/var/lib/eim-agent", "where the agent keeps what it must remember across reboots")
+	telemetryFile := fs.String("telemetry-file", "/etc/eim/telemetry.json", "where to write the node's telemetry configuration for the local collectors (\"\" for none; see docs/telemetry.md)")
 	debug := fs.Bool("debug", false, "log debug messages")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -41,8 +42,9 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 		Health: func(context.Context) (agentHealth, nodeHealth *hostv1.Health) {
 			return &hostv1.Health{State: hostv1.Health_STATE_HEALTHY}, rootHealth("/")
 		},
-		Actions:  systemActions{},
-		StateDir: *stateDir,
+		Actions:       systemActions{},
+		StateDir:      *stateDir,
+		TelemetryFile: *telemetryFile,
 	}
 	first := true
 	n.OnReportIn = func(_ *hostv1.ReportInResponse) {

@@ -30,6 +30,7 @@ import (
 	"github.com/eimhq/eim/provisioning"
 	"github.com/eimhq/eim/southbound"
 	"github.com/eimhq/eim/sqlstore"
+	"github.com/eimhq/eim/telemetry"
 )
 
 // adminTokenTTL is how long the admin token written on first start lives.
@@ -228,7 +229,8 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	small := connect.WithCompressMinBytes(4 << 10)
 	sb.Mount(onboardingv1connect.NewOnboardingServiceHandler(onb, small))
 	sb.Mount(provisioningv1connect.NewProvisioningServiceHandler(prov, nodeAuth, small))
-	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Logger: log,
+	tel := telemetry.New(telemetry.Options{Store: store, Logger: log})
+	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Telemetry: tel, Logger: log,
 		Interval: cfg.heartbeatInterval, Timeout: cfg.heartbeatTimeout, RebootTimeout: cfg.rebootTimeout})
 	sb.Mount(hostv1connect.NewHostServiceHandler(hosts, nodeAuth, small))
 	asrv := &http.Server{
@@ -307,6 +309,12 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	g.Go(func() error {
 		if err := hosts.Run(gctx); err != nil && gctx.Err() == nil {
 			return fmt.Errorf("host module: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := tel.Run(gctx); err != nil && gctx.Err() == nil {
+			return fmt.Errorf("telemetry: %w", err)
 		}
 		return nil
 	})
