@@ -117,7 +117,8 @@ Usage:
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
 
 Nouns: region site host instance os provider schedule-single
-       schedule-repeated localaccount customconfig
+       schedule-repeated localaccount customconfig telemetry-loggroup
+       telemetry-metricgroup telemetry-logprofile telemetry-metricprofile
 
 Global flags (before or after the command):
   --server URL       base URL of the server (env EIM_SERVER; default http://127.0.0.1:8080)

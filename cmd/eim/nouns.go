@@ -7,15 +7,26 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/client"
 )
 
 // noun is a resource type as the CLI shows it.
 type noun struct {
 	name     string
 	kind     eim.Kind
-	cols     []column   // table columns of list and create
-	flags    []flagSpec // create flags
-	noUpdate bool       // the API has no PUT/PATCH for it
+	coll     client.Collection // where it is served; zero: its kind's collection
+	cols     []column          // table columns of list and create
+	flags    []flagSpec        // create flags
+	noUpdate bool              // the API has no PUT/PATCH for it
+}
+
+// collection returns where the noun is served.
+func (n *noun) collection() client.Collection {
+	if n.coll.Path != "" {
+		return n.coll
+	}
+	c, _ := client.KindCollection(n.kind)
+	return c
 }
 
 // flagSpec is a create flag setting one wire field.
@@ -217,6 +228,24 @@ var nouns = []*noun{
 			{flag: "username", field: "username", usage: "user name"},
 			{flag: "ssh-key", field: "sshKey", usage: "SSH public key (or @file)", file: true}},
 	},
+	telemetryGroupNoun("telemetry-loggroup", client.TelemetryLogsGroups, "log sources, e.g. systemd units"),
+	telemetryGroupNoun("telemetry-metricgroup", client.TelemetryMetricsGroups, "metrics, e.g. cpu, mem"),
+	{
+		name: "telemetry-logprofile", kind: eim.KindTelemetryProfile, coll: client.TelemetryLogsProfiles,
+		cols: []column{idCol, firstCol("TARGET", "targetInstance", "targetSite", "targetRegion"), col("GROUP", "logsGroupId"),
+			col("GROUP-NAME", "logsGroup.name"), enumCol("LEVEL", "logLevel", "SEVERITY_LEVEL_")},
+		flags: append(profileTargetFlags(),
+			flagSpec{flag: "group", field: "logsGroupId", usage: "logs group ID"},
+			flagSpec{flag: "level", field: "logLevel", usage: "SEVERITY_LEVEL_CRITICAL, _ERROR, _WARN, _INFO or _DEBUG"}),
+	},
+	{
+		name: "telemetry-metricprofile", kind: eim.KindTelemetryProfile, coll: client.TelemetryMetricsProfiles,
+		cols: []column{idCol, firstCol("TARGET", "targetInstance", "targetSite", "targetRegion"), col("GROUP", "metricsGroupId"),
+			col("GROUP-NAME", "metricsGroup.name"), col("INTERVAL", "metricsInterval")},
+		flags: append(profileTargetFlags(),
+			flagSpec{flag: "group", field: "metricsGroupId", usage: "metrics group ID"},
+			flagSpec{flag: "interval", field: "metricsInterval", usage: "seconds between collections (1..86400)"}),
+	},
 	{
 		name: "customconfig", kind: eim.KindCustomConfig, noUpdate: true,
 		cols: []column{idCol, col("NAME", "name"), col("DESCRIPTION", "description")},
@@ -224,6 +253,24 @@ var nouns = []*noun{
 			{flag: "description", field: "description", usage: "description"},
 			{flag: "config", field: "config", usage: "cloud-init config (or @file)", file: true}},
 	},
+}
+
+func telemetryGroupNoun(name string, coll client.Collection, what string) *noun {
+	return &noun{
+		name: name, kind: eim.KindTelemetryGroup, coll: coll, noUpdate: true,
+		cols: []column{idCol, col("NAME", "name"), enumCol("COLLECTOR", "collectorKind", "TELEMETRY_COLLECTOR_KIND_"), col("GROUPS", "groups")},
+		flags: []flagSpec{nameFlag,
+			{flag: "collector", field: "collectorKind", usage: "TELEMETRY_COLLECTOR_KIND_HOST or TELEMETRY_COLLECTOR_KIND_CLUSTER"},
+			{flag: "group", field: "groups", usage: what + " (repeatable, or comma-separated)"}},
+	}
+}
+
+func profileTargetFlags() []flagSpec {
+	return []flagSpec{
+		{flag: "instance", field: "targetInstance", usage: "target instance ID"},
+		{flag: "site", field: "targetSite", usage: "target site ID"},
+		{flag: "region", field: "targetRegion", usage: "target region ID"},
+	}
 }
 
 func findNoun(name string) *noun {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -58,7 +59,14 @@ func (c *cli) resource(n *noun, args []string) error {
 
 func (n *noun) usage() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Usage:\n  eim %s list [--filter F] [--order-by O] [--page-size N] [--offset N]\n", n.name)
+	switch n.kind {
+	case eim.KindTelemetryGroup:
+		fmt.Fprintf(&b, "Usage:\n  eim %s list [--order-by O] [--page-size N] [--offset N]\n", n.name)
+	case eim.KindTelemetryProfile:
+		fmt.Fprintf(&b, "Usage:\n  eim %s list [--instance ID | --site ID | --region ID [--show-inherited]] [--order-by O] [--page-size N] [--offset N]\n", n.name)
+	default:
+		fmt.Fprintf(&b, "Usage:\n  eim %s list [--filter F] [--order-by O] [--page-size N] [--offset N]\n", n.name)
+	}
 	fmt.Fprintf(&b, "  eim %s get ID\n  eim %s create [flags] [--file F.json | -f -]\n", n.name, n.name)
 	if !n.noUpdate {
 		fmt.Fprintf(&b, "  eim %s update ID --file F.json\n  eim %s patch ID --set field=value …\n", n.name, n.name)
@@ -88,6 +96,23 @@ func (c *cli) resList(n *noun, args []string) error {
 	fs.StringVar(&o.OrderBy, "order-by", "", "AIP-132 order, e.g. 'name desc'")
 	fs.IntVar(&o.PageSize, "page-size", 0, "items per page, 1..100 (server default 20)")
 	fs.IntVar(&o.Offset, "offset", 0, "items to skip")
+	if n.kind == eim.KindTelemetryProfile {
+		o.Params = url.Values{}
+		for _, p := range []struct{ flag, param, usage string }{
+			{"instance", "instanceId", "only profiles targeting this instance"},
+			{"site", "siteId", "only profiles targeting this site"},
+			{"region", "regionId", "only profiles targeting this region"},
+		} {
+			fs.Func(p.flag, p.usage+" (with --show-inherited, also those reaching it from above)", func(v string) error {
+				o.Params.Set(p.param, v)
+				return nil
+			})
+		}
+		fs.BoolFunc("show-inherited", "add the profiles inherited down the location tree", func(v string) error {
+			o.Params.Set("showInherited", v)
+			return nil
+		})
+	}
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -99,13 +124,13 @@ func (c *cli) resList(n *noun, args []string) error {
 	if err != nil {
 		return err
 	}
-	page, err := cl.List(c.ctx, c.g.project, n.kind, o)
+	page, err := cl.ListAt(c.ctx, c.g.project, n.collection(), o)
 	if err != nil {
 		return err
 	}
 	switch c.g.output {
 	case "json":
-		env := map[string]any{eim.SchemaOf(n.kind).Plural: page.Items, "totalElements": page.Total, "hasNext": page.HasNext}
+		env := map[string]any{n.collection().Plural: page.Items, "totalElements": page.Total, "hasNext": page.HasNext}
 		return c.printJSON(env)
 	case "id":
 		return c.printIDs(page.Items)
@@ -214,7 +239,7 @@ func (c *cli) resGet(n *noun, args []string) error {
 		return err
 	}
 	var raw json.RawMessage
-	if err := cl.Get(c.ctx, c.g.project, n.kind, pos[0], &raw); err != nil {
+	if err := cl.GetAt(c.ctx, c.g.project, n.collection(), pos[0], &raw); err != nil {
 		return err
 	}
 	return c.printOne(n, raw)
@@ -252,7 +277,7 @@ func (c *cli) resCreate(n *noun, args []string) error {
 		return err
 	}
 	var raw json.RawMessage
-	if err := cl.Create(c.ctx, c.g.project, n.kind, b, &raw); err != nil {
+	if err := cl.CreateAt(c.ctx, c.g.project, n.collection(), b, &raw); err != nil {
 		return err
 	}
 	if c.g.output == "table" {
@@ -296,9 +321,9 @@ func (c *cli) resUpdate(n *noun, verb string, args []string) error {
 	}
 	var raw json.RawMessage
 	if verb == "update" {
-		err = cl.Update(c.ctx, c.g.project, n.kind, pos[0], b, &raw)
+		err = cl.UpdateAt(c.ctx, c.g.project, n.collection(), pos[0], b, &raw)
 	} else {
-		err = cl.Patch(c.ctx, c.g.project, n.kind, pos[0], b, &raw)
+		err = cl.PatchAt(c.ctx, c.g.project, n.collection(), pos[0], b, &raw)
 	}
 	if err != nil {
 		return err
@@ -321,7 +346,7 @@ func (c *cli) resDelete(n *noun, args []string) error {
 		return err
 	}
 	for _, id := range slices.Compact(pos) {
-		if err := cl.Delete(c.ctx, c.g.project, n.kind, id); err != nil {
+		if err := cl.DeleteAt(c.ctx, c.g.project, n.collection(), id); err != nil {
 			return fmt.Errorf("delete %s: %w", id, err)
 		}
 		fmt.Fprintf(c.stdout, "deleted %s\n", id)
