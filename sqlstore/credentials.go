@@ -10,9 +10,13 @@ import (
 )
 
 // The columns a node's authentication reads (see eim.NodeCredentials).
+// SQLite must be told to use the covering index of migration 0006: it
+// prefers the unique index on id, which leads to the wide row.
 const (
-	nodeCredentials       = "SELECT id, project, desired_state, node_secret_hash, node_cred_gen FROM hosts WHERE id = ?"
-	nodeCredentialsScoped = nodeCredentials + " AND project = ?"
+	nodeCredentials             = "SELECT id, project, desired_state, node_secret_hash, node_cred_gen FROM hosts WHERE id = ?"
+	nodeCredentialsScoped       = nodeCredentials + " AND project = ?"
+	nodeCredentialsSQLite       = "SELECT id, project, desired_state, node_secret_hash, node_cred_gen FROM hosts INDEXED BY hosts_node_credentials_idx WHERE id = ?"
+	nodeCredentialsSQLiteScoped = nodeCredentialsSQLite + " AND project = ?"
 )
 
 // NodeCredentials implements eim.Store. It is one statement on a reader
@@ -27,9 +31,12 @@ func (s *Store) NodeCredentials(ctx context.Context, project, hostID string) (ei
 	default:
 	}
 	args := []any{hostID}
-	q := nodeCredentials
+	q, scoped := nodeCredentials, nodeCredentialsScoped
+	if !s.d.pg {
+		q, scoped = nodeCredentialsSQLite, nodeCredentialsSQLiteScoped
+	}
 	if project != "" {
-		q, args = nodeCredentialsScoped, append(args, project)
+		q, args = scoped, append(args, project)
 	}
 	var row *sql.Row
 	if st := s.stmtFor(s.rdb, q); st != nil {

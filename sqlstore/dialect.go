@@ -200,7 +200,7 @@ func preparedWrites() []string {
 }
 
 func preparedReads() []string {
-	qs := []string{nodeCredentials, nodeCredentialsScoped}
+	qs := []string{nodeCredentialsSQLite, nodeCredentialsSQLiteScoped}
 	for _, k := range eim.Kinds() {
 		c := codecOf(k)
 		qs = append(qs, c.get, c.getScoped)

@@ -134,3 +134,33 @@ func TestHostStatusPlans(t *testing.T) {
 		}
 	}
 }
+
+// Node authentication is answered from the covering index alone, never
+// from the wide host rows (whose pages a big fleet keeps out of cache).
+func TestNodeCredentialsPlan(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, q := range []string{nodeCredentialsSQLite, nodeCredentialsSQLiteScoped} {
+		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, "host-00000001", "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if got := strings.Join(plan, "; "); !strings.Contains(got, "USING COVERING INDEX hosts_node_credentials_idx") {
+			t.Errorf("plan of %q = %q, want the covering index", q, got)
+		}
+	}
+}
