@@ -208,6 +208,9 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 	if !s.live.Load() {
 		return s.configUncached(ctx, project, hostID)
 	}
+	if cfg, v, ok := s.cached(project, hostID); ok {
+		return cfg, v, nil
+	}
 	tree, treeGen, err := s.projectTree(ctx, project)
 	if err != nil {
 		return Config{}, "", err
@@ -232,6 +235,18 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 	}
 	s.mu.Unlock()
 	return cfg, v, nil
+}
+
+// cached returns the host's configuration when nothing it depends on
+// changed since it was computed: the heartbeats' path, one lock.
+func (s *Service) cached(project, hostID string) (Config, string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps, hs := s.projects[project], s.hosts[hostID]
+	if ps == nil || ps.tree == nil || hs == nil || !hs.known || hs.project != project || hs.cfg == nil || hs.treeGen != ps.gen {
+		return Config{}, "", false
+	}
+	return *hs.cfg, hs.version, true
 }
 
 // configUncached reads everything afresh: the caches are off.

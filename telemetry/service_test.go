@@ -354,3 +354,46 @@ func TestTreeLoadedOnce(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkVersionCached is a heartbeat's cost in the telemetry module: a
+// cached version.
+func BenchmarkVersionCached(b *testing.B) {
+	st, err := sqlstore.Open(context.Background(), filepath.Join(b.TempDir(), "eim.db"), sqlstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	inv := inventory.New(st, inventory.Options{})
+	ctx := b.Context()
+	p, err := inv.CreateProject(ctx, "bench", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	site, _ := inv.Create(ctx, p.Name, &eim.Site{Name: "s"})
+	h, err := inv.Create(ctx, p.Name, &eim.Host{Name: "h", UUID: newUUID(), SiteID: site.Base().ResourceID})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, _ := inv.Create(ctx, p.Name, &eim.TelemetryGroup{Type: eim.TelemetryMetrics, Name: "cpu", CollectorKind: "TELEMETRY_COLLECTOR_KIND_HOST", Groups: []string{"cpu"}})
+	if _, err := inv.Create(ctx, p.Name, &eim.TelemetryProfile{Type: eim.TelemetryMetrics, MetricsGroupID: g.Base().ResourceID, MetricsInterval: 30, TargetSite: site.Base().ResourceID}); err != nil {
+		b.Fatal(err)
+	}
+	tel := telemetry.New(telemetry.Options{Store: st})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); tel.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	for tel.Version(ctx, p.Name, h.Base().ResourceID) == "" || !tel.TreeCached(p.Name) {
+		time.Sleep(time.Millisecond)
+	}
+	id := h.Base().ResourceID
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if tel.Version(ctx, p.Name, id) == "" {
+				b.Error("no version")
+			}
+		}
+	})
+}
