@@ -311,31 +311,41 @@ const rebootScanEvery = 30 * time.Second
 // checkReboots flags the hosts that show "Rebooting" for longer than the
 // reboot timeout: after their provisioning workflow's reboot, or after a
 // reboot asked through desiredPowerState. The original left them
-// "Rebooting" forever. The hosts' status is indexed, so a scan reads the
-// rebooting hosts only.
+// "Rebooting" forever. Hosts are indexed by (project, status), so a scan
+// reads the rebooting hosts only, oldest first.
 func (s *Service) checkReboots(ctx context.Context, now time.Time) error {
 	cutoff := uint64(now.Add(-s.rebootMax).Unix())
+	projects, err := s.store.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
 	var stuck []*eim.Host
-	q := eim.Query{Where: []eim.Cond{{Field: "hostStatus", Value: statusRebooting}}, Limit: 500, NoTotal: true}
-	for {
-		var page []eim.Resource
-		err := s.store.View(ctx, "", func(tx eim.Tx) error {
-			var err error
-			page, _, err = tx.List(ctx, eim.KindHost, q)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		for _, r := range page {
-			if h := r.(*eim.Host); h.HostStatusTimestamp <= cutoff {
-				stuck = append(stuck, h)
+	for _, p := range projects {
+		// Oldest first, so that a page ends at the first host not yet
+		// due; the (project, status) index serves it.
+		q := eim.Query{Where: []eim.Cond{{Field: "hostStatus", Value: statusRebooting}}, OrderBy: "hostStatusTimestamp", Limit: 500, NoTotal: true}
+		for {
+			var page []eim.Resource
+			err := s.store.View(ctx, p.Name, func(tx eim.Tx) error {
+				var err error
+				page, _, err = tx.List(ctx, eim.KindHost, q)
+				return err
+			})
+			if err != nil {
+				return err
 			}
+			due := 0
+			for _, r := range page {
+				if h := r.(*eim.Host); h.HostStatusTimestamp <= cutoff {
+					stuck = append(stuck, h)
+					due++
+				}
+			}
+			if len(page) < q.Limit || due < len(page) {
+				break
+			}
+			q.Offset += q.Limit
 		}
-		if len(page) < q.Limit {
-			break
-		}
-		q.Offset += q.Limit
 	}
 	for _, h := range stuck {
 		err := s.batch.DoIn(ctx, h.Project, func(tx eim.Tx) error {

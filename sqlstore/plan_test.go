@@ -101,9 +101,10 @@ func TestInlineLen(t *testing.T) {
 	}
 }
 
-// The host module's scan for hosts stuck "Rebooting" (all projects) reads
-// them through the status index, while a project's host list filtered by
-// status still walks the project in id order and stops at its page.
+// The host module's scan for hosts stuck "Rebooting" (per project, oldest
+// first) and counts by status read the (project, status) index, while a
+// project's host list filtered by status still walks the project in id
+// order and stops at its page.
 func TestHostStatusPlans(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
@@ -112,7 +113,8 @@ func TestHostStatusPlans(t *testing.T) {
 	}
 	defer s.Close()
 	for _, tc := range []struct{ q, want string }{
-		{"SELECT hosts.id FROM hosts WHERE hosts.host_status = ? ORDER BY hosts.id LIMIT 500", "USING INDEX hosts_host_status_idx (host_status=?)"},
+		{"SELECT hosts.id FROM hosts WHERE hosts.project = ? AND hosts.host_status = ? ORDER BY hosts.host_status_timestamp, hosts.id LIMIT 500", "USING INDEX hosts_host_status_idx (project=? AND host_status=?)"},
+		{"SELECT COUNT(*) FROM hosts WHERE hosts.project = ? AND hosts.host_status = ?", "USING COVERING INDEX hosts_host_status_idx (project=? AND host_status=?)"},
 		{"SELECT hosts.id FROM hosts WHERE hosts.project = ? AND hosts.host_status = ? ORDER BY hosts.id LIMIT 20", "(project=?)"},
 	} {
 		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, "a", "b")

@@ -19,6 +19,8 @@ CREATE TABLE host_liveness (
     CONSTRAINT host_liveness_host_fkey FOREIGN KEY (project, host_id) REFERENCES hosts (project, id) ON DELETE CASCADE
 );
 
--- The host module finds the hosts stuck "Rebooting" through their status;
--- few hosts share a transient status, so the index reads only those.
-CREATE INDEX hosts_host_status_idx ON hosts (host_status);
+-- Hosts by status within a project: the host module finds the hosts stuck
+-- "Rebooting" through it (few hosts share a transient status, so it reads
+-- only those), and counts by status (the summary, dashboards polling the
+-- "No Connection" hosts) read index entries, not the wide rows.
+CREATE INDEX hosts_host_status_idx ON hosts (project, host_status);
