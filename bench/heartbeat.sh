@@ -26,13 +26,14 @@ stop_share=${STOP_SHARE:-0.1}
 margin=${MARGIN:-60}
 concurrency=${CONCURRENCY:-3000}
 dir=$(mktemp -d)
-srv=; pgdb=; sampler=
+srv=; pgdb=; sampler=; profiler=
 api=127.0.0.1:${API_PORT:-18180}; agent=127.0.0.1:${AGENT_PORT:-18543}; debug=127.0.0.1:${DEBUG_PORT:-16060}
 # Under set -e a failing "wait" (the status of a killed process) would end
 # the trap before the rest: every step here must not fail.
 cleanup() {
 	set +e
 	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null
+	[ -n "$profiler" ] && kill "$profiler" 2>/dev/null && wait "$profiler" 2>/dev/null
 	[ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
 	[ -n "$pgdb" ] && psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb"
 	if [ -n "${KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
@@ -63,20 +64,33 @@ os=$(curl -fsS "${auth[@]}" \
 curl -fsS "${auth[@]}" -X PATCH -d "{\"heartbeatIntervalSeconds\":$interval}" "http://$api/v1/projects/default/settings" >/dev/null
 
 # One line a second: time, server ticks (utime+stime), VmRSS, VmHWM (KiB),
-# machine busy ticks (all CPUs, from /proc/stat: everything but idle and iowait).
+# machine busy ticks (all CPUs, from /proc/stat: everything but idle and
+# iowait), RssAnon (the Go heap and stacks) and RssFile+RssShmem (KiB: pages
+# of the SQLite database file mapped by its page cache count in VmRSS).
 hz=$(getconf CLK_TCK)
 sample() {
 	while kill -0 "$srv" 2>/dev/null; do
 		t=$(date +%s.%N)
 		ticks=$(awk '{print $14+$15}' "/proc/$srv/stat" 2>/dev/null) || break
-		mem=$(awk '/^VmRSS/{r=$2} /^VmHWM/{h=$2} END{print r, h}' "/proc/$srv/status" 2>/dev/null) || break
+		mem=$(awk '/^VmRSS/{r=$2} /^VmHWM/{h=$2} /^RssAnon/{a=$2} /^Rss(File|Shmem)/{f+=$2} END{print r, h, a, f}' "/proc/$srv/status" 2>/dev/null) || break
 		busy=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat)
-		echo "$t $ticks $mem $busy"
+		set -- $mem
+		echo "$t $ticks $1 $2 $busy $3 $4"
 		sleep 1
 	done
 }
 sample >"$dir/samples.txt" &
 sampler=$!
+
+# A 30 s CPU profile of the server a minute into the steady phase.
+profile() {
+	while ! grep -q '] steady:' "$dir/progress.txt" 2>/dev/null; do sleep 2; done
+	sleep 60
+	curl -fsS -o "$dir/steady.pprof" "http://$debug/debug/pprof/profile?seconds=30" || true
+}
+: >"$dir/progress.txt"
+profile &
+profiler=$!
 
 timeout=$((3 * interval))
 hold=$((interval + steady + timeout + 10 + margin))
@@ -87,7 +101,7 @@ rc=0
 	"$dir/eim-agent" simulate --server "https://$agent" --ca "$dir/data/ca.crt" --nodes "$nodes" \
 	--register --api "http://$api" --token-file "$dir/data/admin.token" --project default --os "$os" \
 	--concurrency "$concurrency" --timeout 2h --hold "${hold}s" --stop-share "$stop_share" --stop-after "${stop_after}s" \
-	--report "$dir/report.json" "$@" >"$dir/report.txt" || rc=$?
+	--report "$dir/report.json" "$@" >"$dir/report.txt" 2> >(tee "$dir/progress.txt" >&2) || rc=$?
 cat "$dir/report.txt"
 [ -s "$dir/report.json" ] || exit 1
 
@@ -100,13 +114,21 @@ jq -r '.hold.phases[] | "\(.name) \(.from) \(.to)"' "$dir/report.json" | while r
 			if (!n) { t0 = $1; c0 = $2; b0 = $5 }
 			t1 = $1; c1 = $2; b1 = $5; n++
 			rss += $3; if ($3 > rssmax) rssmax = $3; hwm = $4
+			if ($6 > anonmax) anonmax = $6; if ($7 > filemax) filemax = $7
 		}
 		END {
 			if (n < 2) { printf "  %-8s too short to sample\n", name; exit }
-			printf "  %-8s %6.0f s: server CPU %.2f cores, RSS mean %.0f MiB / max %.0f MiB, HWM %.0f MiB; machine busy %.2f cores\n",
-				name, t1 - t0, (c1 - c0) / hz / (t1 - t0), rss / n / 1024, rssmax / 1024, hwm / 1024, (b1 - b0) / hz / (t1 - t0)
+			printf "  %-8s %6.0f s: server CPU %.2f cores, RSS mean %.0f MiB / max %.0f MiB (anonymous max %.0f, file max %.0f), HWM %.0f MiB; machine busy %.2f cores\n",
+				name, t1 - t0, (c1 - c0) / hz / (t1 - t0), rss / n / 1024, rssmax / 1024, anonmax / 1024, filemax / 1024, hwm / 1024, (b1 - b0) / hz / (t1 - t0)
 		}' "$dir/samples.txt"
 done
 awk -v hz="$hz" 'END { printf "server at the end: CPU time %.0f s, VmRSS %.0f MiB, VmHWM %.0f MiB\n", $2 / hz, $3 / 1024, $4 / 1024 }' "$dir/samples.txt"
+if [ -s "$dir/steady.pprof" ]; then
+	echo
+	echo "server CPU profile, 30 s of the steady phase:"
+	go tool pprof -top -nodecount=25 "$dir/eim" "$dir/steady.pprof" 2>/dev/null | tail -n +4
+	go tool pprof -top -cum -nodecount=45 "$dir/eim" "$dir/steady.pprof" 2>/dev/null | tail -n +6 |
+		grep -E 'eim/|auth|jose|ed25519|database/sql|sqlite\.\(|http2serverConn\)\.(serve|runHandler)|gcBgMarkWorker|crypto/tls' || true
+fi
 grep -iE "level=(error|warn)" "$dir/server.log" | sed -E 's/^time=[^ ]+ //' | sort | uniq -c | sort -rn | head -5 || true
 exit $rc

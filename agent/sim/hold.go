@@ -38,9 +38,11 @@ const (
 	PhaseStopped = "stopped" // after a share of the nodes stopped
 )
 
-// Defaults of the hold.
+// Defaults of the hold. Workers are many because a fleet's nodes do not
+// wait for each other: with a few, a slow server makes the simulator send
+// late (Lag) instead of making the server queue (Latency).
 const (
-	DefaultWorkers    = 1024
+	DefaultWorkers    = 8192
 	DefaultCheckEvery = 5 * time.Second
 	// detectionMargin is what the issue allows past the timeout for a
 	// stopped node to show "No Connection".
