@@ -7,8 +7,10 @@
 # Extra arguments after the node count go to "eim-agent simulate".
 # Environment (defaults):
 #   INTERVAL=30        the default project's heartbeatIntervalSeconds (timeout 3×)
-#   STEADY=300         seconds of steady heartbeats (after the interval that
-#                      follows Day 0, in which the last nodes send their first)
+#   SETTLE=$INTERVAL   seconds after Day 0 reported apart (the last nodes'
+#                      first heartbeats; the backlog of a server that Day 0
+#                      saturated draining)
+#   STEADY=300         seconds of steady heartbeats after that
 #   STOP_SHARE=0.1     share of the nodes that then stop
 #   MARGIN=60          seconds held after the timeout + 10 s bar
 #   CONCURRENCY=3000   nodes in Day 0 at once
@@ -21,6 +23,7 @@ cd "$(dirname "$0")/.."
 engine=${1:-sqlite}; shift || true
 nodes=${1:-100000}; shift || true
 interval=${INTERVAL:-30}
+settle=${SETTLE:-$interval}
 steady=${STEADY:-300}
 stop_share=${STOP_SHARE:-0.1}
 margin=${MARGIN:-60}
@@ -93,14 +96,14 @@ profile &
 profiler=$!
 
 timeout=$((3 * interval))
-hold=$((interval + steady + timeout + 10 + margin))
-stop_after=$((interval + steady))
+hold=$((settle + steady + timeout + 10 + margin))
+stop_after=$((settle + steady))
 echo "engine: $engine; nodes: $nodes; interval ${interval}s (timeout ${timeout}s); hold ${hold}s, ${stop_share} stop ${stop_after}s into it; machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version)"
 rc=0
 /usr/bin/time -f "simulator: %e s wall (including registration), %U s user, %S s sys, %M KiB max RSS" \
 	"$dir/eim-agent" simulate --server "https://$agent" --ca "$dir/data/ca.crt" --nodes "$nodes" \
 	--register --api "http://$api" --token-file "$dir/data/admin.token" --project default --os "$os" \
-	--concurrency "$concurrency" --timeout 2h --hold "${hold}s" --stop-share "$stop_share" --stop-after "${stop_after}s" \
+	--concurrency "$concurrency" --timeout 2h --hold "${hold}s" --settle "${settle}s" --stop-share "$stop_share" --stop-after "${stop_after}s" \
 	--report "$dir/report.json" "$@" >"$dir/report.txt" 2> >(tee "$dir/progress.txt" >&2) || rc=$?
 cat "$dir/report.txt"
 [ -s "$dir/report.json" ] || exit 1

@@ -58,6 +58,9 @@ type Options struct {
 	// to measure how the server flags them "No Connection".
 	StopShare float64
 	StopAfter time.Duration
+	// Settle is the start of the hold counted apart from the steady phase
+	// (default one interval: the last nodes' first heartbeats).
+	Settle time.Duration
 	// Workers bounds the heartbeats in flight (default DefaultWorkers).
 	Workers int
 	// Monitor, when set, counts the hosts "No Connection" every CheckEvery

@@ -33,7 +33,7 @@ type Monitor interface {
 // were sent.
 const (
 	PhaseDay0    = "day0"    // the fleet is still being onboarded
-	PhaseSettle  = "settle"  // the first interval after: the last nodes' first heartbeats
+	PhaseSettle  = "settle"  // Options.Settle after: the last nodes' first heartbeats, a backlog draining
 	PhaseSteady  = "steady"  // every node heartbeating
 	PhaseStopped = "stopped" // after a share of the nodes stopped
 )
@@ -102,6 +102,7 @@ type holder struct {
 	sched *schedule[*beater]
 
 	phase     atomic.Pointer[beatPhase]
+	window    atomic.Pointer[histogram] // latency since the last progress line
 	tokens    histogram
 	tokenErrs atomic.Int64
 	revoked   atomic.Int64
@@ -109,6 +110,7 @@ type holder struct {
 	live      atomic.Int64 // nodes heartbeating
 	interval  atomic.Int64 // the last interval the server answered
 	stopping  atomic.Bool
+	detected  atomic.Bool // every stopped node was seen flagged
 
 	mu      sync.Mutex
 	rnd     *rand.Rand
@@ -129,6 +131,7 @@ func newHolder(o Options, pool []*http.Client) *holder {
 		h.hosts = append(h.hosts, hostv1connect.NewHostServiceClient(hc, strings.TrimSuffix(o.URL, "/")))
 	}
 	h.interval.Store(int64(defaultInterval))
+	h.window.Store(new(histogram))
 	h.setPhase(PhaseDay0)
 	return h
 }
@@ -246,6 +249,7 @@ func (h *holder) beat(ctx context.Context, b *beater, due time.Duration) {
 		return
 	}
 	ph.lat.Record(lat)
+	h.window.Load().Record(lat)
 	h.beats.Add(1)
 	b.fails = 0
 	b.lastSent.Store(int64(sent))
@@ -368,7 +372,8 @@ func (h *holder) stop(share float64) {
 }
 
 // monitor counts the hosts showing "No Connection" every CheckEvery, and
-// every second once nodes were stopped.
+// every second from the stop until all stopped nodes are seen flagged (a
+// count over the whole fleet is not free for the server).
 func (h *holder) monitor(ctx context.Context) {
 	every := h.o.CheckEvery
 	if every <= 0 {
@@ -383,7 +388,8 @@ func (h *holder) monitor(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !h.stopping.Load() && h.clock()-last < every {
+		fast := h.stopping.Load() && !h.detected.Load()
+		if !fast && h.clock()-last < every {
 			continue
 		}
 		last = h.clock()
@@ -416,6 +422,7 @@ func (h *holder) sample(n int, err error, at time.Duration) {
 		}
 		if n >= d.Stopped && d.AllFlaggedSeconds < 0 {
 			d.AllFlaggedSeconds = since
+			h.detected.Store(true)
 		}
 		d.MaxFlagged = max(d.MaxFlagged, n)
 	}
@@ -434,7 +441,11 @@ func (h *holder) hold(ctx context.Context) *HoldReport {
 	if h.o.StopShare > 0 && h.o.StopAfter < h.o.Hold {
 		stopAt = start + h.o.StopAfter
 	}
-	steadyAt := start + interval
+	settle := h.o.Settle
+	if settle <= 0 {
+		settle = interval
+	}
+	steadyAt := start + settle
 	if stopAt >= 0 {
 		steadyAt = min(steadyAt, stopAt)
 	}
@@ -469,8 +480,9 @@ func (h *holder) waitUntil(ctx context.Context, at time.Duration) bool {
 	}
 }
 
-// startProgress prints a line every ten progress intervals while holding;
-// the returned func stops it.
+// startProgress prints a line every ten progress intervals while holding,
+// with the heartbeats answered since the last one; the returned func stops
+// it.
 func (h *holder) startProgress() func() {
 	if h.o.Progress == nil {
 		return func() {}
@@ -489,13 +501,14 @@ func (h *holder) startProgress() func() {
 			case <-t.C:
 			}
 			n, at := h.beats.Load(), h.clock()
+			win := h.window.Swap(new(histogram)).summary(0)
 			ph := h.phase.Load()
 			h.mu.Lock()
 			nc := ph.maxNC
 			h.mu.Unlock()
-			fmt.Fprintf(h.o.Progress, "[hold %5.0fs] %s: %d nodes heartbeating, %.0f heartbeats/s, p99 %.1f ms, %d errors, No Connection ≤ %d\n",
+			fmt.Fprintf(h.o.Progress, "[hold %5.0fs] %s: %d nodes heartbeating, %.0f heartbeats/s, p50 %.1f ms, p99 %.1f ms, max %.0f ms; phase: %d errors, No Connection ≤ %d\n",
 				(at - h.phases[1].from).Seconds(), ph.name, h.live.Load(), float64(n-lastN)/(at-lastAt).Seconds(),
-				ph.lat.summary(0).P99, ph.errors.Load(), nc)
+				win.P50, win.P99, win.Max, ph.errors.Load(), nc)
 			lastN, lastAt = n, at
 		}
 	}()

@@ -43,6 +43,7 @@ type simConfig struct {
 	hold        time.Duration
 	stopShare   float64
 	stopAfter   time.Duration
+	settle      time.Duration
 	workers     int
 	checkEvery  time.Duration
 	flagTimeout time.Duration
@@ -100,6 +101,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.DurationVar(&c.hold, "hold", 0, "after Day 0, keep the running nodes heartbeating this long (0: stop after Day 0)")
 	fs.Float64Var(&c.stopShare, "stop-share", 0, "with --hold: share of the nodes that stop heartbeating (0..1)")
 	fs.DurationVar(&c.stopAfter, "stop-after", 0, "with --stop-share: when they stop, into the hold")
+	fs.DurationVar(&c.settle, "settle", 0, "with --hold: the start of the hold reported apart from the steady phase (default one heartbeat interval)")
 	fs.IntVar(&c.workers, "workers", sim.DefaultWorkers, "with --hold: heartbeats in flight at most")
 	fs.DurationVar(&c.checkEvery, "check-every", sim.DefaultCheckEvery, "with --hold and --token-file: how often to count the hosts \"No Connection\" (every second after the stop)")
 	fs.DurationVar(&c.flagTimeout, "flag-timeout", 0, "the server's heartbeat timeout, to judge detection by (default 3 intervals)")
@@ -133,7 +135,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 		problems = append(problems, "--concurrency ≥ 0, --connections ≥ 1 and --timeout > 0")
 	}
 	switch {
-	case c.hold < 0 || c.stopAfter < 0 || c.flagTimeout < 0 || c.checkEvery <= 0 || c.workers < 1:
+	case c.hold < 0 || c.stopAfter < 0 || c.settle < 0 || c.flagTimeout < 0 || c.checkEvery <= 0 || c.workers < 1:
 		problems = append(problems, "--hold, --stop-after and --flag-timeout ≥ 0, --check-every > 0, --workers ≥ 1")
 	case c.stopShare < 0 || c.stopShare > 1:
 		problems = append(problems, "--stop-share is between 0 and 1")
@@ -188,7 +190,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Concurrency: c.concurrency, Connections: c.connections, ActionTime: c.actionTime,
 		FailShare: c.failShare, RebootShare: c.rebootShare, Seed: c.seed,
 		Backoff: agent.Backoff{Min: c.backoffMin, Max: c.backoffMax}, Logger: logger,
-		Deadline: deadline, Hold: c.hold, StopShare: c.stopShare, StopAfter: c.stopAfter,
+		Deadline: deadline, Hold: c.hold, StopShare: c.stopShare, StopAfter: c.stopAfter, Settle: c.settle,
 		Workers: c.workers, CheckEvery: c.checkEvery, FlagTimeout: c.flagTimeout,
 	}
 	if c.hold > 0 && c.tokenFile != "" {
