@@ -89,7 +89,7 @@ func (s *Server) authenticate(ctx context.Context, h http.Header) (Node, error) 
 	if c.Subject != ClientID(c.HostID) {
 		return Node{}, connect.NewError(connect.CodeUnauthenticated, errors.New("not a node token"))
 	}
-	cred, err := s.store.NodeCredentials(ctx, c.Project, c.HostID)
+	cred, err := s.nodeCredentials(ctx, c.Project, c.HostID)
 	switch {
 	case eim.ErrorCode(err) == eim.ENOTFOUND:
 		return Node{}, connect.NewError(connect.CodeUnauthenticated, errRevoked)

@@ -43,6 +43,12 @@ type Options struct {
 	MaxBodyBytes int64
 }
 
+// commitNotifier is a store that calls back after its commits
+// (sqlstore.Store.OnCommit).
+type commitNotifier interface {
+	OnCommit(func([]eim.Event))
+}
+
 // Server is the southbound HTTP handler: /oauth2/token and the mounted
 // Connect handlers. Serve it over TLS (see pki).
 type Server struct {
@@ -54,6 +60,7 @@ type Server struct {
 	ttl      time.Duration
 	maxBody  int64
 	mux      *http.ServeMux
+	creds    *credCache
 }
 
 // New returns a Server.
@@ -69,6 +76,10 @@ func New(opts Options) *Server {
 		ttl:     opts.TokenTTL,
 		maxBody: opts.MaxBodyBytes,
 		mux:     http.NewServeMux(),
+		creds:   newCredCache(),
+	}
+	if n, ok := opts.Store.(commitNotifier); ok {
+		n.OnCommit(s.creds.invalidate)
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -92,6 +92,7 @@ type env struct {
 	t       *testing.T
 	ctx     context.Context
 	store   eim.Store
+	dsn     string
 	iss     *auth.Issuer
 	srv     *httptest.Server
 	client  *http.Client
@@ -120,7 +121,7 @@ func run(t *testing.T, f func(t *testing.T, e *env)) {
 
 func newEnv(t *testing.T, dsn string) *env {
 	t.Helper()
-	e := &env{t: t, ctx: context.Background()}
+	e := &env{t: t, ctx: context.Background(), dsn: dsn}
 	st, err := sqlstore.Open(e.ctx, dsn, sqlstore.Options{})
 	if err != nil {
 		t.Fatal(err)

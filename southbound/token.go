@@ -91,7 +91,7 @@ func (s *Server) issue(r *http.Request, req tokenRequest) (tokenResponse, *oauth
 	if !ok {
 		return tokenResponse{}, badClient("unknown client")
 	}
-	cred, err := s.store.NodeCredentials(r.Context(), "", hostID)
+	cred, err := s.nodeCredentials(r.Context(), "", hostID)
 	switch {
 	case eim.ErrorCode(err) == eim.ENOTFOUND:
 		CheckSecret("", req.ClientSecret) // spend the same time as for a known client

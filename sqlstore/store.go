@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eimhq/eim"
@@ -50,6 +51,11 @@ type Store struct {
 	growth *growth     // PostgreSQL only: triggers VACUUM (ANALYZE) as tables grow
 	seq    *sequencer  // PostgreSQL only: numbers the change feed's events
 	counts *countCache // list totals by revision
+
+	// committed are called after every commit that recorded events (see
+	// OnCommit); copy on write.
+	hooksMu   sync.Mutex
+	committed atomic.Pointer[[]func([]eim.Event)]
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -226,6 +232,15 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 		return s.d.translate(fmt.Errorf("commit: %w", err), nil)
 	}
 	if len(t.events) > 0 {
+		if hooks := s.committed.Load(); hooks != nil {
+			evs := make([]eim.Event, len(t.events))
+			for i, e := range t.events {
+				evs[i] = eim.Event{Project: e.project, Kind: e.kind, ID: e.id, Op: e.op}
+			}
+			for _, fn := range *hooks {
+				fn(evs)
+			}
+		}
 		if s.d.pg {
 			// The data is committed whatever happens here: a failed round
 			// is retried by the next writer or by sequenceLoop.
@@ -238,6 +253,24 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 		}
 	}
 	return nil
+}
+
+// OnCommit registers fn to be called, synchronously, after every
+// committed transaction of this Store that changed resources, with its
+// events (their revisions may not be assigned yet on PostgreSQL), before
+// the write returns to its caller. It is for in-process caches that must
+// not serve a value after the write that changed it has returned; writes
+// of other processes reach them through the change feed. fn must be quick
+// and must not write.
+func (s *Store) OnCommit(fn func([]eim.Event)) {
+	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
+	var hooks []func([]eim.Event)
+	if old := s.committed.Load(); old != nil {
+		hooks = append(hooks, *old...)
+	}
+	hooks = append(hooks, fn)
+	s.committed.Store(&hooks)
 }
 
 func (s *Store) begin(ctx context.Context, project string, write bool) (*tx, error) {

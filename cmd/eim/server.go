@@ -307,6 +307,12 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		return nil
 	})
 	g.Go(func() error {
+		if err := sb.Run(gctx); err != nil && gctx.Err() == nil {
+			return fmt.Errorf("southbound: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
 		if err := hosts.Run(gctx); err != nil && gctx.Err() == nil {
 			return fmt.Errorf("host module: %w", err)
 		}

@@ -1,0 +1,161 @@
+package southbound
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eimhq/eim"
+)
+
+// credCache keeps the node credentials that authentication reads on every
+// southbound call, so that a fleet's heartbeats cost no database read. It
+// is correct only while it follows every change of hosts:
+//
+//   - writes of this process invalidate it synchronously, before they
+//     return (the store's commit hook), so a host invalidated or deleted
+//     through this server's API is refused at once;
+//   - writes of other processes (scale-out) reach it through the change
+//     feed, within the feed's latency (milliseconds);
+//   - while the feed is not followed (before Run, after a feed error) it
+//     is off and every call reads the store, as without a cache.
+//
+// A read of the store that raced a change must not be cached: each entry
+// counts its invalidations, and a read is stored only if none happened
+// since it started (and the cache was not reset).
+type credCache struct {
+	on atomic.Bool
+
+	mu      sync.Mutex
+	epoch   uint64 // bumped by reset
+	entries map[string]*credEntry
+}
+
+type credEntry struct {
+	cred  eim.NodeCredentials
+	valid bool
+	gen   uint64
+}
+
+// ticket identifies the state a store read started from.
+type ticket struct{ epoch, gen uint64 }
+
+func newCredCache() *credCache { return &credCache{entries: map[string]*credEntry{}} }
+
+// get returns the cached credentials of host id, or a ticket to fill them
+// with after a store read; ok is false when the cache is off or has none.
+func (c *credCache) get(id string) (cred eim.NodeCredentials, t ticket, ok bool) {
+	if !c.on.Load() {
+		return cred, ticket{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[id]
+	if e == nil {
+		e = &credEntry{}
+		c.entries[id] = e
+	}
+	if e.valid {
+		return e.cred, ticket{}, true
+	}
+	return cred, ticket{epoch: c.epoch, gen: e.gen}, false
+}
+
+// fill stores what a store read that began with t found, unless the host
+// changed (or the cache was reset) since.
+func (c *credCache) fill(id string, t ticket, cred eim.NodeCredentials) {
+	if !c.on.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[id]; e != nil && c.epoch == t.epoch && e.gen == t.gen {
+		e.cred, e.valid = cred, true
+	}
+}
+
+// invalidate forgets what is cached of the hosts of events.
+func (c *credCache) invalidate(events []eim.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ev := range events {
+		if ev.Kind != eim.KindHost {
+			continue
+		}
+		// A deleted host's entry stays, invalid: a read begun before the
+		// delete must not bring the host back.
+		if e := c.entries[ev.ID]; e != nil {
+			e.valid, e.gen = false, e.gen+1
+		}
+	}
+}
+
+// reset forgets everything (the feed was lost: changes may have been
+// missed).
+func (c *credCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	c.entries = map[string]*credEntry{}
+}
+
+// Run follows the change feed for the credential cache until ctx ends,
+// and returns nil then. Until it runs, and while the feed is lost, node
+// authentication reads the store on every call.
+func (s *Server) Run(ctx context.Context) error {
+	for {
+		err := s.follow(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("node credentials cache: change feed lost; reading the store until it is back", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// follow turns the cache on and invalidates it from the feed until the
+// feed fails or ctx ends; then it turns the cache off.
+func (s *Server) follow(ctx context.Context) error {
+	rev, err := s.store.Revision(ctx)
+	if err != nil {
+		return fmt.Errorf("revision: %w", err)
+	}
+	defer func() {
+		s.creds.on.Store(false)
+		s.creds.reset()
+	}()
+	// Every change after rev comes through the feed; anything read from
+	// now on is at least as new as rev.
+	s.creds.on.Store(true)
+	for ev, err := range s.store.Watch(ctx, rev, eim.KindHost) {
+		if err != nil {
+			return err
+		}
+		s.creds.invalidate([]eim.Event{ev})
+	}
+	return nil
+}
+
+// nodeCredentials returns host id's credentials from the cache or the
+// store.
+func (s *Server) nodeCredentials(ctx context.Context, project, id string) (eim.NodeCredentials, error) {
+	cred, t, ok := s.creds.get(id)
+	if !ok {
+		var err error
+		cred, err = s.store.NodeCredentials(ctx, "", id)
+		if err != nil {
+			return cred, err
+		}
+		s.creds.fill(id, t, cred)
+	}
+	if project != "" && cred.Project != project {
+		return eim.NodeCredentials{}, eim.Errorf(eim.ENOTFOUND, "host %s not found", id)
+	}
+	return cred, nil
+}
