@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	_ "github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
+	_ "github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 	_ "github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 	_ "github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
 )

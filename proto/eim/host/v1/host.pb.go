@@ -612,8 +612,12 @@ type HeartbeatResponse struct {
 	// one the node has, call GetTelemetryConfig. "" when the server offers
 	// none (an older server, or the configuration cannot be read now).
 	TelemetryVersion string `protobuf:"bytes,5,opt,name=telemetry_version,json=telemetryVersion,proto3" json:"telemetry_version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The version of the node's maintenance plan: when it is not the one the
+	// node has, call eim.maintenance.v1.MaintenanceService.GetPlan. "" when
+	// the server offers none.
+	MaintenanceVersion string `protobuf:"bytes,6,opt,name=maintenance_version,json=maintenanceVersion,proto3" json:"maintenance_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -677,6 +681,13 @@ func (x *HeartbeatResponse) GetHardwareIntervalSeconds() uint32 {
 func (x *HeartbeatResponse) GetTelemetryVersion() string {
 	if x != nil {
 		return x.TelemetryVersion
+	}
+	return ""
+}
+
+func (x *HeartbeatResponse) GetMaintenanceVersion() string {
+	if x != nil {
+		return x.MaintenanceVersion
 	}
 	return ""
 }
@@ -1898,13 +1909,14 @@ const file_eim_host_v1_host_proto_rawDesc = "" +
 	"\vnode_health\x18\x04 \x01(\v2\x13.eim.host.v1.HealthR\n" +
 	"nodeHealth\x12'\n" +
 	"\x0fhardware_digest\x18\x05 \x01(\tR\x0ehardwareDigest\x12>\n" +
-	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xfd\x01\n" +
+	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xae\x02\n" +
 	"\x11HeartbeatResponse\x12)\n" +
 	"\x10interval_seconds\x18\x01 \x01(\rR\x0fintervalSeconds\x12#\n" +
 	"\rsend_hardware\x18\x02 \x01(\bR\fsendHardware\x12/\n" +
 	"\x06action\x18\x03 \x01(\v2\x17.eim.host.v1.HostActionR\x06action\x12:\n" +
 	"\x19hardware_interval_seconds\x18\x04 \x01(\rR\x17hardwareIntervalSeconds\x12+\n" +
-	"\x11telemetry_version\x18\x05 \x01(\tR\x10telemetryVersion\"\x90\x01\n" +
+	"\x11telemetry_version\x18\x05 \x01(\tR\x10telemetryVersion\x12/\n" +
+	"\x13maintenance_version\x18\x06 \x01(\tR\x12maintenanceVersion\"\x90\x01\n" +
 	"\n" +
 	"HostAction\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.eim.host.v1.HostAction.KindR\x04kind\x12\x0e\n" +
