@@ -2,12 +2,12 @@ package inventory
 
 import (
 	"context"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/window"
 )
 
 // ScheduleQuery selects maintenance schedules.
@@ -266,60 +266,24 @@ func matchingSchedules(ctx context.Context, tx eim.Tx, k eim.Kind, targets targe
 
 // openAt reports whether a schedule's window contains the instant t.
 func openAt(r eim.Resource, t uint64) bool {
+	if t > math.MaxInt64 {
+		return false
+	}
 	switch s := r.(type) {
 	case *eim.SingleSchedule:
-		return uint64(s.StartSeconds) <= t && (s.EndSeconds == 0 || t < uint64(s.EndSeconds))
+		open, _ := window.Single{Start: int64(s.StartSeconds), End: int64(s.EndSeconds)}.OpenAt(int64(t))
+		return open
 	case *eim.RepeatedSchedule:
-		return repeatedOpenAt(s, t)
+		open, _ := RepeatedWindow(s).OpenAt(int64(t))
+		return open
 	}
 	return false
 }
 
-// repeatedOpenAt reports whether some window of s, opening at a minute that
-// matches its cron fields (UTC) and lasting DurationSeconds, contains t.
-// Windows last at most a day, so at most 1,441 minutes are tried.
-func repeatedOpenAt(s *eim.RepeatedSchedule, t uint64) bool {
-	if s.DurationSeconds == 0 {
-		return false
-	}
-	first := int64(t) - int64(s.DurationSeconds) + 1 // earliest opening that still covers t
-	m := (first + 59) / 60 * 60
-	if first <= 0 {
-		m = 0
-	}
-	for ; m <= int64(t); m += 60 {
-		if cronMatches(s, time.Unix(m, 0).UTC()) {
-			return true
-		}
-	}
-	return false
-}
-
-// cronMatches reports whether the minute at ts matches the cron fields. As
-// in cron, when both day of month and day of week are restricted, either
-// may match.
-func cronMatches(s *eim.RepeatedSchedule, ts time.Time) bool {
-	if !cronField(s.CronMinutes, ts.Minute()) || !cronField(s.CronHours, ts.Hour()) || !cronField(s.CronMonth, int(ts.Month())) {
-		return false
-	}
-	dom, dow := cronField(s.CronDayMonth, ts.Day()), cronField(s.CronDayWeek, int(ts.Weekday()))
-	if s.CronDayMonth != "*" && s.CronDayWeek != "*" {
-		return dom || dow
-	}
-	return dom && dow
-}
-
-// cronField matches "*" or a comma list of numbers (the API's cron syntax).
-func cronField(f string, v int) bool {
-	if f == "*" {
-		return true
-	}
-	for _, p := range strings.Split(f, ",") {
-		if n, err := strconv.Atoi(p); err == nil && n == v {
-			return true
-		}
-	}
-	return false
+// RepeatedWindow returns the window of a repeated schedule.
+func RepeatedWindow(s *eim.RepeatedSchedule) window.Repeated {
+	return window.Repeated{Duration: s.DurationSeconds, Minutes: s.CronMinutes, Hours: s.CronHours,
+		DayOfMonth: s.CronDayMonth, Month: s.CronMonth, DayOfWeek: s.CronDayWeek}
 }
 
 // expandMixed expands schedules of both kinds, each kind in one batch.
