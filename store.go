@@ -167,6 +167,12 @@ type Event struct {
 	Time     Time   `json:"time"`
 }
 
+// KindProject appears only in the change feed, never as a resource: a
+// project created (OpCreated) or deleted (OpDeleted, after the delete
+// events of its resources). The event's Project and ID are the project's
+// name. Modules that provision every project (the OS catalog) watch it.
+const KindProject Kind = "project"
+
 // Project is a tenant. Its Name appears in API paths; its ID (a UUID) is what
 // role names carry ("<id>_im-rw"), as in the original's Keycloak realm.
 type Project struct {

@@ -27,6 +27,7 @@ func (s *Store) CreateProject(ctx context.Context, p *eim.Project) error {
 		}
 		_, err = t.exec(ctx, "INSERT INTO projects (name, id, created_at, settings) VALUES (?, ?, ?, ?)", p.Name, p.ID, p.CreatedAt.UnixMilli(), settings)
 		if err == nil {
+			t.addEvent(p.Name, eim.KindProject, p.Name, eim.OpCreated)
 			return nil
 		}
 		if e, ok := s.d.classify(err); ok && e.unique {
@@ -169,6 +170,7 @@ func (s *Store) DeleteProject(ctx context.Context, name string) error {
 		if _, err := t.exec(ctx, "DELETE FROM projects WHERE name = ?", name); err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
 		}
+		t.addEvent(name, eim.KindProject, name, eim.OpDeleted)
 		return nil
 	})
 }

@@ -14,12 +14,24 @@ import (
 
 func testProjects(t *testing.T, s eim.Store) {
 	c := ctx(t)
+	rev, err := s.Revision(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := &eim.Project{Name: "acme", ID: "11111111-1111-4111-8111-111111111111"}
 	if err := s.CreateProject(c, p); err != nil {
 		t.Fatal(err)
 	}
+	// A new project is in the feed (the OS catalog provisions it from there).
+	evs, err := s.Events(c, rev, 10, eim.KindProject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Project != "acme" || evs[0].ID != "acme" || evs[0].Op != eim.OpCreated {
+		t.Fatalf("events after CreateProject: got %+v, want one CREATED of project acme", evs)
+	}
 	wantCode(t, s.CreateProject(c, &eim.Project{Name: "acme", ID: "22222222-2222-4222-8222-222222222222"}), eim.ECONFLICT)
-	err := s.CreateProject(c, &eim.Project{Name: "other", ID: p.ID})
+	err = s.CreateProject(c, &eim.Project{Name: "other", ID: p.ID})
 	wantCode(t, err, eim.ECONFLICT)
 	mustContain(t, err, "id")
 	got, err := s.FindProject(c, "acme")
@@ -82,11 +94,17 @@ func testDeleteProject(t *testing.T, s eim.Store) {
 		t.Fatal(err)
 	}
 	deleted := map[string]bool{}
-	for _, e := range evs {
+	for i, e := range evs {
 		if e.Op != eim.OpDeleted || e.Project != p {
 			t.Errorf("event %+v: want DELETED of project %s", e, p)
 		}
+		if e.Kind == eim.KindProject && (e.ID != p || i != len(evs)-1) {
+			t.Errorf("event %+v: want the project's own delete last, naming it", e)
+		}
 		deleted[e.ID] = true
+	}
+	if !deleted[p] {
+		t.Errorf("no delete event for project %s", p)
 	}
 	for id := range created {
 		if !deleted[id] {
