@@ -79,6 +79,9 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[hostv1.Hea
 	if s.telemetry != nil {
 		out.TelemetryVersion = s.telemetry.Version(ctx, n.Project, n.HostID)
 	}
+	if s.maintenance != nil {
+		out.MaintenanceVersion = s.maintenance.Version(ctx, n.Project, n.HostID)
+	}
 	if ok, digest := s.live.beat(n.Project, n.HostID, now, want.text, m); ok {
 		out.SendHardware = needHardware(digest, m)
 		return connect.NewResponse(out), nil
@@ -146,6 +149,7 @@ func (t *tracker) beat(project, id string, now time.Time, status string, m *host
 	if now.After(e.seen) {
 		e.seen = now
 	}
+	e.until = time.Time{}
 	t.queue(e, now)
 	return true, e.digest
 }
@@ -222,6 +226,7 @@ func (t *tracker) syncing(project, id string, now time.Time) uint64 {
 	if now.After(e.seen) {
 		e.seen = now
 	}
+	e.until = time.Time{}
 	t.queue(e, now)
 	return e.gen
 }
@@ -252,8 +257,9 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 	for _, x := range due {
 		g.Go(func() error {
 			var flagged bool
+			var hold time.Time
 			err := s.batch.DoIn(gctx, x.project, func(tx eim.Tx) error {
-				flagged = false
+				flagged, hold = false, time.Time{}
 				h, err := getHost(gctx, tx, x.id)
 				if eim.ErrorCode(err) == eim.ENOTFOUND {
 					return nil
@@ -263,6 +269,14 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 				}
 				// Heard from since, or not a status that times out.
 				if !s.live.silentSince(x.id, x.seen) || !timesOut(h.HostStatus) {
+					return nil
+				}
+				// An update may reboot the node and keep it silent for
+				// a while: not lost, unless the update takes too long.
+				if until, err := s.updatingUntil(gctx, tx, x.id); err != nil {
+					return err
+				} else if until.After(now) {
+					hold = until
 					return nil
 				}
 				h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = statusNoConnection, eim.StatusError, uint64(x.seen.Unix())
@@ -275,6 +289,9 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 			if err == nil && flagged {
 				s.live.setStatus(x.id, statusNoConnection)
 			}
+			if err == nil && !hold.IsZero() {
+				s.live.hold(x.id, hold)
+			}
 			return nil
 		})
 	}
@@ -284,6 +301,32 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 		if err := s.checkReboots(ctx, now); err != nil && ctx.Err() == nil {
 			s.log.Warn("hostmgr: reboot scan", "err", err)
 		}
+	}
+}
+
+// updatingUntil returns, when the host's instance is updating its OS, until
+// when its silence is not taken for a lost connection: the update's last
+// report plus the update timeout. The zero time when it is not updating.
+func (s *Service) updatingUntil(ctx context.Context, tx eim.Tx, hostID string) (time.Time, error) {
+	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: hostID}}, Limit: 1, NoTotal: true})
+	if err != nil || len(items) == 0 {
+		return time.Time{}, err
+	}
+	in := items[0].(*eim.Instance)
+	if in.UpdateStatusIndicator != eim.StatusInProgress {
+		return time.Time{}, nil
+	}
+	return time.Unix(int64(in.UpdateStatusTimestamp), 0).Add(s.updateMax), nil
+}
+
+// hold keeps a silent host from timing out until until (it is updating);
+// its next heartbeat ends the hold.
+func (t *tracker) hold(id string, until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.hosts[id]; e != nil {
+		e.until = until
+		t.queue(e, until)
 	}
 }
 

@@ -244,3 +244,57 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A node whose instance is updating its OS may go silent (the update
+// reboots it) for the update timeout after its last update report before
+// it is "No Connection"; a heartbeat in between ends the hold.
+func TestUpdatingNodeNotLost(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := e.host(nil)
+		osr, err := e.inv.Create(e.ctx, e.proj, &eim.OS{Name: "edge-os", Sha256: strings.Repeat("ab", 32), ImageURL: "https://example.com/os.img",
+			ProfileName: "edge-os", OsType: "OS_TYPE_IMMUTABLE", SecurityFeature: "SECURITY_FEATURE_NONE", Architecture: "x86_64"})
+		if err != nil {
+			t.Fatalf("create OS: %v", err)
+		}
+		inst, err := e.inv.Create(e.ctx, e.proj, &eim.Instance{Name: "i", HostID: h.ResourceID, OSID: osr.Base().ResourceID})
+		if err != nil {
+			t.Fatalf("create instance: %v", err)
+		}
+		setUpdate := func(ind eim.StatusIndication) {
+			err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+				r, err := tx.Get(e.ctx, eim.KindInstance, inst.Base().ResourceID)
+				if err != nil {
+					return err
+				}
+				in := r.(*eim.Instance)
+				in.UpdateStatus, in.UpdateStatusIndicator, in.UpdateStatusTimestamp = "Updating", ind, uint64(e.clock.Now().Unix())
+				return tx.Update(e.ctx, in)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		svc := hostmgr.New(func() hostmgr.Options { o := e.opts; o.UpdateTimeout = time.Hour; return o }())
+		e.beat(svc, h, nil)
+		e.wantStatus(h.ResourceID, "Running", eim.StatusIdle)
+		setUpdate(eim.StatusInProgress)
+
+		// Silent well past the heartbeat timeout: held.
+		e.clock.Add(45 * time.Minute)
+		svc.CheckTimeouts(e.ctx)
+		e.wantStatus(h.ResourceID, "Running", eim.StatusIdle)
+		// Past the update timeout: lost.
+		e.clock.Add(16 * time.Minute)
+		svc.CheckTimeouts(e.ctx)
+		e.wantStatus(h.ResourceID, "No Connection", eim.StatusError)
+
+		// Back; a heartbeat ends any hold, and without an update under
+		// way silence is lost after the usual timeout.
+		e.beat(svc, h, nil)
+		e.wantStatus(h.ResourceID, "Running", eim.StatusIdle)
+		setUpdate(eim.StatusIdle)
+		e.clock.Add(31 * time.Second)
+		svc.CheckTimeouts(e.ctx)
+		e.wantStatus(h.ResourceID, "No Connection", eim.StatusError)
+	})
+}

@@ -52,6 +52,14 @@ type Telemetry interface {
 // first one after provisioning makes the instance RUNNING).
 type ReportInFunc func(context.Context, *connect.Request[hostv1.ReportInRequest]) (*connect.Response[hostv1.ReportInResponse], error)
 
+// Maintenance is the maintenance module, as heartbeats carry it.
+type Maintenance interface {
+	// Version returns the version of the host's maintenance plan, "" when
+	// it is not known. It is called on every heartbeat: it must answer
+	// from memory.
+	Version(ctx context.Context, project, hostID string) string
+}
+
 // Options configure a Service. Store and ReportIn are required; zero values
 // select defaults.
 type Options struct {
@@ -64,6 +72,9 @@ type Options struct {
 	// Telemetry, when set, puts the node's telemetry version in heartbeat
 	// answers and serves GetTelemetryConfig; nil answers it Unimplemented.
 	Telemetry Telemetry
+	// Maintenance, when set, puts the node's maintenance plan version in
+	// heartbeat answers.
+	Maintenance Maintenance
 
 	// Interval and Timeout apply to projects whose settings name none
 	// (defaults eim.DefaultHeartbeatInterval seconds, and that times
@@ -75,6 +86,10 @@ type Options struct {
 	// RebootTimeout is how long a host may take to come back from a reboot
 	// it was asked for before it is "No Connection" (default 15 min).
 	RebootTimeout time.Duration
+	// UpdateTimeout is how long after its last update report a node whose
+	// instance is updating may stay silent before it is "No Connection"
+	// (default 2 h): an update reboots the node, and an image takes time.
+	UpdateTimeout time.Duration
 	// CheckInterval is how often deadlines are checked (default 1 s), and
 	// FlushInterval how often last-seen times are saved (default 5 s).
 	CheckInterval, FlushInterval time.Duration
@@ -86,18 +101,20 @@ type Options struct {
 // Service implements hostv1connect.HostServiceHandler. Run drives its
 // timers; handlers work before Run is called, but no host times out.
 type Service struct {
-	store     eim.Store
-	batch     Batcher
-	reportIn  ReportInFunc
-	telemetry Telemetry
-	log       *slog.Logger
-	now       func() time.Time
-	interval  time.Duration
-	timeout   time.Duration
-	hwEvery   time.Duration
-	rebootMax time.Duration
-	check     time.Duration
-	flush     time.Duration
+	store       eim.Store
+	batch       Batcher
+	reportIn    ReportInFunc
+	telemetry   Telemetry
+	maintenance Maintenance
+	log         *slog.Logger
+	now         func() time.Time
+	interval    time.Duration
+	timeout     time.Duration
+	hwEvery     time.Duration
+	rebootMax   time.Duration
+	updateMax   time.Duration
+	check       time.Duration
+	flush       time.Duration
 
 	live     *tracker
 	settings *settingsCache
@@ -115,9 +132,9 @@ func New(opts Options) *Service {
 		panic("hostmgr.New: Store and ReportIn are required")
 	}
 	s := &Service{
-		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, log: opts.Logger, now: opts.Now,
+		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, log: opts.Logger, now: opts.Now,
 		interval: opts.Interval, timeout: opts.Timeout, hwEvery: opts.HardwareInterval,
-		rebootMax: opts.RebootTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
+		rebootMax: opts.RebootTimeout, updateMax: opts.UpdateTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
 	}
 	if s.batch == nil {
 		s.batch = storeBatcher{opts.Store}
@@ -139,6 +156,9 @@ func New(opts Options) *Service {
 	}
 	if s.rebootMax <= 0 {
 		s.rebootMax = 15 * time.Minute
+	}
+	if s.updateMax <= 0 {
+		s.updateMax = 2 * time.Hour
 	}
 	if s.check <= 0 {
 		s.check = time.Second
