@@ -124,7 +124,7 @@ type Instance struct {
 	OsUpdateAvailable                 string           `json:"osUpdateAvailable"`
 
 	LocalAccountID   string   `json:"localAccountID" eim:"w,edge=localaccount:localaccount"`
-	OSUpdatePolicyID string   `json:"osUpdatePolicyID" eim:"w"`
+	OSUpdatePolicyID string   `json:"osUpdatePolicyID" eim:"w,edge=updatePolicy:osupdatepolicy"`
 	CustomConfigIDs  []string `json:"customConfigID" eim:"w"`
 
 	// Filled on read by the inventory, never stored.

@@ -22,6 +22,9 @@ const (
 	// told apart by a variant field: see telemetry.go.
 	KindTelemetryGroup   Kind = "telemetrygroup"
 	KindTelemetryProfile Kind = "telemetryprofile"
+	// OS updates: see maintenance.go.
+	KindOSUpdatePolicy Kind = "osupdatepolicy"
+	KindOSUpdateRun    Kind = "osupdaterun"
 	// KindWorkflow is internal: not served by the REST API as a resource.
 	KindWorkflow Kind = "workflow"
 )

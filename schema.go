@@ -129,6 +129,8 @@ var kindInfos = []kindInfo{
 	// of their own (see Variants).
 	{KindTelemetryGroup, "telemetry_groups", "telemetryGroups", (*TelemetryGroup)(nil), nil},
 	{KindTelemetryProfile, "telemetry_profiles", "telemetryProfiles", (*TelemetryProfile)(nil), nil},
+	{KindOSUpdatePolicy, "os_update_policies", "osUpdatePolicies", (*OSUpdatePolicy)(nil), nil},
+	{KindOSUpdateRun, "os_update_runs", "osUpdateRuns", (*OSUpdateRun)(nil), nil},
 	{KindWorkflow, "workflows", "workflows", (*Workflow)(nil), nil},
 }
 

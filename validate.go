@@ -37,6 +37,10 @@ func Validate(r Resource) error {
 		return validateTelemetryGroup(r)
 	case *TelemetryProfile:
 		return validateTelemetryProfile(r)
+	case *OSUpdatePolicy:
+		return validateOSUpdatePolicy(r)
+	case *OSUpdateRun:
+		return validateOSUpdateRun(r)
 	case nil:
 		return Errorf(EINVALID, "resource is missing")
 	}
@@ -224,7 +228,7 @@ func validateInstance(in *Instance) error {
 	c.required("osID", in.OSID)
 	c.id(KindOS, "osID", in.OSID)
 	c.id(KindLocalAccount, "localAccountID", in.LocalAccountID)
-	c.id(Kind("osupdatepolicy"), "osUpdatePolicyID", in.OSUpdatePolicyID)
+	c.id(KindOSUpdatePolicy, "osUpdatePolicyID", in.OSUpdatePolicyID)
 	seen := map[string]bool{}
 	for i, id := range in.CustomConfigIDs {
 		f := fmt.Sprintf("customConfigID[%d]", i)

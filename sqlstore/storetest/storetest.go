@@ -51,6 +51,8 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"Variants", testVariants},
 		{"AnyConds", testAnyConds},
 		{"TelemetryCascade", testTelemetryCascade},
+		{"OSUpdateReferences", testOSUpdateReferences},
+		{"OSUpdateRuns", testOSUpdateRuns},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,71 @@
+-- OS updates: policies (how an instance's OS is updated) and runs (each
+-- update of an instance, written by the maintenance module).
+
+CREATE TABLE os_update_policies (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL REFERENCES projects (name) ON DELETE RESTRICT,
+    created_at BIGINT NOT NULL DEFAULT 0,
+    updated_at BIGINT NOT NULL DEFAULT 0,
+    name TEXT NOT NULL DEFAULT '',
+    description TEXT NOT NULL DEFAULT '',
+    update_sources JSONB NOT NULL DEFAULT '[]',
+    update_packages TEXT NOT NULL DEFAULT '',
+    update_kernel_command TEXT NOT NULL DEFAULT '',
+    target_os_id TEXT,
+    update_policy TEXT NOT NULL DEFAULT '',
+    CONSTRAINT os_update_policies_project_id_key UNIQUE (project, id),
+    CONSTRAINT os_update_policies_target_os_id_fkey FOREIGN KEY (project, target_os_id) REFERENCES operating_systems (project, id) ON DELETE RESTRICT
+);
+CREATE INDEX os_update_policies_target_os_id_idx ON os_update_policies (project, target_os_id, id);
+
+-- A run goes with its instance (and its host); a policy that runs applied
+-- cannot be deleted while they are kept.
+CREATE TABLE os_update_runs (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL REFERENCES projects (name) ON DELETE RESTRICT,
+    created_at BIGINT NOT NULL DEFAULT 0,
+    updated_at BIGINT NOT NULL DEFAULT 0,
+    name TEXT NOT NULL DEFAULT '',
+    description TEXT NOT NULL DEFAULT '',
+    instance_id TEXT,
+    applied_policy_id TEXT,
+    host_id TEXT,
+    status TEXT NOT NULL DEFAULT '',
+    status_indicator TEXT NOT NULL DEFAULT '',
+    status_details TEXT NOT NULL DEFAULT '',
+    status_timestamp BIGINT NOT NULL DEFAULT 0,
+    start_time BIGINT NOT NULL DEFAULT 0,
+    end_time BIGINT NOT NULL DEFAULT 0,
+    CONSTRAINT os_update_runs_project_id_key UNIQUE (project, id),
+    CONSTRAINT os_update_runs_instance_id_fkey FOREIGN KEY (project, instance_id) REFERENCES instances (project, id) ON DELETE CASCADE,
+    CONSTRAINT os_update_runs_applied_policy_id_fkey FOREIGN KEY (project, applied_policy_id) REFERENCES os_update_policies (project, id) ON DELETE RESTRICT,
+    CONSTRAINT os_update_runs_host_id_fkey FOREIGN KEY (project, host_id) REFERENCES hosts (project, id) ON DELETE CASCADE
+);
+CREATE INDEX os_update_runs_instance_id_idx ON os_update_runs (project, instance_id, id);
+CREATE INDEX os_update_runs_applied_policy_id_idx ON os_update_runs (project, applied_policy_id, id);
+CREATE INDEX os_update_runs_host_id_idx ON os_update_runs (project, host_id, id);
+
+-- An instance's policy becomes a reference. The column was free text
+-- without a table to point into, so what it held named nothing: it starts
+-- over empty.
+ALTER TABLE instances DROP COLUMN os_update_policy_id;
+ALTER TABLE instances ADD COLUMN os_update_policy_id TEXT;
+ALTER TABLE instances ADD CONSTRAINT instances_os_update_policy_id_fkey
+    FOREIGN KEY (project, os_update_policy_id) REFERENCES os_update_policies (project, id) ON DELETE RESTRICT;
+CREATE INDEX instances_os_update_policy_id_idx ON instances (project, os_update_policy_id, id);
+
+-- Tenant isolation and grants as for the other resource tables (0001).
+DO $$
+DECLARE
+    t TEXT;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['os_update_policies', 'os_update_runs']
+    LOOP
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO eim_tenant', t);
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format($p$CREATE POLICY eim_tenant_isolation ON %I TO eim_tenant
+            USING (project = current_setting('eim.project', true))
+            WITH CHECK (project = current_setting('eim.project', true))$p$, t);
+    END LOOP;
+END
+$$;
