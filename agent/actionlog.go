@@ -81,40 +81,43 @@ func (l *actionLog) add(r *hostv1.ActionResult) error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(l.path, b)
+	return writeFileAtomic(l.path, b, 0o600, 0o700)
 }
 
-// writeFileSync replaces path with b atomically and durably: a temporary
-// file, fsync, rename, fsync of the directory.
-func writeFileSync(path string, b []byte) error {
+// writeFileAtomic replaces path with b atomically and durably: a
+// temporary file in the same directory (created with dirMode if missing),
+// synced, renamed over path, then the directory synced (best effort: some
+// file systems refuse to sync a directory). A reader never sees half a
+// file.
+func writeFileAtomic(path string, b []byte, mode, dirMode os.FileMode) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".*")
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
+	defer os.Remove(f.Name()) // after a successful rename: nothing to remove
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(mode)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer d.Close()
-	return d.Sync()
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
+	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 )
 
 // NodeConfig is the agent's configuration on the installed OS
@@ -92,6 +93,12 @@ type Node struct {
 	// a heartbeat's answer names a version the file does not have; ""
 	// fetches none.
 	TelemetryFile string
+	// Updaters carry out OS updates in the node's maintenance windows; nil
+	// takes none (the node does not ask for its maintenance plan).
+	Updaters *Updaters
+	// MaintenanceCheck is how often the maintenance windows are checked
+	// (default 20 s).
+	MaintenanceCheck time.Duration
 
 	// OnReportIn, if set, is called after every accepted ReportIn, and
 	// OnHeartbeat after every answered heartbeat.
@@ -104,6 +111,8 @@ type Node struct {
 
 	tokens *tokens
 	hc     hostv1connect.HostServiceClient
+	mc     maintenancev1connect.MaintenanceServiceClient
+	maint  *maintenance // nil without Updaters
 }
 
 // Actions carries out host actions on the node. Both return once the
@@ -132,6 +141,7 @@ func (n *Node) init() {
 	}
 	n.tokens = &tokens{client: n.Client, url: tokenURL, clientID: n.Config.ClientID, clientSecret: n.Config.ClientSecret, now: now}
 	n.hc = hostv1connect.NewHostServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
+	n.mc = maintenancev1connect.NewMaintenanceServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
 }
 
 func (n *Node) log() *slog.Logger {
@@ -161,6 +171,20 @@ func (n *Node) ReportIn(ctx context.Context) (*hostv1.ReportInResponse, error) {
 // credentials stop working for good.
 func (n *Node) Run(ctx context.Context) error {
 	n.init()
+	if n.Updaters != nil {
+		m, err := loadMaintenance(n.StateDir)
+		if err != nil {
+			return err
+		}
+		n.maint = m
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.runMaintenance(mctx)
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	r := retrier{b: n.Backoff}
 	for {
 		resp, err := n.ReportIn(ctx)
@@ -324,6 +348,7 @@ func (n *Node) heartbeat(ctx context.Context, st *beatState) (*hostv1.HeartbeatR
 	}
 	n.hardware(ctx, st, m.SendHardware)
 	n.telemetry(ctx, &st.tel, m.GetTelemetryVersion())
+	n.maintenancePlan(ctx, m.GetMaintenanceVersion())
 	return m, nil
 }
 

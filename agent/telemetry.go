@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -229,36 +228,5 @@ func writeTelemetryFile(path string, c *TelemetryConfig) error {
 	if err != nil {
 		return fmt.Errorf("encode telemetry config: %w", err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after a successful rename: nothing to remove
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	// The rename is durable once the directory is synced; best effort
-	// (some file systems refuse to sync a directory).
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return writeFileAtomic(path, append(b, '\n'), 0o644, 0o755)
 }
