@@ -132,6 +132,7 @@ type Instance struct {
 	OS            *OS             `json:"os,omitempty" db:"-"`
 	LocalAccount  *LocalAccount   `json:"localaccount,omitempty" db:"-"`
 	CustomConfigs []*CustomConfig `json:"customConfig,omitempty" db:"-"`
+	UpdatePolicy  *OSUpdatePolicy `json:"updatePolicy,omitempty" db:"-"`
 }
 
 func (*Instance) ResourceKind() Kind { return KindInstance }

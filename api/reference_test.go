@@ -22,10 +22,10 @@ var referencePath = filepath.Join("..", "..", "shared", "reference", "eim-openap
 var outOfScope = regexp.MustCompile(`/os-update-|/os_update_|/workload`)
 
 // notServed are reference properties this release does not model
-// (workloads, OS update policies, a site's provider). httpapi accepts them
-// in bodies and ignores them.
+// (workloads, a site's provider). httpapi accepts them in bodies and
+// ignores them.
 var notServed = map[string][]string{
-	"InstanceResource": {"workloadMembers", "updatePolicy"},
+	"InstanceResource": {"workloadMembers"},
 	"SiteResource":     {"provider"},
 }
 
@@ -192,6 +192,7 @@ var compared = []string{
 	"TelemetryLogsGroupResource", "TelemetryMetricsGroupResource", "TelemetryLogsProfileResource",
 	"TelemetryMetricsProfileResource", "ListTelemetryLogsGroupsResponse", "ListTelemetryMetricsGroupsResponse",
 	"ListTelemetryLogsProfilesResponse", "ListTelemetryMetricsProfilesResponse",
+	"OSUpdatePolicy", "OSUpdateRun", "ListOSUpdatePolicyResponse", "ListOSUpdateRunResponse",
 }
 
 func TestSchemasMatchReference(t *testing.T) {

@@ -29,7 +29,7 @@ import (
 // a writable field we do not support). They are accepted and ignored.
 var ignoredFields = map[eim.Kind][]string{
 	eim.KindHost:     {"hostStorages", "host_storages", "hostNics", "host_nics", "hostUsbs", "host_usbs", "hostGpus", "host_gpus"},
-	eim.KindInstance: {"workloadMembers", "workload_members", "updatePolicy", "update_policy"},
+	eim.KindInstance: {"workloadMembers", "workload_members"},
 	eim.KindSite:     {"provider"},
 }
 

@@ -37,6 +37,9 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 	if r == nil || eim.SchemaOf(r.ResourceKind()) == nil {
 		return nil, eim.Errorf(eim.EINVALID, "unknown resource kind")
 	}
+	if r.ResourceKind() == eim.KindOSUpdateRun {
+		return nil, eim.Errorf(eim.EINVALID, "OS update runs are recorded by the maintenance module, not created through the API")
+	}
 	nr := eim.NewResource(r.ResourceKind())
 	copyWritable(nr, r, nil)
 	if vf := eim.SchemaOf(r.ResourceKind()).Variant; vf != nil {
@@ -203,6 +206,12 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 	k, id := r.ResourceKind(), r.Base().ResourceID
 	if err := checkKindID(k, id); err != nil {
 		return nil, err
+	}
+	switch k {
+	case eim.KindOSUpdatePolicy:
+		return nil, eim.Errorf(eim.EINVALID, "OS update policies cannot be changed (as in the original API): create another one and name it in the instances' osUpdatePolicyID")
+	case eim.KindOSUpdateRun:
+		return nil, eim.Errorf(eim.EINVALID, "OS update runs are written by the maintenance module, not through the API")
 	}
 	variant := eim.SchemaOf(k).VariantOf(r)
 	mask, err := resolveMask(k, variant, fields)

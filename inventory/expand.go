@@ -23,6 +23,8 @@ type expander struct {
 	accounts  map[string]*eim.LocalAccount
 	configs   map[string]*eim.CustomConfig
 	groups    map[string]*eim.TelemetryGroup
+	policies  map[string]*eim.OSUpdatePolicy
+	insts     map[string]*eim.Instance
 	instOf    map[string]*eim.Instance // host ID → its instance
 	instDone  map[string]bool          // host IDs whose instance was looked up
 
@@ -35,7 +37,7 @@ func newExpander(ctx context.Context, tx eim.Tx) *expander {
 		regions: map[string]*eim.Region{}, sites: map[string]*eim.Site{}, hosts: map[string]*eim.Host{},
 		providers: map[string]*eim.Provider{}, oses: map[string]*eim.OS{},
 		accounts: map[string]*eim.LocalAccount{}, configs: map[string]*eim.CustomConfig{},
-		groups: map[string]*eim.TelemetryGroup{},
+		groups: map[string]*eim.TelemetryGroup{}, policies: map[string]*eim.OSUpdatePolicy{}, insts: map[string]*eim.Instance{},
 		instOf: map[string]*eim.Instance{}, instDone: map[string]bool{},
 		effRegion: map[string]eim.Metadata{},
 	}
@@ -239,6 +241,46 @@ func (e *expander) instance(in *eim.Instance) *eim.Instance {
 			out.CustomConfigs = append(out.CustomConfigs, clone(c))
 		}
 	}
+	out.UpdatePolicy = e.policyByID(in.OSUpdatePolicyID)
+	return out
+}
+
+// loadPolicies loads OS update policies and their target OSes.
+func (e *expander) loadPolicies(want []string) error {
+	if err := load(e, eim.KindOSUpdatePolicy, want, e.policies); err != nil {
+		return err
+	}
+	var oses []string
+	for _, id := range want {
+		if p := e.policies[id]; p != nil {
+			oses = append(oses, p.TargetOsID)
+		}
+	}
+	return load(e, eim.KindOS, oses, e.oses)
+}
+
+// policy is an OS update policy with its target OS.
+func (e *expander) policy(p *eim.OSUpdatePolicy) *eim.OSUpdatePolicy {
+	out := clone(p)
+	out.TargetOs = e.osByID(p.TargetOsID)
+	return out
+}
+
+func (e *expander) policyByID(id string) *eim.OSUpdatePolicy {
+	if p := e.policies[id]; p != nil {
+		return e.policy(p)
+	}
+	return nil
+}
+
+// run is an OS update run with its instance and the policy it applied.
+func (e *expander) run(r *eim.OSUpdateRun) *eim.OSUpdateRun {
+	out := clone(r)
+	out.AppliedPolicy = e.policyByID(r.AppliedPolicyID)
+	out.Instance = nil
+	if in := e.insts[r.InstanceID]; in != nil {
+		out.Instance = e.instance(in)
+	}
 	return out
 }
 
@@ -308,6 +350,34 @@ func (e *expander) expand(k eim.Kind, items []eim.Resource) ([]eim.Resource, err
 		for i, r := range items {
 			out[i] = e.schedule(r)
 		}
+	case eim.KindOSUpdatePolicy:
+		ps := typed[*eim.OSUpdatePolicy](items)
+		if err := load(e, eim.KindOS, ids(ps, func(p *eim.OSUpdatePolicy) string { return p.TargetOsID }), e.oses); err != nil {
+			return nil, err
+		}
+		for i, p := range ps {
+			out[i] = e.policy(p)
+		}
+	case eim.KindOSUpdateRun:
+		rs := typed[*eim.OSUpdateRun](items)
+		if err := load(e, eim.KindInstance, ids(rs, func(r *eim.OSUpdateRun) string { return r.InstanceID }), e.insts); err != nil {
+			return nil, err
+		}
+		var is []*eim.Instance
+		for _, id := range ids(rs, func(r *eim.OSUpdateRun) string { return r.InstanceID }) {
+			if in := e.insts[id]; in != nil {
+				is = append(is, in)
+			}
+		}
+		if err := e.loadInstanceDeps(is); err != nil {
+			return nil, err
+		}
+		if err := e.loadPolicies(ids(rs, func(r *eim.OSUpdateRun) string { return r.AppliedPolicyID })); err != nil {
+			return nil, err
+		}
+		for i, r := range rs {
+			out[i] = e.run(r)
+		}
 	case eim.KindTelemetryProfile:
 		ps := typed[*eim.TelemetryProfile](items)
 		if err := load(e, eim.KindTelemetryGroup, ids(ps, (*eim.TelemetryProfile).GroupID), e.groups); err != nil {
@@ -343,6 +413,9 @@ func (e *expander) loadInstanceDeps(is []*eim.Instance) error {
 		return err
 	}
 	if err := load(e, eim.KindLocalAccount, ids(is, func(in *eim.Instance) string { return in.LocalAccountID }), e.accounts); err != nil {
+		return err
+	}
+	if err := e.loadPolicies(ids(is, func(in *eim.Instance) string { return in.OSUpdatePolicyID })); err != nil {
 		return err
 	}
 	var cc []string

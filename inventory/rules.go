@@ -171,6 +171,8 @@ func (s *Service) checkRefs(ctx context.Context, tx eim.Tx, old, nr eim.Resource
 			o = old.(*eim.TelemetryProfile)
 		}
 		return checkProfileRefs(ctx, tx, o, n)
+	case *eim.OSUpdatePolicy:
+		return checkPolicyRefs(ctx, tx, n)
 	}
 	return nil
 }
@@ -267,6 +269,11 @@ func (s *Service) checkInstanceRefs(ctx context.Context, tx eim.Tx, old eim.Reso
 			return err
 		}
 	}
+	if n.OSUpdatePolicyID != "" && (o == nil || o.OSUpdatePolicyID != n.OSUpdatePolicyID) {
+		if _, err := exists(ctx, tx, eim.KindOSUpdatePolicy, "osUpdatePolicyID", n.OSUpdatePolicyID); err != nil {
+			return err
+		}
+	}
 	if n.LocalAccountID != "" && (o == nil || o.LocalAccountID != n.LocalAccountID) {
 		if _, err := exists(ctx, tx, eim.KindLocalAccount, "localAccountID", n.LocalAccountID); err != nil {
 			return err
@@ -357,9 +364,10 @@ func (s *Service) deleteHost(ctx context.Context, tx eim.Tx, h *eim.Host) error 
 
 // blocker is one kind of dependant that keeps a resource from being deleted.
 type blocker struct {
-	what  string // "sites"
-	k     eim.Kind
-	where []eim.Cond
+	what   string // "sites"
+	k      eim.Kind
+	where  []eim.Cond
+	filter string // for references without a wire name (a run's policy)
 }
 
 // checkUnused refuses to delete a resource that others still refer to, with
@@ -370,32 +378,37 @@ func checkUnused(ctx context.Context, tx eim.Tx, r eim.Resource) error {
 	var bs []blocker
 	schedules := func(field string) []blocker {
 		return []blocker{
-			{"single schedules", eim.KindSingleSchedule, is(field)},
-			{"repeated schedules", eim.KindRepeatedSchedule, is(field)},
+			{"single schedules", eim.KindSingleSchedule, is(field), ""},
+			{"repeated schedules", eim.KindRepeatedSchedule, is(field), ""},
 		}
 	}
-	profiles := func(field string) blocker { return blocker{"telemetry profiles", eim.KindTelemetryProfile, is(field)} }
+	profiles := func(field string) blocker {
+		return blocker{"telemetry profiles", eim.KindTelemetryProfile, is(field), ""}
+	}
 	switch r.(type) {
 	case *eim.Region:
-		bs = append([]blocker{{"child regions", eim.KindRegion, is("parentId")}, {"sites", eim.KindSite, is("regionId")}}, schedules("targetRegionId")...)
+		bs = append([]blocker{{"child regions", eim.KindRegion, is("parentId"), ""}, {"sites", eim.KindSite, is("regionId"), ""}}, schedules("targetRegionId")...)
 		bs = append(bs, profiles("targetRegion"))
 	case *eim.Site:
-		bs = append([]blocker{{"hosts", eim.KindHost, is("siteId")}}, schedules("targetSiteId")...)
+		bs = append([]blocker{{"hosts", eim.KindHost, is("siteId"), ""}}, schedules("targetSiteId")...)
 		bs = append(bs, profiles("targetSite"))
 	case *eim.TelemetryGroup:
 		bs = []blocker{profiles("logsGroupId"), profiles("metricsGroupId")}
 	case *eim.OS:
-		bs = []blocker{{"instances", eim.KindInstance, is("osID")}}
+		bs = []blocker{{"instances", eim.KindInstance, is("osID"), ""}, {"OS update policies", eim.KindOSUpdatePolicy, is("targetOsId"), ""}}
+	case *eim.OSUpdatePolicy:
+		bs = []blocker{{"instances", eim.KindInstance, is("osUpdatePolicyID"), ""},
+			{"OS update runs", eim.KindOSUpdateRun, nil, `appliedPolicy.resourceId="` + id + `"`}}
 	case *eim.Provider:
-		bs = []blocker{{"hosts", eim.KindHost, is("providerId")}}
+		bs = []blocker{{"hosts", eim.KindHost, is("providerId"), ""}}
 	case *eim.LocalAccount:
-		bs = []blocker{{"instances", eim.KindInstance, is("localAccountID")}}
+		bs = []blocker{{"instances", eim.KindInstance, is("localAccountID"), ""}}
 	case *eim.CustomConfig:
 		return checkConfigUnused(ctx, tx, id)
 	}
 	var parts []string
 	for _, b := range bs {
-		items, total, err := tx.List(ctx, b.k, eim.Query{Where: b.where, Limit: 3})
+		items, total, err := tx.List(ctx, b.k, eim.Query{Where: b.where, Filter: b.filter, Limit: 3})
 		if err != nil {
 			return fmt.Errorf("find %s: %w", b.what, err)
 		}
@@ -463,6 +476,10 @@ func kindNoun(k eim.Kind) string {
 		return "single schedule"
 	case eim.KindRepeatedSchedule:
 		return "repeated schedule"
+	case eim.KindOSUpdatePolicy:
+		return "OS update policy"
+	case eim.KindOSUpdateRun:
+		return "OS update run"
 	}
 	return string(k)
 }

@@ -250,6 +250,9 @@ func listName(rd resourceDoc) string {
 	switch rd.kind {
 	case eim.KindOS:
 		return "ListOperatingSystemsResponse"
+	case eim.KindOSUpdatePolicy, eim.KindOSUpdateRun:
+		// The original named these two in the singular.
+		return "List" + rd.name + "Response"
 	}
 	return "List" + rd.name[:len(rd.name)-len("Resource")] + "sResponse"
 }

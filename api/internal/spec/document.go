@@ -14,8 +14,8 @@ const Version = "1.0.0"
 
 const intro = `The northbound API of EIM, the Edge Infrastructure Manager: regions, sites,
 hosts, the OS instances on them, OS profiles, providers, maintenance schedules,
-local accounts, custom configs and telemetry groups and profiles, per project
-(tenant).
+OS update policies and runs, local accounts, custom configs and telemetry
+groups and profiles, per project (tenant).
 
 It is wire-compatible with the v1 API of the Open Edge Platform's Edge
 Infrastructure Manager: the same paths, JSON field names, enums, ID formats
@@ -36,8 +36,8 @@ Conventions:
 - Request bodies are limited to 100 KiB (413) and requests to 15 s (503);
   clients may be rate limited per IP (429).
 
-This release does not serve the original's OS update policy and run, and
-workload paths, nor its legacy /edge-infra.orchestrator.apis/v2 paths.`
+This release does not serve the original's workload paths, nor its legacy
+/edge-infra.orchestrator.apis/v2 paths.`
 
 // Build returns the document as YAML.
 func Build() ([]byte, error) {

@@ -140,7 +140,12 @@ type crud struct {
 var pageParams = []any{pref("pageSize"), pref("offset")}
 var queryParams = []any{pref("orderBy"), pref("filter"), pref("pageSize"), pref("offset")}
 
-func plural(noun string) string { return noun + "s" }
+func plural(noun string) string {
+	if base, ok := strings.CutSuffix(noun, "y"); ok {
+		return base + "ies"
+	}
+	return noun + "s"
+}
 
 // a puts the indefinite article before noun.
 func a(noun string) string {

@@ -85,7 +85,8 @@ var rules = map[eim.Kind]map[string]rule{
 		"desiredState":         {desc: "The lifecycle state the user wants. Set by create, invalidate and delete, not by writing it."},
 		"osID":                 {desc: "ID of the OS profile to install.", required: true},
 		"localAccountID":       {desc: "ID of the local account created on the installed OS; frozen once provisioning starts."},
-		"osUpdatePolicyID":     {desc: "ID of the OS update policy that applies to this instance.", maxLength: 23, pattern: `^$|^osupdatepolicy-[0-9a-f]{8}$`},
+		"osUpdatePolicyID":     {desc: "ID of the OS update policy that applies to this instance; \"\" for none."},
+		"updatePolicy":         {desc: "The instance's OS update policy, with its target OS, expanded on read."},
 		"customConfigID":       {desc: "IDs of custom cloud-init configs applied at installation; frozen once provisioning starts.", items: &rule{maxLength: 21, pattern: `^customconfig-[0-9a-f]{8}$`}},
 		"instanceStatusDetail": {desc: "Detail of the instance status.", maxLength: statusLimit},
 		"existingCves":         {desc: "CVEs present in the installed OS (JSON text).", maxLength: bigText},
@@ -176,7 +177,39 @@ var rules = map[eim.Kind]map[string]rule{
 		"metricsGroupId": {desc: "ID of the metrics group the profile turns on.", required: true},
 		"metricsGroup":   {desc: "The metrics group, expanded on read."},
 	},
+	eim.KindOSUpdatePolicy: {
+		"name":        {desc: "A name for people; need not be unique.", maxLength: 50, pattern: namePat, required: true},
+		"description": {desc: "Free text.", maxLength: 200, pattern: runTextPat},
+		"updateSources": {desc: "Package sources to add, for a mutable OS: in DEB822 format for Debian-like OSes. Up to 100, none empty.",
+			maxItems: eim.MaxUpdateSources, items: &rule{maxLength: 10000, pattern: updateSourcePat}},
+		"updatePackages": {desc: "Packages to install or upgrade, for a mutable OS: one name per line, without versions.",
+			maxLength: 500000, pattern: updatePkgPat},
+		"updateKernelCommand": {desc: "Kernel command-line options to set, for a mutable OS.", maxLength: 500, pattern: textPat},
+		"targetOsId": {desc: "ID of the OS profile an immutable OS is updated to (UPDATE_POLICY_TARGET); it must exist in the project " +
+			"and not be a mutable OS. Exclusive with updateSources, updatePackages and updateKernelCommand."},
+		"updatePolicy": {desc: "LATEST or TARGET; UNSPECIFIED is refused.", required: true},
+		"targetOs":     {desc: "The target OS profile, expanded on read."},
+	},
+	eim.KindOSUpdateRun: {
+		"name":            {desc: "Name of the run, set by the maintenance module.", maxLength: 40, pattern: runTextPat},
+		"description":     {desc: "Free text set by the maintenance module.", maxLength: 200, pattern: runTextPat},
+		"status":          {desc: "What happened, in short: Updating, Update completed, Update failed, No new updates available.", maxLength: statusLimit},
+		"statusIndicator": {desc: "IN_PROGRESS while the update runs, IDLE when it succeeded (or found nothing to do), ERROR when it failed."},
+		"statusDetails":   {desc: "What the node reported about the update (its log).", maxLength: eim.MaxRunStatusDetails},
+		"statusTimestamp": {desc: "Unix time (seconds) status last changed."},
+		"startTime":       {desc: "Unix time (seconds) the update started."},
+		"endTime":         {desc: "Unix time (seconds) the update ended; 0 while it runs."},
+		"appliedPolicy":   {desc: "The OS update policy the run applied, expanded on read; absent when it applied none."},
+		"instance":        {desc: "The instance updated, expanded on read."},
+	},
 }
+
+// OS update patterns of the original's schemas.
+const (
+	runTextPat      = `^$|^[a-zA-Z-_0-9./:;=?@!#,<>*() ]+$`
+	updateSourcePat = `^$|^[a-zA-Z-_0-9./:;=@?!#,<>*+()\[\]" \n]+$`
+	updatePkgPat    = `^$|^[A-Za-z0-9._/:;=@?!#,<>\-*+~()\[\]{} \n]+$`
+)
 
 // strictEdges are references that are always set, so their pattern does not
 // admit the empty string.

@@ -44,6 +44,14 @@ var resources = []resourceDoc{
 	{eim.KindTelemetryProfile, eim.TelemetryMetricsProfile.Value, "TelemetryMetricsProfileResource", "telemetry metrics profile",
 		"Turns a metrics group on, at an interval, for the nodes of an instance, a site or a region. A node's effective interval for a " +
 			"group is the shortest of the profiles that reach it (its instance's, its site's and the site's regions')."},
+	{eim.KindOSUpdatePolicy, "", "OSUpdatePolicy", "OS update policy",
+		"How the OS of the instances that name it (osUpdatePolicyID) is updated in their maintenance windows. UPDATE_POLICY_LATEST: " +
+			"to the newest version of the instance's OS profile (immutable OSes); it takes no other update field. UPDATE_POLICY_TARGET: " +
+			"for a mutable OS, the updateSources, updatePackages and updateKernelCommand given; for an immutable OS, the targetOsId " +
+			"given — one or the other, never both. A policy cannot be changed once created: create another and point the instances at it."},
+	{eim.KindOSUpdateRun, "", "OSUpdateRun", "OS update run",
+		"One OS update of one instance, recorded by the maintenance module: the policy it applied, when it started and ended " +
+			"(endTime 0 while it runs) and how it went. Every field is read-only; a run goes with its instance."},
 }
 
 // docOf returns the resourceDoc of a kind without variants.
@@ -315,6 +323,7 @@ var enumDescs = map[string]string{
 	"ScheduleStatus":          "What a maintenance window is for.",
 	"TelemetryCollectorKind":  "Which collector gathers a telemetry group: the node's own (host) or its Kubernetes cluster's.",
 	"SeverityLevel":           "A log level; DEBUG is the most verbose, CRITICAL the least.",
+	"UpdatePolicy":            "What an OS update policy installs: the newest version of the instance's OS (LATEST) or what the policy names (TARGET).",
 	"LinkState":               "Whether a network interface's link is up.",
 	"IPAddressStatus":         "State of an address on a host's network interface.",
 	"IPAddressConfigMethod":   "How an address was set on an interface: statically or dynamically (DHCP).",
