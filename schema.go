@@ -87,6 +87,22 @@ func (s *Schema) Field(name string) (*Field, bool) {
 	return f, ok
 }
 
+// StoredField returns the field with the JSON name, or else the stored
+// field with the column name: the store's exact-match conditions (Cond)
+// reach fields hidden from the API (json:"-") by their column, which
+// user filters cannot.
+func (s *Schema) StoredField(name string) (*Field, bool) {
+	if f, ok := s.byName[name]; ok {
+		return f, true
+	}
+	for _, f := range s.Fields {
+		if f.Name == "" && f.Column == name {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
 // Edge returns the edge with the name.
 func (s *Schema) Edge(name string) (*Edge, bool) {
 	for _, e := range s.Edges {

@@ -164,7 +164,7 @@ func (t *tx) where(c *codec, q eim.Query, a *args) (string, error) {
 
 // cond renders one exact-match condition.
 func (t *tx) cond(c *codec, cond eim.Cond, a *args) (string, error) {
-	f, ok := c.schema.Field(cond.Field)
+	f, ok := c.schema.StoredField(cond.Field)
 	if !ok || !f.Stored() {
 		return "", eim.Errorf(eim.EINVALID, "%s: not a stored field of %s", cond.Field, c.kind)
 	}

@@ -22,9 +22,11 @@ import (
 	"github.com/eimhq/eim/hostmgr"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/maintenance"
 	"github.com/eimhq/eim/onboarding"
 	"github.com/eimhq/eim/pki"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
+	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
 	"github.com/eimhq/eim/provisioning"
@@ -64,6 +66,7 @@ type serverConfig struct {
 	// The host module's defaults (projects may set their own heartbeat
 	// interval and timeout).
 	heartbeatInterval, heartbeatTimeout, rebootTimeout time.Duration
+	updateTimeout                                      time.Duration
 }
 
 func (c *cli) server(args []string) error {
@@ -102,6 +105,7 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.heartbeatInterval, "heartbeat-interval", eim.DefaultHeartbeatInterval*time.Second, "how often nodes send heartbeats, in projects that do not set their own")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 0, "silence after which a host is \"No Connection\", in projects that do not set their own (default 3 heartbeat intervals)")
 	fs.DurationVar(&cfg.rebootTimeout, "reboot-timeout", 15*time.Minute, "how long a rebooting host may take to call again before it is \"No Connection\"")
+	fs.DurationVar(&cfg.updateTimeout, "update-timeout", 2*time.Hour, "how long after its last update report a node updating its OS may stay silent before it is \"No Connection\"")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -118,6 +122,9 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.heartbeatTimeout != 0 && cfg.heartbeatTimeout < 2*cfg.heartbeatInterval {
 		return usagef("--heartbeat-timeout: must be at least two heartbeat intervals (%s), got %s", 2*cfg.heartbeatInterval, cfg.heartbeatTimeout)
+	}
+	if cfg.updateTimeout < time.Minute {
+		return usagef("--update-timeout: must be at least 1m, got %s", cfg.updateTimeout)
 	}
 	if cfg.rebootTimeout < time.Minute {
 		return usagef("--reboot-timeout: must be at least 1m, got %s", cfg.rebootTimeout)
@@ -230,9 +237,11 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	sb.Mount(onboardingv1connect.NewOnboardingServiceHandler(onb, small))
 	sb.Mount(provisioningv1connect.NewProvisioningServiceHandler(prov, nodeAuth, small))
 	tel := telemetry.New(telemetry.Options{Store: store, Logger: log})
-	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Telemetry: tel, Logger: log,
-		Interval: cfg.heartbeatInterval, Timeout: cfg.heartbeatTimeout, RebootTimeout: cfg.rebootTimeout})
+	maint := maintenance.New(maintenance.Options{Store: store, Logger: log})
+	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Telemetry: tel, Maintenance: maint, Logger: log,
+		Interval: cfg.heartbeatInterval, Timeout: cfg.heartbeatTimeout, RebootTimeout: cfg.rebootTimeout, UpdateTimeout: cfg.updateTimeout})
 	sb.Mount(hostv1connect.NewHostServiceHandler(hosts, nodeAuth, small))
+	sb.Mount(maintenancev1connect.NewMaintenanceServiceHandler(maint, nodeAuth, small))
 	asrv := &http.Server{
 		Handler:           sb,
 		TLSConfig:         ca.ServerTLS(),
@@ -321,6 +330,12 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	g.Go(func() error {
 		if err := tel.Run(gctx); err != nil && gctx.Err() == nil {
 			return fmt.Errorf("telemetry: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := maint.Run(gctx); err != nil && gctx.Err() == nil {
+			return fmt.Errorf("maintenance: %w", err)
 		}
 		return nil
 	})
