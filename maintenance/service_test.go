@@ -401,3 +401,66 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// BenchmarkVersion is a heartbeat's cost in the maintenance module: the
+// plan's version from memory while the feed is followed, against reading
+// it from the store (SQLite) as before Run.
+func BenchmarkVersion(b *testing.B) {
+	st, err := sqlstore.Open(context.Background(), filepath.Join(b.TempDir(), "eim.db"), sqlstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	inv := inventory.New(st, inventory.Options{})
+	ctx := b.Context()
+	p, err := inv.CreateProject(ctx, "bench", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	must := func(r eim.Resource, err error) string {
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r.Base().ResourceID
+	}
+	region := must(inv.Create(ctx, p.Name, &eim.Region{Name: "r"}))
+	site := must(inv.Create(ctx, p.Name, &eim.Site{Name: "s", RegionID: region}))
+	host := must(inv.Create(ctx, p.Name, &eim.Host{Name: "h", UUID: "4c4c4544-0000-4000-8000-00000000dd01", SiteID: site}))
+	osID := must(inv.Create(ctx, p.Name, &eim.OS{Name: "emt", ProfileName: "emt", ImageID: "1.0", OsType: "OS_TYPE_IMMUTABLE",
+		ImageURL: "https://images.example/emt.raw.gz", Sha256: strings.Repeat("ab", 32), SecurityFeature: "SECURITY_FEATURE_NONE", Architecture: "x86_64"}))
+	pol := must(inv.Create(ctx, p.Name, &eim.OSUpdatePolicy{Name: "latest", UpdatePolicy: eim.UpdatePolicyLatest}))
+	must(inv.Create(ctx, p.Name, &eim.Instance{Name: "i", HostID: host, OSID: osID, OSUpdatePolicyID: pol}))
+	must(inv.Create(ctx, p.Name, &eim.RepeatedSchedule{Name: "nightly", ScheduleStatus: "SCHEDULE_STATUS_OS_UPDATE", DurationSeconds: 3600,
+		CronMinutes: "0", CronHours: "2", CronDayMonth: "*", CronMonth: "*", CronDayWeek: "*", TargetRegionID: region}))
+
+	b.Run("uncached", func(b *testing.B) {
+		svc := maintenance.New(maintenance.Options{Store: st})
+		b.ReportAllocs()
+		for b.Loop() {
+			if svc.Version(ctx, p.Name, host) == "" {
+				b.Fatal("no version")
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		svc := maintenance.New(maintenance.Options{Store: st})
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); svc.Run(rctx) }()
+		defer func() { cancel(); <-done }()
+		// Warm: the feed followed, the tree and the host's facts cached.
+		for range 100 {
+			svc.Version(ctx, p.Name, host)
+			time.Sleep(time.Millisecond)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if svc.Version(ctx, p.Name, host) == "" {
+					b.Error("no version")
+				}
+			}
+		})
+	})
+}
