@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 
@@ -19,6 +20,8 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 	config := fs.String("config", "/etc/eim/agent.json", "agent configuration written during provisioning")
 	stateDir := fs.String("state-dir", "/var/lib/eim-agent", "where the agent keeps what it must remember across reboots")
 	telemetryFile := fs.String("telemetry-file", "/etc/eim/telemetry.json", "where to write the node's telemetry configuration for the local collectors (\"\" for none; see docs/telemetry.md)")
+	abLayout := fs.String("ab-layout", "/etc/eim/ab.json", "the A/B slot layout of an image-based OS (absent: no image updates)")
+	updates := fs.Bool("updates", true, "carry out OS updates in maintenance windows (apt on a package-based OS, the A/B slots on an image-based one)")
 	debug := fs.Bool("debug", false, "log debug messages")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -46,6 +49,14 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 		StateDir:      *stateDir,
 		TelemetryFile: *telemetryFile,
 	}
+	if *updates {
+		u, err := updaters(*abLayout)
+		if err != nil {
+			return err
+		}
+		n.Updaters = u
+		log.Info("OS updates in maintenance windows", "packages", u.Mutable != nil, "images", u.Immutable != nil)
+	}
 	first := true
 	n.OnReportIn = func(_ *hostv1.ReportInResponse) {
 		if first {
@@ -58,6 +69,23 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return nil // stopped by a signal
 	}
 	return err
+}
+
+// updaters are the node's: apt when apt-get is installed, the A/B image
+// updater when the OS image ships an A/B layout file.
+func updaters(layout string) (*agent.Updaters, error) {
+	u := &agent.Updaters{}
+	if _, err := exec.LookPath("apt-get"); err == nil {
+		u.Mutable = &agent.Apt{}
+	}
+	if _, err := os.Stat(layout); err == nil {
+		l, err := agent.LoadABSlots(layout)
+		if err != nil {
+			return nil, err
+		}
+		u.Immutable = &agent.ABImage{Layout: l}
+	}
+	return u, nil
 }
 
 // prettyName is PRETTY_NAME of an os-release file, or "".
