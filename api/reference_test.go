@@ -19,7 +19,7 @@ import (
 var referencePath = filepath.Join("..", "..", "shared", "reference", "eim-openapi.yaml")
 
 // outOfScope matches the reference's paths this release does not serve.
-var outOfScope = regexp.MustCompile(`/os-update-|/os_update_|/workload`)
+var outOfScope = regexp.MustCompile(`/workload`)
 
 // notServed are reference properties this release does not model
 // (workloads, a site's provider). httpapi accepts them in bodies and

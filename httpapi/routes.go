@@ -11,7 +11,8 @@ const projectPrefix = "/v1/projects/{projectName}"
 
 // crudOps says which of the generic operations a path offers.
 type crudOps struct {
-	update bool // PUT and PATCH on /{resourceId}
+	update   bool // PUT and PATCH on /{resourceId}
+	noCreate bool // no POST: a module writes the resources (OS update runs)
 }
 
 // routes registers every path of the API. The paths and their aliases are
@@ -44,6 +45,7 @@ func (h *handler) routes() {
 	h.handle("PUT /compute/instances/{resourceId}/invalidate", h.invalidateInstance)
 	h.handle("GET /locations", h.locations)
 	h.telemetryRoutes()
+	h.maintenanceRoutes()
 	h.provisioningLogRoutes()
 	h.projectSettingsRoutes()
 
@@ -72,7 +74,9 @@ func (h *handler) crudOf(t apiType, base string, ops crudOps) {
 	default:
 		h.mux.HandleFunc("GET "+p, h.list(t))
 	}
-	h.mux.HandleFunc("POST "+p, h.create(t))
+	if !ops.noCreate {
+		h.mux.HandleFunc("POST "+p, h.create(t))
+	}
 	h.mux.HandleFunc("GET "+p+"/{resourceId}", h.get(t))
 	h.mux.HandleFunc("DELETE "+p+"/{resourceId}", h.remove(t))
 	if ops.update {

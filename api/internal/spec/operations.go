@@ -15,6 +15,7 @@ const (
 	tagAccounts  = "Local accounts"
 	tagConfigs   = "Custom configs"
 	tagTelemetry = "Telemetry"
+	tagUpdates   = "OS updates"
 	tagProjects  = "Projects"
 	tagService   = "Service"
 )
@@ -33,6 +34,8 @@ var tags = []struct{ name, desc string }{
 	{tagTelemetry, "Log and metric groups, and the profiles that turn them on for an instance, a site or a region. A node's " +
 		"effective configuration merges the profiles of its instance, its host's site and the site's regions: per metrics group " +
 		"the shortest interval, per logs group the most verbose level. Nodes fetch it through their agent."},
+	{tagUpdates, "OS update policies, which say how the OS of the instances that name them is updated in their maintenance windows, " +
+		"and OS update runs, the maintenance module's record of each update."},
 	{tagProjects, "Tenants and their onboarding settings. Creating and deleting them needs the eim-admin role."},
 	{tagService, "Health and this document; no token needed."},
 }
@@ -115,6 +118,8 @@ func addOperations(ps *pathSet) {
 
 	addTelemetry(ps)
 
+	addUpdates(ps)
+
 	addProjects(ps)
 }
 
@@ -194,6 +199,21 @@ func addTelemetry(ps *pathSet) {
 			path = "/telemetry/profiles/metrics"
 		}
 		ps.addCRUDOf(docFor(v.Kind, v.Value), path, tagTelemetry, crud{update: true, listParams: profileList})
+	}
+}
+
+// addUpdates adds the OS update policies and runs, each under the
+// original's two paths.
+func addUpdates(ps *pathSet) {
+	for _, p := range []struct {
+		path, suffix string
+	}{{"/os-update-policies", ""}, {"/os_update_policy", "Alias"}} {
+		ps.addCRUD(eim.KindOSUpdatePolicy, p.path, tagUpdates, crud{listParams: queryParams, idSuffix: p.suffix, alias: p.suffix != ""})
+	}
+	for _, p := range []struct {
+		path, suffix string
+	}{{"/os-update-runs", ""}, {"/os_update_run", "Alias"}} {
+		ps.addCRUD(eim.KindOSUpdateRun, p.path, tagUpdates, crud{listParams: queryParams, noCreate: true, idSuffix: p.suffix, alias: p.suffix != ""})
 	}
 }
 

@@ -129,6 +129,7 @@ func (x op) render() *obj {
 // crud is which generic operations a collection offers.
 type crud struct {
 	update     bool   // PUT and PATCH
+	noCreate   bool   // no POST: a module writes the resources
 	listParams []any  // parameters of the list operation
 	extra      []any  // parameters of every operation (the ?regionId scope)
 	scope      []any  // path parameters before {resourceId}
@@ -195,16 +196,19 @@ func (ps *pathSet) addCRUDOf(rd resourceDoc, base, tag string, c crud) {
 		return append(out, c.extra...)
 	}
 	idp := []any{idParamOf(rd)}
-	ps.add(base,
-		op{method: "get", id: id("list", plural(name)), tag: tag, summary: "List " + plural(noun),
+	collection := []op{
+		{method: "get", id: id("list", plural(name)), tag: tag, summary: "List " + plural(noun),
 			desc:   "Returns one page of the project's " + plural(noun) + ", with the referenced resources expanded.",
 			params: scoped(c.listParams), ok: okJSON("A page of "+plural(noun)+".", ref(listName(rd))),
 			alias: alias("list", plural(name))},
-		op{method: "post", id: id("create", name), tag: tag, summary: "Create " + a(noun),
+	}
+	if !c.noCreate {
+		collection = append(collection, op{method: "post", id: id("create", name), tag: tag, summary: "Create " + a(noun),
 			desc:   "Creates " + a(noun) + " from the writable fields of the body; read-only fields are ignored. Answers 200 (not 201) with the new " + noun + ".",
 			params: scoped(), body: schema, ok: okJSON("The created "+noun+".", schema), write: true,
-			alias: alias("create", name)},
-	)
+			alias: alias("create", name)})
+	}
+	ps.add(base, collection...)
 	item := []op{
 		{method: "get", id: id("get", name), tag: tag, summary: "Get " + a(noun),
 			params: scoped(idp), ok: okJSON("The "+noun+".", schema), alias: alias("get", name)},
@@ -232,6 +236,10 @@ func (ps *pathSet) addCRUDOf(rd resourceDoc, base, tag string, c crud) {
 		deleteDesc = "Deletes the OS profile; one that an instance uses is answered with 400."
 	case eim.KindTelemetryGroup:
 		deleteDesc = "Deletes the group; one that a profile uses is answered with 400 (FailedPrecondition)."
+	case eim.KindOSUpdatePolicy:
+		deleteDesc = "Deletes the policy; one that an instance names, or that an OS update run applied, is answered with 400 (FailedPrecondition)."
+	case eim.KindOSUpdateRun:
+		deleteDesc = "Deletes the record of the update (not the update itself)."
 	}
 	item = append(item, op{method: "delete", id: id("delete", name), tag: tag, summary: "Delete " + a(noun),
 		desc: deleteDesc, params: scoped(idp), ok: o("$ref", "#/components/responses/Deleted"), write: true,
