@@ -30,7 +30,7 @@ func TestAccessRules(t *testing.T) {
 		{"unknown project", "GET", "/v1/projects/nope/regions", tokAdmin, nil, 404, "NotFound"},
 		{"unauthenticated before unknown project", "GET", "/v1/projects/nope/regions", "", nil, 401, "Unauthenticated"},
 		{"healthz is public", "GET", "/healthz", "", nil, 200, ""},
-		{"unrouted module", "GET", "~/os-update-policies", tokAdmin, nil, 404, "NotFound"},
+		{"unrouted module", "GET", "~/workload_members", tokAdmin, nil, 404, "NotFound"},
 		{"unrouted workloads", "POST", "~/workloads", tokAdmin, map[string]any{}, 404, "NotFound"},
 		{"create project needs admin", "POST", "/v1/projects", tokRW, map[string]any{"name": "p3"}, 403, "PermissionDenied"},
 		{"delete project needs admin", "DELETE", "/v1/projects/p1?force=true", tokRW, nil, 403, "PermissionDenied"},
