@@ -77,6 +77,11 @@ type Tx interface {
 	List(ctx context.Context, k Kind, q Query) (items []Resource, total int, err error)
 	// Count returns how many resources of kind k match q (paging ignored).
 	Count(ctx context.Context, k Kind, q Query) (int, error)
+	// CountBy returns how many resources of kind k match q (paging
+	// ignored) for each combination of the values of fields that occurs:
+	// JSON names of stored text, enum or reference fields (an absent
+	// reference is ""). The order of the groups is unspecified.
+	CountBy(ctx context.Context, k Kind, q Query, fields ...string) ([]Group, error)
 
 	// Create stores a new resource. When its ResourceID is empty a fresh ID is
 	// generated (retrying on the rare collision); the transaction's project
@@ -137,6 +142,13 @@ type Query struct {
 	// matches: it returns -1 as the total instead of counting them, unless
 	// the page itself tells it. Lookups (Limit 1 or 2) set it.
 	NoTotal bool
+}
+
+// Group is one combination of values of CountBy's fields (in their
+// order) and how many resources have it.
+type Group struct {
+	Values []string
+	Count  int
 }
 
 // Cond is an exact-match condition on a stored top-level field. Field is the

@@ -40,6 +40,7 @@ var ourPaths = []string{"/healthz", "/openapi.yaml", "/v1/projects", "/v1/projec
 // ourOperations are operations of ours under /v1/projects/{projectName}/
 // that the reference does not have.
 var ourOperations = []string{
+	"GET /v1/projects/{projectName}/compute/instances/updates_summary",
 	"GET /v1/projects/{projectName}/compute/instances/{resourceId}/provisioning_log",
 	"POST /v1/projects/{projectName}/compute/instances/{resourceId}/reprovision",
 	"PATCH /v1/projects/{projectName}/settings",

@@ -149,3 +149,38 @@ func TestOSUpdateRunsAPI(t *testing.T) {
 	// Another project sees none of them.
 	wantError(t, e.do(t, "GET", "/v1/projects/p2/os-update-runs/"+runs[0], tokRW2, nil), 404, "NotFound")
 }
+
+// The fleet-wide update view is routed beside /compute/instances/{id} and
+// answers the counts per OS profile.
+func TestUpdatesSummaryAPI(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	inst := e.instance(t, "i1")
+	e.instance(t, "i2")
+	ctx := context.Background()
+	err := e.inv.Store().Update(ctx, "p1", func(tx eim.Tx) error {
+		_, err := inventory.SetInstanceUpdateStatus(ctx, tx, inst, eim.UpdateStatusFailed, eim.StatusError, time.Unix(1_800_000_000, 0))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := e.must(t, 200, "GET", "~/compute/instances/updates_summary", tokRO, nil)
+	oses := sum.items("operatingSystems")
+	if sum.num("total") != 2 || sum.num("failed") != 1 || sum.num("unknown") != 1 || sum.num("upToDate") != 0 || len(oses) != 2 {
+		t.Fatalf("summary: %s", sum.raw)
+	}
+	for _, k := range []string{"osResourceId", "name", "total", "upToDate", "updating", "failed", "unknown", "osUpdateAvailable"} {
+		if _, ok := oses[0].(map[string]any)[k]; !ok {
+			t.Errorf("per-OS counts lack %q: %s", k, sum.raw)
+		}
+	}
+	f := e.must(t, 200, "GET", "~/compute/instances/updates_summary?filter=updateStatusIndicator%3DSTATUS_INDICATION_ERROR", tokRO, nil)
+	if f.num("total") != 1 || len(f.items("operatingSystems")) != 1 {
+		t.Fatalf("filtered summary: %s", f.raw)
+	}
+	wantError(t, e.do(t, "GET", "~/compute/instances/updates_summary?filter=bogus%3D1", tokRO, nil), 400, "InvalidArgument", "bogus")
+	wantError(t, e.do(t, "GET", "~/compute/instances/updates_summary", "", nil), 401, "Unauthenticated")
+	// The instance path next to it still serves instances.
+	e.must(t, 200, "GET", "~/compute/instances/"+inst, tokRO, nil)
+	wantError(t, e.do(t, "DELETE", "~/compute/instances/updates_summary", tokRW, nil), 400, "InvalidArgument", "resourceId")
+}

@@ -244,6 +244,11 @@ func (t *countingTx) Count(ctx context.Context, k eim.Kind, q eim.Query) (int, e
 	return t.Tx.Count(ctx, k, q)
 }
 
+func (t *countingTx) CountBy(ctx context.Context, k eim.Kind, q eim.Query, fields ...string) ([]eim.Group, error) {
+	t.n.Add(1)
+	return t.Tx.CountBy(ctx, k, q, fields...)
+}
+
 // with returns a copy of e whose helpers report to t (a subtest).
 func (e *env) with(t *testing.T) *env {
 	c := *e

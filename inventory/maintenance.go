@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -191,4 +192,121 @@ func SetInstanceUpdateStatus(ctx context.Context, tx eim.Tx, instanceID, status 
 		return nil, err
 	}
 	return in, nil
+}
+
+// UpdateCounts counts instances by the state of their OS updates, from
+// their updateStatusIndicator: Updating IN_PROGRESS, Failed ERROR,
+// UpToDate IDLE (the last update completed, or the node found nothing
+// new), Unknown the rest (nothing reported yet: "No Current Update",
+// UNSPECIFIED). The four add up to Total. OSUpdateAvailable, apart,
+// counts those whose osUpdateAvailable is not empty (a newer OS is known),
+// whatever their status.
+type UpdateCounts struct {
+	Total             int `json:"total"`
+	UpToDate          int `json:"upToDate"`
+	Updating          int `json:"updating"`
+	Failed            int `json:"failed"`
+	Unknown           int `json:"unknown"`
+	OSUpdateAvailable int `json:"osUpdateAvailable"`
+}
+
+func (c *UpdateCounts) add(indicator string, n int) {
+	c.Total += n
+	switch eim.StatusIndication(indicator) {
+	case eim.StatusIdle:
+		c.UpToDate += n
+	case eim.StatusInProgress:
+		c.Updating += n
+	case eim.StatusError:
+		c.Failed += n
+	default:
+		c.Unknown += n
+	}
+}
+
+// OSUpdateCounts are the counts of the instances of one OS profile.
+type OSUpdateCounts struct {
+	OSResourceID string `json:"osResourceId"`
+	Name         string `json:"name"`
+	ProfileName  string `json:"profileName"`
+	ImageID      string `json:"imageId"`
+	UpdateCounts
+}
+
+// UpdatesSummary is the fleet-wide view of OS updates: the project's
+// counts and, per OS profile its instances run, theirs.
+type UpdatesSummary struct {
+	UpdateCounts
+	OperatingSystems []OSUpdateCounts `json:"operatingSystems"`
+}
+
+// UpdatesSummary counts the project's instances matching filter (AIP-160
+// over instances, "" for all) by update state, per OS profile (ordered by
+// name, then ID). Two grouped counts, whatever the size of the fleet.
+func (s *Service) UpdatesSummary(ctx context.Context, project, filter string) (*UpdatesSummary, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	sum := &UpdatesSummary{OperatingSystems: []OSUpdateCounts{}}
+	err := s.store.View(ctx, project, func(tx eim.Tx) error {
+		byState, err := tx.CountBy(ctx, eim.KindInstance, eim.Query{Filter: filter}, "osID", "updateStatusIndicator")
+		if err != nil {
+			return err
+		}
+		// Those with nothing available; the others have an update.
+		noUpdate, err := tx.CountBy(ctx, eim.KindInstance, eim.Query{Filter: filter, Where: []eim.Cond{{Field: "osUpdateAvailable", Value: nil}}}, "osID")
+		if err != nil {
+			return err
+		}
+		perOS := map[string]*OSUpdateCounts{}
+		of := func(id string) *OSUpdateCounts {
+			c := perOS[id]
+			if c == nil {
+				c = &OSUpdateCounts{OSResourceID: id}
+				perOS[id] = c
+			}
+			return c
+		}
+		for _, g := range byState {
+			of(g.Values[0]).add(g.Values[1], g.Count)
+			sum.add(g.Values[1], g.Count)
+		}
+		for _, c := range perOS {
+			c.OSUpdateAvailable = c.Total
+		}
+		sum.OSUpdateAvailable = sum.Total
+		for _, g := range noUpdate {
+			of(g.Values[0]).OSUpdateAvailable -= g.Count
+			sum.OSUpdateAvailable -= g.Count
+		}
+		osIDs := make([]string, 0, len(perOS))
+		for id := range perOS {
+			if id != "" {
+				osIDs = append(osIDs, id)
+			}
+		}
+		oses, err := tx.GetMany(ctx, eim.KindOS, osIDs)
+		if err != nil {
+			return fmt.Errorf("load OS profiles: %w", err)
+		}
+		for _, r := range oses {
+			o := r.(*eim.OS)
+			c := perOS[o.ResourceID]
+			c.Name, c.ProfileName, c.ImageID = o.Name, o.ProfileName, o.ImageID
+		}
+		for _, c := range perOS {
+			sum.OperatingSystems = append(sum.OperatingSystems, *c)
+		}
+		slices.SortFunc(sum.OperatingSystems, func(a, b OSUpdateCounts) int {
+			if c := strings.Compare(a.Name, b.Name); c != 0 {
+				return c
+			}
+			return strings.Compare(a.OSResourceID, b.OSResourceID)
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sum, nil
 }

@@ -234,3 +234,60 @@ func TestOSUpdateRunsByManager(t *testing.T) {
 		wantErr(t, err, eim.ENOTFOUND)
 	})
 }
+
+// The fleet-wide view: instances per OS profile by update state, from
+// grouped counts, with a filter.
+func TestUpdatesSummary(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		empty := ok(e.svc.UpdatesSummary(e.ctx, e.proj, "")).get(t)
+		if empty.Total != 0 || empty.OperatingSystems == nil || len(empty.OperatingSystems) != 0 {
+			t.Fatalf("empty project: %+v", empty)
+		}
+		b := e.immutableOS("b emt")
+		a := e.os("a ubuntu")
+		site := e.site("s", "")
+		mk := func(os *eim.OS, status string, ind eim.StatusIndication, available, site string) *eim.Instance {
+			in := e.instance(e.host("h", site).ResourceID, os.ResourceID)
+			e.manager(eim.KindInstance, in.ResourceID, func(r eim.Resource) {
+				r.(*eim.Instance).UpdateStatus, r.(*eim.Instance).UpdateStatusIndicator, r.(*eim.Instance).OsUpdateAvailable = status, ind, available
+			})
+			return in
+		}
+		mk(a, eim.UpdateStatusDone, eim.StatusIdle, "", site.ResourceID)
+		mk(a, eim.UpdateStatusUpToDate, eim.StatusIdle, "", "")
+		mk(a, eim.UpdateStatusFailed, eim.StatusError, "newer: ubuntu 24.04.2", site.ResourceID)
+		mk(a, "Downloading artifacts", eim.StatusInProgress, "", "")
+		mk(b, eim.UpdateStatusUpdating, eim.StatusInProgress, "", site.ResourceID)
+		mk(b, eim.UpdateStatusNone, eim.StatusUnspecified, "emt 3.1", "")
+		e.instance(e.host("fresh", "").ResourceID, b.ResourceID) // defaults: No Current Update
+
+		sum := ok(e.svc.UpdatesSummary(e.ctx, e.proj, "")).get(t)
+		want := inventory.UpdateCounts{Total: 7, UpToDate: 2, Updating: 2, Failed: 1, Unknown: 2, OSUpdateAvailable: 2}
+		if sum.UpdateCounts != want {
+			t.Errorf("project: got %+v, want %+v", sum.UpdateCounts, want)
+		}
+		if len(sum.OperatingSystems) != 2 {
+			t.Fatalf("per OS: %+v", sum.OperatingSystems)
+		}
+		wantOS := []inventory.OSUpdateCounts{
+			{OSResourceID: a.ResourceID, Name: "a ubuntu", UpdateCounts: inventory.UpdateCounts{Total: 4, UpToDate: 2, Updating: 1, Failed: 1, OSUpdateAvailable: 1}},
+			{OSResourceID: b.ResourceID, Name: "b emt", UpdateCounts: inventory.UpdateCounts{Total: 3, Updating: 1, Unknown: 2, OSUpdateAvailable: 1}},
+		}
+		for i, w := range wantOS {
+			if sum.OperatingSystems[i] != w {
+				t.Errorf("OS %d: got %+v, want %+v", i, sum.OperatingSystems[i], w)
+			}
+		}
+
+		sum = ok(e.svc.UpdatesSummary(e.ctx, e.proj, `host.site.resourceId="`+site.ResourceID+`"`)).get(t)
+		if want := (inventory.UpdateCounts{Total: 3, UpToDate: 1, Updating: 1, Failed: 1, OSUpdateAvailable: 1}); sum.UpdateCounts != want || len(sum.OperatingSystems) != 2 {
+			t.Errorf("site: got %+v (%d OSes), want %+v", sum.UpdateCounts, len(sum.OperatingSystems), want)
+		}
+		_, err := e.svc.UpdatesSummary(e.ctx, e.proj, "nosuch=1")
+		wantErr(t, err, eim.EINVALID, "nosuch")
+		// Another project's view is its own.
+		if s := ok(e.svc.UpdatesSummary(e.ctx, e.newProject(), "")).get(t); s.Total != 0 {
+			t.Errorf("other project: %+v", s)
+		}
+	})
+}

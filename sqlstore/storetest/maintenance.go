@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eimhq/eim"
@@ -153,4 +155,68 @@ func testOSUpdateRuns(t *testing.T, s eim.Store) {
 	if _, err := get(t, s, p, eim.KindOSUpdateRun, r2); eim.ErrorCode(err) != eim.ENOTFOUND {
 		t.Errorf("run of a deleted host: got %v, want not found", err)
 	}
+}
+
+// CountBy counts per combination of values, with the query's conditions
+// and filter and within the project; an absent reference groups as "".
+func testCountBy(t *testing.T, s eim.Store) {
+	p, other := project(t, s), project(t, s)
+	os1 := create(t, s, p, &eim.OS{Name: "a"}).(*eim.OS)
+	os2 := create(t, s, p, &eim.OS{Name: "b"}).(*eim.OS)
+	mk := func(project, os string, ind eim.StatusIndication, available string) {
+		h := create(t, s, project, &eim.Host{}).(*eim.Host)
+		create(t, s, project, &eim.Instance{HostID: h.ResourceID, OSID: os, UpdateStatusIndicator: ind, OsUpdateAvailable: available})
+	}
+	mk(p, os1.ResourceID, eim.StatusIdle, "")
+	mk(p, os1.ResourceID, eim.StatusIdle, `{"os":"b"}`)
+	mk(p, os1.ResourceID, eim.StatusError, "")
+	mk(p, os2.ResourceID, eim.StatusInProgress, "")
+	mk(p, "", eim.StatusUnspecified, "")
+	mk(other, "", eim.StatusIdle, "")
+	count := func(q eim.Query, fields ...string) (map[string]int, error) {
+		var gs []eim.Group
+		err := s.View(ctx(t), p, func(tx eim.Tx) error {
+			var err error
+			gs, err = tx.CountBy(ctx(t), eim.KindInstance, q, fields...)
+			return err
+		})
+		out := map[string]int{}
+		for _, g := range gs {
+			if len(g.Values) != len(fields) {
+				t.Fatalf("group %+v: want %d values", g, len(fields))
+			}
+			out[strings.Join(g.Values, "|")] += g.Count
+		}
+		return out, err
+	}
+	for _, c := range []struct {
+		name   string
+		q      eim.Query
+		fields []string
+		want   map[string]int
+	}{
+		{"two fields", eim.Query{}, []string{"osID", "updateStatusIndicator"}, map[string]int{
+			os1.ResourceID + "|STATUS_INDICATION_IDLE": 2, os1.ResourceID + "|STATUS_INDICATION_ERROR": 1,
+			os2.ResourceID + "|STATUS_INDICATION_IN_PROGRESS": 1, "|STATUS_INDICATION_UNSPECIFIED": 1}},
+		{"one field", eim.Query{}, []string{"os_id"}, map[string]int{os1.ResourceID: 3, os2.ResourceID: 1, "": 1}},
+		{"where", eim.Query{Where: []eim.Cond{{Field: "osUpdateAvailable", Value: nil}}}, []string{"osID"},
+			map[string]int{os1.ResourceID: 2, os2.ResourceID: 1, "": 1}},
+		{"filter", eim.Query{Filter: `os.name="a"`}, []string{"updateStatusIndicator"},
+			map[string]int{"STATUS_INDICATION_IDLE": 2, "STATUS_INDICATION_ERROR": 1}},
+		{"none", eim.Query{Filter: `name="nothing"`}, []string{"osID"}, map[string]int{}},
+	} {
+		got, err := count(c.q, c.fields...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !maps.Equal(got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+	for _, fields := range [][]string{nil, {"nosuch"}, {"updateStatusTimestamp"}, {"customConfigID"}, {"host"}} {
+		_, err := count(eim.Query{}, fields...)
+		wantCode(t, err, eim.EINVALID)
+	}
+	_, err := count(eim.Query{Filter: "name=("}, "osID")
+	wantCode(t, err, eim.EINVALID)
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"TelemetryCascade", testTelemetryCascade},
 		{"OSUpdateReferences", testOSUpdateReferences},
 		{"OSUpdateRuns", testOSUpdateRuns},
+		{"CountBy", testCountBy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,6 +50,40 @@ func sharedSchemas(into *obj) {
 			"unallocated", o("type", "integer", "readOnly", true, "description", "Hosts without a site."),
 		),
 	))
+	counts := func() *obj {
+		return o(
+			"total", o("type", "integer", "readOnly", true, "description", "All instances (matching the filter)."),
+			"upToDate", o("type", "integer", "readOnly", true, "description",
+				"Instances whose update status indicator is IDLE: the last update completed (\"Update completed\") or found nothing new (\"No new updates available\")."),
+			"updating", o("type", "integer", "readOnly", true, "description", "Instances whose update status indicator is IN_PROGRESS (\"Updating\" and the steps before it)."),
+			"failed", o("type", "integer", "readOnly", true, "description", "Instances whose update status indicator is ERROR (\"Update failed\")."),
+			"unknown", o("type", "integer", "readOnly", true, "description",
+				"Instances nothing was reported for yet (\"No Current Update\", indicator UNSPECIFIED). upToDate + updating + failed + unknown = total."),
+			"osUpdateAvailable", o("type", "integer", "readOnly", true, "description",
+				"Instances whose osUpdateAvailable is not empty (a newer OS is known for them), whatever their update status."),
+		)
+	}
+	perOS := counts()
+	perOS.set("osResourceId", o("type", "string", "description", "ID of the OS profile the instances run; \"\" for instances without one.",
+		"pattern", "^$|"+idPattern(eim.KindOS)))
+	perOS.set("name", o("type", "string", "description", "Name of the OS profile."))
+	perOS.set("profileName", o("type", "string", "description", "Profile name of the OS profile."))
+	perOS.set("imageId", o("type", "string", "description", "Image version of the OS profile."))
+	into.set("OSUpdateCounts", o(
+		"type", "object",
+		"description", "Update counts of the instances of one OS profile.",
+		"properties", perOS,
+		"required", []string{"osResourceId", "name", "total", "upToDate", "updating", "failed", "unknown", "osUpdateAvailable"},
+	))
+	all := counts()
+	all.set("operatingSystems", o("type", "array", "items", ref("OSUpdateCounts"),
+		"description", "The counts per OS profile the instances run, ordered by name."))
+	into.set("GetInstanceUpdatesSummaryResponse", o(
+		"type", "object",
+		"description", "EIM's own fleet-wide view of OS updates: the project's instances (those matching the filter) counted by update state, in all and per OS profile.",
+		"properties", all,
+		"required", []string{"total", "upToDate", "updating", "failed", "unknown", "osUpdateAvailable", "operatingSystems"},
+	))
 	into.set("ListLocationsResponse.ResourceKind", o(
 		"type", "string", "description", "Whether a location node is a region or a site.",
 		"enum", []string{"RESOURCE_KIND_UNSPECIFIED", "RESOURCE_KIND_REGION", "RESOURCE_KIND_SITE"},

@@ -75,6 +75,12 @@ func addOperations(ps *pathSet) {
 	inst := full
 	inst.listParams = queryParams
 	ps.addCRUD(eim.KindInstance, "/compute/instances", tagInstances, inst)
+	ps.add("/compute/instances/updates_summary", op{method: "get", id: "getInstanceUpdatesSummary", tag: tagInstances,
+		summary: "Count instances by OS update state",
+		desc: "EIM's own operation (the original had none): the project's instances, or those matching the filter (e.g. " +
+			"`host.site.resourceId=\"site-…\"`), counted by the state of their OS updates — up to date, updating, failed, unknown, " +
+			"and with an OS update available — in all and per OS profile. Computed with grouped counts in the database.",
+		params: []any{pref("filter")}, ok: okJSON("The counts.", ref("GetInstanceUpdatesSummaryResponse"))})
 	ps.add("/compute/instances/{resourceId}/invalidate", op{method: "put", id: "invalidateInstance", tag: tagInstances,
 		summary: "Invalidate an instance", desc: "Marks the instance untrusted (desired state INSTANCE_STATE_UNTRUSTED); it can then only be deleted.",
 		params: []any{idParam(eim.KindInstance)}, ok: o("$ref", "#/components/responses/Done"), write: true})
