@@ -22,6 +22,8 @@ var paths = map[eim.Kind]string{
 	eim.KindRepeatedSchedule: "/schedules/repeated",
 	eim.KindLocalAccount:     "/localAccounts",
 	eim.KindCustomConfig:     "/customConfigs",
+	eim.KindOSUpdatePolicy:   "/os-update-policies",
+	eim.KindOSUpdateRun:      "/os-update-runs",
 }
 
 // KindPath returns the collection path of kind k below a project, e.g.

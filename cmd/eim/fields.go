@@ -21,6 +21,12 @@ type body map[string]json.RawMessage
 // lists ([]string, metadata) take a JSON array or comma-separated items
 // ("a,b" or "key=value,key2=value2"); other types need JSON.
 func fieldValue(k eim.Kind, name string, vals []string) (json.RawMessage, error) {
+	return fieldValueOf(k, name, vals, false)
+}
+
+// fieldValueOf is fieldValue; whole takes each value of a list as one item
+// (values that may hold commas, such as package sources).
+func fieldValueOf(k eim.Kind, name string, vals []string, whole bool) (json.RawMessage, error) {
 	f, err := writableField(k, name)
 	if err != nil {
 		return nil, err
@@ -39,6 +45,8 @@ func fieldValue(k eim.Kind, name string, vals []string) (json.RawMessage, error)
 			}
 			return eim.MetadataItem{Key: k, Value: v}, nil
 		})
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String && whole:
+		return json.Marshal(vals)
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
 		return listValue(name, vals, func(item string) (any, error) { return item, nil })
 	case t.Kind() == reflect.String:
@@ -117,10 +125,11 @@ type fieldFlags struct {
 	kind  eim.Kind
 	vals  map[string][]string
 	order []string
+	whole map[string]bool // list fields whose values are whole items
 }
 
 func newFieldFlags(k eim.Kind) *fieldFlags {
-	return &fieldFlags{kind: k, vals: map[string][]string{}}
+	return &fieldFlags{kind: k, vals: map[string][]string{}, whole: map[string]bool{}}
 }
 
 func (ff *fieldFlags) add(field, v string) {
@@ -133,7 +142,7 @@ func (ff *fieldFlags) add(field, v string) {
 // into converts the collected values and sets them in b, overriding.
 func (ff *fieldFlags) into(b body) error {
 	for _, name := range ff.order {
-		raw, err := fieldValue(ff.kind, name, ff.vals[name])
+		raw, err := fieldValueOf(ff.kind, name, ff.vals[name], ff.whole[name])
 		if err != nil {
 			return err
 		}
@@ -166,6 +175,13 @@ func (f *fieldFlag) Set(v string) error {
 			}
 			v = strconv.FormatInt(t.Unix(), 10)
 		}
+	}
+	if f.spec.item {
+		f.ff.whole[f.spec.field] = true
+	}
+	if prev := f.ff.vals[f.spec.field]; f.spec.lines && len(prev) > 0 {
+		prev[len(prev)-1] = strings.TrimSuffix(prev[len(prev)-1], "\n") + "\n" + v
+		return nil
 	}
 	f.ff.add(f.spec.field, v)
 	return nil

@@ -18,6 +18,8 @@ type noun struct {
 	cols     []column          // table columns of list and create
 	flags    []flagSpec        // create flags
 	noUpdate bool              // the API has no PUT/PATCH for it
+	noCreate bool              // the API has no POST for it (a module writes it)
+	extra    []string          // dotted paths get shows beyond the type's own fields
 }
 
 // collection returns where the noun is served.
@@ -34,6 +36,8 @@ type flagSpec struct {
 	flag, field, usage string
 	file               bool // "@path" reads the value from a file
 	time               bool // Unix seconds or RFC 3339
+	item               bool // of a list: each value is one item, commas and all
+	lines              bool // of a text: repeated values are joined one per line
 }
 
 // column is a table column: a header and how to read a cell.
@@ -117,6 +121,16 @@ func timeCol(header, path string) column {
 }
 
 var idCol = col("ID", "resourceId")
+
+// countCol shows how many items a list field has; empty for none.
+func countCol(header, path string) column {
+	return column{header, func(o obj) string {
+		if l, ok := o[path].([]any); ok && len(l) > 0 {
+			return strconv.Itoa(len(l))
+		}
+		return ""
+	}}
+}
 
 var (
 	metaFlag = flagSpec{flag: "metadata", field: "metadata", usage: "label key=value (repeatable, or comma-separated)"}
@@ -245,6 +259,24 @@ var nouns = []*noun{
 		flags: append(profileTargetFlags(),
 			flagSpec{flag: "group", field: "metricsGroupId", usage: "metrics group ID"},
 			flagSpec{flag: "interval", field: "metricsInterval", usage: "seconds between collections (1..86400)"}),
+	},
+	{
+		name: "os-update-policy", kind: eim.KindOSUpdatePolicy, noUpdate: true,
+		cols: []column{idCol, col("NAME", "name"), enumCol("POLICY", "updatePolicy", "UPDATE_POLICY_"), col("TARGET-OS", "targetOsId"),
+			col("TARGET-OS-NAME", "targetOs.name"), countCol("SOURCES", "updateSources"), col("KERNEL", "updateKernelCommand")},
+		flags: []flagSpec{nameFlag,
+			{flag: "description", field: "description", usage: "description"},
+			{flag: "policy", field: "updatePolicy", usage: "UPDATE_POLICY_LATEST (newest image of the instance's OS) or UPDATE_POLICY_TARGET"},
+			{flag: "target-os", field: "targetOsId", usage: "OS profile ID an immutable OS is updated to (TARGET)"},
+			{flag: "source", field: "updateSources", usage: "package source, DEB822 for Debian-like OSes (repeatable; or @file)", file: true, item: true},
+			{flag: "package", field: "updatePackages", usage: "package to install or upgrade (repeatable; or @file, one per line)", file: true, lines: true},
+			{flag: "kernel-command", field: "updateKernelCommand", usage: "kernel command-line options"}},
+	},
+	{
+		name: "os-update-run", kind: eim.KindOSUpdateRun, noUpdate: true, noCreate: true,
+		cols: []column{idCol, col("NAME", "name"), col("INSTANCE", "instance.resourceId"), col("POLICY", "appliedPolicy.resourceId"),
+			col("STATUS", "status"), enumCol("INDICATOR", "statusIndicator", "STATUS_INDICATION_"), timeCol("START", "startTime"), timeCol("END", "endTime")},
+		extra: []string{"instance.resourceId", "instance.host.resourceId", "appliedPolicy.resourceId", "appliedPolicy.name"},
 	},
 	{
 		name: "customconfig", kind: eim.KindCustomConfig, noUpdate: true,

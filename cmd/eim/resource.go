@@ -25,6 +25,9 @@ func (c *cli) resource(n *noun, args []string) error {
 	case "get":
 		return c.resGet(n, rest)
 	case "create":
+		if n.noCreate {
+			return usagef("%s: the API has no create for %s; the maintenance module records them", n.name, n.name)
+		}
 		return c.resCreate(n, rest)
 	case "update", "patch":
 		if n.noUpdate {
@@ -52,6 +55,8 @@ func (c *cli) resource(n *noun, args []string) error {
 			return c.instanceLog(rest)
 		case "reprovision":
 			return c.instanceReprovision(rest)
+		case "updates-summary":
+			return c.instanceUpdatesSummary(rest)
 		}
 	}
 	return usagef("%s: unknown verb %q (run \"eim %s help\")", n.name, verb, n.name)
@@ -67,7 +72,10 @@ func (n *noun) usage() string {
 	default:
 		fmt.Fprintf(&b, "Usage:\n  eim %s list [--filter F] [--order-by O] [--page-size N] [--offset N]\n", n.name)
 	}
-	fmt.Fprintf(&b, "  eim %s get ID\n  eim %s create [flags] [--file F.json | -f -]\n", n.name, n.name)
+	fmt.Fprintf(&b, "  eim %s get ID\n", n.name)
+	if !n.noCreate {
+		fmt.Fprintf(&b, "  eim %s create [flags] [--file F.json | -f -]\n", n.name)
+	}
 	if !n.noUpdate {
 		fmt.Fprintf(&b, "  eim %s update ID --file F.json\n  eim %s patch ID --set field=value …\n", n.name, n.name)
 	}
@@ -79,8 +87,11 @@ func (n *noun) usage() string {
 	if n.kind == eim.KindInstance {
 		b.WriteString("  eim instance log ID [-f]   provisioning log (-f: follow until it ends)\n")
 		b.WriteString("  eim instance reprovision ID [-f]   retry a failed provisioning (-f: follow it)\n")
+		b.WriteString("  eim instance updates-summary [--filter F]   instances by OS update state, per OS profile\n")
 	}
-	b.WriteString("\nCreate flags:\n")
+	if len(n.flags) > 0 {
+		b.WriteString("\nCreate flags:\n")
+	}
 	for _, f := range n.flags {
 		fmt.Fprintf(&b, "  --%-18s %s (%s)\n", f.flag, f.usage, f.field)
 	}
@@ -207,7 +218,7 @@ func (c *cli) printOne(n *noun, raw json.RawMessage) error {
 			add(f.Name)
 		}
 	}
-	for _, extra := range []string{"inheritedMetadata"} {
+	for _, extra := range append([]string{"inheritedMetadata"}, n.extra...) {
 		add(extra)
 	}
 	if ts, ok := o["timestamps"].(map[string]any); ok {
