@@ -277,18 +277,50 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// suggest names a known field that key was probably meant to be.
+// suggest names a known field that key was probably meant to be: the
+// same but for case or an "os" prefix, or a typo away (edit distance at
+// most 2).
 func suggest(key string, known []string) string {
 	norm := func(s string) string {
 		s = strings.ToLower(s)
 		return strings.TrimPrefix(s, "os")
 	}
+	best, bestDist := "", 3
 	for _, k := range known {
-		if norm(k) == norm(key) {
-			return fmt.Sprintf(" (did you mean %s?)", k)
+		d := distance(norm(k), norm(key))
+		if d < bestDist {
+			best, bestDist = k, d
 		}
 	}
-	return ""
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// distance is the Levenshtein distance of a and b (bytes), or 3 when it
+// is more than 2 or the strings are long.
+func distance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 || len(a)-len(b) > 2 || len(b)-len(a) > 2 {
+		return 3
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return min(prev[len(b)], 3)
 }
 
 // The manifest's fields, in the order of the format's documentation.

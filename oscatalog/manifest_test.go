@@ -105,6 +105,8 @@ func TestParseErrors(t *testing.T) {
 		{"empty spec", "appVersion: apps/v1\nspec:\n", "spec.name", 2, "is required"},
 		{"unknown spec field", minimal("  kernelCommand: quiet\n"), "spec.kernelCommand", 9, "unknown field"},
 		{"near miss", minimal("  existingCvesURL: https://x.example/c\n"), "spec.existingCvesURL", 9, "did you mean osExistingCvesURL?"},
+		{"typo", minimal("  osImageSha265: x\n"), "spec.osImageSha265", 9, "did you mean osImageSha256?"},
+		{"no suggestion", minimal("  kernel: x\n"), "spec.kernel", 9, "unknown field"},
 		{"unknown metadata field", "appVersion: apps/v1\nmetadata:\n  owner: me\n", "metadata.owner", 3, "unknown field"},
 		{"duplicate key", minimal("  name: Again\n"), "spec.name", 9, "more than once"},
 		{"mapping for string", minimal("  description:\n    a: b\n"), "spec.description", 10, "got a mapping"},

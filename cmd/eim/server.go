@@ -24,6 +24,7 @@ import (
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/maintenance"
 	"github.com/eimhq/eim/onboarding"
+	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/pki"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
@@ -67,6 +68,10 @@ type serverConfig struct {
 	// interval and timeout).
 	heartbeatInterval, heartbeatTimeout, rebootTimeout time.Duration
 	updateTimeout                                      time.Duration
+	// The OS catalog: a directory of the operator's manifests, and how
+	// often they are read again (0: only at start).
+	osProfiles       string
+	osCatalogRefresh time.Duration
 }
 
 func (c *cli) server(args []string) error {
@@ -105,6 +110,8 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.heartbeatInterval, "heartbeat-interval", eim.DefaultHeartbeatInterval*time.Second, "how often nodes send heartbeats, in projects that do not set their own")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 0, "silence after which a host is \"No Connection\", in projects that do not set their own (default 3 heartbeat intervals)")
 	fs.DurationVar(&cfg.rebootTimeout, "reboot-timeout", 15*time.Minute, "how long a rebooting host may take to call again before it is \"No Connection\"")
+	fs.StringVar(&cfg.osProfiles, "os-profiles", "", "directory of OS profile manifests (*.yaml) loaded into every project with the shipped ones; one with a shipped profile's profileName and osImageVersion replaces it")
+	fs.DurationVar(&cfg.osCatalogRefresh, "os-catalog-refresh", oscatalog.DefaultRefresh, "how often the OS profile manifests are read again and every project brought in line (0: only at start)")
 	fs.DurationVar(&cfg.updateTimeout, "update-timeout", 2*time.Hour, "how long after its last update report a node updating its OS may stay silent before it is \"No Connection\"")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
@@ -125,6 +132,9 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.updateTimeout < time.Minute {
 		return usagef("--update-timeout: must be at least 1m, got %s", cfg.updateTimeout)
+	}
+	if cfg.osCatalogRefresh < 0 || (cfg.osCatalogRefresh > 0 && cfg.osCatalogRefresh < time.Minute) {
+		return usagef("--os-catalog-refresh: must be 0 (only at start) or at least 1m, got %s", cfg.osCatalogRefresh)
 	}
 	if cfg.rebootTimeout < time.Minute {
 		return usagef("--reboot-timeout: must be at least 1m, got %s", cfg.rebootTimeout)
@@ -161,6 +171,18 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		return fmt.Errorf("open database %s: %w", redactDSN(dsn), err)
 	}
 	defer store.Close()
+	// The OS catalog before anything listens: a bad manifest stops the
+	// start, naming the file and the field.
+	catalog, err := oscatalog.Load(oscatalog.Shipped(), cfg.osProfiles)
+	if err != nil {
+		return err
+	}
+	osRefresh := cfg.osCatalogRefresh
+	if osRefresh == 0 {
+		osRefresh = -1 // never
+	}
+	osCatalog := oscatalog.New(oscatalog.Options{Store: store, Catalog: catalog, Logger: log, Refresh: osRefresh,
+		Reload: func() (*oscatalog.Catalog, error) { return oscatalog.Load(oscatalog.Shipped(), cfg.osProfiles) }})
 	// API creates are group-committed (see inventory.Batcher); the agents'
 	// writes have a batcher of their own below, so neither waits behind
 	// the other's batch.
@@ -330,6 +352,12 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	g.Go(func() error {
 		if err := tel.Run(gctx); err != nil && gctx.Err() == nil {
 			return fmt.Errorf("telemetry: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := osCatalog.Run(gctx); err != nil && gctx.Err() == nil {
+			return fmt.Errorf("os catalog: %w", err)
 		}
 		return nil
 	})
