@@ -373,7 +373,10 @@ func TestOSUpdateAvailable(t *testing.T) {
 		want(a.ResourceID, oscatalog.UpdateText(cur))
 		want(b.ResourceID, "")
 
-		// A user's OS of the same profile, newer still.
+		// A newer version for another architecture is no update for these.
+		e.userOS(p, &eim.OS{Name: "EMT 9 arm", ProfileName: "emt", ImageID: "3.0.9", OsType: "OS_TYPE_IMMUTABLE", Architecture: "aarch64", ImageURL: "https://x.example/9.img"})
+		// A user's OS of the same profile, newer still (the feed brings it
+		// after the one above: the value below shows the arm OS ignored).
 		newer := e.userOS(p, &eim.OS{Name: "EMT 5", ProfileName: "emt", ImageID: "3.0.5", OsType: "OS_TYPE_IMMUTABLE", ImageURL: "https://x.example/5.img"})
 		want(a.ResourceID, oscatalog.UpdateText(newer))
 		want(b.ResourceID, oscatalog.UpdateText(newer))

@@ -13,28 +13,35 @@ const osTypeImmutable eim.OsType = "OS_TYPE_IMMUTABLE"
 
 // osIndex is what a project's osUpdateAvailable values depend on: its
 // immutable OS resources that name a profile and an image version, and
-// the newest of each profile.
+// the newest of each profile and architecture (the OS an update policy
+// LATEST installs: see package maintenance).
 type osIndex struct {
 	byID   map[string]*eim.OS
-	newest map[string]*eim.OS // by profile name
+	newest map[family]*eim.OS
 }
 
+// family is what a newer version must share with the OS it replaces.
+type family struct{ profile, arch string }
+
+func familyOf(o *eim.OS) family { return family{o.ProfileName, o.Architecture} }
+
 func newIndex(oses []*eim.OS) *osIndex {
-	x := &osIndex{byID: map[string]*eim.OS{}, newest: map[string]*eim.OS{}}
+	x := &osIndex{byID: map[string]*eim.OS{}, newest: map[family]*eim.OS{}}
 	for _, o := range oses {
 		if o.OsType != osTypeImmutable || o.ProfileName == "" || o.ImageID == "" {
 			continue
 		}
 		x.byID[o.ResourceID] = o
-		n := x.newest[o.ProfileName]
+		f := familyOf(o)
+		n := x.newest[f]
 		if n == nil {
-			x.newest[o.ProfileName] = o
+			x.newest[f] = o
 			continue
 		}
 		// Ties (one version twice) go to the smaller ID, so every pass
 		// names the same resource.
 		if c := CompareVersions(o.ImageID, n.ImageID); c > 0 || (c == 0 && o.ResourceID < n.ResourceID) {
-			x.newest[o.ProfileName] = o
+			x.newest[f] = o
 		}
 	}
 	return x
@@ -58,7 +65,7 @@ func (x *osIndex) want(osID string) (string, bool) {
 	if o == nil {
 		return "", false
 	}
-	n := x.newest[o.ProfileName]
+	n := x.newest[familyOf(o)]
 	if n == nil || n.ResourceID == o.ResourceID || CompareVersions(n.ImageID, o.ImageID) <= 0 {
 		return "", true
 	}
