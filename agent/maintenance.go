@@ -454,8 +454,13 @@ func (n *Node) finish(ctx context.Context, pu *pendingUpdate, s status, msg, log
 	}
 	m.st.Pending = nil
 	m.st.UpToDate = ""
-	m.st.Reports = append(m.st.Reports, maintReport{Status: int32(s), UpdateID: pu.ID, PolicyID: pu.PolicyID,
-		Message: msg, Log: updateLog(pu, log), OSID: osID})
+	r := maintReport{Status: int32(s), UpdateID: pu.ID, PolicyID: pu.PolicyID, Message: msg, OSID: osID}
+	if log != "" {
+		// After a reboot there is no output: the run keeps the log the
+		// earlier reports carried.
+		r.Log = updateLog(pu, log)
+	}
+	m.st.Reports = append(m.st.Reports, r)
 	if err := m.save(); err != nil {
 		n.log().Error("cannot record the end of an update", "err", err)
 	}
