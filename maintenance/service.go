@@ -18,12 +18,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feedcache"
 	maintenancev1 "github.com/eimhq/eim/proto/eim/maintenance/v1"
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 	"github.com/eimhq/eim/southbound"
@@ -46,24 +46,16 @@ type Service struct {
 	store eim.Store
 	log   *slog.Logger
 	now   func() time.Time
-	retry time.Duration
 
-	live atomic.Bool
+	feed  *feedcache.Follower
+	trees feedcache.Loader[*Tree] // by project
 
 	mu       sync.Mutex
-	projects map[string]*projectState
 	hosts    map[string]*hostState // by host ID
 	instHost map[string]string     // instance ID → host ID, of cached hosts
-	runOnce  sync.Once
 }
 
 var _ maintenancev1connect.MaintenanceServiceHandler = (*Service)(nil)
-
-type projectState struct {
-	gen     uint64
-	tree    *Tree
-	loading chan struct{}
-}
 
 type hostState struct {
 	project string
@@ -80,17 +72,28 @@ func New(opts Options) *Service {
 	if opts.Store == nil {
 		panic("maintenance.New: Store is required")
 	}
-	s := &Service{store: opts.Store, log: opts.Logger, now: opts.Now, retry: opts.RetryWait,
-		projects: map[string]*projectState{}, hosts: map[string]*hostState{}, instHost: map[string]string{}}
+	s := &Service{store: opts.Store, log: opts.Logger, now: opts.Now,
+		hosts: map[string]*hostState{}, instHost: map[string]string{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.retry <= 0 {
-		s.retry = 2 * time.Second
+	s.trees.Load = func(ctx context.Context, project string) (*Tree, error) {
+		var tree *Tree
+		err := s.store.View(ctx, project, func(tx eim.Tx) error {
+			var err error
+			tree, err = LoadTree(ctx, tx)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load the maintenance tree of %s: %w", project, err)
+		}
+		return tree, nil
 	}
+	s.feed = &feedcache.Follower{Store: opts.Store, Name: "maintenance", Logger: s.log, RetryWait: opts.RetryWait,
+		Kinds: append([]eim.Kind{eim.KindHost, eim.KindInstance}, treeKinds...), Reset: s.dropAll, Event: s.event}
 	return s
 }
 
@@ -98,78 +101,30 @@ func New(opts Options) *Service {
 var treeKinds = []eim.Kind{eim.KindSingleSchedule, eim.KindRepeatedSchedule, eim.KindRegion, eim.KindSite, eim.KindOSUpdatePolicy, eim.KindOS}
 
 // Run follows the change feed and drops what changed from the caches,
-// until ctx ends (it then returns nil). When the feed fails it turns the
-// caches off, waits and starts again. It may be called once.
-func (s *Service) Run(ctx context.Context) error {
-	first := false
-	s.runOnce.Do(func() { first = true })
-	if !first {
-		return errors.New("maintenance: Run called twice")
-	}
-	defer s.live.Store(false)
-	for {
-		err := s.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.log.Warn("maintenance: change feed failed; plans are read afresh until it is back", "err", err, "retry_in", s.retry)
-		t := time.NewTimer(s.retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
-}
+// until ctx ends (it then returns nil); while the feed is lost, plans are
+// read afresh. It may be called once.
+func (s *Service) Run(ctx context.Context) error { return s.feed.Run(ctx) }
 
-func (s *Service) follow(ctx context.Context) error {
-	s.live.Store(false)
-	rev, err := s.store.Revision(ctx)
-	if err != nil {
-		return err
+func (s *Service) event(ev eim.Event) {
+	switch ev.Kind {
+	case eim.KindHost:
+		s.dropHost(ev.ID, ev.Op == eim.OpDeleted)
+	case eim.KindInstance:
+		s.dropInstance(ev.Project, ev.ID)
+	default:
+		s.trees.Drop(ev.Project)
 	}
-	s.dropAll()
-	s.live.Store(true)
-	kinds := append([]eim.Kind{eim.KindHost, eim.KindInstance}, treeKinds...)
-	for ev, err := range s.store.Watch(ctx, rev, kinds...) {
-		if err != nil {
-			s.live.Store(false)
-			return err
-		}
-		switch ev.Kind {
-		case eim.KindHost:
-			s.dropHost(ev.ID, ev.Op == eim.OpDeleted)
-		case eim.KindInstance:
-			s.dropInstance(ev.Project, ev.ID)
-		default:
-			s.dropProject(ev.Project)
-		}
-	}
-	return ctx.Err()
 }
 
 func (s *Service) dropAll() {
+	s.trees.DropAll()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ps := range s.projects {
-		ps.gen++
-		ps.tree = nil
-	}
 	for _, hs := range s.hosts {
 		hs.gen++
 		hs.known, hs.plan = false, nil
 	}
 	clear(s.instHost)
-}
-
-func (s *Service) dropProject(project string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ps := s.projects[project]; ps != nil {
-		ps.gen++
-		ps.tree = nil
-	}
 }
 
 func (s *Service) dropHost(id string, deleted bool) {
@@ -231,13 +186,13 @@ func (s *Service) Plan(ctx context.Context, project, hostID string) (*maintenanc
 	if project == "" {
 		return nil, "", eim.Errorf(eim.EINVALID, "project is required")
 	}
-	if !s.live.Load() {
+	if !s.feed.Live.Load() {
 		return s.planUncached(ctx, project, hostID)
 	}
 	if p, v, ok := s.cached(project, hostID); ok {
 		return p, v, nil
 	}
-	tree, treeGen, err := s.projectTree(ctx, project)
+	tree, treeGen, err := s.trees.Get(ctx, project)
 	if err != nil {
 		return nil, "", err
 	}
@@ -247,21 +202,28 @@ func (s *Service) Plan(ctx context.Context, project, hostID string) (*maintenanc
 	}
 	p, v := tree.Plan(facts)
 	s.mu.Lock()
-	if ps, hs := s.projects[project], s.hosts[hostID]; ps != nil && ps.gen == treeGen && hs != nil && hs.gen == hostGen && hs.known {
+	if hs := s.hosts[hostID]; s.trees.Current(project, treeGen) && hs != nil && hs.gen == hostGen && hs.known {
 		hs.plan, hs.version, hs.treeGen = p, v, treeGen
 	}
 	s.mu.Unlock()
 	return p, v, nil
 }
 
+// cached returns the host's plan when nothing it depends on changed since
+// it was computed: the heartbeats' path.
 func (s *Service) cached(project, hostID string) (*maintenancev1.GetPlanResponse, string, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	ps, hs := s.projects[project], s.hosts[hostID]
-	if ps == nil || ps.tree == nil || hs == nil || !hs.known || hs.project != project || hs.plan == nil || hs.treeGen != ps.gen {
+	hs := s.hosts[hostID]
+	if hs == nil || !hs.known || hs.project != project || hs.plan == nil {
+		s.mu.Unlock()
 		return nil, "", false
 	}
-	return hs.plan, hs.version, true
+	p, v, gen := hs.plan, hs.version, hs.treeGen
+	s.mu.Unlock()
+	if !s.trees.Current(project, gen) {
+		return nil, "", false
+	}
+	return p, v, true
 }
 
 func (s *Service) planUncached(ctx context.Context, project, hostID string) (*maintenancev1.GetPlanResponse, string, error) {
@@ -280,55 +242,6 @@ func (s *Service) planUncached(ctx context.Context, project, hostID string) (*ma
 	}
 	p, v := tree.Plan(f)
 	return p, v, nil
-}
-
-// projectTree returns the project's tree, loaded once for all the callers
-// that ask while it is missing, and its generation.
-func (s *Service) projectTree(ctx context.Context, project string) (*Tree, uint64, error) {
-	s.mu.Lock()
-	ps := s.projects[project]
-	if ps == nil {
-		ps = &projectState{}
-		s.projects[project] = ps
-	}
-	for ps.tree == nil && ps.loading != nil {
-		ch := ps.loading
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		}
-		s.mu.Lock()
-	}
-	if ps.tree != nil {
-		t, g := ps.tree, ps.gen
-		s.mu.Unlock()
-		return t, g, nil
-	}
-	ch := make(chan struct{})
-	ps.loading = ch
-	gen := ps.gen
-	s.mu.Unlock()
-
-	var tree *Tree
-	err := s.store.View(ctx, project, func(tx eim.Tx) error {
-		var err error
-		tree, err = LoadTree(ctx, tx)
-		return err
-	})
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ps.loading = nil
-	close(ch)
-	if err != nil {
-		return nil, 0, fmt.Errorf("load the maintenance tree of %s: %w", project, err)
-	}
-	if ps.gen == gen {
-		ps.tree = tree
-	}
-	return tree, gen, nil
 }
 
 // hostFacts returns the host's facts and its entry's generation.

@@ -19,12 +19,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feedcache"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -44,21 +44,12 @@ type Options struct {
 type Service struct {
 	store eim.Store
 	log   *slog.Logger
-	retry time.Duration
 
-	live atomic.Bool // the feed is watched: the caches may be used
+	feed  *feedcache.Follower
+	trees feedcache.Loader[*Tree] // by project
 
-	mu       sync.Mutex
-	projects map[string]*projectState
-	hosts    map[string]*hostState // by host ID (IDs are unique across projects)
-	runOnce  sync.Once
-}
-
-// projectState caches one project's tree.
-type projectState struct {
-	gen     uint64 // bumped when the tree is dropped
-	tree    *Tree  // nil: to load
-	loading chan struct{}
+	mu    sync.Mutex
+	hosts map[string]*hostState // by host ID (IDs are unique across projects)
 }
 
 // hostState caches what one host's configuration depends on, and the
@@ -79,14 +70,30 @@ func New(opts Options) *Service {
 	if opts.Store == nil {
 		panic("telemetry.New: Store is required")
 	}
-	s := &Service{store: opts.Store, log: opts.Logger, retry: opts.RetryWait,
-		projects: map[string]*projectState{}, hosts: map[string]*hostState{}}
+	s := &Service{store: opts.Store, log: opts.Logger, hosts: map[string]*hostState{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.retry <= 0 {
-		s.retry = 2 * time.Second
+	s.trees.Load = func(ctx context.Context, project string) (*Tree, error) {
+		var tree *Tree
+		err := s.store.View(ctx, project, func(tx eim.Tx) error {
+			var err error
+			tree, err = LoadTree(ctx, tx)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load the telemetry tree of %s: %w", project, err)
+		}
+		return tree, nil
 	}
+	s.feed = &feedcache.Follower{Store: opts.Store, Kinds: watched, Name: "telemetry", Logger: s.log, RetryWait: opts.RetryWait,
+		Reset: s.dropAll, Event: func(ev eim.Event) {
+			if ev.Kind == eim.KindHost {
+				s.dropHost(ev.ID, ev.Op == eim.OpDeleted)
+			} else {
+				s.trees.Drop(ev.Project)
+			}
+		}}
 	return s
 }
 
@@ -96,76 +103,18 @@ func New(opts Options) *Service {
 var watched = []eim.Kind{eim.KindTelemetryProfile, eim.KindTelemetryGroup, eim.KindSite, eim.KindRegion, eim.KindHost}
 
 // Run watches the change feed and drops what changed from the caches,
-// until ctx ends (it then returns nil). When the feed fails it turns the
-// caches off, waits and starts again from the store's current revision. It
-// may be called once.
-func (s *Service) Run(ctx context.Context) error {
-	first := false
-	s.runOnce.Do(func() { first = true })
-	if !first {
-		return errors.New("telemetry: Run called twice")
-	}
-	defer s.live.Store(false)
-	for {
-		err := s.watch(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.log.Warn("telemetry: change feed failed; configurations are read afresh until it is back", "err", err, "retry_in", s.retry)
-		t := time.NewTimer(s.retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// watch follows the feed from the current revision. What was cached
-// before is dropped first: it may predate changes the feed will not show.
-func (s *Service) watch(ctx context.Context) error {
-	s.live.Store(false)
-	rev, err := s.store.Revision(ctx)
-	if err != nil {
-		return err
-	}
-	s.dropAll()
-	s.live.Store(true)
-	for ev, err := range s.store.Watch(ctx, rev, watched...) {
-		if err != nil {
-			s.live.Store(false)
-			return err
-		}
-		if ev.Kind == eim.KindHost {
-			s.dropHost(ev.ID, ev.Op == eim.OpDeleted)
-		} else {
-			s.dropProject(ev.Project)
-		}
-	}
-	return ctx.Err()
-}
+// until ctx ends (it then returns nil). When the feed fails the caches are
+// off until it is back. It may be called once.
+func (s *Service) Run(ctx context.Context) error { return s.feed.Run(ctx) }
 
 func (s *Service) dropAll() {
+	s.trees.DropAll()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ps := range s.projects {
-		ps.gen++
-		ps.tree = nil
-	}
 	for _, hs := range s.hosts {
 		hs.gen++
 		hs.known = false
 		hs.cfg, hs.version = nil, ""
-	}
-}
-
-func (s *Service) dropProject(project string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ps := s.projects[project]; ps != nil {
-		ps.gen++
-		ps.tree = nil
 	}
 }
 
@@ -205,13 +154,13 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 	if project == "" {
 		return Config{}, "", eim.Errorf(eim.EINVALID, "project is required")
 	}
-	if !s.live.Load() {
+	if !s.feed.Live.Load() {
 		return s.configUncached(ctx, project, hostID)
 	}
 	if cfg, v, ok := s.cached(project, hostID); ok {
 		return cfg, v, nil
 	}
-	tree, treeGen, err := s.projectTree(ctx, project)
+	tree, treeGen, err := s.trees.Get(ctx, project)
 	if err != nil {
 		return Config{}, "", err
 	}
@@ -230,7 +179,7 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 	cfg := tree.Effective(Node{HostID: hostID, SiteID: site})
 	v := cfg.Version()
 	s.mu.Lock()
-	if ps := s.projects[project]; ps != nil && ps.gen == treeGen && hs != nil && hs.gen == hostGen && hs.known {
+	if s.trees.Current(project, treeGen) && hs != nil && hs.gen == hostGen && hs.known {
 		hs.cfg, hs.version, hs.treeGen = &cfg, v, treeGen
 	}
 	s.mu.Unlock()
@@ -238,15 +187,20 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 }
 
 // cached returns the host's configuration when nothing it depends on
-// changed since it was computed: the heartbeats' path, one lock.
+// changed since it was computed: the heartbeats' path.
 func (s *Service) cached(project, hostID string) (Config, string, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	ps, hs := s.projects[project], s.hosts[hostID]
-	if ps == nil || ps.tree == nil || hs == nil || !hs.known || hs.project != project || hs.cfg == nil || hs.treeGen != ps.gen {
+	hs := s.hosts[hostID]
+	if hs == nil || !hs.known || hs.project != project || hs.cfg == nil {
+		s.mu.Unlock()
 		return Config{}, "", false
 	}
-	return *hs.cfg, hs.version, true
+	cfg, v, gen := *hs.cfg, hs.version, hs.treeGen
+	s.mu.Unlock()
+	if !s.trees.Current(project, gen) {
+		return Config{}, "", false
+	}
+	return cfg, v, true
 }
 
 // configUncached reads everything afresh: the caches are off.
@@ -268,56 +222,6 @@ func (s *Service) configUncached(ctx context.Context, project, hostID string) (C
 		return Config{}, "", err
 	}
 	return cfg, cfg.Version(), nil
-}
-
-// projectTree returns the project's tree, loading it once for all the
-// callers that ask while it is missing, and its generation.
-func (s *Service) projectTree(ctx context.Context, project string) (*Tree, uint64, error) {
-	s.mu.Lock()
-	ps := s.projects[project]
-	if ps == nil {
-		ps = &projectState{}
-		s.projects[project] = ps
-	}
-	for ps.tree == nil && ps.loading != nil {
-		ch := ps.loading
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		}
-		s.mu.Lock()
-	}
-	if ps.tree != nil {
-		t, g := ps.tree, ps.gen
-		s.mu.Unlock()
-		return t, g, nil
-	}
-	ch := make(chan struct{})
-	ps.loading = ch
-	gen := ps.gen
-	s.mu.Unlock()
-
-	var tree *Tree
-	err := s.store.View(ctx, project, func(tx eim.Tx) error {
-		var err error
-		tree, err = LoadTree(ctx, tx)
-		return err
-	})
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ps.loading = nil
-	close(ch)
-	if err != nil {
-		return nil, 0, fmt.Errorf("load the telemetry tree of %s: %w", project, err)
-	}
-	// Changed while loading: use it for this call, keep it not.
-	if ps.gen == gen {
-		ps.tree = tree
-	}
-	return tree, gen, nil
 }
 
 // hostSite returns the site of the host and the host entry's generation.
