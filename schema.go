@@ -87,16 +87,17 @@ func (s *Schema) Field(name string) (*Field, bool) {
 	return f, ok
 }
 
-// StoredField returns the field with the JSON name, or else the stored
-// field with the column name: the store's exact-match conditions (Cond)
-// reach fields hidden from the API (json:"-") by their column, which
-// user filters cannot.
+// StoredField returns the field with the JSON name, or else the hidden
+// reference with the column name: the store's exact-match conditions
+// (Cond) reach references hidden from the API (json:"-", e.g. an OS update
+// run's instance_id) by their column, which user filters cannot. Other
+// hidden fields (node credentials) stay out of reach.
 func (s *Schema) StoredField(name string) (*Field, bool) {
 	if f, ok := s.byName[name]; ok {
 		return f, true
 	}
 	for _, f := range s.Fields {
-		if f.Name == "" && f.Column == name {
+		if f.Name == "" && f.Edge != nil && f.Column == name {
 			return f, true
 		}
 	}
