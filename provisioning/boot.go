@@ -9,12 +9,14 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/eimhq/eim/bootartifact"
 )
 
 // The micro-OS artifacts the boot script loads.
 const (
-	KernelName = "vmlinuz"
-	InitrdName = "initramfs.img"
+	KernelName = bootartifact.KernelFile
+	InitrdName = bootartifact.InitrdFile
 )
 
 // enrollRe is what an enrollment token may contain: it goes on the kernel

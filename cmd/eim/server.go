@@ -239,6 +239,12 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		log.Info("issued a new agent listener certificate", "dns", ca.ServerCert().DNSNames, "ips", ca.ServerCert().IPAddresses)
 	}
 
+	// The key that signs the micro-OS's manifest (eim microos build);
+	// made here so that a fresh server has it.
+	if _, err := pki.LoadArtifactKey(cfg.dataDir); err != nil {
+		return fmt.Errorf("artifact-signing key: %w", err)
+	}
+
 	batcher := inventory.NewBatcher(store, inventory.BatcherOptions{MaxBatch: 128, Workers: workers, Logger: log})
 	defer batcher.Close()
 	provOpts := provisioning.Options{
@@ -263,6 +269,9 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Telemetry: tel, Maintenance: maint, Logger: log,
 		Interval: cfg.heartbeatInterval, Timeout: cfg.heartbeatTimeout, RebootTimeout: cfg.rebootTimeout, UpdateTimeout: cfg.updateTimeout})
 	sb.Mount(hostv1connect.NewHostServiceHandler(hosts, nodeAuth, small))
+	// The boot artifacts over HTTPS too: the micro-OS fetches their signed
+	// manifest through the CA it pins (and UEFI HTTPS boot can load them).
+	sb.Mount("/boot/", provisioning.BootHandler(provOpts))
 	sb.Mount(maintenancev1connect.NewMaintenanceServiceHandler(maint, nodeAuth, small))
 	asrv := &http.Server{
 		Handler:           sb,
