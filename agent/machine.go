@@ -67,6 +67,13 @@ func (m *Machine) command(ctx context.Context, name string, args ...string) ([]b
 	if m.Command != nil {
 		return m.Command(ctx, name, args...)
 	}
+	if _, err := exec.LookPath(name); err != nil {
+		// The micro-OS EIM builds holds the agent alone: what the tools
+		// would do, it does with system calls.
+		if f, ok := builtins[name]; ok {
+			return nil, f(args)
+		}
+	}
 	b, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
 		return b, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(b)))

@@ -11,6 +11,10 @@
 //	    a fleet of simulated nodes in one process (load tests).
 //	eim-agent version
 //
+// As a machine's first process (PID 1: /init of an initramfs that "eim
+// microos build" or "eim testos build" made) it sets the machine up and
+// runs discover or node mode by itself; see init.go.
+//
 // Logs go to standard error. The exit status is 0 on success, 2 for a
 // mistake in the command line and 1 otherwise.
 package main
@@ -30,6 +34,9 @@ import (
 )
 
 func main() {
+	if os.Getpid() == 1 {
+		pid1() // the machine's init, in an initramfs eim built
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
