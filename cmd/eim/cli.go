@@ -89,6 +89,10 @@ func (c *cli) run(args []string) error {
 		return c.token(rest)
 	case "project":
 		return c.project(rest)
+	case "microos":
+		return c.microos(rest)
+	case "testos":
+		return c.testos(rest)
 	}
 	if n := findNoun(cmd); n != nil {
 		return c.resource(n, rest)
@@ -115,6 +119,8 @@ Usage:
   eim host onboard ID | invalidate ID [--note N] | summary [--filter F]
   eim instance log ID [-f]                 provisioning log; -f follows it to the end
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
+  eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
+  eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)
 
 Nouns: region site host instance os provider schedule-single
        schedule-repeated localaccount customconfig telemetry-loggroup

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/bootartifact"
+	"github.com/eimhq/eim/pki"
+	"github.com/eimhq/eim/provisioning/osbuild"
+)
+
+// The commands that build what machines boot: "eim microos build" and
+// "eim testos build" (see provisioning/osbuild and docs/provisioning.md).
+
+// kernelFlags are the inputs both builds share.
+type kernelFlags struct {
+	kernel, modulesDir, agent string
+	modules                   stringList
+}
+
+// stringList is a repeatable flag; "a,b" adds both.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// resolve finds the kernel, its modules and the agent binary.
+func (k *kernelFlags) resolve() (*osbuild.Kernel, string, []string, error) {
+	kern, err := osbuild.FindKernel(k.kernel, k.modulesDir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	agent := k.agent
+	if agent == "" {
+		agent, err = findAgent()
+		if err != nil {
+			return nil, "", nil, err
+		}
+	}
+	var mods []string
+	if len(k.modules) > 0 {
+		mods = k.modules
+	}
+	return kern, agent, mods, nil
+}
+
+// findAgent looks for eim-agent beside this executable, then on PATH.
+func findAgent() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "eim-agent")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("eim-agent"); err == nil {
+		return p, nil
+	}
+	return "", usagef("no eim-agent binary beside eim or on PATH: build one (CGO_ENABLED=0 go build ./cmd/eim-agent) and pass --agent")
+}
+
+func (c *cli) microos(args []string) error {
+	if len(args) == 0 || args[0] != "build" {
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F]\n")
+			return nil
+		}
+		return usagef("microos: unknown verb %q (build)", args[0])
+	}
+	fs := c.flagSet("eim microos build", "eim microos build [flags]",
+		"Builds the micro-OS machines network-boot into: the kernel (vmlinuz), an initramfs whose /init\n"+
+			"is the static eim-agent (initramfs.img), and manifest.json with its signature (manifest.json.sig),\n"+
+			"written to the server's boot artifacts directory. The initramfs carries the server's CA and the\n"+
+			"public half of its artifact-signing key (both from the data directory); the micro-OS checks what\n"+
+			"it booted against the signed manifest. The same inputs give the same bytes.")
+	var (
+		dataDir, out string
+		k            kernelFlags
+	)
+	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the server's data directory (ca.crt, artifacts.key)")
+	fs.StringVar(&out, "out", "", "boot artifacts directory to write (default <data-dir>/boot, the server's default --boot-artifacts)")
+	fs.StringVar(&k.kernel, "kernel", "", "kernel image (default: the newest /boot/vmlinuz-*, from Debian's linux-image-amd64)")
+	fs.StringVar(&k.modulesDir, "modules-dir", "", "the kernel's modules (default /lib/modules/<release>)")
+	fs.Var(&k.modules, "module", "kernel module to carry, with its dependencies (repeatable, or a,b,c; default: VM, common NIC and disk drivers, ext4, vfat)")
+	fs.StringVar(&k.agent, "agent", "", "static eim-agent binary (default: beside eim, or on PATH)")
+	pos, err := c.parseAll(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("microos build", pos, 0, "no arguments"); err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Join(dataDir, "boot")
+	}
+	ca, err := os.ReadFile(filepath.Join(dataDir, pki.CACertFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no %s in %s: start the server once (it creates its CA), or pass --data-dir", pki.CACertFile, dataDir)
+	}
+	if err != nil {
+		return err
+	}
+	key, err := pki.LoadArtifactKey(dataDir)
+	if err != nil {
+		return err
+	}
+	kern, agent, mods, err := k.resolve()
+	if err != nil {
+		return err
+	}
+	res, err := osbuild.BuildMicroOS(osbuild.MicroOSOptions{
+		Kernel: kern, Modules: mods, Agent: agent, CACertPEM: ca, Key: key, Dir: out,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "micro-OS for kernel %s (%d modules) in %s, signed with key %s:\n", kern.Release, len(res.Modules), out, bootartifact.KeyID(key.Public().(ed25519.PublicKey)))
+	for _, f := range res.Manifest.Files {
+		fmt.Fprintf(c.stdout, "  %-14s %10d bytes  sha256 %s\n", f.Name, f.Size, f.SHA256)
+	}
+	if len(res.Missing) > 0 {
+		fmt.Fprintf(c.stdout, "  (default modules this kernel lacks: %s)\n", strings.Join(res.Missing, " "))
+	}
+	return nil
+}
+
+func (c *cli) testos(args []string) error {
+	if len(args) == 0 || args[0] != "build" {
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			fmt.Fprint(c.stdout, "Usage:\n  eim testos build --out FILE.img.gz [--register --image-url URL [--name N]] [--kernel F] [--module M …] [--agent F]\n")
+			return nil
+		}
+		return usagef("testos: unknown verb %q (build)", args[0])
+	}
+	fs := c.flagSet("eim testos build", "eim testos build --out FILE [flags]",
+		"Builds a small bootable disk image for testing the Day 0 flow on BIOS machines and VMs: the\n"+
+			"kernel and an initramfs whose /init is eim-agent in node mode (it applies the first-boot seed\n"+
+			"and runs with the agent configuration provisioning wrote), syslinux as boot loader, and an ext4\n"+
+			"root file system for what provisioning writes. With --register it creates an OS profile for it\n"+
+			"(imageUrl, sha256) through the API and prints its ID.")
+	c.globalFlags(fs)
+	var (
+		out, imageURL, name string
+		register            bool
+		k                   kernelFlags
+	)
+	fs.StringVar(&out, "out", "", "image file to write; gzip'd when it ends in .gz (e.g. eim-data/boot/eim-testos.img.gz, served at /boot/artifacts/)")
+	fs.BoolVar(&register, "register", false, "create an OS profile for the image")
+	fs.StringVar(&imageURL, "image-url", "", "URL machines download the image from (the OS profile's imageUrl)")
+	fs.StringVar(&name, "name", "eim-test-os", "name of the OS profile")
+	fs.StringVar(&k.kernel, "kernel", "", "kernel image (default: the newest /boot/vmlinuz-*)")
+	fs.StringVar(&k.modulesDir, "modules-dir", "", "the kernel's modules (default /lib/modules/<release>)")
+	fs.Var(&k.modules, "module", "kernel module to carry (repeatable; default as eim microos build)")
+	fs.StringVar(&k.agent, "agent", "", "static eim-agent binary (default: beside eim, or on PATH)")
+	pos, err := c.parseAll(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("testos build", pos, 0, "no arguments"); err != nil {
+		return err
+	}
+	if out == "" {
+		return usagef("testos build: --out is required")
+	}
+	if register {
+		u, err := url.Parse(imageURL)
+		if imageURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("testos build --register: --image-url must be the http(s) URL machines download %s from", filepath.Base(out))
+		}
+	}
+	kern, agent, mods, err := k.resolve()
+	if err != nil {
+		return err
+	}
+	img, err := osbuild.BuildTestOS(c.ctx, osbuild.TestOSOptions{
+		Kernel: kern, Modules: mods, Agent: agent, Out: out, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return err
+	}
+	if !register {
+		fmt.Fprintf(c.stdout, "test OS image %s: %d bytes (disk %d bytes), sha256 %s\n", img.Path, img.Size, img.RawSize, img.SHA256)
+		return nil
+	}
+	cl, err := c.clientFor()
+	if err != nil {
+		return err
+	}
+	prof := &eim.OS{
+		Name: name, ImageURL: imageURL, Sha256: img.SHA256, ProfileName: name, Architecture: "x86_64",
+		Description: fmt.Sprintf("EIM test OS: Linux %s with eim-agent in node mode", kern.Release),
+		OsType:      "OS_TYPE_IMMUTABLE", OsProvider: "OS_PROVIDER_KIND_INFRA",
+	}
+	var created eim.OS
+	if err := cl.Create(c.ctx, c.g.project, eim.KindOS, prof, &created); err != nil {
+		return fmt.Errorf("register the OS profile: %w", err)
+	}
+	if c.g.output == "id" {
+		fmt.Fprintln(c.stdout, created.ResourceID)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "test OS image %s: %d bytes, sha256 %s\nOS profile %s (%s): imageUrl %s\n", img.Path, img.Size, img.SHA256, created.ResourceID, created.Name, created.ImageURL)
+	return nil
+}

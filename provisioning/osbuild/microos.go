@@ -1,0 +1,203 @@
+package osbuild
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/eimhq/eim/agent/sysinit"
+	"github.com/eimhq/eim/bootartifact"
+	"github.com/eimhq/eim/provisioning/initramfs"
+)
+
+// MicroOSOptions configure BuildMicroOS.
+type MicroOSOptions struct {
+	Kernel *Kernel
+	// Modules to carry (with their dependencies); nil: DefaultModules.
+	Modules []string
+	// Agent is the static eim-agent binary that becomes /init.
+	Agent string
+	// CACertPEM is the CA the agent listener's certificate chains to; the
+	// micro-OS trusts it, and checks it is the one the boot script pins.
+	CACertPEM []byte
+	// Key signs the manifest; the micro-OS carries its public half.
+	Key ed25519.PrivateKey
+	// Dir is the boot artifacts directory the files are written to.
+	Dir    string
+	Logger *slog.Logger
+}
+
+// MicroOS is what BuildMicroOS wrote.
+type MicroOS struct {
+	Manifest *bootartifact.Manifest
+	// Modules are the module paths the initramfs carries, in load order;
+	// Missing the default modules this kernel lacks.
+	Modules, Missing []string
+}
+
+// BuildMicroOS writes the micro-OS into opts.Dir: vmlinuz (the kernel as
+// it is), initramfs.img (gzip'd newc cpio: /init is the agent, then its
+// configuration, the CA, the artifact-signing public key and the kernel
+// modules) and the signed manifest of both (manifest.json and
+// manifest.json.sig). Each file is replaced atomically, the manifest last.
+func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
+	if opts.Kernel == nil || opts.Agent == "" || len(opts.CACertPEM) == 0 || opts.Key == nil || opts.Dir == "" {
+		return nil, errors.New("micro-OS: kernel, agent, CA, signing key and output directory are required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := CheckStatic(opts.Agent); err != nil {
+		return nil, err
+	}
+	pub, err := bootartifact.MarshalPublicKey(opts.Key.Public().(ed25519.PublicKey))
+	if err != nil {
+		return nil, err
+	}
+	mods, missing, err := modules(opts.Kernel, opts.Modules)
+	if err != nil {
+		return nil, err
+	}
+	a, paths, err := baseInitramfs(opts.Kernel, opts.Agent, mods, sysinit.Config{Mode: sysinit.ModeMicroOS},
+		"EIM micro-OS")
+	if err != nil {
+		return nil, err
+	}
+	if err := a.AddFile("etc/eim/ca.crt", opts.CACertPEM, 0o644); err != nil {
+		return nil, err
+	}
+	if err := a.AddFile("etc/eim/artifacts.pub", pub, 0o644); err != nil {
+		return nil, err
+	}
+	var initrd bytes.Buffer
+	if err := a.WriteGzip(&initrd); err != nil {
+		return nil, fmt.Errorf("micro-OS initramfs: %w", err)
+	}
+	kernel, err := os.ReadFile(opts.Kernel.Image)
+	if err != nil {
+		return nil, fmt.Errorf("micro-OS kernel: %w", err)
+	}
+	m := &bootartifact.Manifest{Version: bootartifact.Version, KernelRelease: opts.Kernel.Release}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{bootartifact.KernelFile, kernel}, {bootartifact.InitrdFile, initrd.Bytes()}} {
+		d, err := bootartifact.Describe(f.name, bytes.NewReader(f.data))
+		if err != nil {
+			return nil, err
+		}
+		m.Files = append(m.Files, d)
+	}
+	for _, f := range a.Files() {
+		d, err := bootartifact.Describe(f.Name, bytes.NewReader(f.Data))
+		if err != nil {
+			return nil, err
+		}
+		m.InitrdFiles = append(m.InitrdFiles, d)
+	}
+	body, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("micro-OS: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{bootartifact.KernelFile, kernel},
+		{bootartifact.InitrdFile, initrd.Bytes()},
+		{bootartifact.SignatureName, bootartifact.Sign(opts.Key, body)},
+		{bootartifact.FileName, body},
+	} {
+		if err := WriteFileAtomic(filepath.Join(opts.Dir, f.name), f.data, 0o644); err != nil {
+			return nil, fmt.Errorf("micro-OS: %w", err)
+		}
+	}
+	log.Info("built the micro-OS", "dir", opts.Dir, "kernel", opts.Kernel.Release, "initramfs_bytes", initrd.Len(), "modules", len(paths))
+	return &MicroOS{Manifest: m, Modules: paths, Missing: missing}, nil
+}
+
+// modules resolves the module names (nil: the defaults, of which those
+// the kernel lacks are skipped).
+func modules(k *Kernel, names []string) ([]Module, []string, error) {
+	if names == nil {
+		return k.Modules(DefaultModules, false)
+	}
+	return k.Modules(names, true)
+}
+
+// baseInitramfs is what every initramfs eim builds holds: the agent as
+// /init, the console device the kernel opens for it, the mount points,
+// the kernel modules and the init configuration (cfg with the kernel
+// release and the modules filled in).
+func baseInitramfs(k *Kernel, agent string, mods []Module, cfg sysinit.Config, name string) (*initramfs.Archive, []string, error) {
+	bin, err := os.ReadFile(agent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent: %w", err)
+	}
+	var a initramfs.Archive
+	errs := []error{
+		a.AddFile("init", bin, 0o755),
+		a.AddCharDevice("dev/console", 0o600, 5, 1),
+		a.AddCharDevice("dev/null", 0o666, 1, 3),
+		a.AddDir("proc", 0o555),
+		a.AddDir("sys", 0o555),
+		a.AddDir("run", 0o755),
+		a.AddDir("tmp", 0o1777),
+		a.AddDir("sysroot", 0o755),
+		a.AddDir("etc/ssl/certs", 0o755),
+		a.AddFile("etc/os-release", []byte(fmt.Sprintf("NAME=%q\nID=eim\nPRETTY_NAME=%q\n", name, name+" (Linux "+k.Release+")")), 0o644),
+		a.AddFile("etc/hostname", []byte("eim\n"), 0o644),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	var paths []string
+	for _, m := range mods {
+		if err := a.AddFile(path.Join("lib/modules", k.Release, m.Path), m.Data, 0o644); err != nil {
+			return nil, nil, err
+		}
+		paths = append(paths, m.Path)
+	}
+	cfg.KernelRelease, cfg.Modules = k.Release, paths
+	b, err := cfg.Marshal()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := a.AddFile(sysinit.ConfigPath, b, 0o644); err != nil {
+		return nil, nil, err
+	}
+	return &a, paths, nil
+}
+
+// WriteFileAtomic replaces path with data (a temporary file in the same
+// directory, synced, then renamed), so a server never serves half a file.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
