@@ -22,6 +22,11 @@ type Options struct {
 	CA  string
 	// Identities of the nodes, one node each.
 	Identities []Identity
+	// Nodes, instead of Identities, are nodes already provisioned (a
+	// seeded store): no Day 0, they go straight to the hold, which they
+	// need. Their first heartbeats spread over one interval, as a running
+	// fleet's after a server restart.
+	Nodes []ProvisionedNode
 	// EnrollToken is passed to Discover (for devices not pre-registered).
 	EnrollToken string
 	// Concurrency bounds the nodes running at once; 0 runs all at once.
@@ -106,6 +111,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		pool[i] = hc
+	}
+	if len(o.Nodes) > 0 {
+		return runProvisioned(ctx, o, pool)
 	}
 	start := o.Now()
 	tr := newTracker(len(o.Identities), start)

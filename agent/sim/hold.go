@@ -120,13 +120,18 @@ type holder struct {
 	det     *Detection
 	stopAt  time.Duration
 
+	// answered is closed at the first heartbeat answered or node found
+	// revoked (a run of provisioned nodes learns the interval from it).
+	answered     chan struct{}
+	answeredOnce sync.Once
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 func newHolder(o Options, pool []*http.Client) *holder {
 	h := &holder{o: o, pool: pool, epoch: o.Now(), sched: newSchedule[*beater](),
-		rnd: rand.New(rand.NewPCG(o.Seed, 0x4ea27)), errs: make(map[string]int)}
+		rnd: rand.New(rand.NewPCG(o.Seed, 0x4ea27)), errs: make(map[string]int), answered: make(chan struct{})}
 	for _, hc := range pool {
 		h.hosts = append(h.hosts, hostv1connect.NewHostServiceClient(hc, strings.TrimSuffix(o.URL, "/")))
 	}
@@ -185,6 +190,17 @@ func (h *holder) close() {
 // interval: the first one at a random point of the first interval, so
 // that nodes onboarded together spread evenly over it.
 func (h *holder) add(idx int, conn int, res agent.Result, interval time.Duration) {
+	b := h.enlist(idx, conn, res, interval)
+	h.mu.Lock()
+	first := time.Duration(h.rnd.Int64N(int64(b.interval)))
+	h.mu.Unlock()
+	h.sched.Add(b, h.clock()+first)
+}
+
+// enlist returns the beater of a node in node mode, counted as
+// heartbeating but not yet scheduled; interval 0 is the last one the
+// server answered.
+func (h *holder) enlist(idx int, conn int, res agent.Result, interval time.Duration) *beater {
 	if interval <= 0 {
 		interval = time.Duration(h.interval.Load())
 	} else {
@@ -198,10 +214,9 @@ func (h *holder) add(idx int, conn int, res agent.Result, interval time.Duration
 		tokenURL: tokenURL, interval: interval}
 	h.mu.Lock()
 	h.beaters = append(h.beaters, b)
-	first := time.Duration(h.rnd.Int64N(int64(interval)))
 	h.mu.Unlock()
 	h.live.Add(1)
-	h.sched.Add(b, h.clock()+first)
+	return b
 }
 
 // beat sends one heartbeat of b, due at due, and schedules the next.
@@ -222,6 +237,7 @@ func (h *holder) beat(ctx context.Context, b *beater, due time.Duration) {
 			h.revoked.Add(1)
 			h.live.Add(-1)
 			h.noteErr(err)
+			h.answeredOnce.Do(func() { close(h.answered) })
 			return
 		}
 		ph.errors.Add(1)
@@ -258,6 +274,7 @@ func (h *holder) beat(ctx context.Context, b *beater, due time.Duration) {
 		b.interval = time.Duration(s) * time.Second
 		h.interval.Store(int64(b.interval))
 	}
+	h.answeredOnce.Do(func() { close(h.answered) })
 	// Keep to the grid of due times, so that latency does not make a
 	// node's heartbeats drift; when late, send at once, never in a burst.
 	next := max(due+b.interval, h.clock())
@@ -522,7 +539,8 @@ type HoldReport struct {
 	IntervalSeconds float64 `json:"intervalSeconds"`
 	HoldSeconds     float64 `json:"holdSeconds"`
 	Workers         int     `json:"workers"`
-	// Phases in order: day0, settle, steady, stopped.
+	// Phases in order: day0 (none for nodes provisioned before the run),
+	// settle, steady, stopped.
 	Phases []BeatPhase `json:"phases"`
 	// Tokens are the token requests (the first of each node, and its
 	// refreshes at 80 % of a token's lifetime).
@@ -611,6 +629,12 @@ func (h *holder) report(ctx context.Context) *HoldReport {
 		if p.name == "end" {
 			continue
 		}
+		if p.name != PhaseStopped {
+			r.FalseNoConnection = max(r.FalseNoConnection, p.maxNC)
+		}
+		if p.name == PhaseDay0 && len(h.o.Nodes) > 0 {
+			continue // no Day 0: the first node's first heartbeat only
+		}
 		secs := (p.to - p.from).Seconds()
 		bp := BeatPhase{Name: p.name, From: unix(p.from), To: unix(p.to), Seconds: round3(secs), Nodes: p.live,
 			Latency: p.lat.summary(p.errors.Load()), Lag: p.lag.summary(0),
@@ -619,9 +643,6 @@ func (h *holder) report(ctx context.Context) *HoldReport {
 			bp.Rate = math.Round(float64(p.lat.Count())/secs*10) / 10
 		}
 		r.Phases = append(r.Phases, bp)
-		if p.name != PhaseStopped {
-			r.FalseNoConnection = max(r.FalseNoConnection, p.maxNC)
-		}
 	}
 	if d := h.det; d != nil {
 		timeout := h.o.FlagTimeout

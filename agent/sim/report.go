@@ -36,6 +36,10 @@ type Report struct {
 	Errors map[string]int `json:"errors,omitempty"`
 	// Hold is the heartbeats after Day 0 (Options.Hold).
 	Hold *HoldReport `json:"hold,omitempty"`
+	// Seeded tells that the nodes were provisioned before the run
+	// (Options.Nodes): there was no Day 0, and WallSeconds is the time to
+	// the first node's first heartbeat.
+	Seeded bool `json:"seeded,omitempty"`
 
 	order []string // phases in the order nodes went through them
 }

@@ -23,6 +23,7 @@ type simConfig struct {
 	server, ca           string
 	nodes                int
 	identities, writeIDs string
+	nodesFile            string
 	seed                 uint64
 	register, nzt        bool
 	api, tokenFile       string
@@ -64,6 +65,12 @@ schedule; once every node finished Day 0 the fleet holds for that long,
 during the hold; then the exit status is 0 only if none was flagged
 wrongly and the stopped ones all were within the timeout + 10 s.
 
+With --nodes-file (and --hold), the nodes are already provisioned: the file
+(JSON Lines of hostId, project, clientId, clientSecret, [tokenUrl], as
+bench/seed writes it after seeding the server's store) gives each one's
+credentials. There is no Day 0: the first node's heartbeat tells the
+interval, the others' first heartbeats spread over it, then the hold.
+
 `
 
 // parseSimulate parses the flags of "eim-agent simulate".
@@ -79,6 +86,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.IntVar(&c.nodes, "nodes", 0, "number of nodes (default: every identity of --identities)")
 	fs.StringVar(&c.identities, "identities", "", "CSV file of uuid,serial lines: the fleet's identities")
 	fs.StringVar(&c.writeIDs, "write-identities", "", "write the generated identities to this CSV file")
+	fs.StringVar(&c.nodesFile, "nodes-file", "", "with --hold: nodes already provisioned, from this JSON Lines file (bench/seed); no Day 0")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of generated identities and fault assignment (default: from the clock)")
 	fs.BoolVar(&c.register, "register", false, "pre-register the nodes through the REST API first (autoOnboard)")
 	fs.StringVar(&c.api, "api", "http://127.0.0.1:8080", "REST API URL, for --register")
@@ -115,8 +123,33 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	if c.ca == "" {
 		problems = append(problems, "--ca is required")
 	}
-	if c.nodes < 0 || (c.nodes == 0 && c.identities == "") {
-		problems = append(problems, "--nodes must be positive (or give --identities)")
+	if c.nodes < 0 || (c.nodes == 0 && c.identities == "" && c.nodesFile == "") {
+		problems = append(problems, "--nodes must be positive (or give --identities or --nodes-file)")
+	}
+	if c.nodesFile != "" {
+		if c.hold <= 0 {
+			problems = append(problems, "--nodes-file needs --hold")
+		}
+		if c.nodes != 0 {
+			// The server expects every seeded node: the others would be
+			// flagged "No Connection" after the timeout.
+			problems = append(problems, "--nodes-file runs every node of the file: not with --nodes")
+		}
+		var day0 []string
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"--identities", c.identities != ""}, {"--write-identities", c.writeIDs != ""}, {"--register", c.register},
+			{"--enroll", c.enroll != ""}, {"--fail-share", c.failShare != 0}, {"--reboot-share", c.rebootShare != 0},
+		} {
+			if f.set {
+				day0 = append(day0, f.name)
+			}
+		}
+		if len(day0) > 0 {
+			problems = append(problems, "--nodes-file has no Day 0: not with "+strings.Join(day0, ", "))
+		}
 	}
 	if c.failShare < 0 || c.failShare > 1 || c.rebootShare < 0 || c.rebootShare > 1 {
 		problems = append(problems, "--fail-share and --reboot-share are between 0 and 1")
@@ -159,7 +192,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	ids, err := c.fleet()
+	var ids []sim.Identity
+	var provisioned []sim.ProvisionedNode
+	if c.nodesFile != "" {
+		provisioned, err = c.readNodes()
+	} else {
+		ids, err = c.fleet()
+	}
 	if err != nil {
 		return err
 	}
@@ -186,7 +225,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	opts := sim.Options{
-		URL: c.server, CA: ca, Identities: ids, EnrollToken: c.enroll,
+		URL: c.server, CA: ca, Identities: ids, Nodes: provisioned, EnrollToken: c.enroll,
 		Concurrency: c.concurrency, Connections: c.connections, ActionTime: c.actionTime,
 		FailShare: c.failShare, RebootShare: c.rebootShare, Seed: c.seed,
 		Backoff: agent.Backoff{Min: c.backoffMin, Max: c.backoffMax}, Logger: logger,
@@ -299,6 +338,26 @@ func (m apiMonitor) NoConnectionIDs(ctx context.Context) ([]string, error) {
 	}
 }
 
+// readNodes reads the nodes of --nodes-file, which must be in --project:
+// that is where the hosts are counted.
+func (c *simConfig) readNodes() ([]sim.ProvisionedNode, error) {
+	f, err := os.Open(c.nodesFile)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	defer f.Close()
+	nodes, err := sim.ReadNodes(f)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %s: %w", c.nodesFile, err)
+	}
+	for _, n := range nodes {
+		if n.Project != c.project {
+			return nil, fmt.Errorf("simulate: %s: line %d: host %s is in project %q, not in --project %q", c.nodesFile, n.Line, n.HostID, n.Project, c.project)
+		}
+	}
+	return nodes, nil
+}
+
 // fleet reads or generates the identities.
 func (c *simConfig) fleet() ([]sim.Identity, error) {
 	var ids []sim.Identity
@@ -381,6 +440,13 @@ func (c *simConfig) preRegister(ctx context.Context, ids []sim.Identity, stderr 
 
 // printReport prints the report for people.
 func printReport(w io.Writer, r *sim.Report) {
+	if r.Seeded {
+		fmt.Fprintf(w, "%d nodes provisioned before the run (--nodes-file): no Day 0; first heartbeat answered after %.1fs\n", r.Nodes, r.WallSeconds)
+		if r.Hold != nil {
+			printHold(w, r.Hold, "seeded")
+		}
+		return
+	}
 	fmt.Fprintf(w, "%d nodes in %.1fs: %d running, %d failed, %d stuck (injected: %d failures, %d reboots; %d unexpected)\n",
 		r.Nodes, r.WallSeconds, r.Final[sim.OutcomeRunning], r.Final[sim.OutcomeFailed], r.Final[sim.OutcomeStuck],
 		r.Injected["fail"], r.Injected["reboot"], r.Unexpected)
@@ -393,13 +459,14 @@ func printReport(w io.Writer, r *sim.Report) {
 		fmt.Fprintf(w, "%d× %s\n", n, msg)
 	}
 	if r.Hold != nil {
-		printHold(w, r.Hold)
+		printHold(w, r.Hold, "after Day 0")
 	}
 }
 
-// printHold prints the hold's part of the report.
-func printHold(w io.Writer, h *sim.HoldReport) {
-	fmt.Fprintf(w, "\nhold: %d nodes heartbeating every %.0fs for %.0fs after Day 0 (%d workers)\n", h.Nodes, h.IntervalSeconds, h.HoldSeconds, h.Workers)
+// printHold prints the hold's part of the report; after says what came
+// before.
+func printHold(w io.Writer, h *sim.HoldReport, after string) {
+	fmt.Fprintf(w, "\nhold: %d nodes heartbeating every %.0fs for %.0fs %s (%d workers)\n", h.Nodes, h.IntervalSeconds, h.HoldSeconds, after, h.Workers)
 	fmt.Fprintf(w, "%-8s %7s %7s %9s %8s %7s %8s %8s %8s %8s %8s %9s %6s\n",
 		"PHASE", "SECONDS", "NODES", "BEATS", "BEATS/S", "ERRORS", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms", "MAX ms", "LAG P99", "NO-CON")
 	for _, p := range h.Phases {
