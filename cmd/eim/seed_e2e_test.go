@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/agent/sim"
+	"github.com/eimhq/eim/client"
+)
+
+// The seeded Day-1 benchmark end to end (SEED=1 bench/heartbeat.sh in
+// small): the server started once and stopped, bench/seed writing 50
+// running nodes into its store, the server started again, and
+// "eim-agent simulate --nodes-file" holding them heartbeating with no Day 0;
+// a fifth stops, and exactly those hosts become "No Connection".
+func TestSeededHoldSQLite(t *testing.T) {
+	testSeededHold(t, "")
+}
+
+func TestSeededHoldPostgres(t *testing.T) {
+	testSeededHold(t, freshPostgres(t))
+}
+
+func testSeededHold(t *testing.T, database string) {
+	if testing.Short() {
+		t.Skip("builds bench/seed and eim-agent")
+	}
+	seedBin := buildTool(t, "github.com/eimhq/eim/bench/seed", "seed")
+	agentBin := buildAgent(t)
+	extra := []string{"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"}
+	if database != "" {
+		extra = append(extra, "--database", database)
+	}
+	s := startDay0(t, extra...)
+	s.stop()
+	s.hc.CloseIdleConnections()
+
+	nodesFile := filepath.Join(t.TempDir(), "nodes.jsonl")
+	if database == "" {
+		database = s.dataDir
+	}
+	out, err := exec.Command(seedBin, "--database", database, "--nodes", "50", "--batch", "20", "--out", nodesFile, "--seed", "5").CombinedOutput()
+	if err != nil {
+		t.Fatalf("seed: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "seeded 50 running nodes") {
+		t.Errorf("seed: got %q, want 50 nodes seeded", out)
+	}
+	s.start(hostPort(t, s.api), hostPort(t, s.agentURL))
+
+	// The seeded fleet as the API shows it before any heartbeat: running.
+	ctx := context.Background()
+	count := func(k eim.Kind, filter string) int {
+		t.Helper()
+		page, err := s.admin.List(ctx, eim.DefaultProject, k, client.ListOptions{Filter: filter, PageSize: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.Total
+	}
+	for _, c := range []struct {
+		k      eim.Kind
+		filter string
+	}{
+		{eim.KindHost, `hostStatus="Running" AND currentState=HOST_STATE_ONBOARDED`},
+		{eim.KindInstance, `currentState=INSTANCE_STATE_RUNNING AND provisioningStatus="Provisioned"`},
+	} {
+		if n := count(c.k, c.filter); n != 50 {
+			t.Errorf("%ss with %s: got %d, want 50", c.k, c.filter, n)
+		}
+	}
+
+	report := filepath.Join(t.TempDir(), "report.json")
+	cmdCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cmdCtx, agentBin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
+		"--nodes-file", nodesFile, "--api", s.api, "--token-file", filepath.Join(s.dataDir, adminTokenFile), "--report", report,
+		"--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "30s",
+		"--hold", "9s", "--stop-share", "0.2", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("eim-agent simulate: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "50 nodes provisioned before the run (--nodes-file): no Day 0") {
+		t.Errorf("report: got\n%s\nwant the seeded nodes' line first", stdout.String())
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	h := rep.Hold
+	if !rep.Seeded || rep.Nodes != 50 || h == nil {
+		t.Fatalf("report: got %s, want 50 seeded nodes and a hold", b)
+	}
+	if h.Nodes != 50 || h.IntervalSeconds != 1 || !h.Monitored || h.FalseNoConnection != 0 || h.Revoked != 0 || h.Tokens.Count < 50 {
+		t.Errorf("hold: got %d nodes, interval %vs, monitored %v, %d false No Connection, %d revoked, %d tokens; want 50, 1 s, true, 0, 0, ≥ 50",
+			h.Nodes, h.IntervalSeconds, h.Monitored, h.FalseNoConnection, h.Revoked, h.Tokens.Count)
+	}
+	if len(h.Phases) != 3 || h.Phases[0].Name != sim.PhaseSettle {
+		t.Fatalf("phases: got %+v, want settle, steady, stopped", h.Phases)
+	}
+	if p := h.Phases[1]; p.Name != sim.PhaseSteady || p.Latency.Count < 50 || p.Latency.Errors != 0 || p.Nodes != 50 || p.MaxNoConnection != 0 {
+		t.Errorf("steady phase: got %+v, want heartbeats of the 50 nodes without errors, none flagged", p)
+	}
+	if d := h.Detection; d == nil || d.Stopped != 10 || !d.Met || d.Flagged != 10 || d.FalsePositives != 0 || d.Missed != 0 {
+		t.Errorf("detection: got %+v, want the 10 stopped hosts flagged within the bar and no other", d)
+	}
+	if n := count(eim.KindHost, `hostStatus="No Connection"`); n != 10 {
+		t.Errorf(`hosts "No Connection": got %d, want 10`, n)
+	}
+	if n := count(eim.KindHost, `hostStatus="Running"`); n != 40 {
+		t.Errorf(`hosts "Running": got %d, want 40`, n)
+	}
+}
+
+// buildTool builds a command of the module into a temporary directory.
+func buildTool(t *testing.T, pkg, name string) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build " + pkg + " with")
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command(goTool, "build", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
