@@ -4,16 +4,28 @@
 # of them stops, and the server must flag exactly those "No Connection".
 #   bench/heartbeat.sh                     SQLite, 100,000 nodes
 #   bench/heartbeat.sh postgres 20000      PostgreSQL (a fresh database on 127.0.0.1:5432)
+#   SEED=1 bench/heartbeat.sh sqlite 100000
+#                          seeded, no Day 0: the server starts once (schema,
+#                          default project, admin token; the OS and the
+#                          interval set through the API) and stops; bench/seed
+#                          writes N onboarded, provisioned, running nodes
+#                          straight into its store (the seeding time is
+#                          reported); the server starts again and the
+#                          simulator holds those nodes from the nodes file
+#                          ("eim-agent simulate --nodes-file"), their first
+#                          heartbeats spread over one interval as after a
+#                          server restart. The hold is the same as after Day 0.
 # Extra arguments after the node count go to "eim-agent simulate".
 # Environment (defaults):
 #   INTERVAL=30        the default project's heartbeatIntervalSeconds (timeout 3×)
 #   SETTLE=$INTERVAL   seconds after Day 0 reported apart (the last nodes'
 #                      first heartbeats; the backlog of a server that Day 0
-#                      saturated draining)
+#                      saturated draining; seeded: the first heartbeats)
 #   STEADY=300         seconds of steady heartbeats after that
 #   STOP_SHARE=0.1     share of the nodes that then stop
 #   MARGIN=60          seconds held after the timeout + 10 s bar
 #   CONCURRENCY=3000   nodes in Day 0 at once
+#   SEED=              1: seeded mode (above)
 #   EIM_BENCH_SERVER_FLAGS   more flags for "eim server"
 # The server's CPU (utime+stime of /proc/PID/stat, as cores) and memory
 # (VmRSS, VmHWM) are sampled every second and reported for the steady phase;
@@ -28,6 +40,7 @@ steady=${STEADY:-300}
 stop_share=${STOP_SHARE:-0.1}
 margin=${MARGIN:-60}
 concurrency=${CONCURRENCY:-3000}
+seeded=${SEED:-}
 dir=$(mktemp -d)
 srv=; pgdb=; sampler=; profiler=
 api=127.0.0.1:${API_PORT:-18180}; agent=127.0.0.1:${AGENT_PORT:-18543}; debug=127.0.0.1:${DEBUG_PORT:-16060}
@@ -44,20 +57,26 @@ cleanup() {
 trap cleanup EXIT
 CGO_ENABLED=0 go build -o "$dir/eim" ./cmd/eim
 CGO_ENABLED=0 go build -o "$dir/eim-agent" ./cmd/eim-agent
-db=()
+if [ -n "$seeded" ]; then CGO_ENABLED=0 go build -o "$dir/seed" ./bench/seed; fi
+db=(); store=$dir/data
 if [ "$engine" = postgres ]; then
 	pgdb=eim_hb_$$
 	psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb" -c "CREATE DATABASE $pgdb"
-	db=(--database "postgres://postgres@127.0.0.1:5432/$pgdb?sslmode=disable")
+	store="postgres://postgres@127.0.0.1:5432/$pgdb?sslmode=disable"
+	db=(--database "$store")
 fi
 mkdir -p "$dir/boot"
 head -c 4096 /dev/urandom >"$dir/boot/os.img"
 sha=$(sha256sum "$dir/boot/os.img" | cut -d' ' -f1)
-"$dir/eim" server --data-dir "$dir/data" --http-addr "$api" --agent-addr "$agent" --debug-addr "$debug" \
-	--boot-artifacts "$dir/boot" --log-level warn --rate-limit 0 ${EIM_BENCH_SERVER_FLAGS:-} "${db[@]}" >"$dir/server.log" 2>&1 &
-srv=$!
-for _ in $(seq 1 150); do grep -q "serving agents" "$dir/server.log" && [ -s "$dir/data/admin.token" ] && break; sleep 0.2; done
-grep -q "serving agents" "$dir/server.log" || { cat "$dir/server.log"; echo "heartbeat: server did not start" >&2; exit 1; }
+# The server (up to 150 s to start: a seeded store is large).
+start_server() {
+	"$dir/eim" server --data-dir "$dir/data" --http-addr "$api" --agent-addr "$agent" --debug-addr "$debug" \
+		--boot-artifacts "$dir/boot" --log-level warn --rate-limit 0 ${EIM_BENCH_SERVER_FLAGS:-} "${db[@]}" >"$dir/server.log" 2>&1 &
+	srv=$!
+	for _ in $(seq 1 750); do grep -q "serving agents" "$dir/server.log" && [ -s "$dir/data/admin.token" ] && break; sleep 0.2; done
+	grep -q "serving agents" "$dir/server.log" || { cat "$dir/server.log"; echo "heartbeat: server did not start" >&2; exit 1; }
+}
+start_server
 tok=$(cat "$dir/data/admin.token")
 auth=(-H "Authorization: Bearer $tok" -H 'Content-Type: application/json')
 os=$(curl -fsS "${auth[@]}" \
@@ -65,6 +84,17 @@ os=$(curl -fsS "${auth[@]}" \
 	"http://$api/v1/projects/default/compute/os" | jq -r .resourceId)
 [ -n "$os" ] && [ "$os" != null ] || { echo "heartbeat: could not create the OS resource" >&2; exit 1; }
 curl -fsS "${auth[@]}" -X PATCH -d "{\"heartbeatIntervalSeconds\":$interval}" "http://$api/v1/projects/default/settings" >/dev/null
+
+# Seeded: stop the server, write the fleet into its store, start it again.
+if [ -n "$seeded" ]; then
+	kill "$srv"; wait "$srv" || true; srv=
+	mv "$dir/server.log" "$dir/server-init.log"
+	"$dir/seed" --database "$store" --project default --nodes "$nodes" --os "$os" --out "$dir/nodes.jsonl" \
+		>"$dir/seed.txt" 2>"$dir/seed.log" || { cat "$dir/seed.log"; echo "heartbeat: seeding failed" >&2; exit 1; }
+	t0=$(date +%s.%N)
+	start_server
+	restart=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+fi
 
 # One line a second: time, server ticks (utime+stime), VmRSS, VmHWM (KiB),
 # machine busy ticks (all CPUs, from /proc/stat: everything but idle and
@@ -98,12 +128,21 @@ profiler=$!
 timeout=$((3 * interval))
 hold=$((settle + steady + timeout + 10 + margin))
 stop_after=$((settle + steady))
-echo "engine: $engine; nodes: $nodes; interval ${interval}s (timeout ${timeout}s); hold ${hold}s, ${stop_share} stop ${stop_after}s into it; machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version)"
+echo "engine: $engine; nodes: $nodes$([ -n "$seeded" ] && echo " (seeded)"); interval ${interval}s (timeout ${timeout}s); hold ${hold}s, ${stop_share} stop ${stop_after}s into it; machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version)"
+if [ -n "$seeded" ]; then
+	cat "$dir/seed.txt"
+	echo "server restarted on the seeded store: serving after ${restart} s"
+	fleet=(--nodes-file "$dir/nodes.jsonl" --timeout 10m)
+	what="no Day 0"
+else
+	fleet=(--nodes "$nodes" --register --os "$os" --concurrency "$concurrency" --timeout 2h)
+	what="including registration"
+fi
 rc=0
-/usr/bin/time -f "simulator: %e s wall (including registration), %U s user, %S s sys, %M KiB max RSS" \
-	"$dir/eim-agent" simulate --server "https://$agent" --ca "$dir/data/ca.crt" --nodes "$nodes" \
-	--register --api "http://$api" --token-file "$dir/data/admin.token" --project default --os "$os" \
-	--concurrency "$concurrency" --timeout 2h --hold "${hold}s" --settle "${settle}s" --stop-share "$stop_share" --stop-after "${stop_after}s" \
+/usr/bin/time -f "simulator: %e s wall ($what), %U s user, %S s sys, %M KiB max RSS" \
+	"$dir/eim-agent" simulate --server "https://$agent" --ca "$dir/data/ca.crt" "${fleet[@]}" \
+	--api "http://$api" --token-file "$dir/data/admin.token" --project default \
+	--hold "${hold}s" --settle "${settle}s" --stop-share "$stop_share" --stop-after "${stop_after}s" \
 	--report "$dir/report.json" "$@" >"$dir/report.txt" 2> >(tee "$dir/progress.txt" >&2) || rc=$?
 cat "$dir/report.txt"
 [ -s "$dir/report.json" ] || exit 1
