@@ -105,7 +105,7 @@ func microOS(ctx context.Context, log *slog.Logger, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("micro-OS check: %w", err)
 	}
-	log.Info("micro-OS checked against the signed manifest", "key", bootartifact.KeyID(pub), "kernel", m.KernelRelease, "files", len(m.Files))
+	log.Info("micro-OS checked against the signed manifest", "key", bootartifact.KeyID(pub), "kernel", m.KernelRelease, "initramfs_files", len(m.InitrdFiles))
 	id, err := agent.ReadIdentity("/")
 	if err != nil {
 		return err

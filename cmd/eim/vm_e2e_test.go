@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/client"
+)
+
+// The Day-0 flow on a real (virtual) machine: the eim server through Main,
+// the micro-OS and the test OS image built by "eim microos build" and "eim
+// testos build", and an unmodified QEMU VM that only knows how to boot from
+// the network (SeaBIOS and its iPXE ROM) with an empty disk. It is slow
+// (a minute or two under software emulation) and needs Debian's
+// qemu-system-x86, ipxe-qemu, linux-image-amd64, syslinux, syslinux-common,
+// dosfstools, mtools and e2fsprogs, so it runs only with EIM_VM_TEST=1
+// (.ci/run sets it in a step of its own, after installing them).
+//
+// The VM uses QEMU's user-mode network: inside it, 10.0.2.2 is this
+// machine's loopback, where the server listens, and the VM is given only
+// URLs on 10.0.2.2. (restrict=on would forbid everything else, but it cuts
+// off the host too, and guestfwd is far too slow for the downloads.)
+//
+// The serial console of each VM goes to a file in EIM_VM_LOG_DIR (CI
+// prints them when the test fails), or in a directory kept when it fails.
+
+// vmHost is the host's address as the VM sees it.
+const vmHost = "10.0.2.2"
+
+func TestVMDay0(t *testing.T) {
+	if os.Getenv("EIM_VM_TEST") == "" {
+		t.Skip("boots QEMU VMs: set EIM_VM_TEST=1 (and install what the test's comment lists)")
+	}
+	for _, tool := range []string{"qemu-system-x86_64", "syslinux", "mcopy", "mkfs.fat", "mke2fs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed (.ci/run installs the VM test's Debian packages)", tool)
+		}
+	}
+	logDir := vmLogDir(t)
+	total := time.Now()
+
+	// Ports chosen up front: the agent URL given to nodes (the VM's view of
+	// the agent listener) names the port.
+	apiPort, agentPort := freePort(t), freePort(t)
+	base := t.TempDir()
+	s := &day0Server{t: t, dataDir: filepath.Join(base, "data"), bootDir: filepath.Join(base, "data", "boot"),
+		extra: []string{"--agent-url", fmt.Sprintf("https://%s:%d", vmHost, agentPort), "--log-level", "info"}}
+	s.start(fmt.Sprintf("127.0.0.1:%d", apiPort), fmt.Sprintf("127.0.0.1:%d", agentPort))
+	tok := writeToken(t, strings.TrimSpace(string(mustRead(t, filepath.Join(s.dataDir, adminTokenFile)))))
+	cli := cliRunner{t: t, url: s.api, tokenFile: tok}
+
+	// Build the agent, the micro-OS and the test OS as an operator would.
+	start := time.Now()
+	agentBin := buildStaticAgent(t)
+	t.Logf("built eim-agent in %s", time.Since(start).Round(time.Second))
+	start = time.Now()
+	out := cli.must("microos", "build", "--data-dir", s.dataDir, "--agent", agentBin)
+	t.Logf("eim microos build (%s):\n%s", time.Since(start).Round(100*time.Millisecond), out)
+	start = time.Now()
+	imageURL := fmt.Sprintf("http://%s:%d/boot/artifacts/eim-testos.img.gz", vmHost, apiPort)
+	osID := strings.TrimSpace(cli.must("testos", "build", "--agent", agentBin, "--out", filepath.Join(s.bootDir, "eim-testos.img.gz"),
+		"--register", "--image-url", imageURL, "-o", "id"))
+	t.Logf("eim testos build --register (%s): OS profile %s", time.Since(start).Round(100*time.Millisecond), osID)
+
+	bootURL := fmt.Sprintf("http://%s:%d/boot/boot.ipxe", vmHost, apiPort)
+	ctx := context.Background()
+
+	t.Run("provisioned", func(t *testing.T) {
+		const uuid, serial = "4c4c4544-0045-4910-8000-000000000001", "EIMVM0001"
+		h, err := s.admin.RegisterHost(ctx, eim.DefaultProject, client.HostRegistration{Name: "vm-1", UUID: uuid, SerialNumber: serial, AutoOnboard: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in eim.Instance
+		if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindInstance, &eim.Instance{
+			Name: "vm-1", Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID,
+		}, &in); err != nil {
+			t.Fatal(err)
+		}
+		vm := startVM(t, logDir, "provisioned", bootURL, uuid, serial)
+		var hostOK, instOK bool
+		deadline := time.Now().Add(5 * time.Minute)
+		for !(hostOK && instOK) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s: host %s onboarded %v, instance %s running %v; serial console in %s",
+					time.Since(vm.start).Round(time.Second), h.ResourceID, hostOK, in.ResourceID, instOK, vm.log)
+			}
+			if err := vm.exited(); err != nil {
+				t.Fatalf("the VM stopped: %v; serial console in %s", err, vm.log)
+			}
+			var gh eim.Host
+			var gi eim.Instance
+			if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, h.ResourceID, &gh); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, in.ResourceID, &gi); err != nil {
+				t.Fatal(err)
+			}
+			hostOK = gh.CurrentState == eim.HostStateOnboarded && gh.HostStatus == "Running"
+			instOK = gi.CurrentState == eim.InstanceStateRunning
+			if strings.HasPrefix(gi.ProvisioningStatus, "Provisioning Failed") {
+				t.Fatalf("instance %s: %s; serial console in %s", in.ResourceID, gi.ProvisioningStatus, vm.log)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		took := time.Since(vm.start)
+		// RUNNING comes from the installed OS's agent reporting in; the
+		// console shows the way there: the micro-OS provisioned the disk,
+		// the machine rebooted, the firmware booted the disk (syslinux),
+		// and the agent in node mode reported in.
+		waitConsole(t, vm, "reported in")
+		cons := string(mustRead(t, vm.log))
+		order := []string{"micro-OS checked against the signed manifest", "action succeeded", "action=stream-image",
+			"Booting from Hard Disk", "SYSLINUX", "first boot", "reported in"}
+		at := 0
+		for _, want := range order {
+			i := strings.Index(cons[at:], want)
+			if i < 0 {
+				t.Fatalf("serial console lacks %q after offset %d (in order: %q); console in %s", want, at, order, vm.log)
+			}
+			at += i
+		}
+		t.Logf("power-on to instance RUNNING (host onboarded, node agent reported in): %s", took.Round(100*time.Millisecond))
+		vm.stop()
+	})
+
+	t.Run("not-registered", func(t *testing.T) {
+		const uuid, serial = "4c4c4544-0045-4910-8000-000000000002", "EIMVM0002"
+		vm := startVM(t, logDir, "not-registered", bootURL, uuid, serial)
+		// The micro-OS calls home and is refused; it keeps asking (with
+		// back-off) and is refused every time.
+		waitConsole(t, vm, "discover failed")
+		waitConsoleCount(t, vm, "discover failed", 2)
+		hosts, _, err := client.ListOf[eim.Host](ctx, s.admin, eim.DefaultProject, client.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hosts {
+			if strings.EqualFold(h.UUID, uuid) || h.SerialNumber == serial {
+				t.Errorf("host %s (uuid %s, serial %s, %s) exists for a machine nobody registered", h.ResourceID, h.UUID, h.SerialNumber, h.CurrentState)
+			}
+		}
+		if len(hosts) != 1 {
+			t.Errorf("%d hosts, want the one registered host", len(hosts))
+		}
+		vm.stop()
+	})
+	t.Logf("VM test total %s", time.Since(total).Round(time.Second))
+}
+
+// vmLogDir is EIM_VM_LOG_DIR, or a directory removed when the test passes.
+func vmLogDir(t *testing.T) string {
+	if d := os.Getenv("EIM_VM_LOG_DIR"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d, err := os.MkdirTemp("", "eim-vm-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serial consoles kept in %s", d)
+			return
+		}
+		os.RemoveAll(d)
+	})
+	return d
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// buildStaticAgent builds eim-agent as the micro-OS needs it: static,
+// without symbols (a smaller initramfs to download).
+func buildStaticAgent(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "eim-agent")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/eimhq/eim/cmd/eim-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build eim-agent: %v\n%s", err, b)
+	}
+	return out
+}
+
+// vm is a running QEMU virtual machine.
+type vm struct {
+	cmd   *exec.Cmd
+	log   string
+	start time.Time
+	done  chan error
+	err   error
+}
+
+// startVM powers on a VM with an empty disk, the SMBIOS identity and the
+// network boot URL, its serial console going to logDir/name.log. It is
+// stopped at cleanup.
+func startVM(t *testing.T, logDir, name, bootURL, uuid, serial string) *vm {
+	t.Helper()
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk.raw")
+	// An empty disk: the firmware finds nothing to boot on it and boots
+	// from the network, until provisioning wrote the OS.
+	if err := os.WriteFile(disk, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(disk, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(logDir, name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	args := []string{
+		"-m", "512", "-nographic", "-no-user-config",
+		"-smbios", "type=1,serial=" + serial + ",uuid=" + uuid,
+		"-drive", "file=" + disk + ",format=raw,if=virtio",
+		"-netdev", "user,id=n0,bootfile=" + bootURL,
+		"-device", "virtio-net-pci,netdev=n0",
+		// A hardware random number generator, as real machines have
+		// (RDRAND, TPM): without one the kernel's takes minutes to seed.
+		"-device", "virtio-rng-pci",
+		// Disk first, then network: the empty disk is skipped, the
+		// provisioned one boots.
+		"-boot", "order=cn",
+	}
+	cmd := exec.Command("qemu-system-x86_64", args...)
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
+	v := &vm{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	v.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start qemu: %v", err)
+	}
+	go func() { v.done <- cmd.Wait() }()
+	t.Cleanup(v.stop)
+	t.Logf("VM %s: qemu-system-x86_64 %s (serial console: %s)", name, strings.Join(args, " "), logPath)
+	return v
+}
+
+// exited returns the VM's exit, or nil while it runs.
+func (v *vm) exited() error {
+	select {
+	case err := <-v.done:
+		if err == nil {
+			err = fmt.Errorf("exited")
+		}
+		v.err = err
+		v.done <- err
+	default:
+	}
+	return v.err
+}
+
+// stop powers the VM off (kills its QEMU process) and waits for it.
+func (v *vm) stop() {
+	if v.exited() != nil {
+		return
+	}
+	_ = v.cmd.Process.Kill()
+	v.err = <-v.done
+	if v.err == nil {
+		v.err = fmt.Errorf("stopped")
+	}
+	v.done <- v.err
+}
+
+// waitConsole waits until the serial console shows s.
+func waitConsole(t *testing.T, v *vm, s string) {
+	t.Helper()
+	waitConsoleCount(t, v, s, 1)
+}
+
+// waitConsoleCount waits until the serial console shows s n times.
+func waitConsoleCount(t *testing.T, v *vm, s string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		b, _ := os.ReadFile(v.log)
+		if bytes.Count(b, []byte(s)) >= n {
+			return
+		}
+		if err := v.exited(); err != nil {
+			t.Fatalf("the VM stopped before its console showed %q %d times: %v; console in %s", s, n, err, v.log)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console did not show %q %s times within 3 minutes; console in %s", s, strconv.Itoa(n), v.log)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
