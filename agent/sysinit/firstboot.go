@@ -61,24 +61,48 @@ type cloudConfig struct {
 // scripts are reported as skipped: the test OS has no logins and no
 // shell. A real OS image runs cloud-init itself on the same seed.
 func FirstBoot(root string, log *slog.Logger) (*Seed, error) {
+	seed, files, err := readSeed(root)
+	if err != nil {
+		return nil, err
+	}
+	if seed.Hostname != "" {
+		if err := unix.Sethostname([]byte(seed.Hostname)); err != nil {
+			return nil, fmt.Errorf("first boot: host name: %w", err)
+		}
+	}
+	if len(seed.CACerts) > 0 {
+		if err := appendFile("/etc/ssl/certs/ca-certificates.crt", strings.Join(seed.CACerts, "\n")+"\n"); err != nil {
+			return nil, fmt.Errorf("first boot: CA certificates: %w", err)
+		}
+	}
+	if err := writeFiles(root, seed, files); err != nil {
+		return nil, err
+	}
+	log.Info("first boot", "instance", seed.InstanceID, "hostname", seed.Hostname, "ca_certs", len(seed.CACerts),
+		"files_written", len(seed.Files), "skipped", strings.Join(seed.Skipped, ", "))
+	return seed, nil
+}
+
+// readSeed reads and parses the seed under root.
+func readSeed(root string) (*Seed, []cloudFile, error) {
 	seed := &Seed{}
 	dir := filepath.Join(root, SeedDir)
 	mb, err := os.ReadFile(filepath.Join(dir, "meta-data"))
 	if err != nil {
-		return nil, fmt.Errorf("first boot: %w", err)
+		return nil, nil, fmt.Errorf("first boot: no seed from provisioning: %w", err)
 	}
 	var md metaData
 	if err := yaml.Unmarshal(mb, &md); err != nil {
-		return nil, fmt.Errorf("first boot: meta-data: %w", err)
+		return nil, nil, fmt.Errorf("first boot: meta-data: %w", err)
 	}
 	seed.InstanceID, seed.Hostname = md.InstanceID, md.LocalHostname
 	ub, err := os.ReadFile(filepath.Join(dir, "user-data"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("first boot: %w", err)
+		return nil, nil, fmt.Errorf("first boot: %w", err)
 	}
 	parts, err := userDataParts(ub)
 	if err != nil {
-		return nil, fmt.Errorf("first boot: user-data: %w", err)
+		return nil, nil, fmt.Errorf("first boot: user-data: %w", err)
 	}
 	var files []cloudFile
 	for _, p := range parts {
@@ -88,7 +112,7 @@ func FirstBoot(root string, log *slog.Logger) (*Seed, error) {
 		}
 		var cc cloudConfig
 		if err := yaml.Unmarshal([]byte(p.body), &cc); err != nil {
-			return nil, fmt.Errorf("first boot: user-data part %s: %w", p.name, err)
+			return nil, nil, fmt.Errorf("first boot: user-data part %s: %w", p.name, err)
 		}
 		if cc.Hostname != "" { // user-data's hostname wins over meta-data's
 			seed.Hostname = cc.Hostname
@@ -106,32 +130,29 @@ func FirstBoot(root string, log *slog.Logger) (*Seed, error) {
 			seed.Skipped = append(seed.Skipped, "runcmd")
 		}
 	}
-	if seed.Hostname != "" {
-		if err := unix.Sethostname([]byte(seed.Hostname)); err != nil {
-			return nil, fmt.Errorf("first boot: host name: %w", err)
-		}
-	}
-	if len(seed.CACerts) > 0 {
-		if err := appendFile("/etc/ssl/certs/ca-certificates.crt", strings.Join(seed.CACerts, "\n")+"\n"); err != nil {
-			return nil, fmt.Errorf("first boot: CA certificates: %w", err)
-		}
-	}
-	// write_files once per instance, as cloud-init's per-instance modules.
+	return seed, files, nil
+}
+
+// writeFiles writes write_files into root once per instance, as
+// cloud-init's per-instance modules do.
+func writeFiles(root string, seed *Seed, files []cloudFile) error {
 	marker := filepath.Join(root, "var/lib/cloud/eim-instance-id")
-	if done, _ := os.ReadFile(marker); strings.TrimSpace(string(done)) != seed.InstanceID || seed.InstanceID == "" {
-		for _, f := range files {
-			if err := f.write(root); err != nil {
-				return nil, fmt.Errorf("first boot: write_files: %w", err)
-			}
-			seed.Files = append(seed.Files, f.path)
-		}
-		if err := os.WriteFile(marker, []byte(seed.InstanceID+"\n"), 0o644); err != nil {
-			return nil, fmt.Errorf("first boot: %w", err)
-		}
+	if done, _ := os.ReadFile(marker); seed.InstanceID != "" && strings.TrimSpace(string(done)) == seed.InstanceID {
+		return nil
 	}
-	log.Info("first boot", "instance", seed.InstanceID, "hostname", seed.Hostname, "ca_certs", len(seed.CACerts),
-		"files_written", len(seed.Files), "skipped", strings.Join(seed.Skipped, ", "))
-	return seed, nil
+	for _, f := range files {
+		if err := f.write(root); err != nil {
+			return fmt.Errorf("first boot: write_files: %w", err)
+		}
+		seed.Files = append(seed.Files, f.path)
+	}
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		return fmt.Errorf("first boot: %w", err)
+	}
+	if err := os.WriteFile(marker, []byte(seed.InstanceID+"\n"), 0o644); err != nil {
+		return fmt.Errorf("first boot: %w", err)
+	}
+	return nil
 }
 
 type cloudFile struct{ path, content, perm string }

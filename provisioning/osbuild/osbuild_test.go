@@ -1,0 +1,225 @@
+package osbuild
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ulikunitz/xz"
+
+	"github.com/eimhq/eim/bootartifact"
+)
+
+// fakeKernel writes a bzImage with a setup header naming release, and a
+// modules directory for it.
+func fakeKernel(t *testing.T, release string) *Kernel {
+	t.Helper()
+	dir := t.TempDir()
+	img := make([]byte, 0x1000)
+	copy(img[0x202:], "HdrS")
+	binary.LittleEndian.PutUint16(img[0x20e:], 0x300) // the version at 0x500
+	copy(img[0x500:], release+" (builder@example) #1 SMP\x00")
+	image := filepath.Join(dir, "vmlinuz-"+release)
+	if err := os.WriteFile(image, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mods := filepath.Join(dir, "lib/modules", release)
+	write := func(name string, data []byte) {
+		p := filepath.Join(mods, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("modules.dep", []byte(`kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/core/failover.ko kernel/drivers/virtio/virtio.ko
+kernel/drivers/net/net_failover.ko: kernel/net/core/failover.ko
+kernel/net/core/failover.ko:
+kernel/drivers/virtio/virtio.ko:
+kernel/fs/ext4/ext4.ko.xz: kernel/lib/crc16.ko kernel/fs/jbd2/jbd2.ko
+kernel/fs/jbd2/jbd2.ko:
+kernel/lib/crc16.ko:
+`))
+	write("modules.builtin", []byte("kernel/drivers/virtio/virtio_pci.ko\n"))
+	for _, m := range []string{"drivers/net/virtio_net", "drivers/net/net_failover", "net/core/failover", "drivers/virtio/virtio", "fs/jbd2/jbd2", "lib/crc16"} {
+		write("kernel/"+m+".ko", []byte("module "+m))
+	}
+	var xzb bytes.Buffer
+	w, _ := xz.NewWriter(&xzb)
+	w.Write([]byte("module fs/ext4/ext4"))
+	w.Close()
+	write("kernel/fs/ext4/ext4.ko.xz", xzb.Bytes())
+	k, err := FindKernel(image, mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// fakeAgent writes a minimal static x86-64 ELF executable header.
+func fakeAgent(t *testing.T, interp bool) string {
+	t.Helper()
+	b := make([]byte, 64+56)
+	copy(b, "\x7fELF")
+	b[4], b[5], b[6] = 2, 1, 1                // 64-bit, little-endian, version 1
+	binary.LittleEndian.PutUint16(b[16:], 2)  // ET_EXEC
+	binary.LittleEndian.PutUint16(b[18:], 62) // EM_X86_64
+	binary.LittleEndian.PutUint32(b[20:], 1)
+	binary.LittleEndian.PutUint64(b[32:], 64) // program headers right after
+	binary.LittleEndian.PutUint16(b[52:], 64)
+	binary.LittleEndian.PutUint16(b[54:], 56)
+	binary.LittleEndian.PutUint16(b[56:], 1)
+	typ := uint32(1) // PT_LOAD
+	if interp {
+		typ = 3 // PT_INTERP
+	}
+	binary.LittleEndian.PutUint32(b[64:], typ)
+	p := filepath.Join(t.TempDir(), "eim-agent")
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestKernelRelease(t *testing.T) {
+	k := fakeKernel(t, "6.1.0-99-test")
+	if k.Release != "6.1.0-99-test" {
+		t.Errorf("release %q", k.Release)
+	}
+	if _, err := KernelRelease(fakeAgent(t, false)); err == nil {
+		t.Error("not a bzImage: got nil error")
+	}
+}
+
+func TestVersionLess(t *testing.T) {
+	in := []string{"vmlinuz-6.1.0-10-amd64", "vmlinuz-6.1.0-9-amd64", "vmlinuz-5.10.0-30-amd64", "vmlinuz-6.10.1-1-amd64"}
+	slices.SortFunc(in, func(a, b string) int {
+		if versionLess(a, b) {
+			return -1
+		}
+		if versionLess(b, a) {
+			return 1
+		}
+		return 0
+	})
+	want := []string{"vmlinuz-5.10.0-30-amd64", "vmlinuz-6.1.0-9-amd64", "vmlinuz-6.1.0-10-amd64", "vmlinuz-6.10.1-1-amd64"}
+	if !slices.Equal(in, want) {
+		t.Errorf("got %q, want %q", in, want)
+	}
+}
+
+func TestModules(t *testing.T) {
+	k := fakeKernel(t, "6.1.0-99-test")
+	mods, missing, err := k.Modules([]string{"virtio-net", "ext4", "virtio_pci", "nosuch"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, m := range mods {
+		paths = append(paths, m.Path)
+	}
+	// Dependencies first; each once; xz decompressed and renamed .ko.
+	want := []string{
+		"kernel/net/core/failover.ko", "kernel/drivers/net/net_failover.ko", "kernel/drivers/virtio/virtio.ko", "kernel/drivers/net/virtio_net.ko",
+		"kernel/lib/crc16.ko", "kernel/fs/jbd2/jbd2.ko", "kernel/fs/ext4/ext4.ko",
+	}
+	if !slices.Equal(paths, want) {
+		t.Errorf("load order\n got %q\nwant %q", paths, want)
+	}
+	if string(mods[len(mods)-1].Data) != "module fs/ext4/ext4" {
+		t.Errorf("ext4.ko.xz not decompressed: %q", mods[len(mods)-1].Data)
+	}
+	if !slices.Equal(missing, []string{"nosuch"}) {
+		t.Errorf("missing %q (virtio_pci is built in)", missing)
+	}
+	if _, _, err := k.Modules([]string{"nosuch"}, true); err == nil {
+		t.Error("strict with an unknown module: got nil error")
+	}
+}
+
+func TestCheckStatic(t *testing.T) {
+	if err := CheckStatic(fakeAgent(t, false)); err != nil {
+		t.Errorf("static: %v", err)
+	}
+	if err := CheckStatic(fakeAgent(t, true)); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("dynamic: got %v", err)
+	}
+}
+
+// The micro-OS is reproducible, its manifest verifies with the key and
+// lists every file of the initramfs, and the initramfs says what to load.
+func TestBuildMicroOS(t *testing.T) {
+	k := fakeKernel(t, "6.1.0-99-test")
+	agent := fakeAgent(t, false)
+	pub, key, _ := ed25519.GenerateKey(nil)
+	build := func() string {
+		dir := t.TempDir()
+		res, err := BuildMicroOS(MicroOSOptions{Kernel: k, Modules: []string{"virtio_net", "ext4"}, Agent: agent,
+			CACertPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Key: key, Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Modules) != 7 {
+			t.Errorf("%d modules, want 7", len(res.Modules))
+		}
+		return dir
+	}
+	a, b := build(), build()
+	for _, name := range []string{bootartifact.KernelFile, bootartifact.InitrdFile, bootartifact.FileName, bootartifact.SignatureName} {
+		x, _ := os.ReadFile(filepath.Join(a, name))
+		y, _ := os.ReadFile(filepath.Join(b, name))
+		if len(x) == 0 || !bytes.Equal(x, y) {
+			t.Errorf("%s differs between two builds of the same inputs (or is empty)", name)
+		}
+	}
+	body, _ := os.ReadFile(filepath.Join(a, bootartifact.FileName))
+	sig, _ := os.ReadFile(filepath.Join(a, bootartifact.SignatureName))
+	m, err := bootartifact.Verify(pub, body, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.KernelRelease != "6.1.0-99-test" {
+		t.Errorf("kernel release %q", m.KernelRelease)
+	}
+	var names []string
+	for _, f := range m.InitrdFiles {
+		names = append(names, f.Name)
+	}
+	for _, want := range []string{"init", "etc/eim/init.json", "etc/eim/ca.crt", "etc/eim/artifacts.pub", "lib/modules/6.1.0-99-test/kernel/fs/ext4/ext4.ko"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("the manifest does not list %s (it lists %q)", want, names)
+		}
+	}
+	f, _ := m.Find(bootartifact.InitrdFile)
+	img, _ := os.Open(filepath.Join(a, bootartifact.InitrdFile))
+	defer img.Close()
+	if err := f.Check(img); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestAssemble(t *testing.T) {
+	boot := bytes.Repeat([]byte{1}, 3*mib)
+	root := bytes.Repeat([]byte{2}, 5*mib)
+	disk := assemble(bytes.Repeat([]byte{0xeb}, 440), boot, root)
+	if disk[510] != 0x55 || disk[511] != 0xaa {
+		t.Fatal("no boot signature")
+	}
+	part := func(i int) (active bool, typ byte, lba, n uint32) {
+		e := disk[446+16*i:]
+		return e[0] == 0x80, e[4], binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
+	}
+	if a, typ, lba, n := part(0); !a || typ != 0x0e || lba != 2048 || n != 3*mib/512 {
+		t.Errorf("boot partition: active %v type %#x lba %d sectors %d", a, typ, lba, n)
+	}
+	if a, typ, lba, n := part(1); a || typ != 0x83 || lba != 2048+6144 || n != 5*mib/512 {
+		t.Errorf("root partition: active %v type %#x lba %d sectors %d", a, typ, lba, n)
+	}
+	if disk[2048*512] != 1 || disk[(2048+6144)*512] != 2 || len(disk) != (2048+6144)*512+5*mib {
+		t.Error("partitions not where the table says")
+	}
+}

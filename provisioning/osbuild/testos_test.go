@@ -1,0 +1,52 @@
+//go:build linux
+
+package osbuild
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/eimhq/eim/agent/sysinit"
+)
+
+// The test OS image with Debian's tools, when they are installed: the root
+// file system is the largest partition and carries its label.
+func TestBuildTestOS(t *testing.T) {
+	for _, tool := range []string{"mkfs.fat", "mcopy", "syslinux", "mke2fs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/syslinux/mbr/mbr.bin"); err != nil {
+		t.Skip("syslinux-common not installed")
+	}
+	k := fakeKernel(t, "6.1.0-99-test")
+	out := filepath.Join(t.TempDir(), "os.img")
+	img, err := BuildTestOS(context.Background(), TestOSOptions{Kernel: k, Modules: []string{"ext4"}, Agent: fakeAgent(t, false), Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk, _ := os.ReadFile(out)
+	if int64(len(disk)) != img.RawSize || img.Size != img.RawSize {
+		t.Errorf("sizes: file %d, reported %d/%d", len(disk), img.Size, img.RawSize)
+	}
+	e := func(i int) (lba, n uint32) {
+		return binary.LittleEndian.Uint32(disk[446+16*i+8:]), binary.LittleEndian.Uint32(disk[446+16*i+12:])
+	}
+	bootLBA, bootN := e(0)
+	rootLBA, rootN := e(1)
+	if rootN <= bootN {
+		t.Errorf("root partition (%d sectors) must be the largest (boot: %d)", rootN, bootN)
+	}
+	if got := sysinit.FSLabel(bytes.NewReader(disk[rootLBA*512:])); got != RootLabel {
+		t.Errorf("root label %q, want %q", got, RootLabel)
+	}
+	if got := sysinit.FSLabel(bytes.NewReader(disk[bootLBA*512:])); got != "EIMBOOT" {
+		t.Errorf("boot label %q", got)
+	}
+}
