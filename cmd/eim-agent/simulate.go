@@ -443,7 +443,7 @@ func printReport(w io.Writer, r *sim.Report) {
 	if r.Seeded {
 		fmt.Fprintf(w, "%d nodes provisioned before the run (--nodes-file): no Day 0; first heartbeat answered after %.1fs\n", r.Nodes, r.WallSeconds)
 		if r.Hold != nil {
-			printHold(w, r.Hold, "seeded")
+			printHold(w, r.Hold, "from a seeded store")
 		}
 		return
 	}
