@@ -315,10 +315,16 @@ func (m apiMonitor) NoConnection(ctx context.Context) (int, error) {
 	return page.Total, nil
 }
 
+// NoConnectionIDs pages by resource ID (keyset), not by offset: the API
+// caps offsets at 10,000, and a fleet can have more hosts flagged.
 func (m apiMonitor) NoConnectionIDs(ctx context.Context) ([]string, error) {
 	var ids []string
-	for off := 0; ; {
-		page, err := m.cl.List(ctx, m.project, eim.KindHost, client.ListOptions{Filter: noConnection, PageSize: 100, Offset: off})
+	for {
+		f := noConnection
+		if len(ids) > 0 {
+			f += ` AND resourceId > "` + ids[len(ids)-1] + `"`
+		}
+		page, err := m.cl.List(ctx, m.project, eim.KindHost, client.ListOptions{Filter: f, OrderBy: "resourceId", PageSize: 100})
 		if err != nil {
 			return nil, err
 		}
@@ -331,7 +337,6 @@ func (m apiMonitor) NoConnectionIDs(ctx context.Context) ([]string, error) {
 			}
 			ids = append(ids, h.ResourceID)
 		}
-		off += len(page.Items)
 		if !page.HasNext || len(page.Items) == 0 {
 			return ids, nil
 		}

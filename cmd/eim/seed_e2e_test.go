@@ -17,10 +17,10 @@ import (
 )
 
 // The seeded Day-1 benchmark end to end (SEED=1 bench/heartbeat.sh in
-// small): the server started once and stopped, bench/seed writing 50
+// small): the server started once and stopped, bench/seed writing 250
 // running nodes into its store, the server started again, and
 // "eim-agent simulate --nodes-file" holding them heartbeating with no Day 0;
-// a fifth stops, and exactly those hosts become "No Connection".
+// half stops (more than a page of the monitor's list), and exactly those hosts become "No Connection".
 func TestSeededHoldSQLite(t *testing.T) {
 	testSeededHold(t, "")
 }
@@ -47,12 +47,12 @@ func testSeededHold(t *testing.T, database string) {
 	if database == "" {
 		database = s.dataDir
 	}
-	out, err := exec.Command(seedBin, "--database", database, "--nodes", "50", "--batch", "20", "--out", nodesFile, "--seed", "5").CombinedOutput()
+	out, err := exec.Command(seedBin, "--database", database, "--nodes", "250", "--batch", "100", "--out", nodesFile, "--seed", "5").CombinedOutput()
 	if err != nil {
 		t.Fatalf("seed: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "seeded 50 running nodes") {
-		t.Errorf("seed: got %q, want 50 nodes seeded", out)
+	if !strings.Contains(string(out), "seeded 250 running nodes") {
+		t.Errorf("seed: got %q, want 250 nodes seeded", out)
 	}
 	s.start(hostPort(t, s.api), hostPort(t, s.agentURL))
 
@@ -73,8 +73,8 @@ func testSeededHold(t *testing.T, database string) {
 		{eim.KindHost, `hostStatus="Running" AND currentState=HOST_STATE_ONBOARDED`},
 		{eim.KindInstance, `currentState=INSTANCE_STATE_RUNNING AND provisioningStatus="Provisioned"`},
 	} {
-		if n := count(c.k, c.filter); n != 50 {
-			t.Errorf("%ss with %s: got %d, want 50", c.k, c.filter, n)
+		if n := count(c.k, c.filter); n != 250 {
+			t.Errorf("%ss with %s: got %d, want 250", c.k, c.filter, n)
 		}
 	}
 
@@ -84,13 +84,13 @@ func testSeededHold(t *testing.T, database string) {
 	cmd := exec.CommandContext(cmdCtx, agentBin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
 		"--nodes-file", nodesFile, "--api", s.api, "--token-file", filepath.Join(s.dataDir, adminTokenFile), "--report", report,
 		"--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "30s",
-		"--hold", "9s", "--stop-share", "0.2", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s")
+		"--hold", "9s", "--stop-share", "0.5", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("eim-agent simulate: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
-	if !strings.HasPrefix(stdout.String(), "50 nodes provisioned before the run (--nodes-file): no Day 0") {
+	if !strings.HasPrefix(stdout.String(), "250 nodes provisioned before the run (--nodes-file): no Day 0") {
 		t.Errorf("report: got\n%s\nwant the seeded nodes' line first", stdout.String())
 	}
 	b, err := os.ReadFile(report)
@@ -102,27 +102,27 @@ func testSeededHold(t *testing.T, database string) {
 		t.Fatal(err)
 	}
 	h := rep.Hold
-	if !rep.Seeded || rep.Nodes != 50 || h == nil {
-		t.Fatalf("report: got %s, want 50 seeded nodes and a hold", b)
+	if !rep.Seeded || rep.Nodes != 250 || h == nil {
+		t.Fatalf("report: got %s, want 250 seeded nodes and a hold", b)
 	}
-	if h.Nodes != 50 || h.IntervalSeconds != 1 || !h.Monitored || h.FalseNoConnection != 0 || h.Revoked != 0 || h.Tokens.Count < 50 {
-		t.Errorf("hold: got %d nodes, interval %vs, monitored %v, %d false No Connection, %d revoked, %d tokens; want 50, 1 s, true, 0, 0, ≥ 50",
+	if h.Nodes != 250 || h.IntervalSeconds != 1 || !h.Monitored || h.FalseNoConnection != 0 || h.Revoked != 0 || h.Tokens.Count < 250 {
+		t.Errorf("hold: got %d nodes, interval %vs, monitored %v, %d false No Connection, %d revoked, %d tokens; want 250, 1 s, true, 0, 0, ≥ 250",
 			h.Nodes, h.IntervalSeconds, h.Monitored, h.FalseNoConnection, h.Revoked, h.Tokens.Count)
 	}
 	if len(h.Phases) != 3 || h.Phases[0].Name != sim.PhaseSettle {
 		t.Fatalf("phases: got %+v, want settle, steady, stopped", h.Phases)
 	}
-	if p := h.Phases[1]; p.Name != sim.PhaseSteady || p.Latency.Count < 50 || p.Latency.Errors != 0 || p.Nodes != 50 || p.MaxNoConnection != 0 {
-		t.Errorf("steady phase: got %+v, want heartbeats of the 50 nodes without errors, none flagged", p)
+	if p := h.Phases[1]; p.Name != sim.PhaseSteady || p.Latency.Count < 250 || p.Latency.Errors != 0 || p.Nodes != 250 || p.MaxNoConnection != 0 {
+		t.Errorf("steady phase: got %+v, want heartbeats of the 250 nodes without errors, none flagged", p)
 	}
-	if d := h.Detection; d == nil || d.Stopped != 10 || !d.Met || d.Flagged != 10 || d.FalsePositives != 0 || d.Missed != 0 {
-		t.Errorf("detection: got %+v, want the 10 stopped hosts flagged within the bar and no other", d)
+	if d := h.Detection; d == nil || d.Stopped != 125 || !d.Met || d.Flagged != 125 || d.FalsePositives != 0 || d.Missed != 0 {
+		t.Errorf("detection: got %+v, want the 125 stopped hosts flagged (more than a page of the monitor's list) within the bar and no other", d)
 	}
-	if n := count(eim.KindHost, `hostStatus="No Connection"`); n != 10 {
-		t.Errorf(`hosts "No Connection": got %d, want 10`, n)
+	if n := count(eim.KindHost, `hostStatus="No Connection"`); n != 125 {
+		t.Errorf(`hosts "No Connection": got %d, want 125`, n)
 	}
-	if n := count(eim.KindHost, `hostStatus="Running"`); n != 40 {
-		t.Errorf(`hosts "Running": got %d, want 40`, n)
+	if n := count(eim.KindHost, `hostStatus="Running"`); n != 125 {
+		t.Errorf(`hosts "Running": got %d, want 125`, n)
 	}
 }
 
