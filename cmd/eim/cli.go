@@ -119,12 +119,14 @@ Usage:
   eim host onboard ID | invalidate ID [--note N] | summary [--filter F]
   eim instance log ID [-f]                 provisioning log; -f follows it to the end
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
+  eim instance updates-summary [--filter F]  instances by OS update state, per OS profile
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)
 
 Nouns: region site host instance os provider schedule-single
        schedule-repeated localaccount customconfig telemetry-loggroup
        telemetry-metricgroup telemetry-logprofile telemetry-metricprofile
+       os-update-policy os-update-run
 
 Global flags (before or after the command):
   --server URL       base URL of the server (env EIM_SERVER; default http://127.0.0.1:8080)

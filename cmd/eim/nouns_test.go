@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eimhq/eim"
@@ -34,6 +36,21 @@ func TestNounFlagsAreWritable(t *testing.T) {
 			if !fd.In(variant) {
 				t.Errorf("%s --%s: field %s is not of the noun's type", n.name, f.flag, f.field)
 			}
+		}
+	}
+}
+
+// Every noun is listed in "eim help".
+func TestNounsInHelp(t *testing.T) {
+	_, list, ok := strings.Cut(usageText, "Nouns:")
+	if !ok {
+		t.Fatal(`"eim help" has no Nouns: list`)
+	}
+	list, _, _ = strings.Cut(list, "\n\n")
+	listed := strings.Fields(list)
+	for _, n := range nouns {
+		if !slices.Contains(listed, n.name) {
+			t.Errorf("noun %s is not in the Nouns: list of \"eim help\" (%v)", n.name, listed)
 		}
 	}
 }
