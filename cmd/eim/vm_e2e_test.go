@@ -131,6 +131,7 @@ func TestVMDay0(t *testing.T) {
 			at += i
 		}
 		t.Logf("power-on to instance RUNNING (host onboarded, node agent reported in): %s", took.Round(100*time.Millisecond))
+		t.Logf("phases (from power-on, by the guest's clock): %s", phases(cons, vm.start))
 		vm.stop()
 	})
 
@@ -293,6 +294,41 @@ func (v *vm) stop() {
 		v.err = fmt.Errorf("stopped")
 	}
 	v.done <- v.err
+}
+
+// phases are the times since start at which the console shows the
+// milestones of Day 0 (the guest's clock comes from the host's through the
+// emulated RTC).
+func phases(console string, start time.Time) string {
+	marks := []struct{ name, msg string }{
+		{"micro-OS init", `msg="EIM agent starting as init"`},
+		{"network up", `msg="network up"`},
+		{"onboarded", `msg=onboarded`},
+		{"image streamed", `action=stream-image`},
+		{"workflow done", `action=set-boot-order`},
+		{"test OS init", `msg="EIM agent starting as init"`},
+		{"reported in", `msg="reported in"`},
+	}
+	var out []string
+	at := 0
+	for _, m := range marks {
+		i := strings.Index(console[at:], m.msg)
+		if i < 0 {
+			break
+		}
+		at += i + len(m.msg)
+		k := strings.LastIndex(console[:at], "time=")
+		if k < 0 {
+			continue
+		}
+		ts, _, _ := strings.Cut(console[k+len("time="):], " ")
+		tm, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %.1fs", m.name, tm.Sub(start).Seconds()))
+	}
+	return strings.Join(out, ", ")
 }
 
 // waitConsole waits until the serial console shows s.
