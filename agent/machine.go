@@ -435,14 +435,13 @@ func writeInto(root string, w *provisioningv1.WriteFile) error {
 	return os.Rename(tmp, dst)
 }
 
-// setBootOrder adds an EFI boot entry for the disk and makes it first.
+// setBootOrder adds an EFI boot entry for the disk and makes it first:
+// with efibootmgr when it is installed, else through efivarfs (the
+// micro-OS EIM builds holds no other program).
 func (m *Machine) setBootOrder(ctx context.Context, s *provisioningv1.SetBootOrder, out io.Writer) error {
 	if _, err := os.Stat(filepath.Join(m.SysRoot, "sys", "firmware", "efi")); err != nil {
 		fmt.Fprintln(out, "no EFI firmware (legacy BIOS): the boot order is the firmware's; nothing to set")
 		return nil
-	}
-	if _, err := m.lookPath("efibootmgr"); err != nil {
-		return errors.New("set boot order: efibootmgr is not installed in the micro-OS; cannot add an EFI boot entry for the disk")
 	}
 	dev, err := m.device(s.GetDevice())
 	if err != nil {
@@ -452,9 +451,20 @@ func (m *Machine) setBootOrder(ctx context.Context, s *provisioningv1.SetBootOrd
 	if label == "" {
 		label = "EIM OS"
 	}
-	esp, err := espPartition(dev)
+	e, err := findESP(dev)
 	if err != nil {
 		return fmt.Errorf("set boot order: %w", err)
+	}
+	const loader = `\EFI\BOOT\BOOTX64.EFI`
+	if _, err := m.lookPath("efibootmgr"); err != nil {
+		vars := filepath.Join(m.SysRoot, "sys", "firmware", "efi", "efivars")
+		if _, err := os.Stat(vars); err != nil {
+			return fmt.Errorf("set boot order: neither efibootmgr nor efivarfs (%s) to add an EFI boot entry with", vars)
+		}
+		if err := (efiVars{dir: vars}).addBootEntry(label, loader, e, out); err != nil {
+			return fmt.Errorf("set boot order: %w", err)
+		}
+		return nil
 	}
 	// Entries of earlier provisionings of this machine go first, so the
 	// firmware's list does not grow with every reinstall.
@@ -471,8 +481,8 @@ func (m *Machine) setBootOrder(ctx context.Context, s *provisioningv1.SetBootOrd
 		fmt.Fprintf(out, "removed the old boot entry Boot%s %q\n", num, label)
 	}
 	// --create adds the entry and puts it first in BootOrder.
-	b, err := m.command(ctx, "efibootmgr", "--create", "--disk", dev, "--part", strconv.Itoa(esp),
-		"--label", label, "--loader", `\EFI\BOOT\BOOTX64.EFI`)
+	b, err := m.command(ctx, "efibootmgr", "--create", "--disk", dev, "--part", strconv.Itoa(e.number),
+		"--label", label, "--loader", loader)
 	out.Write(b)
 	if err != nil {
 		return fmt.Errorf("set boot order: %w", err)

@@ -280,10 +280,10 @@ func TestMachineBootOrder(t *testing.T) {
 		t.Errorf("BIOS: err %v, commands %q", err, calls)
 	}
 	os.MkdirAll(filepath.Join(root, "sys", "firmware", "efi"), 0o755)
-	// EFI without efibootmgr: a clear error.
+	// EFI without efibootmgr nor efivarfs: a clear error.
 	noTool := func(string) (string, error) { return "", os.ErrNotExist }
 	err := (&agent.Machine{SysRoot: root, Command: cmd, LookPath: noTool}).Run(t.Context(), a, &out)
-	if err == nil || !strings.Contains(err.Error(), "efibootmgr is not installed") {
+	if err == nil || !strings.Contains(err.Error(), "neither efibootmgr nor efivarfs") {
 		t.Errorf("err = %v", err)
 	}
 	found := func(n string) (string, error) { return "/usr/bin/" + n, nil }
@@ -310,5 +310,64 @@ func TestMachineBootOrder(t *testing.T) {
 	err = (&agent.Machine{SysRoot: root, Command: cmd, LookPath: found}).Run(t.Context(), a, &out)
 	if err == nil || !strings.Contains(err.Error(), "no GPT") {
 		t.Errorf("no GPT: err = %v", err)
+	}
+}
+
+// Without efibootmgr (the micro-OS), the entry is written through efivarfs:
+// the old entry of the same label goes, the new one is first in BootOrder.
+func TestMachineBootOrderEFIVars(t *testing.T) {
+	disk := gptDisk(t, 15)
+	root := t.TempDir()
+	vars := filepath.Join(root, "sys", "firmware", "efi", "efivars")
+	os.MkdirAll(vars, 0o755)
+	const g = "-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	option := func(label string) []byte {
+		b := []byte{7, 0, 0, 0, 1, 0, 0, 0, 4, 0}
+		for _, r := range label + "\x00" {
+			b = append(b, byte(r), 0)
+		}
+		return append(b, 0x7f, 0xff, 4, 0)
+	}
+	os.WriteFile(filepath.Join(vars, "Boot0000"+g), option("UiApp"), 0o644)
+	os.WriteFile(filepath.Join(vars, "Boot0001"+g), option("UEFI PXEv4"), 0o644)
+	os.WriteFile(filepath.Join(vars, "Boot0004"+g), option("Ubuntu"), 0o644)
+	os.WriteFile(filepath.Join(vars, "BootOrder"+g), []byte{7, 0, 0, 0, 4, 0, 1, 0, 0, 0}, 0o644)
+	os.WriteFile(filepath.Join(vars, "Timeout"+g), []byte{7, 0, 0, 0, 1, 0}, 0o644)
+	a := &provisioningv1.Action{Name: "set-boot-order", Spec: &provisioningv1.Action_SetBootOrder{SetBootOrder: &provisioningv1.SetBootOrder{Device: disk, Label: "Ubuntu"}}}
+	noTool := func(string) (string, error) { return "", os.ErrNotExist }
+	var out bytes.Buffer
+	if err := (&agent.Machine{SysRoot: root, LookPath: noTool}).Run(t.Context(), a, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(vars, "Boot0004"+g)); err == nil {
+		t.Error("the old Ubuntu entry is still there")
+	}
+	order, _ := os.ReadFile(filepath.Join(vars, "BootOrder"+g))
+	if want := []byte{7, 0, 0, 0, 2, 0, 1, 0, 0, 0}; !bytes.Equal(order, want) {
+		t.Errorf("BootOrder % x, want % x", order, want)
+	}
+	b, err := os.ReadFile(filepath.Join(vars, "Boot0002"+g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// attributes, LOAD_OPTION_ACTIVE, then the label in UTF-16, then a hard
+	// drive device path to partition 15 (GPT) and the loader's path.
+	if binary.LittleEndian.Uint32(b) != 7 || binary.LittleEndian.Uint32(b[4:]) != 1 {
+		t.Errorf("attributes % x", b[:8])
+	}
+	label := []byte{'U', 0, 'b', 0, 'u', 0, 'n', 0, 't', 0, 'u', 0, 0, 0}
+	if !bytes.Equal(b[10:10+len(label)], label) {
+		t.Errorf("label % x", b[10:10+len(label)])
+	}
+	hd := b[10+len(label):]
+	if hd[0] != 4 || hd[1] != 1 || binary.LittleEndian.Uint16(hd[2:]) != 42 || binary.LittleEndian.Uint32(hd[4:]) != 15 || hd[40] != 2 || hd[41] != 2 {
+		t.Errorf("hard drive device path % x", hd[:42])
+	}
+	loader := string(bytes.ReplaceAll(hd[46:], []byte{0}, nil))
+	if !strings.HasPrefix(loader, `\EFI\BOOT\BOOTX64.EFI`) {
+		t.Errorf("loader %q", loader)
+	}
+	if !strings.Contains(out.String(), "Boot0002") {
+		t.Errorf("output %q", out.String())
 	}
 }

@@ -42,6 +42,22 @@ func MountKernelFS() error {
 	return nil
 }
 
+// MountEFIVars mounts efivarfs on a UEFI machine (after the modules are
+// loaded: Debian builds it as one): provisioning adds the boot entry of the
+// installed disk to the firmware's variables. On a BIOS machine it does
+// nothing.
+func MountEFIVars() error {
+	const dir = "/sys/firmware/efi/efivars"
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	err := unix.Mount("efivarfs", dir, "efivarfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	if err != nil && !errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("mount efivarfs: %w", err)
+	}
+	return nil
+}
+
 // Consoles returns a writer to every console the kernel prints to
 // (/proc/consoles: the serial line and the screen, with "console=ttyS0
 // console=tty0"), so that what init prints shows wherever the operator

@@ -42,6 +42,9 @@ func pid1() {
 		halt(log, err)
 	}
 	sysinit.LoadModules("/lib/modules/"+cfg.KernelRelease, cfg.Modules, log)
+	if err := sysinit.MountEFIVars(); err != nil {
+		log.Warn("init: no EFI variables; provisioning cannot set the boot order", "err", err)
+	}
 	sysinit.WaitRandom(log)
 	ctx := context.Background()
 	for wait := 10 * time.Second; ; wait = min(2*wait, 5*time.Minute) {
