@@ -47,8 +47,14 @@ type maintState struct {
 	Plan json.RawMessage `json:"plan,omitempty"`
 	// Applied is the digest of the last mutable update applied.
 	Applied string `json:"applied,omitempty"`
-	// UpToDate is the plan version for which UP_TO_DATE was reported.
+	// UpToDate is the plan version for which UP_TO_DATE (or UPDATED) was
+	// reported: a completed update stays "Update completed" until the
+	// plan changes.
 	UpToDate string `json:"upToDate,omitempty"`
+	// Failed is the plan version whose update failed, and until when
+	// (Unix seconds: the window's end, or an hour) it is not tried again.
+	Failed      string `json:"failed,omitempty"`
+	FailedUntil int64  `json:"failedUntil,omitempty"`
 	// Pending is the update under way, nil when none.
 	Pending *pendingUpdate `json:"pending,omitempty"`
 	// Reports are not yet delivered, oldest first.
@@ -67,6 +73,10 @@ type pendingUpdate struct {
 	Rebooting bool      `json:"rebooting,omitempty"`
 	BootID    string    `json:"bootId"`
 	Started   time.Time `json:"started"`
+	// Plan is the version of the plan the update applies; RetryAfter when
+	// it may be tried again if it fails (Unix seconds).
+	Plan       string `json:"plan,omitempty"`
+	RetryAfter int64  `json:"retryAfter,omitempty"`
 }
 
 type maintReport struct {
@@ -255,8 +265,14 @@ func (n *Node) maintain(ctx context.Context) {
 	if !open {
 		return
 	}
+	m.mu.Lock()
+	failed := m.st.Failed == plan.Version && n.now().Unix() < m.st.FailedUntil
+	m.mu.Unlock()
+	if failed {
+		return // once per window: a failing update is not retried at every check
+	}
 	n.log().Info("a maintenance window is open: updating", "schedule", id, "closes", closes, "update", what)
-	n.update(ctx, plan)
+	n.update(ctx, plan, closes)
 }
 
 // updateDue reports whether the plan's policy asks for an update the node
@@ -337,10 +353,15 @@ func newUpdateID(now time.Time) string {
 }
 
 // update carries out the plan's update.
-func (n *Node) update(ctx context.Context, plan *maintenancev1.GetPlanResponse) {
+func (n *Node) update(ctx context.Context, plan *maintenancev1.GetPlanResponse, closes time.Time) {
 	m := n.maint
 	p := plan.Policy
-	pu := &pendingUpdate{ID: newUpdateID(n.now()), PolicyID: p.Id, BootID: n.BootID, Started: n.now().UTC()}
+	pu := &pendingUpdate{ID: newUpdateID(n.now()), PolicyID: p.Id, BootID: n.BootID, Started: n.now().UTC(), Plan: plan.Version}
+	if closes.IsZero() {
+		pu.RetryAfter = n.now().Add(time.Hour).Unix()
+	} else {
+		pu.RetryAfter = closes.Unix()
+	}
 	immutable := plan.GetCurrentOs().GetType() == maintenancev1.OperatingSystem_TYPE_IMMUTABLE
 	if immutable {
 		pu.TargetOSID = p.GetTargetOs().GetId()
@@ -454,6 +475,12 @@ func (n *Node) finish(ctx context.Context, pu *pendingUpdate, s status, msg, log
 	}
 	m.st.Pending = nil
 	m.st.UpToDate = ""
+	switch s {
+	case maintenancev1.ReportUpdateStatusRequest_STATUS_UPDATED:
+		m.st.UpToDate = pu.Plan
+	case maintenancev1.ReportUpdateStatusRequest_STATUS_FAILED:
+		m.st.Failed, m.st.FailedUntil = pu.Plan, pu.RetryAfter
+	}
 	r := maintReport{Status: int32(s), UpdateID: pu.ID, PolicyID: pu.PolicyID, Message: msg, OSID: osID}
 	if log != "" {
 		// After a reboot there is no output: the run keeps the log the

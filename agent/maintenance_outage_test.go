@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	maintenancev1 "github.com/eimhq/eim/proto/eim/maintenance/v1"
 )
@@ -92,5 +95,33 @@ func TestMaintenanceThroughOutage(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, maintenanceFile)); err != nil {
 		t.Fatal(err)
+	}
+	if len(n.maint.st.Reports) != 2 {
+		t.Fatalf("%d reports queued after a completed update, want no UP_TO_DATE on top", len(n.maint.st.Reports))
+	}
+
+	// A new plan whose update fails: tried once in the window, not at
+	// every check; tried again in the next window.
+	failing := &outageCommands{}
+	plan2 := proto.Clone(plan).(*maintenancev1.GetPlanResponse)
+	plan2.Version, plan2.Policy.Packages = "v2", "broken-package"
+	n.maint.setPlan(plan2)
+	n.Updaters.Mutable = &Apt{Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		failing.run(ctx, name, args...)
+		if name == "apt-get" && len(args) > 0 && args[len(args)-1] == "broken-package" {
+			return nil, errors.New("exit status 100")
+		}
+		return nil, nil
+	}, Root: t.TempDir()}
+	n.maintain(t.Context())
+	n.maintain(t.Context())
+	if got := strings.Count(strings.Join(failing.cmds, "\n"), "broken-package"); got != 1 {
+		t.Fatalf("the failing update ran %d times in one window, want 1", got)
+	}
+	at := now.Add(24 * time.Hour) // the next night's window
+	n.Now = func() time.Time { return at }
+	n.maintain(t.Context())
+	if got := strings.Count(strings.Join(failing.cmds, "\n"), "broken-package"); got != 2 {
+		t.Fatalf("the failing update ran %d times after the next window opened, want 2", got)
 	}
 }

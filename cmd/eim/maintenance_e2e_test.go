@@ -137,12 +137,15 @@ func testMaintenance(t *testing.T, s *day0Server) {
 	if !strings.Contains(run["statusDetails"].(string), "apt-get") {
 		t.Fatalf("run log %q lacks the commands' output", run["statusDetails"])
 	}
-	// Applied: the next checks say up to date, and apply nothing again.
-	waitFor(t, "up to date", func() bool { return instanceOf(hostID)["updateStatus"] == "No new updates available" })
+	// Applied: the next checks apply nothing again, and the status stays
+	// "Update completed" until the plan changes.
 	n := len(cmds.all())
 	time.Sleep(time.Second)
 	if len(cmds.all()) != n {
 		t.Fatalf("applied again: %s", cmds.all())
+	}
+	if st := instanceOf(hostID)["updateStatus"]; st != "Update completed" {
+		t.Fatalf("update status %v a second after the update, want it to stay Update completed", st)
 	}
 	stop()
 
