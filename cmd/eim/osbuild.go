@@ -148,11 +148,11 @@ func (c *cli) testos(args []string) error {
 		return usagef("testos: unknown verb %q (build)", args[0])
 	}
 	fs := c.flagSet("eim testos build", "eim testos build --out FILE [flags]",
-		"Builds a small bootable disk image for testing the Day 0 flow on BIOS machines and VMs: the\n"+
-			"kernel and an initramfs whose /init is eim-agent in node mode (it applies the first-boot seed\n"+
-			"and runs with the agent configuration provisioning wrote), syslinux as boot loader, and an ext4\n"+
-			"root file system for what provisioning writes. With --register it creates an OS profile for it\n"+
-			"(imageUrl, sha256) through the API and prints its ID.")
+		"Builds a small bootable disk image for testing the Day 0 flow on machines and VMs (BIOS and\n"+
+			"UEFI): the kernel and an initramfs whose /init is eim-agent in node mode (it applies the first-\n"+
+			"boot seed and runs with the agent configuration provisioning wrote), syslinux as boot loader on\n"+
+			"an EFI System Partition (GPT), and an ext4 root file system for what provisioning writes. With\n"+
+			"--register it creates an OS profile for it (imageUrl, sha256) through the API and prints its ID.")
 	c.globalFlags(fs)
 	var (
 		out, imageURL, name string

@@ -19,12 +19,13 @@ import (
 
 // The Day-0 flow on a real (virtual) machine: the eim server through Main,
 // the micro-OS and the test OS image built by "eim microos build" and "eim
-// testos build", and an unmodified QEMU VM that only knows how to boot from
-// the network (SeaBIOS and its iPXE ROM) with an empty disk. It is slow
-// (a minute or two under software emulation) and needs Debian's
-// qemu-system-x86, ipxe-qemu, linux-image-amd64, syslinux, syslinux-common,
-// dosfstools, mtools and e2fsprogs, so it runs only with EIM_VM_TEST=1
-// (.ci/run sets it in a step of its own, after installing them).
+// testos build", and unmodified QEMU VMs that only know how to boot from
+// the network (SeaBIOS, or OVMF for UEFI, and the iPXE ROM) with an empty
+// disk. It is slow (a minute or two under software emulation) and needs
+// Debian's qemu-system-x86, ipxe-qemu, ovmf, linux-image-amd64, syslinux,
+// syslinux-common, syslinux-efi, dosfstools, mtools and e2fsprogs, so it
+// runs only with EIM_VM_TEST=1 (.ci/run sets it in a step of its own, after
+// installing them).
 //
 // The VM uses QEMU's user-mode network: inside it, 10.0.2.2 is this
 // machine's loopback, where the server listens, and the VM is given only
@@ -76,68 +77,15 @@ func TestVMDay0(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("provisioned", func(t *testing.T) {
-		const uuid, serial = "4c4c4544-0045-4910-8000-000000000001", "EIMVM0001"
-		h, err := s.admin.RegisterHost(ctx, eim.DefaultProject, client.HostRegistration{Name: "vm-1", UUID: uuid, SerialNumber: serial, AutoOnboard: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var in eim.Instance
-		if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindInstance, &eim.Instance{
-			Name: "vm-1", Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID,
-		}, &in); err != nil {
-			t.Fatal(err)
-		}
-		vm := startVM(t, logDir, "provisioned", bootURL, uuid, serial)
-		var hostOK, instOK bool
-		deadline := time.Now().Add(5 * time.Minute)
-		for !(hostOK && instOK) {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %s: host %s onboarded %v, instance %s running %v; serial console in %s",
-					time.Since(vm.start).Round(time.Second), h.ResourceID, hostOK, in.ResourceID, instOK, vm.log)
-			}
-			if err := vm.exited(); err != nil {
-				t.Fatalf("the VM stopped: %v; serial console in %s", err, vm.log)
-			}
-			var gh eim.Host
-			var gi eim.Instance
-			if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, h.ResourceID, &gh); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, in.ResourceID, &gi); err != nil {
-				t.Fatal(err)
-			}
-			hostOK = gh.CurrentState == eim.HostStateOnboarded && gh.HostStatus == "Running"
-			instOK = gi.CurrentState == eim.InstanceStateRunning
-			if strings.HasPrefix(gi.ProvisioningStatus, "Provisioning Failed") {
-				t.Fatalf("instance %s: %s; serial console in %s", in.ResourceID, gi.ProvisioningStatus, vm.log)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		took := time.Since(vm.start)
-		// RUNNING comes from the installed OS's agent reporting in; the
-		// console shows the way there: the micro-OS provisioned the disk,
-		// the machine rebooted, the firmware booted the disk (syslinux),
-		// and the agent in node mode reported in.
-		waitConsole(t, vm, "reported in")
-		cons := string(mustRead(t, vm.log))
-		order := []string{"micro-OS checked against the signed manifest", "action succeeded", "action=stream-image",
-			"Booting from Hard Disk", "SYSLINUX", "first boot", "reported in"}
-		at := 0
-		for _, want := range order {
-			i := strings.Index(cons[at:], want)
-			if i < 0 {
-				t.Fatalf("serial console lacks %q after offset %d (in order: %q); console in %s", want, at, order, vm.log)
-			}
-			at += i
-		}
-		t.Logf("power-on to instance RUNNING (host onboarded, node agent reported in): %s", took.Round(100*time.Millisecond))
-		t.Logf("phases (from power-on, by the guest's clock): %s", phases(cons, vm.start))
-		vm.stop()
+		provisionVM(t, s, logDir, bootURL, osID, "provisioned", biosFirmware, 1)
+	})
+	t.Run("provisioned-uefi", func(t *testing.T) {
+		provisionVM(t, s, logDir, bootURL, osID, "provisioned-uefi", uefiFirmware(t), 3)
 	})
 
 	t.Run("not-registered", func(t *testing.T) {
 		const uuid, serial = "4c4c4544-0045-4910-8000-000000000002", "EIMVM0002"
-		vm := startVM(t, logDir, "not-registered", bootURL, uuid, serial)
+		vm := startVM(t, logDir, "not-registered", bootURL, uuid, serial, biosFirmware)
 		// The micro-OS calls home and is refused; it keeps asking (with
 		// back-off) and is refused every time.
 		waitConsole(t, vm, "discover failed")
@@ -151,12 +99,136 @@ func TestVMDay0(t *testing.T) {
 				t.Errorf("host %s (uuid %s, serial %s, %s) exists for a machine nobody registered", h.ResourceID, h.UUID, h.SerialNumber, h.CurrentState)
 			}
 		}
-		if len(hosts) != 1 {
-			t.Errorf("%d hosts, want the one registered host", len(hosts))
+		for _, h := range hosts {
+			if h.Name != "provisioned" && h.Name != "provisioned-uefi" {
+				t.Errorf("host %s (%s): only the registered hosts may exist", h.ResourceID, h.Name)
+			}
 		}
 		vm.stop()
 	})
 	t.Logf("VM test total %s", time.Since(total).Round(time.Second))
+}
+
+// provisionVM registers a host for a VM with the n-th identity, powers the
+// VM on with an empty disk and waits until the API shows the host
+// onboarded and running and its instance RUNNING.
+func provisionVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int) {
+	ctx := context.Background()
+	uuid, serial := fmt.Sprintf("4c4c4544-0045-4910-8000-%012d", n), fmt.Sprintf("EIMVM%04d", n)
+	h, err := s.admin.RegisterHost(ctx, eim.DefaultProject, client.HostRegistration{Name: name, UUID: uuid, SerialNumber: serial, AutoOnboard: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in eim.Instance
+	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindInstance, &eim.Instance{
+		Name: name, Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID,
+	}, &in); err != nil {
+		t.Fatal(err)
+	}
+	vm := startVM(t, logDir, name, bootURL, uuid, serial, fw)
+	var hostOK, instOK bool
+	deadline := time.Now().Add(5 * time.Minute)
+	for !(hostOK && instOK) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: host %s onboarded %v, instance %s running %v; serial console in %s",
+				time.Since(vm.start).Round(time.Second), h.ResourceID, hostOK, in.ResourceID, instOK, vm.log)
+		}
+		if err := vm.exited(); err != nil {
+			t.Fatalf("the VM stopped: %v; serial console in %s", err, vm.log)
+		}
+		var gh eim.Host
+		var gi eim.Instance
+		if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, h.ResourceID, &gh); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, in.ResourceID, &gi); err != nil {
+			t.Fatal(err)
+		}
+		hostOK = gh.CurrentState == eim.HostStateOnboarded && gh.HostStatus == "Running"
+		instOK = gi.CurrentState == eim.InstanceStateRunning
+		if strings.HasPrefix(gi.ProvisioningStatus, "Provisioning Failed") {
+			t.Fatalf("instance %s: %s; serial console in %s", in.ResourceID, gi.ProvisioningStatus, vm.log)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	took := time.Since(vm.start)
+	// RUNNING comes from the installed OS's agent reporting in; the console
+	// shows the way there: the micro-OS provisioned the disk, the machine
+	// rebooted, the firmware booted the disk, and the agent in node mode
+	// reported in.
+	waitConsole(t, vm, "reported in")
+	cons := string(mustRead(t, vm.log))
+	order := append([]string{"micro-OS checked against the signed manifest", "action succeeded", "action=stream-image"},
+		append(fw.diskBoot, "first boot", "reported in")...)
+	at := 0
+	for _, want := range order {
+		i := strings.Index(cons[at:], want)
+		if i < 0 {
+			t.Fatalf("serial console lacks %q after offset %d (in order: %q); console in %s", want, at, order, vm.log)
+		}
+		at += i
+	}
+	// What set-boot-order did, as the provisioning log has it.
+	log, err := s.admin.ProvisioningLog(ctx, eim.DefaultProject, in.ResourceID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var output strings.Builder
+	for _, e := range log.Entries {
+		if e.Name == "set-boot-order" {
+			output.WriteString(e.Output)
+		}
+	}
+	if !strings.Contains(output.String(), fw.bootOrder) {
+		t.Errorf("set-boot-order printed %q, want %q", output.String(), fw.bootOrder)
+	}
+	t.Logf("%s: power-on to instance RUNNING (host onboarded, node agent reported in): %s", name, took.Round(100*time.Millisecond))
+	t.Logf("%s: phases (from power-on, by the guest's clock): %s", name, phases(cons, vm.start))
+	vm.stop()
+}
+
+// firmware is how a VM boots: QEMU's arguments, and what its console shows
+// when it boots the provisioned disk.
+type firmware struct {
+	args     []string
+	diskBoot []string
+	// bootOrder is what set-boot-order prints.
+	bootOrder string
+}
+
+// biosFirmware is QEMU's default SeaBIOS: the disk first, then the
+// network (the empty disk is skipped, the provisioned one boots); the test
+// OS boots through syslinux's GPT MBR.
+var biosFirmware = firmware{
+	args:      []string{"-boot", "order=cn"},
+	diskBoot:  []string{"Booting from Hard Disk", "SYSLINUX"},
+	bootOrder: "no EFI firmware (legacy BIOS)",
+}
+
+// uefiFirmware is OVMF with a writable copy of its variables: the disk has
+// no boot entry until provisioning writes one (set-boot-order, through
+// efivarfs), which the firmware then boots first; the test OS boots through
+// syslinux for UEFI.
+func uefiFirmware(t *testing.T) firmware {
+	t.Helper()
+	const code, vars = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	b, err := os.ReadFile(vars)
+	if err != nil {
+		t.Fatalf("OVMF (.ci/run installs Debian's ovmf): %v", err)
+	}
+	mine := filepath.Join(t.TempDir(), "OVMF_VARS.fd")
+	if err := os.WriteFile(mine, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return firmware{
+		args: []string{"-machine", "q35",
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + code,
+			"-drive", "if=pflash,format=raw,unit=1,file=" + mine,
+			"-boot", "order=cn"},
+		// The firmware boots the entry provisioning wrote, by its label.
+		diskBoot:  []string{`BdsDxe: starting Boot`, `"EIM eim-test-os"`},
+		bootOrder: `added boot entry`,
+	}
 }
 
 // vmLogDir is EIM_VM_LOG_DIR, or a directory removed when the test passes.
@@ -225,7 +297,7 @@ type vm struct {
 // startVM powers on a VM with an empty disk, the SMBIOS identity and the
 // network boot URL, its serial console going to logDir/name.log. It is
 // stopped at cleanup.
-func startVM(t *testing.T, logDir, name, bootURL, uuid, serial string) *vm {
+func startVM(t *testing.T, logDir, name, bootURL, uuid, serial string, fw firmware) *vm {
 	t.Helper()
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk.raw")
@@ -252,10 +324,8 @@ func startVM(t *testing.T, logDir, name, bootURL, uuid, serial string) *vm {
 		// A hardware random number generator, as real machines have
 		// (RDRAND, TPM): without one the kernel's takes minutes to seed.
 		"-device", "virtio-rng-pci",
-		// Disk first, then network: the empty disk is skipped, the
-		// provisioned one boots.
-		"-boot", "order=cn",
 	}
+	args = append(args, fw.args...)
 	cmd := exec.Command("qemu-system-x86_64", args...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
 	v := &vm{cmd: cmd, log: logPath, done: make(chan error, 1)}

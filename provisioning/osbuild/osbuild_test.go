@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/binary"
+	"hash/crc32"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,24 +204,59 @@ func TestBuildMicroOS(t *testing.T) {
 	}
 }
 
-func TestAssemble(t *testing.T) {
+func TestAssembleGPT(t *testing.T) {
 	boot := bytes.Repeat([]byte{1}, 3*mib)
 	root := bytes.Repeat([]byte{2}, 5*mib)
-	disk := assemble(bytes.Repeat([]byte{0xeb}, 440), boot, root)
-	if disk[510] != 0x55 || disk[511] != 0xaa {
-		t.Fatal("no boot signature")
+	disk := assembleGPT(bytes.Repeat([]byte{0xeb}, 440), []gptPart{
+		{typ: typeESP, name: "EIM boot", attrs: gptAttrLegacyBoot, data: boot},
+		{typ: typeLinux, name: "eim-root", data: root},
+	})
+	if disk[510] != 0x55 || disk[511] != 0xaa || disk[446+4] != 0xee {
+		t.Fatal("no protective MBR")
 	}
-	part := func(i int) (active bool, typ byte, lba, n uint32) {
-		e := disk[446+16*i:]
-		return e[0] == 0x80, e[4], binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
+	total := uint64(len(disk) / 512)
+	for _, h := range []struct {
+		lba, other, table uint64
+	}{{1, total - 1, 2}, {total - 1, 1, total - 33}} {
+		hdr := append([]byte(nil), disk[h.lba*512:h.lba*512+92]...)
+		if string(hdr[:8]) != "EFI PART" {
+			t.Fatalf("no GPT header at LBA %d", h.lba)
+		}
+		crc := binary.LittleEndian.Uint32(hdr[16:])
+		binary.LittleEndian.PutUint32(hdr[16:], 0)
+		if crc32.ChecksumIEEE(hdr) != crc {
+			t.Errorf("header at LBA %d: CRC mismatch", h.lba)
+		}
+		if binary.LittleEndian.Uint64(hdr[24:]) != h.lba || binary.LittleEndian.Uint64(hdr[32:]) != h.other || binary.LittleEndian.Uint64(hdr[72:]) != h.table {
+			t.Errorf("header at LBA %d: self/other/table %d/%d/%d", h.lba, binary.LittleEndian.Uint64(hdr[24:]), binary.LittleEndian.Uint64(hdr[32:]), binary.LittleEndian.Uint64(hdr[72:]))
+		}
+		table := disk[h.table*512 : h.table*512+128*128]
+		if crc32.ChecksumIEEE(table) != binary.LittleEndian.Uint32(hdr[88:]) {
+			t.Errorf("entries at LBA %d: CRC mismatch", h.table)
+		}
 	}
-	if a, typ, lba, n := part(0); !a || typ != 0x0e || lba != 2048 || n != 3*mib/512 {
-		t.Errorf("boot partition: active %v type %#x lba %d sectors %d", a, typ, lba, n)
+	ent := func(i int) (typ []byte, first, last, attrs uint64) {
+		e := disk[2*512+i*128:]
+		return e[:16], binary.LittleEndian.Uint64(e[32:]), binary.LittleEndian.Uint64(e[40:]), binary.LittleEndian.Uint64(e[48:])
 	}
-	if a, typ, lba, n := part(1); a || typ != 0x83 || lba != 2048+6144 || n != 5*mib/512 {
-		t.Errorf("root partition: active %v type %#x lba %d sectors %d", a, typ, lba, n)
+	typ, first, last, attrs := ent(0)
+	if !bytes.Equal(typ, []byte{0x28, 0x73, 0x2a, 0xc1, 0x1f, 0xf8, 0xd2, 0x11, 0xba, 0x4b, 0x00, 0xa0, 0xc9, 0x3e, 0xc9, 0x3b}) || first != 2048 || last != 2048+6144-1 || attrs != 4 {
+		t.Errorf("ESP: type % x, LBA %d..%d, attributes %d", typ, first, last, attrs)
 	}
-	if disk[2048*512] != 1 || disk[(2048+6144)*512] != 2 || len(disk) != (2048+6144)*512+5*mib {
+	if _, first, last, _ := ent(1); first != 2048+6144 || last != 2048+6144+10240-1 {
+		t.Errorf("root: LBA %d..%d", first, last)
+	}
+	if disk[2048*512] != 1 || disk[(2048+6144)*512] != 2 {
 		t.Error("partitions not where the table says")
+	}
+	// util-linux reads it as we mean it, when installed.
+	if sfdisk, err := exec.LookPath("sfdisk"); err == nil {
+		p := filepath.Join(t.TempDir(), "disk.img")
+		os.WriteFile(p, disk, 0o644)
+		out, err := exec.Command(sfdisk, "--dump", p).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "label: gpt") || !strings.Contains(string(out), "start=        2048, size=        6144") ||
+			!strings.Contains(string(out), "LegacyBIOSBootable") {
+			t.Errorf("sfdisk --dump: %v\n%s", err, out)
+		}
 	}
 }

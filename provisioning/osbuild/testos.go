@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -34,9 +33,12 @@ type TestOSOptions struct {
 	// Out is the image file to write: raw, or gzip'd when it ends in .gz
 	// (the agent decompresses while it streams, by the URL's suffix).
 	Out string
-	// SyslinuxDir holds Debian's syslinux-common files (mbr/mbr.bin);
-	// default /usr/lib/syslinux.
+	// SyslinuxDir holds Debian's syslinux-common files (mbr/gptmbr.bin,
+	// modules/efi64/ldlinux.e64); default /usr/lib/syslinux.
 	SyslinuxDir string
+	// SyslinuxEFI is syslinux for UEFI (Debian's syslinux-efi); default
+	// /usr/lib/SYSLINUX.EFI/efi64/syslinux.efi.
+	SyslinuxEFI string
 	Logger      *slog.Logger
 }
 
@@ -48,15 +50,16 @@ type TestOS struct {
 	RawSize int64  // bytes of the disk image
 }
 
-// Layout of the test OS disk (512-byte sectors): an MBR with syslinux's
-// boot code, a FAT partition (active) with syslinux, the kernel and the
-// initramfs, then the root file system (ext4, labelled RootLabel), the
-// largest partition, where provisioning writes.
+// Layout of the test OS disk (512-byte sectors): GPT, with syslinux's GPT
+// boot code in the protective MBR (BIOS), an EFI System Partition (FAT,
+// marked legacy-BIOS-bootable) holding syslinux for BIOS and for UEFI
+// (\EFI\BOOT\BOOTX64.EFI), the kernel and the initramfs, then the root
+// file system (ext4, labelled RootLabel), the largest partition, where
+// provisioning writes. The same image boots on BIOS and UEFI machines.
 const (
 	sector    = 512
 	firstLBA  = 2048 // partitions start at 1 MiB
 	mib       = 1 << 20
-	diskSig   = 0x45494d31 // "EIM1": fixed, for a reproducible MBR
 	fatVolume = "45494d42"
 )
 
@@ -72,14 +75,14 @@ LABEL eim
   APPEND console=ttyS0 console=tty0 quiet
 `
 
-// BuildTestOS writes a small bootable disk image for BIOS machines (and
-// QEMU's default SeaBIOS): the kernel and an initramfs whose /init is the
-// agent in node mode. At boot the agent mounts the root file system,
+// BuildTestOS writes a small bootable disk image for BIOS and UEFI
+// machines (and QEMU's SeaBIOS and OVMF): the kernel and an initramfs whose
+// /init is the agent in node mode. At boot the agent mounts the root file system,
 // applies the cloud-init seed provisioning wrote there (host name, CA
 // certificates, files) and runs "eim-agent node" with the configuration
 // provisioning wrote (/etc/eim/agent.json), keeping its state on that
 // file system. It needs Debian's dosfstools, mtools, syslinux,
-// syslinux-common and e2fsprogs.
+// syslinux-common, syslinux-efi and e2fsprogs.
 func BuildTestOS(ctx context.Context, opts TestOSOptions) (*TestOS, error) {
 	if opts.Kernel == nil || opts.Agent == "" || opts.Out == "" {
 		return nil, errors.New("test OS: kernel, agent and output file are required")
@@ -91,17 +94,28 @@ func BuildTestOS(ctx context.Context, opts TestOSOptions) (*TestOS, error) {
 	if opts.SyslinuxDir == "" {
 		opts.SyslinuxDir = "/usr/lib/syslinux"
 	}
-	for tool, pkg := range map[string]string{"mkfs.fat": "dosfstools", "mcopy": "mtools", "syslinux": "syslinux", "mke2fs": "e2fsprogs"} {
+	for tool, pkg := range map[string]string{"mkfs.fat": "dosfstools", "mcopy": "mtools", "mmd": "mtools", "syslinux": "syslinux", "mke2fs": "e2fsprogs"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("test OS: %s not found (install Debian's %s)", tool, pkg)
 		}
 	}
-	mbr, err := os.ReadFile(filepath.Join(opts.SyslinuxDir, "mbr", "mbr.bin"))
+	if opts.SyslinuxEFI == "" {
+		opts.SyslinuxEFI = "/usr/lib/SYSLINUX.EFI/efi64/syslinux.efi"
+	}
+	mbr, err := os.ReadFile(filepath.Join(opts.SyslinuxDir, "mbr", "gptmbr.bin"))
 	if err != nil {
-		return nil, fmt.Errorf("test OS: syslinux MBR (install Debian's syslinux-common): %w", err)
+		return nil, fmt.Errorf("test OS: syslinux GPT MBR (install Debian's syslinux-common): %w", err)
 	}
 	if len(mbr) < 440 {
 		return nil, fmt.Errorf("test OS: %d bytes of MBR code, want 440", len(mbr))
+	}
+	efiLoader, err := os.ReadFile(opts.SyslinuxEFI)
+	if err != nil {
+		return nil, fmt.Errorf("test OS: syslinux for UEFI (install Debian's syslinux-efi): %w", err)
+	}
+	efiLdlinux, err := os.ReadFile(filepath.Join(opts.SyslinuxDir, "modules", "efi64", "ldlinux.e64"))
+	if err != nil {
+		return nil, fmt.Errorf("test OS: syslinux for UEFI (install Debian's syslinux-common): %w", err)
 	}
 	if err := CheckStatic(opts.Agent); err != nil {
 		return nil, err
@@ -132,7 +146,8 @@ func BuildTestOS(ctx context.Context, opts TestOSOptions) (*TestOS, error) {
 		}
 		return nil
 	}
-	files := map[string][]byte{"initrd.img": initrd.Bytes(), "syslinux.cfg": []byte(syslinuxCfg)}
+	files := map[string][]byte{"initrd.img": initrd.Bytes(), "syslinux.cfg": []byte(syslinuxCfg),
+		"BOOTX64.EFI": efiLoader, "ldlinux.e64": efiLdlinux}
 	kernel, err := os.ReadFile(opts.Kernel.Image)
 	if err != nil {
 		return nil, fmt.Errorf("test OS kernel: %w", err)
@@ -149,8 +164,15 @@ func BuildTestOS(ctx context.Context, opts TestOSOptions) (*TestOS, error) {
 	if err := run("mkfs.fat", "-C", "-F", "16", "-n", "EIMBOOT", "-i", fatVolume, "-h", strconv.Itoa(firstLBA), "boot.fat", strconv.Itoa(bootMiB*1024)); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"vmlinuz", "initrd.img", "syslinux.cfg"} {
-		if err := run("mcopy", "-i", "boot.fat", name, "::/"+name); err != nil {
+	if err := run("mmd", "-i", "boot.fat", "::/EFI", "::/EFI/BOOT"); err != nil {
+		return nil, err
+	}
+	for _, c := range [][2]string{
+		{"vmlinuz", "::/vmlinuz"}, {"initrd.img", "::/initrd.img"}, {"syslinux.cfg", "::/syslinux.cfg"},
+		// syslinux for UEFI reads its configuration beside itself.
+		{"BOOTX64.EFI", "::/EFI/BOOT/BOOTX64.EFI"}, {"ldlinux.e64", "::/EFI/BOOT/ldlinux.e64"}, {"syslinux.cfg", "::/EFI/BOOT/syslinux.cfg"},
+	} {
+		if err := run("mcopy", "-i", "boot.fat", c[0], c[1]); err != nil {
 			return nil, err
 		}
 	}
@@ -184,45 +206,16 @@ func BuildTestOS(ctx context.Context, opts TestOSOptions) (*TestOS, error) {
 	if err != nil {
 		return nil, err
 	}
-	disk := assemble(mbr[:440], boot, root)
+	disk := assembleGPT(mbr, []gptPart{
+		{typ: typeESP, name: "EIM boot", attrs: gptAttrLegacyBoot, data: boot},
+		{typ: typeLinux, name: RootLabel, data: root},
+	})
 	img, err := writeImage(opts.Out, disk)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("built the test OS image", "file", img.Path, "bytes", img.Size, "disk_bytes", img.RawSize, "sha256", img.SHA256)
 	return img, nil
-}
-
-// assemble lays out the disk: the MBR (boot code, a fixed disk signature
-// and the partition table), the boot partition at 1 MiB (active) and the
-// root partition after it.
-func assemble(code, boot, root []byte) []byte {
-	bootLBA := uint32(firstLBA)
-	bootSectors := uint32(len(boot) / sector)
-	rootLBA := bootLBA + bootSectors
-	rootLBA = (rootLBA + firstLBA - 1) / firstLBA * firstLBA // 1 MiB aligned
-	rootSectors := uint32(len(root) / sector)
-	disk := make([]byte, int(rootLBA+rootSectors)*sector)
-	copy(disk, code)
-	binary.LittleEndian.PutUint32(disk[440:], diskSig)
-	entry := func(i int, active bool, typ byte, lba, n uint32) {
-		e := disk[446+16*i : 446+16*(i+1)]
-		if active {
-			e[0] = 0x80
-		}
-		// CHS fields saturated: firmware and boot code use the LBA ones.
-		copy(e[1:4], []byte{0xfe, 0xff, 0xff})
-		e[4] = typ
-		copy(e[5:8], []byte{0xfe, 0xff, 0xff})
-		binary.LittleEndian.PutUint32(e[8:], lba)
-		binary.LittleEndian.PutUint32(e[12:], n)
-	}
-	entry(0, true, 0x0e, bootLBA, bootSectors) // FAT16 (LBA)
-	entry(1, false, 0x83, rootLBA, rootSectors)
-	disk[510], disk[511] = 0x55, 0xaa
-	copy(disk[int(bootLBA)*sector:], boot)
-	copy(disk[int(rootLBA)*sector:], root)
-	return disk
 }
 
 // writeImage writes the disk to path (gzip'd when it ends in .gz) and

@@ -22,8 +22,10 @@ func TestBuildTestOS(t *testing.T) {
 			t.Skipf("%s not installed", tool)
 		}
 	}
-	if _, err := os.Stat("/usr/lib/syslinux/mbr/mbr.bin"); err != nil {
-		t.Skip("syslinux-common not installed")
+	for _, f := range []string{"/usr/lib/syslinux/mbr/gptmbr.bin", "/usr/lib/SYSLINUX.EFI/efi64/syslinux.efi"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("%s: syslinux-common or syslinux-efi not installed", f)
+		}
 	}
 	k := fakeKernel(t, "6.1.0-99-test")
 	out := filepath.Join(t.TempDir(), "os.img")
@@ -35,8 +37,10 @@ func TestBuildTestOS(t *testing.T) {
 	if int64(len(disk)) != img.RawSize || img.Size != img.RawSize {
 		t.Errorf("sizes: file %d, reported %d/%d", len(disk), img.Size, img.RawSize)
 	}
-	e := func(i int) (lba, n uint32) {
-		return binary.LittleEndian.Uint32(disk[446+16*i+8:]), binary.LittleEndian.Uint32(disk[446+16*i+12:])
+	e := func(i int) (lba, n uint64) {
+		ent := disk[2*512+128*i:]
+		first, last := binary.LittleEndian.Uint64(ent[32:]), binary.LittleEndian.Uint64(ent[40:])
+		return first, last - first + 1
 	}
 	bootLBA, bootN := e(0)
 	rootLBA, rootN := e(1)
