@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/eimhq/eim/bootartifact"
 )
@@ -111,7 +112,25 @@ func (b *boot) artifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(w, r, name, fi.ModTime(), f)
+	// An OS image takes longer than the listener's write timeout on most
+	// links: each write gets its own deadline instead, so a reader that
+	// keeps reading gets the whole file and one that stalls is dropped.
+	http.ServeContent(&progressDeadline{ResponseWriter: w, rc: http.NewResponseController(w)}, r, name, fi.ModTime(), f)
+}
+
+// artifactStall is how long an artifact download may make no progress.
+const artifactStall = time.Minute
+
+// progressDeadline moves the connection's write deadline forward by
+// artifactStall at every write.
+type progressDeadline struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (p *progressDeadline) Write(b []byte) (int, error) {
+	_ = p.rc.SetWriteDeadline(time.Now().Add(artifactStall))
+	return p.ResponseWriter.Write(b)
 }
 
 func (b *boot) logger() *slog.Logger {

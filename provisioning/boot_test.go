@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim/provisioning"
 )
@@ -107,5 +108,41 @@ func TestBootArtifactsDirMissing(t *testing.T) {
 	srv := bootServer(t, filepath.Join(t.TempDir(), "none"))
 	if code, body, _ := get(t, srv.URL+"/boot/artifacts/vmlinuz"); code != http.StatusNotFound || !strings.Contains(body, "vmlinuz") {
 		t.Fatalf("got %d %q", code, body)
+	}
+}
+
+// An artifact larger than the listener's write timeout allows is served
+// whole to a reader that keeps reading: OS images take minutes.
+func TestArtifactOutlastsWriteTimeout(t *testing.T) {
+	dir := t.TempDir()
+	const size = 16 << 20
+	f, err := os.Create(filepath.Join(dir, "os.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(size)
+	f.Close()
+	srv := httptest.NewUnstartedServer(provisioning.BootHandler(provisioning.Options{ArtifactsDir: dir}))
+	srv.Config.WriteTimeout = 300 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/boot/artifacts/os.img")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// A slow link: 1 MiB every 40 ms, 16 MiB in about twice the timeout.
+	var n int64
+	buf := make([]byte, 1<<20)
+	for {
+		m, err := io.ReadFull(resp.Body, buf)
+		n += int64(m)
+		if err != nil {
+			break
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	if n != size {
+		t.Errorf("read %d bytes of %d", n, size)
 	}
 }
