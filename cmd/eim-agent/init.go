@@ -51,7 +51,7 @@ func pid1() {
 		var err error
 		switch cfg.Mode {
 		case sysinit.ModeMicroOS:
-			err = microOS(ctx, log, out)
+			err = microOS(ctx, log)
 		case sysinit.ModeNode:
 			err = nodeOS(ctx, cfg, log, out)
 		}
@@ -73,7 +73,7 @@ func halt(log *slog.Logger, err error) {
 // signed manifest and provisions the machine. The workflow's last action
 // reboots it; a machine the server says is provisioned already reboots
 // too (into its disk, which the firmware tries first).
-func microOS(ctx context.Context, log *slog.Logger, out io.Writer) error {
+func microOS(ctx context.Context, log *slog.Logger) error {
 	lease, err := network(ctx, log)
 	if err != nil {
 		return err
