@@ -193,3 +193,33 @@ func (l *Loader[T]) DropAll() {
 		s.ok, s.val = false, zero
 	}
 }
+
+// Each calls fn for every resource of kind k in project, reading them in
+// pages of size (ordered by ID, each page its own read transaction), so
+// that a module can fill its cache for a whole fleet with a few scans
+// instead of a read per resource.
+func Each(ctx context.Context, st eim.Store, project string, k eim.Kind, size int, fn func(eim.Resource)) error {
+	after := ""
+	for {
+		q := eim.Query{OrderBy: "resourceId", Limit: size, NoTotal: true}
+		if after != "" {
+			q.Filter = `resourceId > "` + after + `"`
+		}
+		var items []eim.Resource
+		err := st.View(ctx, project, func(tx eim.Tx) error {
+			var err error
+			items, _, err = tx.List(ctx, k, q)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range items {
+			fn(r)
+		}
+		if len(items) < size {
+			return nil
+		}
+		after = items[len(items)-1].Base().ResourceID
+	}
+}

@@ -50,9 +50,19 @@ type Service struct {
 	feed  *feedcache.Follower
 	trees feedcache.Loader[*Tree] // by project
 
+	// primed fills every host's facts of a project in a few scans, once
+	// per feed generation, the first time one of its hosts is asked for.
+	primed feedcache.Loader[bool]
+
 	mu       sync.Mutex
 	hosts    map[string]*hostState // by host ID
 	instHost map[string]string     // instance ID → host ID, of cached hosts
+	// seq counts drops; dropped holds each host's last, and allDropped the
+	// last that may touch any host (an instance not cached): a scan fills
+	// only the hosts not dropped since it started.
+	seq        uint64
+	dropped    map[string]uint64
+	allDropped uint64
 }
 
 var _ maintenancev1connect.MaintenanceServiceHandler = (*Service)(nil)
@@ -73,7 +83,7 @@ func New(opts Options) *Service {
 		panic("maintenance.New: Store is required")
 	}
 	s := &Service{store: opts.Store, log: opts.Logger, now: opts.Now,
-		hosts: map[string]*hostState{}, instHost: map[string]string{}}
+		hosts: map[string]*hostState{}, instHost: map[string]string{}, dropped: map[string]uint64{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -92,6 +102,7 @@ func New(opts Options) *Service {
 		}
 		return tree, nil
 	}
+	s.primed.Load = s.prime
 	s.feed = &feedcache.Follower{Store: opts.Store, Name: "maintenance", Logger: s.log, RetryWait: opts.RetryWait,
 		Kinds: append([]eim.Kind{eim.KindHost, eim.KindInstance}, treeKinds...), Reset: s.dropAll, Event: s.event}
 	return s
@@ -118,8 +129,12 @@ func (s *Service) event(ev eim.Event) {
 
 func (s *Service) dropAll() {
 	s.trees.DropAll()
+	s.primed.DropAll()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.seq++
+	s.allDropped = s.seq
+	clear(s.dropped)
 	for _, hs := range s.hosts {
 		hs.gen++
 		hs.known, hs.plan = false, nil
@@ -134,6 +149,8 @@ func (s *Service) dropHost(id string, deleted bool) {
 }
 
 func (s *Service) dropHostLocked(id string, deleted bool) {
+	s.seq++
+	s.dropped[id] = s.seq
 	hs := s.hosts[id]
 	if hs == nil {
 		return
@@ -159,6 +176,8 @@ func (s *Service) dropInstance(project, id string) {
 		s.dropHostLocked(h, false)
 		return
 	}
+	s.seq++
+	s.allDropped = s.seq
 	for hid, hs := range s.hosts {
 		if hs.project == project && hs.known && hs.facts.InstanceID == "" {
 			s.dropHostLocked(hid, false)
@@ -244,8 +263,66 @@ func (s *Service) planUncached(ctx context.Context, project, hostID string) (*ma
 	return p, v, nil
 }
 
+// prime fills the facts of every host of the project that is not cached,
+// from two paged scans (hosts, instances) instead of a read per host: after
+// a restart a whole fleet heartbeats within one interval. Hosts dropped by
+// the feed while it scans are left to be read on their own.
+func (s *Service) prime(ctx context.Context, project string) (bool, error) {
+	ctx = context.WithoutCancel(ctx) // the first heartbeat's: the scan serves all
+	s.mu.Lock()
+	start := s.seq
+	s.mu.Unlock()
+	facts := map[string]*Facts{}
+	err := feedcache.Each(ctx, s.store, project, eim.KindHost, 2000, func(r eim.Resource) {
+		h := r.(*eim.Host)
+		facts[h.ResourceID] = &Facts{HostID: h.ResourceID, SiteID: h.SiteID}
+	})
+	if err == nil {
+		err = feedcache.Each(ctx, s.store, project, eim.KindInstance, 2000, func(r eim.Resource) {
+			in := r.(*eim.Instance)
+			if f := facts[in.HostID]; f != nil && f.InstanceID == "" {
+				f.InstanceID, f.OSID, f.Policy = in.ResourceID, in.OSID, in.OSUpdatePolicyID
+			}
+		})
+	}
+	if err != nil {
+		// Not retried before the feed restarts: the hosts are read one
+		// by one meanwhile.
+		if ctx.Err() == nil {
+			s.log.Warn("maintenance: hosts not read ahead", "project", project, "err", err)
+		}
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.allDropped > start {
+		return true, nil
+	}
+	for id, f := range facts {
+		if s.dropped[id] > start {
+			continue
+		}
+		hs := s.hosts[id]
+		if hs == nil {
+			hs = &hostState{project: project}
+			s.hosts[id] = hs
+		}
+		if hs.known || hs.project != project {
+			continue
+		}
+		hs.facts, hs.known = *f, true
+		if f.InstanceID != "" {
+			s.instHost[f.InstanceID] = id
+		}
+	}
+	return true, nil
+}
+
 // hostFacts returns the host's facts and its entry's generation.
 func (s *Service) hostFacts(ctx context.Context, project, hostID string) (Facts, uint64, error) {
+	if !s.primed.Cached(project) {
+		s.primed.Get(ctx, project) // errors are logged by prime
+	}
 	s.mu.Lock()
 	hs := s.hosts[hostID]
 	if hs != nil && hs.known && hs.project == project {

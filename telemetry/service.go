@@ -48,8 +48,16 @@ type Service struct {
 	feed  *feedcache.Follower
 	trees feedcache.Loader[*Tree] // by project
 
+	// primed fills every host's site of a project in a paged scan, once
+	// per feed generation, the first time one of its hosts is asked for.
+	primed feedcache.Loader[bool]
+
 	mu    sync.Mutex
 	hosts map[string]*hostState // by host ID (IDs are unique across projects)
+	// seq counts drops, dropped holds each host's last: a scan fills only
+	// the hosts not dropped since it started.
+	seq     uint64
+	dropped map[string]uint64
 }
 
 // hostState caches what one host's configuration depends on, and the
@@ -70,7 +78,7 @@ func New(opts Options) *Service {
 	if opts.Store == nil {
 		panic("telemetry.New: Store is required")
 	}
-	s := &Service{store: opts.Store, log: opts.Logger, hosts: map[string]*hostState{}}
+	s := &Service{store: opts.Store, log: opts.Logger, hosts: map[string]*hostState{}, dropped: map[string]uint64{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -86,6 +94,7 @@ func New(opts Options) *Service {
 		}
 		return tree, nil
 	}
+	s.primed.Load = s.prime
 	s.feed = &feedcache.Follower{Store: opts.Store, Kinds: watched, Name: "telemetry", Logger: s.log, RetryWait: opts.RetryWait,
 		Reset: s.dropAll, Event: func(ev eim.Event) {
 			if ev.Kind == eim.KindHost {
@@ -109,8 +118,12 @@ func (s *Service) Run(ctx context.Context) error { return s.feed.Run(ctx) }
 
 func (s *Service) dropAll() {
 	s.trees.DropAll()
+	s.primed.DropAll()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.seq++
+	clear(s.dropped)
+	s.dropped[""] = s.seq // every host
 	for _, hs := range s.hosts {
 		hs.gen++
 		hs.known = false
@@ -121,6 +134,8 @@ func (s *Service) dropAll() {
 func (s *Service) dropHost(id string, deleted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.seq++
+	s.dropped[id] = s.seq
 	hs := s.hosts[id]
 	if hs == nil {
 		return
@@ -224,8 +239,53 @@ func (s *Service) configUncached(ctx context.Context, project, hostID string) (C
 	return cfg, cfg.Version(), nil
 }
 
+// prime fills the site of every host of the project that is not cached,
+// from a paged scan instead of a read per host: after a restart a whole
+// fleet heartbeats within one interval. Hosts dropped by the feed while it
+// scans are left to be read on their own. A failed scan is not retried
+// before the feed restarts.
+func (s *Service) prime(ctx context.Context, project string) (bool, error) {
+	ctx = context.WithoutCancel(ctx) // the first heartbeat's: the scan serves all
+	s.mu.Lock()
+	start := s.seq
+	s.mu.Unlock()
+	sites := map[string]string{}
+	err := feedcache.Each(ctx, s.store, project, eim.KindHost, 2000, func(r eim.Resource) {
+		h := r.(*eim.Host)
+		sites[h.ResourceID] = h.SiteID
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("telemetry: hosts not read ahead", "project", project, "err", err)
+		}
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropped[""] > start {
+		return true, nil
+	}
+	for id, site := range sites {
+		if s.dropped[id] > start {
+			continue
+		}
+		hs := s.hosts[id]
+		if hs == nil {
+			hs = &hostState{project: project}
+			s.hosts[id] = hs
+		}
+		if !hs.known && hs.project == project {
+			hs.siteID, hs.known = site, true
+		}
+	}
+	return true, nil
+}
+
 // hostSite returns the site of the host and the host entry's generation.
 func (s *Service) hostSite(ctx context.Context, project, hostID string) (string, uint64, error) {
+	if !s.primed.Cached(project) {
+		s.primed.Get(ctx, project) // errors are logged by prime
+	}
 	s.mu.Lock()
 	hs := s.hosts[hostID]
 	if hs != nil && hs.known && hs.project == project {
