@@ -76,7 +76,7 @@ func (t *tx) count(ctx context.Context, c *codec, where string, list []any) (int
 	if !t.write {
 		// The revision first: everything at or below it is committed and
 		// so inside the count that follows, whatever its snapshot.
-		if err := t.tx.QueryRowContext(ctx, "SELECT revision FROM eim_revision WHERE id = 1").Scan(&rev); err != nil {
+		if err := t.q.QueryRowContext(ctx, "SELECT revision FROM eim_revision WHERE id = 1").Scan(&rev); err != nil {
 			return 0, t.fail(t.s.d.translate(fmt.Errorf("count %s: revision: %w", c.kind, err), nil))
 		}
 		key = countKey(stmt, list)

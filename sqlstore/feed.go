@@ -91,7 +91,7 @@ ORDER BY e.n`
 	for i, e := range t.events {
 		projects[i], kinds[i], ids[i], ops[i] = e.project, string(e.kind), e.id, string(e.op)
 	}
-	if _, err := t.tx.ExecContext(ctx, q, projects, kinds, ids, ops, at); err != nil {
+	if _, err := t.q.ExecContext(ctx, q, projects, kinds, ids, ops, at); err != nil {
 		return t.s.d.translate(fmt.Errorf("record events: %w", err), nil)
 	}
 	return nil

@@ -81,7 +81,7 @@ func checkIsolation(t *testing.T, dsn string) {
 		t.Helper()
 		var names []string
 		err := s.Update(t.Context(), project, func(etx eim.Tx) error {
-			rows, err := etx.(*tx).tx.QueryContext(t.Context(), q, args...)
+			rows, err := etx.(*tx).q.QueryContext(t.Context(), q, args...)
 			if err != nil {
 				return err
 			}
@@ -119,9 +119,53 @@ func checkIsolation(t *testing.T, dsn string) {
 	if strings.Contains(plan, "CURRENT_USER") || !strings.Contains(plan, "current_setting") {
 		t.Errorf("plan of a scoped COUNT(*): got\n%s\nwant the policy as project = current_setting(…) without CURRENT_USER", plan)
 	}
+	// Scoped reads run outside a transaction on tenant connections that
+	// keep their project between uses: one connection switching back and
+	// forth must show each project only its own rows, and the unscoped pool
+	// must never inherit a scope.
+	if s.tdb != nil {
+		s.tdb.SetMaxOpenConns(1)
+		for _, p := range []string{"a", "b", "a", "b", "b", "a"} {
+			var names []string
+			err := s.View(t.Context(), p, func(etx eim.Tx) error {
+				rows, err := etx.(*tx).q.QueryContext(t.Context(), "SELECT name FROM hosts ORDER BY name")
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var n string
+					if err := rows.Scan(&n); err != nil {
+						return err
+					}
+					names = append(names, n)
+				}
+				return rows.Err()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "host of " + p
+			if p == "a" {
+				want = "x"
+			}
+			if len(names) != 1 || names[0] != want {
+				t.Fatalf("scoped read in %q on a reused connection: got %v, want [%s]", p, names, want)
+			}
+			var all int
+			if err := s.View(t.Context(), "", func(etx eim.Tx) error {
+				return etx.(*tx).q.QueryRowContext(t.Context(), "SELECT count(*) FROM hosts").Scan(&all)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if all != 2 {
+				t.Fatalf("unscoped read after a scoped one in %q: %d hosts, want 2", p, all)
+			}
+		}
+	}
 	// Writing a row of another project is refused by the policy.
 	err = s.Update(t.Context(), "a", func(etx eim.Tx) error {
-		_, err := etx.(*tx).tx.ExecContext(t.Context(), "INSERT INTO regions (id, project) VALUES ('region-00000001', 'b')")
+		_, err := etx.(*tx).q.ExecContext(t.Context(), "INSERT INTO regions (id, project) VALUES ('region-00000001', 'b')")
 		return err
 	})
 	if err == nil {

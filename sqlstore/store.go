@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
-	_ "modernc.org/sqlite"             // registers driver "sqlite"
+	"github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
+	_ "modernc.org/sqlite"           // registers driver "sqlite"
 )
 
 // Options configure a Store. Zero values mean defaults.
@@ -39,8 +39,13 @@ type Options struct {
 // Store is an eim.Store on SQLite or PostgreSQL.
 type Store struct {
 	d   *dialect
-	db  *sql.DB // writes (SQLite: one connection); PostgreSQL: the only pool
+	db  *sql.DB // writes (SQLite: one connection); PostgreSQL: unscoped work
 	rdb *sql.DB // reads (SQLite: a pool of read-only connections)
+	// tdb is PostgreSQL's pool for project-scoped work. Its connections keep
+	// the tenant role and their project as session settings (see scope), so
+	// a scoped read is one round trip, not four (BEGIN, scope, query,
+	// COMMIT). Nothing else uses it: the unscoped pool never carries a scope.
+	tdb *sql.DB
 	dsn string
 
 	log *slog.Logger
@@ -119,10 +124,18 @@ func (s *Store) openPostgres(dsn string) error {
 	if err != nil {
 		return fmt.Errorf("open postgres: %w", err)
 	}
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s.db, s.rdb = db, db
+	tdb, err := sql.Open("pgx", dsn)
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("open postgres: %w", err)
+	}
+	tdb.SetMaxOpenConns(24)
+	tdb.SetMaxIdleConns(24)
+	tdb.SetConnMaxIdleTime(5 * time.Minute)
+	s.db, s.rdb, s.tdb = db, db, tdb
 	return nil
 }
 
@@ -197,6 +210,9 @@ func (s *Store) closeDBs() error {
 	if s.rdb != s.db {
 		err = errors.Join(err, s.rdb.Close())
 	}
+	if s.tdb != nil {
+		err = errors.Join(err, s.tdb.Close())
+	}
 	return err
 }
 
@@ -216,7 +232,7 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 	if err != nil {
 		return err
 	}
-	defer t.tx.Rollback()
+	defer t.release()
 	if err := fn(t); err != nil {
 		return err
 	}
@@ -228,8 +244,10 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 	if err := t.flushEvents(ctx); err != nil {
 		return err
 	}
-	if err := t.tx.Commit(); err != nil {
-		return s.d.translate(fmt.Errorf("commit: %w", err), nil)
+	if t.sqlTx != nil {
+		if err := t.sqlTx.Commit(); err != nil {
+			return s.d.translate(fmt.Errorf("commit: %w", err), nil)
+		}
 	}
 	if len(t.events) > 0 {
 		if hooks := s.committed.Load(); hooks != nil {
@@ -274,6 +292,9 @@ func (s *Store) OnCommit(fn func([]eim.Event)) {
 }
 
 func (s *Store) begin(ctx context.Context, project string, write bool) (*tx, error) {
+	if s.d.pg {
+		return s.beginPostgres(ctx, project, write)
+	}
 	db := s.rdb
 	if write {
 		db = s.db
@@ -282,16 +303,80 @@ func (s *Store) begin(ctx context.Context, project string, write bool) (*tx, err
 	if err != nil {
 		return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
 	}
-	t := &tx{s: s, tx: sqlTx, project: project, write: write}
-	if project != "" && s.d.pg {
-		// Row-level security: the rest of the transaction runs as the
-		// tenant role, which sees only this project's rows.
-		if _, err := sqlTx.ExecContext(ctx, "SELECT set_config('role', 'eim_tenant', true), set_config('eim.project', $1, true)", project); err != nil {
-			sqlTx.Rollback()
-			return nil, s.d.translate(fmt.Errorf("scope transaction: %w", err), nil)
+	return &tx{s: s, sqlTx: sqlTx, q: sqlTx, project: project, write: write}, nil
+}
+
+// beginPostgres starts t on PostgreSQL. Writes run in a transaction. Reads
+// do not: at READ COMMITTED, PostgreSQL's level, every statement of a
+// transaction takes its own snapshot anyway, so BEGIN and COMMIT would add
+// two round trips and no consistency. A scoped t runs on a connection of
+// the tenant pool, whose session is switched to project first if it is not
+// already in it.
+func (s *Store) beginPostgres(ctx context.Context, project string, write bool) (*tx, error) {
+	t := &tx{s: s, project: project, write: write}
+	if project == "" {
+		if !write {
+			t.q = s.rdb
+			return t, nil
 		}
+		sqlTx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
+		}
+		t.sqlTx, t.q = sqlTx, sqlTx
+		return t, nil
+	}
+	conn, err := s.tdb.Conn(ctx)
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
+	}
+	if err := scope(ctx, conn, project); err != nil {
+		conn.Close()
+		return nil, s.d.translate(fmt.Errorf("scope connection: %w", err), nil)
+	}
+	t.conn, t.q = conn, conn
+	if write {
+		sqlTx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			conn.Close()
+			return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
+		}
+		t.sqlTx, t.q = sqlTx, sqlTx
 	}
 	return t, nil
+}
+
+// scopeKey names, in a pgx connection's custom data, the project its
+// session is scoped to.
+const scopeKey = "eim.scope"
+
+// scope puts the session of conn, a connection of the tenant pool, in
+// project: row-level security then shows it that project's rows only, as
+// the tenant role. The connection remembers its project, so a connection
+// that served the same project last time costs nothing here.
+func scope(ctx context.Context, conn *sql.Conn, project string) error {
+	var data map[string]any
+	if err := conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", dc)
+		}
+		data = c.Conn().PgConn().CustomData()
+		return nil
+	}); err != nil {
+		return err
+	}
+	if cur, _ := data[scopeKey].(string); cur == project {
+		return nil
+	}
+	// Forget the old scope first: if the statement fails, the next use
+	// sets the scope again rather than trusting a half-switched session.
+	delete(data, scopeKey)
+	if _, err := conn.ExecContext(ctx, "SELECT set_config('role', 'eim_tenant', false), set_config('eim.project', $1, false)", project); err != nil {
+		return err
+	}
+	data[scopeKey] = project
+	return nil
 }
 
 // optimizeInterval is how often SQLite refreshes its planner statistics.

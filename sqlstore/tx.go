@@ -11,8 +11,12 @@ import (
 
 // tx is an eim.Tx. A non-empty project scopes every statement.
 type tx struct {
-	s       *Store
-	tx      *sql.Tx
+	s *Store
+	// q runs the statements: sqlTx, or on PostgreSQL for reads, which run
+	// outside a transaction (see beginPostgres), the connection or pool.
+	q       querier
+	sqlTx   *sql.Tx   // nil for a PostgreSQL read
+	conn    *sql.Conn // PostgreSQL, scoped: the tenant connection
 	project string
 	write   bool
 	events  []pendingEvent
@@ -20,6 +24,24 @@ type tx struct {
 }
 
 var _ eim.Tx = (*tx)(nil)
+
+// querier is what *sql.Tx, *sql.Conn and *sql.DB have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// release ends t: it rolls back what was not committed and returns the
+// connection to its pool.
+func (t *tx) release() {
+	if t.sqlTx != nil {
+		t.sqlTx.Rollback()
+	}
+	if t.conn != nil {
+		t.conn.Close()
+	}
+}
 
 // maxIDAttempts bounds retries of generated IDs: 8 hex digits collide now
 // and then in fleets of hundreds of thousands, never ten times in a row.
@@ -37,19 +59,19 @@ func (t *tx) codec(k eim.Kind) (*codec, error) {
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if t.s.stmts != nil {
 		if st := t.s.stmts.get(t.db(), q); st != nil {
-			return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			return t.sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
 		}
 	}
-	return t.tx.ExecContext(ctx, t.s.d.rebind(q), args...)
+	return t.q.ExecContext(ctx, t.s.d.rebind(q), args...)
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	if t.s.stmts != nil {
 		if st := t.s.stmts.get(t.db(), q); st != nil {
-			return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+			return t.sqlTx.StmtContext(ctx, st).QueryContext(ctx, args...)
 		}
 	}
-	return t.tx.QueryContext(ctx, t.s.d.rebind(q), args...)
+	return t.q.QueryContext(ctx, t.s.d.rebind(q), args...)
 }
 
 // queryBuilt runs a statement whose placeholders are already in the
@@ -59,11 +81,11 @@ func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, e
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
-			return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+			return t.sqlTx.StmtContext(ctx, st).QueryContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
 	}
-	return t.tx.QueryContext(ctx, q, args...)
+	return t.q.QueryContext(ctx, q, args...)
 }
 
 // queryRowBuilt is queryBuilt for a single row.
@@ -71,11 +93,11 @@ func (t *tx) queryRowBuilt(ctx context.Context, q string, args []any) *sql.Row {
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
-			return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+			return t.sqlTx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
 	}
-	return t.tx.QueryRowContext(ctx, q, args...)
+	return t.q.QueryRowContext(ctx, q, args...)
 }
 
 func (t *tx) db() *sql.DB {
@@ -441,7 +463,7 @@ func (t *tx) deleteError(ctx context.Context, c *codec, id string, err error) er
 		}
 		var rid string
 		q := "SELECT id FROM " + ref.table + " WHERE " + ref.column.name + " = ? LIMIT 1"
-		if qerr := t.tx.QueryRowContext(ctx, q, id).Scan(&rid); qerr == nil {
+		if qerr := t.q.QueryRowContext(ctx, q, id).Scan(&rid); qerr == nil {
 			return eim.Errorf(eim.EPRECONDITION, "%s %s is still referenced by %s (%s)", c.kind, id, rid, ref.column.field.Name)
 		}
 	}
@@ -450,6 +472,6 @@ func (t *tx) deleteError(ctx context.Context, c *codec, id string, err error) er
 
 func (t *tx) exists(ctx context.Context, q string, args ...any) bool {
 	var one int
-	err := t.tx.QueryRowContext(ctx, t.s.d.rebind(q), args...).Scan(&one)
+	err := t.q.QueryRowContext(ctx, t.s.d.rebind(q), args...).Scan(&one)
 	return !errors.Is(err, sql.ErrNoRows) && err == nil
 }
