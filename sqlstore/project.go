@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/eimhq/eim"
 )
@@ -40,8 +42,17 @@ func (s *Store) CreateProject(ctx context.Context, p *eim.Project) error {
 	})
 }
 
-// FindProject returns the project with the name, or ENOTFOUND.
+// FindProject returns the project with the name, or ENOTFOUND. Every API
+// request and most node calls ask for their project, so answers are kept
+// for projectTTL: a change made through this Store is seen at once, one
+// made by another process (several server processes on one PostgreSQL)
+// within projectTTL. Misses are not kept: a project just created elsewhere
+// is found as soon as it is committed.
 func (s *Store) FindProject(ctx context.Context, name string) (*eim.Project, error) {
+	if p, ok := s.projects.get(name, s.now()); ok {
+		return p, nil
+	}
+	gen := s.projects.generation()
 	var (
 		p        eim.Project
 		at       int64
@@ -58,7 +69,67 @@ func (s *Store) FindProject(ctx context.Context, name string) (*eim.Project, err
 	if err := decodeSettings(settings, &p.Settings); err != nil {
 		return nil, fmt.Errorf("find project %s: %w", name, err)
 	}
+	s.projects.put(gen, &p, s.now())
 	return &p, nil
+}
+
+// projectTTL is how long FindProject keeps an answer.
+const projectTTL = time.Second
+
+// projectCache holds FindProject's recent answers.
+type projectCache struct {
+	mu  sync.Mutex
+	gen uint64 // counts in-process changes of projects
+	m   map[string]projectEntry
+}
+
+type projectEntry struct {
+	p  eim.Project
+	at time.Time
+}
+
+func newProjectCache() *projectCache {
+	return &projectCache{m: map[string]projectEntry{}}
+}
+
+// get returns a copy of the cached project, if it is fresh.
+func (c *projectCache) get(name string, now time.Time) (*eim.Project, bool) {
+	c.mu.Lock()
+	e, ok := c.m[name]
+	c.mu.Unlock()
+	if !ok || now.Sub(e.at) >= projectTTL || now.Before(e.at) {
+		return nil, false
+	}
+	p := e.p
+	p.Settings.DefaultCustomConfigIDs = slices.Clone(p.Settings.DefaultCustomConfigIDs)
+	return &p, true
+}
+
+func (c *projectCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// put keeps p, read when the generation was gen, unless a project changed
+// since: the read may predate that change.
+func (c *projectCache) put(gen uint64, p *eim.Project, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	e := projectEntry{p: *p, at: now}
+	e.p.Settings.DefaultCustomConfigIDs = slices.Clone(p.Settings.DefaultCustomConfigIDs)
+	c.m[p.Name] = e
+}
+
+// forget drops the cached projects after a commit that changed a project.
+func (c *projectCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.m)
 }
 
 // ListProjects returns every project, by name.
@@ -97,6 +168,11 @@ func (s *Store) UpdateProject(ctx context.Context, p *eim.Project) error {
 	if err != nil {
 		return err
 	}
+	// Settings changes are not in the change feed: forget the cached
+	// projects here, after the commit (and before, so that a read racing
+	// with the write cannot keep the old settings).
+	s.projects.forget()
+	defer s.projects.forget()
 	return s.run(ctx, "", true, func(etx eim.Tx) error {
 		t := etx.(*tx)
 		res, err := t.exec(ctx, "UPDATE projects SET settings = ? WHERE name = ?", settings, p.Name)

@@ -51,11 +51,12 @@ type Store struct {
 	log *slog.Logger
 	now func() time.Time
 
-	stmts  *stmtCache // SQLite only: prepared statements (pgx caches its own)
-	wake   *hub
-	growth *growth     // PostgreSQL only: triggers VACUUM (ANALYZE) as tables grow
-	seq    *sequencer  // PostgreSQL only: numbers the change feed's events
-	counts *countCache // list totals by revision
+	stmts    *stmtCache // SQLite only: prepared statements (pgx caches its own)
+	wake     *hub
+	growth   *growth       // PostgreSQL only: triggers VACUUM (ANALYZE) as tables grow
+	seq      *sequencer    // PostgreSQL only: numbers the change feed's events
+	counts   *countCache   // list totals by revision
+	projects *projectCache // FindProject's answers
 
 	// committed are called after every commit that recorded events (see
 	// OnCommit); copy on write.
@@ -74,7 +75,7 @@ var _ eim.Store = (*Store)(nil)
 // for PostgreSQL; anything else is a SQLite file path (or "sqlite:PATH";
 // ":memory:" for a private in-memory database).
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), closed: make(chan struct{}), dsn: dsn, counts: newCountCache()}
+	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), closed: make(chan struct{}), dsn: dsn, counts: newCountCache(), projects: newProjectCache()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -250,6 +251,12 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 		}
 	}
 	if len(t.events) > 0 {
+		for _, e := range t.events {
+			if e.kind == eim.KindProject {
+				s.projects.forget()
+				break
+			}
+		}
 		if hooks := s.committed.Load(); hooks != nil {
 			evs := make([]eim.Event, len(t.events))
 			for i, e := range t.events {
