@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/eimhq/eim/agent"
+	"golang.org/x/sync/errgroup"
 )
 
 // Options configure a fleet run.
@@ -32,7 +34,8 @@ type Options struct {
 	// Concurrency bounds the nodes running at once; 0 runs all at once.
 	Concurrency int
 	// Connections is the number of HTTP/2 connection pools the nodes share
-	// (round robin); 0 means 8.
+	// (round robin); 0 means 8, or for Day 0 one per nodesPerConn nodes
+	// running at once if that is more.
 	Connections int
 	// ActionTime is how long each simulated action takes (±50 %).
 	ActionTime time.Duration
@@ -89,6 +92,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.Connections <= 0 {
 		o.Connections = 8
+		if len(o.Nodes) == 0 {
+			// Day 0: every node has a call in flight most of the time.
+			n := len(o.Identities)
+			if o.Concurrency > 0 {
+				n = min(n, o.Concurrency)
+			}
+			o.Connections = max(o.Connections, (n+nodesPerConn-1)/nodesPerConn)
+		}
 	}
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = time.Second
@@ -111,6 +122,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		pool[i] = hc
+	}
+	if err := warmPool(ctx, pool, o.URL); err != nil {
+		return nil, err
 	}
 	if len(o.Nodes) > 0 {
 		return runProvisioned(ctx, o, pool)
@@ -233,4 +247,36 @@ func jitter(r *rand.Rand, d time.Duration) time.Duration {
 		return 0
 	}
 	return d/2 + time.Duration(r.Int64N(int64(d)+1))
+}
+
+// nodesPerConn bounds the Day-0 nodes sharing a connection, below the
+// server's limit of concurrent streams per HTTP/2 connection (Go's
+// default, 250): a request beyond it makes net/http dial another
+// connection.
+const nodesPerConn = 200
+
+// warmPool makes each client of the pool open its HTTP/2 connection before
+// the nodes start. Without it net/http dials a connection for every request
+// that finds none ready: thousands of nodes starting at once made thousands
+// of TLS handshakes, nearly all thrown away once the first connection was
+// up, which cost the server more CPU than the nodes' first calls.
+func warmPool(ctx context.Context, pool []*http.Client, url string) error {
+	// Any path does: the answer (a 404) is not the point.
+	target := strings.TrimSuffix(url, "/") + "/.well-known/eim-simulator"
+	g, gctx := errgroup.WithContext(ctx)
+	for _, hc := range pool {
+		g.Go(func() error {
+			req, err := http.NewRequestWithContext(gctx, http.MethodGet, target, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return fmt.Errorf("connect to %s: %w", url, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close()
+		})
+	}
+	return g.Wait()
 }

@@ -98,7 +98,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.Float64Var(&c.failShare, "fail-share", 0, "share of nodes whose stream-image action fails (0..1)")
 	fs.Float64Var(&c.rebootShare, "reboot-share", 0, "share of nodes that reboot once mid-workflow (0..1)")
 	fs.IntVar(&c.concurrency, "concurrency", 0, "nodes running at once (default: all)")
-	fs.IntVar(&c.connections, "connections", 8, "HTTP/2 connections the nodes share")
+	fs.IntVar(&c.connections, "connections", 0, "HTTP/2 connections the nodes share (0: 8, or one per 200 Day-0 nodes running at once if more)")
 	fs.DurationVar(&c.actionTime, "action-time", 20*time.Millisecond, "duration of each simulated action (±50%)")
 	fs.DurationVar(&c.backoffMin, "backoff-min", agent.DefaultBackoff.Min, "agents' retry back-off, first wait")
 	fs.DurationVar(&c.backoffMax, "backoff-max", agent.DefaultBackoff.Max, "agents' retry back-off, longest wait")
@@ -164,8 +164,8 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	} else if c.osID != "" || c.nzt {
 		problems = append(problems, "--os and --nzt go with --register")
 	}
-	if c.concurrency < 0 || c.connections < 1 || c.timeout <= 0 {
-		problems = append(problems, "--concurrency ≥ 0, --connections ≥ 1 and --timeout > 0")
+	if c.concurrency < 0 || c.connections < 0 || c.timeout <= 0 {
+		problems = append(problems, "--concurrency ≥ 0, --connections ≥ 0 and --timeout > 0")
 	}
 	switch {
 	case c.hold < 0 || c.stopAfter < 0 || c.settle < 0 || c.flagTimeout < 0 || c.checkEvery <= 0 || c.workers < 1:
