@@ -42,6 +42,10 @@ type Options struct {
 	// Resync is how often the nZTP reconciler re-lists everything
 	// (default 30 s).
 	Resync time.Duration
+	// DirectWrites says the store takes concurrent writers (PostgreSQL):
+	// Discover then decides in the batched write transaction only, without
+	// a read-only look first (see provisioning.Options.DirectWrites).
+	DirectWrites bool
 }
 
 // Service implements onboardingv1connect.OnboardingServiceHandler.
@@ -52,13 +56,14 @@ type Service struct {
 	now      func() time.Time
 	tokenURL string
 	resync   time.Duration
+	direct   bool
 }
 
 var _ onboardingv1connect.OnboardingServiceHandler = (*Service)(nil)
 
 // New returns the onboarding service.
 func New(opts Options) *Service {
-	s := &Service{store: opts.Store, batch: opts.Batcher, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync}
+	s := &Service{store: opts.Store, batch: opts.Batcher, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync, direct: opts.DirectWrites}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -88,28 +93,39 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 	}
 	// A read-only look first: errors and unchanged answers cost no write
 	// (a failing call would also make its batch re-run).
-	var d decision
-	err = s.store.View(ctx, "", func(tx eim.Tx) error {
-		var err error
-		d, err = s.decide(ctx, tx, id)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if d.enroll == nil && !d.writes() {
-		return d.answer(s, "")
-	}
-	if d.enroll != nil && req.GetEnrollmentToken() == "" {
-		return nil, unknownDevice(id)
-	}
-	var project *eim.Project
-	if d.enroll != nil {
-		if project, err = s.projectOfToken(ctx, req.GetEnrollmentToken()); err != nil {
+	token := req.GetEnrollmentToken()
+	if !s.direct {
+		var d decision
+		err = s.store.View(ctx, "", func(tx eim.Tx) error {
+			var err error
+			d, err = s.decide(ctx, tx, id)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
+		if d.enroll == nil && !d.writes() {
+			return d.answer(s, "")
+		}
+		if d.enroll == nil {
+			token = "" // a known device: its token, if any, is not used
+		} else if token == "" {
+			return nil, unknownDevice(id)
+		}
 	}
-	// Decide again in the write transaction, which is authoritative.
+	var (
+		project  *eim.Project
+		tokenErr error
+	)
+	if token != "" {
+		project, tokenErr = s.projectOfToken(ctx, token)
+		if tokenErr != nil && !s.direct {
+			return nil, tokenErr
+		}
+	}
+	// Decide (again) in the write transaction, which is authoritative.
+	// Refusals are answers, not failures of the call: a failed call would
+	// make its whole batch run again.
 	var (
 		resp   *onboardingv1.DiscoverResponse
 		answer error
@@ -118,10 +134,18 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 		resp, answer = nil, nil
 		d, err := s.decide(ctx, tx, id)
 		if err != nil {
+			if refusal(err) {
+				answer = err
+				return nil
+			}
 			return err
 		}
 		if d.enroll != nil {
-			if project == nil { // its host went away meanwhile
+			switch {
+			case tokenErr != nil:
+				answer = tokenErr
+				return nil
+			case project == nil: // no token, or its host went away meanwhile
 				answer = unknownDevice(id)
 				return nil
 			}
@@ -130,6 +154,10 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 				return err
 			}
 			d = decision{host: h}
+		}
+		if !d.writes() {
+			resp, answer = d.answer(s, "")
+			return nil
 		}
 		secret, err := d.apply(ctx, tx, s, id)
 		if err != nil {
@@ -148,6 +176,16 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 	}
 	s.log.Debug("discover", "host", resp.GetHostId(), "project", resp.GetProject(), "status", resp.GetStatus().String())
 	return resp, nil
+}
+
+// refusal reports whether err, from decide, refuses the device (rather
+// than being a failure of the store).
+func refusal(err error) bool {
+	switch eim.ErrorCode(err) {
+	case eim.EPRECONDITION, eim.EINVALID:
+		return true
+	}
+	return false
 }
 
 // decision is what Discover does for a device.

@@ -83,18 +83,24 @@ type env struct {
 	opts  provisioning.Options
 }
 
-// run runs f on SQLite and, when configured, PostgreSQL.
+// run runs f on SQLite and, when configured, PostgreSQL, each as the
+// server sets them up: SQLite reading before it writes, PostgreSQL with
+// DirectWrites; and SQLite with DirectWrites too, so that both paths are
+// tested without PostgreSQL.
 func run(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
-	dsns := map[string]func(t *testing.T) string{
-		"sqlite": func(t *testing.T) string { return filepath.Join(t.TempDir(), "eim.db") },
+	sqlite := func(t *testing.T) string { return filepath.Join(t.TempDir(), "eim.db") }
+	type engine struct {
+		dsn    func(t *testing.T) string
+		direct bool
 	}
+	engines := map[string]engine{"sqlite": {sqlite, false}, "sqlite-direct": {sqlite, true}}
 	if pgURL != "" {
-		dsns["postgres"] = func(*testing.T) string { return pgURL }
+		engines["postgres"] = engine{func(*testing.T) string { return pgURL }, true}
 	}
-	for name, dsn := range dsns {
+	for name, en := range engines {
 		t.Run(name, func(t *testing.T) {
-			f(t, newEnv(t, dsn(t), nil))
+			f(t, newEnv(t, en.dsn(t), func(o *provisioning.Options) { o.DirectWrites = en.direct }))
 		})
 	}
 }

@@ -25,15 +25,19 @@ func (s *Service) ReportIn(ctx context.Context, req *connect.Request[hostv1.Repo
 	if len(m.Hostname) > 253 || !utf8.ValidString(m.Hostname) {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("hostname: not a valid host name"))
 	}
-	var st *nodeState
-	err = s.store.View(ctx, n.Project, func(tx eim.Tx) error {
-		st, err = s.load(ctx, tx, n, true)
-		return err
-	})
-	if err == nil && reportInChanges(st, m) {
+	write := true
+	if !s.direct {
+		var st *nodeState
+		err = s.store.View(ctx, n.Project, func(tx eim.Tx) error {
+			st, err = s.load(ctx, tx, n, true)
+			return err
+		})
+		write = err == nil && reportInChanges(st, m)
+	}
+	if write {
 		err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
 			st, err := s.load(ctx, tx, n, true)
-			if err != nil {
+			if err != nil || !reportInChanges(st, m) {
 				return err
 			}
 			return s.applyReportIn(ctx, tx, st, m)

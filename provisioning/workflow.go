@@ -107,15 +107,17 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		return nil, err
 	}
 	var st *nodeState
-	err = s.store.View(ctx, n.Project, func(tx eim.Tx) error {
-		st, err = s.load(ctx, tx, n, true)
-		return err
-	})
-	if err != nil {
-		return nil, s.rpcError(ctx, "get workflow", err)
-	}
-	if resp := answer(st); resp != nil {
-		return connect.NewResponse(resp), nil
+	if !s.direct {
+		err = s.store.View(ctx, n.Project, func(tx eim.Tx) error {
+			st, err = s.load(ctx, tx, n, true)
+			return err
+		})
+		if err != nil {
+			return nil, s.rpcError(ctx, "get workflow", err)
+		}
+		if resp := answer(st); resp != nil {
+			return connect.NewResponse(resp), nil
+		}
 	}
 	// No workflow yet: render and create it. Another call of the same node
 	// may have won the race; ensure reads again inside the transaction.

@@ -251,11 +251,13 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		Store: store, Batcher: batcher, Logger: log,
 		AgentURL: agentURL, CACertPEM: ca.CACertPEM(), CAFingerprint: ca.Fingerprint(),
 		ArtifactsDir: cfg.bootArtifacts, ActionTimeouts: cfg.actionTimeouts,
+		DirectWrites: isPostgres(dsn),
 	}
 	prov := provisioning.New(provOpts)
 	onb := onboarding.New(onboarding.Options{
 		Store: store, Batcher: batcher, Logger: log,
-		TokenURL: strings.TrimSuffix(agentURL, "/") + southbound.TokenPath,
+		TokenURL:     strings.TrimSuffix(agentURL, "/") + southbound.TokenPath,
+		DirectWrites: isPostgres(dsn),
 	})
 	sb := southbound.New(southbound.Options{Store: store, Issuer: iss, Logger: log})
 	nodeAuth := connect.WithInterceptors(sb.Interceptor())
