@@ -22,7 +22,7 @@ if [ "$engine" = postgres ]; then
 	psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb" -c "CREATE DATABASE $pgdb"
 	db=(--database "postgres://postgres@127.0.0.1:5432/$pgdb?sslmode=disable")
 fi
-"$dir/eim" server --data-dir "$dir/data" --http-addr 127.0.0.1:18080 --agent-addr 127.0.0.1:0 --log-level warn --rate-limit 0 "${db[@]}" >"$dir/server.log" 2>&1 &
+"$dir/eim" server --data-dir "$dir/data" --http-addr 127.0.0.1:18080 --agent-addr 127.0.0.1:0 --log-level warn --rate-limit 0 ${EIM_BENCH_SERVER_FLAGS:-} "${db[@]}" >"$dir/server.log" 2>&1 &
 srv=$!
 for _ in $(seq 1 100); do [ -s "$dir/data/admin.token" ] && curl -fs http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
 echo "engine: $engine; machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version)"

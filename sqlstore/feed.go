@@ -1,9 +1,11 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -185,11 +187,13 @@ func (s *Store) Watch(ctx context.Context, after int64, kinds ...eim.Kind) iter.
 		defer poll.Stop()
 		gather := time.NewTimer(0)
 		defer gather.Stop()
+		force := false
 		for {
 			// Take the wake-up channel before reading, so a commit after
 			// the read is never missed.
-			wake := s.wake.wait()
-			evs, upto, err := s.events(ctx, after, watchBatch, kinds)
+			wake, epoch := s.wake.wait()
+			evs, upto, more, err := s.tail.read(ctx, s, after, kinds, epoch, force)
+			force = false
 			if err != nil {
 				if ctx.Err() != nil {
 					err = ctx.Err()
@@ -208,7 +212,7 @@ func (s *Store) Watch(ctx context.Context, after int64, kinds ...eim.Kind) iter.
 				}
 			}
 			after = upto
-			if len(evs) == watchBatch {
+			if more {
 				continue
 			}
 			poll.Reset(pollInterval)
@@ -235,6 +239,8 @@ func (s *Store) Watch(ctx context.Context, after int64, kinds ...eim.Kind) iter.
 				case <-gather.C:
 				}
 			case <-poll.C:
+				// No notification: another process's commit, or one lost.
+				force = true
 			}
 		}
 	}
@@ -246,17 +252,26 @@ func (s *Store) Watch(ctx context.Context, after int64, kinds ...eim.Kind) iter.
 const watchGather = 5 * time.Millisecond
 
 // hub wakes watchers: broadcast closes the current channel and replaces it.
+// epoch counts the broadcasts.
 type hub struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu    sync.Mutex
+	ch    chan struct{}
+	epoch uint64
 }
 
 func newHub() *hub { return &hub{ch: make(chan struct{})} }
 
-func (h *hub) wait() <-chan struct{} {
+// wait returns the channel the next broadcast closes and the current epoch.
+func (h *hub) wait() (<-chan struct{}, uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.ch
+	return h.ch, h.epoch
+}
+
+func (h *hub) now() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.epoch
 }
 
 func (h *hub) broadcast() {
@@ -264,6 +279,92 @@ func (h *hub) broadcast() {
 	defer h.mu.Unlock()
 	close(h.ch)
 	h.ch = make(chan struct{})
+	h.epoch++
+}
+
+// Sizes of the feed tail.
+const (
+	tailRead = 5000  // events one refresh reads at most
+	tailKeep = 20000 // events kept (up to twice as many before a trim)
+)
+
+// tail keeps the newest events of the feed in memory for the Store's
+// watchers. A commit wakes every watcher (eight or so in a server); each
+// used to read the feed itself, which under a stream of commits was a
+// fifth of the server's CPU. Now the first watcher woken reads all new
+// events once, and the others take theirs from memory. A watcher further
+// behind than the tail reaches reads the store directly.
+type tail struct {
+	mu   sync.Mutex // held through a refresh: watchers woken together share it
+	evs  []eim.Event
+	from int64 // evs holds every event with a revision in (from, upto]; -1: not started
+	upto int64
+	// epoch is the hub's epoch when the last refresh began: it saw every
+	// commit broadcast before.
+	epoch uint64
+	full  bool // the last refresh read everything committed, not just readN
+	// readN and keep are tailRead and tailKeep (smaller in tests).
+	readN, keep int
+}
+
+func newTail() *tail { return &tail{from: -1, readN: tailRead, keep: tailKeep} }
+
+// read returns the events after the revision, of the kinds (all when
+// none), at most watchBatch; the revision up to which the feed has been
+// read for the caller; and whether more may be read at once. epoch is the
+// hub's when the caller took its wake-up channel: the answer includes every
+// commit broadcast before it. force makes it look at the store anyway (a
+// poll: commits of other processes whose notification was lost).
+func (t *tail) read(ctx context.Context, s *Store, after int64, kinds []eim.Kind, epoch uint64, force bool) ([]eim.Event, int64, bool, error) {
+	t.mu.Lock()
+	if t.from < 0 {
+		t.from, t.upto = after, after
+	}
+	if after >= t.from && (force || !t.full || t.epoch < epoch || after > t.upto) {
+		if err := t.refresh(ctx, s); err != nil {
+			t.mu.Unlock()
+			return nil, 0, false, err
+		}
+	}
+	// Behind the tail, or left behind by the trim of that refresh.
+	if after < t.from {
+		t.mu.Unlock()
+		evs, upto, err := s.events(ctx, after, watchBatch, kinds)
+		return evs, upto, len(evs) == watchBatch, err
+	}
+	defer t.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(t.evs, after, func(e eim.Event, rev int64) int { return cmp.Compare(e.Revision, rev+1) })
+	var out []eim.Event
+	for ; i < len(t.evs); i++ {
+		e := t.evs[i]
+		if len(kinds) > 0 && !slices.Contains(kinds, e.Kind) {
+			continue
+		}
+		out = append(out, e)
+		if len(out) == watchBatch {
+			return out, e.Revision, true, nil
+		}
+	}
+	return out, max(after, t.upto), !t.full, nil
+}
+
+// refresh reads the events committed since the tail's last read.
+func (t *tail) refresh(ctx context.Context, s *Store) error {
+	epoch := s.wake.now()
+	evs, upto, err := s.events(ctx, t.upto, t.readN, nil)
+	if err != nil {
+		return err
+	}
+	t.evs = append(t.evs, evs...)
+	t.upto = max(t.upto, upto)
+	t.full = len(evs) < t.readN
+	t.epoch = epoch
+	if len(t.evs) > 2*t.keep {
+		drop := len(t.evs) - t.keep
+		t.from = t.evs[drop-1].Revision
+		t.evs = slices.Clone(t.evs[drop:])
+	}
+	return nil
 }
 
 // listen wakes watchers on NOTIFYs from other processes' commits. It holds

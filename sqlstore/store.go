@@ -53,6 +53,7 @@ type Store struct {
 
 	stmts    *stmtCache // SQLite only: prepared statements (pgx caches its own)
 	wake     *hub
+	tail     *tail         // the feed's newest events, shared by the watchers
 	growth   *growth       // PostgreSQL only: triggers VACUUM (ANALYZE) as tables grow
 	seq      *sequencer    // PostgreSQL only: numbers the change feed's events
 	counts   *countCache   // list totals by revision
@@ -75,7 +76,7 @@ var _ eim.Store = (*Store)(nil)
 // for PostgreSQL; anything else is a SQLite file path (or "sqlite:PATH";
 // ":memory:" for a private in-memory database).
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), closed: make(chan struct{}), dsn: dsn, counts: newCountCache(), projects: newProjectCache()}
+	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), tail: newTail(), closed: make(chan struct{}), dsn: dsn, counts: newCountCache(), projects: newProjectCache()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
