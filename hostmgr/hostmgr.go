@@ -92,7 +92,9 @@ type Options struct {
 	// (default 2 h): an update reboots the node, and an image takes time.
 	UpdateTimeout time.Duration
 	// CheckInterval is how often deadlines are checked (default 1 s), and
-	// FlushInterval how often last-seen times are saved (default 5 s).
+	// FlushInterval how often last-seen times are saved (default 1 s: the
+	// hosts due are saved in small batches, not in one long write every few
+	// seconds that holds SQLite's writer and a core while heartbeats wait).
 	CheckInterval, FlushInterval time.Duration
 	// SettingsTTL is how long a project's heartbeat settings are cached
 	// (default 10 s): a change reaches nodes within that and one interval.
@@ -165,7 +167,7 @@ func New(opts Options) *Service {
 		s.check = time.Second
 	}
 	if s.flush <= 0 {
-		s.flush = 5 * time.Second
+		s.flush = time.Second
 	}
 	ttl := opts.SettingsTTL
 	if ttl <= 0 {
