@@ -126,16 +126,16 @@ func (s *Store) openPostgres(dsn string) error {
 	if err != nil {
 		return fmt.Errorf("open postgres: %w", err)
 	}
-	db.SetMaxOpenConns(16)
-	db.SetMaxIdleConns(16)
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	tdb, err := sql.Open("pgx", dsn)
 	if err != nil {
 		db.Close()
 		return fmt.Errorf("open postgres: %w", err)
 	}
-	tdb.SetMaxOpenConns(24)
-	tdb.SetMaxIdleConns(24)
+	tdb.SetMaxOpenConns(32)
+	tdb.SetMaxIdleConns(32)
 	tdb.SetConnMaxIdleTime(5 * time.Minute)
 	s.db, s.rdb, s.tdb = db, db, tdb
 	return nil
