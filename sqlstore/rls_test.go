@@ -77,23 +77,30 @@ func checkIsolation(t *testing.T, dsn string) {
 			t.Fatal(err)
 		}
 	}
+	// query runs q as it is in etx and returns its single text column.
+	query := func(etx eim.Tx, q string, args ...any) ([]string, error) {
+		rows, err := etx.(*tx).q.QueryContext(t.Context(), q, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var names []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return nil, err
+			}
+			names = append(names, n)
+		}
+		return names, rows.Err()
+	}
 	raw := func(project, q string, args ...any) []string {
 		t.Helper()
 		var names []string
 		err := s.Update(t.Context(), project, func(etx eim.Tx) error {
-			rows, err := etx.(*tx).q.QueryContext(t.Context(), q, args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var n string
-				if err := rows.Scan(&n); err != nil {
-					return err
-				}
-				names = append(names, n)
-			}
-			return rows.Err()
+			var err error
+			names, err = query(etx, q, args...)
+			return err
 		})
 		if err != nil {
 			t.Fatalf("%s in %q: %v", q, project, err)
@@ -128,19 +135,9 @@ func checkIsolation(t *testing.T, dsn string) {
 		for _, p := range []string{"a", "b", "a", "b", "b", "a"} {
 			var names []string
 			err := s.View(t.Context(), p, func(etx eim.Tx) error {
-				rows, err := etx.(*tx).q.QueryContext(t.Context(), "SELECT name FROM hosts ORDER BY name")
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				for rows.Next() {
-					var n string
-					if err := rows.Scan(&n); err != nil {
-						return err
-					}
-					names = append(names, n)
-				}
-				return rows.Err()
+				var err error
+				names, err = query(etx, "SELECT name FROM hosts ORDER BY name")
+				return err
 			})
 			if err != nil {
 				t.Fatal(err)
