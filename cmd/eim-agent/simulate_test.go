@@ -21,7 +21,7 @@ func TestParseSimulate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.nodes != 10 || c.project != "default" || c.connections != 8 || c.seed == 0 {
+	if c.nodes != 10 || c.project != "default" || c.connections != 0 || c.seed == 0 {
 		t.Errorf("defaults: got %+v", c)
 	}
 	if _, err := parseSimulate([]string{"-h"}, &bytes.Buffer{}); !errors.Is(err, flag.ErrHelp) {
@@ -33,6 +33,7 @@ func TestParseSimulate(t *testing.T) {
 		{"--server", "https://x", "--nodes", "1"},
 		{"--server", "https://x", "--ca", "c"},
 		append(ok, "--fail-share", "1.5"),
+		append(ok, "--connections", "-1"),
 		append(ok, "--register"),
 		append(ok, "--register", "--token-file", "t"),
 		append(ok, "--register", "--token-file", "t", "--os", "os-1", "--nzt"),
