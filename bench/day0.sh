@@ -52,7 +52,7 @@ cat "$dir/report.txt"
 ps -o rss=,time= -p $srv | awk '{printf "server: RSS %.0f MiB, CPU time %s\n", $1/1024, $2}'
 if [ -n "$pgdb" ]; then
 	# The CPU of the server's PostgreSQL backends (they end with the server).
-	ps -eo cputimes=,args= | awk -v db="$pgdb" '$0 ~ "postgres: postgres " db " " {s += $1; n++} END {printf "postgresql: %d backends, CPU time %d s\n", n, s}'
+	ps -eo cputimes=,args= | awk -v db="$pgdb" '$0 ~ "postgres: .*postgres " db " " {s += $1; n++} END {printf "postgresql: %d backends, CPU time %d s\n", n, s}'
 fi
 grep -iE "level=(error|warn)" "$dir/server.log" | sort | uniq -c | sort -rn | head -5 || true
 exit $rc
