@@ -91,9 +91,10 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 	if err != nil {
 		return nil, err
 	}
-	// A read-only look first: errors and unchanged answers cost no write
-	// (a failing call would also make its batch re-run).
 	token := req.GetEnrollmentToken()
+	// On SQLite, a read-only look first: refusals and unchanged answers
+	// then cost the single writer nothing. With DirectWrites the batched
+	// transaction below decides alone.
 	if !s.direct {
 		var d decision
 		err = s.store.View(ctx, "", func(tx eim.Tx) error {
@@ -155,11 +156,7 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 			}
 			d = decision{host: h}
 		}
-		if !d.writes() {
-			resp, answer = d.answer(s, "")
-			return nil
-		}
-		secret, err := d.apply(ctx, tx, s, id)
+		secret, err := d.apply(ctx, tx, s, id) // writes nothing when nothing changes
 		if err != nil {
 			return err
 		}

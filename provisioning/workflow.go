@@ -119,8 +119,10 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 			return connect.NewResponse(resp), nil
 		}
 	}
-	// No workflow yet: render and create it. Another call of the same node
-	// may have won the race; ensure reads again inside the transaction.
+	// No workflow yet (or, with DirectWrites, not looked for yet): render and
+	// create it in the write transaction, which reads again and answers
+	// with the workflow it finds, whether it was there or another call of
+	// the same node won the race.
 	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
 		var err error
 		st, err = s.load(ctx, tx, n, true)
