@@ -52,9 +52,7 @@ func (t *tracker) heard(project, id string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(project, id)
-	if now.After(e.seen) {
-		e.seen = now
-	}
+	t.heardAt(e, now)
 	e.known = false
 	t.queue(e, now)
 }
@@ -146,9 +144,7 @@ func (t *tracker) beat(project, id string, now time.Time, status string, m *host
 	if e == nil || !e.known || e.status != status || e.action != nil || m.ActionResult != nil || e.project != project {
 		return false, ""
 	}
-	if now.After(e.seen) {
-		e.seen = now
-	}
+	t.heardAt(e, now)
 	e.until = time.Time{}
 	t.queue(e, now)
 	return true, e.digest
@@ -223,9 +219,7 @@ func (t *tracker) syncing(project, id string, now time.Time) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(project, id)
-	if now.After(e.seen) {
-		e.seen = now
-	}
+	t.heardAt(e, now)
 	e.until = time.Time{}
 	t.queue(e, now)
 	return e.gen

@@ -183,6 +183,7 @@ func TestHeartbeatValidation(t *testing.T) {
 func TestRestart(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		quiet, lively := e.host(nil), e.host(nil)
+		lastHeard := e.clock.Now()
 		e.beat(e.svc, quiet, nil)
 		e.beat(e.svc, lively, nil)
 		e.svc.Flush(e.ctx)
@@ -201,6 +202,10 @@ func TestRestart(t *testing.T) {
 		svc.CheckTimeouts(e.ctx)
 		e.wantStatus(quiet.ResourceID, "No Connection", eim.StatusError)
 		e.wantStatus(lively.ResourceID, "Running", eim.StatusIdle)
+		// The status dates the node's silence, not the restart.
+		if got, want := e.getHost(quiet.ResourceID).HostStatusTimestamp, uint64(lastHeard.Unix()); got != want {
+			t.Errorf("No Connection since %d, want %d (when the node was last heard from)", got, want)
+		}
 	})
 }
 
@@ -296,5 +301,61 @@ func TestUpdatingNodeNotLost(t *testing.T) {
 		e.clock.Add(31 * time.Second)
 		svc.CheckTimeouts(e.ctx)
 		e.wantStatus(h.ResourceID, "No Connection", eim.StatusError)
+	})
+}
+
+// Last-seen times are saved when a host is first heard from and then about
+// once a timeout, as the checker passes the host: not at every heartbeat.
+func TestLastSeenSaves(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := e.host(nil)
+		stored := func() time.Time {
+			t.Helper()
+			all, err := e.store.LastSeen(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ls := range all {
+				if ls.HostID == h.ResourceID {
+					return ls.At
+				}
+			}
+			return time.Time{}
+		}
+		first := e.clock.Now()
+		e.beat(e.svc, h, nil)
+		e.svc.Flush(e.ctx)
+		if got := stored(); !got.Equal(first.Truncate(time.Millisecond)) {
+			t.Fatalf("after the first heartbeat the store has %v, want %v", got, first)
+		}
+		// Heartbeats every 10 s (timeout 30 s) over a minute, the checker
+		// and the flusher running after each.
+		var last time.Time
+		for range 6 {
+			e.clock.Add(10 * time.Second)
+			last = e.clock.Now()
+			e.beat(e.svc, h, nil)
+			e.svc.CheckTimeouts(e.ctx)
+			e.svc.Flush(e.ctx)
+			if got := stored(); got.Before(last.Add(-30 * time.Second)) {
+				t.Fatalf("at %v the store has %v: more than a timeout old", last, got)
+			}
+		}
+		saves := 0
+		prev := stored()
+		// Count the distinct times the store held over another minute.
+		for range 6 {
+			e.clock.Add(10 * time.Second)
+			e.beat(e.svc, h, nil)
+			e.svc.CheckTimeouts(e.ctx)
+			e.svc.Flush(e.ctx)
+			if got := stored(); !got.Equal(prev) {
+				saves++
+				prev = got
+			}
+		}
+		if saves == 0 || saves > 3 {
+			t.Fatalf("%d saves in six heartbeats over a minute (timeout 30 s): want one to three", saves)
+		}
 	})
 }

@@ -7,7 +7,8 @@
 // whose status is already right costs no database access at all. The host
 // row is written only when its status changes; when each node was last
 // heard from is flushed to the store in batches (Store.SaveLastSeen), a
-// host at most every half timeout, so that a restarted server knows it. A
+// host about once a timeout, so that a restarted server knows it and can
+// date its silence. A
 // host whose heartbeats stop is found through a deadline heap, so the cost
 // of timeout detection follows the hosts that time out, not the fleet.
 //
@@ -342,7 +343,9 @@ func (s *Service) flushLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			// A last flush, so that a clean restart loses nothing.
+			// A last flush of every host, so that a clean restart
+			// dates silences exactly.
+			s.live.saveAll()
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			s.Flush(fctx)
 			cancel()
@@ -353,18 +356,17 @@ func (s *Service) flushLoop(ctx context.Context) {
 	}
 }
 
-// Flush saves the last-seen times that moved by half a timeout or more
-// since they were last saved.
+// Flush saves the queued last-seen times: of the hosts first heard from
+// since the last flush, and of the hosts the checker passed (about once a
+// timeout for a live host).
 func (s *Service) Flush(ctx context.Context) {
-	batch := s.live.unsaved(s.settings.timeoutOf)
+	batch := s.live.unsaved()
 	if len(batch) == 0 {
 		return
 	}
-	if err := s.store.SaveLastSeen(ctx, batch); err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("hostmgr: save last seen", "hosts", len(batch), "err", err)
-		}
-		return
+	err := s.store.SaveLastSeen(ctx, batch)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("hostmgr: save last seen", "hosts", len(batch), "err", err)
 	}
-	s.live.saved(batch)
+	s.live.saved(batch, err == nil)
 }

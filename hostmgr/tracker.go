@@ -17,10 +17,17 @@ import (
 // deadline that passed, pushes the host back with its real one. So a
 // heartbeat is a map update, and the checker pops each live host about once
 // per timeout.
+//
+// The checker's pops also pace the saves of last-seen times: a host popped
+// with a newer time than the store holds joins toSave, as does a host heard
+// from for the first time. So the flusher's work, like the checker's,
+// follows the hosts it has to write (a fleet over its timeout), not the
+// fleet, and it does not walk the map.
 type tracker struct {
-	mu    sync.Mutex
-	hosts map[string]*entry
-	due   deadlines
+	mu     sync.Mutex
+	hosts  map[string]*entry
+	due    deadlines
+	toSave []*entry
 }
 
 // entry is one host. Guarded by tracker.mu.
@@ -28,6 +35,11 @@ type entry struct {
 	id, project string
 	seen        time.Time // last heard from
 	stored      time.Time // what the store holds (zero: nothing)
+	// restored is when a restart restored the host from the store: its
+	// deadline counts from then, not from seen (the outage was the
+	// server's), while seen still dates its silence.
+	restored time.Time
+	saving   bool // in toSave
 	// until, when set, is a longer deadline than seen + timeout: the host
 	// was asked to reboot.
 	until time.Time
@@ -80,10 +92,28 @@ func (t *tracker) restore(project, id string, seen, now time.Time) {
 		e.seen = seen
 	}
 	// A restart is not the node's silence: count from now.
+	e.restored = now
+	t.queue(e, now)
+}
+
+// heardAt records that the node of e was heard from at now. A host heard
+// from for the first time is saved at the next flush, so that a restart
+// knows it; later times are saved as the checker passes them (expired).
+func (t *tracker) heardAt(e *entry, now time.Time) {
 	if now.After(e.seen) {
 		e.seen = now
 	}
-	t.queue(e, e.seen)
+	if e.stored.IsZero() {
+		t.save(e)
+	}
+}
+
+// save queues e for the next flush.
+func (t *tracker) save(e *entry) {
+	if !e.saving {
+		e.saving = true
+		t.toSave = append(t.toSave, e)
+	}
 }
 
 // changed marks a host changed in the feed: the next heartbeat reads it.
@@ -108,30 +138,49 @@ func (t *tracker) forget(id string) {
 	}
 }
 
-// unsaved returns the last-seen times that moved by half the host's
-// timeout since they were stored: enough for a restart or a reader of the
-// store, and a write per host every few heartbeats rather than each.
-func (t *tracker) unsaved(timeoutOf func(project string) time.Duration) []eim.LastSeen {
+// saveAll queues every host heard from since its last save: for the last
+// flush before a shutdown.
+func (t *tracker) saveAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []eim.LastSeen
 	for _, e := range t.hosts {
-		if e.seen.IsZero() || !e.seen.After(e.stored) {
-			continue
-		}
-		if e.stored.IsZero() || e.seen.Sub(e.stored) >= timeoutOf(e.project)/2 {
-			out = append(out, eim.LastSeen{Project: e.project, HostID: e.id, At: e.seen})
+		if e.seen.After(e.stored) {
+			t.save(e)
 		}
 	}
+}
+
+// unsaved takes the queued last-seen times that are newer than the store's.
+func (t *tracker) unsaved() []eim.LastSeen {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]eim.LastSeen, 0, len(t.toSave))
+	for i, e := range t.toSave {
+		e.saving = false
+		t.toSave[i] = nil
+		// Forgotten since it was queued, or saved by another path.
+		if t.hosts[e.id] != e || !e.seen.After(e.stored) {
+			continue
+		}
+		out = append(out, eim.LastSeen{Project: e.project, HostID: e.id, At: e.seen})
+	}
+	t.toSave = t.toSave[:0]
 	return out
 }
 
-// saved records what the store now holds.
-func (t *tracker) saved(batch []eim.LastSeen) {
+// saved records what the store now holds; when the save failed (ok false),
+// the hosts are queued again.
+func (t *tracker) saved(batch []eim.LastSeen, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, ls := range batch {
-		if e := t.hosts[ls.HostID]; e != nil && ls.At.After(e.stored) {
+		e := t.hosts[ls.HostID]
+		if e == nil {
+			continue
+		}
+		if !ok {
+			t.save(e)
+		} else if ls.At.After(e.stored) {
 			e.stored = ls.At
 		}
 	}
@@ -139,8 +188,8 @@ func (t *tracker) saved(batch []eim.LastSeen) {
 
 // expired pops the hosts whose deadline passed and returns them, with the
 // time each was last seen; hosts heard from since are queued again at their
-// real deadline. A returned host is out of the heap until it is heard from
-// again.
+// real deadline, and for a save when the store has an older time. A
+// returned host is out of the heap until it is heard from again.
 func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Duration) []expiry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -150,12 +199,19 @@ func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Dur
 		if e.off {
 			continue
 		}
-		deadline := e.seen.Add(timeoutOf(e.project))
+		from := e.seen
+		if e.restored.After(from) {
+			from = e.restored
+		}
+		deadline := from.Add(timeoutOf(e.project))
 		if e.until.After(deadline) {
 			deadline = e.until
 		}
 		if deadline.After(now) {
 			t.queue(e, deadline)
+			if e.seen.After(e.stored) {
+				t.save(e)
+			}
 			continue
 		}
 		out = append(out, expiry{project: e.project, id: e.id, seen: e.seen, gen: e.gen})
