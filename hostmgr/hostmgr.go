@@ -360,13 +360,30 @@ func (s *Service) flushLoop(ctx context.Context) {
 // since the last flush, and of the hosts the checker passed (about once a
 // timeout for a live host).
 func (s *Service) Flush(ctx context.Context) {
-	batch := s.live.unsaved()
-	if len(batch) == 0 {
-		return
+	for {
+		batch := s.live.unsaved(maxFlush)
+		if len(batch) == 0 {
+			return
+		}
+		if !s.save(ctx, batch) || len(batch) < maxFlush {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
 	}
+}
+
+// maxFlush bounds the rows of one save: on SQLite a save holds the single
+// writer, and after a restart every host is due at once.
+const maxFlush = 5000
+
+// save writes batch and reports whether it was saved.
+func (s *Service) save(ctx context.Context, batch []eim.LastSeen) bool {
 	err := s.store.SaveLastSeen(ctx, batch)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("hostmgr: save last seen", "hosts", len(batch), "err", err)
 	}
 	s.live.saved(batch, err == nil)
+	return err == nil
 }

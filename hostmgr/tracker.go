@@ -150,12 +150,14 @@ func (t *tracker) saveAll() {
 	}
 }
 
-// unsaved takes the queued last-seen times that are newer than the store's.
-func (t *tracker) unsaved() []eim.LastSeen {
+// unsaved takes up to max of the queued last-seen times that are newer
+// than the store's, oldest queued first; the rest wait for the next flush.
+func (t *tracker) unsaved(max int) []eim.LastSeen {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]eim.LastSeen, 0, len(t.toSave))
-	for i, e := range t.toSave {
+	n := min(max, len(t.toSave))
+	out := make([]eim.LastSeen, 0, n)
+	for i, e := range t.toSave[:n] {
 		e.saving = false
 		t.toSave[i] = nil
 		// Forgotten since it was queued, or saved by another path.
@@ -164,7 +166,7 @@ func (t *tracker) unsaved() []eim.LastSeen {
 		}
 		out = append(out, eim.LastSeen{Project: e.project, HostID: e.id, At: e.seen})
 	}
-	t.toSave = t.toSave[:0]
+	t.toSave = append(t.toSave[:0], t.toSave[n:]...)
 	return out
 }
 

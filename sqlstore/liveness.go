@@ -9,7 +9,7 @@ import (
 	"github.com/eimhq/eim"
 )
 
-// lastSeenChunk bounds the rows of one statement (2 parameters each; far
+// lastSeenChunk bounds the rows of one statement (3 parameters each; far
 // below both engines' parameter limits).
 const lastSeenChunk = 500
 
@@ -58,20 +58,25 @@ func newestPerHost(seen []eim.LastSeen) []eim.LastSeen {
 	return out
 }
 
+// lastSeenUpsert writes a chunk of times. The host's existence is checked
+// in the (project, id) index, which holds both columns: joining the hosts
+// table for the project read a wide row per host, the most of a flush's
+// cost with a fleet larger than the page cache.
 func lastSeenUpsert(seen []eim.LastSeen) (string, []any) {
 	var b strings.Builder
-	args := make([]any, 0, 2*len(seen))
-	b.WriteString("WITH v (id, t) AS (VALUES ")
+	args := make([]any, 0, 3*len(seen))
+	b.WriteString("WITH v (id, p, t) AS (VALUES ")
 	for i, ls := range seen {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(CAST(? AS TEXT), CAST(? AS BIGINT))")
-		args = append(args, ls.HostID, ls.At.UnixMilli())
+		b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT))")
+		args = append(args, ls.HostID, ls.Project, ls.At.UnixMilli())
 	}
-	// "WHERE true" tells SQLite's parser that ON CONFLICT belongs to the
-	// upsert, not to the join.
-	b.WriteString(") INSERT INTO host_liveness (host_id, project, last_seen) SELECT h.id, h.project, v.t FROM v JOIN hosts h ON h.id = v.id WHERE true" +
+	// "WHERE … AND true" tells SQLite's parser that ON CONFLICT belongs to
+	// the upsert, not to the select.
+	b.WriteString(") INSERT INTO host_liveness (host_id, project, last_seen) SELECT v.id, v.p, v.t FROM v" +
+		" WHERE EXISTS (SELECT 1 FROM hosts h WHERE h.project = v.p AND h.id = v.id) AND true" +
 		" ON CONFLICT (host_id) DO UPDATE SET last_seen = excluded.last_seen WHERE host_liveness.last_seen < excluded.last_seen")
 	return b.String(), args
 }
