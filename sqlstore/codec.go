@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -261,6 +262,14 @@ func (c *codec) newScanner() *scanner {
 		}
 	}
 	return s
+}
+
+// snapshot returns a copy of s holding the last scanned row, to decode
+// again later (s scans the next rows into its own slices; the byte slices
+// the driver filled are the scanner's own and are not written to again).
+func (s *scanner) snapshot() *scanner {
+	return &scanner{c: s.c, strs: slices.Clone(s.strs), nulls: slices.Clone(s.nulls), ints: slices.Clone(s.ints),
+		bools: slices.Clone(s.bools), raws: slices.Clone(s.raws)}
 }
 
 // decode builds a new resource from the last scanned row.

@@ -62,7 +62,7 @@ func (t *tx) List(ctx context.Context, k eim.Kind, q eim.Query) ([]eim.Resource,
 	if err != nil {
 		return nil, 0, t.fail(t.s.d.translate(fmt.Errorf("list %s: %w", k, err), nil))
 	}
-	items, err := t.scanAll(c, rows)
+	items, err := t.scanAll(c, rows, "")
 	if err != nil {
 		return nil, 0, err
 	}

@@ -21,6 +21,62 @@ type tx struct {
 	write   bool
 	events  []pendingEvent
 	err     error // sticky: the first failed statement aborts the transaction
+	// refs holds the rows of reference kinds read in this transaction
+	// (see cachedKinds).
+	refs map[refKey]*scanner
+}
+
+// cachedKinds are the kinds whose rows a transaction keeps once read: what
+// writes refer to and answers are expanded with (regions, sites, OS
+// profiles…), read again and again by a batch of calls (a batch of 32
+// host creates over a few sites read each site twice and their region
+// once per create) and written rarely. A transaction's own update or
+// delete of such a row drops what it kept. Within one transaction the
+// reads so see the row as of their first read: at READ COMMITTED, as if
+// the later reads had run then (a reference that went away meanwhile still
+// fails the write on its foreign key).
+var cachedKinds = map[eim.Kind]bool{
+	eim.KindRegion: true, eim.KindSite: true, eim.KindOS: true, eim.KindProvider: true,
+	eim.KindLocalAccount: true, eim.KindCustomConfig: true, eim.KindOSUpdatePolicy: true,
+}
+
+type refKey struct {
+	kind eim.Kind
+	id   string
+}
+
+// cached returns a fresh copy of the kept row of kind k with the id.
+func (t *tx) cached(c *codec, k eim.Kind, id string) (eim.Resource, bool, error) {
+	sc := t.refs[refKey{k, id}]
+	if sc == nil {
+		return nil, false, nil
+	}
+	r, err := sc.decode()
+	return r, err == nil, err
+}
+
+// keep records the row sc scanned last, when k is cached.
+func (t *tx) keep(k eim.Kind, id string, sc *scanner) {
+	if !cachedKinds[k] {
+		return
+	}
+	if t.refs == nil {
+		t.refs = map[refKey]*scanner{}
+	}
+	t.refs[refKey{k, id}] = sc.snapshot()
+}
+
+// forget drops what t kept of a row it writes; a delete drops every row,
+// as the database's cascades may change others.
+func (t *tx) forget(k eim.Kind, id string, deleted bool) {
+	if !cachedKinds[k] || t.refs == nil {
+		return
+	}
+	if deleted {
+		clear(t.refs)
+		return
+	}
+	delete(t.refs, refKey{k, id})
 }
 
 var _ eim.Tx = (*tx)(nil)
@@ -138,6 +194,9 @@ func (t *tx) Get(ctx context.Context, k eim.Kind, id string) (eim.Resource, erro
 	if err := t.check(); err != nil {
 		return nil, err
 	}
+	if r, ok, err := t.cached(c, k, id); ok || err != nil {
+		return r, err
+	}
 	var rows *sql.Rows
 	if t.project != "" {
 		rows, err = t.query(ctx, c.getScoped, id, t.project)
@@ -147,7 +206,7 @@ func (t *tx) Get(ctx context.Context, k eim.Kind, id string) (eim.Resource, erro
 	if err != nil {
 		return nil, t.fail(t.s.d.translate(fmt.Errorf("get %s: %w", k, err), nil))
 	}
-	items, err := t.scanAll(c, rows)
+	items, err := t.scanAll(c, rows, k)
 	if err != nil {
 		return nil, err
 	}
@@ -181,6 +240,25 @@ func (t *tx) GetMany(ctx context.Context, k eim.Kind, ids []string) ([]eim.Resou
 		}
 		return []eim.Resource{r}, nil
 	}
+	var out []eim.Resource
+	if cachedKinds[k] && t.refs != nil {
+		var missing []string
+		for _, id := range ids {
+			r, ok, err := t.cached(c, k, id)
+			switch {
+			case err != nil:
+				return nil, err
+			case ok:
+				out = append(out, r)
+			default:
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 {
+			return out, nil
+		}
+		ids = missing
+	}
 	a := &args{pg: t.s.d.pg}
 	where := t.s.d.inList(c.table+".id", a.add(t.s.d.listArg(ids)))
 	if t.project != "" {
@@ -190,10 +268,16 @@ func (t *tx) GetMany(ctx context.Context, k eim.Kind, ids []string) ([]eim.Resou
 	if err != nil {
 		return nil, t.fail(t.s.d.translate(fmt.Errorf("get %s: %w", k, err), nil))
 	}
-	return t.scanAll(c, rows)
+	items, err := t.scanAll(c, rows, k)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, items...), nil
 }
 
-func (t *tx) scanAll(c *codec, rows *sql.Rows) ([]eim.Resource, error) {
+// scanAll decodes rows of c; rows of a cached kind (keep, when not "") are
+// kept for the transaction's later reads.
+func (t *tx) scanAll(c *codec, rows *sql.Rows, keep eim.Kind) ([]eim.Resource, error) {
 	defer rows.Close()
 	sc := c.newScanner()
 	var out []eim.Resource
@@ -204,6 +288,9 @@ func (t *tx) scanAll(c *codec, rows *sql.Rows) ([]eim.Resource, error) {
 		r, err := sc.decode()
 		if err != nil {
 			return nil, t.fail(err)
+		}
+		if keep != "" {
+			t.keep(keep, r.Base().ResourceID, sc)
 		}
 		out = append(out, r)
 	}
@@ -292,6 +379,7 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 		return err
 	}
 	m := r.Base()
+	t.forget(k, m.ResourceID, false)
 	prevUpdated := m.Timestamps.UpdatedAt
 	m.Timestamps.UpdatedAt = eim.NewTime(t.s.now())
 	vals, err := values(r, c.updCols)
@@ -352,6 +440,7 @@ func (t *tx) Delete(ctx context.Context, k eim.Kind, id string) error {
 	if err := t.check(); err != nil {
 		return err
 	}
+	t.forget(k, id, true)
 	for _, ref := range c.referrers {
 		if ref.cascade {
 			if err := t.deleteReferrers(ctx, ref, id); err != nil {

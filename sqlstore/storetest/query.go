@@ -293,3 +293,71 @@ func testFilter(t *testing.T, s eim.Store) {
 	})
 	wantCode(t, err, eim.EINVALID)
 }
+
+// testRereadInTx: a transaction that reads a row again sees its own update
+// and delete of it, each read returns a resource of its own (changing one
+// changes no other read), and GetMany mixes rows read before with new ones.
+func testRereadInTx(t *testing.T, s eim.Store) {
+	p := project(t, s)
+	reg := create(t, s, p, &eim.Region{Name: "r"}).Base().ResourceID
+	a := create(t, s, p, &eim.Site{Name: "a", RegionID: reg}).Base().ResourceID
+	b := create(t, s, p, &eim.Site{Name: "b", RegionID: reg}).Base().ResourceID
+	site := func(tx eim.Tx, id string) *eim.Site {
+		t.Helper()
+		r, err := tx.Get(ctx(t), eim.KindSite, id)
+		if err != nil {
+			t.Fatalf("get %s: %v", id, err)
+		}
+		return r.(*eim.Site)
+	}
+	err := s.Update(ctx(t), p, func(tx eim.Tx) error {
+		first := site(tx, a)
+		first.Name = "changed in memory only"
+		first.Metadata = eim.Metadata{{Key: "k", Value: "v"}}
+		if again := site(tx, a); again.Name != "a" || len(again.Metadata) != 0 {
+			t.Errorf("second read: %q %v, want the stored row (name a, no metadata)", again.Name, again.Metadata)
+		}
+		upd := site(tx, a)
+		upd.Name = "renamed"
+		if err := tx.Update(ctx(t), upd); err != nil {
+			return err
+		}
+		if got := site(tx, a); got.Name != "renamed" {
+			t.Errorf("read after the transaction's update: name %q, want renamed", got.Name)
+		}
+		both, err := tx.GetMany(ctx(t), eim.KindSite, []string{a, b, "site-00000000"})
+		if err != nil {
+			return err
+		}
+		names := map[string]string{}
+		for _, r := range both {
+			names[r.Base().ResourceID] = r.(*eim.Site).Name
+		}
+		if len(both) != 2 || names[a] != "renamed" || names[b] != "b" {
+			t.Errorf("GetMany: %v, want %s renamed and %s b", names, a, b)
+		}
+		if err := tx.Delete(ctx(t), eim.KindSite, b); err != nil {
+			return err
+		}
+		if _, err := tx.Get(ctx(t), eim.KindSite, b); eim.ErrorCode(err) != eim.ENOTFOUND {
+			t.Errorf("read after the transaction's delete: %v, want ENOTFOUND", err)
+		}
+		if rs, err := tx.GetMany(ctx(t), eim.KindSite, []string{b}); err != nil || len(rs) != 0 {
+			t.Errorf("GetMany after the delete: %d rows, %v; want none", len(rs), err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And the next transaction reads what was committed.
+	err = s.View(ctx(t), p, func(tx eim.Tx) error {
+		if got := site(tx, a); got.Name != "renamed" {
+			t.Errorf("after commit: name %q, want renamed", got.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"ListPaging", testPaging},
 		{"TotalsFollowWrites", testTotalsFollowWrites},
 		{"GetMany", testGetMany},
+		{"RereadInTx", testRereadInTx},
 		{"Filter", testFilter},
 		{"Projects", testProjects},
 		{"DeleteProject", testDeleteProject},
