@@ -4,10 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/sqlstore"
@@ -202,5 +206,56 @@ func TestPostgresCrossProcessConcurrentFeed(t *testing.T) {
 	all, err := stores[0].Events(t.Context(), start, 10000, eim.KindRegion)
 	if err != nil || !slices.Equal(all, seen) {
 		t.Fatalf("Events after the writers: %d events, %v; want the %d watched", len(all), err, len(seen))
+	}
+}
+
+// A store opens at most MaxConns pooled connections, half per pool, plus
+// the listener; fewer than two are refused.
+func TestPostgresMaxConns(t *testing.T) {
+	dsn := sqlstore.FreshPostgresURL(t)
+	if _, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{MaxConns: 1}); eim.ErrorCode(err) != eim.EINVALID {
+		t.Fatalf("MaxConns 1: got %v, want EINVALID", err)
+	}
+	s, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := &eim.Project{Name: "conns", ID: "00000000-0000-4000-8000-00000000c0c0"}
+	if err := s.CreateProject(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	// Sixteen concurrent scoped reads and unscoped revisions: each pool
+	// queues its callers rather than opening more connections.
+	var g errgroup.Group
+	for i := range 16 {
+		g.Go(func() error {
+			if i%2 == 0 {
+				_, err := s.Revision(t.Context())
+				return err
+			}
+			return s.View(t.Context(), p.Name, func(tx eim.Tx) error {
+				_, _, err := tx.List(t.Context(), eim.KindHost, eim.Query{Limit: 1})
+				return err
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	u, _ := url.Parse(dsn)
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	err = admin.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", strings.TrimPrefix(u.Path, "/")).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four pooled and the listener.
+	if n > 5 {
+		t.Fatalf("%d connections to the database, want at most 5 (MaxConns 4 and the listener)", n)
 	}
 }

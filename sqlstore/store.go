@@ -34,7 +34,18 @@ import (
 type Options struct {
 	Logger *slog.Logger
 	Now    func() time.Time
+	// MaxConns bounds PostgreSQL connections: the store's two pools share
+	// it evenly (unscoped work, and project-scoped work under the tenant
+	// role), and one more connection listens for the feed's
+	// notifications. Default DefaultMaxConns; at least 2. Every process
+	// of a scaled-out deployment opens its own, within the server's
+	// max_connections (100 by default). SQLite ignores it.
+	MaxConns int
 }
+
+// DefaultMaxConns is the default of Options.MaxConns: three server
+// processes fit PostgreSQL's default max_connections.
+const DefaultMaxConns = 32
 
 // Store is an eim.Store on SQLite or PostgreSQL.
 type Store struct {
@@ -85,7 +96,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	var err error
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		err = s.openPostgres(dsn)
+		err = s.openPostgres(dsn, opts.MaxConns)
 	} else {
 		err = s.openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
 	}
@@ -120,22 +131,29 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) openPostgres(dsn string) error {
+func (s *Store) openPostgres(dsn string, maxConns int) error {
 	s.d = postgresDialect
+	if maxConns == 0 {
+		maxConns = DefaultMaxConns
+	}
+	if maxConns < 2 {
+		return eim.Errorf(eim.EINVALID, "at least 2 database connections are needed (one per pool), not %d", maxConns)
+	}
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return fmt.Errorf("open postgres: %w", err)
 	}
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	unscoped := maxConns / 2
+	db.SetMaxOpenConns(unscoped)
+	db.SetMaxIdleConns(unscoped)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	tdb, err := sql.Open("pgx", dsn)
 	if err != nil {
 		db.Close()
 		return fmt.Errorf("open postgres: %w", err)
 	}
-	tdb.SetMaxOpenConns(32)
-	tdb.SetMaxIdleConns(32)
+	tdb.SetMaxOpenConns(maxConns - unscoped)
+	tdb.SetMaxIdleConns(maxConns - unscoped)
 	tdb.SetConnMaxIdleTime(5 * time.Minute)
 	s.db, s.rdb, s.tdb = db, db, tdb
 	return nil

@@ -94,6 +94,7 @@ func TestUsageErrors(t *testing.T) {
 		{"token admin and role", []string{"token", "create", "--admin", "--role", "r"}, "exclude"},
 		{"token bad role", []string{"token", "create", "--role", "x"}, `--role "x"`},
 		{"server bad log level", []string{"server", "--log-level", "loud"}, "--log-level"},
+		{"server one database connection", []string{"server", "--database-max-conns", "1"}, "--database-max-conns: must be at least 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,6 +48,7 @@ type serverConfig struct {
 	dataDir    string
 	httpAddr   string
 	database   string
+	dbConns    int
 	jwksURL    string
 	oidcIssuer string
 	audience   string
@@ -84,6 +85,7 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.dataDir, "data-dir", defaultDataDir, "directory for the SQLite database, the signing key and the admin token")
 	fs.StringVar(&cfg.httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API (port 0 picks a free port)")
 	fs.StringVar(&cfg.database, "database", c.getenv("EIM_DATABASE"), "postgres://… for PostgreSQL, or a SQLite file (default <data-dir>/eim.db; env EIM_DATABASE)")
+	fs.IntVar(&cfg.dbConns, "database-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this process opens (plus one listening for changes); every process of a deployment opens its own, within the server's max_connections")
 	fs.StringVar(&cfg.jwksURL, "jwks-url", "", "JWKS URL of an external OIDC issuer whose tokens are accepted too (default: discovered from --oidc-issuer)")
 	fs.StringVar(&cfg.oidcIssuer, "oidc-issuer", "", "issuer (iss) of external tokens, e.g. https://keycloak.example.com/realms/master")
 	fs.StringVar(&cfg.audience, "oidc-audience", "", "if set, external tokens must carry this audience (aud)")
@@ -142,6 +144,9 @@ func (c *cli) server(args []string) error {
 	if cfg.rateLimit < 0 {
 		return usagef("--rate-limit: must not be negative")
 	}
+	if cfg.dbConns < 2 {
+		return usagef("--database-max-conns: must be at least 2, got %d", cfg.dbConns)
+	}
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
 	}
@@ -166,7 +171,7 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	dsn := databaseDSN(cfg.dataDir, cfg.database)
-	store, err := sqlstore.Open(ctx, dsn, sqlstore.Options{Logger: log})
+	store, err := sqlstore.Open(ctx, dsn, sqlstore.Options{Logger: log, MaxConns: cfg.dbConns})
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", redactDSN(dsn), err)
 	}
