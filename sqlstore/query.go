@@ -32,6 +32,32 @@ func (t *tx) List(ctx context.Context, k eim.Kind, q eim.Query) ([]eim.Resource,
 	if err != nil {
 		return nil, 0, err
 	}
+	// SQLite, a first page of a filtered list: when the count is read from
+	// an index alone, count first. No match needs no page, and matches that
+	// fit in the page are found through the index that filters them and
+	// sorted, rather than by walking every row in the page's order: SQLite
+	// picks the index that orders a page over the one that filters it,
+	// whatever the share of rows that match, and for a rare match it walks
+	// them all (a page of the "No Connection" hosts among 100,000 read every
+	// wide row: 130–360 ms, where their count takes 26 ms).
+	total := -1
+	if !t.s.d.pg && q.Offset == 0 && q.Limit > 0 && !q.NoTotal && (q.Filter != "" || len(q.Where) > 0 || len(q.Any) > 0) {
+		covered, err := t.s.coveredCount(ctx, t, c, where, a.list)
+		if err != nil {
+			return nil, 0, err
+		}
+		if covered {
+			if total, err = t.count(ctx, c, where, a.list); err != nil {
+				return nil, 0, err
+			}
+			if total == 0 {
+				return nil, 0, nil
+			}
+			if total <= q.Limit {
+				order = unindexedOrder(order)
+			}
+		}
+	}
 	var b strings.Builder
 	b.WriteString("SELECT ")
 	b.WriteString(c.selectList)
@@ -66,6 +92,9 @@ func (t *tx) List(ctx context.Context, k eim.Kind, q eim.Query) ([]eim.Resource,
 	if err != nil {
 		return nil, 0, err
 	}
+	if total >= 0 {
+		return items, total, nil
+	}
 	// The page tells the total when it is not cut by the limit.
 	if len(items) > 0 || q.Offset == 0 {
 		if q.Limit == 0 || len(items) < q.Limit {
@@ -75,11 +104,57 @@ func (t *tx) List(ctx context.Context, k eim.Kind, q eim.Query) ([]eim.Resource,
 	if q.NoTotal {
 		return items, -1, nil
 	}
-	total, err := t.count(ctx, c, where, a.list[:nWhere])
+	total, err = t.count(ctx, c, where, a.list[:nWhere])
 	if err != nil {
 		return nil, 0, err
 	}
 	return items, total, nil
+}
+
+// unindexedOrder turns "hosts.name DESC, hosts.id" into "+hosts.name DESC,
+// +hosts.id": the same order (a unary + keeps a column's value and its
+// collation), which SQLite will not take from an index, so it plans for the
+// WHERE clause alone.
+func unindexedOrder(order string) string {
+	keys := strings.Split(order, ", ")
+	for i, k := range keys {
+		keys[i] = "+" + k
+	}
+	return strings.Join(keys, ", ")
+}
+
+// coveredCount reports whether SQLite counts rows of c matching where from
+// an index alone, without reading the table's rows: then a count costs
+// little next to the page. The answer depends on the statement's shape
+// only (SQLite plans with unbound parameters), and is kept per statement.
+func (s *Store) coveredCount(ctx context.Context, t *tx, c *codec, where string, args []any) (bool, error) {
+	stmt := "SELECT COUNT(*) FROM " + c.table + where
+	if v, ok := s.covered.Load(stmt); ok {
+		return v.(bool), nil
+	}
+	rows, err := t.queryBuilt(ctx, "EXPLAIN QUERY PLAN "+stmt, args)
+	if err != nil {
+		return false, t.fail(s.d.translate(fmt.Errorf("plan count of %s: %w", c.kind, err), nil))
+	}
+	defer rows.Close()
+	covered := true
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			return false, t.fail(fmt.Errorf("plan count of %s: %w", c.kind, err))
+		}
+		// The outer table (subqueries use aliases t1, t2…).
+		if (strings.HasPrefix(detail, "SEARCH "+c.table+" ") || strings.HasPrefix(detail, "SCAN "+c.table)) &&
+			!strings.Contains(detail, "COVERING INDEX") {
+			covered = false
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, t.fail(s.d.translate(fmt.Errorf("plan count of %s: %w", c.kind, err), nil))
+	}
+	s.covered.Store(stmt, covered)
+	return covered, nil
 }
 
 // Count returns how many resources of kind k match q.

@@ -68,6 +68,7 @@ type Store struct {
 	growth   *growth       // PostgreSQL only: triggers VACUUM (ANALYZE) as tables grow
 	seq      *sequencer    // PostgreSQL only: numbers the change feed's events
 	counts   *countCache   // list totals by revision
+	covered  sync.Map      // SQLite: count statement → whether an index alone answers it
 	projects *projectCache // FindProject's answers
 
 	// committed are called after every commit that recorded events (see
@@ -428,4 +429,6 @@ func (s *Store) optimize(ctx context.Context) {
 	if _, err := s.db.ExecContext(ctx, "PRAGMA analysis_limit = 1000; PRAGMA optimize"); err != nil {
 		s.log.Warn("sqlite optimize", "err", err)
 	}
+	// New statistics may plan counts differently.
+	s.covered.Clear()
 }
