@@ -2,6 +2,7 @@ package hostmgr
 
 import (
 	"container/heap"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -22,7 +23,9 @@ import (
 // with a newer time than the store holds joins toSave, as does a host heard
 // from for the first time. So the flusher's work, like the checker's,
 // follows the hosts it has to write (a fleet over its timeout), not the
-// fleet, and it does not walk the map.
+// fleet, and it does not walk the map. After a restart the hosts' first
+// passes are drawn over their timeout, so that these writes do not come
+// all at once (see expired).
 type tracker struct {
 	mu     sync.Mutex
 	hosts  map[string]*entry
@@ -39,7 +42,10 @@ type entry struct {
 	// deadline counts from then, not from seen (the outage was the
 	// server's), while seen still dates its silence.
 	restored time.Time
-	saving   bool // in toSave
+	// spread is set on a restored host until the checker first passes
+	// it; see expired.
+	spread bool
+	saving bool // in toSave
 	// until, when set, is a longer deadline than seen + timeout: the host
 	// was asked to reboot.
 	until time.Time
@@ -93,6 +99,7 @@ func (t *tracker) restore(project, id string, seen, now time.Time) {
 	}
 	// A restart is not the node's silence: count from now.
 	e.restored = now
+	e.spread = true
 	t.queue(e, now)
 }
 
@@ -210,7 +217,20 @@ func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Dur
 			deadline = e.until
 		}
 		if deadline.After(now) {
-			t.queue(e, deadline)
+			at := deadline
+			if e.spread && !e.seen.After(e.restored) {
+				// After a restart every host is due at once, and each
+				// next deadline is a timeout after a heartbeat of the
+				// interval following it: the fleet's saves would come
+				// together, every timeout, for ever. A key drawn early
+				// in the timeout spreads the passes, and with them the
+				// saves, over it (a host not heard from by its key
+				// draws again from what is left).
+				at = now.Add(1 + rand.N(deadline.Sub(now)))
+			} else {
+				e.spread = false
+			}
+			t.queue(e, at)
 			if e.seen.After(e.stored) {
 				t.save(e)
 			}
