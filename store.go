@@ -28,6 +28,11 @@ type Store interface {
 	// read, so it is kept this small. The host must be in project (any
 	// project when ""); ENOTFOUND otherwise.
 	NodeCredentials(ctx context.Context, project, hostID string) (NodeCredentials, error)
+	// NodeCredentialsAfter returns the credentials of up to limit hosts,
+	// of all projects, whose IDs sort after after, in ID order: a page of
+	// a scan that reads a fleet's credentials ahead of its nodes' calls
+	// (after a restart, every node's first call would otherwise be a read).
+	NodeCredentialsAfter(ctx context.Context, after string, limit int) ([]NodeCredentials, error)
 
 	// SaveLastSeen records when nodes were last heard from. The host module
 	// keeps liveness in memory and flushes it here in batches, so that a

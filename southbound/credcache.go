@@ -30,6 +30,7 @@ type credCache struct {
 
 	mu      sync.Mutex
 	epoch   uint64 // bumped by reset
+	changes uint64 // hosts invalidated, whether cached or not
 	entries map[string]*credEntry
 }
 
@@ -76,6 +77,44 @@ func (c *credCache) fill(id string, t ticket, cred eim.NodeCredentials) {
 	}
 }
 
+// mark returns the state a read of many hosts' credentials starts from,
+// for primeFill.
+func (c *credCache) mark() ticket {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ticket{epoch: c.epoch, gen: c.changes}
+}
+
+// primeFill stores a page of credentials read ahead of the nodes' calls,
+// begun at t (mark). A page is stale when any host changed since t, even
+// one of another page or not cached: the change's host is not known to be
+// outside the page. It then reports false and stores nothing (read it
+// again). Entries already valid are left: they are at least as new.
+func (c *credCache) primeFill(t ticket, creds []eim.NodeCredentials) bool {
+	if !c.on.Load() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epoch != t.epoch {
+		return true // reset: the feed is being followed afresh
+	}
+	if c.changes != t.gen {
+		return false
+	}
+	for _, cr := range creds {
+		e := c.entries[cr.HostID]
+		if e == nil {
+			e = &credEntry{}
+			c.entries[cr.HostID] = e
+		}
+		if !e.valid {
+			e.cred, e.valid = cr, true
+		}
+	}
+	return true
+}
+
 // invalidate forgets what is cached of the hosts of events.
 func (c *credCache) invalidate(events []eim.Event) {
 	c.mu.Lock()
@@ -84,6 +123,7 @@ func (c *credCache) invalidate(events []eim.Event) {
 		if ev.Kind != eim.KindHost {
 			continue
 		}
+		c.changes++
 		// A deleted host's entry stays, invalid: a read begun before the
 		// delete must not bring the host back.
 		if e := c.entries[ev.ID]; e != nil {
@@ -133,6 +173,16 @@ func (s *Server) follow(ctx context.Context) error {
 	// Every change after rev comes through the feed; anything read from
 	// now on is at least as new as rev.
 	s.creds.on.Store(true)
+	pctx, cancel := context.WithCancel(ctx)
+	primed := make(chan struct{})
+	go func() {
+		defer close(primed)
+		s.primeCredentials(pctx)
+	}()
+	defer func() {
+		cancel()
+		<-primed
+	}()
 	for ev, err := range s.store.Watch(ctx, rev, eim.KindHost) {
 		if err != nil {
 			return err
@@ -140,6 +190,53 @@ func (s *Server) follow(ctx context.Context) error {
 		s.creds.invalidate([]eim.Event{ev})
 	}
 	return nil
+}
+
+// primePage is how many hosts' credentials one read of primeCredentials
+// takes, and primeTries how often a page is read before it is left to the
+// nodes' calls (each read is stale when a host changed meanwhile).
+const (
+	primePage  = 2000
+	primeTries = 3
+)
+
+// primeCredentials reads every host's credentials into the cache, in
+// pages, once the feed is followed. After a restart each node's first call
+// (a token request) would otherwise read its host: a fleet's in one
+// heartbeat interval, on top of the handshakes of its reconnections. It
+// stops when ctx ends or a read fails (the calls then read what is
+// missing, as without it).
+func (s *Server) primeCredentials(ctx context.Context) {
+	start := time.Now()
+	after, n, skipped := "", 0, 0
+	for {
+		var page []eim.NodeCredentials
+		stored := false
+		for range primeTries {
+			t := s.creds.mark()
+			var err error
+			page, err = s.store.NodeCredentialsAfter(ctx, after, primePage)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("node credentials cache: could not read ahead; nodes' calls will read their hosts", "err", err)
+				}
+				return
+			}
+			if stored = s.creds.primeFill(t, page); stored {
+				break
+			}
+		}
+		if stored {
+			n += len(page)
+		} else {
+			skipped += len(page)
+		}
+		if len(page) < primePage {
+			break
+		}
+		after = page[len(page)-1].HostID
+	}
+	s.log.Info("node credentials cache: read ahead", "hosts", n, "left to their calls", skipped, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // nodeCredentials returns host id's credentials from the cache or the

@@ -2,7 +2,10 @@ package southbound_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,4 +134,81 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// readAheadStore counts the credential reads, one by one and in pages.
+type readAheadStore struct {
+	*sqlstore.Store
+	reads, pages atomic.Int64
+}
+
+func (s *readAheadStore) NodeCredentials(ctx context.Context, project, id string) (eim.NodeCredentials, error) {
+	s.reads.Add(1)
+	return s.Store.NodeCredentials(ctx, project, id)
+}
+
+func (s *readAheadStore) NodeCredentialsAfter(ctx context.Context, after string, limit int) ([]eim.NodeCredentials, error) {
+	s.pages.Add(1)
+	return s.Store.NodeCredentialsAfter(ctx, after, limit)
+}
+
+// Once the feed is followed, the credentials of every host are read ahead
+// in pages, so a restarted server's first calls from its fleet read
+// nothing. (A page read while a host changed: TestPrimeFillStale.)
+func TestCredentialsReadAhead(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		st := &readAheadStore{Store: e.store.(*sqlstore.Store)}
+		logs := &lines{}
+		sb := southbound.New(southbound.Options{Store: st, Issuer: e.iss, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		sb.Mount(hostv1connect.NewHostServiceHandler(e.svc, connect.WithInterceptors(sb.Interceptor())))
+		srv := httptest.NewUnstartedServer(sb)
+		srv.TLS = e.srv.TLS
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		host := hostv1connect.NewHostServiceClient(e.client, srv.URL)
+		tok := e.token()
+
+		ctx, cancel := context.WithCancel(e.ctx)
+		done := make(chan error, 1)
+		go func() { done <- sb.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+		waitUntil(t, func() bool { return logs.has("node credentials cache: read ahead") })
+		if n := st.pages.Load(); n != 1 {
+			t.Errorf("%d page reads for one host, want 1", n)
+		}
+		for range 3 {
+			req := connect.NewRequest(&hostv1.ReportInRequest{})
+			req.Header().Set("Authorization", "Bearer "+tok)
+			if _, err := host.ReportIn(e.ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := st.reads.Load(); n != 0 {
+			t.Errorf("%d credential reads for 3 calls after the read ahead, want 0", n)
+		}
+	})
+}
+
+// lines is a log destination that tests can search.
+type lines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lines) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.buf.String(), s)
 }

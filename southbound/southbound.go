@@ -33,7 +33,8 @@ const (
 type Options struct {
 	Store  eim.Store
 	Issuer *auth.Issuer
-	// Logger receives one line per refused token request; nil discards.
+	// Logger receives one line per refused token request, and the
+	// credential cache's; nil discards.
 	Logger *slog.Logger
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time

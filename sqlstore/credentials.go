@@ -17,6 +17,8 @@ const (
 	nodeCredentialsScoped       = nodeCredentials + " AND project = ?"
 	nodeCredentialsSQLite       = "SELECT id, project, desired_state, node_secret_hash, node_cred_gen FROM hosts INDEXED BY hosts_node_credentials_idx WHERE id = ?"
 	nodeCredentialsSQLiteScoped = nodeCredentialsSQLite + " AND project = ?"
+	nodeCredentialsPage         = "SELECT id, project, desired_state, node_secret_hash, node_cred_gen FROM hosts WHERE id > ? ORDER BY id LIMIT ?"
+	nodeCredentialsPageSQLite   = "SELECT id, project, desired_state, node_secret_hash, node_cred_gen FROM hosts INDEXED BY hosts_node_credentials_idx WHERE id > ? ORDER BY id LIMIT ?"
 )
 
 // NodeCredentials implements eim.Store. It is one statement on a reader
@@ -54,6 +56,45 @@ func (s *Store) NodeCredentials(ctx context.Context, project, hostID string) (ei
 	}
 	c.DesiredState = eim.HostState(state)
 	return c, nil
+}
+
+// NodeCredentialsAfter implements eim.Store: one statement on a reader
+// connection, over the covering index on SQLite and the primary key on
+// PostgreSQL.
+func (s *Store) NodeCredentialsAfter(ctx context.Context, after string, limit int) ([]eim.NodeCredentials, error) {
+	select {
+	case <-s.closed:
+		return nil, eim.Errorf(eim.EUNAVAILABLE, "the store is closed")
+	default:
+	}
+	if limit <= 0 {
+		return nil, eim.Errorf(eim.EINVALID, "limit: %d, want at least 1", limit)
+	}
+	q := nodeCredentialsPage
+	if !s.d.pg {
+		q = nodeCredentialsPageSQLite
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.d.rebind(q), after, limit)
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("read host credentials: %w", err), nil)
+	}
+	defer rows.Close()
+	out := make([]eim.NodeCredentials, 0, min(limit, 4096))
+	for rows.Next() {
+		var (
+			c     eim.NodeCredentials
+			state string
+		)
+		if err := rows.Scan(&c.HostID, &c.Project, &state, &c.SecretHash, &c.Gen); err != nil {
+			return nil, fmt.Errorf("read host credentials: %w", err)
+		}
+		c.DesiredState = eim.HostState(state)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.d.translate(fmt.Errorf("read host credentials: %w", err), nil)
+	}
+	return out, nil
 }
 
 // stmtFor returns the prepared statement for q on db (SQLite), or nil.

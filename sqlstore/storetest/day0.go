@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -155,6 +156,61 @@ func testWorkflowCascade(t *testing.T, s eim.Store) {
 	w3 := create(t, s, p, &eim.Workflow{HostID: h1.ResourceID}).(*eim.Workflow)
 	_, err = get(t, s, other, eim.KindWorkflow, w3.ResourceID)
 	wantCode(t, err, eim.ENOTFOUND)
+}
+
+// NodeCredentialsAfter pages through the credentials of every project's
+// hosts in ID order.
+func testNodeCredentialsAfter(t *testing.T, s eim.Store) {
+	c := ctx(t)
+	p, other := project(t, s), project(t, s)
+	want := map[string]eim.NodeCredentials{}
+	for i := range 5 {
+		proj := p
+		if i%2 == 1 {
+			proj = other
+		}
+		h := create(t, s, proj, &eim.Host{Name: fmt.Sprintf("n%d", i), DesiredState: eim.HostStateOnboarded,
+			NodeSecretHash: fmt.Sprintf("hash%d", i), NodeCredGen: int64(i)}).(*eim.Host)
+		want[h.ResourceID] = eim.NodeCredentials{HostID: h.ResourceID, Project: proj, DesiredState: eim.HostStateOnboarded,
+			SecretHash: h.NodeSecretHash, Gen: h.NodeCredGen}
+	}
+	// Other tests' hosts share the store: only ours are checked, but the
+	// order and the page size hold for all.
+	got := map[string]eim.NodeCredentials{}
+	after, pages := "", 0
+	for {
+		page, err := s.NodeCredentialsAfter(c, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page) > 2 {
+			t.Fatalf("page of %d, limit 2", len(page))
+		}
+		for _, cr := range page {
+			if cr.HostID <= after {
+				t.Fatalf("%s after %q: not in ID order", cr.HostID, after)
+			}
+			after = cr.HostID
+			if _, ok := want[cr.HostID]; ok {
+				got[cr.HostID] = cr
+			}
+		}
+		if len(page) < 2 {
+			break
+		}
+	}
+	if pages < 3 {
+		t.Errorf("%d pages of 2 for at least 5 hosts", pages)
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: got %+v, want %+v", id, got[id], w)
+		}
+	}
+	if _, err := s.NodeCredentialsAfter(c, "", 0); eim.ErrorCode(err) != eim.EINVALID {
+		t.Errorf("limit 0: got %v, want EINVALID", err)
+	}
 }
 
 // NodeCredentials reads a host's credential fields, in its project or in

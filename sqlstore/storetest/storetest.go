@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"HiddenStoredFields", testHiddenFields},
 		{"WorkflowCascade", testWorkflowCascade},
 		{"NodeCredentials", testNodeCredentials},
+		{"NodeCredentialsAfter", testNodeCredentialsAfter},
 		{"LastSeen", testLastSeen},
 		{"HardwareRoundTrip", testHardwareRoundTrip},
 		{"Variants", testVariants},
