@@ -19,10 +19,44 @@ import (
 	"github.com/eimhq/eim/sqlstore"
 )
 
-// countingStore counts the credential reads that reach the store.
+// countingStore counts the credential reads that reach the store, one by
+// one and in pages.
 type countingStore struct {
 	*sqlstore.Store
-	reads atomic.Int64
+	reads, pages atomic.Int64
+}
+
+func (c *countingStore) NodeCredentialsAfter(ctx context.Context, after string, limit int) ([]eim.NodeCredentials, error) {
+	c.pages.Add(1)
+	return c.Store.NodeCredentialsAfter(ctx, after, limit)
+}
+
+// serve starts a southbound server of opts (the env's issuer) in front of
+// the env's host service, and returns it with a client of it.
+func (e *env) serve(t *testing.T, opts southbound.Options) (*southbound.Server, hostv1connect.HostServiceClient) {
+	opts.Issuer = e.iss
+	sb := southbound.New(opts)
+	sb.Mount(hostv1connect.NewHostServiceHandler(e.svc, connect.WithInterceptors(sb.Interceptor())))
+	srv := httptest.NewUnstartedServer(sb)
+	srv.TLS = e.srv.TLS
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return sb, hostv1connect.NewHostServiceClient(e.client, srv.URL)
+}
+
+// follow runs sb's Run (the credential cache following the feed) until
+// the test ends.
+func (e *env) follow(t *testing.T, sb *southbound.Server) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- sb.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }
 
 func (c *countingStore) NodeCredentials(ctx context.Context, project, id string) (eim.NodeCredentials, error) {
@@ -38,14 +72,7 @@ func (c *countingStore) NodeCredentials(ctx context.Context, project, id string)
 func TestCredentialCache(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		st := &countingStore{Store: e.store.(*sqlstore.Store)}
-		sb := southbound.New(southbound.Options{Store: st, Issuer: e.iss})
-		sb.Mount(hostv1connect.NewHostServiceHandler(e.svc, connect.WithInterceptors(sb.Interceptor())))
-		srv := httptest.NewUnstartedServer(sb)
-		srv.TLS = e.srv.TLS
-		srv.EnableHTTP2 = true
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-		host := hostv1connect.NewHostServiceClient(e.client, srv.URL)
+		sb, host := e.serve(t, southbound.Options{Store: st})
 		call := func(tok string) error {
 			req := connect.NewRequest(&hostv1.ReportInRequest{})
 			req.Header().Set("Authorization", "Bearer "+tok)
@@ -64,15 +91,7 @@ func TestCredentialCache(t *testing.T) {
 			t.Fatalf("without the feed: %d reads for 3 calls, want 3", n)
 		}
 
-		ctx, cancel := context.WithCancel(e.ctx)
-		done := make(chan error, 1)
-		go func() { done <- sb.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
+		e.follow(t, sb)
 		// Once the cache is on, one read serves every later call.
 		waitUntil(t, func() bool {
 			before := st.reads.Load()
@@ -136,48 +155,17 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
-// readAheadStore counts the credential reads, one by one and in pages.
-type readAheadStore struct {
-	*sqlstore.Store
-	reads, pages atomic.Int64
-}
-
-func (s *readAheadStore) NodeCredentials(ctx context.Context, project, id string) (eim.NodeCredentials, error) {
-	s.reads.Add(1)
-	return s.Store.NodeCredentials(ctx, project, id)
-}
-
-func (s *readAheadStore) NodeCredentialsAfter(ctx context.Context, after string, limit int) ([]eim.NodeCredentials, error) {
-	s.pages.Add(1)
-	return s.Store.NodeCredentialsAfter(ctx, after, limit)
-}
-
 // Once the feed is followed, the credentials of every host are read ahead
 // in pages, so a restarted server's first calls from its fleet read
 // nothing. (A page read while a host changed: TestPrimeFillStale.)
 func TestCredentialsReadAhead(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		st := &readAheadStore{Store: e.store.(*sqlstore.Store)}
+		st := &countingStore{Store: e.store.(*sqlstore.Store)}
 		logs := &lines{}
-		sb := southbound.New(southbound.Options{Store: st, Issuer: e.iss, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-		sb.Mount(hostv1connect.NewHostServiceHandler(e.svc, connect.WithInterceptors(sb.Interceptor())))
-		srv := httptest.NewUnstartedServer(sb)
-		srv.TLS = e.srv.TLS
-		srv.EnableHTTP2 = true
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-		host := hostv1connect.NewHostServiceClient(e.client, srv.URL)
+		sb, host := e.serve(t, southbound.Options{Store: st, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		tok := e.token()
 
-		ctx, cancel := context.WithCancel(e.ctx)
-		done := make(chan error, 1)
-		go func() { done <- sb.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
+		e.follow(t, sb)
 		waitUntil(t, func() bool { return logs.has("node credentials cache: read ahead") })
 		if n := st.pages.Load(); n != 1 {
 			t.Errorf("%d page reads for one host, want 1", n)
