@@ -25,10 +25,8 @@ import (
 // round: its fsync is amortized over all of them. Events of a writer that
 // died between its commit and a round are picked up by the next round or by
 // sequenceLoop. Only the sequencer NOTIFYs: PostgreSQL serializes the
-// commits of notifying transactions.
-
-// sequencerLock is the advisory lock key of a round ("eimseqnc").
-const sequencerLock = 0x65696d7365716e63
+// commits of notifying transactions. A round is one call of the database
+// function eim_sequence_events (migration 0009), one round trip.
 
 // sequencer coordinates this process's rounds and the writers waiting for
 // them.
@@ -83,43 +81,19 @@ func (s *Store) sequenced(ctx context.Context) error {
 	return nil
 }
 
-// sequenceRound numbers the committed unsequenced events.
+// sequenceRound numbers the committed unsequenced events: one call of the
+// eim_sequence_events function (migration 0009), in its own implicit
+// transaction, which takes the sequencer's advisory lock, numbers the
+// events from eim_revision and, when it numbered any, notifies the other
+// processes' listeners.
 func (s *Store) sequenceRound(ctx context.Context) error {
-	const number = `WITH p AS (
-    SELECT seq, row_number() OVER (ORDER BY seq) AS n, count(*) OVER () AS total
-    FROM events WHERE revision IS NULL
-), c AS (
-    UPDATE eim_revision SET revision = revision + (SELECT max(total) FROM p)
-    WHERE id = 1 AND EXISTS (SELECT FROM p) RETURNING revision
-)
-UPDATE events e SET revision = c.revision - p.total + p.n FROM p, c WHERE e.seq = p.seq`
-	sqlTx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, "SELECT eim_sequence_events()").Scan(&n); err != nil {
 		return fmt.Errorf("sequence events: %w", err)
 	}
-	defer sqlTx.Rollback()
-	if _, err := sqlTx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(sequencerLock)); err != nil {
-		return fmt.Errorf("sequence events: %w", err)
+	if n > 0 {
+		s.wake.broadcast()
 	}
-	res, err := sqlTx.ExecContext(ctx, number)
-	if err != nil {
-		return fmt.Errorf("sequence events: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sequence events: %w", err)
-	}
-	if n == 0 {
-		return nil // nothing to commit; the rollback ends the transaction
-	}
-	// Wake listeners of other processes; the notification carries nothing.
-	if _, err := sqlTx.ExecContext(ctx, "SELECT pg_notify('eim_events', '')"); err != nil {
-		return fmt.Errorf("sequence events: %w", err)
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("sequence events: %w", err)
-	}
-	s.wake.broadcast()
 	return nil
 }
 
