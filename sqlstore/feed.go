@@ -33,6 +33,9 @@ type pendingEvent struct {
 
 func (t *tx) addEvent(project string, k eim.Kind, id string, op eim.Op) {
 	t.events = append(t.events, pendingEvent{project: project, id: id, kind: k, op: op})
+	if k == eim.KindProject || cachedKinds[k] {
+		t.private = true
+	}
 }
 
 const (

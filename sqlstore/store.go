@@ -70,6 +70,7 @@ type Store struct {
 	counts   *countCache   // list totals by revision
 	covered  sync.Map      // SQLite: count statement → whether an index alone answers it
 	projects *projectCache // FindProject's answers
+	refs     *refCache     // reference rows (sites, regions…) across transactions
 
 	// committed are called after every commit that recorded events (see
 	// OnCommit); copy on write.
@@ -88,7 +89,7 @@ var _ eim.Store = (*Store)(nil)
 // for PostgreSQL; anything else is a SQLite file path (or "sqlite:PATH";
 // ":memory:" for a private in-memory database).
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), tail: newTail(), closed: make(chan struct{}), dsn: dsn, counts: newCountCache(), projects: newProjectCache()}
+	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), tail: newTail(), closed: make(chan struct{}), dsn: dsn, counts: newCountCache(), projects: newProjectCache(), refs: newRefCache()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -120,6 +121,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	s.wg.Go(func() { s.followRefs(lctx) })
 	if s.d.pg {
 		s.growth = newGrowth()
 		s.seq = newSequencer()
@@ -265,10 +267,8 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 	if err := t.flushEvents(ctx); err != nil {
 		return err
 	}
-	if t.sqlTx != nil {
-		if err := t.sqlTx.Commit(); err != nil {
-			return s.d.translate(fmt.Errorf("commit: %w", err), nil)
-		}
+	if err := s.commit(t); err != nil {
+		return err
 	}
 	if len(t.events) > 0 {
 		for _, e := range t.events {
@@ -300,6 +300,23 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 	return nil
 }
 
+// commit commits t. When t changed rows the refCache may keep, it drops
+// them before the commit, so that no read after it takes the old row from
+// the cache, and after it again, for the reads that raced it.
+func (s *Store) commit(t *tx) error {
+	if t.sqlTx == nil {
+		return nil
+	}
+	if t.private && touchesRefs(t.events) {
+		s.refs.committing(t.events)
+		defer s.refs.committed(t.events)
+	}
+	if err := t.sqlTx.Commit(); err != nil {
+		return s.d.translate(fmt.Errorf("commit: %w", err), nil)
+	}
+	return nil
+}
+
 // OnCommit registers fn to be called, synchronously, after every
 // committed transaction of this Store that changed resources, with its
 // events (their revisions may not be assigned yet on PostgreSQL), before
@@ -319,6 +336,18 @@ func (s *Store) OnCommit(fn func([]eim.Event)) {
 }
 
 func (s *Store) begin(ctx context.Context, project string, write bool) (*tx, error) {
+	// Taken before the transaction's snapshot (SQLite keeps one through a
+	// transaction): a row it reads may be as old as its start.
+	gen := s.refs.generation()
+	t, err := s.beginEngine(ctx, project, write)
+	if err != nil {
+		return nil, err
+	}
+	t.refGen = gen
+	return t, nil
+}
+
+func (s *Store) beginEngine(ctx context.Context, project string, write bool) (*tx, error) {
 	if s.d.pg {
 		return s.beginPostgres(ctx, project, write)
 	}

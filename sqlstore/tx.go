@@ -24,6 +24,11 @@ type tx struct {
 	// refs holds the rows of reference kinds read in this transaction
 	// (see cachedKinds).
 	refs map[refKey]*scanner
+	// private: t has written a cached kind or a project, so its reads may
+	// see its own uncommitted rows: it neither reads nor fills the Store's
+	// refCache.
+	private bool
+	refGen  uint64 // the refCache's generation when t began (see refCache.put)
 }
 
 // cachedKinds are the kinds whose rows a transaction keeps once read: what
@@ -45,14 +50,41 @@ type refKey struct {
 	id   string
 }
 
-// cached returns a fresh copy of the kept row of kind k with the id.
+// cached returns a fresh copy of the kept row of kind k with the id: kept
+// by t, or else by the Store's refCache (and from then on by t, so that t
+// sees it as of that first read).
 func (t *tx) cached(c *codec, k eim.Kind, id string) (eim.Resource, bool, error) {
 	sc := t.refs[refKey{k, id}]
 	if sc == nil {
-		return nil, false, nil
+		if !cachedKinds[k] || t.private {
+			return nil, false, nil
+		}
+		var ok bool
+		if sc, ok = t.s.refs.get(k, id, t.project); !ok {
+			return nil, false, nil
+		}
+		if t.refs == nil {
+			t.refs = map[refKey]*scanner{}
+		}
+		t.refs[refKey{k, id}] = sc
 	}
 	r, err := sc.decode()
 	return r, err == nil, err
+}
+
+// share offers the rows of kind k that t has just read and kept to the
+// Store's refCache, unless something was dropped from it since t began:
+// on SQLite t reads one snapshot, which may predate that change.
+func (t *tx) share(k eim.Kind, items []eim.Resource) {
+	if !cachedKinds[k] || t.private {
+		return
+	}
+	for _, r := range items {
+		m := r.Base()
+		if sc := t.refs[refKey{k, m.ResourceID}]; sc != nil {
+			t.s.refs.put(t.refGen, k, m.ResourceID, m.Project, sc)
+		}
+	}
 }
 
 // keep records the row sc scanned last, when k is cached.
@@ -210,6 +242,7 @@ func (t *tx) Get(ctx context.Context, k eim.Kind, id string) (eim.Resource, erro
 	if err != nil {
 		return nil, err
 	}
+	t.share(k, items)
 	if len(items) == 0 {
 		return nil, eim.Errorf(eim.ENOTFOUND, "%s %s not found", k, id)
 	}
@@ -272,6 +305,7 @@ func (t *tx) GetMany(ctx context.Context, k eim.Kind, ids []string) ([]eim.Resou
 	if err != nil {
 		return nil, err
 	}
+	t.share(k, items)
 	return append(out, items...), nil
 }
 

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"TotalsFollowWrites", testTotalsFollowWrites},
 		{"GetMany", testGetMany},
 		{"RereadInTx", testRereadInTx},
+		{"RefsAcrossTx", testRefsAcrossTx},
 		{"Filter", testFilter},
 		{"Projects", testProjects},
 		{"DeleteProject", testDeleteProject},
