@@ -237,7 +237,11 @@ func (b *Batcher) run(batch []*call) {
 	for len(batch) > 0 {
 		failed := -1
 		var failErr error
-		err := b.store.Update(b.ctx, batch[0].project, func(tx eim.Tx) error {
+		update := b.store.Update
+		if g, ok := b.store.(groupedUpdater); ok && len(batch) > 1 {
+			update = g.UpdateGrouped
+		}
+		err := update(b.ctx, batch[0].project, func(tx eim.Tx) error {
 			for i, c := range batch {
 				if err := b.invoke(c, tx); err != nil {
 					failed, failErr = i, err
@@ -282,6 +286,14 @@ func (b *Batcher) run(batch []*call) {
 	for _, c := range suspects {
 		b.solo(c)
 	}
+}
+
+// groupedUpdater is a store that can hold a transaction's creates back and
+// write them together (sqlstore.Store.UpdateGrouped): a batch of more than
+// one call runs so; a failure of those writes fails the batch as a whole,
+// and its calls are then run one by one, each with its own errors.
+type groupedUpdater interface {
+	UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) error
 }
 
 // solo runs one call in its own transaction; its error is its own.

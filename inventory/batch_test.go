@@ -152,9 +152,16 @@ func TestBatcherFailingCallsAreIsolated(t *testing.T) {
 		}
 		st := e.b.Stats()
 		// The good calls committed together: the held call's batch, then
-		// one batch with a and f after three re-runs.
-		if st.Batches-batchesBefore != 2 || st.Reruns != 3 {
-			t.Errorf("stats: got %+v, want 2 committed batches (from %d) and 3 re-runs", st, batchesBefore)
+		// one batch with a and f after three re-runs. A store that writes
+		// a batch's creates together (PostgreSQL) finds c's conflict at
+		// the commit of a, c and f, which then run alone: two re-runs (b
+		// and d), and a and f commit on their own.
+		wantBatches, wantReruns := int64(2), int64(3)
+		if e.pg {
+			wantBatches, wantReruns = 3, 2
+		}
+		if st.Batches-batchesBefore != wantBatches || st.Reruns != wantReruns {
+			t.Errorf("stats: got %+v, want %d committed batches (from %d) and %d re-runs", st, wantBatches, batchesBefore, wantReruns)
 		}
 	})
 }

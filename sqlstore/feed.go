@@ -47,6 +47,9 @@ const (
 const eventBatch = 500
 
 func (t *tx) flushEvents(ctx context.Context) error {
+	if err := t.flushHeld(ctx); err != nil {
+		return err
+	}
 	if len(t.events) == 0 {
 		return nil
 	}

@@ -71,6 +71,7 @@ type Store struct {
 	covered  sync.Map      // SQLite: count statement → whether an index alone answers it
 	projects *projectCache // FindProject's answers
 	refs     *refCache     // reference rows (sites, regions…) across transactions
+	groups   groupInserts  // PostgreSQL: the grouped INSERT of each table
 
 	// committed are called after every commit that recorded events (see
 	// OnCommit); copy on write.

@@ -29,6 +29,10 @@ type tx struct {
 	// refCache.
 	private bool
 	refGen  uint64 // the refCache's generation when t began (see refCache.put)
+	// group: creates are held back in held and written together before
+	// the next statement (see UpdateGrouped; PostgreSQL only).
+	group bool
+	held  []heldCreate
 }
 
 // cachedKinds are the kinds whose rows a transaction keeps once read: what
@@ -145,6 +149,9 @@ func (t *tx) codec(k eim.Kind) (*codec, error) {
 // exec runs q (with "?" placeholders) in t: rebound for PostgreSQL,
 // prepared once and reused for SQLite when it is one of the cached ones.
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := t.flushHeld(ctx); err != nil {
+		return nil, err
+	}
 	if t.s.stmts != nil {
 		if st := t.s.stmts.get(t.db(), q); st != nil {
 			return t.sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
@@ -154,6 +161,9 @@ func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := t.flushHeld(ctx); err != nil {
+		return nil, err
+	}
 	if t.s.stmts != nil {
 		if st := t.s.stmts.get(t.db(), q); st != nil {
 			return t.sqlTx.StmtContext(ctx, st).QueryContext(ctx, args...)
@@ -166,6 +176,9 @@ func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 // dialect's form (built with args). On SQLite it is prepared once it has
 // been seen (see stmtCache).
 func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, error) {
+	if err := t.flushHeld(ctx); err != nil {
+		return nil, err
+	}
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
@@ -178,6 +191,9 @@ func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, e
 
 // queryRowBuilt is queryBuilt for a single row.
 func (t *tx) queryRowBuilt(ctx context.Context, q string, args []any) *sql.Row {
+	// A failed flush is sticky (t.err): the transaction fails at its end
+	// whatever this row says.
+	_ = t.flushHeld(ctx)
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
@@ -365,6 +381,21 @@ func (t *tx) Create(ctx context.Context, r eim.Resource) error {
 	}
 	now := eim.NewTime(t.s.now())
 	m.Timestamps.CreatedAt, m.Timestamps.UpdatedAt = now, now
+	if t.group {
+		if generated {
+			m.ResourceID = eim.NewID(k)
+		}
+		vals, err := values(r, c.cols)
+		if err != nil {
+			if generated {
+				m.ResourceID = ""
+			}
+			return err
+		}
+		t.held = append(t.held, heldCreate{c: c, r: r, vals: vals, generated: generated})
+		t.addEvent(m.Project, k, m.ResourceID, eim.OpCreated)
+		return nil
+	}
 	for attempt := 0; ; attempt++ {
 		if generated {
 			m.ResourceID = eim.NewID(k)

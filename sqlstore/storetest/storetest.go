@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"GetMany", testGetMany},
 		{"RereadInTx", testRereadInTx},
 		{"RefsAcrossTx", testRefsAcrossTx},
+		{"GroupedCreates", testGroupedCreates},
 		{"Filter", testFilter},
 		{"Projects", testProjects},
 		{"DeleteProject", testDeleteProject},
