@@ -192,15 +192,15 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	// writes have a batcher of their own below, so neither waits behind
 	// the other's batch.
 	// SQLite has one writer: one batch at a time. On PostgreSQL each
-	// statement is a round trip; batches in flight together hide it. The
-	// API's batches are fewer: with 8 workers 32 clients' creates went
-	// about one per transaction, each paying BEGIN, COMMIT and the feed's
-	// statements (954 creates/s); with 4, batches are larger (1,114/s,
-	// BENCHMARKS.md). The agents' calls, several reads each, gain more
-	// from overlapping.
+	// statement is a round trip; batches in flight together hide it, and
+	// the agents' calls, several reads each, gain from overlapping. The
+	// API's calls are mostly creates, which a batch writes together
+	// (sqlstore's UpdateGrouped): one batch at a time makes the batches
+	// large, and 32 clients' creates went from 1,739/s with 4 workers to
+	// 2,228/s with one (BENCHMARKS.md).
 	workers, apiWorkers := 1, 1
 	if isPostgres(dsn) {
-		workers, apiWorkers = 8, 4
+		workers = 8
 	}
 	apiBatcher := inventory.NewBatcher(store, inventory.BatcherOptions{Workers: apiWorkers, Logger: log})
 	defer apiBatcher.Close()
