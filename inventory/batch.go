@@ -55,6 +55,9 @@ type Batcher struct {
 	wake   chan struct{} // capacity 1: the queue became non-empty
 
 	batches, calls, reruns atomic.Int64
+	// pending counts the committed batches whose callers wait for their
+	// events to be in the feed.
+	pending sync.WaitGroup
 }
 
 // call is one Do waiting for its outcome.
@@ -166,6 +169,7 @@ func (b *Batcher) Stats() BatcherStats {
 func (b *Batcher) loop(wg *sync.WaitGroup) {
 	defer close(b.done)
 	wg.Wait()
+	b.pending.Wait()
 	b.mu.Lock()
 	q := b.queue
 	b.queue = nil
@@ -237,11 +241,7 @@ func (b *Batcher) run(batch []*call) {
 	for len(batch) > 0 {
 		failed := -1
 		var failErr error
-		update := b.store.Update
-		if g, ok := b.store.(groupedUpdater); ok && len(batch) > 1 {
-			update = g.UpdateGrouped
-		}
-		err := update(b.ctx, batch[0].project, func(tx eim.Tx) error {
+		fn := func(tx eim.Tx) error {
 			for i, c := range batch {
 				if err := b.invoke(c, tx); err != nil {
 					failed, failErr = i, err
@@ -249,12 +249,35 @@ func (b *Batcher) run(batch []*call) {
 				}
 			}
 			return nil
-		})
+		}
+		var (
+			sequenced func()
+			err       error
+		)
+		if g, ok := b.store.(groupedUpdater); ok && len(batch) > 1 {
+			sequenced, err = g.UpdateGrouped(b.ctx, batch[0].project, fn)
+		} else {
+			err = b.store.Update(b.ctx, batch[0].project, fn)
+		}
 		if err == nil {
 			b.batches.Add(1)
-			for _, c := range batch {
-				b.finish(c, nil)
+			if sequenced == nil {
+				for _, c := range batch {
+					b.finish(c, nil)
+				}
+				break
 			}
+			// Committed: the worker may start the next batch while this
+			// one's events are numbered; its callers learn they are done
+			// once they are in the feed, as after a plain Update.
+			b.pending.Add(1)
+			go func() {
+				defer b.pending.Done()
+				sequenced()
+				for _, c := range batch {
+					b.finish(c, nil)
+				}
+			}()
 			break
 		}
 		if b.ctx.Err() != nil {
@@ -291,9 +314,11 @@ func (b *Batcher) run(batch []*call) {
 // groupedUpdater is a store that can hold a transaction's creates back and
 // write them together (sqlstore.Store.UpdateGrouped): a batch of more than
 // one call runs so; a failure of those writes fails the batch as a whole,
-// and its calls are then run one by one, each with its own errors.
+// and its calls are then run one by one, each with its own errors. It
+// returns at the commit, with a function that waits until the
+// transaction's events are in the change feed.
 type groupedUpdater interface {
-	UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) error
+	UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) (sequenced func(), err error)
 }
 
 // solo runs one call in its own transaction; its error is its own.

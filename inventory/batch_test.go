@@ -236,3 +236,35 @@ func TestBatcherClose(t *testing.T) {
 		}
 	})
 }
+
+// A batched call returns once its events are in the change feed, as a
+// plain Update does, also when the batch was written grouped and the
+// worker went on before the feed numbered its events.
+func TestBatcherCallsReturnAfterTheFeed(t *testing.T) {
+	runBatcher(t, func(t *testing.T, e *batcherEnv) {
+		rev, err := e.store.Revision(e.ctx)
+		noErr(t, err)
+		release, held := e.hold()
+		hosts := make([]*eim.Host, 3)
+		var done []<-chan error
+		for i := range hosts {
+			hosts[i] = &eim.Host{Meta: eim.Meta{Project: e.proj}, Name: fmt.Sprintf("fed%d", i)}
+			h := hosts[i]
+			done = append(done, e.async(e.ctx, i+1, func(tx eim.Tx) error { return tx.Create(e.ctx, h) }))
+		}
+		release()
+		noErr(t, <-held)
+		for i, ec := range done {
+			noErr(t, <-ec)
+			evs, err := e.store.Events(e.ctx, rev, 100, eim.KindHost)
+			noErr(t, err)
+			found := false
+			for _, ev := range evs {
+				found = found || ev.ID == hosts[i].ResourceID
+			}
+			if !found {
+				t.Fatalf("%s returned before its create was in the feed (events %+v)", hosts[i].Name, evs)
+			}
+		}
+	})
+}

@@ -34,15 +34,15 @@ import (
 // the transaction does. fn must not depend on Create's error beyond
 // returning it, and the caller must be ready to re-run the calls one by one
 // to learn whose a failure was. On SQLite, where a statement is a function
-// call and not a round trip, it is Update.
-func (s *Store) UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) error {
-	if !s.d.pg {
-		return s.Update(ctx, project, fn)
-	}
-	return s.run(ctx, project, true, func(etx eim.Tx) error {
-		etx.(*tx).group = true
-		return fn(etx)
-	})
+// call and not a round trip, creates are written at once.
+//
+// It returns once the transaction has committed, before its events are
+// numbered in the change feed (PostgreSQL): they are once sequenced has
+// returned, and only then may the calls' callers be told they are done.
+// Meanwhile the caller may run its next transaction: a batcher's next
+// batch is not held up by the previous one's sequencer round.
+func (s *Store) UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) (sequenced func(), err error) {
+	return s.runTx(ctx, project, true, true, fn)
 }
 
 // heldCreate is a create waiting for the transaction's next statement.

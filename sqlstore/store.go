@@ -252,24 +252,38 @@ func (s *Store) Update(ctx context.Context, project string, fn func(eim.Tx) erro
 }
 
 func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim.Tx) error) error {
-	t, err := s.begin(ctx, project, write)
+	sequenced, err := s.runTx(ctx, project, write, false, fn)
 	if err != nil {
 		return err
 	}
+	sequenced()
+	return nil
+}
+
+// runTx runs fn in a transaction and commits it. On PostgreSQL the events
+// it committed are in the feed once the returned function has returned
+// (it waits for a sequencer round); group also holds the creates back (see
+// UpdateGrouped).
+func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn func(eim.Tx) error) (sequenced func(), err error) {
+	t, err := s.begin(ctx, project, write)
+	if err != nil {
+		return nil, err
+	}
 	defer t.release()
+	t.group = group && s.d.pg
 	if err := fn(t); err != nil {
-		return err
+		return nil, err
 	}
 	if t.err != nil {
 		// fn ignored a failed statement; PostgreSQL has aborted the
 		// transaction and SQLite must not commit half of it either.
-		return t.err
+		return nil, t.err
 	}
 	if err := t.flushEvents(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.commit(t); err != nil {
-		return err
+		return nil, err
 	}
 	if len(t.events) > 0 {
 		for _, e := range t.events {
@@ -288,17 +302,19 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 			}
 		}
 		if s.d.pg {
-			// The data is committed whatever happens here: a failed round
-			// is retried by the next writer or by sequenceLoop.
-			if err := s.sequenced(ctx); err != nil {
-				s.log.Warn("sequence events", "err", err)
-			}
-			s.growth.note(t.events)
-		} else {
-			s.wake.broadcast()
+			events := t.events
+			return func() {
+				// The data is committed whatever happens here: a failed
+				// round is retried by the next writer or by sequenceLoop.
+				if err := s.sequenced(ctx); err != nil {
+					s.log.Warn("sequence events", "err", err)
+				}
+				s.growth.note(events)
+			}, nil
 		}
+		s.wake.broadcast()
 	}
-	return nil
+	return func() {}, nil
 }
 
 // commit commits t. When t changed rows the refCache may keep, it drops

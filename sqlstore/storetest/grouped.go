@@ -10,7 +10,16 @@ import (
 // grouper is a store whose transactions can hold their creates back and
 // write them together (sqlstore's UpdateGrouped).
 type grouper interface {
-	UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) error
+	UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) (sequenced func(), err error)
+}
+
+// updateGrouped runs fn grouped and waits for its events to be in the feed.
+func updateGrouped(ctx context.Context, g grouper, project string, fn func(eim.Tx) error) error {
+	sequenced, err := g.UpdateGrouped(ctx, project, fn)
+	if err == nil {
+		sequenced()
+	}
+	return err
 }
 
 // testGroupedCreates: creates held back by a grouped transaction store
@@ -34,7 +43,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 			made = append(made, r)
 		}
 	}
-	err := g.UpdateGrouped(ctx(t), p, func(tx eim.Tx) error {
+	err := updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
 		for _, r := range made {
 			if err := tx.Create(ctx(t), r); err != nil {
 				return err
@@ -56,7 +65,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 	// In order, and visible to the transaction's later statements.
 	h := &eim.Host{Name: "grouped"}
 	inst := &eim.Instance{Name: "on grouped"}
-	err = g.UpdateGrouped(ctx(t), p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
 		if err := tx.Create(ctx(t), h); err != nil {
 			return err
 		}
@@ -82,7 +91,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 	uuid := "5eed0000-0000-4000-8000-000000000001"
 	first, dup := &eim.Host{Name: "first", UUID: uuid}, &eim.Host{Name: "dup", UUID: uuid}
 	other := &eim.Host{Name: "other"}
-	err = g.UpdateGrouped(ctx(t), p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
 		for _, r := range []eim.Resource{first, other, dup} {
 			if err := tx.Create(ctx(t), r); err != nil {
 				return err
@@ -109,7 +118,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 	}
 	// The innocent creates, re-run without the culprit as the Batcher
 	// does, commit.
-	err = g.UpdateGrouped(ctx(t), p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
 		if err := tx.Create(ctx(t), first); err != nil {
 			return err
 		}
@@ -130,7 +139,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 		t.Fatal(err)
 	}
 	a, b := &eim.Region{Name: "a"}, &eim.Region{Name: "b"}
-	err = g.UpdateGrouped(ctx(t), p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
 		if err := tx.Create(ctx(t), a); err != nil {
 			return err
 		}
