@@ -47,13 +47,21 @@ const (
 const eventBatch = 500
 
 func (t *tx) flushEvents(ctx context.Context) error {
+	if len(t.events) > 0 || len(t.held) > 0 {
+		if err := t.ensureBegun(ctx); err != nil {
+			return err
+		}
+	}
+	at := eim.NewTime(t.s.now()).UnixMilli()
+	if t.s.d.pg && len(t.held) > 0 && len(t.events) > 0 {
+		return t.flushHeldWithEvents(ctx, at)
+	}
 	if err := t.flushHeld(ctx); err != nil {
 		return err
 	}
 	if len(t.events) == 0 {
 		return nil
 	}
-	at := eim.NewTime(t.s.now()).UnixMilli()
 	if t.s.d.pg {
 		return t.flushPostgres(ctx, at)
 	}
@@ -90,19 +98,30 @@ func (t *tx) flushEvents(ctx context.Context) error {
 // flushPostgres inserts the events unnumbered, in one round trip; the
 // sequencer numbers them once the transaction has committed.
 func (t *tx) flushPostgres(ctx context.Context, at int64) error {
-	const q = `INSERT INTO events (project, kind, resource_id, op, at)
-SELECT e.project, e.kind, e.resource_id, e.op, $5
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS e(project, kind, resource_id, op, n)
-ORDER BY e.n`
+	if _, err := t.q.ExecContext(ctx, eventsInsertPG(1), t.eventArgs(at)...); err != nil {
+		return t.s.d.translate(fmt.Errorf("record events: %w", err), nil)
+	}
+	return nil
+}
+
+// eventsInsertPG inserts t.eventArgs's events, its parameters numbered
+// from first.
+func eventsInsertPG(first int) string {
+	return fmt.Sprintf(`INSERT INTO events (project, kind, resource_id, op, at)
+SELECT e.project, e.kind, e.resource_id, e.op, $%d
+FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[]) WITH ORDINALITY AS e(project, kind, resource_id, op, n)
+ORDER BY e.n`, first+4, first, first+1, first+2, first+3)
+}
+
+// eventArgs are the parameters of eventsInsertPG: the events' columns as
+// arrays, and their time.
+func (t *tx) eventArgs(at int64) []any {
 	n := len(t.events)
 	projects, kinds, ids, ops := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i, e := range t.events {
 		projects[i], kinds[i], ids[i], ops[i] = e.project, string(e.kind), e.id, string(e.op)
 	}
-	if _, err := t.q.ExecContext(ctx, q, projects, kinds, ids, ops, at); err != nil {
-		return t.s.d.translate(fmt.Errorf("record events: %w", err), nil)
-	}
-	return nil
+	return []any{projects, kinds, ids, ops, at}
 }
 
 // Revision returns the newest committed revision.

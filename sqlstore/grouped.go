@@ -62,6 +62,19 @@ const maxGroupRows = 1000
 // of the same kind (a later create may refer to an earlier one of another
 // kind).
 func (t *tx) flushHeld(ctx context.Context) error {
+	return t.flushHeldThen(ctx, -1)
+}
+
+// flushHeldWithEvents is flushHeld followed by the insert of t's events
+// (flushPostgres), the events in the same statement as the last run of
+// creates: the commit of a batch of creates is then one round trip fewer.
+func (t *tx) flushHeldWithEvents(ctx context.Context, at int64) error {
+	return t.flushHeldThen(ctx, at)
+}
+
+// flushHeldThen writes the held creates; with eventsAt >= 0, also t's
+// events, dated eventsAt, with the last run.
+func (t *tx) flushHeldThen(ctx context.Context, eventsAt int64) error {
 	if len(t.held) == 0 {
 		return t.check()
 	}
@@ -72,7 +85,8 @@ func (t *tx) flushHeld(ctx context.Context) error {
 		for end < len(held) && held[end].c == held[start].c && end-start < maxGroupRows {
 			end++
 		}
-		if err := t.insertGroup(ctx, held[start:end]); err != nil {
+		withEvents := eventsAt >= 0 && end == len(held)
+		if err := t.insertGroup(ctx, held[start:end], withEvents, eventsAt); err != nil {
 			for _, h := range held {
 				if h.generated {
 					h.r.Base().ResourceID = ""
@@ -85,14 +99,15 @@ func (t *tx) flushHeld(ctx context.Context) error {
 	return nil
 }
 
-// insertGroup inserts rows of one kind in one statement.
-func (t *tx) insertGroup(ctx context.Context, rows []heldCreate) error {
+// insertGroup inserts rows of one kind in one statement, and with
+// withEvents t's events too (dated at).
+func (t *tx) insertGroup(ctx context.Context, rows []heldCreate, withEvents bool, at int64) error {
 	c := rows[0].c
 	q, err := t.s.groupInsert(ctx, c)
 	if err != nil {
 		return err
 	}
-	args := make([]any, len(c.cols))
+	args := make([]any, len(c.cols), len(c.cols)+5)
 	for i, col := range c.cols {
 		switch col.kind {
 		case colInt, colUint, colTime:
@@ -123,13 +138,21 @@ func (t *tx) insertGroup(ctx context.Context, rows []heldCreate) error {
 			args[i] = a
 		}
 	}
-	res, err := t.q.ExecContext(ctx, q, args...)
-	if err != nil {
-		return t.s.d.translate(fmt.Errorf("create %d %ss: %w", len(rows), c.kind, err), nil)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("create %d %ss: %w", len(rows), c.kind, err)
+	var n int64
+	if withEvents {
+		q = "WITH created AS (" + q + " RETURNING 1), recorded AS (" + eventsInsertPG(len(args)+1) + " RETURNING 1)\nSELECT count(*) FROM created"
+		args = append(args, t.eventArgs(at)...)
+		if err := t.q.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+			return t.s.d.translate(fmt.Errorf("create %d %ss and record events: %w", len(rows), c.kind, err), nil)
+		}
+	} else {
+		res, err := t.q.ExecContext(ctx, q, args...)
+		if err != nil {
+			return t.s.d.translate(fmt.Errorf("create %d %ss: %w", len(rows), c.kind, err), nil)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("create %d %ss: %w", len(rows), c.kind, err)
+		}
 	}
 	if int(n) != len(rows) {
 		// An ID taken already (ON CONFLICT (id) DO NOTHING skipped it).

@@ -265,12 +265,13 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 // (it waits for a sequencer round); group also holds the creates back (see
 // UpdateGrouped).
 func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn func(eim.Tx) error) (sequenced func(), err error) {
-	t, err := s.begin(ctx, project, write)
+	group = group && s.d.pg
+	t, err := s.begin(ctx, project, write, group)
 	if err != nil {
 		return nil, err
 	}
 	defer t.release()
-	t.group = group && s.d.pg
+	t.group = group
 	if err := fn(t); err != nil {
 		return nil, err
 	}
@@ -279,11 +280,19 @@ func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn
 		// transaction and SQLite must not commit half of it either.
 		return nil, t.err
 	}
-	if err := t.flushEvents(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.commit(t); err != nil {
-		return nil, err
+	if t.lazy && t.sqlTx == nil && len(t.held) > 0 {
+		// Nothing but held creates: one statement writes them and their
+		// events, atomic on its own, with no BEGIN and COMMIT around it.
+		if err := s.commitHeld(ctx, t); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := t.flushEvents(ctx); err != nil {
+			return nil, err
+		}
+		if err := s.commit(t); err != nil {
+			return nil, err
+		}
 	}
 	if len(t.events) > 0 {
 		for _, e := range t.events {
@@ -315,6 +324,17 @@ func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn
 		s.wake.broadcast()
 	}
 	return func() {}, nil
+}
+
+// commitHeld writes t's held creates and its events, which are theirs, in
+// one statement outside a transaction (t.lazy, none begun): its success is
+// the commit. The refCache is dropped around it as around a commit.
+func (s *Store) commitHeld(ctx context.Context, t *tx) error {
+	if t.private && touchesRefs(t.events) {
+		s.refs.committing(t.events)
+		defer s.refs.committed(t.events)
+	}
+	return t.flushHeldWithEvents(ctx, eim.NewTime(s.now()).UnixMilli())
 }
 
 // commit commits t. When t changed rows the refCache may keep, it drops
@@ -352,11 +372,11 @@ func (s *Store) OnCommit(fn func([]eim.Event)) {
 	s.committed.Store(&hooks)
 }
 
-func (s *Store) begin(ctx context.Context, project string, write bool) (*tx, error) {
+func (s *Store) begin(ctx context.Context, project string, write, lazy bool) (*tx, error) {
 	// Taken before the transaction's snapshot (SQLite keeps one through a
 	// transaction): a row it reads may be as old as its start.
 	gen := s.refs.generation()
-	t, err := s.beginEngine(ctx, project, write)
+	t, err := s.beginEngine(ctx, project, write, lazy)
 	if err != nil {
 		return nil, err
 	}
@@ -364,9 +384,9 @@ func (s *Store) begin(ctx context.Context, project string, write bool) (*tx, err
 	return t, nil
 }
 
-func (s *Store) beginEngine(ctx context.Context, project string, write bool) (*tx, error) {
+func (s *Store) beginEngine(ctx context.Context, project string, write, lazy bool) (*tx, error) {
 	if s.d.pg {
-		return s.beginPostgres(ctx, project, write)
+		return s.beginPostgres(ctx, project, write, lazy)
 	}
 	db := s.rdb
 	if write {
@@ -384,11 +404,12 @@ func (s *Store) beginEngine(ctx context.Context, project string, write bool) (*t
 // transaction takes its own snapshot anyway, so BEGIN and COMMIT would add
 // two round trips and no consistency. A scoped t runs on a connection of
 // the tenant pool, whose session is switched to project first if it is not
-// already in it.
-func (s *Store) beginPostgres(ctx context.Context, project string, write bool) (*tx, error) {
-	t := &tx{s: s, project: project, write: write}
+// already in it. A lazy write begins its transaction at its first
+// statement (see tx.ensureBegun).
+func (s *Store) beginPostgres(ctx context.Context, project string, write, lazy bool) (*tx, error) {
+	t := &tx{s: s, project: project, write: write, lazy: write && lazy}
 	if project == "" {
-		if !write {
+		if !write || lazy {
 			t.q = s.rdb
 			return t, nil
 		}
@@ -408,7 +429,7 @@ func (s *Store) beginPostgres(ctx context.Context, project string, write bool) (
 		return nil, s.d.translate(fmt.Errorf("scope connection: %w", err), nil)
 	}
 	t.conn, t.q = conn, conn
-	if write {
+	if write && !lazy {
 		sqlTx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			conn.Close()

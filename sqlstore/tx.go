@@ -33,6 +33,9 @@ type tx struct {
 	// the next statement (see UpdateGrouped; PostgreSQL only).
 	group bool
 	held  []heldCreate
+	// lazy: a write whose transaction begins at its first statement
+	// (PostgreSQL, grouped); until then q is the connection or the pool.
+	lazy bool
 }
 
 // cachedKinds are the kinds whose rows a transaction keeps once read: what
@@ -149,6 +152,9 @@ func (t *tx) codec(k eim.Kind) (*codec, error) {
 // exec runs q (with "?" placeholders) in t: rebound for PostgreSQL,
 // prepared once and reused for SQLite when it is one of the cached ones.
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := t.ensureBegun(ctx); err != nil {
+		return nil, err
+	}
 	if err := t.flushHeld(ctx); err != nil {
 		return nil, err
 	}
@@ -161,6 +167,9 @@ func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := t.ensureBegun(ctx); err != nil {
+		return nil, err
+	}
 	if err := t.flushHeld(ctx); err != nil {
 		return nil, err
 	}
@@ -176,6 +185,9 @@ func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 // dialect's form (built with args). On SQLite it is prepared once it has
 // been seen (see stmtCache).
 func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, error) {
+	if err := t.ensureBegun(ctx); err != nil {
+		return nil, err
+	}
 	if err := t.flushHeld(ctx); err != nil {
 		return nil, err
 	}
@@ -191,9 +203,11 @@ func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, e
 
 // queryRowBuilt is queryBuilt for a single row.
 func (t *tx) queryRowBuilt(ctx context.Context, q string, args []any) *sql.Row {
-	// A failed flush is sticky (t.err): the transaction fails at its end
+	// A failure here is sticky (t.err): the transaction fails at its end
 	// whatever this row says.
-	_ = t.flushHeld(ctx)
+	if t.ensureBegun(ctx) == nil {
+		_ = t.flushHeld(ctx)
+	}
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
@@ -202,6 +216,27 @@ func (t *tx) queryRowBuilt(ctx context.Context, q string, args []any) *sql.Row {
 		t.s.stmts.learn(db, q)
 	}
 	return t.q.QueryRowContext(ctx, q, args...)
+}
+
+// ensureBegun begins a lazy t's transaction, before its first statement.
+func (t *tx) ensureBegun(ctx context.Context) error {
+	if !t.lazy || t.sqlTx != nil {
+		return nil
+	}
+	var (
+		sqlTx *sql.Tx
+		err   error
+	)
+	if t.conn != nil {
+		sqlTx, err = t.conn.BeginTx(ctx, nil)
+	} else {
+		sqlTx, err = t.s.db.BeginTx(ctx, nil)
+	}
+	if err != nil {
+		return t.fail(t.s.d.translate(fmt.Errorf("begin: %w", err), nil))
+	}
+	t.sqlTx, t.q = sqlTx, sqlTx
+	return nil
 }
 
 func (t *tx) db() *sql.DB {
