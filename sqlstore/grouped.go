@@ -155,8 +155,7 @@ func (t *tx) insertGroup(ctx context.Context, rows []heldCreate, withEvents bool
 		}
 	}
 	if int(n) != len(rows) {
-		// An ID taken already (ON CONFLICT (id) DO NOTHING skipped it).
-		return eim.Errorf(eim.EUNAVAILABLE, "create %d %ss: %d IDs were taken already", len(rows), c.kind, len(rows)-int(n))
+		return eim.Errorf(eim.EINTERNAL, "create %d %ss: %d rows written", len(rows), c.kind, n)
 	}
 	return nil
 }
@@ -201,7 +200,12 @@ WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, c.table)
 		names[i] = col.name
 		arrays[i] = fmt.Sprintf("$%d::%s[]", i+1, typ)
 	}
-	q := fmt.Sprintf("INSERT INTO %s (%s) SELECT * FROM unnest(%s) ON CONFLICT (id) DO NOTHING",
+	// No ON CONFLICT (id) DO NOTHING, unlike a lone create: an ID taken
+	// already (a generated one that collided) must fail the statement, for
+	// a statement that is its own transaction (commitHeld) would otherwise
+	// commit the other rows; the creates are then run again one by one,
+	// with new IDs.
+	q := fmt.Sprintf("INSERT INTO %s (%s) SELECT * FROM unnest(%s)",
 		c.table, strings.Join(names, ", "), strings.Join(arrays, ", "))
 	if s.groups.q == nil {
 		s.groups.q = map[string]string{}

@@ -133,6 +133,30 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 		}
 	}
 
+	// An ID taken already fails the whole transaction too, also when it is
+	// nothing but creates (on PostgreSQL one statement, its own commit).
+	taken := create(t, s, p, &eim.Host{Name: "taken"}).Base().ResourceID
+	innocent := &eim.Host{Name: "innocent"}
+	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
+		if err := tx.Create(ctx(t), innocent); err != nil {
+			return err
+		}
+		return tx.Create(ctx(t), &eim.Host{Meta: eim.Meta{ResourceID: taken}, Name: "again"})
+	})
+	wantCode(t, err, eim.ECONFLICT)
+	err = s.View(ctx(t), p, func(tx eim.Tx) error {
+		items, _, err := tx.List(ctx(t), eim.KindHost, eim.Query{})
+		for _, r := range items {
+			if r.(*eim.Host).Name == "innocent" {
+				t.Errorf("the other create of a transaction that failed on a taken ID was stored (%s)", r.Base().ResourceID)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// Their events are in the feed, as a lone create's.
 	rev, err := s.Revision(ctx(t))
 	if err != nil {
