@@ -193,14 +193,17 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	// the other's batch.
 	// SQLite has one writer: one batch at a time. On PostgreSQL each
 	// statement is a round trip; batches in flight together hide it, and
-	// the agents' calls, several reads each, gain from overlapping. The
+	// the agents' calls, several reads each, gain from overlapping, up to
+	// a point: with batches written grouped and a worker free at its
+	// commit, 10,000 nodes' Day 0 took 83 s with one worker, 60 s with
+	// two and 70 s with eight (BENCHMARKS.md). The
 	// API's calls are mostly creates, which a batch writes together
 	// (sqlstore's UpdateGrouped): one batch at a time makes the batches
 	// large, and 32 clients' creates went from 1,739/s with 4 workers to
 	// 2,228/s with one (BENCHMARKS.md).
 	workers, apiWorkers := 1, 1
 	if isPostgres(dsn) {
-		workers = 8
+		workers = 2
 	}
 	apiBatcher := inventory.NewBatcher(store, inventory.BatcherOptions{Workers: apiWorkers, Logger: log})
 	defer apiBatcher.Close()
