@@ -20,6 +20,12 @@ type Store interface {
 	View(ctx context.Context, project string, fn func(Tx) error) error
 	// Update runs fn in a read-write transaction, scoped as for View. The
 	// transaction commits when fn returns nil and rolls back otherwise.
+	// A row fn read and then writes is never written back over another
+	// transaction's change made in between: the store either keeps the
+	// writers apart or rolls fn's transaction back and runs fn again, so
+	// fn must be re-runnable (read what it needs through tx, keep no
+	// effects outside it until Update returns). A transaction that keeps
+	// losing that race fails with EUNAVAILABLE.
 	Update(ctx context.Context, project string, fn func(Tx) error) error
 
 	// NodeCredentials returns what authenticating host id's node reads:

@@ -47,6 +47,11 @@ type codec struct {
 	selectList string // "t.id, t.project, …"
 	// Statements with "?" placeholders, rebound per dialect by sqlFor.
 	insert, update, updateScoped, del, delScoped, get, getScoped string
+	// updateIf and updateIfScoped are update and updateScoped that write
+	// only the version of the row that was read (its updated_at, the last
+	// argument): a cached kind's row may have been read from the refCache,
+	// before the transaction's snapshot (see tx.Update).
+	updateIf, updateIfScoped string
 	// referrers are the edges of other kinds that point at this kind.
 	referrers []*referrer
 }
@@ -154,6 +159,8 @@ func newCodec(s *eim.Schema) *codec {
 	c.insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (id) DO NOTHING", c.table, strings.Join(names, ", "), strings.Join(marks, ", "))
 	c.update = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? RETURNING project, created_at", c.table, strings.Join(sets, ", "))
 	c.updateScoped = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND project = ? RETURNING project, created_at", c.table, strings.Join(sets, ", "))
+	c.updateIf = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND updated_at = ? RETURNING project, created_at", c.table, strings.Join(sets, ", "))
+	c.updateIfScoped = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND project = ? AND updated_at = ? RETURNING project, created_at", c.table, strings.Join(sets, ", "))
 	c.del = fmt.Sprintf("DELETE FROM %s WHERE id = ? RETURNING project", c.table)
 	c.delScoped = fmt.Sprintf("DELETE FROM %s WHERE id = ? AND project = ? RETURNING project", c.table)
 	c.get = fmt.Sprintf("SELECT %s FROM %s WHERE %s.id = ?", c.selectList, c.table, c.table)

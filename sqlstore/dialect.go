@@ -280,6 +280,9 @@ func (d *dialect) translate(err error, r eim.Resource) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	if isRace(err) {
+		return errRaced
+	}
 	if isBusy(err) {
 		return eim.Errorf(eim.EUNAVAILABLE, "the database is busy, try again")
 	}
@@ -296,6 +299,18 @@ func (d *dialect) translate(err error, r eim.Resource) error {
 	return err // foreign keys are translated by the caller, who knows the row
 }
 
+// errRaced is the error of a statement that lost a race with another
+// transaction: PostgreSQL's serialization failure (a row this REPEATABLE
+// READ transaction writes was changed since its snapshot) or a deadlock.
+// runTx runs the transaction again; callers see it only when it kept
+// losing.
+var errRaced = &eim.Error{Code: eim.EUNAVAILABLE, Message: "the data was changed by concurrent writes each time this write was tried; try again"}
+
+func isRace(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
 func isBusy(err error) bool {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
@@ -304,7 +319,7 @@ func isBusy(err error) bool {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03"
+		return pe.Code == "55P03"
 	}
 	return false
 }

@@ -28,7 +28,11 @@ import (
 // running (starting, or after the feed failed) the cache is not used. So
 // their changes are seen up to the feed's latency later, as by every other
 // feed-kept cache of EIM (and in that moment a reader may read the new row
-// from the database and then the old one from the cache).
+// from the database and then the old one from the cache). A write never
+// puts such an old row back: the update of a cached kind names the
+// updated_at it read, and when the stored row has moved on the cache is
+// cleared and the transaction run again (tx.Update). Two changes of one
+// row within the same millisecond are not told apart by that check.
 //
 // A transaction that has written a cached kind neither reads nor fills
 // the cache (its reads see its own uncommitted writes).
@@ -139,6 +143,14 @@ func (c *refCache) dropLocked(evs []pendingEvent) {
 	if dropped {
 		c.gen++
 	}
+}
+
+// clearAll drops every row: one was found older than the database's.
+func (c *refCache) clearAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.rows)
+	c.gen++
 }
 
 // setLive clears the cache and starts or stops its use.

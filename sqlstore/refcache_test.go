@@ -150,3 +150,77 @@ func TestRefCacheOtherProcess(t *testing.T) {
 		}
 	})
 }
+
+// A write of a reference row read from the cache while the cache was
+// behind another process's change (the feed not yet delivered) must not
+// write the old row back over that change: the update names the version
+// it read, fails when the row moved on, and the transaction runs again on
+// the row as stored.
+func TestRefCacheStaleRowNotWrittenBack(t *testing.T) {
+	refEngines(t, func(t *testing.T, open func() *Store) {
+		a, b := open(), open()
+		p, site := refSite(t, a)
+		if got := siteName(t, a, p, site); got != "before" {
+			t.Fatalf("first read: %q", got)
+		}
+		stale, ok := a.refs.get(eim.KindSite, site, p)
+		if !ok {
+			t.Fatal("the read did not keep the site")
+		}
+		// The guard compares millisecond versions: let the clock move on.
+		time.Sleep(5 * time.Millisecond)
+		err := b.Update(t.Context(), p, func(tx eim.Tx) error {
+			r, err := tx.Get(t.Context(), eim.KindSite, site)
+			if err != nil {
+				return err
+			}
+			r.(*eim.Site).Name = "renamed"
+			return tx.Update(t.Context(), r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for siteName(t, a, p, site) != "renamed" {
+			if time.Now().After(deadline) {
+				t.Fatal("the other process's rename was not seen after 10 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// Put the old row back, as if the feed had not delivered yet.
+		a.refs.mu.Lock()
+		a.refs.rows[refKey{eim.KindSite, site}] = refEntry{project: p, sc: stale}
+		a.refs.mu.Unlock()
+
+		runs := 0
+		err = a.Update(t.Context(), p, func(tx eim.Tx) error {
+			runs++
+			r, err := tx.Get(t.Context(), eim.KindSite, site)
+			if err != nil {
+				return err
+			}
+			r.(*eim.Site).SiteLat = 123
+			return tx.Update(t.Context(), r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs != 2 {
+			t.Errorf("the update ran %d times, want 2 (once on the stale row, once on the stored one)", runs)
+		}
+		var got *eim.Site
+		err = a.View(t.Context(), p, func(tx eim.Tx) error {
+			r, err := tx.Get(t.Context(), eim.KindSite, site)
+			if err == nil {
+				got = r.(*eim.Site)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Name != "renamed" || got.SiteLat != 123 {
+			t.Fatalf("site: name %q, lat %d; want the other process's name and this one's latitude", got.Name, got.SiteLat)
+		}
+	})
+}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
@@ -72,6 +73,7 @@ type Store struct {
 	projects *projectCache // FindProject's answers
 	refs     *refCache     // reference rows (sites, regions…) across transactions
 	groups   groupInserts  // PostgreSQL: the grouped INSERT of each table
+	raced    atomic.Int64  // PostgreSQL: transactions run again after losing a race
 
 	// committed are called after every commit that recorded events (see
 	// OnCommit); copy on write.
@@ -264,7 +266,44 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 // it committed are in the feed once the returned function has returned
 // (it waits for a sequencer round); group also holds the creates back (see
 // UpdateGrouped).
+//
+// A PostgreSQL write transaction runs at REPEATABLE READ: when a row it
+// read is changed by another transaction before it writes the row, its
+// write fails (instead of writing back what it read over the other's
+// change, as READ COMMITTED would), and fn is run again in a new
+// transaction, after a short random pause, up to maxRuns times in all.
 func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn func(eim.Tx) error) (sequenced func(), err error) {
+	for run := 1; ; run++ {
+		sequenced, err = s.runTxOnce(ctx, project, write, group, fn)
+		if !errors.Is(err, errRaced) {
+			return sequenced, err
+		}
+		if run == maxRuns {
+			s.log.Warn("a write transaction lost a race with concurrent writers each time it ran; given up", "runs", run)
+			return nil, err
+		}
+		s.raced.Add(1)
+		s.log.Debug("a write transaction lost a race with a concurrent writer; running it again", "run", run)
+		// Jittered and growing, so that the writers that raced do not meet
+		// again at once: up to 2, 4, 8… ms.
+		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << run))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// Races returns how many times a write transaction was run again because
+// a concurrent transaction changed a row it was writing (PostgreSQL only).
+func (s *Store) Races() int64 { return s.raced.Load() }
+
+// maxRuns is how many times runTx runs a transaction that keeps losing
+// its rows to concurrent writers before it gives up with errRaced.
+const maxRuns = 8
+
+func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool, fn func(eim.Tx) error) (sequenced func(), err error) {
 	group = group && s.d.pg
 	t, err := s.begin(ctx, project, write, group)
 	if err != nil {
@@ -273,6 +312,10 @@ func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn
 	defer t.release()
 	t.group = group
 	if err := fn(t); err != nil {
+		if errors.Is(t.err, errRaced) || errors.Is(err, errRaced) {
+			// Whatever fn made of it, the transaction lost a race.
+			return nil, errRaced
+		}
 		return nil, err
 	}
 	if t.err != nil {
@@ -399,6 +442,13 @@ func (s *Store) beginEngine(ctx context.Context, project string, write, lazy boo
 	return &tx{s: s, sqlTx: sqlTx, q: sqlTx, project: project, write: write}, nil
 }
 
+// pgWriteTx are the options of a PostgreSQL write transaction: at
+// REPEATABLE READ a row changed since the transaction's snapshot cannot be
+// written over (the statement fails with a serialization failure, and
+// runTx runs the transaction again), so no change is lost to a concurrent
+// read-modify-write.
+var pgWriteTx = &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+
 // beginPostgres starts t on PostgreSQL. Writes run in a transaction. Reads
 // do not: at READ COMMITTED, PostgreSQL's level, every statement of a
 // transaction takes its own snapshot anyway, so BEGIN and COMMIT would add
@@ -413,7 +463,7 @@ func (s *Store) beginPostgres(ctx context.Context, project string, write, lazy b
 			t.q = s.rdb
 			return t, nil
 		}
-		sqlTx, err := s.db.BeginTx(ctx, nil)
+		sqlTx, err := s.db.BeginTx(ctx, pgWriteTx)
 		if err != nil {
 			return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
 		}
@@ -430,7 +480,7 @@ func (s *Store) beginPostgres(ctx context.Context, project string, write, lazy b
 	}
 	t.conn, t.q = conn, conn
 	if write && !lazy {
-		sqlTx, err := conn.BeginTx(ctx, nil)
+		sqlTx, err := conn.BeginTx(ctx, pgWriteTx)
 		if err != nil {
 			conn.Close()
 			return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)

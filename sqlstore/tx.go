@@ -228,9 +228,9 @@ func (t *tx) ensureBegun(ctx context.Context) error {
 		err   error
 	)
 	if t.conn != nil {
-		sqlTx, err = t.conn.BeginTx(ctx, nil)
+		sqlTx, err = t.conn.BeginTx(ctx, pgWriteTx)
 	} else {
-		sqlTx, err = t.s.db.BeginTx(ctx, nil)
+		sqlTx, err = t.s.db.BeginTx(ctx, pgWriteTx)
 	}
 	if err != nil {
 		return t.fail(t.s.d.translate(fmt.Errorf("begin: %w", err), nil))
@@ -487,11 +487,23 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 		m.Timestamps.UpdatedAt = prevUpdated
 		return err
 	}
+	// A row of a cached kind may come from the refCache, read before this
+	// transaction's snapshot: a change committed in between would not fail
+	// the write as a serialization failure, so the write names the version
+	// it replaces. (A row never read has no version, and is written as is.)
+	guarded := cachedKinds[k] && !prevUpdated.IsZero()
 	q := c.update
 	vals = append(vals, m.ResourceID)
 	if t.project != "" {
 		q = c.updateScoped
 		vals = append(vals, t.project)
+	}
+	if guarded {
+		q = c.updateIf
+		if t.project != "" {
+			q = c.updateIfScoped
+		}
+		vals = append(vals, prevUpdated.UnixMilli())
 	}
 	rows, err := t.query(ctx, q, vals...)
 	if err != nil {
@@ -517,6 +529,12 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 	}
 	if !found {
 		m.Timestamps.UpdatedAt = prevUpdated
+		if guarded && t.exists(ctx, c.existsQuery(t.project), existsArgs(m.ResourceID, t.project)...) {
+			// Changed since it was read: the transaction runs again
+			// (runTx), reading the row afresh.
+			t.s.refs.clearAll()
+			return t.fail(errRaced)
+		}
 		return eim.Errorf(eim.ENOTFOUND, "%s %s not found", k, m.ResourceID)
 	}
 	m.Project = project
@@ -657,6 +675,22 @@ func (t *tx) deleteError(ctx context.Context, c *codec, id string, err error) er
 		}
 	}
 	return eim.Errorf(eim.EPRECONDITION, "%s %s is still referenced by other resources", c.kind, id)
+}
+
+// existsQuery selects 1 when the row with an id (and, for a scoped
+// transaction, the project) exists.
+func (c *codec) existsQuery(project string) string {
+	if project != "" {
+		return "SELECT 1 FROM " + c.table + " WHERE id = ? AND project = ?"
+	}
+	return "SELECT 1 FROM " + c.table + " WHERE id = ?"
+}
+
+func existsArgs(id, project string) []any {
+	if project != "" {
+		return []any{id, project}
+	}
+	return []any{id}
 }
 
 func (t *tx) exists(ctx context.Context, q string, args ...any) bool {

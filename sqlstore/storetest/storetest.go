@@ -38,6 +38,8 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"RereadInTx", testRereadInTx},
 		{"RefsAcrossTx", testRefsAcrossTx},
 		{"GroupedCreates", testGroupedCreates},
+		{"NoLostUpdates", testNoLostUpdates},
+		{"ConflictGivesUp", testConflictGivesUp},
 		{"Filter", testFilter},
 		{"Projects", testProjects},
 		{"DeleteProject", testDeleteProject},
