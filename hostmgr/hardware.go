@@ -16,6 +16,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/hwlimit"
+	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -49,7 +50,7 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 			return err
 		}
 		applyHardware(h, hw, digest, eim.NewTime(now))
-		if err := checkSiteAddresses(ctx, tx, h, eim.NewTime(now)); err != nil {
+		if err := inventory.CheckSiteAddresses(ctx, tx, h, eim.NewTime(now)); err != nil {
 			return err
 		}
 		return tx.Update(ctx, h)

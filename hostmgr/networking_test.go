@@ -80,5 +80,50 @@ func TestDuplicateAddresses(t *testing.T) {
 		if ip := status(a, "10.1.0.5/24"); ip.Status != eim.IPAddressStatusConfigured || ip.StatusDetail != "" {
 			t.Errorf("a's address after b moved: %+v, want configured", ip)
 		}
+
+		// A user moves a to the shop, where c has its address: both are
+		// flagged; then back to the plant, where nobody has it: both flags
+		// go.
+		move := func(h *eim.Host, site string) {
+			t.Helper()
+			if _, err := e.inv.Update(e.ctx, e.proj, &eim.Host{Meta: h.Meta, SiteID: site}, []string{"siteId"}); err != nil {
+				t.Fatalf("move %s to %s: %v", h.ResourceID, site, err)
+			}
+		}
+		move(a, shop)
+		ipA, ipC := status(a, "10.1.0.5/24"), status(c, "10.1.0.5/24")
+		if ipA.Status != eim.IPAddressStatusConfigurationError || !strings.Contains(ipA.StatusDetail, c.ResourceID+" (eth0)") {
+			t.Errorf("a's address in the shop: %+v, want a duplicate naming %s", ipA, c.ResourceID)
+		}
+		if ipC.Status != eim.IPAddressStatusConfigurationError || !strings.Contains(ipC.StatusDetail, a.ResourceID+" (eth0)") {
+			t.Errorf("c's address with a in the shop: %+v, want a duplicate naming %s", ipC, a.ResourceID)
+		}
+		move(a, plant)
+		for _, h := range []*eim.Host{a, c} {
+			if ip := status(h, "10.1.0.5/24"); ip.Status != eim.IPAddressStatusConfigured || ip.StatusDetail != "" {
+				t.Errorf("%s's address after a moved back: %+v, want configured", h.ResourceID, ip)
+			}
+		}
+
+		// b takes a's address again (a clash in the plant); then b is
+		// removed: a's flag goes with it.
+		if _, err := e.report(b, hw("10.1.0.5/16")); err != nil {
+			t.Fatal(err)
+		}
+		if ip := status(a, "10.1.0.5/24"); ip.Status != eim.IPAddressStatusConfigurationError {
+			t.Fatalf("a's address with b back on it: %+v, want a duplicate", ip)
+		}
+		if err := e.inv.Delete(e.ctx, e.proj, eim.KindHost, b.ResourceID); err != nil {
+			t.Fatal(err)
+		}
+		if ip := status(a, "10.1.0.5/24"); ip.Status != eim.IPAddressStatusConfigurationError {
+			t.Errorf("a's address while b is being deleted: %+v, want still a duplicate (b's row is there)", ip)
+		}
+		if err := e.inv.ConfirmDeleted(e.ctx, e.proj, eim.KindHost, b.ResourceID); err != nil {
+			t.Fatal(err)
+		}
+		if ip := status(a, "10.1.0.5/24"); ip.Status != eim.IPAddressStatusConfigured || ip.StatusDetail != "" {
+			t.Errorf("a's address after b was removed: %+v, want configured", ip)
+		}
 	})
 }

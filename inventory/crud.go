@@ -236,7 +236,20 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 		if err := s.checkRefs(ctx, tx, old, nr); err != nil {
 			return err
 		}
+		// A host moved to another site: its addresses may clash there,
+		// and may have been what clashed in the site it left.
+		var left string
+		now := eim.NewTime(s.now())
+		if nh, ok := nr.(*eim.Host); ok && nh.SiteID != old.(*eim.Host).SiteID && hasAddresses(nh) {
+			if err := CheckSiteAddresses(ctx, tx, nh, now); err != nil {
+				return err
+			}
+			left = old.(*eim.Host).SiteID
+		}
 		if err := tx.Update(ctx, nr); err != nil {
+			return err
+		}
+		if err := recheckSite(ctx, tx, left, now); err != nil {
 			return err
 		}
 		out, err = expandOne(ctx, tx, nr)
@@ -315,7 +328,14 @@ func (s *Service) ConfirmDeleted(ctx context.Context, project string, k eim.Kind
 				return eim.Errorf(eim.EPRECONDITION, "instance %s is not being deleted (desiredState %s)", id, r.DesiredState)
 			}
 		}
-		return tx.Delete(ctx, k, id)
+		if err := tx.Delete(ctx, k, id); err != nil {
+			return err
+		}
+		if h, ok := r.(*eim.Host); ok && hasAddresses(h) {
+			// Its addresses may have been what clashed in its site.
+			return recheckSite(ctx, tx, h.SiteID, eim.NewTime(s.now()))
+		}
+		return nil
 	})
 	if eim.ErrorCode(err) == eim.ENOTFOUND {
 		return nil

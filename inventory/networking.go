@@ -1,4 +1,4 @@
-package hostmgr
+package inventory
 
 import (
 	"context"
@@ -17,37 +17,59 @@ import (
 // link-local addresses are per link and never clash; hosts without a site
 // are not compared.
 //
-// The check runs when a host's hardware report changes, in the report's
-// transaction, over the hosts of its site: its cost follows the site, not
-// the fleet, and nothing is paid while addresses stay the same.
+// The check runs over the hosts of one site, in the transaction of the
+// write that can change a clash: a host's hardware report with new
+// addresses (the host module calls CheckSiteAddresses), a host moved to
+// another site (both sites), and a host removed (its site). Its cost
+// follows the site, not the fleet, and nothing is paid while addresses and
+// sites stay the same.
 
 const duplicatePrefix = "duplicate: also on "
 
-// checkSiteAddresses recomputes the duplicate flags of every address in
-// the site of h (already updated in tx) and writes the other hosts whose
-// flags changed. h's own flags are set on h, which the caller writes.
-func checkSiteAddresses(ctx context.Context, tx eim.Tx, h *eim.Host, now eim.Time) error {
+// CheckSiteAddresses recomputes the duplicate flags of every address in
+// the site of h, with h as given (its addresses and site may be newer than
+// its stored row), and writes the other hosts whose flags changed. h's own
+// flags are set on h, which the caller writes.
+func CheckSiteAddresses(ctx context.Context, tx eim.Tx, h *eim.Host, now eim.Time) error {
 	if h.SiteID == "" {
 		clearDuplicates(h, now)
 		return nil
 	}
-	items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "siteId", Value: h.SiteID}}, NoTotal: true})
-	if err != nil {
-		return fmt.Errorf("hosts of site %s: %w", h.SiteID, err)
+	return flagSite(ctx, tx, h.SiteID, h, now)
+}
+
+// recheckSite recomputes the duplicate flags of the hosts stored in site
+// (after one left it) and writes those whose flags changed.
+func recheckSite(ctx context.Context, tx eim.Tx, site string, now eim.Time) error {
+	if site == "" {
+		return nil
 	}
-	hosts := make([]*eim.Host, 0, len(items))
+	return flagSite(ctx, tx, site, nil, now)
+}
+
+// flagSite flags the addresses of the hosts of site, with h (when not nil)
+// in place of its stored row, and writes the hosts other than h whose
+// flags changed.
+func flagSite(ctx context.Context, tx eim.Tx, site string, h *eim.Host, now eim.Time) error {
+	items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "siteId", Value: site}}, NoTotal: true})
+	if err != nil {
+		return fmt.Errorf("hosts of site %s: %w", site, err)
+	}
+	hosts := make([]*eim.Host, 0, len(items)+1)
 	for _, r := range items {
-		if o := r.(*eim.Host); o.ResourceID != h.ResourceID {
+		if o := r.(*eim.Host); h == nil || o.ResourceID != h.ResourceID {
 			hosts = append(hosts, o)
 		}
 	}
-	hosts = append(hosts, h)
+	if h != nil {
+		hosts = append(hosts, h)
+	}
 	// address → the hosts (and interfaces) reporting it
 	owners := map[netip.Addr][]string{}
 	for _, o := range hosts {
 		for _, nic := range o.HostNics {
 			for _, ip := range nic.IPAddresses {
-				if a, ok := comparable(ip.Address); ok {
+				if a, ok := clashable(ip.Address); ok {
 					owners[a] = append(owners[a], o.ResourceID+" ("+nic.DeviceName+")")
 				}
 			}
@@ -64,9 +86,21 @@ func checkSiteAddresses(ctx context.Context, tx eim.Tx, h *eim.Host, now eim.Tim
 	return nil
 }
 
-// comparable returns the address of a CIDR string, and whether it can
+// hasAddresses reports whether h has an address that can clash.
+func hasAddresses(h *eim.Host) bool {
+	for _, nic := range h.HostNics {
+		for _, ip := range nic.IPAddresses {
+			if _, ok := clashable(ip.Address); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// clashable returns the address of a CIDR string, and whether it can
 // clash with another host's.
-func comparable(cidr string) (netip.Addr, bool) {
+func clashable(cidr string) (netip.Addr, bool) {
 	p, err := netip.ParsePrefix(cidr)
 	if err != nil {
 		return netip.Addr{}, false
@@ -84,7 +118,7 @@ func flagDuplicates(h *eim.Host, owners map[netip.Addr][]string, now eim.Time) b
 		for j := range nic.IPAddresses {
 			ip := &nic.IPAddresses[j]
 			status, detail := eim.IPAddressStatusConfigured, ""
-			if a, ok := comparable(ip.Address); ok {
+			if a, ok := clashable(ip.Address); ok {
 				// The same address on two interfaces of one host (a
 				// bond, a bridge) is that host's business.
 				mine := h.ResourceID + " ("
