@@ -304,7 +304,7 @@ func (d *dialect) translate(err error, r eim.Resource) error {
 // READ transaction writes was changed since its snapshot) or a deadlock.
 // runTx runs the transaction again; callers see it only when it kept
 // losing.
-var errRaced = &eim.Error{Code: eim.EUNAVAILABLE, Message: "the data was changed by concurrent writes each time this write was tried; try again"}
+var errRaced = &eim.Error{Code: eim.EUNAVAILABLE, Message: "the write conflicted with concurrent writes of the same data; try again"}
 
 func isRace(err error) bool {
 	var pe *pgconn.PgError
