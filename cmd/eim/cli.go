@@ -116,6 +116,7 @@ Usage:
   eim <noun> patch ID --set field=value …   (PATCH: changes only those fields)
   eim <noun> delete ID …
   eim host register --serial S | --uuid U [--name N] [--auto-onboard]
+  eim host import FILE.csv [--check] [--site S] [--os-profile O] …   bulk registration (eim host import -h)
   eim host onboard ID | invalidate ID [--note N] | summary [--filter F]
   eim instance log ID [-f]                 provisioning log; -f follows it to the end
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it

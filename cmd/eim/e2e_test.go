@@ -94,6 +94,9 @@ func (r cliRunner) run(args ...string) (string, error) {
 	var out, errOut bytes.Buffer
 	full := append([]string{"--server", r.url, "--token-file", r.tokenFile}, args...)
 	err := Main(context.Background(), full, &out, &errOut)
+	if err != nil && errOut.Len() > 0 {
+		r.t.Logf("eim %s: stderr:\n%s", strings.Join(args, " "), errOut.String())
+	}
 	return out.String(), err
 }
 

@@ -41,6 +41,8 @@ func (c *cli) resource(n *noun, args []string) error {
 		switch verb {
 		case "register":
 			return c.hostRegister(rest)
+		case "import":
+			return c.hostImport(rest)
 		case "onboard":
 			return c.hostOnboard(rest)
 		case "invalidate":

@@ -1,0 +1,775 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/client"
+)
+
+// "eim host import": bulk pre-registration from the CSV file of the
+// original's bulk import tool (orch-host-bulk-import, and orch-cli create
+// host --import-from-csv), so that a fleet list made for it works here:
+//
+//	Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,Error - do not fill
+//
+// plus the optional columns LVMSize, CloudInitMeta and AMTEnable of the
+// later tool. The whole file is checked first (syntax, duplicates, the
+// references it names, hosts already registered); if any line is wrong,
+// nothing is created and the lines are reported. Each line then becomes a
+// registered host (auto-onboarded), placed at its site with its metadata,
+// and, when it names an OS profile, its instance; a line that fails half
+// way is rolled back (its host deleted) and written to the error file.
+
+// importColumns are the columns a file may have, by their canonical
+// names; the first seven are the original tool's.
+var importColumns = []string{"Serial", "UUID", "OSProfile", "Site", "Secure", "RemoteUser", "Metadata", "LVMSize", "CloudInitMeta", "AMTEnable"}
+
+// importErrorColumn is the original's output column; on input it is
+// ignored, so that an error file can be fixed and imported again.
+const importErrorColumn = "Error - do not fill"
+
+// unsupportedColumns are columns of the later tool for features EIM does
+// not have: accepted when empty, refused on a line that fills them.
+var unsupportedColumns = []string{"K8sEnable", "K8sClusterTemplate", "K8sConfig"}
+
+var (
+	reImportSerial = regexp.MustCompile(`^[A-Za-z0-9]{5,20}$`)
+	reImportUUID   = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+)
+
+// The security features an instance can ask for.
+const (
+	secNone  eim.SecurityFeature = "SECURITY_FEATURE_NONE"
+	secSBFDE eim.SecurityFeature = "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION"
+)
+
+// maxImportLines bounds a file: far more than one site's fleet, small
+// enough to check in memory.
+const maxImportLines = 100000
+
+// importFile is a parsed CSV file: its header as written and its lines.
+type importFile struct {
+	header []string
+	col    map[string]int // canonical column name → index in header
+	lines  []*importLine
+}
+
+// importLine is one host of the file.
+type importLine struct {
+	n   int      // line number in the file (1 = the header)
+	raw []string // the fields as read, for the error file
+
+	serial, uuid, osProfile, site, secure, remoteUser, metadata, lvm, customConfigs, amt string
+	unsupported                                                                          []string // filled columns EIM does not support
+
+	errs []string
+
+	// Set by the check.
+	md          eim.Metadata
+	secureOn    bool
+	lvmGB       uint32
+	amtOn       bool
+	osID        string
+	siteID      string
+	accountID   string
+	configIDs   []string
+	secFeature  eim.SecurityFeature
+	hostID      string // set by the import
+	instanceID  string
+	importError string
+}
+
+func (l *importLine) fail(format string, args ...any) {
+	l.errs = append(l.errs, fmt.Sprintf(format, args...))
+}
+
+// parseImportFile reads a CSV file in the bulk import format. Errors of
+// the file as a whole (no header, unknown columns, broken CSV) are
+// returned; errors of a line are kept on the line.
+func parseImportFile(r io.Reader) (*importFile, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1 // the original's files leave trailing fields out
+	cr.TrimLeadingSpace = true
+	header, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, errors.New("the file is empty: want a header line starting " + strings.Join(importColumns[:7], ","))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("line 1: %w", err)
+	}
+	f := &importFile{header: header, col: map[string]int{}}
+	known := map[string]string{}
+	for _, c := range append(append([]string{importErrorColumn, "Error"}, importColumns...), unsupportedColumns...) {
+		known[strings.ToLower(c)] = c
+	}
+	for i, h := range header {
+		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")) // a spreadsheet's byte-order mark
+		name, ok := known[strings.ToLower(h)]
+		if !ok {
+			return nil, fmt.Errorf("line 1: unknown column %q (the columns are %s)", h, strings.Join(importColumns, ", "))
+		}
+		if name == "Error" {
+			name = importErrorColumn
+		}
+		if _, dup := f.col[name]; dup {
+			return nil, fmt.Errorf("line 1: column %q appears twice", h)
+		}
+		f.col[name] = i
+	}
+	if _, ok := f.col["Serial"]; !ok {
+		return nil, errors.New("line 1: no Serial column (the header starts " + strings.Join(importColumns[:7], ",") + ")")
+	}
+	if _, ok := f.col["UUID"]; !ok {
+		return nil, errors.New("line 1: no UUID column (the header starts " + strings.Join(importColumns[:7], ",") + ")")
+	}
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err // csv.ParseError names the line
+		}
+		line, _ := cr.FieldPos(0)
+		if blank(rec) {
+			continue
+		}
+		if len(f.lines) == maxImportLines {
+			return nil, fmt.Errorf("line %d: more than %d hosts in one file; split it", line, maxImportLines)
+		}
+		l := &importLine{n: line, raw: rec}
+		get := func(name string) string {
+			if i, ok := f.col[name]; ok && i < len(rec) {
+				return strings.TrimSpace(rec[i])
+			}
+			return ""
+		}
+		l.serial, l.uuid, l.osProfile, l.site = get("Serial"), get("UUID"), get("OSProfile"), get("Site")
+		l.secure, l.remoteUser, l.metadata = get("Secure"), get("RemoteUser"), get("Metadata")
+		l.lvm, l.customConfigs, l.amt = get("LVMSize"), get("CloudInitMeta"), get("AMTEnable")
+		for _, c := range unsupportedColumns {
+			if get(c) != "" {
+				l.unsupported = append(l.unsupported, c)
+			}
+		}
+		if len(rec) > len(header) {
+			l.fail("%d fields, the header has %d", len(rec), len(header))
+		}
+		f.lines = append(f.lines, l)
+	}
+	return f, nil
+}
+
+func blank(rec []string) bool {
+	for _, s := range rec {
+		if strings.TrimSpace(s) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// importDefaults are the flags that fill a line's empty cells.
+type importDefaults struct {
+	osProfile, site, secure, remoteUser, metadata, customConfigs string
+}
+
+// checkSyntax checks every line on its own and against the others
+// (duplicate serials and UUIDs, compared case-insensitively).
+func (f *importFile) checkSyntax(d importDefaults) {
+	serials, uuids := map[string]int{}, map[string]int{}
+	for _, l := range f.lines {
+		fill := func(v *string, def string) {
+			if *v == "" {
+				*v = def
+			}
+		}
+		fill(&l.osProfile, d.osProfile)
+		fill(&l.site, d.site)
+		fill(&l.secure, d.secure)
+		fill(&l.remoteUser, d.remoteUser)
+		fill(&l.metadata, d.metadata)
+		fill(&l.customConfigs, d.customConfigs)
+
+		for _, c := range l.unsupported {
+			l.fail("%s: not supported by EIM (leave it empty)", c)
+		}
+		switch {
+		case l.serial == "" && l.uuid == "":
+			l.fail("Serial or UUID is required")
+		case l.serial != "" && !reImportSerial.MatchString(l.serial):
+			l.fail("Serial %q: want 5 to 20 letters and digits", l.serial)
+		case l.serial != "" && eim.PlaceholderSerial(l.serial):
+			l.fail("Serial %q is a vendor placeholder that identifies no machine; give the UUID instead", l.serial)
+		}
+		if l.uuid != "" {
+			switch {
+			case !reImportUUID.MatchString(l.uuid):
+				l.fail("UUID %q: want the RFC 4122 form 8-4-4-4-12 hex digits", l.uuid)
+			case eim.PlaceholderUUID(l.uuid):
+				l.fail("UUID %q is a firmware placeholder that identifies no machine", l.uuid)
+			}
+		}
+		if l.serial != "" {
+			k := strings.ToLower(l.serial)
+			if prev, ok := serials[k]; ok {
+				l.fail("Serial %q is also on line %d", l.serial, prev)
+			} else {
+				serials[k] = l.n
+			}
+		}
+		if l.uuid != "" {
+			k := strings.ToLower(l.uuid)
+			if prev, ok := uuids[k]; ok {
+				l.fail("UUID %q is also on line %d", l.uuid, prev)
+			} else {
+				uuids[k] = l.n
+			}
+		}
+		if b, err := parseImportBool(l.secure); err != nil {
+			l.fail("Secure: %v", err)
+		} else {
+			l.secureOn = b
+		}
+		if b, err := parseImportBool(l.amt); err != nil {
+			l.fail("AMTEnable: %v", err)
+		} else {
+			l.amtOn = b
+		}
+		if l.lvm != "" {
+			n, err := strconv.ParseUint(l.lvm, 10, 32)
+			if err != nil {
+				l.fail("LVMSize %q: want a size in GB (a whole number)", l.lvm)
+			}
+			l.lvmGB = uint32(n)
+		}
+		md, err := parseImportMetadata(l.metadata)
+		if err != nil {
+			l.fail("Metadata: %v", err)
+		}
+		l.md = md
+		if l.secureOn && l.osProfile == "" {
+			l.fail("Secure: true needs an OSProfile")
+		}
+		if (l.remoteUser != "" || l.customConfigs != "") && l.osProfile == "" {
+			l.fail("RemoteUser and CloudInitMeta apply to the instance: they need an OSProfile")
+		}
+	}
+}
+
+func parseImportBool(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "", "false", "no", "0":
+		return false, nil
+	case "true", "yes", "1":
+		return true, nil
+	}
+	return false, fmt.Errorf("%q: want true or false", s)
+}
+
+// parseImportMetadata parses the original's "key1=value1&key2=value2" and
+// checks it as the API would.
+func parseImportMetadata(s string) (eim.Metadata, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var md eim.Metadata
+	for pair := range strings.SplitSeq(s, "&") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want key=value pairs joined by &", pair)
+		}
+		md = append(md, eim.MetadataItem{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
+	}
+	// The API's own checks of metadata (the same for every kind), so that a file is refused for what the
+	// server would refuse, with the same words.
+	if err := eim.Validate(&eim.Region{Name: "import", Metadata: md}); err != nil {
+		return nil, errors.New(eim.ErrorMessage(err))
+	}
+	return md, nil
+}
+
+// refIndex finds resources of one kind by ID or by name.
+type refIndex struct {
+	kind   eim.Kind
+	byID   map[string]bool
+	byName map[string][]string // name (and, for OS resources, profile name) → IDs
+	title  map[string]string   // ID → its name, for messages
+	extra  map[string]eim.SecurityFeature
+}
+
+func (x *refIndex) resolve(what, v string) (string, error) {
+	if x.byID[v] {
+		return v, nil
+	}
+	if eim.ValidID(x.kind, v) {
+		return "", fmt.Errorf("%s %q: no such %s in the project", what, v, x.kind)
+	}
+	ids := x.byName[v]
+	switch len(ids) {
+	case 0:
+		return "", fmt.Errorf("%s %q: no %s has that ID or name", what, v, x.kind)
+	case 1:
+		return ids[0], nil
+	}
+	named := make([]string, len(ids))
+	for i, id := range ids {
+		named[i] = fmt.Sprintf("%s (%s)", id, x.title[id])
+	}
+	return "", fmt.Errorf("%s %q: ambiguous, it names %s; give the ID or the full name", what, v, strings.Join(named, ", "))
+}
+
+// loadRefs lists every resource of kind k in the project, indexed by ID
+// and by the names names returns.
+func loadRefs(ctx context.Context, cl *client.Client, project string, k eim.Kind, names func(json.RawMessage) (id string, ns []string, sec eim.SecurityFeature, err error)) (*refIndex, error) {
+	x := &refIndex{kind: k, byID: map[string]bool{}, byName: map[string][]string{}, title: map[string]string{}, extra: map[string]eim.SecurityFeature{}}
+	for offset := 0; ; offset += 100 {
+		page, err := cl.List(ctx, project, k, client.ListOptions{PageSize: 100, Offset: offset})
+		if err != nil {
+			return nil, fmt.Errorf("list %s resources: %w", k, err)
+		}
+		for _, raw := range page.Items {
+			id, ns, sec, err := names(raw)
+			if err != nil {
+				return nil, fmt.Errorf("list %s resources: %w", k, err)
+			}
+			x.byID[id] = true
+			x.extra[id] = sec
+			if len(ns) > 0 {
+				x.title[id] = ns[0]
+			}
+			for _, n := range slices.Compact(slices.Sorted(slices.Values(ns))) {
+				if n != "" {
+					x.byName[n] = append(x.byName[n], id)
+				}
+			}
+		}
+		if !page.HasNext || len(page.Items) == 0 {
+			return x, nil
+		}
+	}
+}
+
+// checkRefs resolves the references of every line and refuses lines whose
+// host is already registered.
+func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, project string, workers int) error {
+	var need struct{ os, site, account, config bool }
+	for _, l := range f.lines {
+		need.os = need.os || l.osProfile != ""
+		need.site = need.site || l.site != ""
+		need.account = need.account || l.remoteUser != ""
+		need.config = need.config || l.customConfigs != ""
+	}
+	decode := func(v any, raw json.RawMessage) error { return json.Unmarshal(raw, v) }
+	var oses, sites, accounts, configs *refIndex
+	var err error
+	if need.os {
+		oses, err = loadRefs(ctx, cl, project, eim.KindOS, func(raw json.RawMessage) (string, []string, eim.SecurityFeature, error) {
+			var o eim.OS
+			err := decode(&o, raw)
+			return o.ResourceID, []string{o.Name, o.ProfileName}, o.SecurityFeature, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if need.site {
+		sites, err = loadRefs(ctx, cl, project, eim.KindSite, func(raw json.RawMessage) (string, []string, eim.SecurityFeature, error) {
+			var s eim.Site
+			err := decode(&s, raw)
+			return s.ResourceID, []string{s.Name}, "", err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if need.account {
+		accounts, err = loadRefs(ctx, cl, project, eim.KindLocalAccount, func(raw json.RawMessage) (string, []string, eim.SecurityFeature, error) {
+			var a eim.LocalAccount
+			err := decode(&a, raw)
+			return a.ResourceID, []string{a.Username}, "", err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if need.config {
+		configs, err = loadRefs(ctx, cl, project, eim.KindCustomConfig, func(raw json.RawMessage) (string, []string, eim.SecurityFeature, error) {
+			var c eim.CustomConfig
+			err := decode(&c, raw)
+			return c.ResourceID, []string{c.Name}, "", err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, l := range f.lines {
+		if l.osProfile != "" {
+			if id, err := oses.resolve("OSProfile", l.osProfile); err != nil {
+				l.fail("%v", err)
+			} else {
+				l.osID = id
+				l.secFeature = secNone
+				if l.secureOn {
+					if oses.extra[id] != secSBFDE {
+						l.fail("Secure: OS profile %s does not support secure boot and full disk encryption", id)
+					}
+					l.secFeature = secSBFDE
+				}
+			}
+		}
+		if l.site != "" {
+			if id, err := sites.resolve("Site", l.site); err != nil {
+				l.fail("%v", err)
+			} else {
+				l.siteID = id
+			}
+		}
+		if l.remoteUser != "" {
+			if id, err := accounts.resolve("RemoteUser", l.remoteUser); err != nil {
+				l.fail("%v", err)
+			} else {
+				l.accountID = id
+			}
+		}
+		if l.customConfigs != "" {
+			for c := range strings.SplitSeq(l.customConfigs, "&") {
+				if id, err := configs.resolve("CloudInitMeta", strings.TrimSpace(c)); err != nil {
+					l.fail("%v", err)
+				} else if !slices.Contains(l.configIDs, id) {
+					l.configIDs = append(l.configIDs, id)
+				}
+			}
+		}
+	}
+	// Hosts already registered, looked up a line at a time.
+	return forEachLine(ctx, f.lines, workers, func(l *importLine) error {
+		var conds []string
+		if l.uuid != "" {
+			conds = append(conds, fmt.Sprintf("uuid=%q", l.uuid))
+		}
+		if l.serial != "" {
+			conds = append(conds, fmt.Sprintf("serialNumber=%q", l.serial))
+		}
+		hosts, _, err := client.ListOf[eim.Host](ctx, cl, project, client.ListOptions{Filter: strings.Join(conds, " OR "), PageSize: 5})
+		if err != nil {
+			return fmt.Errorf("line %d: look for a registered host: %w", l.n, err)
+		}
+		for _, h := range hosts {
+			switch {
+			case l.uuid != "" && strings.EqualFold(h.UUID, l.uuid):
+				l.fail("UUID %s is already registered as %s", l.uuid, h.ResourceID)
+			case l.serial != "" && strings.EqualFold(h.SerialNumber, l.serial):
+				l.fail("Serial %s is already registered as %s", l.serial, h.ResourceID)
+			}
+		}
+		return nil
+	})
+}
+
+// forEachLine runs fn for every line on workers goroutines; the first
+// error stops the rest.
+func forEachLine(ctx context.Context, lines []*importLine, workers int, fn func(*importLine) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, workers) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(lines) {
+					return
+				}
+				if err := fn(lines[i]); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// importOne registers the host of l, places it, and creates its instance;
+// when a step after the registration fails, the host is deleted again.
+func importOne(ctx context.Context, cl *client.Client, project string, autoOnboard bool, l *importLine) {
+	// The serial number names the host (a UUID is longer than a host name
+	// may be: a host known by its UUID only gets the server's default).
+	name := l.serial
+	h, err := cl.RegisterHost(ctx, project, client.HostRegistration{
+		Name: name, SerialNumber: l.serial, UUID: l.uuid, AutoOnboard: autoOnboard, EnableVpro: l.amtOn, UserLvmSize: l.lvmGB,
+	})
+	if err != nil {
+		l.importError = "register: " + eim.ErrorMessage(err)
+		return
+	}
+	l.hostID = h.ResourceID
+	undo := func(step string, err error) {
+		l.importError = step + ": " + eim.ErrorMessage(err)
+		if derr := cl.Delete(context.WithoutCancel(ctx), project, eim.KindHost, l.hostID); derr != nil {
+			l.importError += fmt.Sprintf("; and host %s could not be deleted again: %s", l.hostID, eim.ErrorMessage(derr))
+		} else {
+			l.importError += fmt.Sprintf(" (host %s deleted again)", l.hostID)
+		}
+		l.hostID = ""
+	}
+	if l.siteID != "" || len(l.md) > 0 {
+		patch := map[string]any{}
+		if l.siteID != "" {
+			patch["siteId"] = l.siteID
+		}
+		if len(l.md) > 0 {
+			patch["metadata"] = l.md
+		}
+		if err := cl.Patch(ctx, project, eim.KindHost, l.hostID, patch, nil); err != nil {
+			undo("place the host", err)
+			return
+		}
+	}
+	if l.osID == "" {
+		return
+	}
+	if name == "" {
+		name = l.hostID
+	}
+	in := map[string]any{
+		"name": name, "kind": eim.InstanceKindMetal, "hostID": l.hostID, "osID": l.osID, "securityFeature": l.secFeature,
+	}
+	if l.accountID != "" {
+		in["localAccountID"] = l.accountID
+	}
+	if len(l.configIDs) > 0 {
+		in["customConfigID"] = l.configIDs
+	}
+	var inst eim.Instance
+	if err := cl.Create(ctx, project, eim.KindInstance, in, &inst); err != nil {
+		undo("create the instance", err)
+		return
+	}
+	l.instanceID = inst.ResourceID
+}
+
+// writeImportErrors writes the lines with errors, as read plus the error
+// column, to path: fix them there and import that file.
+func writeImportErrors(path string, f *importFile, bad []*importLine, msg func(*importLine) string) error {
+	header := slices.Clone(f.header)
+	errCol, ok := f.col[importErrorColumn]
+	if !ok {
+		errCol = len(header)
+		header = append(header, importErrorColumn)
+	}
+	tmp := path + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("write the error file: %w", err)
+	}
+	w := csv.NewWriter(out)
+	_ = w.Write(header)
+	for _, l := range bad {
+		rec := make([]string, len(header))
+		copy(rec, l.raw)
+		rec[errCol] = msg(l)
+		_ = w.Write(rec)
+	}
+	w.Flush()
+	err = errors.Join(w.Error(), out.Close())
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write the error file: %w", err)
+	}
+	return nil
+}
+
+// errorFileFor names the error file of an input file: hosts.csv →
+// hosts.errors.csv, next to it.
+func errorFileFor(path string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + ".errors" + cmpOr(ext, ".csv")
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+const importTemplate = "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,LVMSize,CloudInitMeta,AMTEnable," + importErrorColumn + "\n"
+
+func (c *cli) hostImport(args []string) error {
+	fs := c.flagSet("eim host import", "eim host import FILE.csv [flags] | --template FILE.csv",
+		`Register hosts in bulk from a CSV file in the format of the original's bulk import tool:
+  Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata[,LVMSize,CloudInitMeta,AMTEnable],Error - do not fill
+Serial or UUID is required on each line; OSProfile, Site, RemoteUser and CloudInitMeta
+(custom configs, joined by &) take IDs or names; Metadata is key=value pairs joined by &.
+The whole file is checked first, and nothing is created unless every line is right.
+Each line becomes a host registered with auto-onboard, at its site, and, with an
+OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the reason.`)
+	c.globalFlags(fs)
+	var (
+		d           importDefaults
+		template    string
+		check       bool
+		autoOnboard bool
+		workers     int
+		errFile     string
+	)
+	fs.StringVar(&template, "template", "", "write an empty file with the header to this path and stop")
+	fs.BoolVar(&check, "check", false, "check the file and its references only; create nothing")
+	fs.StringVar(&d.osProfile, "os-profile", "", "OS profile (ID or name) of lines that name none")
+	fs.StringVar(&d.site, "site", "", "site (ID or name) of lines that name none")
+	fs.StringVar(&d.secure, "secure", "", "Secure (true|false) of lines that say nothing")
+	fs.StringVar(&d.remoteUser, "remote-user", "", "local account (ID or username) of lines that name none")
+	fs.StringVar(&d.customConfigs, "custom-config", "", "custom configs (IDs or names, joined by &) of lines that name none")
+	fs.StringVar(&d.metadata, "metadata", "", "metadata (key=value&…) of lines that have none")
+	fs.BoolVar(&autoOnboard, "auto-onboard", true, "onboard each host as soon as it calls home")
+	fs.IntVar(&workers, "workers", 8, "requests in flight")
+	fs.StringVar(&errFile, "errors", "", "where to write the lines that fail (default FILE.errors.csv)")
+	pos, err := c.parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if template != "" {
+		if len(pos) != 0 {
+			return usagef("import: --template takes no FILE")
+		}
+		if _, err := os.Stat(template); err == nil {
+			return fmt.Errorf("--template: %s exists; not overwriting it", template)
+		}
+		if err := os.WriteFile(template, []byte(importTemplate), 0o644); err != nil {
+			return fmt.Errorf("--template: %w", err)
+		}
+		fmt.Fprintf(c.stdout, "wrote %s: add a line per host (Serial and/or UUID; the other columns optional)\n", template)
+		return nil
+	}
+	if err := wantArgs("import", pos, 1, "one CSV file"); err != nil {
+		return err
+	}
+	if workers < 1 || workers > 64 {
+		return usagef("--workers %d: want 1 to 64", workers)
+	}
+	path := pos[0]
+	if errFile == "" {
+		errFile = errorFileFor(path)
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	f, err := parseImportFile(in)
+	in.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(f.lines) == 0 {
+		return fmt.Errorf("%s: no hosts in the file", path)
+	}
+	cl, err := c.clientFor()
+	if err != nil {
+		return err
+	}
+	f.checkSyntax(d)
+	if err := f.checkRefs(c.ctx, cl, c.g.project, workers); err != nil {
+		return err
+	}
+	var bad []*importLine
+	for _, l := range f.lines {
+		if len(l.errs) > 0 {
+			bad = append(bad, l)
+		}
+	}
+	if len(bad) > 0 {
+		for _, l := range bad {
+			fmt.Fprintf(c.stderr, "%s:%d: %s\n", path, l.n, strings.Join(l.errs, "; "))
+		}
+		if err := writeImportErrors(errFile, f, bad, func(l *importLine) string { return strings.Join(l.errs, "; ") }); err != nil {
+			return err
+		}
+		return fmt.Errorf("%d of %d lines are wrong (listed above, and in %s); nothing was created", len(bad), len(f.lines), errFile)
+	}
+	if check {
+		fmt.Fprintf(c.stdout, "%s: %d hosts, every line right\n", path, len(f.lines))
+		return nil
+	}
+
+	var done atomic.Int64
+	err = forEachLine(c.ctx, f.lines, workers, func(l *importLine) error {
+		importOne(c.ctx, cl, c.g.project, autoOnboard, l)
+		if n := done.Add(1); n%500 == 0 {
+			fmt.Fprintf(c.stderr, "imported %d/%d\n", n, len(f.lines))
+		}
+		return c.ctx.Err()
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range f.lines {
+		if l.importError != "" {
+			bad = append(bad, l)
+		}
+	}
+	if err := c.printImport(f.lines); err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		for _, l := range bad {
+			fmt.Fprintf(c.stderr, "%s:%d: %s\n", path, l.n, l.importError)
+		}
+		if err := writeImportErrors(errFile, f, bad, func(l *importLine) string { return l.importError }); err != nil {
+			return err
+		}
+		return fmt.Errorf("%d of %d hosts failed (listed above, and in %s, which can be imported again once fixed)", len(bad), len(f.lines), errFile)
+	}
+	return nil
+}
+
+// printImport prints what each line became.
+func (c *cli) printImport(lines []*importLine) error {
+	type result struct {
+		Line       int    `json:"line"`
+		Serial     string `json:"serialNumber,omitempty"`
+		UUID       string `json:"uuid,omitempty"`
+		HostID     string `json:"hostId,omitempty"`
+		InstanceID string `json:"instanceId,omitempty"`
+		Error      string `json:"error,omitempty"`
+	}
+	var rs []result
+	for _, l := range lines {
+		rs = append(rs, result{l.n, l.serial, l.uuid, l.hostID, l.instanceID, l.importError})
+	}
+	switch c.g.output {
+	case "json":
+		return c.printJSON(rs)
+	case "id":
+		for _, r := range rs {
+			if r.HostID != "" {
+				fmt.Fprintln(c.stdout, r.HostID)
+			}
+		}
+		return nil
+	}
+	rows := make([][]string, len(rs))
+	for i, r := range rs {
+		rows[i] = []string{strconv.Itoa(r.Line), r.Serial, r.UUID, r.HostID, r.InstanceID, r.Error}
+	}
+	return c.printTable([]string{"LINE", "SERIAL", "UUID", "HOST", "INSTANCE", "ERROR"}, rows)
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/client"
+)
+
+func TestParseImportFile(t *testing.T) {
+	t.Run("the original's header, short lines, blank lines", func(t *testing.T) {
+		f, err := parseImportFile(strings.NewReader("\ufeffSerial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,Error - do not fill\n" +
+			"2500JF3,4c4c4544-2046-5310-8052-cac04f515233\n" +
+			",,,,\n" +
+			"ICW814D,,\"Edge Microvisor Toolkit 3.0.20250717\",site-0000abcd,TRUE,admin,a=b,old error\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.lines) != 2 {
+			t.Fatalf("lines: got %d, want 2 (the blank one skipped)", len(f.lines))
+		}
+		a, b := f.lines[0], f.lines[1]
+		if a.n != 2 || a.serial != "2500JF3" || a.uuid != "4c4c4544-2046-5310-8052-cac04f515233" || a.osProfile != "" {
+			t.Errorf("line 2: %+v", a)
+		}
+		if b.n != 4 || b.osProfile != "Edge Microvisor Toolkit 3.0.20250717" || b.site != "site-0000abcd" || b.secure != "TRUE" || b.remoteUser != "admin" || b.metadata != "a=b" {
+			t.Errorf("line 4: %+v", b)
+		}
+	})
+	t.Run("columns by name, any case, any order; the later tool's columns", func(t *testing.T) {
+		f, err := parseImportFile(strings.NewReader("uuid,serial,LVMSIZE,cloudinitmeta,Error\n4c4c4544-2046-5310-8052-cac04f515233,SN12345,500,base&extra,x\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := f.lines[0]
+		if l.serial != "SN12345" || l.lvm != "500" || l.customConfigs != "base&extra" {
+			t.Errorf("line: %+v", l)
+		}
+	})
+	for _, tt := range []struct{ name, in, want string }{
+		{"empty", "", "the file is empty"},
+		{"unknown column", "Serial,UUID,Colour\n", `unknown column "Colour"`},
+		{"no UUID column", "Serial,OSProfile\n", "no UUID column"},
+		{"column twice", "Serial,UUID,serial\n", `column "serial" appears twice`},
+		{"broken quoting", "Serial,UUID\n\"SN1234,x\n", "line 2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseImportFile(strings.NewReader(tt.in))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestImportCheckSyntax(t *testing.T) {
+	f, err := parseImportFile(strings.NewReader(strings.Join([]string{
+		"Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,LVMSize,CloudInitMeta,AMTEnable,K8sEnable",
+		"SN00001,,,,,,,,,,",                                // 2: fine; takes the defaults
+		",,,,,,,,,,true",                                   // 3: no identity; K8s
+		"SN-1,not-a-uuid,,,maybe,,,12x,,perhaps,",          // 4: four bad cells
+		"sn00001,,,,,,,,,,",                                // 5: serial of line 2, other case
+		",4C4C4544-2046-5310-8052-CAC04F515233,,,,,k,,,,",  // 6: metadata without =
+		",4c4c4544-2046-5310-8052-cac04f515233,,,,,,,,,",   // 7: UUID of line 6
+		"To Be Filled,,,,,,,,,,",                           // 8: not 5-20 alphanumerics
+		"DEFAULT0,03000200-0400-0500-0006-000700080009,,,", // 9: placeholders
+		"SN00009,,,,true,,,,,,",                            // 10: secure with no OS; defaults give none
+	}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.checkSyntax(importDefaults{site: "plant", metadata: "zone=eu"})
+	want := map[int][]string{
+		3:  {"K8sEnable: not supported", "Serial or UUID is required"},
+		4:  {`Serial "SN-1"`, `UUID "not-a-uuid"`, `Secure: "maybe"`, `AMTEnable: "perhaps"`, `LVMSize "12x"`},
+		5:  {`Serial "sn00001" is also on line 2`},
+		6:  {`Metadata: "k": want key=value`},
+		7:  {"is also on line 6"},
+		8:  {`Serial "To Be Filled"`},
+		10: {"Secure: true needs an OSProfile"},
+	}
+	for _, l := range f.lines {
+		got := strings.Join(l.errs, "; ")
+		ws, bad := want[l.n]
+		if !bad {
+			if l.n == 9 {
+				continue // checked below
+			}
+			if got != "" {
+				t.Errorf("line %d: unexpected errors %q", l.n, got)
+			}
+			continue
+		}
+		for _, w := range ws {
+			if !strings.Contains(got, w) {
+				t.Errorf("line %d: errors %q do not mention %q", l.n, got, w)
+			}
+		}
+	}
+	if l := f.lines[0]; l.site != "plant" || len(l.md) != 1 || l.md[0].Key != "zone" || l.md[0].Value != "eu" {
+		t.Errorf("line 2 with the defaults: site %q metadata %+v, want plant and zone=eu", l.site, l.md)
+	}
+	// Line 9: a vendor placeholder is refused whichever of the two it is.
+	for _, l := range f.lines {
+		if l.n == 9 && len(l.errs) == 0 && !eim.PlaceholderSerial(l.serial) && !eim.PlaceholderUUID(l.uuid) {
+			t.Errorf("line 9: neither identity counts as a placeholder; the test needs new values")
+		}
+	}
+}
+
+func FuzzParseImportFile(f *testing.F) {
+	f.Add("Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,Error - do not fill\nSN12345,4c4c4544-2046-5310-8052-cac04f515233,os-00000001,plant,true,admin,a=b&c=d\n")
+	f.Add("uuid,serial\n,\n\"x\"\"y\",z\n")
+	f.Add("Serial,UUID\n\"unterminated\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		file, err := parseImportFile(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		if _, ok := file.col["Serial"]; !ok {
+			t.Fatal("a file without a Serial column was accepted")
+		}
+		file.checkSyntax(importDefaults{})
+		prev := 1
+		for _, l := range file.lines {
+			if l.n <= prev {
+				t.Fatalf("line numbers out of order: %d after %d", l.n, prev)
+			}
+			prev = l.n
+			if len(l.errs) == 0 && l.serial == "" && l.uuid == "" {
+				t.Fatalf("line %d has no identity and no error", l.n)
+			}
+		}
+	})
+}
+
+// The command against a real server: a file checked and imported (hosts at
+// their sites with their metadata, instances with their OS, account and
+// configs), imported again (every line refused, nothing created), a file
+// with one wrong line (nothing created, the error file), and a line that
+// fails after its registration (rolled back).
+func TestHostImport(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	url, _ := startServer(t, dataDir)
+	admin := cliRunner{t: t, url: url, tokenFile: filepath.Join(dataDir, adminTokenFile)}
+	dir := t.TempDir()
+
+	var region eim.Region
+	admin.json(&region, "region", "create", "--name", "eu")
+	var site eim.Site
+	admin.json(&site, "site", "create", "--name", "plant", "--region", region.ResourceID)
+	var acct eim.LocalAccount
+	admin.json(&acct, "localaccount", "create", "--username", "ops", "--ssh-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOm6lNvbH3lBL1lMPm5mL9mK1qVQf8bW0P6Yb4mS3jZ4 ops@example")
+	var cc eim.CustomConfig
+	admin.json(&cc, "customconfig", "create", "--name", "ntp", "--config", "#cloud-config\nntp:\n  enabled: true\n")
+	var oses struct {
+		OS []eim.OS `json:"OperatingSystemResources"`
+	}
+	out := admin.must("os", "list", "--filter", `profileName="ubuntu-24.04-lts-generic"`, "-o", "id")
+	osID := strings.TrimSpace(out)
+	if !eim.ValidID(eim.KindOS, osID) {
+		t.Fatalf("OS ID %q", osID)
+	}
+	_ = oses
+
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hostCount := func() int {
+		var page struct {
+			Total int `json:"totalElements"`
+		}
+		admin.json(&page, "host", "list")
+		return page.Total
+	}
+
+	good := write("hosts.csv", "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,LVMSize,CloudInitMeta,Error - do not fill\n"+
+		"2500JF3,4c4c4544-2046-5310-8052-cac04f515233,ubuntu-24.04-lts-generic,plant,true,ops,line=1&cell=a,,ntp\n"+
+		"ICW814D,4c4c4544-4046-5310-8052-cac04f515233\n"+
+		",4c4c4544-0946-5310-8052-cac04f515233,"+osID+","+site.ResourceID+",false,,,40\n")
+	if got := admin.must("host", "import", good, "--check"); !strings.Contains(got, "3 hosts, every line right") {
+		t.Fatalf("--check: %q", got)
+	}
+	if n := hostCount(); n != 0 {
+		t.Fatalf("--check created %d hosts", n)
+	}
+	var results []struct {
+		Line       int    `json:"line"`
+		HostID     string `json:"hostId"`
+		InstanceID string `json:"instanceId"`
+		Error      string `json:"error"`
+	}
+	admin.json(&results, "host", "import", good)
+	if len(results) != 3 {
+		t.Fatalf("results: %+v", results)
+	}
+	for _, r := range results {
+		if r.Error != "" || !eim.ValidID(eim.KindHost, r.HostID) {
+			t.Fatalf("line %d: %+v", r.Line, r)
+		}
+	}
+	var h eim.Host
+	admin.json(&h, "host", "get", results[0].HostID)
+	if h.SerialNumber != "2500JF3" || h.SiteID != site.ResourceID || h.DesiredState != eim.HostStateOnboarded || len(h.Metadata) != 2 || h.Metadata[1].Key != "cell" {
+		t.Errorf("host of line 2: serial %q site %q state %q metadata %+v", h.SerialNumber, h.SiteID, h.DesiredState, h.Metadata)
+	}
+	var in eim.Instance
+	admin.json(&in, "instance", "get", results[0].InstanceID)
+	if in.HostID != h.ResourceID || in.OSID != osID || in.SecurityFeature != secSBFDE || in.LocalAccountID != acct.ResourceID || !slices.Equal(in.CustomConfigIDs, []string{cc.ResourceID}) {
+		t.Errorf("instance of line 2: %+v", in)
+	}
+	if results[1].InstanceID != "" {
+		t.Errorf("line 3 names no OS, yet got instance %s", results[1].InstanceID)
+	}
+	admin.json(&h, "host", "get", results[2].HostID)
+	if h.UUID != "4c4c4544-0946-5310-8052-cac04f515233" || h.UserLvmSize != 40 || h.SiteID != site.ResourceID {
+		t.Errorf("host of line 4 (UUID only): name %q uuid %q lvm %d site %q", h.Name, h.UUID, h.UserLvmSize, h.SiteID)
+	}
+
+	// Again: every line is refused, and nothing is created.
+	_, err := admin.run("host", "import", good)
+	if err == nil || !strings.Contains(err.Error(), "3 of 3 lines are wrong") {
+		t.Fatalf("second import: %v", err)
+	}
+	if n := hostCount(); n != 3 {
+		t.Fatalf("hosts after the refused import: %d, want 3", n)
+	}
+
+	// One wrong line of two: nothing is created; the error file holds it.
+	mixed := write("mixed.csv", "Serial,UUID,OSProfile,Site\nNEW0001,,,plant\nNEW0002,,,nowhere\n")
+	_, err = admin.run("host", "import", mixed)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 lines are wrong") || !strings.Contains(err.Error(), "nothing was created") {
+		t.Fatalf("import with a wrong line: %v", err)
+	}
+	if n := hostCount(); n != 3 {
+		t.Fatalf("hosts after a file with a wrong line: %d, want 3", n)
+	}
+	ef, err := os.Open(filepath.Join(dir, "mixed.errors.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(ef).ReadAll()
+	ef.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0][4] != importErrorColumn || recs[1][0] != "NEW0002" || !strings.Contains(recs[1][4], `Site "nowhere"`) {
+		t.Fatalf("error file: %q", recs)
+	}
+
+	// A step after the registration fails (an OS gone between the check and
+	// the write): the host is deleted again and the line reported.
+	cl := client.New(url, strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, adminTokenFile))))), nil)
+	l := &importLine{n: 2, serial: "ROLLBK1", osID: "os-0badf00d", secFeature: secNone}
+	importOne(context.Background(), cl, eim.DefaultProject, true, l)
+	if l.hostID != "" || !strings.Contains(l.importError, "create the instance") || !strings.Contains(l.importError, "deleted again") {
+		t.Fatalf("rolled back line: host %q error %q", l.hostID, l.importError)
+	}
+	var left struct {
+		Hosts []eim.Host `json:"hosts"`
+	}
+	admin.json(&left, "host", "list", "--filter", `serialNumber="ROLLBK1"`)
+	for _, h := range left.Hosts {
+		if h.DesiredState != eim.HostStateDeleted {
+			t.Errorf("rolled back host %s: desired %s, want DELETED", h.ResourceID, h.DesiredState)
+		}
+	}
+
+	// The template.
+	tpl := filepath.Join(dir, "new.csv")
+	admin.must("host", "import", "--template", tpl)
+	b, err := os.ReadFile(tpl)
+	if err != nil || !strings.HasPrefix(string(b), "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,") {
+		t.Fatalf("template: %q, %v", b, err)
+	}
+	if _, err := admin.run("host", "import", "--template", tpl); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("template over an existing file: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
