@@ -13,9 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eimhq/eim"
 )
@@ -49,26 +52,57 @@ func New(baseURL, token string, httpClient *http.Client) *Client {
 // is, or any other value encoded as JSON. out is nil to discard the body, a
 // *json.RawMessage to keep it raw, or a value to decode JSON into. A non-2xx
 // answer is an *eim.Error decoded from the error body.
+//
+// A request the server's rate limit refused (429) was not run, so Do sends
+// it again after the server's Retry-After (at most maxRateWait each time),
+// up to maxRateRetries times, as long as ctx lasts.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	switch v := in.(type) {
 	case nil:
 	case json.RawMessage:
-		body = bytes.NewReader(v)
+		body = v
 	case []byte:
-		body = bytes.NewReader(v)
+		body = v
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
 			return eim.Errorf(eim.EINVALID, "encode request body: %v", err)
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	for try := 0; ; try++ {
+		wait, err := c.do(ctx, method, path, in != nil, body, out)
+		if wait == 0 || try == maxRateRetries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// maxRateRetries and maxRateWait bound how long Do waits out a server's
+// rate limit.
+const (
+	maxRateRetries = 10
+	maxRateWait    = 10 * time.Second
+)
+
+// do sends the request once. wait is non-zero when the server's rate
+// limit refused it: how long to wait before sending it again.
+func (c *Client) do(ctx context.Context, method, path string, hasBody bool, body []byte, out any) (wait time.Duration, err error) {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return eim.Errorf(eim.EINVALID, "bad request URL %q: %v", c.base+path, err)
+		return 0, eim.Errorf(eim.EINVALID, "bad request URL %q: %v", c.base+path, err)
 	}
-	if body != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
@@ -78,33 +112,49 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return eim.Errorf(eim.EUNAVAILABLE, "cannot reach %s: %v", c.base, err)
+		return 0, eim.Errorf(eim.EUNAVAILABLE, "cannot reach %s: %v", c.base, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
-		return eim.Errorf(eim.EUNAVAILABLE, "%s %s: reading the answer: %v", method, path, err)
+		return 0, eim.Errorf(eim.EUNAVAILABLE, "%s %s: reading the answer: %v", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeError(resp.StatusCode, data)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			wait = retryAfter(resp.Header.Get("Retry-After"))
+		}
+		return wait, decodeError(resp.StatusCode, data)
 	}
 	switch v := out.(type) {
 	case nil:
-		return nil
+		return 0, nil
 	case *json.RawMessage:
 		*v = append((*v)[:0], data...)
-		return nil
+		return 0, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return eim.Errorf(eim.EINTERNAL, "%s %s: decoding the answer: %v", method, path, err)
+		return 0, eim.Errorf(eim.EINTERNAL, "%s %s: decoding the answer: %v", method, path, err)
 	}
-	return nil
+	return 0, nil
+}
+
+// retryAfter reads a Retry-After in seconds (the HTTP-date form is not
+// used by EIM), 1 s when absent or unreadable, at most maxRateWait; a
+// random tenth is added so that clients refused together do not return
+// together.
+func retryAfter(h string) time.Duration {
+	d := time.Second
+	if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n >= 0 {
+		d = time.Duration(n) * time.Second
+	}
+	d = min(max(d, 100*time.Millisecond), maxRateWait)
+	return d + rand.N(d/10+1)
 }
 
 // codes maps the wire code names back to eim codes.

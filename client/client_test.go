@@ -3,8 +3,11 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,7 +211,10 @@ func TestErrorsFromProxies(t *testing.T) {
 				_, _ = w.Write([]byte(tt.body))
 			}))
 			defer srv.Close()
-			err := client.New(srv.URL, "t", nil).Do(context.Background(), http.MethodGet, "/x", nil, nil)
+			// A 429 is sent again until the context ends (see below).
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			err := client.New(srv.URL, "t", nil).Do(ctx, http.MethodGet, "/x", nil, nil)
 			if got := eim.ErrorCode(err); got != tt.want {
 				t.Errorf("code: got %q, want %q", got, tt.want)
 			}
@@ -216,5 +222,51 @@ func TestErrorsFromProxies(t *testing.T) {
 				t.Errorf("message: got %q, want %q", got, tt.wantMsg)
 			}
 		})
+	}
+}
+
+// A request refused by the server's rate limit (429) is sent again, body
+// and all, after the Retry-After; one refused every time is given up on.
+func TestRateLimitedRequestsAreSentAgain(t *testing.T) {
+	var calls atomic.Int32
+	var refuse atomic.Int32
+	var bodies sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		bodies.Store(n, string(b))
+		if refuse.Load() < 0 || n <= refuse.Load() {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"code":"ResourceExhausted","message":"slow down"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	defer srv.Close()
+	c := client.New(srv.URL, "t", nil)
+
+	refuse.Store(2)
+	var out struct{ OK bool }
+	if err := c.Do(context.Background(), http.MethodPost, "/x", map[string]string{"name": "a"}, &out); err != nil || !out.OK {
+		t.Fatalf("after two refusals: %v, %+v", err, out)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("requests: got %d, want 3", n)
+	}
+	for i := int32(1); i <= 3; i++ {
+		if b, _ := bodies.Load(i); b != `{"name":"a"}` {
+			t.Errorf("body of request %d: %q", i, b)
+		}
+	}
+
+	calls.Store(0)
+	refuse.Store(-1) // always
+	err := c.Do(context.Background(), http.MethodGet, "/x", nil, nil)
+	if eim.ErrorCode(err) != eim.EUNAVAILABLE || eim.ErrorMessage(err) != "slow down" {
+		t.Fatalf("refused every time: %v", err)
+	}
+	if n := calls.Load(); n != 11 {
+		t.Errorf("requests before giving up: got %d, want 11", n)
 	}
 }

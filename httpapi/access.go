@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -195,6 +197,12 @@ type bucket struct {
 
 func newIPLimiter(perSecond float64) *ipLimiter {
 	return &ipLimiter{rate: rate.Limit(perSecond), burst: max(1, int(perSecond)), buckets: map[string]*bucket{}}
+}
+
+// retryAfter is the Retry-After of a refused request, in whole seconds:
+// the time one token takes to come back, at least a second.
+func (l *ipLimiter) retryAfter() string {
+	return strconv.Itoa(max(1, int(math.Ceil(1/float64(l.rate)))))
 }
 
 func (l *ipLimiter) allow(ip string, now time.Time) bool {

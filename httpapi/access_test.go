@@ -166,7 +166,11 @@ func TestLimits(t *testing.T) {
 		// refused whatever the timing.
 		e := newEnv(t, httpapi.Options{RateLimit: 0.001})
 		e.must(t, 200, "GET", "/healthz", "", nil)
-		wantError(t, e.do(t, "GET", "/healthz", "", nil), 429, "ResourceExhausted")
+		r := e.do(t, "GET", "/healthz", "", nil)
+		wantError(t, r, 429, "ResourceExhausted")
+		if got := r.header.Get("Retry-After"); got != "1000" {
+			t.Errorf("Retry-After: got %q, want 1000 (one token at 0.001/s)", got)
+		}
 	})
 	t.Run("body limit option", func(t *testing.T) {
 		e := newEnv(t, httpapi.Options{MaxBodyBytes: 64})

@@ -88,6 +88,7 @@ func newEnvWith(t testing.TB, inv *inventory.Service, authn httpapi.Authenticato
 // resp is a decoded response.
 type resp struct {
 	status int
+	header http.Header
 	raw    []byte
 	obj    map[string]any
 }
@@ -146,7 +147,7 @@ func (e *env) do(t testing.TB, method, path, token string, body any) resp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := resp{status: res.StatusCode, raw: raw}
+	r := resp{status: res.StatusCode, header: res.Header, raw: raw}
 	if len(raw) > 0 && method != http.MethodHead {
 		if err := json.Unmarshal(raw, &r.obj); err != nil {
 			t.Fatalf("%s %s: response is not a JSON object: %v: %s", method, path, err, raw)

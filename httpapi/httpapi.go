@@ -107,6 +107,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case h.limiter != nil && !h.limiter.allow(clientIP(r), start):
+		// Refused before anything ran: a client may send it again as is.
+		sw.Header().Set("Retry-After", h.limiter.retryAfter())
 		h.writeError(sw, r, eim.Errorf(codeRateLimited, "too many requests from this client; slow down"))
 	case !printableHeaders(r.Header):
 		h.writeError(sw, r, eim.Errorf(eim.EINVALID, "request headers contain non-printable characters"))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
+	"github.com/eimhq/eim/filter"
 )
 
 // "eim host import": bulk pre-registration from the CSV file of the
@@ -456,34 +457,60 @@ func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, project s
 			}
 		}
 	}
-	// Hosts already registered, looked up a line at a time.
-	return forEachLine(ctx, f.lines, workers, func(l *importLine) error {
-		var conds []string
-		if l.uuid != "" {
-			conds = append(conds, fmt.Sprintf("uuid=%q", l.uuid))
+	// Hosts already registered: the lines' serials and UUIDs, as many per
+	// query as a filter may hold.
+	byUUID, bySerial := map[string]*importLine{}, map[string]*importLine{}
+	var filters []string
+	var cur strings.Builder
+	add := func(cond string) {
+		if cur.Len() > 0 && cur.Len()+len(" OR ")+len(cond) > filter.MaxLength {
+			filters = append(filters, cur.String())
+			cur.Reset()
 		}
-		if l.serial != "" {
-			conds = append(conds, fmt.Sprintf("serialNumber=%q", l.serial))
+		if cur.Len() > 0 {
+			cur.WriteString(" OR ")
 		}
-		hosts, _, err := client.ListOf[eim.Host](ctx, cl, project, client.ListOptions{Filter: strings.Join(conds, " OR "), PageSize: 5})
-		if err != nil {
-			return fmt.Errorf("line %d: look for a registered host: %w", l.n, err)
+		cur.WriteString(cond)
+	}
+	for _, l := range f.lines {
+		if l.uuid != "" && reImportUUID.MatchString(l.uuid) {
+			byUUID[strings.ToLower(l.uuid)] = l
+			add(fmt.Sprintf("uuid=%q", strings.ToLower(l.uuid))) // stored lowercase
 		}
-		for _, h := range hosts {
-			switch {
-			case l.uuid != "" && strings.EqualFold(h.UUID, l.uuid):
-				l.fail("UUID %s is already registered as %s", l.uuid, h.ResourceID)
-			case l.serial != "" && strings.EqualFold(h.SerialNumber, l.serial):
-				l.fail("Serial %s is already registered as %s", l.serial, h.ResourceID)
+		if l.serial != "" && reImportSerial.MatchString(l.serial) {
+			bySerial[strings.ToLower(l.serial)] = l
+			add(fmt.Sprintf("serialNumber=%q", l.serial))
+		}
+	}
+	if cur.Len() > 0 {
+		filters = append(filters, cur.String())
+	}
+	var mu sync.Mutex
+	return forEach(ctx, filters, workers, func(flt string) error {
+		for offset := 0; ; offset += 100 {
+			hosts, page, err := client.ListOf[eim.Host](ctx, cl, project, client.ListOptions{Filter: flt, PageSize: 100, Offset: offset})
+			if err != nil {
+				return fmt.Errorf("look for hosts already registered: %w", err)
+			}
+			mu.Lock()
+			for _, h := range hosts {
+				if l := byUUID[strings.ToLower(h.UUID)]; h.UUID != "" && l != nil {
+					l.fail("UUID %s is already registered as %s", l.uuid, h.ResourceID)
+				} else if l := bySerial[strings.ToLower(h.SerialNumber)]; h.SerialNumber != "" && l != nil {
+					l.fail("Serial %s is already registered as %s", l.serial, h.ResourceID)
+				}
+			}
+			mu.Unlock()
+			if !page.HasNext {
+				return nil
 			}
 		}
-		return nil
 	})
 }
 
-// forEachLine runs fn for every line on workers goroutines; the first
-// error stops the rest.
-func forEachLine(ctx context.Context, lines []*importLine, workers int, fn func(*importLine) error) error {
+// forEach runs fn for every item on workers goroutines; the first error
+// stops the rest.
+func forEach[T any](ctx context.Context, lines []T, workers int, fn func(T) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
@@ -712,7 +739,7 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 	}
 
 	var done atomic.Int64
-	err = forEachLine(c.ctx, f.lines, workers, func(l *importLine) error {
+	err = forEach(c.ctx, f.lines, workers, func(l *importLine) error {
 		importOne(c.ctx, cl, c.g.project, autoOnboard, l)
 		if n := done.Add(1); n%500 == 0 {
 			fmt.Fprintf(c.stderr, "imported %d/%d\n", n, len(f.lines))
