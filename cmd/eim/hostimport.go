@@ -92,6 +92,7 @@ type importLine struct {
 	hostID      string // set by the import
 	instanceID  string
 	importError string
+	tried       bool
 }
 
 func (l *importLine) fail(format string, args ...any) {
@@ -535,7 +536,12 @@ func forEach[T any](ctx context.Context, lines []T, workers int, fn func(T) erro
 
 // importOne registers the host of l, places it, and creates its instance;
 // when a step after the registration fails, the host is deleted again.
+//
+// A line once started runs to its end even when ctx ends (an interrupted
+// import): a request cut off might have been done by the server without
+// the client knowing, and then could be neither reported nor undone.
 func importOne(ctx context.Context, cl *client.Client, project string, autoOnboard bool, l *importLine) {
+	ctx = context.WithoutCancel(ctx)
 	// The serial number names the host (a UUID is longer than a host name
 	// may be: a host known by its UUID only gets the server's default).
 	name := l.serial
@@ -549,7 +555,7 @@ func importOne(ctx context.Context, cl *client.Client, project string, autoOnboa
 	l.hostID = h.ResourceID
 	undo := func(step string, err error) {
 		l.importError = step + ": " + eim.ErrorMessage(err)
-		if derr := cl.Delete(context.WithoutCancel(ctx), project, eim.KindHost, l.hostID); derr != nil {
+		if derr := cl.Delete(ctx, project, eim.KindHost, l.hostID); derr != nil {
 			l.importError += fmt.Sprintf("; and host %s could not be deleted again: %s", l.hostID, eim.ErrorMessage(derr))
 		} else {
 			l.importError += fmt.Sprintf(" (host %s deleted again)", l.hostID)
@@ -739,17 +745,18 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 	}
 
 	var done atomic.Int64
-	err = forEach(c.ctx, f.lines, workers, func(l *importLine) error {
+	interrupted := forEach(c.ctx, f.lines, workers, func(l *importLine) error {
 		importOne(c.ctx, cl, c.g.project, autoOnboard, l)
+		l.tried = true
 		if n := done.Add(1); n%500 == 0 {
 			fmt.Fprintf(c.stderr, "imported %d/%d\n", n, len(f.lines))
 		}
 		return c.ctx.Err()
 	})
-	if err != nil {
-		return err
-	}
 	for _, l := range f.lines {
+		if !l.tried {
+			l.importError = "not imported: the import was interrupted"
+		}
 		if l.importError != "" {
 			bad = append(bad, l)
 		}
@@ -763,6 +770,9 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 		}
 		if err := writeImportErrors(errFile, f, bad, func(l *importLine) string { return l.importError }); err != nil {
 			return err
+		}
+		if interrupted != nil {
+			return fmt.Errorf("interrupted (%v): %d of %d hosts not imported (listed above, and in %s, which can be imported again)", interrupted, len(bad), len(f.lines), errFile)
 		}
 		return fmt.Errorf("%d of %d hosts failed (listed above, and in %s, which can be imported again once fixed)", len(bad), len(f.lines), errFile)
 	}

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/eimhq/eim"
@@ -293,4 +301,103 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// An import interrupted part way (Ctrl-C) leaves every line either fully
+// imported or in the error file, never both, never neither, and no host
+// half made.
+func TestHostImportInterrupted(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	url, _ := startServer(t, dataDir)
+	tokenFile := filepath.Join(dataDir, adminTokenFile)
+	admin := cliRunner{t: t, url: url, tokenFile: tokenFile}
+	var region eim.Region
+	admin.json(&region, "region", "create", "--name", "eu")
+	admin.must("site", "create", "--name", "plant", "--region", region.ResourceID)
+
+	// A proxy in front of the server that interrupts the CLI at the tenth
+	// registration.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	target, _ := neturl.Parse(url)
+	var registers atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/compute/hosts/register") && registers.Add(1) == 10 {
+			cancel()
+		}
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+
+	var b strings.Builder
+	b.WriteString("Serial,UUID,OSProfile,Site\n")
+	for i := range 40 {
+		fmt.Fprintf(&b, "INT%05d,,ubuntu-24.04-lts-generic,plant\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "hosts.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err := Main(ctx, []string{"--server", proxy.URL, "--token-file", tokenFile, "host", "import", path, "--workers", "4", "-o", "json"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted import: %v; stderr:\n%s", err, errOut.String())
+	}
+	var results []struct {
+		Serial     string `json:"serialNumber"`
+		HostID     string `json:"hostId"`
+		InstanceID string `json:"instanceId"`
+		Error      string `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil {
+		t.Fatalf("results: %v: %s", err, out.String())
+	}
+	ef, err := os.Open(filepath.Join(filepath.Dir(path), "hosts.errors.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(ef).ReadAll()
+	ef.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inErrors := map[string]bool{}
+	for _, r := range recs[1:] {
+		inErrors[r[0]] = true
+	}
+	imported := 0
+	for _, r := range results {
+		done := r.HostID != "" && r.InstanceID != "" && r.Error == ""
+		if done == inErrors[r.Serial] {
+			t.Errorf("%s: imported %v, in the error file %v (%+v)", r.Serial, done, inErrors[r.Serial], r)
+		}
+		if done {
+			imported++
+		}
+	}
+	if imported == 0 || imported == 40 {
+		t.Errorf("imported %d of 40; the interruption did not land part way", imported)
+	}
+	// On the server: a live host for each imported line, with its
+	// instance; anything else was deleted again.
+	var hosts struct {
+		Hosts []eim.Host `json:"hosts"`
+	}
+	admin.json(&hosts, "host", "list", "--page-size", "100")
+	live := 0
+	for _, h := range hosts.Hosts {
+		if h.DesiredState == eim.HostStateDeleted {
+			continue
+		}
+		live++
+		if inErrors[h.SerialNumber] {
+			t.Errorf("host %s (%s) is live, yet its line is in the error file", h.ResourceID, h.SerialNumber)
+		}
+		if h.Instance == nil {
+			t.Errorf("host %s (%s) is live without its instance", h.ResourceID, h.SerialNumber)
+		}
+	}
+	if live != imported {
+		t.Errorf("live hosts %d, imported lines %d", live, imported)
+	}
 }
