@@ -167,15 +167,7 @@ func TestHostImport(t *testing.T) {
 	admin.json(&acct, "localaccount", "create", "--username", "ops", "--ssh-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOm6lNvbH3lBL1lMPm5mL9mK1qVQf8bW0P6Yb4mS3jZ4 ops@example")
 	var cc eim.CustomConfig
 	admin.json(&cc, "customconfig", "create", "--name", "ntp", "--config", "#cloud-config\nntp:\n  enabled: true\n")
-	var oses struct {
-		OS []eim.OS `json:"OperatingSystemResources"`
-	}
-	out := admin.must("os", "list", "--filter", `profileName="ubuntu-24.04-lts-generic"`, "-o", "id")
-	osID := strings.TrimSpace(out)
-	if !eim.ValidID(eim.KindOS, osID) {
-		t.Fatalf("OS ID %q", osID)
-	}
-	_ = oses
+	osID := shippedOS(t, admin, "ubuntu-24.04-lts-generic")
 
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -314,6 +306,7 @@ func TestHostImportInterrupted(t *testing.T) {
 	var region eim.Region
 	admin.json(&region, "region", "create", "--name", "eu")
 	admin.must("site", "create", "--name", "plant", "--region", region.ResourceID)
+	shippedOS(t, admin, "ubuntu-24.04-lts-generic")
 
 	// A proxy in front of the server that interrupts the CLI at the tenth
 	// registration.
@@ -400,4 +393,19 @@ func TestHostImportInterrupted(t *testing.T) {
 	if live != imported {
 		t.Errorf("live hosts %d, imported lines %d", live, imported)
 	}
+}
+
+// shippedOS waits for the OS catalog, which a new server loads after it
+// starts serving, to hold the shipped profile, and returns its ID.
+func shippedOS(t *testing.T, admin cliRunner, profile string) string {
+	t.Helper()
+	var id string
+	poll(t, "the shipped OS profile "+profile, func() error {
+		id = strings.TrimSpace(admin.must("os", "list", "--filter", fmt.Sprintf("profileName=%q", profile), "-o", "id"))
+		if !eim.ValidID(eim.KindOS, id) {
+			return fmt.Errorf("os list: %q", id)
+		}
+		return nil
+	})
+	return id
 }
