@@ -85,7 +85,8 @@ func testConflictGivesUp(t *testing.T, s eim.Store) {
 		// Another writer changes the host between this read and the write,
 		// every time; on a store with serial writers it waits instead, and
 		// is given up on after a moment.
-		c, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+		// (Long enough for a loaded machine: on SQLite it is waited out once.)
+		c, cancel := context.WithTimeout(ctx(t), 2*time.Second)
 		defer cancel()
 		other := s.Update(c, p, func(tx eim.Tx) error {
 			o, err := tx.Get(c, eim.KindHost, h.ResourceID)
