@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -335,35 +334,37 @@ func (x *refIndex) resolve(what, v string) (string, error) {
 	return "", fmt.Errorf("%s %q: ambiguous, it names %s; give the ID or the full name", what, v, strings.Join(named, ", "))
 }
 
-// loadRefs lists every resource of kind k in the project, indexed by ID
-// and by the names names returns.
-func loadRefs(ctx context.Context, cl *client.Client, project string, k eim.Kind, names func(json.RawMessage) (id string, ns []string, sec eim.SecurityFeature, err error)) (*refIndex, error) {
+// loadRefs lists every resource of T's kind in the project (when need),
+// indexed by ID and by the names names gives; sec is the OS's security
+// feature (OS resources only).
+func loadRefs[T any, PT interface {
+	*T
+	eim.Resource
+}](ctx context.Context, cl *client.Client, project string, need bool, names func(PT) (ns []string, sec eim.SecurityFeature)) (*refIndex, error) {
+	k := PT(new(T)).ResourceKind()
 	x := &refIndex{kind: k, byID: map[string]bool{}, byName: map[string][]string{}, title: map[string]string{}, extra: map[string]eim.SecurityFeature{}}
-	for offset := 0; ; offset += 100 {
-		page, err := cl.List(ctx, project, k, client.ListOptions{PageSize: 100, Offset: offset})
+	for offset := 0; need; offset += 100 {
+		items, page, err := client.ListOf[T, PT](ctx, cl, project, client.ListOptions{PageSize: 100, Offset: offset})
 		if err != nil {
 			return nil, fmt.Errorf("list %s resources: %w", k, err)
 		}
-		for _, raw := range page.Items {
-			id, ns, sec, err := names(raw)
-			if err != nil {
-				return nil, fmt.Errorf("list %s resources: %w", k, err)
-			}
+		for _, r := range items {
+			id := r.Base().ResourceID
+			ns, sec := names(r)
 			x.byID[id] = true
 			x.extra[id] = sec
-			if len(ns) > 0 {
-				x.title[id] = ns[0]
-			}
+			x.title[id] = ns[0]
 			for _, n := range slices.Compact(slices.Sorted(slices.Values(ns))) {
 				if n != "" {
 					x.byName[n] = append(x.byName[n], id)
 				}
 			}
 		}
-		if !page.HasNext || len(page.Items) == 0 {
-			return x, nil
+		if !page.HasNext || len(items) == 0 {
+			break
 		}
 	}
+	return x, nil
 }
 
 // checkRefs resolves the references of every line and refuses lines whose
@@ -376,48 +377,29 @@ func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, project s
 		need.account = need.account || l.remoteUser != ""
 		need.config = need.config || l.customConfigs != ""
 	}
-	decode := func(v any, raw json.RawMessage) error { return json.Unmarshal(raw, v) }
-	var oses, sites, accounts, configs *refIndex
-	var err error
-	if need.os {
-		oses, err = loadRefs(ctx, cl, project, eim.KindOS, func(raw json.RawMessage) (string, []string, eim.SecurityFeature, error) {
-			var o eim.OS
-			err := decode(&o, raw)
-			return o.ResourceID, []string{o.Name, o.ProfileName}, o.SecurityFeature, err
-		})
-		if err != nil {
-			return err
-		}
+	oses, err := loadRefs(ctx, cl, project, need.os, func(o *eim.OS) ([]string, eim.SecurityFeature) {
+		return []string{o.Name, o.ProfileName}, o.SecurityFeature
+	})
+	if err != nil {
+		return err
 	}
-	if need.site {
-		sites, err = loadRefs(ctx, cl, project, eim.KindSite, func(raw json.RawMessage) (string, []string, eim.SecurityFeature, error) {
-			var s eim.Site
-			err := decode(&s, raw)
-			return s.ResourceID, []string{s.Name}, "", err
-		})
-		if err != nil {
-			return err
-		}
+	sites, err := loadRefs(ctx, cl, project, need.site, func(s *eim.Site) ([]string, eim.SecurityFeature) {
+		return []string{s.Name}, ""
+	})
+	if err != nil {
+		return err
 	}
-	if need.account {
-		accounts, err = loadRefs(ctx, cl, project, eim.KindLocalAccount, func(raw json.RawMessage) (string, []string, eim.SecurityFeature, error) {
-			var a eim.LocalAccount
-			err := decode(&a, raw)
-			return a.ResourceID, []string{a.Username}, "", err
-		})
-		if err != nil {
-			return err
-		}
+	accounts, err := loadRefs(ctx, cl, project, need.account, func(a *eim.LocalAccount) ([]string, eim.SecurityFeature) {
+		return []string{a.Username}, ""
+	})
+	if err != nil {
+		return err
 	}
-	if need.config {
-		configs, err = loadRefs(ctx, cl, project, eim.KindCustomConfig, func(raw json.RawMessage) (string, []string, eim.SecurityFeature, error) {
-			var c eim.CustomConfig
-			err := decode(&c, raw)
-			return c.ResourceID, []string{c.Name}, "", err
-		})
-		if err != nil {
-			return err
-		}
+	configs, err := loadRefs(ctx, cl, project, need.config, func(c *eim.CustomConfig) ([]string, eim.SecurityFeature) {
+		return []string{c.Name}, ""
+	})
+	if err != nil {
+		return err
 	}
 	for _, l := range f.lines {
 		if l.osProfile != "" {

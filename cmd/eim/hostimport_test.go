@@ -245,15 +245,7 @@ func TestHostImport(t *testing.T) {
 	if n := hostCount(); n != 3 {
 		t.Fatalf("hosts after a file with a wrong line: %d, want 3", n)
 	}
-	ef, err := os.Open(filepath.Join(dir, "mixed.errors.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(ef).ReadAll()
-	ef.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSV(t, filepath.Join(dir, "mixed.errors.csv"))
 	if len(recs) != 2 || recs[0][4] != importErrorColumn || recs[1][0] != "NEW0002" || !strings.Contains(recs[1][4], `Site "nowhere"`) {
 		t.Fatalf("error file: %q", recs)
 	}
@@ -345,15 +337,7 @@ func TestHostImportInterrupted(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &results); err != nil {
 		t.Fatalf("results: %v: %s", err, out.String())
 	}
-	ef, err := os.Open(filepath.Join(filepath.Dir(path), "hosts.errors.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(ef).ReadAll()
-	ef.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSV(t, filepath.Join(filepath.Dir(path), "hosts.errors.csv"))
 	inErrors := map[string]bool{}
 	for _, r := range recs[1:] {
 		inErrors[r[0]] = true
@@ -408,4 +392,18 @@ func shippedOS(t *testing.T, admin cliRunner, profile string) string {
 		return nil
 	})
 	return id
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return recs
 }
