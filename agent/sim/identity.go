@@ -71,9 +71,13 @@ func fill(id Identity, i int) Identity {
 }
 
 // ReadCSV reads identities from lines of "uuid,serial" (either may be empty,
-// not both). A first line "uuid,serial" is a header; empty lines and lines
-// starting with # are skipped. UUIDs and serials must be well formed and
-// unique within the file.
+// not both); empty lines and lines starting with # are skipped. A first
+// line naming the columns is a header, and then the columns are found by
+// name ("uuid" and "serial", in any case and order) and others are
+// ignored: the bulk import file of "eim host import"
+// (Serial,UUID,OSProfile,Site,…) is read as it is, so a fleet can be
+// rehearsed from the file that registered it. UUIDs and serials must be
+// well formed and unique within the file.
 func ReadCSV(r io.Reader) ([]Identity, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
@@ -81,6 +85,7 @@ func ReadCSV(r io.Reader) ([]Identity, error) {
 	cr.TrimLeadingSpace = true
 	var ids []Identity
 	seen := make(map[string]int)
+	uuidCol, serialCol, header := 0, 1, false
 	for first := true; ; first = false {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -90,16 +95,34 @@ func ReadCSV(r io.Reader) ([]Identity, error) {
 			return nil, fmt.Errorf("identities: %w", err)
 		}
 		line, _ := cr.FieldPos(0)
-		if first && strings.EqualFold(strings.TrimSpace(rec[0]), "uuid") {
-			continue
+		if first {
+			u, sr := -1, -1
+			for i, f := range rec {
+				switch strings.ToLower(strings.TrimSpace(strings.TrimPrefix(f, "\ufeff"))) {
+				case "uuid":
+					u = i
+				case "serial":
+					sr = i
+				}
+			}
+			if u >= 0 || sr >= 0 {
+				if u < 0 || sr < 0 {
+					return nil, fmt.Errorf("identities line %d: a header needs both a uuid and a serial column", line)
+				}
+				uuidCol, serialCol, header = u, sr, true
+				continue
+			}
 		}
-		if len(rec) > 2 {
+		if !header && len(rec) > 2 {
 			return nil, fmt.Errorf("identities line %d: got %d fields, want uuid,serial", line, len(rec))
 		}
-		id := Identity{UUID: strings.ToLower(strings.TrimSpace(rec[0]))}
-		if len(rec) == 2 {
-			id.Serial = strings.TrimSpace(rec[1])
+		field := func(i int) string {
+			if i < len(rec) {
+				return strings.TrimSpace(rec[i])
+			}
+			return ""
 		}
+		id := Identity{UUID: strings.ToLower(field(uuidCol)), Serial: field(serialCol)}
 		switch {
 		case id.UUID == "" && id.Serial == "":
 			return nil, fmt.Errorf("identities line %d: uuid or serial is required", line)

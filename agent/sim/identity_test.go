@@ -89,13 +89,28 @@ func TestReadCSV(t *testing.T) {
 			t.Errorf("identity %d: got %+v, want %+v with a MAC", i, ids[i], w)
 		}
 	}
+	// The bulk import file of "eim host import": columns by name, the rest
+	// ignored.
+	bulk := "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,Error - do not fill\n" +
+		"2500JF3,4C4C4544-2046-5310-8052-CAC04F515233,\"Ubuntu 24.04\",plant,true,,a=b\n" +
+		"ICW814D\n" +
+		",4c4c4544-0946-5310-8052-cac04f515233,os-00000001\n"
+	ids, err = sim.ReadCSV(strings.NewReader(bulk))
+	if err != nil {
+		t.Fatalf("bulk import file: %v", err)
+	}
+	if len(ids) != 3 || ids[0].UUID != "4c4c4544-2046-5310-8052-cac04f515233" || ids[0].Serial != "2500JF3" ||
+		ids[1].UUID != "" || ids[1].Serial != "ICW814D" || ids[2].UUID != "4c4c4544-0946-5310-8052-cac04f515233" || ids[2].Serial != "" {
+		t.Errorf("bulk import file: got %+v", ids)
+	}
 	for name, in := range map[string]string{
-		"bad uuid":        "not-a-uuid,SN12345\n",
-		"bad serial":      "9b1c0a8e-3f5d-4b7a-9c2e-1d4f6a8b0c2e,SN-1\n",
-		"both empty":      "uuid,serial\n,\n",
-		"three fields":    "9b1c0a8e-3f5d-4b7a-9c2e-1d4f6a8b0c2e,SN12345,x\n",
-		"repeated uuid":   "9b1c0a8e-3f5d-4b7a-9c2e-1d4f6a8b0c2e,SN12345\n9B1C0A8E-3F5D-4B7A-9C2E-1D4F6A8B0C2E,SN12346\n",
-		"repeated serial": ",SN12345\n,SN12345\n",
+		"header without serial": "UUID,OSProfile\n9b1c0a8e-3f5d-4b7a-9c2e-1d4f6a8b0c2e,x\n",
+		"bad uuid":              "not-a-uuid,SN12345\n",
+		"bad serial":            "9b1c0a8e-3f5d-4b7a-9c2e-1d4f6a8b0c2e,SN-1\n",
+		"both empty":            "uuid,serial\n,\n",
+		"three fields":          "9b1c0a8e-3f5d-4b7a-9c2e-1d4f6a8b0c2e,SN12345,x\n",
+		"repeated uuid":         "9b1c0a8e-3f5d-4b7a-9c2e-1d4f6a8b0c2e,SN12345\n9B1C0A8E-3F5D-4B7A-9C2E-1D4F6A8B0C2E,SN12346\n",
+		"repeated serial":       ",SN12345\n,SN12345\n",
 	} {
 		if _, err := sim.ReadCSV(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: got no error for %q", name, in)

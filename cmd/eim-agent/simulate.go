@@ -84,7 +84,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.StringVar(&c.server, "server", "", "agent URL of the server (https://HOST:8443)")
 	fs.StringVar(&c.ca, "ca", "", "the server's CA certificate file (<data-dir>/ca.crt), or sha256:FINGERPRINT")
 	fs.IntVar(&c.nodes, "nodes", 0, "number of nodes (default: every identity of --identities)")
-	fs.StringVar(&c.identities, "identities", "", "CSV file of uuid,serial lines: the fleet's identities")
+	fs.StringVar(&c.identities, "identities", "", "CSV file of uuid,serial lines (or with a header naming its uuid and serial columns, e.g. an eim host import file): the fleet's identities")
 	fs.StringVar(&c.writeIDs, "write-identities", "", "write the generated identities to this CSV file")
 	fs.StringVar(&c.nodesFile, "nodes-file", "", "with --hold: nodes already provisioned, from this JSON Lines file (bench/seed); no Day 0")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of generated identities and fault assignment (default: from the clock)")
