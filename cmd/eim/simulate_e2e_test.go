@@ -137,4 +137,46 @@ func TestAgentSimulate(t *testing.T) {
 			}
 		}
 	})
+
+	// An OEM's rehearsal: the fleet registered with "eim host import" from
+	// a bulk import file, then simulated from that same file.
+	t.Run("a fleet from its bulk import file", func(t *testing.T) {
+		const project = "sim-bulk"
+		if _, err := s.admin.CreateProject(context.Background(), project); err != nil {
+			t.Fatal(err)
+		}
+		osID := s.createOS(t, project)
+		file := filepath.Join(t.TempDir(), "fleet.csv")
+		body := "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,Error - do not fill\n" +
+			"BULK00001,4c4c4544-0000-4000-8000-00000000b001," + osID + "\n" +
+			"BULK00002,," + osID + "\n" +
+			",4c4c4544-0000-4000-8000-00000000b003," + osID + ",,false,,line=3\n"
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		admin := cliRunner{t: t, url: s.api, tokenFile: filepath.Join(s.dataDir, adminTokenFile)}
+		var hostIDs []string
+		for id := range strings.FieldsSeq(admin.must("--project", project, "host", "import", file, "-o", "id")) {
+			hostIDs = append(hostIDs, id)
+		}
+		if len(hostIDs) != 3 {
+			t.Fatalf("imported hosts: %v", hostIDs)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, bin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
+			"--identities", file, "--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("eim-agent simulate --identities %s: %v\nstderr:\n%s", file, err, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		var rep sim.Report
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+			t.Fatalf("report: %v\n%s", err, stdout.String())
+		}
+		wantReport(t, &rep, 3, 0)
+		s.checkRunning(t, project, hostIDs)
+	})
 }
