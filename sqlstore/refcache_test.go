@@ -205,8 +205,8 @@ func TestRefCacheStaleRowNotWrittenBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if runs != 2 {
-			t.Errorf("the update ran %d times, want 2 (once on the stale row, once on the stored one)", runs)
+		if runs != 2 || a.Races() != 1 {
+			t.Errorf("the update ran %d times (races counted: %d), want 2 (once on the stale row, once on the stored one) and 1", runs, a.Races())
 		}
 		var got *eim.Site
 		err = a.View(t.Context(), p, func(tx eim.Tx) error {

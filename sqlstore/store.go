@@ -73,7 +73,7 @@ type Store struct {
 	projects *projectCache // FindProject's answers
 	refs     *refCache     // reference rows (sites, regions…) across transactions
 	groups   groupInserts  // PostgreSQL: the grouped INSERT of each table
-	raced    atomic.Int64  // PostgreSQL: transactions run again after losing a race
+	raced    atomic.Int64  // transactions run again after losing a race (see runTx)
 
 	// committed are called after every commit that recorded events (see
 	// OnCommit); copy on write.
@@ -271,7 +271,9 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 // read is changed by another transaction before it writes the row, its
 // write fails (instead of writing back what it read over the other's
 // change, as READ COMMITTED would), and fn is run again in a new
-// transaction, after a short random pause, up to maxRuns times in all.
+// transaction, after a short random pause, up to maxRuns times in all. So
+// is a transaction whose update of a reference row found the row changed
+// since it was read from the refCache (tx.Update; either engine).
 func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn func(eim.Tx) error) (sequenced func(), err error) {
 	for run := 1; ; run++ {
 		sequenced, err = s.runTxOnce(ctx, project, write, group, fn)
@@ -296,7 +298,7 @@ func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn
 }
 
 // Races returns how many times a write transaction was run again because
-// a concurrent transaction changed a row it was writing (PostgreSQL only).
+// another transaction had changed a row it was writing.
 func (s *Store) Races() int64 { return s.raced.Load() }
 
 // maxRuns is how many times runTx runs a transaction that keeps losing
