@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -618,14 +619,7 @@ func writeImportErrors(path string, f *importFile, bad []*importLine, msg func(*
 // hosts.errors.csv, next to it.
 func errorFileFor(path string) string {
 	ext := filepath.Ext(path)
-	return strings.TrimSuffix(path, ext) + ".errors" + cmpOr(ext, ".csv")
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return strings.TrimSuffix(path, ext) + ".errors" + cmp.Or(ext, ".csv")
 }
 
 const importTemplate = "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,LVMSize,CloudInitMeta,AMTEnable," + importErrorColumn + "\n"
