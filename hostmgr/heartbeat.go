@@ -242,8 +242,16 @@ func (t *tracker) synced(id string, gen uint64, status, digest string, act *host
 // with the time they were last heard from as the status's timestamp, and
 // the hosts that did not come back from a reboot in time. Run calls it
 // every CheckInterval.
+//
+// While the store is away nobody is flagged: the silence may be the
+// store's (nodes refused while it was away), and the flag could not be
+// written anyway. When it is back, every host's deadline counts from
+// then, as after a restart.
 func (s *Service) CheckTimeouts(ctx context.Context) {
 	now := s.now()
+	if !s.storeBack(ctx, now) {
+		return
+	}
 	due := s.live.expired(now, s.settings.timeoutOf)
 	g, gctx := errgroup.WithContext(ctx)
 	// Concurrent calls let the batcher put many hosts in one transaction.
@@ -279,6 +287,9 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 			})
 			if err != nil && gctx.Err() == nil {
 				s.log.Warn("hostmgr: flag host", "host", x.id, "project", x.project, "err", err)
+				// Not flagged: check it again at the next pass.
+				s.live.retry(x.id, now)
+				s.storeFailed(err)
 			}
 			if err == nil && flagged {
 				s.live.setStatus(x.id, statusNoConnection)
@@ -407,4 +418,68 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// Store health as the checker sees it: a write that failed with
+// "unavailable" makes the store suspect; the next pass asks it for its
+// revision, and a store that does not answer is down until it does.
+const (
+	storeOK int32 = iota
+	storeSuspect
+	storeDown
+)
+
+// storeFailed notes a failed store call of the checker or the flusher.
+func (s *Service) storeFailed(err error) {
+	if eim.ErrorCode(err) == eim.EUNAVAILABLE {
+		s.storeState.CompareAndSwap(storeOK, storeSuspect)
+	}
+}
+
+// storeBack reports whether the checker may flag hosts now. A suspect
+// store is probed: if it answers, the failure was a passing one (a write
+// that lost its races) and nothing changes; if not, it is down. A store
+// that was down and answers again pardons the fleet: each host's deadline
+// counts from now.
+func (s *Service) storeBack(ctx context.Context, now time.Time) bool {
+	state := s.storeState.Load()
+	if state == storeOK {
+		return true
+	}
+	if _, err := s.store.Revision(ctx); err != nil {
+		if ctx.Err() == nil && s.storeState.Swap(storeDown) != storeDown {
+			s.log.Warn("hostmgr: the store is away; no host is flagged until it is back", "err", err)
+		}
+		return false
+	}
+	if s.storeState.Swap(storeOK) == storeDown {
+		n := s.live.pardon(now)
+		s.log.Info("hostmgr: the store is back; liveness deadlines count from now", "hosts", n)
+	}
+	return true
+}
+
+// retry puts a host whose flag could not be written back in the heap, due
+// at at.
+func (t *tracker) retry(id string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.hosts[id]; e != nil && !e.off {
+		t.queue(e, at)
+	}
+}
+
+// pardon makes every host's deadline count from now, as a restart does
+// (restore): the store was away, and a node refused meanwhile was not
+// silent of its own doing. It returns how many hosts it covered.
+func (t *tracker) pardon(now time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.hosts {
+		if now.After(e.restored) {
+			e.restored = now
+			e.spread = true
+		}
+	}
+	return len(t.hosts)
 }

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feedcache"
@@ -124,6 +123,7 @@ type Service struct {
 	settings *settingsCache
 
 	restored       atomic.Bool
+	storeState     atomic.Int32 // storeOK, storeSuspect or storeDown
 	runOnce        sync.Once
 	lastRebootScan time.Time // CheckTimeouts' own: not concurrent
 }
@@ -196,13 +196,25 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("hostmgr: Run called twice")
 	}
 	// Start the feed where the store is now: what came before is in the
-	// rows that loadLastSeen marks for a fresh read.
-	rev, err := s.store.Revision(ctx)
-	if err != nil {
-		return fmt.Errorf("hostmgr: %w", err)
-	}
-	if err := s.loadLastSeen(ctx); err != nil {
-		return fmt.Errorf("hostmgr: %w", err)
+	// rows that loadLastSeen marks for a fresh read. A store that is away
+	// is waited for: heartbeats are answered meanwhile, and no host times
+	// out before its liveness is known.
+	var rev int64
+	for {
+		var err error
+		if rev, err = s.store.Revision(ctx); err == nil {
+			err = s.loadLastSeen(ctx)
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("hostmgr: cannot read liveness from the store yet; retrying", "err", err, "retry_in", storeRetry)
+		if !sleep(ctx, storeRetry) {
+			return nil
+		}
 	}
 	if err := s.prime(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -211,15 +223,28 @@ func (s *Service) Run(ctx context.Context) error {
 		// Not fatal: the hosts are read at their first heartbeats.
 		s.log.Warn("hostmgr: could not read the restored hosts ahead of their heartbeats", "err", err)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.watch(gctx, rev) })
-	g.Go(func() error { s.checkLoop(gctx); return nil })
-	g.Go(func() error { s.flushLoop(gctx); return nil })
-	err = g.Wait()
-	if ctx.Err() != nil {
-		return nil
+	var wg sync.WaitGroup
+	wg.Go(func() { s.watch(ctx, rev) })
+	wg.Go(func() { s.checkLoop(ctx) })
+	wg.Go(func() { s.flushLoop(ctx) })
+	wg.Wait()
+	return nil
+}
+
+// storeRetry is how long the module waits before it reads the store again
+// after the store failed (a database restart, a lost connection).
+const storeRetry = time.Second
+
+// sleep waits d, or until ctx ends (then it reports false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
-	return err
 }
 
 // loadLastSeen restores the tracker after a restart: every host heard from
@@ -306,22 +331,30 @@ func (s *Service) Tracked() int {
 }
 
 // watch marks hosts changed in the feed for a fresh read, and forgets
-// deleted ones.
-func (s *Service) watch(ctx context.Context, after int64) error {
-	for ev, err := range s.store.Watch(ctx, after, eim.KindHost) {
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+// deleted ones, until ctx ends. When the feed fails (the database went
+// away) it resumes after the last event it handled, so nothing is missed;
+// meanwhile the tracker's view of a host may be stale, which costs at most
+// a heartbeat answered from it.
+func (s *Service) watch(ctx context.Context, after int64) {
+	for {
+		for ev, err := range s.store.Watch(ctx, after, eim.KindHost) {
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("hostmgr: change feed failed; resuming", "err", err, "after", after, "retry_in", storeRetry)
+				}
+				break
 			}
-			return fmt.Errorf("hostmgr: watch: %w", err)
+			after = ev.Revision
+			if ev.Op == eim.OpDeleted {
+				s.live.forget(ev.ID)
+			} else {
+				s.live.changed(ev.ID)
+			}
 		}
-		if ev.Op == eim.OpDeleted {
-			s.live.forget(ev.ID)
-		} else {
-			s.live.changed(ev.ID)
+		if !sleep(ctx, storeRetry) {
+			return
 		}
 	}
-	return nil
 }
 
 func (s *Service) checkLoop(ctx context.Context) {
@@ -383,6 +416,7 @@ func (s *Service) save(ctx context.Context, batch []eim.LastSeen) bool {
 	err := s.store.SaveLastSeen(ctx, batch)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("hostmgr: save last seen", "hosts", len(batch), "err", err)
+		s.storeFailed(err)
 	}
 	s.live.saved(batch, err == nil)
 	return err == nil

@@ -66,8 +66,19 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 			slog.String("request_id", ridFrom(r.Context())), slog.Any("err", err))
 		msg = "internal error"
 	}
+	if code == eim.EUNAVAILABLE {
+		// Retryable: the database is away, the request timed out, or a
+		// write lost its races. Clients that honour Retry-After (the Go
+		// client, the CLI) come back after it rather than at once.
+		w.Header().Set("Retry-After", retryUnavailable)
+	}
 	h.writeJSON(w, wc.status, errorBody{Code: wc.name, Message: msg})
 }
+
+// retryUnavailable is the Retry-After of a 503, in seconds: a database
+// restart or failover takes seconds, and a client retrying sooner only
+// adds load to a server that is catching up.
+const retryUnavailable = "2"
 
 type ridKey struct{}
 

@@ -24,9 +24,21 @@ type hostKey struct{ project, id string }
 // check of that host, and everything is re-listed every Resync. It returns
 // when ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	rev, err := s.store.Revision(ctx)
-	if err != nil {
-		return fmt.Errorf("onboarding: %w", err)
+	var rev int64
+	for {
+		var err error
+		if rev, err = s.store.Revision(ctx); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("zero-touch provisioning: cannot read the feed's revision yet; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 	}
 	q := newQueue()
 	var wg sync.WaitGroup

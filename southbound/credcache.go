@@ -22,6 +22,15 @@ import (
 //   - while the feed is not followed (before Run, after a feed error) it
 //     is off and every call reads the store, as without a cache.
 //
+// When the feed is lost, what the cache held is kept aside (stale) for
+// one thing only: a call whose store read fails because the database is
+// away is answered from it, for at most a node token's lifetime after the
+// loss. A database restart then does not refuse a fleet's heartbeats (and
+// so does not make its nodes look silent), while a host revoked through
+// this process is still refused at once (its commit drops the stale
+// entry) and one revoked through another process within the token
+// lifetime that nodes' JWTs are trusted for anyway.
+//
 // A read of the store that raced a change must not be cached: each entry
 // counts its invalidations, and a read is stored only if none happened
 // since it started (and the cache was not reset).
@@ -32,6 +41,11 @@ type credCache struct {
 	epoch   uint64 // bumped by reset
 	changes uint64 // hosts invalidated, whether cached or not
 	entries map[string]*credEntry
+
+	// stale holds the valid entries of before the feed was lost, and
+	// lost when that was.
+	stale map[string]eim.NodeCredentials
+	lost  time.Time
 }
 
 type credEntry struct {
@@ -124,6 +138,7 @@ func (c *credCache) invalidate(events []eim.Event) {
 			continue
 		}
 		c.changes++
+		delete(c.stale, ev.ID)
 		// A deleted host's entry stays, invalid: a read begun before the
 		// delete must not bring the host back.
 		if e := c.entries[ev.ID]; e != nil {
@@ -133,12 +148,40 @@ func (c *credCache) invalidate(events []eim.Event) {
 }
 
 // reset forgets everything (the feed was lost: changes may have been
-// missed).
-func (c *credCache) reset() {
+// missed), keeping the valid entries aside as stale, dated now.
+func (c *credCache) reset(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
+	if c.stale == nil {
+		c.stale = map[string]eim.NodeCredentials{}
+		c.lost = now
+	}
+	for id, e := range c.entries {
+		if e.valid {
+			c.stale[id] = e.cred
+		}
+	}
 	c.entries = map[string]*credEntry{}
+}
+
+// dropStale forgets the stale entries: the store answers again.
+func (c *credCache) dropStale() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stale, c.lost = nil, time.Time{}
+}
+
+// staleOf returns the stale credentials of host id, if they were kept
+// aside less than maxAge before now.
+func (c *credCache) staleOf(id string, now time.Time, maxAge time.Duration) (eim.NodeCredentials, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cred, ok := c.stale[id]
+	if !ok || now.Sub(c.lost) > maxAge {
+		return eim.NodeCredentials{}, false
+	}
+	return cred, true
 }
 
 // Run follows the change feed for the credential cache until ctx ends,
@@ -166,9 +209,10 @@ func (s *Server) follow(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("revision: %w", err)
 	}
+	s.creds.dropStale()
 	defer func() {
 		s.creds.on.Store(false)
-		s.creds.reset()
+		s.creds.reset(s.now())
 	}()
 	// Every change after rev comes through the feed; anything read from
 	// now on is at least as new as rev.
@@ -246,10 +290,18 @@ func (s *Server) nodeCredentials(ctx context.Context, project, id string) (eim.N
 	if !ok {
 		var err error
 		cred, err = s.store.NodeCredentials(ctx, "", id)
-		if err != nil {
+		switch {
+		case err == nil:
+			s.creds.fill(id, t, cred)
+		case eim.ErrorCode(err) == eim.EUNAVAILABLE && ctx.Err() == nil:
+			old, ok := s.creds.staleOf(id, s.now(), s.ttl)
+			if !ok {
+				return cred, err
+			}
+			cred = old
+		default:
 			return cred, err
 		}
-		s.creds.fill(id, t, cred)
 	}
 	if project != "" && cred.Project != project {
 		return eim.NodeCredentials{}, eim.Errorf(eim.ENOTFOUND, "host %s not found", id)

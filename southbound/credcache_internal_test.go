@@ -2,6 +2,7 @@ package southbound
 
 import (
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim"
 )
@@ -51,7 +52,7 @@ func TestPrimeFillStale(t *testing.T) {
 
 	// After a reset (the feed lost), a page of before is not kept.
 	tk = c.mark()
-	c.reset()
+	c.reset(time.Now())
 	c.primeFill(tk, []eim.NodeCredentials{other})
 	if _, _, ok := c.get(other.HostID); ok {
 		t.Fatal("a page of before a reset was kept")

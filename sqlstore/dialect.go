@@ -3,12 +3,16 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/filter"
@@ -286,6 +290,9 @@ func (d *dialect) translate(err error, r eim.Resource) error {
 	if isBusy(err) {
 		return eim.Errorf(eim.EUNAVAILABLE, "the database is busy, try again")
 	}
+	if isUnreachable(err) {
+		return unreachable(err)
+	}
 	e, ok := d.classify(err)
 	if !ok {
 		return err
@@ -322,6 +329,63 @@ func isBusy(err error) bool {
 		return pe.Code == "55P03"
 	}
 	return false
+}
+
+// errUnreachable is the user-facing face of a database that cannot be
+// reached or went away mid-statement: a restart, a failover, a dropped
+// connection, a full disk. Callers answer it as retryable (503,
+// Unavailable) and the process goes on; database/sql reconnects on the
+// next use.
+var errUnreachable = &eim.Error{Code: eim.EUNAVAILABLE, Message: "the database is unavailable; try again"}
+
+// unreachable marks err, a connection-level failure, as errUnreachable
+// while keeping its cause in the chain for the logs.
+func unreachable(err error) error {
+	if errors.Is(err, errUnreachable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errUnreachable, err)
+}
+
+// isUnreachable reports whether err is the database being away rather
+// than a statement's fault: the connection refused, reset or closed
+// under the statement, the server shutting down or refusing connections,
+// or out of disk. Such errors are transient from a caller's view: the
+// same call can succeed once the database is back.
+func isUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", // admin_shutdown: the server is stopping
+			"57P02", // crash_shutdown
+			"57P03", // cannot_connect_now: starting up or shutting down
+			"53300", // too_many_connections
+			"53100": // disk_full
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08") // connection_exception class
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR:
+			return true
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.As(err, &ne)
 }
 
 // conflictError names the field and value of a uniqueness violation. Unique

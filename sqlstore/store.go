@@ -274,9 +274,29 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 // transaction, after a short random pause, up to maxRuns times in all. So
 // is a transaction whose update of a reference row found the row changed
 // since it was read from the refCache (tx.Update; either engine).
+//
+// A read that failed because the database went away (a dropped pooled
+// connection after a restart, say) is run again, up to readRetries times
+// after a short pause: it changed nothing. A write is not, since its
+// commit may have happened; its caller hears "unavailable" and may retry.
 func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn func(eim.Tx) error) (sequenced func(), err error) {
+	reads := 0
 	for run := 1; ; run++ {
 		sequenced, err = s.runTxOnce(ctx, project, write, group, fn)
+		if err != nil && ctx.Err() == nil && isUnreachable(err) {
+			err = unreachable(err)
+			if !write && reads < len(readRetries) {
+				pause := readRetries[reads]
+				reads++
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(pause):
+				}
+				run--
+				continue
+			}
+		}
 		if !errors.Is(err, errRaced) {
 			return sequenced, err
 		}
@@ -300,6 +320,12 @@ func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn
 // Races returns how many times a write transaction was run again because
 // another transaction had changed a row it was writing.
 func (s *Store) Races() int64 { return s.raced.Load() }
+
+// readRetries are the pauses before a read that found the database away
+// runs again: enough to ride out a pool of connections broken by a
+// restart, short enough that a real outage is answered "unavailable"
+// within a fraction of a second.
+var readRetries = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond}
 
 // maxRuns is how many times runTx runs a transaction that keeps losing
 // its rows to concurrent writers before it gives up with errRaced.
