@@ -86,7 +86,7 @@ func TestOperations(t *testing.T) {
 			if op.Responses.Value("200") == nil {
 				t.Errorf("%s: no 200 response", where)
 			}
-			public := path == "/healthz" || path == "/openapi.yaml"
+			public := path == "/healthz" || path == "/readyz" || path == "/openapi.yaml"
 			if public {
 				if op.Security == nil || len(*op.Security) != 0 {
 					t.Errorf("%s: got security %v, want none", where, op.Security)

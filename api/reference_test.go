@@ -35,7 +35,7 @@ var extra = map[string][]string{
 }
 
 // ourPaths are the paths of ours outside the reference.
-var ourPaths = []string{"/healthz", "/openapi.yaml", "/v1/projects", "/v1/projects/{projectName}"}
+var ourPaths = []string{"/healthz", "/openapi.yaml", "/readyz", "/v1/projects", "/v1/projects/{projectName}"}
 
 // ourOperations are operations of ours under /v1/projects/{projectName}/
 // that the reference does not have.

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/eimhq/eim"
 )
@@ -53,6 +55,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("POST /v1/projects", h.admin(h.createProject))
 	h.mux.HandleFunc("DELETE /v1/projects/{projectName}", h.admin(h.deleteProject))
 	h.mux.HandleFunc("GET /healthz", h.healthz)
+	h.mux.HandleFunc("GET /readyz", h.readyz)
 	h.mux.HandleFunc("GET /openapi.yaml", h.openapi)
 	h.mux.HandleFunc("/", h.notFound)
 }
@@ -98,4 +101,17 @@ func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
 	h.writeBytes(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+}
+
+// readyz answers 200 while the database answers, else 503: the server
+// itself stays up through a database outage (healthz), but a load balancer
+// may prefer a replica that can serve.
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := h.inv.Store().Revision(ctx); err != nil {
+		h.writeError(w, r, eim.Errorf(eim.EUNAVAILABLE, "the database is unavailable"))
+		return
+	}
+	h.writeBytes(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
 }

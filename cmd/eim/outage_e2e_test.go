@@ -127,10 +127,18 @@ func TestDatabaseOutagePostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("PostgreSQL stopped; keeping it down for %s", outage)
+	// Live, not ready: an orchestrator must not restart the server for
+	// the database's outage, and a load balancer may route around it.
+	if code := probeStatus(t, s.api+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz during the outage: %d, want 200", code)
+	}
+	if code := probeStatus(t, s.api+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz during the outage: %d, want 503", code)
+	}
 	select {
 	case <-s.exited:
 		t.Fatalf("the server exited during the outage (%v)", s.cmd.ProcessState)
-	case <-time.After(outage):
+	case <-time.After(outage - time.Since(stoppedAt)):
 	}
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
@@ -152,6 +160,9 @@ func TestDatabaseOutagePostgres(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("the API served a read and a write %s after the database was back", served.Round(time.Millisecond))
+	if code := probeStatus(t, s.api+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after the outage: %d, want 200", code)
+	}
 	if served > 5*time.Second {
 		t.Errorf("the API served again %s after the database came back, want within 5 s", served)
 	}
@@ -316,4 +327,15 @@ func (l *apiLoad) check(t *testing.T) {
 	if l.noRetry > 0 {
 		t.Errorf("%d answers 503 without Retry-After", l.noRetry)
 	}
+}
+
+// probeStatus is the status of a GET of url, without a token.
+func probeStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -236,7 +236,7 @@ func sharedSchemas(into *obj) {
 	))
 	into.set("Health", o(
 		"type", "object",
-		"properties", o("status", o("type", "string", "enum", []string{"ok"})),
+		"properties", o("status", o("type", "string", "enum", []string{"ok", "ready"})),
 		"required", []string{"status"},
 	))
 }

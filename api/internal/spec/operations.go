@@ -258,7 +258,13 @@ func addProjects(ps *pathSet) {
 		body: ref("ProjectSettingsChange"),
 		ok:   okJSON("The project after the change.", ref("ProjectDetail"))})
 	ps.add("/healthz", op{method: "get", id: "getHealth", tag: tagService, summary: "Health check", noProj: true, public: true,
-		desc: "Answers 200 while the server is up.", ok: okJSON("Up.", ref("Health"))})
+		desc: "Answers 200 while the server process is up, whether or not it can reach its database: a liveness probe. " +
+			"An orchestrator that restarts the server on a failed liveness probe must not do so for a database outage, " +
+			"which the server rides out.", ok: okJSON("Up.", ref("Health"))})
+	ps.add("/readyz", op{method: "get", id: "getReadiness", tag: tagService, summary: "Readiness check", noProj: true, public: true,
+		desc: "Answers 200 while the server can reach its database (it asks it for the change feed's revision, " +
+			"waiting at most 2 s), and 503 Unavailable with Retry-After while it cannot: a readiness probe, for a load " +
+			"balancer to send requests elsewhere.", ok: okJSON("Ready.", ref("Health")), errs: []string{"503"}})
 	ps.add("/openapi.yaml", op{method: "get", id: "getOpenAPIDocument", tag: tagService, summary: "This document", noProj: true, public: true,
 		ok: o("description", "The OpenAPI document of this API.", "content", o("application/yaml", o("schema", o("type", "string"))))})
 }

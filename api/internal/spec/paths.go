@@ -20,6 +20,7 @@ type op struct {
 	ok      *obj   // response 200 (a components/responses $ref or a response object)
 	write   bool   // changes state: may answer 409
 	public  bool   // needs no token and is outside any project
+	errs    []string // the error statuses a public operation answers
 	noProj  bool   // not under /v1/projects/{projectName}
 	no404   bool   // names nothing that could be missing
 	alias   string // operationId of the primary operation this one repeats
@@ -120,6 +121,13 @@ func (x op) render() *obj {
 		}
 		out.set("responses", resp)
 		return out
+	}
+	for _, st := range x.errs {
+		for _, e := range errorResponses {
+			if e.status == st {
+				resp.set(st, o("$ref", "#/components/responses/"+e.name))
+			}
+		}
 	}
 	out.set("responses", resp)
 	out.set("security", []any{})
