@@ -5,9 +5,10 @@ import (
 	"strings"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/api"
 )
 
-const projectPrefix = "/v1/projects/{projectName}"
+const projectPrefix = api.ProjectPrefix
 
 // crudOps says which of the generic operations a path offers.
 type crudOps struct {
@@ -54,6 +55,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("DELETE /v1/projects/{projectName}", h.admin(h.deleteProject))
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	h.mux.HandleFunc("GET /openapi.yaml", h.openapi)
+	h.legacyRoutes() // last: it hands each legacy operation to its twin
 	h.mux.HandleFunc("/", h.notFound)
 }
 
