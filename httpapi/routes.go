@@ -53,6 +53,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("GET /v1/projects", h.admin(h.listProjects))
 	h.mux.HandleFunc("POST /v1/projects", h.admin(h.createProject))
 	h.mux.HandleFunc("DELETE /v1/projects/{projectName}", h.admin(h.deleteProject))
+	h.mux.HandleFunc("GET /v1/orchestrator", h.orchestrator)
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	h.mux.HandleFunc("GET /openapi.yaml", h.openapi)
 	h.legacyRoutes() // last: it hands each legacy operation to its twin
