@@ -54,6 +54,9 @@ type Store interface {
 	// (ENOTFOUND when there is none).
 	UpdateProject(ctx context.Context, p *Project) error
 	FindProject(ctx context.Context, name string) (*Project, error)
+	// FindProjectByID returns the project whose ID (a UUID) is id, in any
+	// letter case; ENOTFOUND when there is none.
+	FindProjectByID(ctx context.Context, id string) (*Project, error)
 	ListProjects(ctx context.Context) ([]*Project, error)
 	// DeleteProject removes the project and every resource in it, recording
 	// a delete event for each. Callers decide whether a non-empty project may

@@ -18,8 +18,38 @@ import (
 // (../shared/reference from the repository root).
 var referencePath = filepath.Join("..", "..", "shared", "reference", "eim-openapi.yaml")
 
-// outOfScope matches the reference's paths this release does not serve.
-var outOfScope = regexp.MustCompile(`/workload`)
+// pendingWorkloads are the reference's operations that wait for the
+// workloads module, built in parallel: the legacy ones are routed
+// (api.Legacy) and go live with their twins. Remove this list when the
+// workloads land; the test fails for any of them that is documented.
+var pendingWorkloads = []string{
+	"DELETE /edge-infra.orchestrator.apis/v2/workload_members/{resourceId}",
+	"DELETE /edge-infra.orchestrator.apis/v2/workloads/{resourceId}",
+	"DELETE /v1/projects/{projectName}/compute/workloads/{resourceId}",
+	"DELETE /v1/projects/{projectName}/workload_members/{resourceId}",
+	"DELETE /v1/projects/{projectName}/workloads/{resourceId}",
+	"GET /edge-infra.orchestrator.apis/v2/workload_members",
+	"GET /edge-infra.orchestrator.apis/v2/workload_members/{resourceId}",
+	"GET /edge-infra.orchestrator.apis/v2/workloads",
+	"GET /edge-infra.orchestrator.apis/v2/workloads/{resourceId}",
+	"GET /v1/projects/{projectName}/compute/workloads",
+	"GET /v1/projects/{projectName}/compute/workloads/{resourceId}",
+	"GET /v1/projects/{projectName}/workload_members",
+	"GET /v1/projects/{projectName}/workload_members/{resourceId}",
+	"GET /v1/projects/{projectName}/workloads",
+	"GET /v1/projects/{projectName}/workloads/{resourceId}",
+	"PATCH /edge-infra.orchestrator.apis/v2/workloads/{resourceId}",
+	"PATCH /v1/projects/{projectName}/compute/workloads/{resourceId}",
+	"PATCH /v1/projects/{projectName}/workloads/{resourceId}",
+	"POST /edge-infra.orchestrator.apis/v2/workload_members",
+	"POST /edge-infra.orchestrator.apis/v2/workloads",
+	"POST /v1/projects/{projectName}/compute/workloads",
+	"POST /v1/projects/{projectName}/workload_members",
+	"POST /v1/projects/{projectName}/workloads",
+	"PUT /edge-infra.orchestrator.apis/v2/workloads/{resourceId}",
+	"PUT /v1/projects/{projectName}/compute/workloads/{resourceId}",
+	"PUT /v1/projects/{projectName}/workloads/{resourceId}",
+}
 
 // notServed are reference properties this release does not model
 // (workloads, a site's provider). httpapi accepts them in bodies and
@@ -35,10 +65,10 @@ var extra = map[string][]string{
 }
 
 // ourPaths are the paths of ours outside the reference.
-var ourPaths = []string{"/healthz", "/openapi.yaml", "/readyz", "/v1/projects", "/v1/projects/{projectName}"}
+var ourPaths = []string{"/healthz", "/openapi.yaml", "/readyz", "/v1/orchestrator", "/v1/projects", "/v1/projects/{projectName}"}
 
 // ourOperations are operations of ours under /v1/projects/{projectName}/
-// that the reference does not have.
+// (or the legacy prefix) that the reference does not have.
 var ourOperations = []string{
 	"GET /v1/projects/{projectName}/compute/instances/updates_summary",
 	"GET /v1/projects/{projectName}/compute/instances/{resourceId}/provisioning_log",
@@ -97,12 +127,17 @@ func reference(t *testing.T) *document {
 
 var methods = []string{"get", "put", "post", "delete", "patch"}
 
-// operations lists "METHOD path" of the document's operations under
-// /v1/projects/{projectName}/ that this release serves.
+// inProjects reports whether a path is a project's: under
+// /v1/projects/{projectName}/ or the legacy prefix.
+func inProjects(p string) bool {
+	return strings.HasPrefix(p, api.ProjectPrefix+"/") || strings.HasPrefix(p, api.LegacyPrefix+"/")
+}
+
+// operations lists "METHOD path" of the document's project operations.
 func operations(d *document) []string {
 	var out []string
 	for p, item := range d.Paths {
-		if !strings.HasPrefix(p, "/v1/projects/{projectName}/") || outOfScope.MatchString(p) {
+		if !inProjects(p) {
 			continue
 		}
 		for _, m := range methods {
@@ -118,9 +153,21 @@ func operations(d *document) []string {
 func TestOperationsMatchReference(t *testing.T) {
 	ref, ours := reference(t), parse(t, api.Spec())
 	want, got := operations(ref), operations(ours)
+	if len(want) != 245 {
+		t.Errorf("the reference has %d project operations, want 245", len(want))
+	}
 	for _, op := range want {
-		if !slices.Contains(got, op) {
+		switch {
+		case slices.Contains(pendingWorkloads, op) && slices.Contains(got, op):
+			t.Errorf("operation %s is served now: remove it from pendingWorkloads", op)
+		case slices.Contains(pendingWorkloads, op):
+		case !slices.Contains(got, op):
 			t.Errorf("missing operation %s (the original serves it)", op)
+		}
+	}
+	for _, op := range pendingWorkloads {
+		if !slices.Contains(want, op) {
+			t.Errorf("pendingWorkloads lists %s, which the reference does not have", op)
 		}
 	}
 	for _, op := range got {
@@ -138,7 +185,7 @@ func TestOperationsMatchReference(t *testing.T) {
 	}
 	var others []string
 	for p := range ours.Paths {
-		if !strings.HasPrefix(p, "/v1/projects/{projectName}/") {
+		if !inProjects(p) {
 			others = append(others, p)
 		}
 	}
@@ -146,7 +193,8 @@ func TestOperationsMatchReference(t *testing.T) {
 	if !slices.Equal(others, ourPaths) {
 		t.Errorf("paths outside the projects: got %v, want %v", others, ourPaths)
 	}
-	t.Logf("%d operations under /v1/projects/{projectName}/, as in the reference", len(got))
+	t.Logf("%d of the reference's %d project operations served (%d pending the workloads), %d of ours",
+		len(want)-len(pendingWorkloads), len(want), len(pendingWorkloads), len(ourOperations))
 }
 
 // paramNames lists "in:name" of an operation's parameters, resolving refs.
@@ -172,6 +220,10 @@ func TestParametersMatchReference(t *testing.T) {
 			continue // reported by TestOperationsMatchReference
 		}
 		want, got := paramNames(ref, ref.Paths[path][m]), paramNames(ours, o)
+		if strings.HasPrefix(path, api.LegacyPrefix+"/") {
+			// The reference leaves out the header its gateway read.
+			got = slices.DeleteFunc(got, func(p string) bool { return p == "header:"+api.LegacyProjectHeader })
+		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: parameters: got %v, want %v", op, got, want)
 		}

@@ -23,6 +23,9 @@ type call struct {
 
 // authenticate reads the bearer token and asks the Authenticator.
 func (h *handler) authenticate(r *http.Request) (*eim.Principal, error) {
+	if p, ok := r.Context().Value(principalKey{}).(*eim.Principal); ok {
+		return p, nil // a legacy request, authenticated before it was handed on
+	}
 	hdr := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(hdr, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
@@ -101,32 +104,53 @@ func (h *handler) findProject(r *http.Request, name string) (*eim.Project, error
 	if name == "" || len(name) > 100 {
 		return nil, eim.Errorf(eim.EINVALID, "projectName: must be 1 to 100 characters")
 	}
-	now := time.Now()
-	h.projMu.Lock()
-	c, ok := h.projects[name]
-	h.projMu.Unlock()
-	if ok && now.Before(c.expires) {
-		return c.p, nil
+	if p, ok := h.cachedProject(name); ok {
+		return p, nil
 	}
 	p, err := h.inv.FindProject(r.Context(), name)
 	if err != nil {
 		if eim.ErrorCode(err) == eim.ENOTFOUND {
-			return nil, eim.Errorf(eim.ENOTFOUND, "project %q not found", name)
+			return nil, projectNotFound(name)
 		}
 		return nil, err
 	}
+	h.cacheProject(name, p)
+	return p, nil
+}
+
+// projectNotFound is the answer for a project that does not exist, named
+// by its name or (on the legacy paths) its ID.
+func projectNotFound(name string) error {
+	return eim.Errorf(eim.ENOTFOUND, "project %q not found", name)
+}
+
+func (h *handler) cachedProject(key string) (*eim.Project, bool) {
+	h.projMu.Lock()
+	c, ok := h.projects[key]
+	h.projMu.Unlock()
+	if ok && time.Now().Before(c.expires) {
+		return c.p, true
+	}
+	return nil, false
+}
+
+func (h *handler) cacheProject(key string, p *eim.Project) {
 	h.projMu.Lock()
 	if len(h.projects) > 10000 { // bound memory against many names
 		clear(h.projects)
 	}
-	h.projects[name] = cachedProject{p: p, expires: now.Add(projectTTL)}
+	h.projects[key] = cachedProject{p: p, expires: time.Now().Add(projectTTL)}
 	h.projMu.Unlock()
-	return p, nil
 }
 
+// forgetProject drops the cached answers for the project, by name and by ID.
 func (h *handler) forgetProject(name string) {
 	h.projMu.Lock()
-	delete(h.projects, name)
+	for k, c := range h.projects {
+		if k == name || c.p.Name == name {
+			delete(h.projects, k)
+		}
+	}
 	h.projMu.Unlock()
 }
 

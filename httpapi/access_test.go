@@ -144,14 +144,31 @@ func TestIDs(t *testing.T) {
 		status             int
 		code               string
 	}{
+		// The kind is read from the prefix alone, as the original did: a
+		// wrong or unknown prefix is a 400, a known one with a malformed
+		// tail names nothing (404).
 		{"wrong prefix", "GET", "~/compute/hosts/site-0000abcd", 400, "InvalidArgument"},
-		{"malformed", "GET", "~/compute/hosts/host-XYZ", 400, "InvalidArgument"},
-		{"upper-case hex", "GET", "~/regions/region-0000ABCD", 400, "InvalidArgument"},
+		{"unknown prefix", "GET", "~/compute/instances/foo-0000abcd", 400, "InvalidArgument"},
+		{"no dash", "GET", "~/compute/instances/inst", 400, "InvalidArgument"},
+		{"prefix of another kind sharing letters", "GET", "~/compute/os/osupdaterun-0000abcd", 400, "InvalidArgument"},
+		{"malformed host", "GET", "~/compute/hosts/host-XYZ", 404, "NotFound"},
+		{"malformed instance", "GET", "~/compute/instances/inst-XXXXXXXX", 404, "NotFound"},
+		{"malformed os", "GET", "~/compute/os/os-XXXXXX", 404, "NotFound"},
+		{"malformed os update run", "GET", "~/os-update-runs/osupdaterun-111111", 404, "NotFound"},
+		{"malformed single schedule", "GET", "~/schedules/single/singlesche-XXXXXX", 404, "NotFound"},
+		{"malformed telemetry group", "GET", "~/telemetry/groups/logs/telemetrygroup-XXXXXX", 404, "NotFound"},
+		{"upper-case hex", "GET", "~/regions/region-0000ABCD", 404, "NotFound"},
+		{"malformed host register", "PATCH", "~/compute/hosts/host-XYZ/register", 404, "NotFound"},
+		{"malformed region in the path", "GET", "~/regions/region-XYZ/sites", 404, "NotFound"},
+		{"wrong prefix of the region in the path", "GET", "~/regions/site-0000abcd/sites", 400, "InvalidArgument"},
+		{"malformed region in the query stays 400", "GET", "~/sites?regionId=region-XYZ", 400, "InvalidArgument"},
+		{"legacy malformed instance", "GET", "/edge-infra.orchestrator.apis/v2/instances/inst-XXXXXXXX?projectName=p1", 404, "NotFound"},
+		{"legacy wrong prefix", "GET", "/edge-infra.orchestrator.apis/v2/hosts/site-0000abcd?projectName=p1", 400, "InvalidArgument"},
 		{"well-formed unknown", "GET", "~/compute/hosts/host-0000abcd", 404, "NotFound"},
 		{"other project's", "GET", "~/compute/hosts/" + other, 404, "NotFound"},
 		{"delete other project's", "DELETE", "~/compute/hosts/" + other, 404, "NotFound"},
-		{"malformed delete", "DELETE", "~/compute/os/os-1", 400, "InvalidArgument"},
-		{"malformed put", "PUT", "~/regions/region-", 400, "InvalidArgument"},
+		{"malformed delete", "DELETE", "~/compute/os/os-1", 404, "NotFound"},
+		{"malformed put", "PUT", "~/regions/region-", 404, "NotFound"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

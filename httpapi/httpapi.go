@@ -36,6 +36,11 @@ type Options struct {
 	// Reprovisioner retries failed provisioning (POST …/reprovision); nil
 	// answers that operation 503.
 	Reprovisioner Reprovisioner
+	// Modules names the modules this server runs (ModuleOnboarding …);
+	// GET /v1/orchestrator lists the original's features they provide.
+	Modules []string
+	// Version is the server's version, shown by GET /v1/orchestrator.
+	Version string
 }
 
 const (
@@ -57,6 +62,8 @@ type handler struct {
 	mux     *http.ServeMux
 	timeout time.Duration
 	reprov  Reprovisioner
+	// features is the answer of GET /v1/orchestrator.
+	features *orchestratorInfo
 
 	projMu   sync.Mutex
 	projects map[string]cachedProject
@@ -77,6 +84,7 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 		mux:      http.NewServeMux(),
 		timeout:  opts.RequestTimeout,
 		reprov:   opts.Reprovisioner,
+		features: featureList(opts.Version, opts.Modules),
 		projects: map[string]cachedProject{},
 	}
 	if h.log == nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/eimhq/eim"
 )
@@ -200,16 +201,38 @@ func (h *handler) decodeBody(r *http.Request, t apiType) (eim.Resource, []string
 
 func pathID(r *http.Request, k eim.Kind) (string, error) {
 	id := r.PathValue("resourceId")
-	return id, eim.CheckID(k, "resourceId", id)
+	return id, checkPathID(k, "resourceId", id)
+}
+
+// checkPathID checks an ID in the path as the original did: it read the
+// kind from the prefix alone, so a known prefix with a malformed tail
+// (inst-XXXXXXXX) names no resource, 404, while another prefix is a 400.
+func checkPathID(k eim.Kind, field, id string) error {
+	if eim.ValidID(k, id) {
+		return nil
+	}
+	if strings.HasPrefix(id, string(k)+"-") {
+		return eim.Errorf(eim.ENOTFOUND, "%s: %s not found", field, clip(id))
+	}
+	return eim.CheckID(k, field, id)
+}
+
+// clip shortens a value echoed in an error message.
+func clip(s string) string {
+	const most = 40
+	if len(s) <= most {
+		return s
+	}
+	return strings.ToValidUTF8(s[:most], "") + "…"
 }
 
 // regionScope returns the region a site route is scoped to: the path's
 // {regionId} or the ?regionId query parameter; "" when neither is given.
 func regionScope(r *http.Request) (string, error) {
-	id := r.PathValue("regionId")
-	if id == "" {
-		id = r.URL.Query().Get("regionId")
+	if id := r.PathValue("regionId"); id != "" {
+		return id, checkPathID(eim.KindRegion, "regionId", id)
 	}
+	id := r.URL.Query().Get("regionId")
 	if id == "" {
 		return "", nil
 	}

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/api"
 )
 
-const projectPrefix = "/v1/projects/{projectName}"
+const projectPrefix = api.ProjectPrefix
 
 // crudOps says which of the generic operations a path offers.
 type crudOps struct {
@@ -54,9 +55,11 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("GET /v1/projects", h.admin(h.listProjects))
 	h.mux.HandleFunc("POST /v1/projects", h.admin(h.createProject))
 	h.mux.HandleFunc("DELETE /v1/projects/{projectName}", h.admin(h.deleteProject))
+	h.mux.HandleFunc("GET /v1/orchestrator", h.orchestrator)
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	h.mux.HandleFunc("GET /readyz", h.readyz)
 	h.mux.HandleFunc("GET /openapi.yaml", h.openapi)
+	h.legacyRoutes() // last: it hands each legacy operation to its twin
 	h.mux.HandleFunc("/", h.notFound)
 }
 

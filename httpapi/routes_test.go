@@ -34,13 +34,19 @@ func TestDocumentedOperationsAreRouted(t *testing.T) {
 			if path == "/openapi.yaml" {
 				continue // not JSON; TestOpenAPI covers it
 			}
-			r := e.do(t, m, repl.Replace(path), tokAdmin, map[string]any{})
+			target := repl.Replace(path)
+			if strings.HasPrefix(path, api.LegacyPrefix+"/") {
+				target += "?projectName=p1"
+			}
+			r := e.do(t, m, target, tokAdmin, map[string]any{})
 			if r.status == 404 && strings.HasPrefix(r.str("message"), "no operation") {
 				t.Errorf("%s %s is documented but not routed", m, path)
 			}
 		}
 	}
-	if n < 93 {
-		t.Errorf("api.Spec() has %d operations, want ≥ 93", n)
+	// The reference's 245 operations but the 26 of the workloads (not
+	// built yet), 4 of ours and 7 outside the projects.
+	if n < 230 {
+		t.Errorf("api.Spec() has %d operations, want ≥ 230", n)
 	}
 }

@@ -36,6 +36,15 @@ func (s *Service) FindProject(ctx context.Context, name string) (*eim.Project, e
 	return s.store.FindProject(ctx, name)
 }
 
+// FindProjectByID returns the project whose ID is id (a UUID, in any
+// letter case), or ENOTFOUND; anything but a UUID is EINVALID.
+func (s *Service) FindProjectByID(ctx context.Context, id string) (*eim.Project, error) {
+	if !eim.ValidUUID(id) {
+		return nil, eim.Errorf(eim.EINVALID, "project id: not a UUID")
+	}
+	return s.store.FindProjectByID(ctx, id)
+}
+
 // ListProjects returns every project.
 func (s *Service) ListProjects(ctx context.Context) ([]*eim.Project, error) {
 	return s.store.ListProjects(ctx)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +71,30 @@ func (s *Store) FindProject(ctx context.Context, name string) (*eim.Project, err
 		return nil, fmt.Errorf("find project %s: %w", name, err)
 	}
 	s.projects.put(gen, &p, s.now())
+	return &p, nil
+}
+
+// FindProjectByID returns the project with the ID (a UUID, compared in
+// lowercase as projects' IDs are stored), or ENOTFOUND. The legacy API
+// paths name a project this way. Answers are not cached: the API keeps
+// its own.
+func (s *Store) FindProjectByID(ctx context.Context, id string) (*eim.Project, error) {
+	var (
+		p        eim.Project
+		at       int64
+		settings []byte
+	)
+	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings FROM projects WHERE id = ?"), strings.ToLower(id)).Scan(&p.Name, &p.ID, &at, &settings)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, eim.Errorf(eim.ENOTFOUND, "project with id %s not found", id)
+	}
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("find project by id: %w", err), nil)
+	}
+	p.CreatedAt = eim.TimeFromUnixMilli(at)
+	if err := decodeSettings(settings, &p.Settings); err != nil {
+		return nil, fmt.Errorf("find project %s: %w", p.Name, err)
+	}
 	return &p, nil
 }
 

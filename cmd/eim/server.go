@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -305,7 +306,11 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/boot/", provisioning.BootHandler(provOpts))
-	mux.Handle("/", httpapi.New(inv, verifier, httpapi.Options{Logger: log, RateLimit: cfg.rateLimit, Reprovisioner: prov}))
+	mux.Handle("/", httpapi.New(inv, verifier, httpapi.Options{Logger: log, RateLimit: cfg.rateLimit, Reprovisioner: prov,
+		// The modules started above, for the feature list (GET /v1/orchestrator).
+		Modules: []string{httpapi.ModuleOnboarding, httpapi.ModuleProvisioning, httpapi.ModuleHosts,
+			httpapi.ModuleMaintenance, httpapi.ModuleTelemetry},
+		Version: buildVersion()}))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -559,4 +564,13 @@ func debugHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// buildVersion is the version of the main module the binary was built
+// from ("(devel)" for a build from a work tree).
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,14 @@ func testProjects(t *testing.T, s eim.Store) {
 		t.Fatalf("FindProject: got %+v, %v; want %+v", got, err, p)
 	}
 	_, err = s.FindProject(c, "nosuch")
+	wantCode(t, err, eim.ENOTFOUND)
+	for _, id := range []string{p.ID, strings.ToUpper(p.ID)} {
+		got, err = s.FindProjectByID(c, id)
+		if err != nil || got.Name != "acme" || got.ID != p.ID || got.CreatedAt.IsZero() {
+			t.Fatalf("FindProjectByID(%s): got %+v, %v; want project acme", id, got, err)
+		}
+	}
+	_, err = s.FindProjectByID(c, "44444444-4444-4444-8444-444444444444")
 	wantCode(t, err, eim.ENOTFOUND)
 	if err := s.CreateProject(c, &eim.Project{Name: "zeta", ID: "33333333-3333-4333-8333-333333333333"}); err != nil {
 		t.Fatal(err)

@@ -239,6 +239,27 @@ func sharedSchemas(into *obj) {
 		"properties", o("status", o("type", "string", "enum", []string{"ok", "ready"})),
 		"required", []string{"status"},
 	))
+	into.set("Feature", o(
+		"type", "object",
+		"description", "A feature: whether it is installed, and its parts, each a Feature under its name.",
+		"properties", o("installed", o("type", "boolean")),
+		"required", []string{"installed"},
+		"additionalProperties", ref("Feature"),
+	))
+	into.set("OrchestratorInfo", o(
+		"type", "object",
+		"description", "The features of this server, in the shape of the original's component-status service.",
+		"properties", o(
+			"schema-version", o("type", "string", "enum", []string{"1.0"}),
+			"orchestrator", o("type", "object", "properties", o(
+				"version", o("type", "string", "description", "Version of the server, when known."),
+				"features", o("type", "object", "description", "By the original's names: edge-infrastructure-manager (with "+
+					"onboarding, provisioning, day2, oob, oxm-profile), multitenancy, cluster-orchestration, application-orchestration, "+
+					"orchestrator-observability.", "additionalProperties", ref("Feature")),
+			), "required", []string{"features"}),
+		),
+		"required", []string{"schema-version", "orchestrator"},
+	))
 }
 
 // heartbeatInterval and heartbeatTimeout are the heartbeat settings of a
@@ -318,6 +339,12 @@ func parameters(into *obj) {
 	into.set("projectName", o("name", "projectName", "in", "path", "required", true,
 		"description", "Name of the project.",
 		"schema", o("type", "string", "minLength", 1, "maxLength", 100)))
+	into.set("legacyProjectName", o("name", "projectName", "in", "query",
+		"description", "Name of the project. When absent, the ActiveProjectID header names it.",
+		"schema", o("type", "string", "minLength", 1, "maxLength", 100)))
+	into.set("activeProjectID", o("name", "ActiveProjectID", "in", "header",
+		"description", "ID (UUID) of the project, read when the projectName query parameter is absent.",
+		"schema", o("type", "string", "format", "uuid")))
 	into.set("filter", o("name", "filter", "in", "query", "description", filterDoc,
 		"schema", o("type", "string", "maxLength", 1000, "pattern", `^$|^[a-zA-Z-_0-9.,:/=*(){}"'<>! ]+$`)))
 	into.set("orderBy", o("name", "orderBy", "in", "query", "description", orderByDoc,

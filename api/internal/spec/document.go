@@ -26,7 +26,9 @@ EIM differs on purpose it says so: uniqueness conflicts are 409 AlreadyExists
 Conventions:
 - IDs are the kind's prefix, a dash and 8 lowercase hex digits
   (host-1a2b3c4d). A malformed ID, or one of another kind, is 400; a
-  well-formed ID that does not exist in the project is 404.
+  well-formed ID that does not exist in the project is 404. In a path, the
+  kind is read from the prefix alone, as the original did: an ID with the
+  right prefix and a malformed tail (inst-XXXXXXXX) is 404 there.
 - Create answers 200 with the created resource; delete answers 200 with {}.
 - Lists answer {"<items>": [...], "totalElements": N, "hasNext": bool} and take
   pageSize (1..100, default 20) and offset (0..10000).
@@ -36,8 +38,11 @@ Conventions:
 - Request bodies are limited to 100 KiB (413) and requests to 15 s (503);
   clients may be rate limited per IP (429).
 
-This release does not serve the original's workload paths, nor its legacy
-/edge-infra.orchestrator.apis/v2 paths.`
+The original's legacy paths, /edge-infra.orchestrator.apis/v2/…, are
+served too: each repeats an operation under /v1/projects/{projectName}/…
+(its description names it), with the project named by the projectName
+query parameter or, when that is absent, by its UUID in the ActiveProjectID
+header.`
 
 // Build returns the document as YAML.
 func Build() ([]byte, error) {

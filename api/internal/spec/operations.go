@@ -1,6 +1,12 @@
 package spec
 
-import "github.com/eimhq/eim"
+import (
+	"cmp"
+	"strings"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/api"
+)
 
 // Tags group the operations by resource.
 const (
@@ -127,7 +133,34 @@ func addOperations(ps *pathSet) {
 	addUpdates(ps)
 
 	addProjects(ps)
+
+	addLegacy(ps) // last: it repeats the operations above
 }
+
+// addLegacy adds the original's legacy paths (api.Legacy), each operation
+// its twin's with the project named by a query parameter or a header
+// instead of the path. A twin not in the document (not served) leaves its
+// legacy operation out too.
+func addLegacy(ps *pathSet) {
+	for _, l := range api.Legacy {
+		method := strings.ToLower(l.Method)
+		twin, ok := ps.ops[method+" "+api.ProjectPrefix+l.Twin]
+		if !ok {
+			continue
+		}
+		x := twin
+		x.id = twin.id + "Legacy"
+		x.alias = cmp.Or(twin.alias, twin.id)
+		x.noProj = true
+		x.params = append([]any{pref("legacyProjectName"), pref("activeProjectID")}, twin.params...)
+		x.desc = strings.TrimSpace(twin.desc + "\n\n" + legacyDoc)
+		ps.add(api.LegacyPrefix+l.Path, x)
+	}
+}
+
+const legacyDoc = "A legacy path of the original API (" + api.LegacyPrefix + "/…): the project is named by the projectName " +
+	"query parameter or, when that is absent, by its ID (UUID) in the ActiveProjectID header; neither is 400. Access is " +
+	"that of the project's own path."
 
 func addHosts(ps *pathSet) {
 	hosts := crud{update: true, listParams: queryParams}
@@ -257,6 +290,12 @@ func addProjects(ps *pathSet) {
 			"\"none\" removes it: unknown devices are refused.",
 		body: ref("ProjectSettingsChange"),
 		ok:   okJSON("The project after the change.", ref("ProjectDetail"))})
+	ps.add("/v1/orchestrator", op{method: "get", id: "getOrchestratorInfo", tag: tagService, summary: "Features of this server",
+		noProj: true, no404: true,
+		desc: "The original's feature list, which its CLI (orch-cli) reads at login to decide which commands to offer: " +
+			"each feature says whether it is installed, that is whether the module providing it runs in this server. " +
+			"Any valid token may read it.",
+		ok: okJSON("The features.", ref("OrchestratorInfo"))})
 	ps.add("/healthz", op{method: "get", id: "getHealth", tag: tagService, summary: "Health check", noProj: true, public: true,
 		desc: "Answers 200 while the server process is up, whether or not it can reach its database: a liveness probe. " +
 			"An orchestrator that restarts the server on a failed liveness probe must not do so for a database outage, " +

@@ -37,7 +37,8 @@ func idParam(k eim.Kind) *obj { return idParamOf(docOf(k)) }
 
 // idParamOf is the {resourceId} path parameter of a resource type.
 func idParamOf(rd resourceDoc) *obj {
-	desc := "ID of the " + rd.noun + ". A malformed ID, or one of another kind, is answered with 400."
+	desc := "ID of the " + rd.noun + ". The kind is read from the prefix: an ID of another kind, or without a known prefix, " +
+		"is answered with 400; one with this kind's prefix that is malformed after it, like one that does not exist, with 404."
 	if rd.variant != "" {
 		desc += " The ID of a resource of the same kind but the other type (logs or metrics) is 404 here."
 	}
@@ -61,6 +62,7 @@ func regionQueryParam() *obj {
 // pathSet collects operations by path, in insertion order.
 type pathSet struct {
 	paths *obj
+	ops   map[string]op // by "method path" (lower-case method, full path)
 }
 
 func (ps *pathSet) add(path string, ops ...op) {
@@ -76,6 +78,10 @@ func (ps *pathSet) add(path string, ops ...op) {
 	}
 	for _, x := range ops {
 		pi.set(x.method, x.render())
+		if ps.ops == nil {
+			ps.ops = map[string]op{}
+		}
+		ps.ops[x.method+" "+full] = x
 	}
 }
 
