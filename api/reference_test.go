@@ -18,15 +18,10 @@ import (
 // (../shared/reference from the repository root).
 var referencePath = filepath.Join("..", "..", "shared", "reference", "eim-openapi.yaml")
 
-// outOfScope matches the reference's paths this release does not serve.
-var outOfScope = regexp.MustCompile(`/workload`)
-
-// notServed are reference properties this release does not model
-// (workloads, a site's provider). httpapi accepts them in bodies and
-// ignores them.
+// notServed are reference properties this release does not model (a
+// site's provider). httpapi accepts them in bodies and ignores them.
 var notServed = map[string][]string{
-	"InstanceResource": {"workloadMembers"},
-	"SiteResource":     {"provider"},
+	"SiteResource": {"provider"},
 }
 
 // extra are properties we serve that the reference does not declare.
@@ -102,7 +97,7 @@ var methods = []string{"get", "put", "post", "delete", "patch"}
 func operations(d *document) []string {
 	var out []string
 	for p, item := range d.Paths {
-		if !strings.HasPrefix(p, "/v1/projects/{projectName}/") || outOfScope.MatchString(p) {
+		if !strings.HasPrefix(p, "/v1/projects/{projectName}/") {
 			continue
 		}
 		for _, m := range methods {
@@ -194,6 +189,7 @@ var compared = []string{
 	"TelemetryMetricsProfileResource", "ListTelemetryLogsGroupsResponse", "ListTelemetryMetricsGroupsResponse",
 	"ListTelemetryLogsProfilesResponse", "ListTelemetryMetricsProfilesResponse",
 	"OSUpdatePolicy", "OSUpdateRun", "ListOSUpdatePolicyResponse", "ListOSUpdateRunResponse",
+	"WorkloadResource", "WorkloadMember", "ListWorkloadsResponse", "ListWorkloadMembersResponse",
 }
 
 func TestSchemasMatchReference(t *testing.T) {

@@ -36,7 +36,7 @@ Conventions:
 - Request bodies are limited to 100 KiB (413) and requests to 15 s (503);
   clients may be rate limited per IP (429).
 
-This release does not serve the original's workload paths, nor its legacy
+This release does not serve the original's legacy
 /edge-infra.orchestrator.apis/v2 paths.`
 
 // Build returns the document as YAML.
