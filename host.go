@@ -133,6 +133,9 @@ type Instance struct {
 	LocalAccount  *LocalAccount   `json:"localaccount,omitempty" db:"-"`
 	CustomConfigs []*CustomConfig `json:"customConfig,omitempty" db:"-"`
 	UpdatePolicy  *OSUpdatePolicy `json:"updatePolicy,omitempty" db:"-"`
+	// The instance's workload memberships (at most one), each with its
+	// workload.
+	WorkloadMembers []*WorkloadMember `json:"workloadMembers,omitempty" db:"-"`
 }
 
 func (*Instance) ResourceKind() Kind { return KindInstance }

@@ -25,6 +25,9 @@ const (
 	// OS updates: see maintenance.go.
 	KindOSUpdatePolicy Kind = "osupdatepolicy"
 	KindOSUpdateRun    Kind = "osupdaterun"
+	// Workloads: see workload.go.
+	KindWorkload       Kind = "workload"
+	KindWorkloadMember Kind = "workloadmember"
 	// KindWorkflow is internal: not served by the REST API as a resource.
 	KindWorkflow Kind = "workflow"
 )

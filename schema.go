@@ -135,7 +135,7 @@ var kindInfos = []kindInfo{
 	{KindRegion, "regions", "regions", (*Region)(nil), []*Edge{{Name: "sites", Kind: KindSite, Column: "region_id", Back: true}}},
 	{KindSite, "sites", "sites", (*Site)(nil), []*Edge{{Name: "hosts", Kind: KindHost, Column: "site_id", Back: true}}},
 	{KindHost, "hosts", "hosts", (*Host)(nil), []*Edge{{Name: "instance", Kind: KindInstance, Column: "host_id", Back: true}}},
-	{KindInstance, "instances", "instances", (*Instance)(nil), nil},
+	{KindInstance, "instances", "instances", (*Instance)(nil), []*Edge{{Name: "workloadMembers", Kind: KindWorkloadMember, Column: "instance_id", Back: true}}},
 	{KindOS, "operating_systems", "OperatingSystemResources", (*OS)(nil), nil},
 	{KindProvider, "providers", "providers", (*Provider)(nil), nil},
 	{KindSingleSchedule, "single_schedules", "singleSchedules", (*SingleSchedule)(nil), nil},
@@ -148,6 +148,8 @@ var kindInfos = []kindInfo{
 	{KindTelemetryProfile, "telemetry_profiles", "telemetryProfiles", (*TelemetryProfile)(nil), nil},
 	{KindOSUpdatePolicy, "os_update_policies", "osUpdatePolicies", (*OSUpdatePolicy)(nil), nil},
 	{KindOSUpdateRun, "os_update_runs", "osUpdateRuns", (*OSUpdateRun)(nil), nil},
+	{KindWorkload, "workloads", "workloads", (*Workload)(nil), []*Edge{{Name: "members", Kind: KindWorkloadMember, Column: "workload_id", Back: true}}},
+	{KindWorkloadMember, "workload_members", "workloadMembers", (*WorkloadMember)(nil), nil},
 	{KindWorkflow, "workflows", "workflows", (*Workflow)(nil), nil},
 }
 

@@ -41,6 +41,10 @@ func Validate(r Resource) error {
 		return validateOSUpdatePolicy(r)
 	case *OSUpdateRun:
 		return validateOSUpdateRun(r)
+	case *Workload:
+		return validateWorkload(r)
+	case *WorkloadMember:
+		return validateWorkloadMember(r)
 	case nil:
 		return Errorf(EINVALID, "resource is missing")
 	}

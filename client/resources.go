@@ -24,6 +24,8 @@ var paths = map[eim.Kind]string{
 	eim.KindCustomConfig:     "/customConfigs",
 	eim.KindOSUpdatePolicy:   "/os-update-policies",
 	eim.KindOSUpdateRun:      "/os-update-runs",
+	eim.KindWorkload:         "/compute/workloads",
+	eim.KindWorkloadMember:   "/workload_members",
 }
 
 // KindPath returns the collection path of kind k below a project, e.g.

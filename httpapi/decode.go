@@ -28,9 +28,8 @@ import (
 // schema does not model: read-only in the original (or, for site.provider,
 // a writable field we do not support). They are accepted and ignored.
 var ignoredFields = map[eim.Kind][]string{
-	eim.KindHost:     {"hostStorages", "host_storages", "hostNics", "host_nics", "hostUsbs", "host_usbs", "hostGpus", "host_gpus"},
-	eim.KindInstance: {"workloadMembers", "workload_members"},
-	eim.KindSite:     {"provider"},
+	eim.KindHost: {"hostStorages", "host_storages", "hostNics", "host_nics", "hostUsbs", "host_usbs", "hostGpus", "host_gpus"},
+	eim.KindSite: {"provider"},
 }
 
 func ignored(k eim.Kind, name string) bool {

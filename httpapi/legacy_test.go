@@ -199,17 +199,6 @@ func TestLegacyProject(t *testing.T) {
 // The reference sits beside the repository (see api/reference_test.go).
 var referencePath = filepath.Join("..", "..", "shared", "reference", "eim-openapi.yaml")
 
-// pendingWorkloads are the reference's operations that wait for the
-// workloads module (built in parallel): until its twins are routed, their
-// legacy paths answer as unknown paths do. Remove this list when it lands.
-var pendingWorkloads = map[string]bool{
-	"GET /workloads": true, "POST /workloads": true,
-	"GET /workloads/{resourceId}": true, "PUT /workloads/{resourceId}": true,
-	"PATCH /workloads/{resourceId}": true, "DELETE /workloads/{resourceId}": true,
-	"GET /workload_members": true, "POST /workload_members": true,
-	"GET /workload_members/{resourceId}": true, "DELETE /workload_members/{resourceId}": true,
-}
-
 // TestLegacyOperationsReachTheirTwins walks the legacy operations of the
 // original's document: api.Legacy has each one, and each answers what
 // its twin under /v1/projects/p1 answers to the same request.
@@ -262,13 +251,6 @@ func TestLegacyOperationsReachTheirTwins(t *testing.T) {
 		method, path, _ := strings.Cut(op, " ")
 		t.Run(op, func(t *testing.T) {
 			l := e.do(t, method, legacy+ids.Replace(path)+"?projectName=p1", tokAdmin, map[string]any{})
-			if pendingWorkloads[op] {
-				if l.status != 404 || !strings.HasPrefix(l.str("message"), "no operation") {
-					// Served now: drop it from pendingWorkloads.
-					t.Logf("%s is served (%d); remove it from pendingWorkloads", op, l.status)
-				}
-				return
-			}
 			if l.status == 404 && strings.HasPrefix(l.str("message"), "no operation") {
 				t.Fatalf("%s is not routed: %s", op, l.raw)
 			}
@@ -279,7 +261,7 @@ func TestLegacyOperationsReachTheirTwins(t *testing.T) {
 			served++
 		})
 	}
-	if want := len(ref) - len(pendingWorkloads); served != want {
+	if want := len(ref); served != want {
 		t.Errorf("%d legacy operations served, want %d", served, want)
 	}
 }

@@ -33,6 +33,9 @@ func (h *handler) routes() {
 	h.crud(eim.KindProvider, "/providers", crudOps{})
 	h.crud(eim.KindLocalAccount, "/localAccounts", crudOps{})
 	h.crud(eim.KindCustomConfig, "/customConfigs", crudOps{})
+	h.crud(eim.KindWorkload, "/compute/workloads", full)
+	h.crud(eim.KindWorkload, "/workloads", full)
+	h.crud(eim.KindWorkloadMember, "/workload_members", crudOps{})
 	for _, base := range []string{"/schedules", "/compute/schedules"} {
 		h.crud(eim.KindSingleSchedule, base+"/single", full)
 		h.crud(eim.KindRepeatedSchedule, base+"/repeated", full)

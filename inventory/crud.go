@@ -66,6 +66,9 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 			// the lookup while holding the (on SQLite, single) writer.
 			e.instDone[h.ResourceID] = true
 		}
+		if in, ok := nr.(*eim.Instance); ok {
+			e.membersOf[in.ResourceID] = nil // nor a workload membership
+		}
 		items, err := e.expand(nr.ResourceKind(), []eim.Resource{nr})
 		if err != nil {
 			return err
@@ -212,6 +215,8 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 		return nil, eim.Errorf(eim.EINVALID, "OS update policies cannot be changed (as in the original API): create another one and name it in the instances' osUpdatePolicyID")
 	case eim.KindOSUpdateRun:
 		return nil, eim.Errorf(eim.EINVALID, "OS update runs are written by the maintenance module, not through the API")
+	case eim.KindWorkloadMember:
+		return nil, eim.Errorf(eim.EINVALID, "workload members cannot be changed (as in the original API): delete the member and create another")
 	}
 	variant := eim.SchemaOf(k).VariantOf(r)
 	mask, err := resolveMask(k, variant, fields)

@@ -27,6 +27,10 @@ type expander struct {
 	insts     map[string]*eim.Instance
 	instOf    map[string]*eim.Instance // host ID → its instance
 	instDone  map[string]bool          // host IDs whose instance was looked up
+	workloads map[string]*eim.Workload
+	// Workload members by instance ID, for the instances whose
+	// memberships were looked up (an entry, maybe empty, for each).
+	membersOf map[string][]*eim.WorkloadMember
 
 	effRegion map[string]eim.Metadata // region ID → its metadata over its ancestors'
 }
@@ -39,6 +43,7 @@ func newExpander(ctx context.Context, tx eim.Tx) *expander {
 		accounts: map[string]*eim.LocalAccount{}, configs: map[string]*eim.CustomConfig{},
 		groups: map[string]*eim.TelemetryGroup{}, policies: map[string]*eim.OSUpdatePolicy{}, insts: map[string]*eim.Instance{},
 		instOf: map[string]*eim.Instance{}, instDone: map[string]bool{},
+		workloads: map[string]*eim.Workload{}, membersOf: map[string][]*eim.WorkloadMember{},
 		effRegion: map[string]eim.Metadata{},
 	}
 }
@@ -242,7 +247,133 @@ func (e *expander) instance(in *eim.Instance) *eim.Instance {
 		}
 	}
 	out.UpdatePolicy = e.policyByID(in.OSUpdatePolicyID)
+	out.WorkloadMembers = nil
+	for _, m := range e.membersOf[in.ResourceID] {
+		mc := clone(m)
+		mc.AliasID = mc.ResourceID
+		mc.Workload, mc.Instance, mc.Member = e.workloadByID(m.WorkloadID), nil, nil
+		out.WorkloadMembers = append(out.WorkloadMembers, mc)
+	}
 	return out
+}
+
+// loadMemberships loads the workload members of the instances, and their
+// workloads.
+func (e *expander) loadMemberships(instIDs []string) error {
+	var want []string
+	for _, id := range instIDs {
+		if _, done := e.membersOf[id]; !done && id != "" {
+			e.membersOf[id] = nil
+			want = append(want, id)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	items, _, err := e.tx.List(e.ctx, eim.KindWorkloadMember, eim.Query{Where: []eim.Cond{{Field: "instanceId", Value: want}}, NoTotal: true})
+	if err != nil {
+		return fmt.Errorf("load workload members: %w", err)
+	}
+	var wls []string
+	for _, r := range items {
+		m := r.(*eim.WorkloadMember)
+		e.membersOf[m.InstanceID] = append(e.membersOf[m.InstanceID], m)
+		wls = append(wls, m.WorkloadID)
+	}
+	return load(e, eim.KindWorkload, wls, e.workloads)
+}
+
+// workloadByID is a workload without its members, as nested in a member.
+func (e *expander) workloadByID(id string) *eim.Workload {
+	w := e.workloads[id]
+	if w == nil {
+		return nil
+	}
+	out := clone(w)
+	out.AliasID = out.ResourceID
+	out.Members = []*eim.WorkloadMember{}
+	return out
+}
+
+// expandWorkloads returns workloads with their members, each with its
+// instance (the instance's own fields, as the original nests it).
+func (e *expander) expandWorkloads(ws []*eim.Workload) ([]eim.Resource, error) {
+	members := map[string][]*eim.WorkloadMember{}
+	if wids := ids(ws, func(w *eim.Workload) string { return w.ResourceID }); len(wids) > 0 {
+		items, _, err := e.tx.List(e.ctx, eim.KindWorkloadMember, eim.Query{Where: []eim.Cond{{Field: "workloadId", Value: wids}}, NoTotal: true})
+		if err != nil {
+			return nil, fmt.Errorf("load workload members: %w", err)
+		}
+		var insts []string
+		for _, r := range items {
+			m := r.(*eim.WorkloadMember)
+			members[m.WorkloadID] = append(members[m.WorkloadID], m)
+			insts = append(insts, m.InstanceID)
+		}
+		if err := load(e, eim.KindInstance, insts, e.insts); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]eim.Resource, len(ws))
+	for i, w := range ws {
+		wc := clone(w)
+		wc.AliasID = wc.ResourceID
+		wc.Members = []*eim.WorkloadMember{}
+		for _, m := range members[w.ResourceID] {
+			mc := clone(m)
+			mc.AliasID = mc.ResourceID
+			mc.Workload = nil
+			mc.Instance, mc.Member = e.plainInstance(m.InstanceID), e.plainInstance(m.InstanceID)
+			wc.Members = append(wc.Members, mc)
+		}
+		out[i] = wc
+	}
+	return out, nil
+}
+
+// plainInstance is an instance's own fields, without related resources.
+func (e *expander) plainInstance(id string) *eim.Instance {
+	in := e.insts[id]
+	if in == nil {
+		return nil
+	}
+	out := clone(in)
+	out.AliasID = out.ResourceID
+	return out
+}
+
+// expandMembers returns workload members with their workload and their
+// instance (expanded as an instance is, but without its memberships).
+func (e *expander) expandMembers(ms []*eim.WorkloadMember) ([]eim.Resource, error) {
+	if err := load(e, eim.KindWorkload, ids(ms, func(m *eim.WorkloadMember) string { return m.WorkloadID }), e.workloads); err != nil {
+		return nil, err
+	}
+	if err := load(e, eim.KindInstance, ids(ms, func(m *eim.WorkloadMember) string { return m.InstanceID }), e.insts); err != nil {
+		return nil, err
+	}
+	var is []*eim.Instance
+	for _, m := range ms {
+		if in := e.insts[m.InstanceID]; in != nil {
+			is = append(is, in)
+		}
+	}
+	if err := e.loadInstanceDeps(is); err != nil {
+		return nil, err
+	}
+	out := make([]eim.Resource, len(ms))
+	for i, m := range ms {
+		mc := clone(m)
+		mc.AliasID = mc.ResourceID
+		mc.Workload = e.workloadByID(m.WorkloadID)
+		mc.Instance, mc.Member = nil, nil
+		if in := e.insts[m.InstanceID]; in != nil {
+			mc.Instance = e.instance(in)
+			mc.Instance.WorkloadMembers = nil
+			mc.Member = clone(mc.Instance)
+		}
+		out[i] = mc
+	}
+	return out, nil
 }
 
 // loadPolicies loads OS update policies and their target OSes.
@@ -378,6 +509,10 @@ func (e *expander) expand(k eim.Kind, items []eim.Resource) ([]eim.Resource, err
 		for i, r := range rs {
 			out[i] = e.run(r)
 		}
+	case eim.KindWorkload:
+		return e.expandWorkloads(typed[*eim.Workload](items))
+	case eim.KindWorkloadMember:
+		return e.expandMembers(typed[*eim.WorkloadMember](items))
 	case eim.KindTelemetryProfile:
 		ps := typed[*eim.TelemetryProfile](items)
 		if err := load(e, eim.KindTelemetryGroup, ids(ps, (*eim.TelemetryProfile).GroupID), e.groups); err != nil {
@@ -416,6 +551,9 @@ func (e *expander) loadInstanceDeps(is []*eim.Instance) error {
 		return err
 	}
 	if err := e.loadPolicies(ids(is, func(in *eim.Instance) string { return in.OSUpdatePolicyID })); err != nil {
+		return err
+	}
+	if err := e.loadMemberships(ids(is, func(in *eim.Instance) string { return in.ResourceID })); err != nil {
 		return err
 	}
 	var cc []string

@@ -173,6 +173,33 @@ func (s *Service) checkRefs(ctx context.Context, tx eim.Tx, old, nr eim.Resource
 		return checkProfileRefs(ctx, tx, o, n)
 	case *eim.OSUpdatePolicy:
 		return checkPolicyRefs(ctx, tx, n)
+	case *eim.WorkloadMember:
+		return checkMemberRefs(ctx, tx, n)
+	}
+	return nil
+}
+
+// checkMemberRefs checks a new workload member: its workload and instance
+// exist, the instance is not being deleted and is in no other workload
+// (the unique index says so too, but without naming the membership).
+func checkMemberRefs(ctx context.Context, tx eim.Tx, m *eim.WorkloadMember) error {
+	if _, err := exists(ctx, tx, eim.KindWorkload, "workloadId", m.WorkloadID); err != nil {
+		return err
+	}
+	r, err := exists(ctx, tx, eim.KindInstance, "instanceId", m.InstanceID)
+	if err != nil {
+		return err
+	}
+	if in := r.(*eim.Instance); in.DesiredState == eim.InstanceStateDeleted {
+		return eim.Errorf(eim.EPRECONDITION, "instanceId: instance %s is being deleted", in.ResourceID)
+	}
+	items, _, err := tx.List(ctx, eim.KindWorkloadMember, eim.Query{Where: []eim.Cond{{Field: "instanceId", Value: m.InstanceID}}, Limit: 1, NoTotal: true})
+	if err != nil {
+		return fmt.Errorf("find memberships of %s: %w", m.InstanceID, err)
+	}
+	if len(items) > 0 {
+		o := items[0].(*eim.WorkloadMember)
+		return eim.Errorf(eim.ECONFLICT, "instanceId: instance %s is already a member of workload %s (%s)", m.InstanceID, o.WorkloadID, o.ResourceID)
 	}
 	return nil
 }
@@ -403,6 +430,8 @@ func checkUnused(ctx context.Context, tx eim.Tx, r eim.Resource) error {
 		bs = []blocker{{"hosts", eim.KindHost, is("providerId"), ""}}
 	case *eim.LocalAccount:
 		bs = []blocker{{"instances", eim.KindInstance, is("localAccountID"), ""}}
+	case *eim.Workload:
+		bs = []blocker{{"workload members", eim.KindWorkloadMember, is("workloadId"), ""}}
 	case *eim.CustomConfig:
 		return checkConfigUnused(ctx, tx, id)
 	}
@@ -480,6 +509,8 @@ func kindNoun(k eim.Kind) string {
 		return "OS update policy"
 	case eim.KindOSUpdateRun:
 		return "OS update run"
+	case eim.KindWorkloadMember:
+		return "workload member"
 	}
 	return string(k)
 }

@@ -82,13 +82,15 @@ func codecOf(k eim.Kind) *codec {
 // of one instance on one host and goes with either; telemetry profiles
 // targeting an instance go with it, as schedules go with their host; the
 // OS update runs of an instance are its history and go with it (and with
-// its host). Every other reference restricts.
+// its host); a workload member is an instance's membership and goes with
+// it. Every other reference restricts.
 var cascades = map[eim.Kind]map[string]bool{
 	eim.KindSingleSchedule:   {"target_host_id": true},
 	eim.KindRepeatedSchedule: {"target_host_id": true},
 	eim.KindWorkflow:         {"instance_id": true, "host_id": true},
 	eim.KindTelemetryProfile: {"target_instance": true},
 	eim.KindOSUpdateRun:      {"instance_id": true, "host_id": true},
+	eim.KindWorkloadMember:   {"instance_id": true},
 }
 
 func buildCodecs() {

@@ -127,7 +127,7 @@ Usage:
 Nouns: region site host instance os provider schedule-single
        schedule-repeated localaccount customconfig telemetry-loggroup
        telemetry-metricgroup telemetry-logprofile telemetry-metricprofile
-       os-update-policy os-update-run
+       os-update-policy os-update-run workload workload-member
 
 Global flags (before or after the command):
   --server URL       base URL of the server (env EIM_SERVER; default http://127.0.0.1:8080)

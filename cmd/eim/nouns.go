@@ -285,6 +285,25 @@ var nouns = []*noun{
 			{flag: "description", field: "description", usage: "description"},
 			{flag: "config", field: "config", usage: "cloud-init config (or @file)", file: true}},
 	},
+	{
+		name: "workload", kind: eim.KindWorkload,
+		cols: []column{idCol, col("NAME", "name"), enumCol("KIND", "kind", "WORKLOAD_KIND_"), col("EXTERNAL-ID", "externalId"),
+			col("STATUS", "status"), countCol("MEMBERS", "members")},
+		flags: []flagSpec{nameFlag,
+			{flag: "kind", field: "kind", usage: "WORKLOAD_KIND_CLUSTER"},
+			{flag: "external-id", field: "externalId", usage: "ID outside EIM, e.g. the cluster's name (unique in the project)"},
+			{flag: "status", field: "status", usage: "status text"}},
+	},
+	{
+		name: "workload-member", kind: eim.KindWorkloadMember, noUpdate: true,
+		cols: []column{idCol, col("WORKLOAD", "workloadId"), col("WORKLOAD-NAME", "workload.name"), col("INSTANCE", "instanceId"),
+			col("INSTANCE-NAME", "instance.name"), enumCol("KIND", "kind", "WORKLOAD_MEMBER_KIND_")},
+		flags: []flagSpec{
+			{flag: "workload", field: "workloadId", usage: "workload ID"},
+			{flag: "instance", field: "instanceId", usage: "instance ID (in one workload at most)"},
+			{flag: "kind", field: "kind", usage: "WORKLOAD_MEMBER_KIND_CLUSTER_NODE"}},
+		extra: []string{"workload.name", "workload.externalId", "instance.name", "instance.hostID"},
+	},
 }
 
 func telemetryGroupNoun(name string, coll client.Collection, what string) *noun {

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"OSUpdateReferences", testOSUpdateReferences},
 		{"OSUpdateRuns", testOSUpdateRuns},
 		{"CountBy", testCountBy},
+		{"Workloads", testWorkloads},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

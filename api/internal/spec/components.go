@@ -308,6 +308,8 @@ func listName(rd resourceDoc) string {
 	case eim.KindOSUpdatePolicy, eim.KindOSUpdateRun:
 		// The original named these two in the singular.
 		return "List" + rd.name + "Response"
+	case eim.KindWorkloadMember:
+		return "ListWorkloadMembersResponse"
 	}
 	return "List" + rd.name[:len(rd.name)-len("Resource")] + "sResponse"
 }

@@ -22,6 +22,7 @@ const (
 	tagConfigs   = "Custom configs"
 	tagTelemetry = "Telemetry"
 	tagUpdates   = "OS updates"
+	tagWorkloads = "Workloads"
 	tagProjects  = "Projects"
 	tagService   = "Service"
 )
@@ -42,6 +43,7 @@ var tags = []struct{ name, desc string }{
 		"the shortest interval, per logs group the most verbose level. Nodes fetch it through their agent."},
 	{tagUpdates, "OS update policies, which say how the OS of the instances that name them is updated in their maintenance windows, " +
 		"and OS update runs, the maintenance module's record of each update."},
+	{tagWorkloads, "Named groups of instances, such as clusters, and their members. Workloads are served under /compute/workloads and /workloads."},
 	{tagProjects, "Tenants and their onboarding settings. Creating and deleting them needs the eim-admin role."},
 	{tagService, "Health and this document; no token needed."},
 }
@@ -132,6 +134,8 @@ func addOperations(ps *pathSet) {
 
 	addUpdates(ps)
 
+	addWorkloads(ps)
+
 	addProjects(ps)
 
 	addLegacy(ps) // last: it repeats the operations above
@@ -161,6 +165,14 @@ func addLegacy(ps *pathSet) {
 const legacyDoc = "A legacy path of the original API (" + api.LegacyPrefix + "/…): the project is named by the projectName " +
 	"query parameter or, when that is absent, by its ID (UUID) in the ActiveProjectID header; neither is 400. Access is " +
 	"that of the project's own path."
+
+// addWorkloads adds the workloads, under the original's two paths, and
+// their members (create, read, delete: a member is never changed).
+func addWorkloads(ps *pathSet) {
+	ps.addCRUD(eim.KindWorkload, "/compute/workloads", tagWorkloads, crud{update: true, listParams: queryParams})
+	ps.addCRUD(eim.KindWorkload, "/workloads", tagWorkloads, crud{update: true, listParams: queryParams, idSuffix: "Alias", alias: true})
+	ps.addCRUD(eim.KindWorkloadMember, "/workload_members", tagWorkloads, crud{listParams: queryParams})
+}
 
 func addHosts(ps *pathSet) {
 	hosts := crud{update: true, listParams: queryParams}

@@ -87,6 +87,7 @@ var rules = map[eim.Kind]map[string]rule{
 		"localAccountID":       {desc: "ID of the local account created on the installed OS; frozen once provisioning starts."},
 		"osUpdatePolicyID":     {desc: "ID of the OS update policy that applies to this instance; \"\" for none."},
 		"updatePolicy":         {desc: "The instance's OS update policy, with its target OS, expanded on read."},
+		"workloadMembers":      {desc: "The instance's workload memberships (one at most), each with its workload, expanded on read."},
 		"customConfigID":       {desc: "IDs of custom cloud-init configs applied at installation; frozen once provisioning starts.", items: &rule{maxLength: 21, pattern: `^customconfig-[0-9a-f]{8}$`}},
 		"instanceStatusDetail": {desc: "Detail of the instance status.", maxLength: statusLimit},
 		"existingCves":         {desc: "CVEs present in the installed OS (JSON text).", maxLength: bigText},
@@ -202,6 +203,21 @@ var rules = map[eim.Kind]map[string]rule{
 		"appliedPolicy":   {desc: "The OS update policy the run applied, expanded on read; absent when it applied none."},
 		"instance":        {desc: "The instance updated, expanded on read."},
 	},
+	eim.KindWorkload: {
+		"kind":       {desc: "What the workload is; WORKLOAD_KIND_CLUSTER (UNSPECIFIED is refused).", required: true},
+		"name":       resourceName,
+		"externalId": {desc: "ID of what the workload is outside EIM (e.g. the cluster's name); unique in the project when set.", maxLength: 40, pattern: namePat},
+		"status":     {desc: "Status text of the workload, for people.", maxLength: 500, pattern: runTextPat},
+		"members":    {desc: "The workload's members, each with its instance, expanded on read."},
+	},
+	eim.KindWorkloadMember: {
+		"kind":       {desc: "The instance's role in the workload; WORKLOAD_MEMBER_KIND_CLUSTER_NODE (UNSPECIFIED is refused).", required: true},
+		"workloadId": {desc: "ID of the workload; set on create.", required: true},
+		"instanceId": {desc: "ID of the instance; set on create. An instance is a member of one workload at most.", required: true},
+		"workload":   {desc: "The workload, expanded on read (without its members)."},
+		"instance":   {desc: "The instance, expanded on read."},
+		"member":     {desc: "The instance again, under the original API's second name for it."},
+	},
 }
 
 // OS update patterns of the original's schemas.
@@ -216,4 +232,5 @@ const (
 var strictEdges = map[eim.Kind]map[string]bool{
 	eim.KindInstance:         {"hostID": true, "osID": true},
 	eim.KindTelemetryProfile: {"logsGroupId": true, "metricsGroupId": true},
+	eim.KindWorkloadMember:   {"workloadId": true, "instanceId": true},
 }

@@ -52,6 +52,12 @@ var resources = []resourceDoc{
 	{eim.KindOSUpdateRun, "", "OSUpdateRun", "OS update run",
 		"One OS update of one instance, recorded by the maintenance module: the policy it applied, when it started and ended " +
 			"(endTime 0 while it runs) and how it went. Every field is read-only; a run goes with its instance."},
+	{eim.KindWorkload, "", "WorkloadResource", "workload",
+		"A named group of instances, such as a cluster (WORKLOAD_KIND_CLUSTER). Its members link it to its instances; " +
+			"a workload with members cannot be deleted."},
+	{eim.KindWorkloadMember, "", "WorkloadMember", "workload member",
+		"Puts one instance in one workload. An instance is a member of at most one workload. A member is created and " +
+			"deleted, never changed, and goes with its instance."},
 }
 
 // docOf returns the resourceDoc of a kind without variants.
@@ -327,6 +333,8 @@ var enumDescs = map[string]string{
 	"LinkState":               "Whether a network interface's link is up.",
 	"IPAddressStatus":         "State of an address on a host's network interface.",
 	"IPAddressConfigMethod":   "How an address was set on an interface: statically or dynamically (DHCP).",
+	"WorkloadKind":            "What a workload is.",
+	"WorkloadMemberKind":      "What role an instance plays in its workload.",
 }
 
 func (b *schemaBuilder) enumSchemas(into *obj) {
