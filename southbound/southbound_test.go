@@ -319,6 +319,21 @@ func TestTokenEndpoint(t *testing.T) {
 			}
 		}
 
+		// Unknown clients and wrong secrets are told apart by nothing, so
+		// host IDs cannot be probed.
+		same := map[string]tokenAnswer{
+			"unknown host":        e.postToken(formType, "", credForm(southbound.ClientID("host-00000000"), "whatever")),
+			"not a node":          e.postToken(formType, "", credForm("alice", "whatever")),
+			"too long":            e.postToken(formType, "", credForm(strings.Repeat("a", 100), "whatever")),
+			"known, wrong":        e.postToken(formType, "", credForm(id, "whatever")),
+			"known, wrong, basic": e.postToken(formType, basic(id, "whatever"), "grant_type=client_credentials"),
+		}
+		for name, a := range same {
+			if a.Status != 401 || a.Body["error"] != "invalid_client" || a.Body["error_description"] != "invalid client credentials" {
+				t.Errorf("%s: got %d %v, want 401 invalid_client \"invalid client credentials\" as for every bad client", name, a.Status, a.Body)
+			}
+		}
+
 		resp, err := e.client.Get(e.srv.URL + southbound.TokenPath)
 		if err != nil {
 			t.Fatal(err)
@@ -338,7 +353,7 @@ func TestTokenEndpoint(t *testing.T) {
 			{"cleared", func(h *eim.Host) { h.DesiredState = eim.HostStateOnboarded; h.NodeSecretHash = ""; h.NodeCredGen++ }},
 		} {
 			e.changeHost(tc.fn)
-			if a := e.postToken(formType, "", credForm(id, e.secret)); a.Status != 401 || a.Body["error"] != "invalid_client" {
+			if a := e.postToken(formType, "", credForm(id, e.secret)); a.Status != 401 || a.Body["error"] != "invalid_client" || a.Body["error_description"] != "invalid client credentials" {
 				t.Errorf("%s host: got %d %v, want 401 invalid_client", tc.name, a.Status, a.Body)
 			}
 		}
