@@ -422,6 +422,21 @@ func TestInterceptor(t *testing.T) {
 		if err := e.reportIn(tok); err != nil {
 			t.Fatalf("ReportIn with the token again in time: %v", err)
 		}
+		// The leeway past expiry is auth.DefaultLeeway (5 s).
+		short, exp, err := e.iss.MintNode(auth.NodeClaims{Subject: southbound.ClientID(e.hostID), HostID: e.hostID, Project: e.project, Gen: 1}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := func(d time.Duration) error {
+			t := exp.Add(d)
+			e.now.Store(&t)
+			return e.reportIn(short)
+		}
+		if err := at(2 * time.Second); err != nil {
+			t.Errorf("2 s past expiry: got %v, want accepted", err)
+		}
+		unauth("10 s past expiry", at(10*time.Second))
+		e.now.Store(&now)
 
 		// New credentials (a new Discover) move the generation on: the
 		// old token stops working at once.
