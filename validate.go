@@ -343,8 +343,7 @@ func validateSingleSchedule(s *SingleSchedule) error {
 	var c v
 	c.self(KindSingleSchedule, &s.Meta)
 	c.str("name", s.Name, 50, reName)
-	c.required("scheduleStatus", string(s.ScheduleStatus))
-	c.add(checkEnum("scheduleStatus", s.ScheduleStatus))
+	specified(&c, "scheduleStatus", s.ScheduleStatus)
 	if s.StartSeconds < 1 {
 		c.fail("startSeconds", "is required (a UNIX time in seconds ≥ 1)")
 	}
@@ -359,8 +358,7 @@ func validateRepeatedSchedule(s *RepeatedSchedule) error {
 	var c v
 	c.self(KindRepeatedSchedule, &s.Meta)
 	c.str("name", s.Name, 50, reName)
-	c.required("scheduleStatus", string(s.ScheduleStatus))
-	c.add(checkEnum("scheduleStatus", s.ScheduleStatus))
+	specified(&c, "scheduleStatus", s.ScheduleStatus)
 	if s.DurationSeconds < 1 || s.DurationSeconds > MaxScheduleSeconds {
 		c.fail("durationSeconds", "%d is out of range [1, %d]", s.DurationSeconds, MaxScheduleSeconds)
 	}

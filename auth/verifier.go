@@ -35,12 +35,18 @@ type VerifierOptions struct {
 	// MaxKeyAge is how long fetched keys are used before they are fetched
 	// again (on the next use). Default 1 h.
 	MaxKeyAge time.Duration
-	// Leeway is the clock skew allowed on exp, nbf and iat. Default 1 min;
-	// negative means none.
+	// Leeway is the clock skew allowed on exp, nbf and iat: an expired
+	// token is accepted for this long. Default DefaultLeeway; negative
+	// means none.
 	Leeway time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
+
+// DefaultLeeway is the clock skew allowed by default: enough for servers
+// whose clocks are kept in step (NTP), short enough that a token is not
+// used noticeably past its expiry.
+const DefaultLeeway = 5 * time.Second
 
 // Verifier authenticates bearer tokens: those of the local Issuer and, when
 // configured, those of an external OIDC issuer. It implements
@@ -73,7 +79,7 @@ func NewVerifier(ctx context.Context, iss *Issuer, opts VerifierOptions) (*Verif
 	}
 	switch {
 	case v.leeway == 0:
-		v.leeway = time.Minute
+		v.leeway = DefaultLeeway
 	case v.leeway < 0:
 		v.leeway = 0
 	}

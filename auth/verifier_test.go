@@ -166,16 +166,41 @@ func TestAuthenticateRejects(t *testing.T) {
 	}
 }
 
-func TestAuthenticateAcceptsWithinLeeway(t *testing.T) {
+// The leeway lets a token through for a little while past its expiry, for
+// clocks out of step: 5 s by default, longer when configured, never when
+// negative.
+func TestAuthenticateLeeway(t *testing.T) {
 	iss := newIssuer(t)
 	tok, err := iss.Mint("alice", nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().Add(time.Minute + 30*time.Second)
-	v := newVerifier(t, iss, auth.VerifierOptions{Now: func() time.Time { return now }})
-	if _, err := v.Authenticate(context.Background(), tok); err != nil {
-		t.Errorf("30 s after expiry with 1 min leeway: got %v, want success", err)
+	expiry := time.Now().Add(time.Minute)
+	tests := []struct {
+		name   string
+		leeway time.Duration
+		after  time.Duration // past the expiry
+		ok     bool
+	}{
+		{"default, 3 s after", 0, 3 * time.Second, true},
+		{"default, 10 s after", 0, 10 * time.Second, false},
+		{"default, 59 s after", 0, 59 * time.Second, false},
+		{"1 min, 30 s after", time.Minute, 30 * time.Second, true},
+		{"1 min, 61 s after", time.Minute, 61 * time.Second, false},
+		{"none, 1 s after", -1, time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := expiry.Add(tt.after)
+			v := newVerifier(t, iss, auth.VerifierOptions{Now: func() time.Time { return now }, Leeway: tt.leeway})
+			_, err := v.Authenticate(context.Background(), tok)
+			if (err == nil) != tt.ok {
+				t.Errorf("got %v, want accepted %v", err, tt.ok)
+			}
+		})
+	}
+	if auth.DefaultLeeway != 5*time.Second {
+		t.Errorf("DefaultLeeway: got %s, want 5s", auth.DefaultLeeway)
 	}
 }
 

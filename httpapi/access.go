@@ -67,6 +67,11 @@ func (h *handler) serveInProject(w http.ResponseWriter, r *http.Request, fn func
 	}
 	name := r.PathValue("projectName")
 	proj, err := h.findProject(r, name)
+	if eim.ErrorCode(err) == eim.ENOTFOUND && !p.CanRead(&eim.Project{Name: name}) {
+		// A project the caller may not see answers as one that is not
+		// theirs, so that project names cannot be probed.
+		return noAccess(name)
+	}
 	if err != nil {
 		return err
 	}
@@ -75,12 +80,16 @@ func (h *handler) serveInProject(w http.ResponseWriter, r *http.Request, fn func
 		allowed = p.CanRead(proj)
 	}
 	if !allowed {
-		return eim.Errorf(eim.EFORBIDDEN, "no access to project %q", name)
+		return noAccess(name)
 	}
 	if err := checkQuery(r); err != nil {
 		return err
 	}
 	return fn(w, r, &call{project: proj.Name, p: p})
+}
+
+func noAccess(project string) error {
+	return eim.Errorf(eim.EFORBIDDEN, "no access to project %q", project)
 }
 
 // admin wraps the project administration endpoints.

@@ -42,6 +42,7 @@ func benchCreateHost(b *testing.B, e *env) {
 			body := fmt.Sprintf(`{"name":"bench-%d","uuid":%q}`, i, newUUID())
 			req, _ := http.NewRequest("POST", e.srv.URL+"/v1/projects/p1/compute/hosts", bytes.NewReader([]byte(body)))
 			req.Header.Set("Authorization", "Bearer "+tokRW)
+			req.Header.Set("Content-Type", "application/json")
 			res, err := c.Do(req)
 			if err != nil {
 				b.Error(err)
@@ -66,6 +67,7 @@ func BenchmarkListHosts(b *testing.B) {
 		body := fmt.Sprintf(`{"name":"bench-%d","uuid":%q}`, i, newUUID())
 		req, _ := http.NewRequest("POST", e.srv.URL+"/v1/projects/p1/compute/hosts", bytes.NewReader([]byte(body)))
 		req.Header.Set("Authorization", "Bearer "+tokRW)
+		req.Header.Set("Content-Type", "application/json")
 		res, err := c.Do(req)
 		if err != nil {
 			b.Fatal(err)

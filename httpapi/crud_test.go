@@ -29,7 +29,7 @@ func TestCRUD(t *testing.T) {
 			return map[string]any{"name": fmt.Sprint("r", i), "metadata": []any{map[string]any{"key": "a", "value": "b"}}}
 		}, true, false},
 		{"site", "/sites", eim.KindSite, "siteID", func(i int) map[string]any {
-			return map[string]any{"name": fmt.Sprint("s", i), "regionId": region, "siteLat": 10, "siteLng": "20"}
+			return map[string]any{"name": fmt.Sprint("s", i), "regionId": region, "siteLat": 10, "siteLng": 20}
 		}, true, false},
 		{"site under region", "/regions/" + region + "/sites", eim.KindSite, "siteID", func(i int) map[string]any {
 			return map[string]any{"name": fmt.Sprint("s", i)}
@@ -59,7 +59,7 @@ func TestCRUD(t *testing.T) {
 	}
 	for _, base := range []string{"/schedules", "/compute/schedules"} {
 		cases = append(cases, crudCase{"single" + base, base + "/single", eim.KindSingleSchedule, "singleScheduleID", func(i int) map[string]any {
-			return map[string]any{"name": fmt.Sprint("w", i), "scheduleStatus": "SCHEDULE_STATUS_MAINTENANCE", "startSeconds": 1700000000, "endSeconds": "1700003600", "targetRegionId": region}
+			return map[string]any{"name": fmt.Sprint("w", i), "scheduleStatus": "SCHEDULE_STATUS_MAINTENANCE", "startSeconds": 1700000000, "endSeconds": 1700003600, "targetRegionId": region}
 		}, true, false}, crudCase{"repeated" + base, base + "/repeated", eim.KindRepeatedSchedule, "repeatedScheduleID", func(i int) map[string]any {
 			return map[string]any{"name": fmt.Sprint("rw", i), "scheduleStatus": "SCHEDULE_STATUS_MAINTENANCE", "durationSeconds": 3600,
 				"cronMinutes": "0", "cronHours": "3", "cronDayMonth": "*", "cronMonth": "*", "cronDayWeek": "*", "targetRegionId": region}

@@ -22,7 +22,8 @@ import (
 //     PUT back what they GET, including status fields and nested objects);
 //   - the set of fields present is known (PATCH without fieldMask);
 //   - camelCase and snake_case names are both accepted, as protojson does;
-//   - integers may be sent as JSON strings, as protojson allows.
+//   - 64-bit integers may be sent as JSON strings, as protojson allows
+//     (the schemas declare them strings); 32-bit ones must be numbers.
 
 // ignoredFields are names a client of the original may send back that our
 // schema does not model: read-only in the original (or, for site.provider,
@@ -58,7 +59,9 @@ func decodeResource(k eim.Kind, variant string, body []byte) (eim.Resource, []st
 			return eim.Errorf(eim.EINVALID, "unknown field %q", key)
 		}
 		if !f.Writable || f.Alias {
-			return nil // read-only: ignored
+			// Read-only: ignored, but an enum's value must still be one
+			// of its names (or empty).
+			return checkReadOnly(f.Name, rv.FieldByIndex(f.Index), raw)
 		}
 		if slices.Contains(fields, f.Name) {
 			return eim.Errorf(eim.EINVALID, "field %q is given twice", f.Name)
@@ -70,6 +73,15 @@ func decodeResource(k eim.Kind, variant string, body []byte) (eim.Resource, []st
 		return nil, nil, err
 	}
 	return r, fields, nil
+}
+
+// checkReadOnly checks the value of a read-only field that is an enum,
+// without setting it.
+func checkReadOnly(name string, v reflect.Value, raw json.RawMessage) error {
+	if !v.Type().Implements(enumType) {
+		return nil
+	}
+	return setField(name, reflect.New(v.Type()).Elem(), raw)
 }
 
 // decodeObject checks that body is one JSON object of valid UTF-8 and calls
@@ -152,6 +164,11 @@ func setField(name string, v reflect.Value, raw json.RawMessage) error {
 			return eim.Errorf(eim.EINVALID, "%s: want a boolean", name)
 		}
 		v.SetBool(b)
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64 && t.Bits() < 64 && len(raw) > 0 && raw[0] == '"':
+		// protojson (the original's gateway) reads 64-bit integers from
+		// strings, which the schemas declare as strings; those declared
+		// integers (32-bit) must be numbers.
+		return eim.Errorf(eim.EINVALID, "%s: want a number, not a string", name)
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		n, err := strconv.ParseInt(numberText(raw), 10, t.Bits())
 		if err != nil {
@@ -259,6 +276,9 @@ func decodeUint(name string, raw json.RawMessage, bits int, dst *uint64) error {
 	if string(raw) == "null" {
 		*dst = 0
 		return nil
+	}
+	if bits < 64 && len(raw) > 0 && raw[0] == '"' {
+		return eim.Errorf(eim.EINVALID, "%s: want a number, not a string", name)
 	}
 	n, err := strconv.ParseUint(numberText(raw), 10, bits)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/eimhq/eim"
 )
@@ -14,6 +16,10 @@ import (
 // codeRateLimited is this package's own code for 429; the inventory never
 // returns it.
 const codeRateLimited = "rate_limited"
+
+// codeMediaType is this package's own code for 415: a body that is not
+// JSON by its Content-Type.
+const codeMediaType = "unsupported_media_type"
 
 // wireCode is how an eim error code appears on the wire: the gRPC code name
 // the original API put in "code", and the HTTP status.
@@ -35,6 +41,7 @@ var wireCodes = map[string]wireCode{
 	eim.ETOOLARGE:     {"ResourceExhausted", http.StatusRequestEntityTooLarge},
 	eim.EINTERNAL:     {"Internal", http.StatusInternalServerError},
 	codeRateLimited:   {"ResourceExhausted", http.StatusTooManyRequests},
+	codeMediaType:     {"InvalidArgument", http.StatusUnsupportedMediaType},
 }
 
 // errorBody is the wire shape of every error.
@@ -72,7 +79,7 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		// client, the CLI) come back after it rather than at once.
 		w.Header().Set("Retry-After", retryUnavailable)
 	}
-	h.writeJSON(w, wc.status, errorBody{Code: wc.name, Message: msg})
+	h.writeJSON(w, wc.status, errorBody{Code: wc.name, Message: clipEchoes(msg)})
 }
 
 // retryUnavailable is the Retry-After of a 503, in seconds: a database
@@ -96,4 +103,64 @@ func requestID(r *http.Request) string {
 func ridFrom(ctx context.Context) string {
 	s, _ := ctx.Value(ridKey{}).(string)
 	return s
+}
+
+// Bounds of what an error message echoes of the request: each quoted value
+// (the message quotes the client's values with %q), and the whole message.
+const (
+	maxEcho    = 64
+	maxMessage = 1024
+)
+
+// truncate shortens s to at most n bytes, on a rune boundary, marking the
+// cut with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// clipEchoes bounds msg: every double-quoted part longer than maxEcho is
+// cut to its first maxEcho bytes, and the whole to maxMessage, so that an
+// error never sends back more than a prefix of a large value (an ID of
+// 60 KB in a path, a long name) whichever layer wrote the message.
+func clipEchoes(msg string) string {
+	if len(msg) <= maxEcho {
+		return msg
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			b.WriteString(msg)
+			break
+		}
+		b.WriteString(msg[:i+1])
+		msg = msg[i+1:]
+		// The end of the quoted part: the next quote not escaped.
+		end := -1
+		for j := 0; j < len(msg); j++ {
+			if msg[j] == '\\' {
+				j++
+				continue
+			}
+			if msg[j] == '"' {
+				end = j
+				break
+			}
+		}
+		if end < 0 { // unbalanced: the rest is cut as one value
+			b.WriteString(truncate(msg, maxEcho))
+			break
+		}
+		q := msg[:end]
+		b.WriteString(truncate(q, maxEcho))
+		b.WriteByte('"')
+		msg = msg[end+1:]
+	}
+	return truncate(b.String(), maxMessage)
 }

@@ -83,7 +83,14 @@ func (h *handler) legacyProject(r *http.Request) (string, *eim.Principal, error)
 		return "", nil, eim.Errorf(eim.EINVALID, "%s: not a UUID (the header carries the project's ID)", api.LegacyProjectHeader)
 	}
 	proj, err := h.findProjectByID(r, id)
-	if err != nil {
+	switch {
+	case eim.ErrorCode(err) == eim.ENOTFOUND && !p.IsAdmin(),
+		err == nil && !p.CanRead(proj):
+		// As on the v1 path, a project the caller may not see answers as
+		// one that is not theirs; named by the UUID it was asked by, so
+		// that the answer does not tell a stranger the project's name.
+		return "", nil, noAccess(id)
+	case err != nil:
 		return "", nil, err
 	}
 	return proj.Name, p, nil

@@ -144,10 +144,14 @@ func TestLegacyProject(t *testing.T) {
 		{"ActiveProjectID not a UUID", "GET", "/regions", tokAdmin, hdr("p1"), 400, "InvalidArgument", []string{"ActiveProjectID"}},
 		// Another tenant's project: answered as its v1 path answers (below).
 		{"projectName wins over the header", "GET", "/regions?projectName=p2", tokRW, hdr(p1ID), 0, "", nil},
-		{"header of another tenant's project", "GET", "/regions", tokRW, hdr(p2ID), 0, "", nil},
+		// By header, a project the caller may not see is named by the
+		// UUID asked for: its name is not told to a stranger, and an
+		// unknown UUID answers the same.
+		{"header of another tenant's project", "GET", "/regions", tokRW, hdr(p2ID), 403, "PermissionDenied", []string{p2ID}},
+		{"unknown ActiveProjectID, not an admin", "GET", "/regions", tokRW, hdr("44444444-4444-4444-8444-444444444444"), 403, "PermissionDenied", []string{"44444444-4444-4444-8444-444444444444"}},
 		{"projectName of another tenant's project", "GET", "/regions?projectName=p2", tokRW, nil, 0, "", nil},
 		{"other tenant may not write here", "POST", "/regions?projectName=p1", tokRW2, nil, 0, "", nil},
-		{"other tenant may not write here by header", "POST", "/regions", tokRW2, hdr(p1ID), 0, "", nil},
+		{"other tenant may not write here by header", "POST", "/regions", tokRW2, hdr(p1ID), 403, "PermissionDenied", []string{p1ID}},
 		{"read-only may read", "GET", "/regions?projectName=p1", tokRO, nil, 200, "", nil},
 		{"read-only may read by header", "GET", "/regions", tokRO, hdr(p1ID), 200, "", nil},
 		{"read-only may not write", "POST", "/regions?projectName=p1", tokRO, nil, 403, "PermissionDenied", nil},
@@ -182,6 +186,9 @@ func TestLegacyProject(t *testing.T) {
 				return
 			}
 			wantError(t, r, tt.status, tt.code, tt.words...)
+			if tt.hdr != nil && (strings.Contains(r.str("message"), `"p1"`) || strings.Contains(r.str("message"), `"p2"`)) {
+				t.Errorf("a refusal by ActiveProjectID names the project: %s", r.raw)
+			}
 		})
 	}
 	// An unknown project is answered as on the v1 path.

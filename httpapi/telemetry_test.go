@@ -47,7 +47,7 @@ func TestTelemetryCRUD(t *testing.T) {
 			map[string]any{"targetSite": site, "logLevel": "SEVERITY_LEVEL_INFO", "logsGroupId": e.group(t, "/telemetry/loggroups", "g1", "a")},
 			[]string{"metricsInterval", "metricsGroupId", "metricsGroup"}},
 		{"/telemetry/profiles/metrics", "telemetryMetricsProfiles", "profileId", eim.KindTelemetryProfile,
-			map[string]any{"targetSite": site, "metricsInterval": "30", "metricsGroupId": e.group(t, "/telemetry/metricgroups", "g2", "cpu")},
+			map[string]any{"targetSite": site, "metricsInterval": 30, "metricsGroupId": e.group(t, "/telemetry/metricgroups", "g2", "cpu")},
 			[]string{"logLevel", "logsGroupId", "logsGroup"}},
 	} {
 		t.Run(c.base, func(t *testing.T) {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/eimhq/eim"
@@ -93,6 +95,28 @@ func (h *handler) readBody(r *http.Request, buf *bytes.Buffer) error {
 		return eim.Errorf(eim.ETOOLARGE, "request body is larger than %d bytes", h.maxBody)
 	case err != nil && !errors.Is(err, io.EOF):
 		return eim.Errorf(eim.EINVALID, "reading request body: %v", err)
+	}
+	if buf.Len() > 0 {
+		return checkJSONType(r.Header.Get("Content-Type"))
+	}
+	return nil
+}
+
+// checkJSONType refuses a body that does not say it is JSON: the
+// Content-Type must be application/json, with parameters or not
+// ("application/json; charset=utf-8"). A missing one is refused too, so
+// that a client's mistake (curl -d sends a form type; a form is not JSON)
+// is told rather than guessed.
+func checkJSONType(ct string) error {
+	if ct == "" {
+		return eim.Errorf(codeMediaType, "request body without Content-Type: send it as application/json")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return eim.Errorf(codeMediaType, "Content-Type %q: send the request body as application/json", truncate(ct, 64))
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return eim.Errorf(codeMediaType, "Content-Type charset %q: send the request body as application/json in UTF-8", truncate(cs, 64))
 	}
 	return nil
 }

@@ -106,7 +106,8 @@ func (s *Service) RegisterHost(ctx context.Context, project string, reg HostRegi
 
 // checkSerialFree refuses a second host identified only by a serial number
 // another host of the project already has: onboarding could not tell them
-// apart. (UUIDs are unique across projects; the store enforces that.) A
+// apart. (UUIDs are unique within a project; the store enforces that.
+// Other projects may register the same machine: onboarding settles it.) A
 // placeholder serial identifies nothing, so any number of hosts may share
 // it; checkIdentifiable makes sure they have UUIDs, which keeps them out of
 // the store's unique index on serial numbers (it covers hosts without one).

@@ -92,57 +92,131 @@ type match struct {
 	// mismatch holds the hosts the UUID and the serial point at when they
 	// differ (registration error on both).
 	mismatch []*eim.Host
+	// conflict holds the registrations of the device in other projects
+	// than the one that claimed it first (see lookup).
+	conflict []*eim.Host
+}
+
+// maxClaims bounds the hosts read for one UUID or serial number: a device
+// registered in more projects than this is settled among the earliest.
+const maxClaims = 16
+
+// claim is one project's registrations of a device.
+type claim struct {
+	byUUID   *eim.Host
+	bySerial []*eim.Host
+	first    *eim.Host // the earliest of them
+}
+
+func (c *claim) add(h *eim.Host) {
+	if c.first == nil || earlier(h, c.first) {
+		c.first = h
+	}
+}
+
+// earlier orders registrations by creation, then by ID (a tie needs the
+// same millisecond).
+func earlier(a, b *eim.Host) bool {
+	ta, tb := a.Timestamps.CreatedAt.Time, b.Timestamps.CreatedAt.Time
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return a.ResourceID < b.ResourceID
+}
+
+// hosts returns every host of the claim.
+func (c *claim) hosts() []*eim.Host {
+	var out []*eim.Host
+	if c.byUUID != nil {
+		out = append(out, c.byUUID)
+	}
+	return append(out, c.bySerial...)
 }
 
 // lookup finds the host of a device across all projects (tx unscoped):
 // by UUID first, then by serial number.
+//
+// A machine's identity is claimed per project: each project may register
+// a UUID or serial number once, whatever other projects registered. When
+// registrations of more than one project match the device, the project
+// whose registration is the earliest has it; the others' hosts are
+// conflicts (their registration status says so, in their own project).
+// So a later registration in another project never changes how an earlier
+// one onboards, and nothing a project does shows another project's hosts
+// to the device or to anyone else.
 func lookup(ctx context.Context, tx eim.Tx, id identity) (match, error) {
-	var byUUID *eim.Host
+	claims := map[string]*claim{}
+	claimOf := func(h *eim.Host) *claim {
+		c := claims[h.Project]
+		if c == nil {
+			c = &claim{}
+			claims[h.Project] = c
+		}
+		c.add(h)
+		return c
+	}
 	if id.uuid != "" {
-		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "uuid", Value: id.uuid}}, Limit: 2, NoTotal: true})
+		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "uuid", Value: id.uuid}}, OrderBy: "createdAt, resourceId", Limit: maxClaims, NoTotal: true})
 		if err != nil {
 			return match{}, fmt.Errorf("look up uuid: %w", err)
 		}
-		if len(items) > 1 {
-			return match{}, eim.Errorf(eim.EINVALID, "%s matches %d hosts", id, len(items))
-		}
-		if len(items) == 1 {
-			byUUID = items[0].(*eim.Host)
+		for _, r := range items {
+			h := r.(*eim.Host)
+			c := claimOf(h)
+			if c.byUUID != nil { // a project holds a UUID once; the store enforces it
+				return match{}, fmt.Errorf("uuid %s: two hosts of project %s", id.uuid, h.Project)
+			}
+			c.byUUID = h
 		}
 	}
-	var bySerial []*eim.Host
 	if id.serial != "" {
-		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "serialNumber", Value: id.serial}}, Limit: 16, NoTotal: true})
+		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "serialNumber", Value: id.serial}}, OrderBy: "createdAt, resourceId", Limit: maxClaims, NoTotal: true})
 		if err != nil {
 			return match{}, fmt.Errorf("look up serial: %w", err)
 		}
 		for _, r := range items {
 			h := r.(*eim.Host)
 			// A host registered with a UUID is that UUID's machine; another
-			// board with the same serial is not it.
-			if byUUID != nil && h.ResourceID == byUUID.ResourceID {
-				continue
-			}
+			// board with the same serial is not it (and the device's own
+			// UUID host was found above).
 			if h.UUID != "" && id.uuid != "" {
 				continue
 			}
-			bySerial = append(bySerial, h)
+			c := claimOf(h)
+			c.bySerial = append(c.bySerial, h)
 		}
 	}
-	switch {
+	var win *claim
+	for _, c := range claims {
+		if win == nil || earlier(c.first, win.first) {
+			win = c
+		}
+	}
+	if win == nil {
+		return match{}, nil
+	}
+	var m match
+	for _, c := range claims {
+		if c != win {
+			m.conflict = append(m.conflict, c.hosts()...)
+		}
+	}
+	switch byUUID, bySerial := win.byUUID, win.bySerial; {
 	case byUUID != nil && len(bySerial) > 0:
-		return match{mismatch: append([]*eim.Host{byUUID}, bySerial...)}, nil
+		m.mismatch = append([]*eim.Host{byUUID}, bySerial...)
 	case byUUID != nil:
 		// A placeholder serial in the registration identifies nothing, so
 		// it cannot disagree with the device.
 		if id.serial != "" && !eim.PlaceholderSerial(byUUID.SerialNumber) && byUUID.SerialNumber != id.serial {
-			return match{mismatch: []*eim.Host{byUUID}}, nil
+			m.mismatch = []*eim.Host{byUUID}
+		} else {
+			m.host = byUUID
 		}
-		return match{host: byUUID}, nil
 	case len(bySerial) > 1:
-		return match{}, eim.Errorf(eim.EINVALID, "%s matches %d hosts (%s, %s…); give them UUIDs or remove the duplicates", id, len(bySerial), bySerial[0].ResourceID, bySerial[1].ResourceID)
-	case len(bySerial) == 1:
-		return match{host: bySerial[0]}, nil
+		// The refusal names no host: the caller is not authenticated.
+		return match{}, eim.Errorf(eim.EINVALID, "%s matches %d registrations; give them UUIDs or remove the duplicates", id, len(bySerial))
+	default:
+		m.host = bySerial[0]
 	}
-	return match{}, nil
+	return m, nil
 }

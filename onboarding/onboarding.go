@@ -29,6 +29,9 @@ const (
 	StatusOnboarded  = "Onboarded"
 	StatusRegistered = "Host is Registered"
 	StatusMismatch   = "Host Registration Failed due to mismatch of UUID/Serial Number"
+	// StatusClaimed is the registration status of a host whose device
+	// another project registered first (ours: see lookup).
+	StatusClaimed = "Host Registration Failed: the device is registered earlier in another project"
 )
 
 // Options configure a Service. Store, Batcher and TokenURL are required.
@@ -189,6 +192,7 @@ func refusal(err error) bool {
 type decision struct {
 	host     *eim.Host   // the device's host, when matched
 	mismatch []*eim.Host // UUID and serial point at different hosts
+	conflict []*eim.Host // later registrations of the device in other projects
 	enroll   *struct{}   // unknown device: enroll it if it has a token
 }
 
@@ -199,26 +203,27 @@ func (s *Service) decide(ctx context.Context, tx eim.Tx, id identity) (decision,
 		return decision{}, err
 	}
 	if len(m.mismatch) > 0 {
-		return decision{mismatch: m.mismatch}, nil
+		return decision{mismatch: m.mismatch, conflict: m.conflict}, nil
 	}
 	if m.host == nil {
 		return decision{enroll: &struct{}{}}, nil
 	}
+	// Refusals name no host or project: the caller is not authenticated.
 	h := m.host
 	switch h.DesiredState {
 	case eim.HostStateUntrusted:
-		return decision{}, eim.Errorf(eim.EPRECONDITION, "host %s is invalidated (untrusted); delete it and register the device again", h.ResourceID)
+		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's host is invalidated (untrusted); delete it and register the device again")
 	case eim.HostStateDeleted:
-		return decision{}, eim.Errorf(eim.EPRECONDITION, "host %s is being deleted", h.ResourceID)
+		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's host is being deleted")
 	}
 	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: h.ResourceID}}, Limit: 1, NoTotal: true})
 	if err != nil {
 		return decision{}, fmt.Errorf("instance of host %s: %w", h.ResourceID, err)
 	}
 	if len(items) > 0 && items[0].(*eim.Instance).CurrentState == eim.InstanceStateRunning {
-		return decision{}, eim.Errorf(eim.EPRECONDITION, "host %s is already provisioned; invalidate or delete the host to re-onboard", h.ResourceID)
+		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's host is already provisioned; invalidate or delete the host to re-onboard")
 	}
-	return decision{host: h}, nil
+	return decision{host: h, conflict: m.conflict}, nil
 }
 
 // onboarding reports whether the host gets credentials.
@@ -237,6 +242,11 @@ func (d decision) writes() bool {
 			return true
 		}
 	}
+	for _, h := range d.conflict {
+		if h.RegistrationStatus != StatusClaimed || h.RegistrationStatusIndicator != eim.StatusError {
+			return true
+		}
+	}
 	if h := d.host; h != nil {
 		return h.RegistrationStatus != StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle
 	}
@@ -248,11 +258,12 @@ func (d decision) writes() bool {
 func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity) (string, error) {
 	ts := uint64(s.now().Unix())
 	for _, h := range d.mismatch {
-		if h.RegistrationStatus == StatusMismatch && h.RegistrationStatusIndicator == eim.StatusError {
-			continue
+		if err := setRegistrationError(ctx, tx, h, StatusMismatch, ts); err != nil {
+			return "", err
 		}
-		h.RegistrationStatus, h.RegistrationStatusIndicator, h.RegistrationStatusTimestamp = StatusMismatch, eim.StatusError, ts
-		if err := tx.Update(ctx, h); err != nil {
+	}
+	for _, h := range d.conflict {
+		if err := setRegistrationError(ctx, tx, h, StatusClaimed, ts); err != nil {
 			return "", err
 		}
 	}
@@ -290,14 +301,20 @@ func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity)
 	return secret, nil
 }
 
+// setRegistrationError gives h the registration status text (ERROR) unless
+// it has it already.
+func setRegistrationError(ctx context.Context, tx eim.Tx, h *eim.Host, text string, ts uint64) error {
+	if h.RegistrationStatus == text && h.RegistrationStatusIndicator == eim.StatusError {
+		return nil
+	}
+	h.RegistrationStatus, h.RegistrationStatusIndicator, h.RegistrationStatusTimestamp = text, eim.StatusError, ts
+	return tx.Update(ctx, h)
+}
+
 // answer is the response (or refusal) of a decision.
 func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverResponse, error) {
 	if len(d.mismatch) > 0 {
-		ids := make([]string, len(d.mismatch))
-		for i, h := range d.mismatch {
-			ids[i] = h.ResourceID
-		}
-		return nil, eim.Errorf(eim.EINVALID, "the device's UUID and serial number match different registrations (%v); correct the registration", ids)
+		return nil, eim.Errorf(eim.EINVALID, "the device's UUID and serial number match different registrations, or a registration with another serial number; correct the registration")
 	}
 	h := d.host
 	resp := &onboardingv1.DiscoverResponse{HostId: h.ResourceID, Project: h.Project}

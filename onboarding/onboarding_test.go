@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -146,10 +148,18 @@ func (e *env) discover(req *onboardingv1.DiscoverRequest) (*onboardingv1.Discove
 	return resp.Msg, nil
 }
 
+// namesOne matches a host ID or a test project's name.
+var namesOne = regexp.MustCompile(`host-[0-9a-f]{8}|\bt-[0-9a-f]{8}\b`)
+
 func wantCode(t *testing.T, err error, code connect.Code, what string) {
 	t.Helper()
 	if got := connect.CodeOf(err); err == nil || got != code {
 		t.Fatalf("%s: got %v (%v), want %v", what, got, err, code)
+	}
+	// The caller is not authenticated: a refusal never names a host or
+	// a project.
+	if namesOne.MatchString(err.Error()) {
+		t.Errorf("%s: refusal %q names a host or project", what, err)
 	}
 }
 
@@ -306,14 +316,11 @@ func TestDiscoverRefusals(t *testing.T) {
 		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: c.UUID, Serial: newSerial()})
 		wantCode(t, err, connect.CodeInvalidArgument, "serial differs from the registration")
 
-		// Duplicate serials (hosts of two projects): onboard nothing.
+		// Duplicate serials in one project (hosts with distinct UUIDs, a
+		// device that reports none): onboard nothing.
 		serial := newSerial()
-		d1 := e.register(inventory.HostRegistration{SerialNumber: serial, AutoOnboard: true})
-		other := e.newProject()
-		d2, err := e.inv.RegisterHost(e.ctx, other, inventory.HostRegistration{SerialNumber: serial, AutoOnboard: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		d1 := e.register(inventory.HostRegistration{UUID: newUUID(), SerialNumber: serial, AutoOnboard: true})
+		d2 := e.register(inventory.HostRegistration{UUID: newUUID(), SerialNumber: serial, AutoOnboard: true})
 		_, err = e.discover(&onboardingv1.DiscoverRequest{Serial: serial})
 		wantCode(t, err, connect.CodeInvalidArgument, "duplicate serial")
 		for _, id := range []string{d1.ResourceID, d2.ResourceID} {
@@ -361,7 +368,12 @@ func TestDiscoverRefusals(t *testing.T) {
 
 func (e *env) edit(id string, f func(*eim.Host)) {
 	e.t.Helper()
-	if err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+	e.edit2(e.proj, id, f)
+}
+
+func (e *env) edit2(project, id string, f func(*eim.Host)) {
+	e.t.Helper()
+	if err := e.store.Update(e.ctx, project, func(tx eim.Tx) error {
 		r, err := tx.Get(e.ctx, eim.KindHost, id)
 		if err != nil {
 			return err
@@ -456,6 +468,91 @@ func TestDiscoverConcurrent(t *testing.T) {
 		}
 		if h.NodeCredGen != 2 || valid != 1 {
 			t.Fatalf("same device twice: gen %d, %d valid secrets; want gen 2 and exactly 1 valid", h.NodeCredGen, valid)
+		}
+	})
+}
+
+// A device's identity is claimed per project: registrations of it in two
+// projects never block it; the earliest has it, and the later one shows the
+// conflict in its own project, whichever identity (UUID or serial) each
+// registered.
+func TestDiscoverClaimedInTwoProjects(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		other := e.newProject()
+		regIn := func(project string, reg inventory.HostRegistration) *eim.Host {
+			t.Helper()
+			h, err := e.inv.RegisterHost(e.ctx, project, reg)
+			if err != nil {
+				t.Fatalf("register in %s: %v", project, err)
+			}
+			return h
+		}
+		wantClaimed := func(h *eim.Host) {
+			t.Helper()
+			got := e.host(h.ResourceID)
+			if got.RegistrationStatus != onboarding.StatusClaimed || got.RegistrationStatusIndicator != eim.StatusError || got.NodeSecretHash != "" || got.CurrentState == eim.HostStateOnboarded {
+				t.Errorf("later claim %s: registration %q/%s, current %s, credentials %v; want %q ERROR, not onboarded",
+					h.ResourceID, got.RegistrationStatus, got.RegistrationStatusIndicator, got.CurrentState, got.NodeSecretHash != "", onboarding.StatusClaimed)
+			}
+		}
+		tests := []struct {
+			name         string
+			first, later inventory.HostRegistration
+			firstInOther bool // the earlier registration is the other project's
+		}{
+			{"same serial", inventory.HostRegistration{SerialNumber: "SERIALA"}, inventory.HostRegistration{SerialNumber: "SERIALA"}, false},
+			{"same uuid", inventory.HostRegistration{UUID: "UUIDA"}, inventory.HostRegistration{UUID: "UUIDA"}, false},
+			{"uuid first, then serial", inventory.HostRegistration{UUID: "UUIDA"}, inventory.HostRegistration{SerialNumber: "SERIALA"}, false},
+			{"serial first, then uuid", inventory.HostRegistration{SerialNumber: "SERIALA"}, inventory.HostRegistration{UUID: "UUIDA"}, false},
+			{"other project first", inventory.HostRegistration{SerialNumber: "SERIALA"}, inventory.HostRegistration{SerialNumber: "SERIALA"}, true},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				uuid, serial := newUUID(), newSerial()
+				fill := func(r inventory.HostRegistration) inventory.HostRegistration {
+					if r.UUID != "" {
+						r.UUID = uuid
+					}
+					if r.SerialNumber != "" {
+						r.SerialNumber = serial
+					}
+					r.AutoOnboard = true
+					return r
+				}
+				firstP, laterP := e.proj, other
+				if tt.firstInOther {
+					firstP, laterP = other, e.proj
+				}
+				first := regIn(firstP, fill(tt.first))
+				// Creation times are milliseconds: make the order plain.
+				for ms := time.Now().UnixMilli(); time.Now().UnixMilli() <= ms+1; {
+					runtime.Gosched()
+				}
+				later := regIn(laterP, fill(tt.later))
+				req := &onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial}
+				for range 2 { // the answer holds, and the status is written once
+					resp, err := e.discover(req)
+					if err != nil {
+						t.Fatalf("discover: %v, want the earlier registration onboarded", err)
+					}
+					if resp.GetHostId() != first.ResourceID || resp.GetProject() != firstP || resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_ONBOARDED {
+						t.Fatalf("discover: got %v, want %s of %s onboarded", resp, first.ResourceID, firstP)
+					}
+					wantClaimed(later)
+				}
+				// The earlier registration goes: the later one has the device.
+				e.edit2(firstP, first.ResourceID, func(h *eim.Host) { h.DesiredState = eim.HostStateDeleted })
+				if err := e.inv.ConfirmDeleted(e.ctx, firstP, eim.KindHost, first.ResourceID); err != nil {
+					t.Fatal(err)
+				}
+				resp, err := e.discover(req)
+				if err != nil || resp.GetHostId() != later.ResourceID {
+					t.Fatalf("after the earlier registration was deleted: got %v, %v; want %s", resp, err, later.ResourceID)
+				}
+				if got := e.host(later.ResourceID); got.RegistrationStatus != onboarding.StatusRegistered || got.CurrentState != eim.HostStateOnboarded {
+					t.Errorf("later registration once alone: %q, current %s", got.RegistrationStatus, got.CurrentState)
+				}
+			})
 		}
 	})
 }

@@ -42,6 +42,9 @@ type Options struct {
 	TokenTTL time.Duration
 	// MaxBodyBytes bounds the request body of mounted handlers; default 4 MiB.
 	MaxBodyBytes int64
+	// TokenLeeway is how long past its expiry a node token is still
+	// accepted (clock skew); 0 means auth.DefaultLeeway, negative none.
+	TokenLeeway time.Duration
 }
 
 // commitNotifier is a store that calls back after its commits
@@ -94,7 +97,14 @@ func New(opts Options) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	s.verifier = auth.NewNodeVerifier(opts.Issuer, 30*time.Second, s.now)
+	leeway := opts.TokenLeeway
+	switch {
+	case leeway == 0:
+		leeway = auth.DefaultLeeway
+	case leeway < 0:
+		leeway = 0
+	}
+	s.verifier = auth.NewNodeVerifier(opts.Issuer, leeway, s.now)
 	s.mux.HandleFunc(TokenPath, s.token)
 	return s
 }

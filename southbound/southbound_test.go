@@ -319,6 +319,21 @@ func TestTokenEndpoint(t *testing.T) {
 			}
 		}
 
+		// Unknown clients and wrong secrets are told apart by nothing, so
+		// host IDs cannot be probed.
+		same := map[string]tokenAnswer{
+			"unknown host":        e.postToken(formType, "", credForm(southbound.ClientID("host-00000000"), "whatever")),
+			"not a node":          e.postToken(formType, "", credForm("alice", "whatever")),
+			"too long":            e.postToken(formType, "", credForm(strings.Repeat("a", 100), "whatever")),
+			"known, wrong":        e.postToken(formType, "", credForm(id, "whatever")),
+			"known, wrong, basic": e.postToken(formType, basic(id, "whatever"), "grant_type=client_credentials"),
+		}
+		for name, a := range same {
+			if a.Status != 401 || a.Body["error"] != "invalid_client" || a.Body["error_description"] != "invalid client credentials" {
+				t.Errorf("%s: got %d %v, want 401 invalid_client \"invalid client credentials\" as for every bad client", name, a.Status, a.Body)
+			}
+		}
+
 		resp, err := e.client.Get(e.srv.URL + southbound.TokenPath)
 		if err != nil {
 			t.Fatal(err)
@@ -338,7 +353,7 @@ func TestTokenEndpoint(t *testing.T) {
 			{"cleared", func(h *eim.Host) { h.DesiredState = eim.HostStateOnboarded; h.NodeSecretHash = ""; h.NodeCredGen++ }},
 		} {
 			e.changeHost(tc.fn)
-			if a := e.postToken(formType, "", credForm(id, e.secret)); a.Status != 401 || a.Body["error"] != "invalid_client" {
+			if a := e.postToken(formType, "", credForm(id, e.secret)); a.Status != 401 || a.Body["error"] != "invalid_client" || a.Body["error_description"] != "invalid client credentials" {
 				t.Errorf("%s host: got %d %v, want 401 invalid_client", tc.name, a.Status, a.Body)
 			}
 		}
@@ -407,6 +422,21 @@ func TestInterceptor(t *testing.T) {
 		if err := e.reportIn(tok); err != nil {
 			t.Fatalf("ReportIn with the token again in time: %v", err)
 		}
+		// The leeway past expiry is auth.DefaultLeeway (5 s).
+		short, exp, err := e.iss.MintNode(auth.NodeClaims{Subject: southbound.ClientID(e.hostID), HostID: e.hostID, Project: e.project, Gen: 1}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := func(d time.Duration) error {
+			t := exp.Add(d)
+			e.now.Store(&t)
+			return e.reportIn(short)
+		}
+		if err := at(2 * time.Second); err != nil {
+			t.Errorf("2 s past expiry: got %v, want accepted", err)
+		}
+		unauth("10 s past expiry", at(10*time.Second))
+		e.now.Store(&now)
 
 		// New credentials (a new Discover) move the generation on: the
 		// old token stops working at once.

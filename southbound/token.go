@@ -39,6 +39,8 @@ type oauthError struct {
 	Status      int    `json:"-"`
 	Code        string `json:"error"`
 	Description string `json:"error_description"`
+	// reason is what the log says when Description is kept vague.
+	reason string
 }
 
 func (e *oauthError) Error() string { return e.Code + ": " + e.Description }
@@ -49,6 +51,16 @@ func badRequest(code, desc string) *oauthError {
 
 func badClient(desc string) *oauthError {
 	return &oauthError{Status: http.StatusUnauthorized, Code: errInvalidClient, Description: desc}
+}
+
+// badCredentials refuses a client the same way whether it is unknown, its
+// secret wrong or its credentials revoked, so that the endpoint, which
+// takes no other authentication, cannot be used to probe for host IDs.
+// The log gets the reason.
+func badCredentials(reason string) *oauthError {
+	e := badClient("invalid client credentials")
+	e.reason = reason
+	return e
 }
 
 type tokenResponse struct {
@@ -81,7 +93,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.log.Info("token request refused", "client_id", truncate(req.ClientID, maxClientID), "remote", r.RemoteAddr, "error", oerr.Code, "reason", oerr.Description)
+	reason := oerr.reason
+	if reason == "" {
+		reason = oerr.Description
+	}
+	s.log.Info("token request refused", "client_id", truncate(req.ClientID, maxClientID), "remote", r.RemoteAddr, "error", oerr.Code, "reason", reason)
 	writeOAuthError(w, oerr)
 }
 
@@ -89,22 +105,23 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 func (s *Server) issue(r *http.Request, req tokenRequest) (tokenResponse, *oauthError) {
 	hostID, ok := HostIDOfClient(req.ClientID)
 	if !ok {
-		return tokenResponse{}, badClient("unknown client")
+		CheckSecret("", req.ClientSecret)
+		return tokenResponse{}, badCredentials("unknown client")
 	}
 	cred, err := s.nodeCredentials(r.Context(), "", hostID)
 	switch {
 	case eim.ErrorCode(err) == eim.ENOTFOUND:
 		CheckSecret("", req.ClientSecret) // spend the same time as for a known client
-		return tokenResponse{}, badClient("unknown client")
+		return tokenResponse{}, badCredentials("unknown client")
 	case err != nil:
 		s.log.Warn("token request: read host", "host", hostID, "error", err)
 		return tokenResponse{}, &oauthError{Status: http.StatusServiceUnavailable, Code: errUnavailable, Description: "try again later"}
 	}
 	if !CheckSecret(cred.SecretHash, req.ClientSecret) {
-		return tokenResponse{}, badClient("wrong client secret, or credentials revoked")
+		return tokenResponse{}, badCredentials("wrong client secret, or credentials revoked")
 	}
 	if cred.Revoked() {
-		return tokenResponse{}, badClient("credentials revoked")
+		return tokenResponse{}, badCredentials("credentials revoked")
 	}
 	tok, _, err := s.issuer.MintNode(auth.NodeClaims{
 		Subject: req.ClientID, HostID: cred.HostID, Project: cred.Project, Gen: cred.Gen,
@@ -161,7 +178,7 @@ func parseTokenRequest(contentType, authorization string, body []byte) (tokenReq
 	case req.ClientID == "" || req.ClientSecret == "":
 		return req, badClient("client_id and client_secret are required")
 	case len(req.ClientID) > maxClientID || len(req.ClientSecret) > maxClientSecret:
-		return req, badClient("unknown client")
+		return req, badCredentials("client_id or client_secret too long")
 	}
 	return req, nil
 }

@@ -285,3 +285,43 @@ func TestSparseFilteredPage(t *testing.T) {
 		}
 	}
 }
+
+// Discover looks a device's UUID and serial number up across projects,
+// oldest registration first: each reads its index for the value, not the
+// hosts in creation order. A project's own UUID lookup reads the unique
+// (project, uuid) index.
+func TestDeviceLookupPlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct {
+		q    string
+		args []any
+		want string
+	}{
+		{"SELECT hosts.id FROM hosts WHERE (hosts.uuid = ? AND hosts.uuid <> '') ORDER BY hosts.created_at, hosts.id LIMIT 16", []any{"u"}, "USING INDEX hosts_uuid_idx (uuid=?)"},
+		{"SELECT hosts.id FROM hosts WHERE (hosts.serial_number = ? AND hosts.serial_number <> '') ORDER BY hosts.created_at, hosts.id LIMIT 16", []any{"s"}, "USING INDEX hosts_serial_number_idx (serial_number=?)"},
+		{"SELECT hosts.id FROM hosts WHERE hosts.project = ? AND (hosts.uuid = ? AND hosts.uuid <> '') ORDER BY hosts.id LIMIT 2", []any{"p", "u"}, "USING INDEX hosts_uuid_key (project=? AND uuid=?)"},
+	} {
+		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if got := strings.Join(plan, "; "); !strings.Contains(got, tc.want) {
+			t.Errorf("plan of %q = %q, want %q", tc.q, got, tc.want)
+		}
+	}
+}

@@ -74,6 +74,8 @@ type serverConfig struct {
 	// often they are read again (0: only at start).
 	osProfiles       string
 	osCatalogRefresh time.Duration
+	// tokenLeeway is how long past their expiry tokens are accepted.
+	tokenLeeway time.Duration
 }
 
 func (c *cli) server(args []string) error {
@@ -110,6 +112,7 @@ func (c *cli) server(args []string) error {
 		cfg.actionTimeouts[name] = d
 		return nil
 	})
+	fs.DurationVar(&cfg.tokenLeeway, "token-leeway", auth.DefaultLeeway, "how long past its expiry a token (API or node) is still accepted, for clocks out of step (0: not at all)")
 	fs.DurationVar(&cfg.heartbeatInterval, "heartbeat-interval", eim.DefaultHeartbeatInterval*time.Second, "how often nodes send heartbeats, in projects that do not set their own")
 	fs.DurationVar(&cfg.heartbeatTimeout, "heartbeat-timeout", 0, "silence after which a host is \"No Connection\", in projects that do not set their own (default 3 heartbeat intervals)")
 	fs.DurationVar(&cfg.rebootTimeout, "reboot-timeout", 15*time.Minute, "how long a rebooting host may take to call again before it is \"No Connection\"")
@@ -132,6 +135,9 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.heartbeatTimeout != 0 && cfg.heartbeatTimeout < 2*cfg.heartbeatInterval {
 		return usagef("--heartbeat-timeout: must be at least two heartbeat intervals (%s), got %s", 2*cfg.heartbeatInterval, cfg.heartbeatTimeout)
+	}
+	if cfg.tokenLeeway < 0 || cfg.tokenLeeway > 5*time.Minute {
+		return usagef("--token-leeway: must be 0s..5m, got %s", cfg.tokenLeeway)
 	}
 	if cfg.updateTimeout < time.Minute {
 		return usagef("--update-timeout: must be at least 1m, got %s", cfg.updateTimeout)
@@ -219,6 +225,7 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	}
 	verifier, err := auth.NewVerifier(ctx, iss, auth.VerifierOptions{
 		OIDCIssuer: cfg.oidcIssuer, JWKSURL: cfg.jwksURL, Audience: cfg.audience,
+		Leeway: leewayOption(cfg.tokenLeeway),
 	})
 	if err != nil {
 		return fmt.Errorf("token verifier: %w", err)
@@ -273,7 +280,7 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		TokenURL:     strings.TrimSuffix(agentURL, "/") + southbound.TokenPath,
 		DirectWrites: isPostgres(dsn),
 	})
-	sb := southbound.New(southbound.Options{Store: store, Issuer: iss, Logger: log})
+	sb := southbound.New(southbound.Options{Store: store, Issuer: iss, Logger: log, TokenLeeway: leewayOption(cfg.tokenLeeway)})
 	nodeAuth := connect.WithInterceptors(sb.Interceptor())
 	// Most answers are a few hundred bytes: gzip would cost more CPU than
 	// it saves bytes. Workflows with their cloud-init are compressed.
@@ -573,4 +580,13 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return ""
+}
+
+// leewayOption turns --token-leeway into the auth and southbound option,
+// where 0 selects the default and a negative value none.
+func leewayOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -113,7 +113,9 @@ func testUniqueness(t *testing.T, s eim.Store) {
 		want   string // "" = allowed; else the field the conflict names
 	}{
 		{"host uuid, same project", &eim.Host{UUID: "u1"}, &eim.Host{UUID: "u1"}, p1, "uuid"},
-		{"host uuid, other project", &eim.Host{UUID: "u2"}, &eim.Host{UUID: "u2"}, p2, "uuid"},
+		// A UUID is claimed per project (onboarding settles a machine
+		// claimed in several).
+		{"host uuid, other project", &eim.Host{UUID: "u2"}, &eim.Host{UUID: "u2"}, p2, ""},
 		{"host serial without uuid", &eim.Host{SerialNumber: "S1"}, &eim.Host{SerialNumber: "S1"}, p1, "serialNumber"},
 		{"host serial, other project", &eim.Host{SerialNumber: "S2"}, &eim.Host{SerialNumber: "S2"}, p2, ""},
 		{"host serial with distinct uuids", &eim.Host{SerialNumber: "S3", UUID: "u3"}, &eim.Host{SerialNumber: "S3", UUID: "u4"}, p1, ""},

@@ -60,7 +60,7 @@ var rules = map[eim.Kind]map[string]rule{
 		"providerId":         {desc: "ID of the provider the host came from, if any. Set by the system."},
 		"note":               {desc: "Why the host was invalidated (the note given to invalidate).", maxLength: 512, pattern: textPat},
 		"serialNumber":       {desc: "Serial number reported at registration or by the node; cannot be changed through the API."},
-		"uuid":               {desc: "SMBIOS UUID of the machine; unique across all projects. May be set on create only.", maxLength: 36, pattern: uuidPat},
+		"uuid":               {desc: "SMBIOS UUID of the machine; unique within the project (another project registering it too never takes the machine from the earlier registration). May be set on create only.", maxLength: 36, pattern: uuidPat},
 		"memoryBytes":        {desc: "Installed memory in bytes, as a decimal string (64-bit)."},
 		"amtDnsSuffix":       {desc: "DNS suffix used when provisioning Intel AMT.", maxLength: statusLimit},
 		"userLvmSize":        {desc: "Size in GB of the user LVM volume created at installation."},
