@@ -15,15 +15,15 @@ type op struct {
 	tag     string
 	summary string
 	desc    string
-	params  []any  // parameter objects or $refs, after projectName
-	body    *obj   // request body schema; nil for none
-	ok      *obj   // response 200 (a components/responses $ref or a response object)
-	write   bool   // changes state: may answer 409
-	public  bool   // needs no token and is outside any project
+	params  []any    // parameter objects or $refs, after projectName
+	body    *obj     // request body schema; nil for none
+	ok      *obj     // response 200 (a components/responses $ref or a response object)
+	write   bool     // changes state: may answer 409
+	public  bool     // needs no token and is outside any project
 	errs    []string // the error statuses a public operation answers
-	noProj  bool   // not under /v1/projects/{projectName}
-	no404   bool   // names nothing that could be missing
-	alias   string // operationId of the primary operation this one repeats
+	noProj  bool     // not under /v1/projects/{projectName}
+	no404   bool     // names nothing that could be missing
+	alias   string   // operationId of the primary operation this one repeats
 }
 
 func pref(name string) *obj { return o("$ref", "#/components/parameters/"+name) }
