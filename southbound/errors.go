@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -59,3 +60,21 @@ func Error(ctx context.Context, log *slog.Logger, op string, err error) error {
 	}
 	return connect.NewError(code, errors.New(eim.ErrorMessage(err)))
 }
+
+// storeWarn logs a node call that could not read the store. While the
+// database is away every node's call fails so: one line per storeWarnEvery
+// says so, with how many calls failed since the last line, rather than a
+// line per call of a whole fleet.
+func (s *Server) storeWarn(msg, hostID string, err error) {
+	n := s.storeFails.Add(1)
+	now := s.now().UnixNano()
+	last := s.storeWarned.Load()
+	if now-last < int64(storeWarnEvery) || !s.storeWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.storeFails.Add(-n)
+	s.log.Warn(msg, "host", hostID, "error", err, "failed_calls", n)
+}
+
+// storeWarnEvery spaces the log lines of storeWarn.
+const storeWarnEvery = 5 * time.Second

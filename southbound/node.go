@@ -97,7 +97,7 @@ func (s *Server) authenticate(ctx context.Context, h http.Header) (Node, error) 
 		if ctx.Err() != nil {
 			return Node{}, connect.NewError(connect.CodeCanceled, ctx.Err())
 		}
-		s.log.Warn("node auth: read host", "host", c.HostID, "error", err)
+		s.storeWarn("node auth: read host", c.HostID, err)
 		return Node{}, connect.NewError(connect.CodeUnavailable, errors.New("try again later"))
 	}
 	if cred.Revoked() || cred.Gen != c.Gen {

@@ -14,6 +14,7 @@ package southbound
 import (
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/eimhq/eim"
@@ -65,6 +66,10 @@ type Server struct {
 	maxBody  int64
 	mux      *http.ServeMux
 	creds    *credCache
+
+	// storeWarn's count of failed calls and when it last logged.
+	storeFails  atomic.Int64
+	storeWarned atomic.Int64
 }
 
 // New returns a Server.

@@ -114,7 +114,7 @@ func (s *Server) issue(r *http.Request, req tokenRequest) (tokenResponse, *oauth
 		CheckSecret("", req.ClientSecret) // spend the same time as for a known client
 		return tokenResponse{}, badCredentials("unknown client")
 	case err != nil:
-		s.log.Warn("token request: read host", "host", hostID, "error", err)
+		s.storeWarn("token request: read host", hostID, err)
 		return tokenResponse{}, &oauthError{Status: http.StatusServiceUnavailable, Code: errUnavailable, Description: "try again later"}
 	}
 	if !CheckSecret(cred.SecretHash, req.ClientSecret) {
