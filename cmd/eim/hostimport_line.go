@@ -256,8 +256,13 @@ func (im *importer) importOne(ctx context.Context, l *importLine) error {
 				return err
 			}
 			l.importError = step + ": " + eim.ErrorMessage(err)
-			if registered && h != nil && h.Instance == nil {
+			switch {
+			case h == nil:
+			case registered && h.Instance == nil:
 				im.undo(ctx, l, h.ResourceID)
+			default:
+				l.importError += fmt.Sprintf(" (host %s is left half made: importing the line again, once fixed, finishes it)", h.ResourceID)
+				l.hostID = ""
 			}
 			return nil
 		}

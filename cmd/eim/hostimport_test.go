@@ -200,6 +200,7 @@ func TestHostImport(t *testing.T) {
 		Line       int    `json:"line"`
 		HostID     string `json:"hostId"`
 		InstanceID string `json:"instanceId"`
+		Status     string `json:"status"`
 		Error      string `json:"error"`
 	}
 	admin.json(&results, "host", "import", good)
@@ -207,13 +208,13 @@ func TestHostImport(t *testing.T) {
 		t.Fatalf("results: %+v", results)
 	}
 	for _, r := range results {
-		if r.Error != "" || !eim.ValidID(eim.KindHost, r.HostID) {
+		if r.Error != "" || r.Status != statusImported || !eim.ValidID(eim.KindHost, r.HostID) {
 			t.Fatalf("line %d: %+v", r.Line, r)
 		}
 	}
 	var h eim.Host
 	admin.json(&h, "host", "get", results[0].HostID)
-	if h.SerialNumber != "2500JF3" || h.SiteID != site.ResourceID || h.DesiredState != eim.HostStateOnboarded || len(h.Metadata) != 2 || h.Metadata[1].Key != "cell" {
+	if h.Name != "2500JF3" || h.SerialNumber != "2500JF3" || h.SiteID != site.ResourceID || h.DesiredState != eim.HostStateOnboarded || len(h.Metadata) != 2 || h.Metadata[1].Key != "cell" {
 		t.Errorf("host of line 2: serial %q site %q state %q metadata %+v", h.SerialNumber, h.SiteID, h.DesiredState, h.Metadata)
 	}
 	var in eim.Instance
@@ -225,7 +226,7 @@ func TestHostImport(t *testing.T) {
 		t.Errorf("line 3 names no OS, yet got instance %s", results[1].InstanceID)
 	}
 	admin.json(&h, "host", "get", results[2].HostID)
-	if h.UUID != "4c4c4544-0946-5310-8052-cac04f515233" || h.UserLvmSize != 40 || h.SiteID != site.ResourceID {
+	if h.Name != h.UUID || h.UUID != "4c4c4544-0946-5310-8052-cac04f515233" || h.UserLvmSize != 40 || h.SiteID != site.ResourceID {
 		t.Errorf("host of line 4 (UUID only): name %q uuid %q lvm %d site %q", h.Name, h.UUID, h.UserLvmSize, h.SiteID)
 	}
 
