@@ -30,11 +30,15 @@ import (
 //
 // plus the optional columns LVMSize, CloudInitMeta and AMTEnable of the
 // later tool. The whole file is checked first (syntax, duplicates, the
-// references it names, hosts already registered); if any line is wrong,
-// nothing is created and the lines are reported. Each line then becomes a
-// registered host (auto-onboarded), placed at its site with its metadata,
-// and, when it names an OS profile, its instance; a line that fails half
-// way is rolled back (its host deleted) and written to the error file.
+// references it names, hosts already registered that differ from their
+// line); if any line is wrong, nothing is created and the lines are
+// reported. Each line then becomes a registered host (auto-onboarded),
+// placed at its site with its metadata, and, when it names an OS profile,
+// its instance — or, when its host exists, is finished or left as it is
+// (hostimport_line.go), so that an interrupted import is finished by
+// running it again. A line refused half way is rolled back (its host
+// deleted) and written to the error file; a server that went away is
+// waited for, up to --wait (serverwait.go).
 
 // importColumns are the columns a file may have, by their canonical
 // names; the first seven are the original tool's.
@@ -610,7 +614,11 @@ Serial or UUID is required on each line; OSProfile, Site, RemoteUser and CloudIn
 (custom configs, joined by &) take IDs or names; Metadata is key=value pairs joined by &.
 The whole file is checked first, and nothing is created unless every line is right.
 Each line becomes a host registered with auto-onboard, at its site, and, with an
-OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the reason.`)
+OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the reason.
+A host already registered as its line describes is left as it is, and one an earlier
+import left half made is finished: an interrupted import is finished by importing the
+file (or its error file) again. A host that differs from its line is refused. A server
+that goes away during the import is waited for, up to --wait.`)
 	c.globalFlags(fs)
 	var (
 		d           importDefaults
@@ -727,6 +735,16 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 	}
 	if err := c.printImport(f.lines); err != nil {
 		return err
+	}
+	count := map[string]int{}
+	for _, l := range f.lines {
+		if l.importError == "" && l.tried {
+			count[l.status]++
+		}
+	}
+	if count[statusCompleted]+count[statusUnchanged] > 0 {
+		fmt.Fprintf(c.stderr, "%d hosts imported, %d finished (left half made by an earlier import), %d unchanged (already imported)\n",
+			count[statusImported], count[statusCompleted], count[statusUnchanged])
 	}
 	if len(bad) > 0 {
 		for _, l := range bad {

@@ -73,9 +73,6 @@ func (w *serverWait) away(err error) time.Duration {
 // when the outage has outlasted the bound (errServerGone) or ctx ended.
 func (w *serverWait) pause(ctx context.Context, err error, attempt int) error {
 	if d := w.away(err); d >= w.bound {
-		if w.bound == 0 {
-			return err
-		}
 		return fmt.Errorf("%w within %s (--wait): %s", errServerGone, w.bound, eim.ErrorMessage(err))
 	}
 	// 100 ms doubling to 2 s, with up to a fifth more so that the workers

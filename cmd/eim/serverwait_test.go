@@ -31,7 +31,7 @@ func TestServerWait(t *testing.T) {
 		{name: "a refusal is not waited out", bound: time.Minute, fails: -1, failWith: refused, want: refused, calls: 1, silent: true},
 		{name: "gone for longer than the bound", bound: 300 * time.Millisecond, fails: -1, failWith: down, want: errServerGone,
 			says: []string{"waiting up to 300ms"}},
-		{name: "no waiting", bound: 0, fails: -1, failWith: down, want: down, calls: 1, silent: true},
+		{name: "no waiting", bound: 0, fails: -1, failWith: down, want: errServerGone, calls: 1, silent: true},
 		{name: "interrupted while waiting", bound: time.Minute, fails: -1, failWith: down, cancel: true, want: errWaitInterrupted, calls: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
