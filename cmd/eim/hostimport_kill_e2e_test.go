@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/client"
 )
 
 // "eim host import" against a server that is SIGKILLed at a random moment
@@ -80,7 +81,7 @@ func TestHostImportKilled(t *testing.T) {
 	}
 
 	t.Run("the import waits for the server", func(t *testing.T) {
-		f := newKillImportFile(t, s, dir, "wait", 250, "K1")
+		f := newKillImportFile(t, s.admin, dir, "wait", 250, "K1")
 		r := runImport(s, f.path, "--wait", "1m")
 		killed := killWhile(t, f, r, sleep(time.Duration(300+rnd.IntN(1200))*time.Millisecond))
 		if killed && rnd.IntN(2) == 0 {
@@ -96,7 +97,7 @@ func TestHostImportKilled(t *testing.T) {
 	})
 
 	t.Run("the import stops, and is imported again", func(t *testing.T) {
-		f := newKillImportFile(t, s, dir, "rerun", 250, "K2")
+		f := newKillImportFile(t, s.admin, dir, "rerun", 250, "K2")
 		r := runImport(s, f.path, "--wait", "300ms")
 		// Down until the import has given up.
 		if !killWhile(t, f, r, func() <-chan struct{} { return r.done }) {
@@ -161,7 +162,7 @@ func (r *importRun) wait(t *testing.T) error {
 // serial number and UUID, one of the two, with and without a site and
 // metadata, with and without an OS.
 type killImportFile struct {
-	s      *killServer
+	cl     *client.Client
 	path   string
 	before int // hosts in the project before the import
 	lines  []killImportLine
@@ -173,13 +174,13 @@ type killImportLine struct {
 	os           bool
 }
 
-func newKillImportFile(t *testing.T, s *killServer, dir, name string, n int, prefix string) *killImportFile {
+func newKillImportFile(t *testing.T, cl *client.Client, dir, name string, n int, prefix string) *killImportFile {
 	t.Helper()
-	sum, err := s.admin.HostSummary(context.Background(), eim.DefaultProject, "")
+	sum, err := cl.HostSummary(context.Background(), eim.DefaultProject, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &killImportFile{s: s, path: filepath.Join(dir, name+".csv"), before: sum.Total}
+	f := &killImportFile{cl: cl, path: filepath.Join(dir, name+".csv"), before: sum.Total}
 	var b strings.Builder
 	b.WriteString("Serial,UUID,OSProfile,Site,Metadata\n")
 	for i := range n {
@@ -232,7 +233,7 @@ func (f *killImportFile) check(t *testing.T, osID, siteID, out string, statuses 
 			t.Errorf("line %d: %+v, want one of %v", r.Line, r, statuses)
 		}
 	}
-	all, err := listAll[eim.Host](context.Background(), f.s.admin, eim.DefaultProject, "")
+	all, err := listAll[eim.Host](context.Background(), f.cl, eim.DefaultProject, "")
 	if err != nil {
 		t.Fatal(err)
 	}

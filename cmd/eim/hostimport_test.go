@@ -591,3 +591,63 @@ func listAll[T any, PT interface {
 		}
 	}
 }
+
+// Answers lost on the way back: a proxy runs every third write of the
+// import on the server but answers 503, and refuses every fifth without
+// running it. The import looks each line's host up again instead of
+// sending a registration or an instance twice: exactly one complete host
+// per line.
+func TestHostImportLostAnswers(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	url, _ := startServer(t, dataDir)
+	tokenFile := filepath.Join(dataDir, adminTokenFile)
+	admin := cliRunner{t: t, url: url, tokenFile: tokenFile}
+	cl := client.New(url, strings.TrimSpace(string(must(os.ReadFile(tokenFile)))), nil)
+	var region eim.Region
+	admin.json(&region, "region", "create", "--name", "eu")
+	var site eim.Site
+	admin.json(&site, "site", "create", "--name", "plant", "--region", region.ResourceID)
+	var o eim.OS
+	if err := cl.Create(context.Background(), eim.DefaultProject, eim.KindOS, map[string]string{
+		"name": "tiny-os", "profileName": "tiny-os", "imageUrl": "http://127.0.0.1:1/os.img", "sha256": strings.Repeat("ab", 32),
+	}, &o); err != nil {
+		t.Fatal(err)
+	}
+
+	target, _ := neturl.Parse(url)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var writes, lost, refused atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		n := writes.Add(1)
+		switch {
+		case n%5 == 0:
+			refused.Add(1)
+		case n%3 == 0:
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			lost.Add(1)
+		default:
+			rp.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"code":"Unavailable","message":"the answer was lost"}`))
+	}))
+	defer proxy.Close()
+
+	f := newKillImportFile(t, cl, t.TempDir(), "lost", 40, "L1")
+	var out, errOut bytes.Buffer
+	if err := Main(context.Background(), []string{"--server", proxy.URL, "--token-file", tokenFile, "host", "import", f.path, "--wait", "1m", "-o", "json"}, &out, &errOut); err != nil {
+		t.Fatalf("import: %v; stderr:\n%s", err, errOut.String())
+	}
+	t.Logf("%d writes: %d run with their answer lost, %d refused", writes.Load(), lost.Load(), refused.Load())
+	if !strings.Contains(errOut.String(), "the server is unavailable (the answer was lost)") {
+		t.Errorf("stderr does not say it waited:\n%s", errOut.String())
+	}
+	f.check(t, o.ResourceID, site.ResourceID, out.String(), statusImported)
+}
