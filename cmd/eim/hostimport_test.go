@@ -651,3 +651,63 @@ func TestHostImportLostAnswers(t *testing.T) {
 	}
 	f.check(t, o.ResourceID, site.ResourceID, out.String(), statusImported)
 }
+
+func TestImportLineCompare(t *testing.T) {
+	const u = "4c4c4544-2046-5310-8052-cac04f515233"
+	line := func() *importLine {
+		return &importLine{serial: "SN12345", uuid: strings.ToUpper(u), siteID: "site-00000001", osID: "os-00000001", secFeature: secNone,
+			md: eim.Metadata{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}}}
+	}
+	complete := func() *eim.Host {
+		return &eim.Host{Meta: eim.Meta{ResourceID: "host-00000001"}, Name: "edge-1", SerialNumber: "SN12345", UUID: u, SiteID: "site-00000001",
+			Metadata: eim.Metadata{{Key: "b", Value: "2"}, {Key: "a", Value: "1"}},
+			Instance: &eim.Instance{Meta: eim.Meta{ResourceID: "inst-00000001"}, OSID: "os-00000001", SecurityFeature: secNone}}
+	}
+	for _, tt := range []struct {
+		name    string
+		line    func(*importLine)
+		host    func(*eim.Host)
+		want    hostGap
+		wantErr string
+	}{
+		{name: "as the line says, whoever made it"},
+		{name: "a UUID-only line; the host also has a serial", line: func(l *importLine) { l.serial = "" }},
+		{name: "made by an import, registered only", host: func(h *eim.Host) {
+			h.Name, h.SiteID, h.Metadata, h.Instance = line().importMarker(), "", nil, nil
+		}, want: hostGap{place: true, instance: true, rename: true}},
+		{name: "made by an import, placed", host: func(h *eim.Host) { h.Name, h.Instance = line().importMarker(), nil },
+			want: hostGap{instance: true, rename: true}},
+		{name: "made by an import, not yet named", host: func(h *eim.Host) { h.Name = line().importMarker() }, want: hostGap{rename: true}},
+		{name: "by hand, without its instance", host: func(h *eim.Host) { h.Instance = nil }, wantErr: `without its instance, and not by eim host import (its name is "edge-1")`},
+		{name: "another site", host: func(h *eim.Host) { h.SiteID = "site-00000002" }, wantErr: "site site-00000002, not site-00000001"},
+		{name: "other metadata", host: func(h *eim.Host) { h.Metadata = eim.Metadata{{Key: "a", Value: "9"}} }, wantErr: "metadata a=9, not a=1&b=2"},
+		{name: "another OS", host: func(h *eim.Host) { h.Instance.OSID = "os-00000002" }, wantErr: "of OS os-00000002, not os-00000001"},
+		{name: "an instance the line does not ask for", line: func(l *importLine) { l.osID = "" }, wantErr: "the line names no OSProfile"},
+		{name: "another serial for the UUID", host: func(h *eim.Host) { h.SerialNumber = "SN99999" }, wantErr: "serial number SN99999, not SN12345"},
+		{name: "no UUID", host: func(h *eim.Host) { h.UUID = "" }, wantErr: "UUID none, not " + strings.ToUpper(u)},
+		{name: "another LVM size", line: func(l *importLine) { l.lvmGB = 40 }, wantErr: "LVMSize 0, not 40"},
+		{name: "secure boot asked, not there", line: func(l *importLine) { l.secFeature = secSBFDE }, wantErr: "with SECURITY_FEATURE_NONE, not " + string(secSBFDE)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, h := line(), complete()
+			if tt.line != nil {
+				tt.line(l)
+			}
+			if tt.host != nil {
+				tt.host(h)
+			}
+			g, err := l.compare(h)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("got %v, want an error saying %q", err, tt.wantErr)
+			case tt.wantErr == "" && g != tt.want:
+				t.Fatalf("got gap %+v, want %+v", g, tt.want)
+			}
+		})
+	}
+	if m := line().importMarker(); len(m) != 20 || !strings.HasPrefix(m, importMarkerPrefix) || m != (&importLine{serial: "sn12345", uuid: u}).importMarker() {
+		t.Errorf("marker %q: want 20 characters, the prefix, and the same for the identity in any case", m)
+	}
+}
