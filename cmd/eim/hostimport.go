@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
@@ -29,11 +30,15 @@ import (
 //
 // plus the optional columns LVMSize, CloudInitMeta and AMTEnable of the
 // later tool. The whole file is checked first (syntax, duplicates, the
-// references it names, hosts already registered); if any line is wrong,
-// nothing is created and the lines are reported. Each line then becomes a
-// registered host (auto-onboarded), placed at its site with its metadata,
-// and, when it names an OS profile, its instance; a line that fails half
-// way is rolled back (its host deleted) and written to the error file.
+// references it names, hosts already registered that differ from their
+// line); if any line is wrong, nothing is created and the lines are
+// reported. Each line then becomes a registered host (auto-onboarded),
+// placed at its site with its metadata, and, when it names an OS profile,
+// its instance — or, when its host exists, is finished or left as it is
+// (hostimport_line.go), so that an interrupted import is finished by
+// running it again. A line refused half way is rolled back (its host
+// deleted) and written to the error file; a server that went away is
+// waited for, up to --wait (serverwait.go).
 
 // importColumns are the columns a file may have, by their canonical
 // names; the first seven are the original tool's.
@@ -80,17 +85,22 @@ type importLine struct {
 	errs []string
 
 	// Set by the check.
-	md          eim.Metadata
-	secureOn    bool
-	lvmGB       uint32
-	amtOn       bool
-	osID        string
-	siteID      string
-	accountID   string
-	configIDs   []string
-	secFeature  eim.SecurityFeature
-	hostID      string // set by the import
+	md         eim.Metadata
+	secureOn   bool
+	lvmGB      uint32
+	amtOn      bool
+	osID       string
+	siteID     string
+	accountID  string
+	configIDs  []string
+	secFeature eim.SecurityFeature
+	cands      []*eim.Host // hosts the check found by the line's UUID or serial number
+	found      *eim.Host   // the line's host as the check found it, if any
+
+	// Set by the import.
+	hostID      string
 	instanceID  string
+	status      string // statusImported, statusCompleted, statusUnchanged
 	importError string
 	tried       bool
 }
@@ -341,11 +351,16 @@ func (x *refIndex) resolve(what, v string) (string, error) {
 func loadRefs[T any, PT interface {
 	*T
 	eim.Resource
-}](ctx context.Context, cl *client.Client, project string, need bool, names func(PT) (ns []string, sec eim.SecurityFeature)) (*refIndex, error) {
+}](ctx context.Context, cl *client.Client, w *serverWait, project string, need bool, names func(PT) (ns []string, sec eim.SecurityFeature)) (*refIndex, error) {
 	k := PT(new(T)).ResourceKind()
 	x := &refIndex{kind: k, byID: map[string]bool{}, byName: map[string][]string{}, title: map[string]string{}, extra: map[string]eim.SecurityFeature{}}
 	for offset := 0; need; offset += 100 {
-		items, page, err := client.ListOf[T, PT](ctx, cl, project, client.ListOptions{PageSize: 100, Offset: offset})
+		var items []PT
+		var page *client.Page
+		err := w.do(ctx, func() (err error) {
+			items, page, err = client.ListOf[T, PT](ctx, cl, project, client.ListOptions{PageSize: 100, Offset: offset})
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list %s resources: %w", k, err)
 		}
@@ -368,9 +383,11 @@ func loadRefs[T any, PT interface {
 	return x, nil
 }
 
-// checkRefs resolves the references of every line and refuses lines whose
-// host is already registered.
-func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, project string, workers int) error {
+// checkRefs resolves the references of every line and finds the hosts
+// already registered with the lines' UUIDs and serial numbers: a host as
+// its line describes it, or half made by an earlier import, is kept (the
+// import finishes it); a host that differs from its line is refused.
+func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, w *serverWait, project string, workers int) error {
 	var need struct{ os, site, account, config bool }
 	for _, l := range f.lines {
 		need.os = need.os || l.osProfile != ""
@@ -378,25 +395,25 @@ func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, project s
 		need.account = need.account || l.remoteUser != ""
 		need.config = need.config || l.customConfigs != ""
 	}
-	oses, err := loadRefs(ctx, cl, project, need.os, func(o *eim.OS) ([]string, eim.SecurityFeature) {
+	oses, err := loadRefs(ctx, cl, w, project, need.os, func(o *eim.OS) ([]string, eim.SecurityFeature) {
 		return []string{o.Name, o.ProfileName}, o.SecurityFeature
 	})
 	if err != nil {
 		return err
 	}
-	sites, err := loadRefs(ctx, cl, project, need.site, func(s *eim.Site) ([]string, eim.SecurityFeature) {
+	sites, err := loadRefs(ctx, cl, w, project, need.site, func(s *eim.Site) ([]string, eim.SecurityFeature) {
 		return []string{s.Name}, ""
 	})
 	if err != nil {
 		return err
 	}
-	accounts, err := loadRefs(ctx, cl, project, need.account, func(a *eim.LocalAccount) ([]string, eim.SecurityFeature) {
+	accounts, err := loadRefs(ctx, cl, w, project, need.account, func(a *eim.LocalAccount) ([]string, eim.SecurityFeature) {
 		return []string{a.Username}, ""
 	})
 	if err != nil {
 		return err
 	}
-	configs, err := loadRefs(ctx, cl, project, need.config, func(c *eim.CustomConfig) ([]string, eim.SecurityFeature) {
+	configs, err := loadRefs(ctx, cl, w, project, need.config, func(c *eim.CustomConfig) ([]string, eim.SecurityFeature) {
 		return []string{c.Name}, ""
 	})
 	if err != nil {
@@ -470,26 +487,55 @@ func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, project s
 		filters = append(filters, cur.String())
 	}
 	var mu sync.Mutex
-	return forEach(ctx, filters, workers, func(flt string) error {
+	err = forEach(ctx, filters, workers, func(flt string) error {
 		for offset := 0; ; offset += 100 {
-			hosts, page, err := client.ListOf[eim.Host](ctx, cl, project, client.ListOptions{Filter: flt, PageSize: 100, Offset: offset})
+			var hosts []*eim.Host
+			var page *client.Page
+			err := w.do(ctx, func() (err error) {
+				hosts, page, err = client.ListOf[eim.Host](ctx, cl, project, client.ListOptions{Filter: flt, PageSize: 100, Offset: offset})
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("look for hosts already registered: %w", err)
 			}
 			mu.Lock()
 			for _, h := range hosts {
+				var ls []*importLine
 				if l := byUUID[strings.ToLower(h.UUID)]; h.UUID != "" && l != nil {
-					l.fail("UUID %s is already registered as %s", l.uuid, h.ResourceID)
-				} else if l := bySerial[strings.ToLower(h.SerialNumber)]; h.SerialNumber != "" && l != nil {
-					l.fail("Serial %s is already registered as %s", l.serial, h.ResourceID)
+					ls = append(ls, l)
+				}
+				if l := bySerial[strings.ToLower(h.SerialNumber)]; h.SerialNumber != "" && l != nil && !slices.Contains(ls, l) {
+					ls = append(ls, l)
+				}
+				for _, l := range ls {
+					l.cands = append(l.cands, h)
 				}
 			}
 			mu.Unlock()
-			if !page.HasNext {
+			if !page.HasNext || len(hosts) == 0 {
 				return nil
 			}
 		}
 	})
+	if err != nil {
+		return err
+	}
+	for _, l := range f.lines {
+		h, err := l.pickHost(l.cands)
+		switch {
+		case err != nil:
+			l.fail("%v", err)
+		case h == nil || len(l.errs) > 0:
+		case h.DesiredState == eim.HostStateDeleted:
+			l.found = h // the import waits for it to go
+		default:
+			if _, err := l.compare(h); err != nil {
+				l.fail("%v", err)
+			}
+			l.found = h
+		}
+	}
+	return nil
 }
 
 // forEach runs fn for every item on workers goroutines; the first error
@@ -515,70 +561,6 @@ func forEach[T any](ctx context.Context, lines []T, workers int, fn func(T) erro
 	}
 	wg.Wait()
 	return context.Cause(ctx)
-}
-
-// importOne registers the host of l, places it, and creates its instance;
-// when a step after the registration fails, the host is deleted again.
-//
-// A line once started runs to its end even when ctx ends (an interrupted
-// import): a request cut off might have been done by the server without
-// the client knowing, and then could be neither reported nor undone.
-func importOne(ctx context.Context, cl *client.Client, project string, autoOnboard bool, l *importLine) {
-	ctx = context.WithoutCancel(ctx)
-	// The serial number names the host (a UUID is longer than a host name
-	// may be: a host known by its UUID only gets the server's default).
-	name := l.serial
-	h, err := cl.RegisterHost(ctx, project, client.HostRegistration{
-		Name: name, SerialNumber: l.serial, UUID: l.uuid, AutoOnboard: autoOnboard, EnableVpro: l.amtOn, UserLvmSize: l.lvmGB,
-	})
-	if err != nil {
-		l.importError = "register: " + eim.ErrorMessage(err)
-		return
-	}
-	l.hostID = h.ResourceID
-	undo := func(step string, err error) {
-		l.importError = step + ": " + eim.ErrorMessage(err)
-		if derr := cl.Delete(ctx, project, eim.KindHost, l.hostID); derr != nil {
-			l.importError += fmt.Sprintf("; and host %s could not be deleted again: %s", l.hostID, eim.ErrorMessage(derr))
-		} else {
-			l.importError += fmt.Sprintf(" (host %s deleted again)", l.hostID)
-		}
-		l.hostID = ""
-	}
-	if l.siteID != "" || len(l.md) > 0 {
-		patch := map[string]any{}
-		if l.siteID != "" {
-			patch["siteId"] = l.siteID
-		}
-		if len(l.md) > 0 {
-			patch["metadata"] = l.md
-		}
-		if err := cl.Patch(ctx, project, eim.KindHost, l.hostID, patch, nil); err != nil {
-			undo("place the host", err)
-			return
-		}
-	}
-	if l.osID == "" {
-		return
-	}
-	if name == "" {
-		name = l.hostID
-	}
-	in := map[string]any{
-		"name": name, "kind": eim.InstanceKindMetal, "hostID": l.hostID, "osID": l.osID, "securityFeature": l.secFeature,
-	}
-	if l.accountID != "" {
-		in["localAccountID"] = l.accountID
-	}
-	if len(l.configIDs) > 0 {
-		in["customConfigID"] = l.configIDs
-	}
-	var inst eim.Instance
-	if err := cl.Create(ctx, project, eim.KindInstance, in, &inst); err != nil {
-		undo("create the instance", err)
-		return
-	}
-	l.instanceID = inst.ResourceID
 }
 
 // writeImportErrors writes the lines with errors, as read plus the error
@@ -632,7 +614,11 @@ Serial or UUID is required on each line; OSProfile, Site, RemoteUser and CloudIn
 (custom configs, joined by &) take IDs or names; Metadata is key=value pairs joined by &.
 The whole file is checked first, and nothing is created unless every line is right.
 Each line becomes a host registered with auto-onboard, at its site, and, with an
-OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the reason.`)
+OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the reason.
+A host already registered as its line describes is left as it is, and one an earlier
+import left half made is finished: an interrupted import is finished by importing the
+file (or its error file) again. A host that differs from its line is refused. A server
+that goes away during the import is waited for, up to --wait.`)
 	c.globalFlags(fs)
 	var (
 		d           importDefaults
@@ -641,6 +627,7 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 		autoOnboard bool
 		workers     int
 		errFile     string
+		wait        time.Duration
 	)
 	fs.StringVar(&template, "template", "", "write an empty file with the header to this path and stop")
 	fs.BoolVar(&check, "check", false, "check the file and its references only; create nothing")
@@ -653,6 +640,7 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 	fs.BoolVar(&autoOnboard, "auto-onboard", true, "onboard each host as soon as it calls home")
 	fs.IntVar(&workers, "workers", 8, "requests in flight")
 	fs.StringVar(&errFile, "errors", "", "where to write the lines that fail (default FILE.errors.csv)")
+	fs.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for a server that went away (restarted, unreachable, unavailable) before stopping; 0 stops at once")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -676,6 +664,9 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 	if workers < 1 || workers > 64 {
 		return usagef("--workers %d: want 1 to 64", workers)
 	}
+	if wait < 0 {
+		return usagef("--wait %s: want a duration of 0 or more", wait)
+	}
 	path := pos[0]
 	if errFile == "" {
 		errFile = errorFileFor(path)
@@ -696,8 +687,9 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 	if err != nil {
 		return err
 	}
+	w := &serverWait{bound: wait, out: c.stderr, now: time.Now}
 	f.checkSyntax(d)
-	if err := f.checkRefs(c.ctx, cl, c.g.project, workers); err != nil {
+	if err := f.checkRefs(c.ctx, cl, w, c.g.project, workers); err != nil {
 		return err
 	}
 	var bad []*importLine
@@ -716,22 +708,26 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 		return fmt.Errorf("%d of %d lines are wrong (listed above, and in %s); nothing was created", len(bad), len(f.lines), errFile)
 	}
 	if check {
-		fmt.Fprintf(c.stdout, "%s: %d hosts, every line right\n", path, len(f.lines))
+		fmt.Fprintf(c.stdout, "%s: %d hosts, every line right%s\n", path, len(f.lines), existing(f.lines))
 		return nil
 	}
 
+	im := &importer{cl: cl, project: c.g.project, autoOnboard: autoOnboard, wait: w}
 	var done atomic.Int64
 	interrupted := forEach(c.ctx, f.lines, workers, func(l *importLine) error {
-		importOne(c.ctx, cl, c.g.project, autoOnboard, l)
+		err := im.importOne(c.ctx, l)
 		l.tried = true
 		if n := done.Add(1); n%500 == 0 {
 			fmt.Fprintf(c.stderr, "imported %d/%d\n", n, len(f.lines))
 		}
-		return c.ctx.Err()
+		return cmp.Or(err, c.ctx.Err())
 	})
 	for _, l := range f.lines {
 		if !l.tried {
 			l.importError = "not imported: the import was interrupted"
+			if errors.Is(interrupted, errServerGone) {
+				l.importError = "not imported: the server did not come back"
+			}
 		}
 		if l.importError != "" {
 			bad = append(bad, l)
@@ -740,6 +736,16 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 	if err := c.printImport(f.lines); err != nil {
 		return err
 	}
+	count := map[string]int{}
+	for _, l := range f.lines {
+		if l.importError == "" && l.tried {
+			count[l.status]++
+		}
+	}
+	if count[statusCompleted]+count[statusUnchanged] > 0 {
+		fmt.Fprintf(c.stderr, "%d hosts imported, %d finished (left half made by an earlier import), %d unchanged (already imported)\n",
+			count[statusImported], count[statusCompleted], count[statusUnchanged])
+	}
 	if len(bad) > 0 {
 		for _, l := range bad {
 			fmt.Fprintf(c.stderr, "%s:%d: %s\n", path, l.n, l.importError)
@@ -747,8 +753,11 @@ OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the
 		if err := writeImportErrors(errFile, f, bad, func(l *importLine) string { return l.importError }); err != nil {
 			return err
 		}
+		if errors.Is(interrupted, errServerGone) {
+			return fmt.Errorf("stopped: %v; %d of %d hosts not imported (listed above, and in %s): import the file, or that one, again to finish them", interrupted, len(bad), len(f.lines), errFile)
+		}
 		if interrupted != nil {
-			return fmt.Errorf("interrupted (%v): %d of %d hosts not imported (listed above, and in %s, which can be imported again)", interrupted, len(bad), len(f.lines), errFile)
+			return fmt.Errorf("interrupted (%v): %d of %d hosts not imported (listed above, and in %s): import the file, or that one, again to finish them", interrupted, len(bad), len(f.lines), errFile)
 		}
 		return fmt.Errorf("%d of %d hosts failed (listed above, and in %s, which can be imported again once fixed)", len(bad), len(f.lines), errFile)
 	}
@@ -763,11 +772,16 @@ func (c *cli) printImport(lines []*importLine) error {
 		UUID       string `json:"uuid,omitempty"`
 		HostID     string `json:"hostId,omitempty"`
 		InstanceID string `json:"instanceId,omitempty"`
+		Status     string `json:"status,omitempty"`
 		Error      string `json:"error,omitempty"`
 	}
 	var rs []result
 	for _, l := range lines {
-		rs = append(rs, result{l.n, l.serial, l.uuid, l.hostID, l.instanceID, l.importError})
+		r := result{l.n, l.serial, l.uuid, l.hostID, l.instanceID, l.status, l.importError}
+		if r.Error != "" {
+			r.Status = ""
+		}
+		rs = append(rs, r)
 	}
 	switch c.g.output {
 	case "json":
@@ -782,7 +796,27 @@ func (c *cli) printImport(lines []*importLine) error {
 	}
 	rows := make([][]string, len(rs))
 	for i, r := range rs {
-		rows[i] = []string{strconv.Itoa(r.Line), r.Serial, r.UUID, r.HostID, r.InstanceID, r.Error}
+		rows[i] = []string{strconv.Itoa(r.Line), r.Serial, r.UUID, r.HostID, r.InstanceID, r.Status, r.Error}
 	}
-	return c.printTable([]string{"LINE", "SERIAL", "UUID", "HOST", "INSTANCE", "ERROR"}, rows)
+	return c.printTable([]string{"LINE", "SERIAL", "UUID", "HOST", "INSTANCE", "STATUS", "ERROR"}, rows)
+}
+
+// existing says how many lines' hosts the check found already made, in
+// full or in part.
+func existing(lines []*importLine) string {
+	var complete, partial int
+	for _, l := range lines {
+		if l.found == nil || l.found.DesiredState == eim.HostStateDeleted {
+			continue
+		}
+		if g, err := l.compare(l.found); err == nil && g.none() {
+			complete++
+		} else {
+			partial++
+		}
+	}
+	if complete+partial == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d already imported, %d half made by an earlier import, to finish)", complete, partial)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
@@ -198,6 +200,7 @@ func TestHostImport(t *testing.T) {
 		Line       int    `json:"line"`
 		HostID     string `json:"hostId"`
 		InstanceID string `json:"instanceId"`
+		Status     string `json:"status"`
 		Error      string `json:"error"`
 	}
 	admin.json(&results, "host", "import", good)
@@ -205,13 +208,13 @@ func TestHostImport(t *testing.T) {
 		t.Fatalf("results: %+v", results)
 	}
 	for _, r := range results {
-		if r.Error != "" || !eim.ValidID(eim.KindHost, r.HostID) {
+		if r.Error != "" || r.Status != statusImported || !eim.ValidID(eim.KindHost, r.HostID) {
 			t.Fatalf("line %d: %+v", r.Line, r)
 		}
 	}
 	var h eim.Host
 	admin.json(&h, "host", "get", results[0].HostID)
-	if h.SerialNumber != "2500JF3" || h.SiteID != site.ResourceID || h.DesiredState != eim.HostStateOnboarded || len(h.Metadata) != 2 || h.Metadata[1].Key != "cell" {
+	if h.Name != "2500JF3" || h.SerialNumber != "2500JF3" || h.SiteID != site.ResourceID || h.DesiredState != eim.HostStateOnboarded || len(h.Metadata) != 2 || h.Metadata[1].Key != "cell" {
 		t.Errorf("host of line 2: serial %q site %q state %q metadata %+v", h.SerialNumber, h.SiteID, h.DesiredState, h.Metadata)
 	}
 	var in eim.Instance
@@ -223,22 +226,33 @@ func TestHostImport(t *testing.T) {
 		t.Errorf("line 3 names no OS, yet got instance %s", results[1].InstanceID)
 	}
 	admin.json(&h, "host", "get", results[2].HostID)
-	if h.UUID != "4c4c4544-0946-5310-8052-cac04f515233" || h.UserLvmSize != 40 || h.SiteID != site.ResourceID {
+	if h.Name != h.UUID || h.UUID != "4c4c4544-0946-5310-8052-cac04f515233" || h.UserLvmSize != 40 || h.SiteID != site.ResourceID {
 		t.Errorf("host of line 4 (UUID only): name %q uuid %q lvm %d site %q", h.Name, h.UUID, h.UserLvmSize, h.SiteID)
 	}
 
-	// Again: every line is refused, and nothing is created.
-	_, err := admin.run("host", "import", good)
-	if err == nil || !strings.Contains(err.Error(), "3 of 3 lines are wrong") {
-		t.Fatalf("second import: %v", err)
+	// Again: every line is already as it says, and nothing is created.
+	if got := admin.must("host", "import", good, "--check"); !strings.Contains(got, "3 already imported, 0 half made") {
+		t.Fatalf("--check of an imported file: %q", got)
+	}
+	var again []struct {
+		Line       int    `json:"line"`
+		HostID     string `json:"hostId"`
+		InstanceID string `json:"instanceId"`
+		Status     string `json:"status"`
+	}
+	admin.json(&again, "host", "import", good)
+	for i, r := range again {
+		if r.Status != statusUnchanged || r.HostID != results[i].HostID || r.InstanceID != results[i].InstanceID {
+			t.Errorf("line %d imported again: %+v, want unchanged %+v", r.Line, r, results[i])
+		}
 	}
 	if n := hostCount(); n != 3 {
-		t.Fatalf("hosts after the refused import: %d, want 3", n)
+		t.Fatalf("hosts after importing the file again: %d, want 3", n)
 	}
 
 	// One wrong line of two: nothing is created; the error file holds it.
 	mixed := write("mixed.csv", "Serial,UUID,OSProfile,Site\nNEW0001,,,plant\nNEW0002,,,nowhere\n")
-	_, err = admin.run("host", "import", mixed)
+	_, err := admin.run("host", "import", mixed)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 lines are wrong") || !strings.Contains(err.Error(), "nothing was created") {
 		t.Fatalf("import with a wrong line: %v", err)
 	}
@@ -254,7 +268,10 @@ func TestHostImport(t *testing.T) {
 	// the write): the host is deleted again and the line reported.
 	cl := client.New(url, strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, adminTokenFile))))), nil)
 	l := &importLine{n: 2, serial: "ROLLBK1", osID: "os-0badf00d", secFeature: secNone}
-	importOne(context.Background(), cl, eim.DefaultProject, true, l)
+	im := &importer{cl: cl, project: eim.DefaultProject, autoOnboard: true, wait: &serverWait{out: io.Discard, now: time.Now}}
+	if err := im.importOne(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
 	if l.hostID != "" || !strings.Contains(l.importError, "create the instance") || !strings.Contains(l.importError, "deleted again") {
 		t.Fatalf("rolled back line: host %q error %q", l.hostID, l.importError)
 	}
@@ -406,4 +423,291 @@ func readCSV(t *testing.T, path string) [][]string {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return recs
+}
+
+// Hosts already registered with a line's identity: one an earlier import
+// left half made (at each of its steps) is finished, one as the line
+// describes is left as it is, whoever made it; one that differs from its
+// line, or that lacks something and was not made by an import, is refused
+// with what differs, and then nothing is created.
+func TestHostImportExisting(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	url, _ := startServer(t, dataDir)
+	tokenFile := filepath.Join(dataDir, adminTokenFile)
+	admin := cliRunner{t: t, url: url, tokenFile: tokenFile}
+	cl := client.New(url, strings.TrimSpace(string(must(os.ReadFile(tokenFile)))), nil)
+	ctx := context.Background()
+	p := eim.DefaultProject
+
+	var region eim.Region
+	admin.json(&region, "region", "create", "--name", "eu")
+	var plant, other eim.Site
+	admin.json(&plant, "site", "create", "--name", "plant", "--region", region.ResourceID)
+	admin.json(&other, "site", "create", "--name", "other", "--region", region.ResourceID)
+	osID := shippedOS(t, admin, "ubuntu-24.04-lts-generic")
+	var otherOS eim.OS
+	if err := cl.Create(ctx, p, eim.KindOS, map[string]string{
+		"name": "other-os", "profileName": "other-os", "imageUrl": "http://127.0.0.1:1/os.img", "sha256": strings.Repeat("ab", 32),
+	}, &otherOS); err != nil {
+		t.Fatal(err)
+	}
+	md := eim.Metadata{{Key: "zone", Value: "a"}}
+	uuid := func(i int) string { return fmt.Sprintf("4c4c4544-0000-4000-8000-%012d", i) }
+
+	// byHand registers a host for (serial, uuid) by hand, as far as the steps
+	// say: "p" placed at site with md, "i" with an instance of osid.
+	byHand := func(serial, uuid, name, steps, site, osid string) *eim.Host {
+		t.Helper()
+		h, err := cl.RegisterHost(ctx, p, client.HostRegistration{Name: name, SerialNumber: serial, UUID: uuid, AutoOnboard: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(steps, "p") {
+			if err := cl.Patch(ctx, p, eim.KindHost, h.ResourceID, map[string]any{"siteId": site, "metadata": md}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if strings.Contains(steps, "i") {
+			if err := cl.Create(ctx, p, eim.KindInstance, map[string]any{"name": "x", "kind": eim.InstanceKindMetal, "hostID": h.ResourceID, "osID": osid, "securityFeature": secNone}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return h
+	}
+	marker := func(serial, uuid string) string { return (&importLine{serial: serial, uuid: uuid}).importMarker() }
+	hostCount := func() int {
+		t.Helper()
+		n := 0
+		for _, h := range must(listAll[eim.Host](ctx, cl, p, "")) {
+			if h.DesiredState != eim.HostStateDeleted {
+				n++
+			}
+		}
+		return n
+	}
+	dir := t.TempDir()
+	write := func(name string, lines ...string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata\n"+strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	line := func(serial, uuid string) string {
+		return serial + "," + uuid + ",ubuntu-24.04-lts-generic,plant,,,zone=a"
+	}
+
+	t.Run("differs", func(t *testing.T) {
+		byHand("BAD0001", uuid(101), "", "", "", "")                                                           // by hand, not placed
+		byHand("BAD0002", uuid(102), "", "pi", other.ResourceID, osID)                                         // another site
+		byHand("BAD0003", uuid(103), marker("BAD0003", uuid(103)), "pi", plant.ResourceID, otherOS.ResourceID) // another OS
+		byHand("BAD0004X", uuid(104), "", "", "", "")                                                          // the UUID with another serial
+		before := hostCount()
+		path := write("differs.csv", line("BAD0001", uuid(101)), line("BAD0002", uuid(102)), line("BAD0003", uuid(103)), line("BAD0004", uuid(104)), line("NEW0005", uuid(105)))
+		_, err := admin.run("host", "import", path)
+		if err == nil || !strings.Contains(err.Error(), "4 of 5 lines are wrong") {
+			t.Fatalf("import: %v", err)
+		}
+		recs := readCSV(t, filepath.Join(dir, "differs.errors.csv"))
+		want := []string{
+			"without its site and metadata and its instance, and not by eim host import",
+			"site " + other.ResourceID + ", not " + plant.ResourceID,
+			"of OS " + otherOS.ResourceID + ", not " + osID,
+			"serial number BAD0004X, not BAD0004",
+		}
+		if len(recs) != 5 {
+			t.Fatalf("error file: %q", recs)
+		}
+		for i, w := range want {
+			if got := recs[i+1][7]; !strings.Contains(got, w) {
+				t.Errorf("line %d: error %q, want it to say %q", i+2, got, w)
+			}
+		}
+		if n := hostCount(); n != before {
+			t.Errorf("hosts: %d, want %d (nothing created)", n, before)
+		}
+	})
+
+	t.Run("half made or already there", func(t *testing.T) {
+		edge5 := byHand("RES0005", uuid(5), "edge-5", "pi", plant.ResourceID, osID)
+		half := []*eim.Host{
+			byHand("RES0002", uuid(2), marker("RES0002", uuid(2)), "", "", ""),
+			byHand("RES0003", uuid(3), marker("RES0003", uuid(3)), "p", plant.ResourceID, ""),
+			byHand("RES0004", uuid(4), marker("RES0004", uuid(4)), "pi", plant.ResourceID, osID),
+		}
+		before := hostCount()
+		path := write("resume.csv", line("RES0001", uuid(1)), line("RES0002", uuid(2)), line("RES0003", uuid(3)), line("RES0004", uuid(4)), line("RES0005", uuid(5)), line("", uuid(6)))
+		if got := admin.must("host", "import", path, "--check"); !strings.Contains(got, "(1 already imported, 3 half made by an earlier import, to finish)") {
+			t.Errorf("--check: %q", got)
+		}
+		var results []struct {
+			Line       int    `json:"line"`
+			HostID     string `json:"hostId"`
+			InstanceID string `json:"instanceId"`
+			Status     string `json:"status"`
+			Error      string `json:"error"`
+		}
+		admin.json(&results, "host", "import", path)
+		wantStatus := []string{statusImported, statusCompleted, statusCompleted, statusCompleted, statusUnchanged, statusImported}
+		wantHost := []string{"", half[0].ResourceID, half[1].ResourceID, half[2].ResourceID, edge5.ResourceID, ""}
+		wantName := []string{"RES0001", "RES0002", "RES0003", "RES0004", "edge-5", uuid(6)}
+		if len(results) != len(wantStatus) {
+			t.Fatalf("results: %+v", results)
+		}
+		for i, r := range results {
+			if r.Status != wantStatus[i] || r.Error != "" || wantHost[i] != "" && r.HostID != wantHost[i] {
+				t.Errorf("line %d: %+v, want %s of host %q", r.Line, r, wantStatus[i], wantHost[i])
+				continue
+			}
+			var h eim.Host
+			if err := cl.Get(ctx, p, eim.KindHost, r.HostID, &h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Name != wantName[i] || h.SiteID != plant.ResourceID || !sameMetadata(h.Metadata, md) || h.Instance == nil || h.Instance.OSID != osID || h.Instance.ResourceID != r.InstanceID {
+				t.Errorf("line %d: host %s name %q site %q metadata %v instance %+v", r.Line, h.ResourceID, h.Name, h.SiteID, h.Metadata, h.Instance)
+			}
+		}
+		if n := hostCount(); n != before+2 {
+			t.Errorf("hosts: %d, want %d (the two new lines')", n, before+2)
+		}
+	})
+}
+
+// listAll lists every resource of T's kind in project matching filter.
+func listAll[T any, PT interface {
+	*T
+	eim.Resource
+}](ctx context.Context, cl *client.Client, project, filter string) ([]PT, error) {
+	var all []PT
+	for offset := 0; ; {
+		items, page, err := client.ListOf[T, PT](ctx, cl, project, client.ListOptions{Filter: filter, PageSize: 100, Offset: offset})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		offset += len(items)
+		if !page.HasNext || len(items) == 0 {
+			return all, nil
+		}
+	}
+}
+
+// Answers lost on the way back: a proxy runs every third write of the
+// import on the server but answers 503, and refuses every fifth without
+// running it. The import looks each line's host up again instead of
+// sending a registration or an instance twice: exactly one complete host
+// per line.
+func TestHostImportLostAnswers(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	url, _ := startServer(t, dataDir)
+	tokenFile := filepath.Join(dataDir, adminTokenFile)
+	admin := cliRunner{t: t, url: url, tokenFile: tokenFile}
+	cl := client.New(url, strings.TrimSpace(string(must(os.ReadFile(tokenFile)))), nil)
+	var region eim.Region
+	admin.json(&region, "region", "create", "--name", "eu")
+	var site eim.Site
+	admin.json(&site, "site", "create", "--name", "plant", "--region", region.ResourceID)
+	var o eim.OS
+	if err := cl.Create(context.Background(), eim.DefaultProject, eim.KindOS, map[string]string{
+		"name": "tiny-os", "profileName": "tiny-os", "imageUrl": "http://127.0.0.1:1/os.img", "sha256": strings.Repeat("ab", 32),
+	}, &o); err != nil {
+		t.Fatal(err)
+	}
+
+	target, _ := neturl.Parse(url)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var writes, lost, refused atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		n := writes.Add(1)
+		switch {
+		case n%5 == 0:
+			refused.Add(1)
+		case n%3 == 0:
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			lost.Add(1)
+		default:
+			rp.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"code":"Unavailable","message":"the answer was lost"}`))
+	}))
+	defer proxy.Close()
+
+	f := newKillImportFile(t, cl, t.TempDir(), "lost", 40, "L1")
+	var out, errOut bytes.Buffer
+	if err := Main(context.Background(), []string{"--server", proxy.URL, "--token-file", tokenFile, "host", "import", f.path, "--wait", "1m", "-o", "json"}, &out, &errOut); err != nil {
+		t.Fatalf("import: %v; stderr:\n%s", err, errOut.String())
+	}
+	t.Logf("%d writes: %d run with their answer lost, %d refused", writes.Load(), lost.Load(), refused.Load())
+	if !strings.Contains(errOut.String(), "the server is unavailable (the answer was lost)") {
+		t.Errorf("stderr does not say it waited:\n%s", errOut.String())
+	}
+	f.check(t, o.ResourceID, site.ResourceID, out.String(), statusImported)
+}
+
+func TestImportLineCompare(t *testing.T) {
+	const u = "4c4c4544-2046-5310-8052-cac04f515233"
+	line := func() *importLine {
+		return &importLine{serial: "SN12345", uuid: strings.ToUpper(u), siteID: "site-00000001", osID: "os-00000001", secFeature: secNone,
+			md: eim.Metadata{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}}}
+	}
+	complete := func() *eim.Host {
+		return &eim.Host{Meta: eim.Meta{ResourceID: "host-00000001"}, Name: "edge-1", SerialNumber: "SN12345", UUID: u, SiteID: "site-00000001",
+			Metadata: eim.Metadata{{Key: "b", Value: "2"}, {Key: "a", Value: "1"}},
+			Instance: &eim.Instance{Meta: eim.Meta{ResourceID: "inst-00000001"}, OSID: "os-00000001", SecurityFeature: secNone}}
+	}
+	for _, tt := range []struct {
+		name    string
+		line    func(*importLine)
+		host    func(*eim.Host)
+		want    hostGap
+		wantErr string
+	}{
+		{name: "as the line says, whoever made it"},
+		{name: "a UUID-only line; the host also has a serial", line: func(l *importLine) { l.serial = "" }},
+		{name: "made by an import, registered only", host: func(h *eim.Host) {
+			h.Name, h.SiteID, h.Metadata, h.Instance = line().importMarker(), "", nil, nil
+		}, want: hostGap{place: true, instance: true, rename: true}},
+		{name: "made by an import, placed", host: func(h *eim.Host) { h.Name, h.Instance = line().importMarker(), nil },
+			want: hostGap{instance: true, rename: true}},
+		{name: "made by an import, not yet named", host: func(h *eim.Host) { h.Name = line().importMarker() }, want: hostGap{rename: true}},
+		{name: "by hand, without its instance", host: func(h *eim.Host) { h.Instance = nil }, wantErr: `without its instance, and not by eim host import (its name is "edge-1")`},
+		{name: "another site", host: func(h *eim.Host) { h.SiteID = "site-00000002" }, wantErr: "site site-00000002, not site-00000001"},
+		{name: "other metadata", host: func(h *eim.Host) { h.Metadata = eim.Metadata{{Key: "a", Value: "9"}} }, wantErr: "metadata a=9, not a=1&b=2"},
+		{name: "another OS", host: func(h *eim.Host) { h.Instance.OSID = "os-00000002" }, wantErr: "of OS os-00000002, not os-00000001"},
+		{name: "an instance the line does not ask for", line: func(l *importLine) { l.osID = "" }, wantErr: "the line names no OSProfile"},
+		{name: "another serial for the UUID", host: func(h *eim.Host) { h.SerialNumber = "SN99999" }, wantErr: "serial number SN99999, not SN12345"},
+		{name: "no UUID", host: func(h *eim.Host) { h.UUID = "" }, wantErr: "UUID none, not " + strings.ToUpper(u)},
+		{name: "another LVM size", line: func(l *importLine) { l.lvmGB = 40 }, wantErr: "LVMSize 0, not 40"},
+		{name: "secure boot asked, not there", line: func(l *importLine) { l.secFeature = secSBFDE }, wantErr: "with SECURITY_FEATURE_NONE, not " + string(secSBFDE)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, h := line(), complete()
+			if tt.line != nil {
+				tt.line(l)
+			}
+			if tt.host != nil {
+				tt.host(h)
+			}
+			g, err := l.compare(h)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("got %v, want an error saying %q", err, tt.wantErr)
+			case tt.wantErr == "" && g != tt.want:
+				t.Fatalf("got gap %+v, want %+v", g, tt.want)
+			}
+		})
+	}
+	if m := line().importMarker(); len(m) != 20 || !strings.HasPrefix(m, importMarkerPrefix) || m != (&importLine{serial: "sn12345", uuid: u}).importMarker() {
+		t.Errorf("marker %q: want 20 characters, the prefix, and the same for the identity in any case", m)
+	}
 }
