@@ -170,20 +170,29 @@ type response[T any] interface {
 	GetJSON200() *T
 }
 
-// ok checks a call that must succeed: no transport or decoding error (a
+// result is a call's answer, decoded into the generated type T.
+type result[T any] struct {
+	r   response[T]
+	err error
+}
+
+// ok wraps a call whose answer decodes into T: ok(c.XWithResponse(…)).get(t).
+func ok[T any](r response[T], err error) result[T] { return result[T]{r, err} }
+
+// get checks a call that must succeed: no transport or decoding error (a
 // body the generated types cannot decode is an error here), status 200 and
 // a decoded body.
-func ok[T any](t *testing.T, r response[T], err error) *T {
+func (x result[T]) get(t *testing.T) *T {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("call failed (transport, or a body the generated client cannot decode): %v", err)
+	if x.err != nil {
+		t.Fatalf("call failed (transport, or a body the generated client cannot decode): %v", x.err)
 	}
-	if r.StatusCode() != 200 {
-		t.Fatalf("got status %d, want 200; body %s", r.StatusCode(), r.GetBody())
+	if x.r.StatusCode() != 200 {
+		t.Fatalf("got status %d, want 200; body %s", x.r.StatusCode(), x.r.GetBody())
 	}
-	v := r.GetJSON200()
+	v := x.r.GetJSON200()
 	if v == nil {
-		t.Fatalf("status 200 without a decoded body: %s", r.GetBody())
+		t.Fatalf("status 200 without a decoded body: %s", x.r.GetBody())
 	}
 	return v
 }
@@ -194,19 +203,39 @@ type statusResponse interface {
 	GetBody() []byte
 }
 
+// outcome is a call's answer, checked by status.
+type outcome struct {
+	r   statusResponse
+	err error
+}
+
+// call wraps any call: call(c.XWithResponse(…)).ok(t) or .fails(t, …).
+func call(r statusResponse, err error) outcome { return outcome{r, err} }
+
+// ok checks a call answering 200 (deletes and actions answer {}).
+func (o outcome) ok(t *testing.T) {
+	t.Helper()
+	if o.err != nil {
+		t.Fatalf("call failed: %v", o.err)
+	}
+	if o.r.StatusCode() != 200 {
+		t.Fatalf("got status %d, want 200; body %s", o.r.StatusCode(), o.r.GetBody())
+	}
+}
+
 // fails checks a call that must fail with status and the original's error
 // code ({"code":"NotFound","message":…}); words must appear in the message.
-func fails(t *testing.T, r statusResponse, err error, status int, code string, words ...string) {
+func (o outcome) fails(t *testing.T, status int, code string, words ...string) {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("call failed: %v", err)
+	if o.err != nil {
+		t.Fatalf("call failed: %v", o.err)
 	}
-	if r.StatusCode() != status {
-		t.Fatalf("got status %d, want %d; body %s", r.StatusCode(), status, r.GetBody())
+	if o.r.StatusCode() != status {
+		t.Fatalf("got status %d, want %d; body %s", o.r.StatusCode(), status, o.r.GetBody())
 	}
 	var e struct{ Code, Message string }
-	if err := json.Unmarshal(r.GetBody(), &e); err != nil {
-		t.Fatalf("error body is not JSON: %v: %s", err, r.GetBody())
+	if err := json.Unmarshal(o.r.GetBody(), &e); err != nil {
+		t.Fatalf("error body is not JSON: %v: %s", err, o.r.GetBody())
 	}
 	if e.Code != code {
 		t.Errorf("got code %q, want %q (message %q)", e.Code, code, e.Message)
@@ -215,17 +244,6 @@ func fails(t *testing.T, r statusResponse, err error, status int, code string, w
 		if !strings.Contains(e.Message, w) {
 			t.Errorf("message %q does not mention %q", e.Message, w)
 		}
-	}
-}
-
-// okEmpty checks a call answering 200 with {} (deletes and actions).
-func okEmpty(t *testing.T, r statusResponse, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("call failed: %v", err)
-	}
-	if r.StatusCode() != 200 {
-		t.Fatalf("got status %d, want 200; body %s", r.StatusCode(), r.GetBody())
 	}
 }
 
