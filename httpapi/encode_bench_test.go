@@ -12,10 +12,13 @@ import (
 )
 
 // discardWriter is a ResponseWriter that keeps nothing.
-type discardWriter struct{ h http.Header }
+type discardWriter struct {
+	h http.Header
+	n int
+}
 
 func (d *discardWriter) Header() http.Header         { return d.h }
-func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) Write(b []byte) (int, error) { d.n = len(b); return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
 // hostPage builds a page of n expanded hosts as the inventory returns them:
@@ -68,4 +71,5 @@ func BenchmarkEncodeHostList(b *testing.B) {
 		b.StartTimer()
 		h.writeList(w, "hosts", items, 1000, true)
 	}
+	b.ReportMetric(float64(w.n), "bytes/page")
 }

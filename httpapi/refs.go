@@ -16,8 +16,13 @@ import "github.com/eimhq/eim"
 // emitRefs fills them in on the expanded copy the inventory returned for
 // this response, just before it is encoded: a few pointer checks per
 // resource, no copy of it.
+//
+// The empty objects of one response are shared: encoding only reads them.
 type emitRefs struct {
-	zero int
+	zero     int
+	noRegion   *eim.Region
+	noInstance *eim.Instance
+	noPolicy   *eim.OSUpdatePolicy
 }
 
 func (e *emitRefs) resource(r eim.Resource) {
@@ -38,7 +43,10 @@ func (e *emitRefs) resource(r eim.Resource) {
 		// targetOs: null when absent, as in the original.
 	case *eim.OSUpdateRun:
 		if v.AppliedPolicy == nil {
-			v.AppliedPolicy = &eim.OSUpdatePolicy{UpdateSources: []string{}}
+			if e.noPolicy == nil {
+				e.noPolicy = &eim.OSUpdatePolicy{UpdateSources: []string{}}
+			}
+			v.AppliedPolicy = e.noPolicy
 		}
 		if v.Instance == nil {
 			v.Instance = e.emptyInstance()
@@ -50,11 +58,17 @@ func (e *emitRefs) resource(r eim.Resource) {
 
 // emptyRegion is what the original sends for a region that is not there.
 func (e *emitRefs) emptyRegion() *eim.Region {
-	return &eim.Region{TotalSites: &e.zero}
+	if e.noRegion == nil {
+		e.noRegion = &eim.Region{TotalSites: &e.zero}
+	}
+	return e.noRegion
 }
 
 func (e *emitRefs) emptyInstance() *eim.Instance {
-	return &eim.Instance{CustomConfigIDs: []string{}, CustomConfigs: []*eim.CustomConfig{}}
+	if e.noInstance == nil {
+		e.noInstance = &eim.Instance{CustomConfigIDs: []string{}, CustomConfigs: []*eim.CustomConfig{}}
+	}
+	return e.noInstance
 }
 
 func (e *emitRefs) region(r *eim.Region) {
