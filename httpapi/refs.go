@@ -19,7 +19,7 @@ import "github.com/eimhq/eim"
 //
 // The empty objects of one response are shared: encoding only reads them.
 type emitRefs struct {
-	zero     int
+	zero       int
 	noRegion   *eim.Region
 	noInstance *eim.Instance
 	noPolicy   *eim.OSUpdatePolicy
