@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,11 +61,18 @@ func TestLegacySites(t *testing.T) {
 	if str(patched.Name) != "renamed" {
 		t.Errorf("legacy patch site: %q", str(patched.Name))
 	}
-	// No project, an unknown one, another tenant's: refused.
-	call(c.SiteServiceListSites2WithResponse(ctx, &rc.SiteServiceListSites2Params{})).fails(t, 400, "InvalidArgument")
-	r, err := c.SiteServiceListSites2WithResponse(ctx, &rc.SiteServiceListSites2Params{ProjectName: "no-such-project"})
-	if err != nil || r.StatusCode() < 400 {
-		t.Errorf("legacy list of an unknown project: %v %d", err, r.StatusCode())
+	// No project, or an unknown one: refused.
+	for _, params := range []*rc.SiteServiceListSites2Params{{}, {ProjectName: "no-such-project"}} {
+		r, err := c.SiteServiceListSites2WithResponse(ctx, params)
+		if err != nil || r.StatusCode() < 400 || r.StatusCode() >= 500 {
+			t.Errorf("legacy list naming project %q: %v %d, want a 4xx", params.ProjectName, err, r.StatusCode())
+		}
+	}
+	// Another project's token does not reach this one through the header.
+	other := newProject(t)
+	r, err := other.c.SiteServiceListSites2WithResponse(ctx, &rc.SiteServiceListSites2Params{}, activeProject(p.id))
+	if err != nil || (r.StatusCode() != 403 && r.StatusCode() != 404) {
+		t.Errorf("legacy list of another project by header: %v %d, want 403 or 404 as on /v1", err, r.StatusCode())
 	}
 	// A malformed tail of a known prefix is 404, as in the original.
 	call(c.SiteServiceGetSite2WithResponse(ctx, "site-XXXXXXXX", &rc.SiteServiceGetSite2Params{ProjectName: p.name})).fails(t, 404, "NotFound")
@@ -73,6 +81,11 @@ func TestLegacySites(t *testing.T) {
 	if hl := ok(c.HostServiceListHosts2WithResponse(ctx, &rc.HostServiceListHosts2Params{ProjectName: p.name})).get(t); hl.TotalElements != 0 {
 		t.Errorf("legacy host list: %d", hl.TotalElements)
 	}
+	// Over /v1 too, a well-formed prefix with a malformed tail is 404.
+	call(c.InstanceServiceGetInstanceWithResponse(ctx, p.name, "inst-XXXXXXXX")).fails(t, 404, "NotFound")
+	call(c.OperatingSystemServiceGetOperatingSystemWithResponse(ctx, p.name, "os-XXXXXX")).fails(t, 404, "NotFound")
+	call(c.ScheduleServiceGetSingleScheduleWithResponse(ctx, p.name, "singlesche-XXXXXX")).fails(t, 404, "NotFound")
+	call(c.OperatingSystemServiceGetOperatingSystemWithResponse(ctx, p.name, "inst-12345678")).fails(t, 400, "InvalidArgument")
 }
 
 // TestWorkloads: workloads and their members, and an instance's
@@ -198,6 +211,39 @@ func TestOriginalBehaviour(t *testing.T) {
 			Sha256: strings.Repeat("f", 64)})).get(t)
 		if got.Sha256 != sha || str(got.ProfileName) != "prof" || *got.OsType != rc.OSTYPEMUTABLE || str(got.Architecture) != "x86" {
 			t.Errorf("OS PUT: sha %q profile %q type %s arch %q", got.Sha256, str(got.ProfileName), *got.OsType, str(got.Architecture))
+		}
+	})
+
+	t.Run("the default provider infra_onboarding", func(t *testing.T) {
+		l := ok(c.ProviderServiceListProvidersWithResponse(ctx, p.name, &rc.ProviderServiceListProvidersParams{Filter: ptr(`name="infra_onboarding"`)})).get(t)
+		if l.TotalElements != 1 {
+			t.Fatalf("providers named infra_onboarding: %d, want 1", l.TotalElements)
+		}
+		pv := l.Providers[0]
+		if pv.ProviderKind != rc.PROVIDERKINDBAREMETAL || pv.ApiEndpoint != "null" || pv.Config == nil {
+			t.Fatalf("infra_onboarding: kind %s apiEndpoint %q config %v", pv.ProviderKind, pv.ApiEndpoint, pv.Config)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal([]byte(*pv.Config), &cfg); err != nil {
+			t.Fatalf("infra_onboarding config %q: %v", *pv.Config, err)
+		}
+		for _, k := range []string{"defaultOs", "autoProvision", "defaultLocalAccount", "osSecurityFeatureEnable"} {
+			if _, ok := cfg[k]; !ok {
+				t.Errorf("infra_onboarding config %q lacks %s", *pv.Config, k)
+			}
+		}
+	})
+
+	t.Run("a schedule's target can be cleared", func(t *testing.T) {
+		site := ok(c.SiteServiceCreateSite3WithResponse(ctx, p.name, nil, rc.SiteResource{Name: ptr("sched-site")})).get(t)
+		h := ok(c.HostServiceCreateHostWithResponse(ctx, p.name, rc.HostResource{Name: "sched-host", Uuid: ptr(newUUID())})).get(t)
+		start := 2000000000
+		s := ok(c.ScheduleServiceCreateSingleScheduleWithResponse(ctx, p.name, rc.SingleScheduleResource{ScheduleStatus: rc.SCHEDULESTATUSMAINTENANCE,
+			StartSeconds: start, TargetSiteId: site.ResourceId})).get(t)
+		got := ok(c.ScheduleServiceUpdateSingleScheduleWithResponse(ctx, p.name, str(s.ResourceId), rc.SingleScheduleResource{ScheduleStatus: rc.SCHEDULESTATUSMAINTENANCE,
+			StartSeconds: start, TargetSiteId: ptr(""), TargetHostId: h.ResourceId})).get(t)
+		if str(got.TargetHostId) != str(h.ResourceId) || (got.TargetSiteId != nil && *got.TargetSiteId != "") {
+			t.Errorf("schedule retargeted: host %q site %v", str(got.TargetHostId), got.TargetSiteId)
 		}
 	})
 
