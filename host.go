@@ -86,9 +86,9 @@ type Host struct {
 
 	// Filled on read by the inventory, never stored.
 	InheritedMetadata Metadata  `json:"inheritedMetadata" db:"-"`
-	Site              *Site     `json:"site,omitempty" db:"-"`
-	Provider          *Provider `json:"provider,omitempty" db:"-"`
-	Instance          *Instance `json:"instance,omitempty" db:"-"`
+	Site              *Site     `json:"site" db:"-"`
+	Provider          *Provider `json:"provider" db:"-"`
+	Instance          *Instance `json:"instance" db:"-"`
 }
 
 func (*Host) ResourceKind() Kind { return KindHost }
@@ -128,14 +128,14 @@ type Instance struct {
 	CustomConfigIDs  []string `json:"customConfigID" eim:"w"`
 
 	// Filled on read by the inventory, never stored.
-	Host          *Host           `json:"host,omitempty" db:"-"`
-	OS            *OS             `json:"os,omitempty" db:"-"`
-	LocalAccount  *LocalAccount   `json:"localaccount,omitempty" db:"-"`
-	CustomConfigs []*CustomConfig `json:"customConfig,omitempty" db:"-"`
-	UpdatePolicy  *OSUpdatePolicy `json:"updatePolicy,omitempty" db:"-"`
+	Host          *Host           `json:"host" db:"-"`
+	OS            *OS             `json:"os" db:"-"`
+	LocalAccount  *LocalAccount   `json:"localaccount" db:"-"`
+	CustomConfigs []*CustomConfig `json:"customConfig" db:"-"`
+	UpdatePolicy  *OSUpdatePolicy `json:"updatePolicy" db:"-"`
 	// The instance's workload memberships (at most one), each with its
 	// workload.
-	WorkloadMembers []*WorkloadMember `json:"workloadMembers,omitempty" db:"-"`
+	WorkloadMembers []*WorkloadMember `json:"workloadMembers" db:"-"`
 }
 
 func (*Instance) ResourceKind() Kind { return KindInstance }

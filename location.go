@@ -10,9 +10,9 @@ type Region struct {
 	Metadata Metadata `json:"metadata" eim:"w"`
 
 	// Filled on read by the inventory, never stored.
-	ParentRegion      *Region  `json:"parentRegion,omitempty" db:"-"`
+	ParentRegion      *Region  `json:"parentRegion" db:"-"`
 	InheritedMetadata Metadata `json:"inheritedMetadata" db:"-"`
-	TotalSites        *int     `json:"totalSites,omitempty" db:"-"`
+	TotalSites        *int     `json:"totalSites" db:"-"`
 }
 
 func (*Region) ResourceKind() Kind { return KindRegion }
@@ -32,7 +32,7 @@ type Site struct {
 	Metadata Metadata `json:"metadata" eim:"w"`
 
 	// Filled on read by the inventory, never stored.
-	Region            *Region  `json:"region,omitempty" db:"-"`
+	Region            *Region  `json:"region" db:"-"`
 	InheritedMetadata Metadata `json:"inheritedMetadata" db:"-"`
 }
 

@@ -44,7 +44,7 @@ type OSUpdatePolicy struct {
 	UpdatePolicy UpdatePolicy `json:"updatePolicy" eim:"w"`
 
 	// Filled on read by the inventory, never stored.
-	TargetOs *OS `json:"targetOs,omitempty" db:"-"`
+	TargetOs *OS `json:"targetOs" db:"-"`
 }
 
 func (*OSUpdatePolicy) ResourceKind() Kind { return KindOSUpdatePolicy }
@@ -79,8 +79,8 @@ type OSUpdateRun struct {
 	EndTime         uint64 `json:"endTime"`
 
 	// Filled on read by the inventory, never stored.
-	AppliedPolicy *OSUpdatePolicy `json:"appliedPolicy,omitempty" db:"-"`
-	Instance      *Instance       `json:"instance,omitempty" db:"-"`
+	AppliedPolicy *OSUpdatePolicy `json:"appliedPolicy" db:"-"`
+	Instance      *Instance       `json:"instance" db:"-"`
 }
 
 func (*OSUpdateRun) ResourceKind() Kind { return KindOSUpdateRun }

@@ -75,7 +75,10 @@ func orderField(s *eim.Schema, name string) (*eim.Field, error) {
 		if f := findField(s, n); ok && f != nil && f.Stored() && f.Type == timeType {
 			return f, nil
 		}
-		return nil, eim.Errorf(eim.EINVALID, "orderBy: %q: nested fields cannot be sorted on", name)
+		if f := refIDField(s, name); f != nil {
+			return f, nil
+		}
+		return nil, eim.Errorf(eim.EINVALID, "orderBy: %q: nested fields cannot be sorted on, except the ID of a reference (site.resourceId)", name)
 	}
 	f := findField(s, name)
 	if f != nil && f.Alias {
@@ -92,4 +95,29 @@ func orderField(s *eim.Schema, name string) (*eim.Field, error) {
 		return nil, eim.Errorf(eim.EINVALID, "orderBy: %q of %s is a list and cannot be sorted on", name, s.Table)
 	}
 	return f, nil
+}
+
+// refIDField resolves "<reference>.<its ID>" ("site.resourceId",
+// "site.siteID", "site.resource_id"), which clients built for the original
+// send to sort by a reference, to the stored reference field (siteId): the
+// only nested key that needs no join.
+func refIDField(s *eim.Schema, name string) *eim.Field {
+	ref, sub, _ := strings.Cut(name, ".")
+	e := findEdge(s, ref)
+	if e == nil || e.Back {
+		return nil
+	}
+	ts := eim.SchemaOf(e.Kind)
+	if ts == nil {
+		return nil
+	}
+	if tf := findField(ts, sub); tf == nil || (tf.Name != "resourceId" && !tf.Alias) {
+		return nil
+	}
+	for _, f := range s.Fields {
+		if f.Edge != nil && f.Edge.Name == e.Name && f.Stored() {
+			return f
+		}
+	}
+	return nil
 }

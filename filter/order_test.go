@@ -30,6 +30,13 @@ func TestOrderBySQL(t *testing.T) {
 		{eim.KindHost, "updatedAt", "hosts.updated_at, hosts.id"},
 		{eim.KindSite, "siteID desc", "sites.id DESC"},
 		{eim.KindOS, "name", "operating_systems.name, operating_systems.id"},
+		// The original's clients' spellings: snake_case, and a reference's ID.
+		{eim.KindHost, "resource_id desc", "hosts.id DESC"},
+		{eim.KindHost, "timestamps.created_at", "hosts.created_at, hosts.id"},
+		{eim.KindHost, "site.siteID asc", "hosts.site_id ASC NULLS FIRST, hosts.id"},
+		{eim.KindHost, "site.resource_id desc", "hosts.site_id DESC NULLS LAST, hosts.id"},
+		{eim.KindInstance, "host.resourceId, os.os_resource_id", "instances.host_id ASC NULLS FIRST, instances.os_id ASC NULLS FIRST, instances.id"},
+		{eim.KindRegion, "parent_region.region_id", "regions.parent_id ASC NULLS FIRST, regions.id"},
 	} {
 		got, err := filter.OrderBy(tc.kind, tc.orderBy)
 		if err != nil {

@@ -59,6 +59,14 @@ func (h *handler) legacy(twin http.Handler) http.HandlerFunc {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		if q := r.URL.Query(); q.Has(api.LegacyProjectParam) {
+			// Taken: the twin, which reads the project from the path,
+			// must not refuse it as an empty query value.
+			q.Del(api.LegacyProjectParam)
+			u := *r.URL
+			u.RawQuery = q.Encode()
+			r.URL = &u
+		}
 		r.SetPathValue("projectName", name)
 		twin.ServeHTTP(w, r)
 	}
@@ -71,8 +79,10 @@ func (h *handler) legacyProject(r *http.Request) (string, *eim.Principal, error)
 	if err != nil {
 		return "", nil, err
 	}
-	if q := r.URL.Query(); q.Has(api.LegacyProjectParam) {
-		return q.Get(api.LegacyProjectParam), p, nil
+	// Clients generated from the original's document send the parameter
+	// empty when the header names the project: empty is absent.
+	if name := r.URL.Query().Get(api.LegacyProjectParam); name != "" {
+		return name, p, nil
 	}
 	id := r.Header.Get(api.LegacyProjectHeader)
 	if id == "" {

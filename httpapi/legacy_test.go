@@ -136,7 +136,8 @@ func TestLegacyProject(t *testing.T) {
 	}{
 		{"no project", "GET", "/regions", tokAdmin, nil, 400, "InvalidArgument", []string{"projectName", "ActiveProjectID"}},
 		{"no project, no token", "GET", "/regions", "", nil, 401, "Unauthenticated", nil},
-		{"empty projectName", "GET", "/regions?projectName=", tokAdmin, nil, 400, "InvalidArgument", []string{"projectName"}},
+		{"empty projectName and no header", "GET", "/regions?projectName=", tokAdmin, nil, 400, "InvalidArgument", []string{"projectName", "ActiveProjectID"}},
+		{"empty projectName: the header names the project (as generated clients send it)", "GET", "/regions?projectName=", tokRO, hdr(p1ID), 200, "", nil},
 		{"unknown projectName", "GET", "/regions?projectName=nope", tokAdmin, nil, 404, "NotFound", []string{"project", "nope"}},
 		{"unknown projectName, no token", "GET", "/regions?projectName=nope", "", nil, 401, "Unauthenticated", nil},
 		{"unknown ActiveProjectID", "GET", "/regions", tokAdmin, hdr("44444444-4444-4444-8444-444444444444"), 404, "NotFound", []string{"project"}},

@@ -50,6 +50,13 @@ func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request, c *call)
 		return err
 	}
 	out := schedulesBody{Single: s.Single, Repeated: s.Repeated, TotalElements: s.Total, HasNext: s.HasNext}
+	refs := new(emitRefs)
+	for _, r := range out.Single {
+		refs.resource(r)
+	}
+	for _, r := range out.Repeated {
+		refs.resource(r)
+	}
 	if out.Single == nil {
 		out.Single = []*eim.SingleSchedule{}
 	}

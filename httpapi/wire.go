@@ -30,6 +30,9 @@ func putBuf(b *bytes.Buffer) {
 
 // writeJSON encodes v once into a pooled buffer and writes it with its length.
 func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	if r, ok := v.(eim.Resource); ok {
+		new(emitRefs).resource(r)
+	}
 	buf := getBuf()
 	defer putBuf(buf)
 	enc := json.NewEncoder(buf)
@@ -68,6 +71,10 @@ func (h *handler) writeList(w http.ResponseWriter, plural string, items []eim.Re
 	enc.SetEscapeHTML(false)
 	if items == nil {
 		items = []eim.Resource{}
+	}
+	refs := new(emitRefs)
+	for _, r := range items {
+		refs.resource(r)
 	}
 	if err := enc.Encode(items); err != nil {
 		h.log.Error("encode list", "err", err)

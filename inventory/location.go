@@ -3,7 +3,6 @@ package inventory
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/eimhq/eim"
@@ -82,13 +81,18 @@ const (
 )
 
 // MaxLocationMatches caps the matches of each kind a location search
-// returns; TotalElements still counts them all.
-const MaxLocationMatches = 20
+// returns, as the original's 50; TotalElements still counts them all.
+const MaxLocationMatches = 50
 
 // Locations finds regions and sites whose names contain q.Name (case
 // insensitive; "" matches all) and returns them with all their ancestor
 // regions, so that a UI can draw the branches of the tree that lead to the
 // matches. With neither ShowSites nor ShowRegions both are searched.
+//
+// The order is the original's: the matching regions, then the matching
+// sites, each kind by name; each match is followed by those of its
+// ancestors (parent first, up to the root) not listed yet. OutputElements
+// counts the matches returned, TotalElements all matches.
 func (s *Service) Locations(ctx context.Context, project string, q LocationQuery) (*Locations, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
@@ -132,36 +136,36 @@ func (s *Service) Locations(ctx context.Context, project string, q LocationQuery
 		if err := e.loadRegionChains(want); err != nil {
 			return err
 		}
-		// Every region loaded is a match or an ancestor of one.
-		regions := make([]*eim.Region, 0, len(e.regions))
-		for _, r := range e.regions {
-			regions = append(regions, r)
-		}
-		depth := func(r *eim.Region) int {
-			d := 0
-			for p := r; p != nil && d <= eim.MaxRegionDepth; p = e.regions[p.ParentID] {
-				d++
+		listed := map[string]bool{}
+		add := func(n LocationNode) {
+			if !listed[n.ResourceID] {
+				listed[n.ResourceID] = true
+				out.Nodes = append(out.Nodes, n)
 			}
-			return d
 		}
-		sort.Slice(regions, func(i, j int) bool {
-			di, dj := depth(regions[i]), depth(regions[j])
-			if di != dj {
-				return di < dj
+		ancestors := func(id string) {
+			for depth := 0; id != "" && depth < eim.MaxRegionDepth; depth++ {
+				r := e.regions[id]
+				if r == nil {
+					return
+				}
+				add(LocationNode{ResourceID: r.ResourceID, ParentID: r.ParentID, Name: r.Name, Type: NodeRegion})
+				id = r.ParentID
 			}
-			return regions[i].Name < regions[j].Name || (regions[i].Name == regions[j].Name && regions[i].ResourceID < regions[j].ResourceID)
-		})
-		for _, r := range regions {
-			out.Nodes = append(out.Nodes, LocationNode{ResourceID: r.ResourceID, ParentID: r.ParentID, Name: r.Name, Type: NodeRegion})
+		}
+		for _, r := range matchRegions {
+			add(LocationNode{ResourceID: r.ResourceID, ParentID: r.ParentID, Name: r.Name, Type: NodeRegion})
+			ancestors(r.ParentID)
 		}
 		for _, st := range matchSites {
-			out.Nodes = append(out.Nodes, LocationNode{ResourceID: st.ResourceID, ParentID: st.RegionID, Name: st.Name, Type: NodeSite})
+			add(LocationNode{ResourceID: st.ResourceID, ParentID: st.RegionID, Name: st.Name, Type: NodeSite})
+			ancestors(st.RegionID)
 		}
+		out.OutputElements = len(matchRegions) + len(matchSites)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	out.OutputElements = len(out.Nodes)
 	return out, nil
 }

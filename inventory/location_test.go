@@ -229,19 +229,23 @@ func TestLocations(t *testing.T) {
 			wantTotal int
 		}{
 			{inventory.LocationQuery{Name: "berl", ShowSites: true, ShowRegions: true},
-				[]string{"REGION:Europe<", "REGION:Germany<" + eu.ResourceID, "SITE:Berlin-1<" + de.ResourceID}, 1},
+				[]string{"SITE:Berlin-1<" + de.ResourceID, "REGION:Germany<" + eu.ResourceID, "REGION:Europe<"}, 1},
 			{inventory.LocationQuery{Name: "ERMA", ShowRegions: true},
-				[]string{"REGION:Europe<", "REGION:Germany<" + eu.ResourceID}, 1},
+				[]string{"REGION:Germany<" + eu.ResourceID, "REGION:Europe<"}, 1},
 			{inventory.LocationQuery{Name: "ERMA", ShowSites: true}, nil, 0},
 			{inventory.LocationQuery{Name: "o", ShowSites: true},
-				[]string{"REGION:Americas<", "SITE:Boston<" + us.ResourceID, "SITE:Loose<"}, 2},
+				[]string{"SITE:Boston<" + us.ResourceID, "REGION:Americas<", "SITE:Loose<"}, 2},
+			// Regions match first, each followed by the ancestors not yet listed.
+			{inventory.LocationQuery{Name: "e"},
+				[]string{"REGION:Americas<", "REGION:Europe<", "REGION:Germany<" + eu.ResourceID, "SITE:Berlin-1<" + de.ResourceID, "SITE:Loose<"}, 5},
 			{inventory.LocationQuery{}, nil, 6},
 		}
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%+v", c.q), func(t *testing.T) {
 				got := ok(e.svc.Locations(e.ctx, e.proj, c.q)).get(t)
-				if got.TotalElements != c.wantTotal || got.OutputElements != len(got.Nodes) {
-					t.Errorf("got total %d output %d (%d nodes), want total %d", got.TotalElements, got.OutputElements, len(got.Nodes), c.wantTotal)
+				// Every match is returned here (fewer than 50 of each kind).
+				if got.TotalElements != c.wantTotal || got.OutputElements != c.wantTotal {
+					t.Errorf("got total %d output %d (%d nodes), want total and output %d", got.TotalElements, got.OutputElements, len(got.Nodes), c.wantTotal)
 				}
 				if c.want != nil || c.wantTotal == 0 {
 					g := ids(got)
@@ -252,6 +256,18 @@ func TestLocations(t *testing.T) {
 			})
 		}
 		_ = ber
+
+		// At most 50 matches of each kind; totalElements counts them all.
+		for i := range 55 {
+			e.site(fmt.Sprintf("many-%02d", i), de.ResourceID)
+		}
+		got := ok(e.svc.Locations(e.ctx, e.proj, inventory.LocationQuery{Name: "many", ShowSites: true})).get(t)
+		if got.TotalElements != 55 || got.OutputElements != inventory.MaxLocationMatches || len(got.Nodes) != inventory.MaxLocationMatches+2 {
+			t.Errorf("55 matches: got total %d output %d nodes %d, want 55, %d, %d", got.TotalElements, got.OutputElements, len(got.Nodes), inventory.MaxLocationMatches, inventory.MaxLocationMatches+2)
+		}
+		if g := ids(got); len(g) > 3 && (g[0] != "SITE:many-00<"+de.ResourceID || g[1] != "REGION:Germany<"+eu.ResourceID || g[2] != "REGION:Europe<" || g[3] != "SITE:many-01<"+de.ResourceID) {
+			t.Errorf("55 matches: got %v…, want many-00, its regions, then many-01", g[:4])
+		}
 		_, err := e.svc.Locations(e.ctx, e.proj, inventory.LocationQuery{Name: "a;b"})
 		wantErr(t, err, eim.EINVALID, "name")
 	})
