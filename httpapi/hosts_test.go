@@ -23,6 +23,12 @@ func TestHostLifecycle(t *testing.T) {
 		t.Fatalf("patch register got %s, want name reg2", up.raw)
 	}
 	wantError(t, e.do(t, "PATCH", "~/compute/hosts/inst-0000abcd/register", tokRW, map[string]any{}), 400, "InvalidArgument")
+	// A created host (desired ONBOARDED) that has not onboarded yet goes
+	// to REGISTERED with autoOnboard false, as in the original.
+	created := e.host(t, "created")
+	if got := e.must(t, 200, "PATCH", "~/compute/hosts/"+created+"/register", tokRW, map[string]any{"autoOnboard": false}).str("desiredState"); got != "HOST_STATE_REGISTERED" {
+		t.Errorf("register autoOnboard false: got desiredState %q, want HOST_STATE_REGISTERED", got)
+	}
 
 	if r := e.must(t, 200, "PATCH", "~/compute/hosts/"+id+"/onboard", tokRW, nil); string(r.raw) != "{}\n" {
 		t.Errorf("onboard body got %q, want {}", r.raw)

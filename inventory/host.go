@@ -130,9 +130,10 @@ func checkSerialFree(ctx context.Context, tx eim.Tx, serial, uuid, self string) 
 	return nil
 }
 
-// UpdateRegistration changes a registered host: a new name, AutoOnboard
-// (desired ONBOARDED), EnableVpro, UserLvmSize; a UUID or serial number may
-// be added where the host has none but never changed.
+// UpdateRegistration changes a registered host: a new name, its desired
+// state (ONBOARDED with AutoOnboard, else REGISTERED), EnableVpro,
+// UserLvmSize; a UUID or serial number may be added where the host has none
+// but never changed.
 func (s *Service) UpdateRegistration(ctx context.Context, project, id string, reg HostRegistration) (*eim.Host, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
@@ -171,12 +172,16 @@ func (s *Service) UpdateRegistration(ctx context.Context, project, id string, re
 			}
 			h.SerialNumber = reg.SerialNumber
 		}
+		// As the original: the registration's desired state is REGISTERED,
+		// or ONBOARDED with autoOnboard, whatever it was.
+		to := eim.HostStateRegistered
 		if reg.AutoOnboard {
-			if err := checkHostTransition(h, eim.HostStateOnboarded); err != nil {
-				return err
-			}
-			h.DesiredState = eim.HostStateOnboarded
+			to = eim.HostStateOnboarded
 		}
+		if err := checkHostTransition(h, to); err != nil {
+			return err
+		}
+		h.DesiredState = to
 		if reg.EnableVpro {
 			h.DesiredAmtState = eim.AmtStateProvisioned
 		}

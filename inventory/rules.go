@@ -297,14 +297,18 @@ func (s *Service) checkInstanceRefs(ctx context.Context, tx eim.Tx, old eim.Reso
 	return nil
 }
 
-// Desired-state transitions the API may cause. A state may always stay
-// the same (a repeated request is a no-op) and UNSPECIFIED may go anywhere.
+// Desired-state transitions the API may cause. A host's are keyed on its
+// CURRENT state, as the original's: from current UNSPECIFIED (a host not
+// onboarded yet) any desired state is allowed, so a registration may be
+// switched between REGISTERED and ONBOARDED until the node shows up. An
+// instance's are keyed on its desired state. A state may always stay the
+// same (a repeated request is a no-op).
 var (
 	hostTransitions = map[eim.HostState][]eim.HostState{
-		eim.HostStateRegistered: {eim.HostStateOnboarded, eim.HostStateDeleted},
-		eim.HostStateOnboarded:  {eim.HostStateUntrusted, eim.HostStateDeleted},
-		eim.HostStateUntrusted:  {eim.HostStateDeleted},
-		eim.HostStateDeleted:    {},
+		eim.HostStateRegistered: {eim.HostStateRegistered, eim.HostStateOnboarded, eim.HostStateDeleted},
+		eim.HostStateOnboarded:  {eim.HostStateOnboarded, eim.HostStateUntrusted, eim.HostStateDeleted},
+		eim.HostStateUntrusted:  {eim.HostStateUntrusted, eim.HostStateDeleted},
+		eim.HostStateDeleted:    {eim.HostStateDeleted},
 	}
 	instanceTransitions = map[eim.InstanceState][]eim.InstanceState{
 		eim.InstanceStateRunning:   {eim.InstanceStateUntrusted, eim.InstanceStateDeleted},
@@ -313,12 +317,21 @@ var (
 	}
 )
 
+// checkHostTransition allows a host's desired state to become to. Besides
+// the original's table, a host whose desired state is DELETED stays so: its
+// delete is under way and cannot be called back.
 func checkHostTransition(h *eim.Host, to eim.HostState) error {
-	next, ok := hostTransitions[h.DesiredState]
-	if !ok || h.DesiredState == to || slices.Contains(next, to) {
+	if h.DesiredState == to {
 		return nil
 	}
-	return eim.Errorf(eim.EPRECONDITION, "desiredState: host %s cannot go from %s to %s", h.ResourceID, h.DesiredState, to)
+	if h.DesiredState == eim.HostStateDeleted {
+		return eim.Errorf(eim.EPRECONDITION, "desiredState: host %s is being deleted; it cannot go to %s", h.ResourceID, to)
+	}
+	next, ok := hostTransitions[h.CurrentState]
+	if !ok || slices.Contains(next, to) {
+		return nil
+	}
+	return eim.Errorf(eim.EPRECONDITION, "desiredState: host %s cannot go from current state %s to %s", h.ResourceID, h.CurrentState, to)
 }
 
 func checkInstanceTransition(in *eim.Instance, to eim.InstanceState) error {
