@@ -57,6 +57,13 @@ func TestHostLifecycle(t *testing.T) {
 		t.Errorf("after instance invalidate desiredState got %q, want INSTANCE_STATE_UNTRUSTED", got)
 	}
 	wantError(t, e.do(t, "PUT", "~/compute/instances/host-0000abcd/invalidate", tokRW, nil), 400, "InvalidArgument")
+	// A host with an instance may be deleted: the instance goes with it.
+	if r := e.must(t, 200, "DELETE", "~/compute/hosts/"+h2, tokRW, nil); string(r.raw) != "{}\n" {
+		t.Errorf("delete host with instance: body got %q, want {}", r.raw)
+	}
+	if got := e.must(t, 200, "GET", "~/compute/instances/"+inst, tokRO, nil).str("desiredState"); got != "INSTANCE_STATE_DELETED" {
+		t.Errorf("instance of a deleted host: desiredState got %q, want INSTANCE_STATE_DELETED", got)
+	}
 }
 
 func TestHostSummary(t *testing.T) {

@@ -96,7 +96,6 @@ func TestTwoPhaseDelete(t *testing.T) {
 		h, o := e.host("h", ""), e.os("ubuntu")
 		in := e.instance(h.ResourceID, o.ResourceID)
 
-		wantErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID), eim.EPRECONDITION, "host "+h.ResourceID+" has instance "+in.ResourceID)
 		wantErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindInstance, in.ResourceID), eim.EPRECONDITION, "not being deleted")
 
 		noErr(t, e.svc.InvalidateInstance(e.ctx, e.proj, in.ResourceID))
@@ -190,6 +189,35 @@ func TestImmediateDeletes(t *testing.T) {
 		} {
 			noErr(t, e.svc.Delete(e.ctx, e.proj, r.k, r.id))
 			_, err := e.svc.Get(e.ctx, e.proj, r.k, r.id)
+			wantErr(t, err, eim.ENOTFOUND)
+		}
+	})
+}
+
+// TestDeleteHostWithInstance: deleting a host with an instance is accepted,
+// as in the original, and deletes the instance too (two phases each); the
+// host goes once its instance is gone.
+func TestDeleteHostWithInstance(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		o := e.os("ubuntu")
+		for _, invalidated := range []bool{false, true} {
+			h := e.host("h", "")
+			in := e.instance(h.ResourceID, o.ResourceID)
+			if invalidated {
+				noErr(t, e.svc.InvalidateInstance(e.ctx, e.proj, in.ResourceID))
+			}
+			noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+			if got := e.get(eim.KindInstance, in.ResourceID).(*eim.Instance).DesiredState; got != eim.InstanceStateDeleted {
+				t.Fatalf("instance after its host's delete: got desired %s, want DELETED", got)
+			}
+			if got := e.get(eim.KindHost, h.ResourceID).(*eim.Host).DesiredState; got != eim.HostStateDeleted {
+				t.Fatalf("host after delete: got desired %s, want DELETED", got)
+			}
+			noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID)) // idempotent
+			wantErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindHost, h.ResourceID), eim.EPRECONDITION, "still has instance "+in.ResourceID)
+			noErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindInstance, in.ResourceID))
+			noErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+			_, err := e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)
 			wantErr(t, err, eim.ENOTFOUND)
 		}
 	})

@@ -355,8 +355,10 @@ func (s *Service) setInstanceState(ctx context.Context, tx eim.Tx, in *eim.Insta
 }
 
 // deleteHost is phase one of a host's delete. A host with an instance is
-// refused (the original waited for the instance instead: that hid the
-// dependency and left hosts stuck in "Deleting").
+// accepted, as in the original, and its instance is deleted with it (its
+// own two-phase delete, set first so that the managers see it first): the
+// original waited for the instance to be deleted by someone else, which
+// left hosts stuck in "Deleting".
 func (s *Service) deleteHost(ctx context.Context, tx eim.Tx, h *eim.Host) error {
 	if h.DesiredState == eim.HostStateDeleted {
 		return nil
@@ -369,7 +371,9 @@ func (s *Service) deleteHost(ctx context.Context, tx eim.Tx, h *eim.Host) error 
 		return err
 	}
 	if inst != nil {
-		return eim.Errorf(eim.EPRECONDITION, "host %s has instance %s: delete the instance first", h.ResourceID, inst.ResourceID)
+		if err := s.setInstanceState(ctx, tx, inst, eim.InstanceStateDeleted); err != nil {
+			return err
+		}
 	}
 	h.DesiredState = eim.HostStateDeleted
 	return tx.Update(ctx, h)
