@@ -73,6 +73,9 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 		out = items[0]
 		return nil
 	})
+	if h, ok := nr.(*eim.Host); ok && err != nil {
+		err = s.explainUUIDConflict(ctx, project, h.UUID, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -328,19 +331,27 @@ func (s *Service) ConfirmDeleted(ctx context.Context, project string, k eim.Kind
 				return eim.Errorf(eim.EPRECONDITION, "instance %s is not being deleted (desiredState %s)", id, r.DesiredState)
 			}
 		}
-		if err := tx.Delete(ctx, k, id); err != nil {
-			return err
+		if h, ok := r.(*eim.Host); ok {
+			return s.removeHost(ctx, tx, h)
 		}
-		if h, ok := r.(*eim.Host); ok && hasAddresses(h) {
-			// Its addresses may have been what clashed in its site.
-			return recheckSite(ctx, tx, h.SiteID, eim.NewTime(s.now()))
-		}
-		return nil
+		return tx.Delete(ctx, k, id)
 	})
 	if eim.ErrorCode(err) == eim.ENOTFOUND {
 		return nil
 	}
 	return err
+}
+
+// removeHost removes a host's row (the schedules targeting it go with it).
+func (s *Service) removeHost(ctx context.Context, tx eim.Tx, h *eim.Host) error {
+	if err := tx.Delete(ctx, eim.KindHost, h.ResourceID); err != nil {
+		return err
+	}
+	if hasAddresses(h) {
+		// Its addresses may have been what clashed in its site.
+		return recheckSite(ctx, tx, h.SiteID, eim.NewTime(s.now()))
+	}
+	return nil
 }
 
 // instanceOf returns the instance on host id, or nil.

@@ -99,9 +99,31 @@ func (s *Service) RegisterHost(ctx context.Context, project string, reg HostRegi
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.explainUUIDConflict(ctx, project, h.UUID, err)
 	}
 	return out, nil
+}
+
+// explainUUIDConflict turns the conflict of a new host with a host of the
+// project still being deleted (its node's cleanup not done yet) into an
+// answer that says so: the UUID stays reserved until the host is removed.
+// Only on this error path does it read anything.
+func (s *Service) explainUUIDConflict(ctx context.Context, project, uuid string, err error) error {
+	if eim.ErrorCode(err) != eim.ECONFLICT || uuid == "" {
+		return err
+	}
+	var deleting string
+	verr := s.store.View(ctx, project, func(tx eim.Tx) error {
+		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "uuid", Value: uuid}}, Limit: 1, NoTotal: true})
+		if err == nil && len(items) == 1 && items[0].(*eim.Host).DesiredState == eim.HostStateDeleted {
+			deleting = items[0].Base().ResourceID
+		}
+		return err
+	})
+	if verr != nil || deleting == "" {
+		return err
+	}
+	return eim.Errorf(eim.ECONFLICT, "uuid: %s with this UUID is being deleted; retry", deleting)
 }
 
 // checkSerialFree refuses a second host identified only by a serial number

@@ -158,6 +158,8 @@ func TestHostTransitions(t *testing.T) {
 				} else {
 					id = e.host("h", "").ResourceID
 				}
+				// With credentials, so that a delete is two-phase.
+				e.issueCredentials(id)
 				if c.current != "" {
 					e.manager(eim.KindHost, id, func(r eim.Resource) { r.(*eim.Host).CurrentState = c.current })
 				}

@@ -354,7 +354,8 @@ func (s *Service) setInstanceState(ctx context.Context, tx eim.Tx, in *eim.Insta
 	return tx.Update(ctx, in)
 }
 
-// deleteHost is phase one of a host's delete. A host with an instance is
+// deleteHost is phase one of a host's delete, or the whole of it for a host
+// with nothing to clean up. A host with an instance is
 // accepted, as in the original, and its instance is deleted with it (its
 // own two-phase delete, set first so that the managers see it first): the
 // original waited for the instance to be deleted by someone else, which
@@ -374,9 +375,20 @@ func (s *Service) deleteHost(ctx context.Context, tx eim.Tx, h *eim.Host) error 
 		if err := s.setInstanceState(ctx, tx, inst, eim.InstanceStateDeleted); err != nil {
 			return err
 		}
+	} else if nothingToCleanUp(h) {
+		// No manager has anything to undo: removed at once, so that its
+		// UUID may be registered again right away.
+		return s.removeHost(ctx, tx, h)
 	}
 	h.DesiredState = eim.HostStateDeleted
 	return tx.Update(ctx, h)
+}
+
+// nothingToCleanUp reports whether a host (without an instance) has never
+// had node credentials nor been onboarded: its delete needs no manager.
+func nothingToCleanUp(h *eim.Host) bool {
+	return h.NodeSecretHash == "" && h.NodeCredGen == 0 &&
+		(h.CurrentState == eim.HostStateUnspecified || h.CurrentState == eim.HostStateRegistered || h.CurrentState == "")
 }
 
 // blocker is one kind of dependant that keeps a resource from being deleted.
