@@ -50,7 +50,6 @@ func checkRegistration(reg *HostRegistration, partial bool) error {
 			return err
 		}
 	}
-	reg.UUID = strings.ToLower(reg.UUID)
 	return nil
 }
 

@@ -25,7 +25,7 @@ func TestCreateHostDefaults(t *testing.T) {
 			{"onboardingStatus", h.OnboardingStatus, "Not Connected"},
 			{"registrationStatus", h.RegistrationStatus, "Unknown"},
 			{"desiredAmtState", string(h.DesiredAmtState), string(eim.AmtStateUnspecified)},
-			{"uuid", h.UUID, strings.ToLower(u)},
+			{"uuid", h.UUID, u}, // as written
 			{"note", h.Note, ""},
 			{"serialNumber", h.SerialNumber, ""},
 		}
@@ -377,5 +377,40 @@ func TestPlaceholderUUIDRefused(t *testing.T) {
 		h.UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 		_, err = e.svc.Update(e.ctx, e.proj, h, nil)
 		wantErr(t, err, eim.EINVALID, "uuid", "vendor placeholder")
+	})
+}
+
+// TestUUIDCase: a UUID is kept as the client wrote it, and compared without
+// regard to case for uniqueness, filters and lookups.
+func TestUUIDCase(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		u := strings.ToUpper(newUUID())
+		lower := strings.ToLower(u)
+		h := e.create(&eim.Host{Name: "upper", UUID: u}).(*eim.Host)
+		if got := e.get(eim.KindHost, h.ResourceID).(*eim.Host).UUID; got != u {
+			t.Fatalf("uuid: got %q, want %q as written", got, u)
+		}
+		_, err := e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "lower", UUID: lower})
+		wantErr(t, err, eim.ECONFLICT, "uuid")
+		_, err = e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: lower})
+		wantErr(t, err, eim.ECONFLICT, "uuid")
+		_, err = e.svc.Create(e.ctx, e.newProject(), &eim.Host{Name: "other", UUID: lower})
+		wantErr(t, err, eim.ECONFLICT, "uuid")
+
+		for _, q := range []inventory.ListQuery{
+			{Filter: `uuid="` + lower + `"`},
+			{Where: []eim.Cond{{Field: "uuid", Value: lower}}},
+			{Where: []eim.Cond{{Field: "uuid", Value: []string{lower, newUUID()}}}},
+		} {
+			p := ok(e.svc.List(e.ctx, e.proj, eim.KindHost, q)).get(t)
+			if len(p.Items) != 1 || p.Items[0].Base().ResourceID != h.ResourceID {
+				t.Errorf("list %+v: got %d hosts, want %s", q, len(p.Items), h.ResourceID)
+			}
+		}
+		// The same UUID in another case in a PUT is no change.
+		got := ok(e.svc.Update(e.ctx, e.proj, &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, Name: "put", UUID: lower}, nil)).get(t).(*eim.Host)
+		if got.UUID != u {
+			t.Errorf("uuid after a PUT of %q: got %q, want %q kept", lower, got.UUID, u)
+		}
 	})
 }

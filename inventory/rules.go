@@ -42,7 +42,6 @@ func (s *Service) applyDefaults(r eim.Resource) error {
 }
 
 func hostDefaults(h *eim.Host) {
-	h.UUID = strings.ToLower(h.UUID)
 	if h.DesiredPowerState == "" || h.DesiredPowerState == eim.PowerStateUnspecified {
 		h.DesiredPowerState = eim.PowerStateOn
 	}
@@ -73,9 +72,11 @@ func (s *Service) checkUpdate(old, nr eim.Resource, mask []string) error {
 		if n.UUID == "" {
 			n.UUID = o.UUID
 		}
-		n.UUID = strings.ToLower(n.UUID)
-		if o.UUID != "" && n.UUID != strings.ToLower(o.UUID) {
+		if o.UUID != "" && !strings.EqualFold(n.UUID, o.UUID) {
 			return eim.Errorf(eim.EINVALID, "uuid: cannot be changed (host %s has uuid %s)", o.ResourceID, o.UUID)
+		}
+		if o.UUID != "" {
+			n.UUID = o.UUID // the same in another case: kept as first written
 		}
 		if o.UUID == "" {
 			if err := checkUUIDIdentifies(n.UUID); err != nil {
