@@ -221,6 +221,7 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 	if err != nil {
 		return nil, err
 	}
+	mask = restrictMask(k, mask)
 	var out eim.Resource
 	err = s.store.Update(ctx, project, func(tx eim.Tx) error {
 		old, err := getVariant(ctx, tx, k, variant, id)
