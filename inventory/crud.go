@@ -52,10 +52,20 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 		return nil, err
 	}
 	normalizeEnums(nr)
-	var out eim.Resource
+	var (
+		out      eim.Resource
+		defaults *SettingsChange
+	)
 	err := s.write(ctx, project, func(tx eim.Tx) error {
 		if err := s.checkRefs(ctx, tx, nil, nr); err != nil {
 			return err
+		}
+		if isDefaultProvider(nr) {
+			ch, err := checkDefaultProvider(ctx, tx, project, nr.(*eim.Provider))
+			if err != nil {
+				return err
+			}
+			defaults = &ch
 		}
 		if err := tx.Create(ctx, nr); err != nil {
 			return err
@@ -78,6 +88,9 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 	}
 	if err != nil {
 		return nil, err
+	}
+	if defaults != nil {
+		return s.settleDefaultProvider(ctx, project, out, *defaults)
 	}
 	return out, nil
 }
@@ -222,7 +235,10 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 		return nil, err
 	}
 	mask = restrictMask(k, mask)
-	var out eim.Resource
+	var (
+		out      eim.Resource
+		defaults *SettingsChange
+	)
 	err = s.store.Update(ctx, project, func(tx eim.Tx) error {
 		old, err := getVariant(ctx, tx, k, variant, id)
 		if err != nil {
@@ -232,6 +248,16 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 		copyWritable(nr, r, mask)
 		if err := s.checkUpdate(old, nr, mask); err != nil {
 			return err
+		}
+		if isDefaultProvider(old) || isDefaultProvider(nr) {
+			if old.(*eim.Provider).Name != nr.(*eim.Provider).Name {
+				return eim.Errorf(eim.EINVALID, "name: the default provider %s cannot be renamed, nor another take its name", DefaultProviderName)
+			}
+			ch, err := checkDefaultProvider(ctx, tx, project, nr.(*eim.Provider))
+			if err != nil {
+				return err
+			}
+			defaults = &ch
 		}
 		if err := eim.Validate(nr); err != nil {
 			return err
@@ -262,6 +288,9 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 	if err != nil {
 		return nil, err
 	}
+	if defaults != nil {
+		return s.settleDefaultProvider(ctx, project, out, *defaults)
+	}
 	return out, nil
 }
 
@@ -284,11 +313,13 @@ func (s *Service) DeleteVariant(ctx context.Context, project string, k eim.Kind,
 	if err := checkKindID(k, id); err != nil {
 		return err
 	}
-	return s.store.Update(ctx, project, func(tx eim.Tx) error {
+	deletingDefault := false
+	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
 		r, err := getVariant(ctx, tx, k, variant, id)
 		if err != nil {
 			return err
 		}
+		deletingDefault = isDefaultProvider(r)
 		switch r := r.(type) {
 		case *eim.Host:
 			return s.deleteHost(ctx, tx, r)
@@ -300,6 +331,13 @@ func (s *Service) DeleteVariant(ctx context.Context, project string, k eim.Kind,
 		}
 		return tx.Delete(ctx, k, id)
 	})
+	if err == nil && deletingDefault {
+		// The original's clients edit the default provider by deleting
+		// and creating it again; without it there is no zero-touch
+		// provisioning, and its creation sets the settings again.
+		return s.clearZeroTouch(ctx, project)
+	}
+	return err
 }
 
 // ConfirmDeleted removes a host or instance whose desired state is DELETED,

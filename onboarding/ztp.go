@@ -226,6 +226,15 @@ func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 		if in.Name == "" || !eim.ValidName(in.Name) {
 			in.Name = h.ResourceID
 		}
+		if set.OSSecurityFeatureEnable {
+			// The OS's security feature (secure boot and full-disk
+			// encryption where the profile has it), as the original did.
+			r, err := tx.Get(ctx, eim.KindOS, set.DefaultOSID)
+			if err != nil {
+				return err
+			}
+			in.SecurityFeature = r.(*eim.OS).SecurityFeature
+		}
 		inst, err := inventory.NewInstance(in)
 		if err != nil {
 			return err

@@ -211,6 +211,11 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
 		return err
 	}
+	// Projects made before every project had its default provider
+	// (infra_onboarding) get it now.
+	if err := inv.EnsureDefaultProviders(ctx); err != nil {
+		return err
+	}
 
 	iss, err := auth.LoadIssuer(cfg.dataDir)
 	if err != nil {
