@@ -180,7 +180,7 @@ func validateSite(s *Site) error {
 func validateHost(h *Host) error {
 	var c v
 	c.self(KindHost, &h.Meta)
-	c.required("name", h.Name)
+	// A name may be empty, as the original accepts it.
 	c.str("name", h.Name, 50, reName)
 	if h.UUID == "" && h.SerialNumber == "" {
 		c.fail("uuid", "a uuid or a serialNumber is required")

@@ -124,7 +124,7 @@ func TestValidate(t *testing.T) {
 		{"site region kind", &eim.Site{RegionID: "host-0000abcd"}, "regionId:"},
 		{"host ok", host(func(*eim.Host) {}), ""},
 		{"host serial only", host(func(h *eim.Host) { h.UUID, h.SerialNumber = "", "ABC123" }), ""},
-		{"host no name", host(func(h *eim.Host) { h.Name = "" }), "name: is required"},
+		{"host no name", host(func(h *eim.Host) { h.Name = "" }), ""}, // as the original accepts it
 		{"host no id", host(func(h *eim.Host) { h.UUID = "" }), "uuid: a uuid or a serialNumber is required"},
 		{"host bad uuid", host(func(h *eim.Host) { h.UUID = "not-a-uuid" }), "uuid:"},
 		{"host bad serial", host(func(h *eim.Host) { h.SerialNumber = "To Be Filled" }), "serialNumber:"},

@@ -23,6 +23,10 @@ func TestHostLifecycle(t *testing.T) {
 		t.Fatalf("patch register got %s, want name reg2", up.raw)
 	}
 	wantError(t, e.do(t, "PATCH", "~/compute/hosts/inst-0000abcd/register", tokRW, map[string]any{}), 400, "InvalidArgument")
+	// A host may be created without a name, as in the original.
+	if got := e.must(t, 200, "POST", "~/compute/hosts", tokRW, map[string]any{"name": "", "uuid": newUUID()}); got.str("name") != "" {
+		t.Errorf("host without a name: got %s", got.raw)
+	}
 	// A created host (desired ONBOARDED) that has not onboarded yet goes
 	// to REGISTERED with autoOnboard false, as in the original.
 	created := e.host(t, "created")
