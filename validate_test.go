@@ -170,7 +170,7 @@ func TestValidate(t *testing.T) {
 		{"single end before start", single(func(s *eim.SingleSchedule) { s.EndSeconds = 100 }), "endSeconds: 100 must be after startSeconds 100"},
 		{"single no start", single(func(s *eim.SingleSchedule) { s.StartSeconds = 0 }), "startSeconds: is required"},
 		{"single no status", single(func(s *eim.SingleSchedule) { s.ScheduleStatus = "" }), "scheduleStatus: is required"},
-		{"single no target", single(func(s *eim.SingleSchedule) { s.TargetHostID = "" }), "exactly one of targetHostId, targetSiteId, targetRegionId is required, got 0"},
+		{"single no target", single(func(s *eim.SingleSchedule) { s.TargetHostID = "" }), ""}, // as the original: applies to nothing
 		{"single two targets", single(func(s *eim.SingleSchedule) { s.TargetSiteID = "site-0000abcd" }), "got 2"},
 		{"single bad target", single(func(s *eim.SingleSchedule) { s.TargetHostID = "site-0000abcd" }), "targetHostId:"},
 		{"repeated ok", repeated(func(*eim.RepeatedSchedule) {}), ""},
