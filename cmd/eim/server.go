@@ -73,6 +73,7 @@ type serverConfig struct {
 	// often they are read again (0: only at start).
 	osProfiles       string
 	osCatalogRefresh time.Duration
+	fetchPackages    bool
 }
 
 func (c *cli) server(args []string) error {
@@ -114,6 +115,7 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.rebootTimeout, "reboot-timeout", 15*time.Minute, "how long a rebooting host may take to call again before it is \"No Connection\"")
 	fs.StringVar(&cfg.osProfiles, "os-profiles", "", "directory of OS profile manifests (*.yaml) loaded into every project with the shipped ones; one with a shipped profile's profileName and osImageVersion replaces it")
 	fs.DurationVar(&cfg.osCatalogRefresh, "os-catalog-refresh", oscatalog.DefaultRefresh, "how often the OS profile manifests are read again and every project brought in line (0: only at start)")
+	fs.BoolVar(&cfg.fetchPackages, "os-package-lists", false, "download each OS profile's package list (osPackageManifestURL) into its installedPackages, at every catalog read (off: only lists inline in the manifests)")
 	fs.DurationVar(&cfg.updateTimeout, "update-timeout", 2*time.Hour, "how long after its last update report a node updating its OS may stay silent before it is \"No Connection\"")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
@@ -178,7 +180,18 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	defer store.Close()
 	// The OS catalog before anything listens: a bad manifest stops the
 	// start, naming the file and the field.
-	catalog, err := oscatalog.Load(oscatalog.Shipped(), cfg.osProfiles)
+	loadCatalog := func() (*oscatalog.Catalog, error) {
+		c, err := oscatalog.Load(oscatalog.Shipped(), cfg.osProfiles)
+		if err != nil || !cfg.fetchPackages {
+			return c, err
+		}
+		c, errs := oscatalog.FetchPackages(ctx, c, http.DefaultClient)
+		for _, err := range errs {
+			log.Warn("os catalog: package list not fetched", "err", err)
+		}
+		return c, nil
+	}
+	catalog, err := loadCatalog()
 	if err != nil {
 		return err
 	}
@@ -187,7 +200,7 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		osRefresh = -1 // never
 	}
 	osCatalog := oscatalog.New(oscatalog.Options{Store: store, Catalog: catalog, Logger: log, Refresh: osRefresh,
-		Reload: func() (*oscatalog.Catalog, error) { return oscatalog.Load(oscatalog.Shipped(), cfg.osProfiles) }})
+		Reload: loadCatalog})
 	// API creates are group-committed (see inventory.Batcher); the agents'
 	// writes have a batcher of their own below, so neither waits behind
 	// the other's batch.
