@@ -12,7 +12,7 @@ type Host struct {
 	ProviderID   string    `json:"providerId" eim:"edge=provider:provider"`
 	Note         string    `json:"note"`
 	SerialNumber string    `json:"serialNumber"`
-	UUID         string    `json:"uuid" eim:"w"`
+	UUID         string    `json:"uuid" eim:"w,fold"`
 
 	MemoryBytes     uint64                  `json:"memoryBytes,string"`
 	CPUModel        string                  `json:"cpuModel"`

@@ -21,6 +21,8 @@ import (
 //	eim:"variant"          the hidden field that tells apart the API types a kind holds
 //	                       (the telemetry kinds: logs and metrics)
 //	eim:"only=VALUE"       the field exists only in resources of that variant
+//	eim:"fold"             a string compared without regard to case (uniqueness and the
+//	                       store's exact-match conditions); kept as written
 //
 // The store, the filter compiler and the API decoder all read the same Schema,
 // so a field is declared once.
@@ -48,6 +50,7 @@ type Field struct {
 	Alias    bool         // echo of resourceId
 	Edge     *Edge        // non-nil for a reference to another resource
 	Variant  string       // non-empty: only resources of this variant have the field
+	Fold     bool         // compared case-insensitively (a host's uuid)
 }
 
 // In reports whether resources of variant v have the field: a field of no
@@ -265,7 +268,7 @@ func addFields(s *Schema, t reflect.Type, index []int) {
 		if name == "" && col == "" {
 			continue
 		}
-		f := &Field{Name: name, Column: col, Index: idx, Type: sf.Type, Writable: hasOpt(opts, "w"), Alias: hasOpt(opts, "alias")}
+		f := &Field{Name: name, Column: col, Index: idx, Type: sf.Type, Writable: hasOpt(opts, "w"), Alias: hasOpt(opts, "alias"), Fold: hasOpt(opts, "fold")}
 		for _, o := range opts {
 			if v, ok := strings.CutPrefix(o, "edge="); ok {
 				en, ek, _ := strings.Cut(v, ":")

@@ -230,6 +230,10 @@ type ProjectSettings struct {
 	// missed intervals). See MinHeartbeatInterval and friends.
 	HeartbeatIntervalSeconds uint32 `json:"heartbeatIntervalSeconds,omitempty"`
 	HeartbeatTimeoutSeconds  uint32 `json:"heartbeatTimeoutSeconds,omitempty"`
+	// OSSecurityFeatureEnable gives zero-touch instances their OS's
+	// security feature (secure boot and full-disk encryption where the OS
+	// profile has it), as the original's default provider config did.
+	OSSecurityFeatureEnable bool `json:"osSecurityFeatureEnable,omitempty"`
 }
 
 // Bounds of the heartbeat settings. The timeout must cover at least two

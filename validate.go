@@ -184,7 +184,7 @@ func validateSite(s *Site) error {
 func validateHost(h *Host) error {
 	var c v
 	c.self(KindHost, &h.Meta)
-	c.required("name", h.Name)
+	// A name may be empty, as the original accepts it.
 	c.str("name", h.Name, 50, reName)
 	if h.UUID == "" && h.SerialNumber == "" {
 		c.fail("uuid", "a uuid or a serialNumber is required")
@@ -321,9 +321,10 @@ func validateCustomConfig(cc *CustomConfig) error {
 	return c.err
 }
 
-// scheduleTargets checks that exactly one target is set, as the API's
-// schemas say ("only one target can be provided per schedule") and a
-// schedule without a target would apply to nothing.
+// scheduleTargets checks that at most one target is set, as the API's
+// schemas say ("only one target can be provided per schedule"). None is
+// allowed, as in the original (a schedule whose target was cleared): it
+// applies to nothing.
 func (c *v) scheduleTargets(host, site, region string) {
 	n := 0
 	for _, t := range []string{host, site, region} {
@@ -331,8 +332,8 @@ func (c *v) scheduleTargets(host, site, region string) {
 			n++
 		}
 	}
-	if n != 1 {
-		c.fail("targetHostId", "exactly one of targetHostId, targetSiteId, targetRegionId is required, got %d", n)
+	if n > 1 {
+		c.fail("targetHostId", "only one of targetHostId, targetSiteId, targetRegionId may be set, got %d", n)
 	}
 	c.id(KindHost, "targetHostId", host)
 	c.id(KindSite, "targetSiteId", site)

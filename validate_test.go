@@ -124,7 +124,7 @@ func TestValidate(t *testing.T) {
 		{"site region kind", &eim.Site{RegionID: "host-0000abcd"}, "regionId:"},
 		{"host ok", host(func(*eim.Host) {}), ""},
 		{"host serial only", host(func(h *eim.Host) { h.UUID, h.SerialNumber = "", "ABC123" }), ""},
-		{"host no name", host(func(h *eim.Host) { h.Name = "" }), "name: is required"},
+		{"host no name", host(func(h *eim.Host) { h.Name = "" }), ""}, // as the original accepts it
 		{"host no id", host(func(h *eim.Host) { h.UUID = "" }), "uuid: a uuid or a serialNumber is required"},
 		{"host bad uuid", host(func(h *eim.Host) { h.UUID = "not-a-uuid" }), "uuid:"},
 		{"host bad serial", host(func(h *eim.Host) { h.SerialNumber = "To Be Filled" }), "serialNumber:"},
@@ -170,7 +170,7 @@ func TestValidate(t *testing.T) {
 		{"single end before start", single(func(s *eim.SingleSchedule) { s.EndSeconds = 100 }), "endSeconds: 100 must be after startSeconds 100"},
 		{"single no start", single(func(s *eim.SingleSchedule) { s.StartSeconds = 0 }), "startSeconds: is required"},
 		{"single no status", single(func(s *eim.SingleSchedule) { s.ScheduleStatus = "" }), "scheduleStatus: is required"},
-		{"single no target", single(func(s *eim.SingleSchedule) { s.TargetHostID = "" }), "exactly one of targetHostId, targetSiteId, targetRegionId is required, got 0"},
+		{"single no target", single(func(s *eim.SingleSchedule) { s.TargetHostID = "" }), ""}, // as the original: applies to nothing
 		{"single two targets", single(func(s *eim.SingleSchedule) { s.TargetSiteID = "site-0000abcd" }), "got 2"},
 		{"single bad target", single(func(s *eim.SingleSchedule) { s.TargetHostID = "site-0000abcd" }), "targetHostId:"},
 		{"repeated ok", repeated(func(*eim.RepeatedSchedule) {}), ""},

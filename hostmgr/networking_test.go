@@ -113,6 +113,8 @@ func TestDuplicateAddresses(t *testing.T) {
 		if ip := status(a, "10.1.0.5/24"); ip.Status != eim.IPAddressStatusConfigurationError {
 			t.Fatalf("a's address with b back on it: %+v, want a duplicate", ip)
 		}
+		// b's node was onboarded (it has credentials): its delete is two-phase.
+		e.edit(b.ResourceID, func(h *eim.Host) { h.NodeSecretHash, h.NodeCredGen, h.CurrentState = "x", 1, eim.HostStateOnboarded })
 		if err := e.inv.Delete(e.ctx, e.proj, eim.KindHost, b.ResourceID); err != nil {
 			t.Fatal(err)
 		}

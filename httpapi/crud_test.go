@@ -126,9 +126,9 @@ func TestCRUD(t *testing.T) {
 
 func TestListPaging(t *testing.T) {
 	e := newEnv(t, httpapi.Options{})
-	empty := e.must(t, 200, "GET", "~/providers", tokRO, nil)
-	if !strings.Contains(string(empty.raw), `"providers":[]`) || empty.num("totalElements") != 0 || empty.obj["hasNext"] != false {
-		t.Fatalf("empty list got %s, want providers [] totalElements 0 hasNext false", empty.raw)
+	empty := e.must(t, 200, "GET", "~/localAccounts", tokRO, nil)
+	if !strings.Contains(string(empty.raw), `"localAccounts":[]`) || empty.num("totalElements") != 0 || empty.obj["hasNext"] != false {
+		t.Fatalf("empty list got %s, want localAccounts [] totalElements 0 hasNext false", empty.raw)
 	}
 	for i := range 25 {
 		e.region(t, fmt.Sprintf("page-%02d", i))

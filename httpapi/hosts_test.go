@@ -23,6 +23,16 @@ func TestHostLifecycle(t *testing.T) {
 		t.Fatalf("patch register got %s, want name reg2", up.raw)
 	}
 	wantError(t, e.do(t, "PATCH", "~/compute/hosts/inst-0000abcd/register", tokRW, map[string]any{}), 400, "InvalidArgument")
+	// A host may be created without a name, as in the original.
+	if got := e.must(t, 200, "POST", "~/compute/hosts", tokRW, map[string]any{"name": "", "uuid": newUUID()}); got.str("name") != "" {
+		t.Errorf("host without a name: got %s", got.raw)
+	}
+	// A created host (desired ONBOARDED) that has not onboarded yet goes
+	// to REGISTERED with autoOnboard false, as in the original.
+	created := e.host(t, "created")
+	if got := e.must(t, 200, "PATCH", "~/compute/hosts/"+created+"/register", tokRW, map[string]any{"autoOnboard": false}).str("desiredState"); got != "HOST_STATE_REGISTERED" {
+		t.Errorf("register autoOnboard false: got desiredState %q, want HOST_STATE_REGISTERED", got)
+	}
 
 	if r := e.must(t, 200, "PATCH", "~/compute/hosts/"+id+"/onboard", tokRW, nil); string(r.raw) != "{}\n" {
 		t.Errorf("onboard body got %q, want {}", r.raw)
@@ -51,6 +61,13 @@ func TestHostLifecycle(t *testing.T) {
 		t.Errorf("after instance invalidate desiredState got %q, want INSTANCE_STATE_UNTRUSTED", got)
 	}
 	wantError(t, e.do(t, "PUT", "~/compute/instances/host-0000abcd/invalidate", tokRW, nil), 400, "InvalidArgument")
+	// A host with an instance may be deleted: the instance goes with it.
+	if r := e.must(t, 200, "DELETE", "~/compute/hosts/"+h2, tokRW, nil); string(r.raw) != "{}\n" {
+		t.Errorf("delete host with instance: body got %q, want {}", r.raw)
+	}
+	if got := e.must(t, 200, "GET", "~/compute/instances/"+inst, tokRO, nil).str("desiredState"); got != "INSTANCE_STATE_DELETED" {
+		t.Errorf("instance of a deleted host: desiredState got %q, want INSTANCE_STATE_DELETED", got)
+	}
 }
 
 func TestHostSummary(t *testing.T) {

@@ -36,6 +36,7 @@ type projectSettingsView struct {
 	// 0: the server's default.
 	HeartbeatIntervalSeconds uint32 `json:"heartbeatIntervalSeconds"`
 	HeartbeatTimeoutSeconds  uint32 `json:"heartbeatTimeoutSeconds"`
+	OSSecurityFeatureEnable  bool   `json:"osSecurityFeatureEnable"`
 }
 
 // viewProject returns the wire shape of p (which may be shown to anyone
@@ -58,6 +59,7 @@ func viewProject(p *eim.Project) *projectView {
 
 			HeartbeatIntervalSeconds: p.Settings.HeartbeatIntervalSeconds,
 			HeartbeatTimeoutSeconds:  p.Settings.HeartbeatTimeoutSeconds,
+			OSSecurityFeatureEnable:  p.Settings.OSSecurityFeatureEnable,
 		},
 	}
 }
@@ -115,6 +117,8 @@ var settingsFields = map[string]string{
 	"heartbeat_interval_seconds": "heartbeatIntervalSeconds",
 	"heartbeatTimeoutSeconds":    "heartbeatTimeoutSeconds",
 	"heartbeat_timeout_seconds":  "heartbeatTimeoutSeconds",
+	"osSecurityFeatureEnable":    "osSecurityFeatureEnable",
+	"os_security_feature_enable": "osSecurityFeatureEnable",
 	"enrollmentToken":            "enrollmentToken",
 	"enrollment_token":           "enrollmentToken",
 }
@@ -154,6 +158,9 @@ func decodeSettingsChange(body []byte) (inventory.SettingsChange, error) {
 		case "heartbeatIntervalSeconds":
 			ch.HeartbeatIntervalSeconds = new(uint32)
 			return setField(name, reflect.ValueOf(ch.HeartbeatIntervalSeconds).Elem(), raw)
+		case "osSecurityFeatureEnable":
+			ch.OSSecurityFeatureEnable = new(bool)
+			return decodeBool(name, raw, ch.OSSecurityFeatureEnable)
 		case "heartbeatTimeoutSeconds":
 			ch.HeartbeatTimeoutSeconds = new(uint32)
 			return setField(name, reflect.ValueOf(ch.HeartbeatTimeoutSeconds).Elem(), raw)

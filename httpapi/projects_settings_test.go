@@ -38,7 +38,7 @@ func TestGetProject(t *testing.T) {
 		t.Fatalf("got %s, want p1 with its id and createdAt", r.raw)
 	}
 	got := string(r.raw)
-	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false,"heartbeatIntervalSeconds":0,"heartbeatTimeoutSeconds":0}`
+	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false,"heartbeatIntervalSeconds":0,"heartbeatTimeoutSeconds":0,"osSecurityFeatureEnable":false}`
 	if !strings.Contains(got, want) {
 		t.Fatalf("got %s, want it to contain %s", got, want)
 	}
@@ -246,4 +246,43 @@ func TestHeartbeatSettings(t *testing.T) {
 	if s["heartbeatIntervalSeconds"] != float64(0) || s["heartbeatTimeoutSeconds"] != float64(0) {
 		t.Fatalf("settings %v, want the defaults back", s)
 	}
+}
+
+// TestDefaultProviderSettings: the provider infra_onboarding and the
+// project's settings show the same zero-touch choices, and a change of
+// either is a change of both.
+func TestDefaultProviderSettings(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	provider := func() resp {
+		t.Helper()
+		items := e.must(t, 200, "GET", "~/providers?filter=name%3D%22infra_onboarding%22", tokRO, nil).items("providers")
+		if len(items) != 1 {
+			t.Fatalf("default provider: got %d, want 1", len(items))
+		}
+		return resp{obj: items[0].(map[string]any)}
+	}
+	p := provider()
+	if p.str("providerKind") != "PROVIDER_KIND_BAREMETAL" || p.str("apiEndpoint") != "null" ||
+		p.str("config") != `{"defaultOs":"","autoProvision":false,"defaultLocalAccount":"","osSecurityFeatureEnable":false}` {
+		t.Fatalf("default provider: got %v", p.obj)
+	}
+	osID := e.os(t, "ztp")
+	e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"defaultOsId": osID, "osSecurityFeatureEnable": true})
+	if got, want := provider().str("config"), `{"defaultOs":"`+osID+`","autoProvision":true,"defaultLocalAccount":"","osSecurityFeatureEnable":true}`; got != want {
+		t.Errorf("provider config after the settings: got %s, want %s", got, want)
+	}
+	// As the original's UI and CLI: the provider deleted and created again
+	// with another config (providers have no PUT or PATCH).
+	e.must(t, 200, "DELETE", "~/providers/"+provider().str("resourceId"), tokRW, nil)
+	if s := settings(t, e.must(t, 200, "GET", "~", tokRO, nil)); s["defaultOsId"] != "" {
+		t.Errorf("settings without the default provider: got %v, want no default OS", s)
+	}
+	e.must(t, 200, "POST", "~/providers", tokRW, map[string]any{"name": "infra_onboarding", "providerKind": "PROVIDER_KIND_BAREMETAL", "apiEndpoint": "null",
+		"config": `{"defaultOs":"` + osID + `","autoProvision":true,"defaultLocalAccount":"","osSecurityFeatureEnable":false}`})
+	s := settings(t, e.must(t, 200, "GET", "~", tokRO, nil))
+	if s["defaultOsId"] != osID || s["osSecurityFeatureEnable"] != false {
+		t.Errorf("settings after the provider's creation: got %v, want default OS %s, security feature off", s, osID)
+	}
+	wantError(t, e.do(t, "POST", "~/providers", tokRW, map[string]any{"name": "infra_onboarding", "providerKind": "PROVIDER_KIND_BAREMETAL", "apiEndpoint": "null",
+		"config": `{"defaultOs":"os-0000beef","autoProvision":true}`}), 404, "NotFound", "config.defaultOs")
 }

@@ -52,10 +52,20 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 		return nil, err
 	}
 	normalizeEnums(nr)
-	var out eim.Resource
+	var (
+		out      eim.Resource
+		defaults *SettingsChange
+	)
 	err := s.write(ctx, project, func(tx eim.Tx) error {
 		if err := s.checkRefs(ctx, tx, nil, nr); err != nil {
 			return err
+		}
+		if isDefaultProvider(nr) {
+			ch, err := checkDefaultProvider(ctx, tx, project, nr.(*eim.Provider))
+			if err != nil {
+				return err
+			}
+			defaults = &ch
 		}
 		if err := tx.Create(ctx, nr); err != nil {
 			return err
@@ -76,8 +86,14 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 		out = items[0]
 		return nil
 	})
+	if h, ok := nr.(*eim.Host); ok && err != nil {
+		err = s.explainUUIDConflict(ctx, project, h.UUID, err)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if defaults != nil {
+		return s.settleDefaultProvider(ctx, project, out, *defaults)
 	}
 	return out, nil
 }
@@ -223,7 +239,11 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 	if err != nil {
 		return nil, err
 	}
-	var out eim.Resource
+	mask = restrictMask(k, mask)
+	var (
+		out      eim.Resource
+		defaults *SettingsChange
+	)
 	err = s.store.Update(ctx, project, func(tx eim.Tx) error {
 		old, err := getVariant(ctx, tx, k, variant, id)
 		if err != nil {
@@ -233,6 +253,16 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 		copyWritable(nr, r, mask)
 		if err := s.checkUpdate(old, nr, mask); err != nil {
 			return err
+		}
+		if isDefaultProvider(old) || isDefaultProvider(nr) {
+			if old.(*eim.Provider).Name != nr.(*eim.Provider).Name {
+				return eim.Errorf(eim.EINVALID, "name: the default provider %s cannot be renamed, nor another take its name", DefaultProviderName)
+			}
+			ch, err := checkDefaultProvider(ctx, tx, project, nr.(*eim.Provider))
+			if err != nil {
+				return err
+			}
+			defaults = &ch
 		}
 		if err := eim.Validate(nr); err != nil {
 			return err
@@ -263,6 +293,9 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 	if err != nil {
 		return nil, err
 	}
+	if defaults != nil {
+		return s.settleDefaultProvider(ctx, project, out, *defaults)
+	}
 	return out, nil
 }
 
@@ -285,11 +318,13 @@ func (s *Service) DeleteVariant(ctx context.Context, project string, k eim.Kind,
 	if err := checkKindID(k, id); err != nil {
 		return err
 	}
-	return s.store.Update(ctx, project, func(tx eim.Tx) error {
+	deletingDefault := false
+	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
 		r, err := getVariant(ctx, tx, k, variant, id)
 		if err != nil {
 			return err
 		}
+		deletingDefault = isDefaultProvider(r)
 		switch r := r.(type) {
 		case *eim.Host:
 			return s.deleteHost(ctx, tx, r)
@@ -301,6 +336,13 @@ func (s *Service) DeleteVariant(ctx context.Context, project string, k eim.Kind,
 		}
 		return tx.Delete(ctx, k, id)
 	})
+	if err == nil && deletingDefault {
+		// The original's clients edit the default provider by deleting
+		// and creating it again; without it there is no zero-touch
+		// provisioning, and its creation sets the settings again.
+		return s.clearZeroTouch(ctx, project)
+	}
+	return err
 }
 
 // ConfirmDeleted removes a host or instance whose desired state is DELETED,
@@ -333,19 +375,27 @@ func (s *Service) ConfirmDeleted(ctx context.Context, project string, k eim.Kind
 				return eim.Errorf(eim.EPRECONDITION, "instance %s is not being deleted (desiredState %s)", id, r.DesiredState)
 			}
 		}
-		if err := tx.Delete(ctx, k, id); err != nil {
-			return err
+		if h, ok := r.(*eim.Host); ok {
+			return s.removeHost(ctx, tx, h)
 		}
-		if h, ok := r.(*eim.Host); ok && hasAddresses(h) {
-			// Its addresses may have been what clashed in its site.
-			return recheckSite(ctx, tx, h.SiteID, eim.NewTime(s.now()))
-		}
-		return nil
+		return tx.Delete(ctx, k, id)
 	})
 	if eim.ErrorCode(err) == eim.ENOTFOUND {
 		return nil
 	}
 	return err
+}
+
+// removeHost removes a host's row (the schedules targeting it go with it).
+func (s *Service) removeHost(ctx context.Context, tx eim.Tx, h *eim.Host) error {
+	if err := tx.Delete(ctx, eim.KindHost, h.ResourceID); err != nil {
+		return err
+	}
+	if hasAddresses(h) {
+		// Its addresses may have been what clashed in its site.
+		return recheckSite(ctx, tx, h.SiteID, eim.NewTime(s.now()))
+	}
+	return nil
 }
 
 // instanceOf returns the instance on host id, or nil.

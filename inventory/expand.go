@@ -178,7 +178,7 @@ func (e *expander) effectiveSite(id string) eim.Metadata {
 func (e *expander) region(r *eim.Region, withParent bool) *eim.Region {
 	out := clone(r)
 	out.AliasID = out.ResourceID
-	out.InheritedMetadata = nonNil(e.effectiveRegion(r.ParentID))
+	out.InheritedMetadata = inherited(r.Metadata, e.effectiveRegion(r.ParentID))
 	out.ParentRegion = nil
 	if p := e.regions[r.ParentID]; withParent && p != nil {
 		out.ParentRegion = e.region(p, false)
@@ -196,7 +196,7 @@ func (e *expander) regionByID(id string) *eim.Region {
 func (e *expander) site(s *eim.Site) *eim.Site {
 	out := clone(s)
 	out.AliasID = out.ResourceID
-	out.InheritedMetadata = nonNil(e.effectiveRegion(s.RegionID))
+	out.InheritedMetadata = inherited(s.Metadata, e.effectiveRegion(s.RegionID))
 	out.Region = e.regionByID(s.RegionID)
 	return out
 }
@@ -210,7 +210,7 @@ func (e *expander) siteByID(id string) *eim.Site {
 
 func (e *expander) host(h *eim.Host, withInstance bool) *eim.Host {
 	out := clone(h)
-	out.InheritedMetadata = nonNil(e.effectiveSite(h.SiteID))
+	out.InheritedMetadata = inherited(h.Metadata, e.effectiveSite(h.SiteID))
 	out.Site = e.siteByID(h.SiteID)
 	out.Provider = nil
 	if p := e.providers[h.ProviderID]; p != nil {
@@ -431,11 +431,18 @@ func (e *expander) provider(p *eim.Provider) *eim.Provider {
 	return out
 }
 
-func nonNil(md eim.Metadata) eim.Metadata {
-	if md == nil {
-		return eim.Metadata{}
+// inherited is what a resource with labels own shows as inheritedMetadata
+// under ancestors whose effective labels are from: their labels without the
+// keys the resource sets itself, as the original shows them (a key the
+// resource overrides is not inherited).
+func inherited(own, from eim.Metadata) eim.Metadata {
+	out := eim.Metadata{}
+	for _, it := range from {
+		if _, ok := own.Get(it.Key); !ok {
+			out = append(out, it)
+		}
 	}
-	return md
+	return out
 }
 
 // expand returns the wire view of items, all of kind k.

@@ -152,6 +152,16 @@ func (e *env) manager(k eim.Kind, id string, edit func(eim.Resource)) {
 	}
 }
 
+// issueCredentials gives host id node credentials, as onboarding does, so
+// that its delete has something to clean up (two phases).
+func (e *env) issueCredentials(id string) {
+	e.t.Helper()
+	e.manager(eim.KindHost, id, func(r eim.Resource) {
+		h := r.(*eim.Host)
+		h.NodeSecretHash, h.NodeCredGen = sha, h.NodeCredGen+1
+	})
+}
+
 // wantErr checks err's code and that its message contains each of subs.
 func wantErr(t *testing.T, err error, code string, subs ...string) {
 	t.Helper()

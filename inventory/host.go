@@ -50,7 +50,6 @@ func checkRegistration(reg *HostRegistration, partial bool) error {
 			return err
 		}
 	}
-	reg.UUID = strings.ToLower(reg.UUID)
 	return nil
 }
 
@@ -99,9 +98,31 @@ func (s *Service) RegisterHost(ctx context.Context, project string, reg HostRegi
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.explainUUIDConflict(ctx, project, h.UUID, err)
 	}
 	return out, nil
+}
+
+// explainUUIDConflict turns the conflict of a new host with a host of the
+// project still being deleted (its node's cleanup not done yet) into an
+// answer that says so: the UUID stays reserved until the host is removed.
+// Only on this error path does it read anything.
+func (s *Service) explainUUIDConflict(ctx context.Context, project, uuid string, err error) error {
+	if eim.ErrorCode(err) != eim.ECONFLICT || uuid == "" {
+		return err
+	}
+	var deleting string
+	verr := s.store.View(ctx, project, func(tx eim.Tx) error {
+		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "uuid", Value: uuid}}, Limit: 1, NoTotal: true})
+		if err == nil && len(items) == 1 && items[0].(*eim.Host).DesiredState == eim.HostStateDeleted {
+			deleting = items[0].Base().ResourceID
+		}
+		return err
+	})
+	if verr != nil || deleting == "" {
+		return err
+	}
+	return eim.Errorf(eim.ECONFLICT, "uuid: %s with this UUID is being deleted; retry", deleting)
 }
 
 // checkSerialFree refuses a second host identified only by a serial number
@@ -131,9 +152,10 @@ func checkSerialFree(ctx context.Context, tx eim.Tx, serial, uuid, self string) 
 	return nil
 }
 
-// UpdateRegistration changes a registered host: a new name, AutoOnboard
-// (desired ONBOARDED), EnableVpro, UserLvmSize; a UUID or serial number may
-// be added where the host has none but never changed.
+// UpdateRegistration changes a registered host: a new name, its desired
+// state (ONBOARDED with AutoOnboard, else REGISTERED), EnableVpro,
+// UserLvmSize; a UUID or serial number may be added where the host has none
+// but never changed.
 func (s *Service) UpdateRegistration(ctx context.Context, project, id string, reg HostRegistration) (*eim.Host, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
@@ -172,12 +194,16 @@ func (s *Service) UpdateRegistration(ctx context.Context, project, id string, re
 			}
 			h.SerialNumber = reg.SerialNumber
 		}
+		// As the original: the registration's desired state is REGISTERED,
+		// or ONBOARDED with autoOnboard, whatever it was.
+		to := eim.HostStateRegistered
 		if reg.AutoOnboard {
-			if err := checkHostTransition(h, eim.HostStateOnboarded); err != nil {
-				return err
-			}
-			h.DesiredState = eim.HostStateOnboarded
+			to = eim.HostStateOnboarded
 		}
+		if err := checkHostTransition(h, to); err != nil {
+			return err
+		}
+		h.DesiredState = to
 		if reg.EnableVpro {
 			h.DesiredAmtState = eim.AmtStateProvisioned
 		}

@@ -25,7 +25,7 @@ func TestCreateHostDefaults(t *testing.T) {
 			{"onboardingStatus", h.OnboardingStatus, "Not Connected"},
 			{"registrationStatus", h.RegistrationStatus, "Unknown"},
 			{"desiredAmtState", string(h.DesiredAmtState), string(eim.AmtStateUnspecified)},
-			{"uuid", h.UUID, strings.ToLower(u)},
+			{"uuid", h.UUID, u}, // as written
 			{"note", h.Note, ""},
 			{"serialNumber", h.SerialNumber, ""},
 		}
@@ -105,35 +105,48 @@ func TestUpdateRegistration(t *testing.T) {
 		if got.Name != "renamed" || got.UUID != u || got.DesiredState != eim.HostStateOnboarded {
 			t.Fatalf("got %q %q %s, want renamed %s ONBOARDED", got.Name, got.UUID, got.DesiredState, u)
 		}
+		// Without autoOnboard the registration goes back to REGISTERED, as
+		// in the original (the node has not onboarded yet).
+		got = ok(e.svc.UpdateRegistration(e.ctx, e.proj, h.ResourceID, inventory.HostRegistration{Name: "again"})).get(t)
+		if got.DesiredState != eim.HostStateRegistered {
+			t.Fatalf("autoOnboard false: got desired %s, want REGISTERED", got.DesiredState)
+		}
 		_, err := e.svc.UpdateRegistration(e.ctx, e.proj, h.ResourceID, inventory.HostRegistration{UUID: newUUID()})
 		wantErr(t, err, eim.EINVALID, "uuid: cannot be changed")
 		_, err = e.svc.UpdateRegistration(e.ctx, e.proj, h.ResourceID, inventory.HostRegistration{SerialNumber: "OTHER0001"})
 		wantErr(t, err, eim.EINVALID, "serialNumber: cannot be changed")
 		noErr(t, e.svc.InvalidateHost(e.ctx, e.proj, h.ResourceID, "stolen"))
+		e.manager(eim.KindHost, h.ResourceID, func(r eim.Resource) { r.(*eim.Host).CurrentState = eim.HostStateUntrusted })
 		_, err = e.svc.UpdateRegistration(e.ctx, e.proj, h.ResourceID, inventory.HostRegistration{AutoOnboard: true})
 		wantErr(t, err, eim.EPRECONDITION, "HOST_STATE_UNTRUSTED", "HOST_STATE_ONBOARDED")
 	})
 }
 
+// TestHostTransitions: a host's desired state moves as the original's
+// table allows from its CURRENT state; from UNSPECIFIED anything goes.
 func TestHostTransitions(t *testing.T) {
 	type step struct {
-		op   string // onboard, invalidate, delete
+		op   string // onboard, register (autoOnboard false), invalidate, delete
 		code string
 	}
 	cases := []struct {
 		name       string
 		registered bool
+		current    eim.HostState
 		steps      []step
 		want       eim.HostState
 	}{
-		{"registered onboard", true, []step{{"onboard", ""}}, eim.HostStateOnboarded},
-		{"registered invalidate", true, []step{{"invalidate", eim.EPRECONDITION}}, eim.HostStateRegistered},
-		{"registered delete", true, []step{{"delete", ""}}, eim.HostStateDeleted},
-		{"onboarded again", false, []step{{"onboard", ""}}, eim.HostStateOnboarded},
-		{"onboarded invalidate", false, []step{{"invalidate", ""}, {"invalidate", ""}}, eim.HostStateUntrusted},
-		{"untrusted onboard", false, []step{{"invalidate", ""}, {"onboard", eim.EPRECONDITION}}, eim.HostStateUntrusted},
-		{"untrusted delete", false, []step{{"invalidate", ""}, {"delete", ""}}, eim.HostStateDeleted},
-		{"deleted onboard", false, []step{{"delete", ""}, {"onboard", eim.EPRECONDITION}, {"invalidate", eim.EPRECONDITION}, {"delete", ""}}, eim.HostStateDeleted},
+		{"registered onboard", true, "", []step{{"onboard", ""}}, eim.HostStateOnboarded},
+		{"registered invalidate", true, "", []step{{"invalidate", ""}}, eim.HostStateUntrusted},
+		{"registered delete", true, "", []step{{"delete", ""}}, eim.HostStateDeleted},
+		{"created register", false, "", []step{{"register", ""}}, eim.HostStateRegistered},
+		{"created back and forth", false, "", []step{{"register", ""}, {"onboard", ""}, {"invalidate", ""}, {"register", ""}}, eim.HostStateRegistered},
+		{"current registered", true, eim.HostStateRegistered, []step{{"invalidate", eim.EPRECONDITION}, {"register", ""}, {"onboard", ""}}, eim.HostStateOnboarded},
+		{"current onboarded", false, eim.HostStateOnboarded, []step{{"onboard", ""}, {"register", eim.EPRECONDITION}, {"invalidate", ""}, {"invalidate", ""}}, eim.HostStateUntrusted},
+		{"current onboarded delete", false, eim.HostStateOnboarded, []step{{"delete", ""}}, eim.HostStateDeleted},
+		{"current untrusted", false, eim.HostStateUntrusted, []step{{"invalidate", ""}, {"onboard", eim.EPRECONDITION}, {"register", eim.EPRECONDITION}, {"invalidate", ""}}, eim.HostStateUntrusted},
+		{"current untrusted delete", false, eim.HostStateUntrusted, []step{{"delete", ""}}, eim.HostStateDeleted},
+		{"deleted stays", false, eim.HostStateOnboarded, []step{{"delete", ""}, {"onboard", eim.EPRECONDITION}, {"invalidate", eim.EPRECONDITION}, {"delete", ""}}, eim.HostStateDeleted},
 	}
 	run(t, func(t *testing.T, e *env) {
 		for _, c := range cases {
@@ -145,11 +158,18 @@ func TestHostTransitions(t *testing.T) {
 				} else {
 					id = e.host("h", "").ResourceID
 				}
+				// With credentials, so that a delete is two-phase.
+				e.issueCredentials(id)
+				if c.current != "" {
+					e.manager(eim.KindHost, id, func(r eim.Resource) { r.(*eim.Host).CurrentState = c.current })
+				}
 				for i, s := range c.steps {
 					var err error
 					switch s.op {
 					case "onboard":
 						err = e.svc.OnboardHost(e.ctx, e.proj, id)
+					case "register":
+						_, err = e.svc.UpdateRegistration(e.ctx, e.proj, id, inventory.HostRegistration{})
 					case "invalidate":
 						err = e.svc.InvalidateHost(e.ctx, e.proj, id, "why: test")
 					case "delete":
@@ -159,7 +179,7 @@ func TestHostTransitions(t *testing.T) {
 						t.Fatalf("step %d %s: got %v, want nil", i, s.op, err)
 					}
 					if s.code != "" {
-						wantErr(t, err, s.code, "desiredState: host "+id+" cannot go from")
+						wantErr(t, err, s.code, "desiredState: host "+id)
 					}
 				}
 				if got := e.get(eim.KindHost, id).(*eim.Host).DesiredState; got != c.want {
@@ -357,5 +377,40 @@ func TestPlaceholderUUIDRefused(t *testing.T) {
 		h.UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 		_, err = e.svc.Update(e.ctx, e.proj, h, nil)
 		wantErr(t, err, eim.EINVALID, "uuid", "vendor placeholder")
+	})
+}
+
+// TestUUIDCase: a UUID is kept as the client wrote it, and compared without
+// regard to case for uniqueness, filters and lookups.
+func TestUUIDCase(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		u := strings.ToUpper(newUUID())
+		lower := strings.ToLower(u)
+		h := e.create(&eim.Host{Name: "upper", UUID: u}).(*eim.Host)
+		if got := e.get(eim.KindHost, h.ResourceID).(*eim.Host).UUID; got != u {
+			t.Fatalf("uuid: got %q, want %q as written", got, u)
+		}
+		_, err := e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "lower", UUID: lower})
+		wantErr(t, err, eim.ECONFLICT, "uuid")
+		_, err = e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: lower})
+		wantErr(t, err, eim.ECONFLICT, "uuid")
+		_, err = e.svc.Create(e.ctx, e.newProject(), &eim.Host{Name: "other", UUID: lower})
+		wantErr(t, err, eim.ECONFLICT, "uuid")
+
+		for _, q := range []inventory.ListQuery{
+			{Filter: `uuid="` + lower + `"`},
+			{Where: []eim.Cond{{Field: "uuid", Value: lower}}},
+			{Where: []eim.Cond{{Field: "uuid", Value: []string{lower, newUUID()}}}},
+		} {
+			p := ok(e.svc.List(e.ctx, e.proj, eim.KindHost, q)).get(t)
+			if len(p.Items) != 1 || p.Items[0].Base().ResourceID != h.ResourceID {
+				t.Errorf("list %+v: got %d hosts, want %s", q, len(p.Items), h.ResourceID)
+			}
+		}
+		// The same UUID in another case in a PUT is no change.
+		got := ok(e.svc.Update(e.ctx, e.proj, &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, Name: "put", UUID: lower}, nil)).get(t).(*eim.Host)
+		if got.UUID != u {
+			t.Errorf("uuid after a PUT of %q: got %q, want %q kept", lower, got.UUID, u)
+		}
 	})
 }

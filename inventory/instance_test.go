@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 )
 
 func TestCreateInstance(t *testing.T) {
@@ -94,9 +95,9 @@ func TestInstanceFrozenFields(t *testing.T) {
 func TestTwoPhaseDelete(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		h, o := e.host("h", ""), e.os("ubuntu")
+		e.issueCredentials(h.ResourceID)
 		in := e.instance(h.ResourceID, o.ResourceID)
 
-		wantErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID), eim.EPRECONDITION, "host "+h.ResourceID+" has instance "+in.ResourceID)
 		wantErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindInstance, in.ResourceID), eim.EPRECONDITION, "not being deleted")
 
 		noErr(t, e.svc.InvalidateInstance(e.ctx, e.proj, in.ResourceID))
@@ -166,6 +167,7 @@ func TestImmediateDeletes(t *testing.T) {
 		}
 		// A host's schedules go with it; none can be added while it goes.
 		h2 := e.host("h2", "")
+		e.issueCredentials(h2.ResourceID)
 		hs := e.create(&eim.RepeatedSchedule{ScheduleStatus: "SCHEDULE_STATUS_MAINTENANCE", DurationSeconds: 60, CronMinutes: "0",
 			CronHours: "*", CronDayMonth: "*", CronMonth: "*", CronDayWeek: "*", TargetHostID: h2.ResourceID})
 		noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h2.ResourceID))
@@ -178,8 +180,7 @@ func TestImmediateDeletes(t *testing.T) {
 		// Unblock bottom-up; each delete is immediate.
 		noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindInstance, in.ResourceID))
 		noErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindInstance, in.ResourceID))
-		noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID))
-		noErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+		noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID)) // nothing to clean up: removed at once
 		for _, r := range []struct {
 			k  eim.Kind
 			id string
@@ -192,5 +193,65 @@ func TestImmediateDeletes(t *testing.T) {
 			_, err := e.svc.Get(e.ctx, e.proj, r.k, r.id)
 			wantErr(t, err, eim.ENOTFOUND)
 		}
+	})
+}
+
+// TestDeleteHostWithInstance: deleting a host with an instance is accepted,
+// as in the original, and deletes the instance too (two phases each); the
+// host goes once its instance is gone.
+func TestDeleteHostWithInstance(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		o := e.os("ubuntu")
+		for _, invalidated := range []bool{false, true} {
+			h := e.host("h", "")
+			in := e.instance(h.ResourceID, o.ResourceID)
+			if invalidated {
+				noErr(t, e.svc.InvalidateInstance(e.ctx, e.proj, in.ResourceID))
+			}
+			noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+			if got := e.get(eim.KindInstance, in.ResourceID).(*eim.Instance).DesiredState; got != eim.InstanceStateDeleted {
+				t.Fatalf("instance after its host's delete: got desired %s, want DELETED", got)
+			}
+			if got := e.get(eim.KindHost, h.ResourceID).(*eim.Host).DesiredState; got != eim.HostStateDeleted {
+				t.Fatalf("host after delete: got desired %s, want DELETED", got)
+			}
+			noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID)) // idempotent
+			wantErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindHost, h.ResourceID), eim.EPRECONDITION, "still has instance "+in.ResourceID)
+			noErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindInstance, in.ResourceID))
+			noErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+			_, err := e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)
+			wantErr(t, err, eim.ENOTFOUND)
+		}
+	})
+}
+
+// TestDeleteThenRegisterAgain: a host with nothing to clean up is removed
+// within its delete, so its UUID may be registered again at once; a host
+// still being cleaned up keeps its UUID, and the conflict says why.
+func TestDeleteThenRegisterAgain(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		for i := range 20 {
+			u := newUUID()
+			h := ok(e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: u})).get(t)
+			noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+			_, err := e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)
+			wantErr(t, err, eim.ENOTFOUND)
+			if i%2 == 0 {
+				ok(e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: u})).get(t)
+			} else {
+				e.create(&eim.Host{Name: "again", UUID: u})
+			}
+		}
+
+		h := e.host("onboarded", "")
+		e.issueCredentials(h.ResourceID)
+		noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+		want := h.ResourceID + " with this UUID is being deleted; retry"
+		_, err := e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: h.UUID})
+		wantErr(t, err, eim.ECONFLICT, want)
+		_, err = e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "again", UUID: h.UUID})
+		wantErr(t, err, eim.ECONFLICT, want)
+		noErr(t, e.svc.ConfirmDeleted(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+		e.create(&eim.Host{Name: "again", UUID: h.UUID})
 	})
 }

@@ -80,18 +80,19 @@ func TestExpansion(t *testing.T) {
 			}
 		}
 		gr := e.get(eim.KindRegion, sub.ResourceID).(*eim.Region)
-		eq("region inherited", gr.InheritedMetadata, map[string]string{"env": "prod", "geo": "eu"})
+		// The resource's own keys are left out of what it inherits.
+		eq("region inherited", gr.InheritedMetadata, map[string]string{"env": "prod"})
 		if gr.AliasID != sub.ResourceID || gr.ParentRegion == nil || gr.ParentRegion.ResourceID != root.ResourceID {
 			t.Errorf("region: got alias %q parent %+v", gr.AliasID, gr.ParentRegion)
 		}
 		eq("root inherited", e.get(eim.KindRegion, root.ResourceID).(*eim.Region).InheritedMetadata, map[string]string{})
 		gs := e.get(eim.KindSite, site.ResourceID).(*eim.Site)
-		eq("site inherited", gs.InheritedMetadata, map[string]string{"env": "prod", "geo": "de", "team": "a"})
+		eq("site inherited", gs.InheritedMetadata, map[string]string{"env": "prod", "geo": "de"})
 		if gs.AliasID != site.ResourceID || gs.Region == nil || gs.Region.Name != "sub" {
 			t.Errorf("site: got alias %q region %+v", gs.AliasID, gs.Region)
 		}
 		gh := e.get(eim.KindHost, h.ResourceID).(*eim.Host)
-		eq("host inherited", gh.InheritedMetadata, map[string]string{"env": "prod", "geo": "de", "team": "b"})
+		eq("host inherited", gh.InheritedMetadata, map[string]string{"geo": "de", "team": "b"})
 		eq("host own", gh.Metadata, map[string]string{"env": "dev"})
 		if gh.Site == nil || gh.Site.Region == nil || gh.Site.Region.ResourceID != sub.ResourceID {
 			t.Errorf("host.site.region: got %+v", gh.Site)
@@ -270,5 +271,31 @@ func TestLocations(t *testing.T) {
 		}
 		_, err := e.svc.Locations(e.ctx, e.proj, inventory.LocationQuery{Name: "a;b"})
 		wantErr(t, err, eim.EINVALID, "name")
+	})
+}
+
+// TestInheritedOverrides: a resource's inheritedMetadata leaves out the keys
+// it sets itself, at every level, in lists as in gets.
+func TestInheritedOverrides(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		kv := func(k, v string) eim.MetadataItem { return eim.MetadataItem{Key: k, Value: v} }
+		r := e.region("r", "", kv("a", "1"), kv("b", "2"))
+		sub := e.region("sub", r.ResourceID, kv("b", "5"))
+		s := e.site("s", r.ResourceID, kv("a", "3"))
+		h := e.create(&eim.Host{Name: "h", UUID: newUUID(), SiteID: s.ResourceID, Metadata: eim.Metadata{kv("b", "4")}}).(*eim.Host)
+		for _, c := range []struct {
+			name string
+			got  eim.Metadata
+			want eim.Metadata
+		}{
+			{"region", e.get(eim.KindRegion, sub.ResourceID).(*eim.Region).InheritedMetadata, eim.Metadata{kv("a", "1")}},
+			{"site", e.get(eim.KindSite, s.ResourceID).(*eim.Site).InheritedMetadata, eim.Metadata{kv("b", "2")}},
+			{"host", e.get(eim.KindHost, h.ResourceID).(*eim.Host).InheritedMetadata, eim.Metadata{kv("a", "3")}},
+			{"host.site", e.get(eim.KindHost, h.ResourceID).(*eim.Host).Site.InheritedMetadata, eim.Metadata{kv("b", "2")}},
+		} {
+			if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+				t.Errorf("%s inheritedMetadata: got %v, want %v", c.name, c.got, c.want)
+			}
+		}
 	})
 }

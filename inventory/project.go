@@ -28,6 +28,9 @@ func (s *Service) CreateProject(ctx context.Context, name, id string) (*eim.Proj
 	if err := s.store.CreateProject(ctx, p); err != nil {
 		return nil, err
 	}
+	if err := s.syncDefaultProvider(ctx, name, p.Settings); err != nil {
+		return nil, fmt.Errorf("default provider: %w", err)
+	}
 	return p, nil
 }
 
@@ -64,6 +67,14 @@ func (s *Service) DeleteProject(ctx context.Context, name string, force bool) er
 				n, err := tx.Count(ctx, k, eim.Query{})
 				if err != nil {
 					return err
+				}
+				if k == eim.KindProvider {
+					// The default provider is part of every project.
+					d, err := tx.Count(ctx, k, eim.Query{Where: []eim.Cond{{Field: "name", Value: DefaultProviderName}}})
+					if err != nil {
+						return err
+					}
+					n -= d
 				}
 				if n > 0 {
 					parts = append(parts, fmt.Sprintf("%d %s", n, eim.SchemaOf(k).Table))

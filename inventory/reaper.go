@@ -129,8 +129,14 @@ func (r *Reaper) Run(ctx context.Context) error {
 				}
 				break
 			}
-			for t, ids := range updated {
-				r.reconcile(ctx, t, ids)
+			// Instances first: a host deleted with its instance goes
+			// once the instance is gone.
+			for _, k := range []eim.Kind{eim.KindInstance, eim.KindHost} {
+				for t, ids := range updated {
+					if t.kind == k {
+						r.reconcile(ctx, t, ids)
+					}
+				}
 			}
 			if it.err != nil {
 				if ctx.Err() != nil {

@@ -68,6 +68,12 @@ func TestReaper(t *testing.T) {
 		e.gone(eim.KindInstance, in.ResourceID)
 		noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID))
 		e.gone(eim.KindHost, h.ResourceID)
+		// A host deleted with its instance: both go, from the feed alone.
+		h = e.host("h2", "")
+		in = e.instance(h.ResourceID, o.ResourceID)
+		noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindHost, h.ResourceID))
+		e.gone(eim.KindInstance, in.ResourceID)
+		e.gone(eim.KindHost, h.ResourceID)
 		if got := e.get(eim.KindHost, keep.ResourceID).(*eim.Host).DesiredState; got != eim.HostStateOnboarded {
 			t.Errorf("untouched host: got %s", got)
 		}

@@ -42,7 +42,6 @@ func (s *Service) applyDefaults(r eim.Resource) error {
 }
 
 func hostDefaults(h *eim.Host) {
-	h.UUID = strings.ToLower(h.UUID)
 	if h.DesiredPowerState == "" || h.DesiredPowerState == eim.PowerStateUnspecified {
 		h.DesiredPowerState = eim.PowerStateOn
 	}
@@ -73,9 +72,11 @@ func (s *Service) checkUpdate(old, nr eim.Resource, mask []string) error {
 		if n.UUID == "" {
 			n.UUID = o.UUID
 		}
-		n.UUID = strings.ToLower(n.UUID)
-		if o.UUID != "" && n.UUID != strings.ToLower(o.UUID) {
+		if o.UUID != "" && !strings.EqualFold(n.UUID, o.UUID) {
 			return eim.Errorf(eim.EINVALID, "uuid: cannot be changed (host %s has uuid %s)", o.ResourceID, o.UUID)
+		}
+		if o.UUID != "" {
+			n.UUID = o.UUID // the same in another case: kept as first written
 		}
 		if o.UUID == "" {
 			if err := checkUUIDIdentifies(n.UUID); err != nil {
@@ -324,14 +325,18 @@ func (s *Service) checkInstanceRefs(ctx context.Context, tx eim.Tx, old eim.Reso
 	return nil
 }
 
-// Desired-state transitions the API may cause. A state may always stay
-// the same (a repeated request is a no-op) and UNSPECIFIED may go anywhere.
+// Desired-state transitions the API may cause. A host's are keyed on its
+// CURRENT state, as the original's: from current UNSPECIFIED (a host not
+// onboarded yet) any desired state is allowed, so a registration may be
+// switched between REGISTERED and ONBOARDED until the node shows up. An
+// instance's are keyed on its desired state. A state may always stay the
+// same (a repeated request is a no-op).
 var (
 	hostTransitions = map[eim.HostState][]eim.HostState{
-		eim.HostStateRegistered: {eim.HostStateOnboarded, eim.HostStateDeleted},
-		eim.HostStateOnboarded:  {eim.HostStateUntrusted, eim.HostStateDeleted},
-		eim.HostStateUntrusted:  {eim.HostStateDeleted},
-		eim.HostStateDeleted:    {},
+		eim.HostStateRegistered: {eim.HostStateRegistered, eim.HostStateOnboarded, eim.HostStateDeleted},
+		eim.HostStateOnboarded:  {eim.HostStateOnboarded, eim.HostStateUntrusted, eim.HostStateDeleted},
+		eim.HostStateUntrusted:  {eim.HostStateUntrusted, eim.HostStateDeleted},
+		eim.HostStateDeleted:    {eim.HostStateDeleted},
 	}
 	instanceTransitions = map[eim.InstanceState][]eim.InstanceState{
 		eim.InstanceStateRunning:   {eim.InstanceStateUntrusted, eim.InstanceStateDeleted},
@@ -340,12 +345,21 @@ var (
 	}
 )
 
+// checkHostTransition allows a host's desired state to become to. Besides
+// the original's table, a host whose desired state is DELETED stays so: its
+// delete is under way and cannot be called back.
 func checkHostTransition(h *eim.Host, to eim.HostState) error {
-	next, ok := hostTransitions[h.DesiredState]
-	if !ok || h.DesiredState == to || slices.Contains(next, to) {
+	if h.DesiredState == to {
 		return nil
 	}
-	return eim.Errorf(eim.EPRECONDITION, "desiredState: host %s cannot go from %s to %s", h.ResourceID, h.DesiredState, to)
+	if h.DesiredState == eim.HostStateDeleted {
+		return eim.Errorf(eim.EPRECONDITION, "desiredState: host %s is being deleted; it cannot go to %s", h.ResourceID, to)
+	}
+	next, ok := hostTransitions[h.CurrentState]
+	if !ok || slices.Contains(next, to) {
+		return nil
+	}
+	return eim.Errorf(eim.EPRECONDITION, "desiredState: host %s cannot go from current state %s to %s", h.ResourceID, h.CurrentState, to)
 }
 
 func checkInstanceTransition(in *eim.Instance, to eim.InstanceState) error {
@@ -368,9 +382,12 @@ func (s *Service) setInstanceState(ctx context.Context, tx eim.Tx, in *eim.Insta
 	return tx.Update(ctx, in)
 }
 
-// deleteHost is phase one of a host's delete. A host with an instance is
-// refused (the original waited for the instance instead: that hid the
-// dependency and left hosts stuck in "Deleting").
+// deleteHost is phase one of a host's delete, or the whole of it for a host
+// with nothing to clean up. A host with an instance is
+// accepted, as in the original, and its instance is deleted with it (its
+// own two-phase delete, set first so that the managers see it first): the
+// original waited for the instance to be deleted by someone else, which
+// left hosts stuck in "Deleting".
 func (s *Service) deleteHost(ctx context.Context, tx eim.Tx, h *eim.Host) error {
 	if h.DesiredState == eim.HostStateDeleted {
 		return nil
@@ -383,10 +400,23 @@ func (s *Service) deleteHost(ctx context.Context, tx eim.Tx, h *eim.Host) error 
 		return err
 	}
 	if inst != nil {
-		return eim.Errorf(eim.EPRECONDITION, "host %s has instance %s: delete the instance first", h.ResourceID, inst.ResourceID)
+		if err := s.setInstanceState(ctx, tx, inst, eim.InstanceStateDeleted); err != nil {
+			return err
+		}
+	} else if nothingToCleanUp(h) {
+		// No manager has anything to undo: removed at once, so that its
+		// UUID may be registered again right away.
+		return s.removeHost(ctx, tx, h)
 	}
 	h.DesiredState = eim.HostStateDeleted
 	return tx.Update(ctx, h)
+}
+
+// nothingToCleanUp reports whether a host (without an instance) has never
+// had node credentials nor been onboarded: its delete needs no manager.
+func nothingToCleanUp(h *eim.Host) bool {
+	return h.NodeSecretHash == "" && h.NodeCredGen == 0 &&
+		(h.CurrentState == eim.HostStateUnspecified || h.CurrentState == eim.HostStateRegistered || h.CurrentState == "")
 }
 
 // blocker is one kind of dependant that keeps a resource from being deleted.

@@ -180,3 +180,22 @@ func TestRepeatedScheduleWindows(t *testing.T) {
 		}
 	})
 }
+
+// TestClearScheduleTarget: a schedule's target may be cleared, as in the
+// original (the schedule then applies to nothing); two targets stay refused.
+func TestClearScheduleTarget(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		site := e.site("s", "")
+		s := e.create(&eim.SingleSchedule{ScheduleStatus: "SCHEDULE_STATUS_MAINTENANCE", StartSeconds: 1, TargetSiteID: site.ResourceID}).(*eim.SingleSchedule)
+		got := ok(e.svc.Update(e.ctx, e.proj, &eim.SingleSchedule{Meta: eim.Meta{ResourceID: s.ResourceID}}, []string{"targetSiteId"})).get(t).(*eim.SingleSchedule)
+		if got.TargetSiteID != "" || got.TargetSite != nil {
+			t.Errorf("cleared target: got %q %v", got.TargetSiteID, got.TargetSite)
+		}
+		noErr(t, e.svc.Delete(e.ctx, e.proj, eim.KindSite, site.ResourceID)) // no longer targeted
+		r := e.region("r", "")
+		h := e.host("h", "")
+		_, err := e.svc.Update(e.ctx, e.proj, &eim.SingleSchedule{Meta: eim.Meta{ResourceID: s.ResourceID}, TargetRegionID: r.ResourceID, TargetHostID: h.ResourceID},
+			[]string{"targetRegionId", "targetHostId"})
+		wantErr(t, err, eim.EINVALID, "only one of")
+	})
+}

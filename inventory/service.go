@@ -159,6 +159,34 @@ func resolveMask(k eim.Kind, variant string, mask []string) ([]string, error) {
 	return out, nil
 }
 
+// updatable are, for the kinds whose API updates change only some of their
+// writable fields, those fields: the rest of a PUT or PATCH body is
+// ignored, as in the original. An OS resource keeps what identifies its
+// image (URL, checksum, profile, type, provider, security feature) from
+// its creation: instances were, or are being, installed from it.
+var updatable = map[eim.Kind][]string{
+	eim.KindOS: {"name", "architecture", "metadata"},
+}
+
+// restrictMask narrows an update's mask (nil: every writable field) to the
+// fields of k that updates may change.
+func restrictMask(k eim.Kind, mask []string) []string {
+	allowed, ok := updatable[k]
+	if !ok {
+		return mask
+	}
+	if mask == nil {
+		return allowed
+	}
+	out := []string{}
+	for _, f := range mask {
+		if contains(allowed, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func contains[T comparable](s []T, v T) bool {
 	for _, x := range s {
 		if x == v {

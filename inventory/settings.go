@@ -34,7 +34,8 @@ type SettingsChange struct {
 	HeartbeatIntervalSeconds *uint32
 	HeartbeatTimeoutSeconds  *uint32
 	// EnrollmentToken is "", EnrollmentTokenNew or EnrollmentTokenNone.
-	EnrollmentToken string
+	EnrollmentToken         string
+	OSSecurityFeatureEnable *bool
 }
 
 // UpdateProjectSettings applies ch to the project's settings and returns
@@ -48,6 +49,12 @@ type SettingsChange struct {
 // setting, which the onboarding module reports when it uses it. Two
 // concurrent changes of one project's settings may lose one of them.
 func (s *Service) UpdateProjectSettings(ctx context.Context, project string, ch SettingsChange) (*eim.Project, string, error) {
+	return s.updateSettings(ctx, project, ch, true)
+}
+
+// updateSettings is UpdateProjectSettings; syncProvider false leaves the
+// default provider alone (it was just deleted).
+func (s *Service) updateSettings(ctx context.Context, project string, ch SettingsChange, syncProvider bool) (*eim.Project, string, error) {
 	if err := checkProject(project); err != nil {
 		return nil, "", err
 	}
@@ -83,6 +90,9 @@ func (s *Service) UpdateProjectSettings(ctx context.Context, project string, ch 
 	if ch.HeartbeatTimeoutSeconds != nil {
 		set.HeartbeatTimeoutSeconds = *ch.HeartbeatTimeoutSeconds
 	}
+	if ch.OSSecurityFeatureEnable != nil {
+		set.OSSecurityFeatureEnable = *ch.OSSecurityFeatureEnable
+	}
 	if err := checkHeartbeat(set); err != nil {
 		return nil, "", err
 	}
@@ -96,6 +106,14 @@ func (s *Service) UpdateProjectSettings(ctx context.Context, project string, ch 
 	p.Settings = set
 	if err := s.store.UpdateProject(ctx, p); err != nil {
 		return nil, "", err
+	}
+	// The default provider shows the settings (one source of truth: the
+	// settings, which onboarding reads).
+	if !syncProvider {
+		return p, token, nil
+	}
+	if err := s.syncDefaultProvider(ctx, project, set); err != nil {
+		return nil, "", fmt.Errorf("default provider: %w", err)
 	}
 	return p, token, nil
 }
@@ -160,11 +178,7 @@ func checkSettingsChange(ch SettingsChange) error {
 
 // checkSettingsRefs checks that the resources ch names exist in project.
 func (s *Service) checkSettingsRefs(ctx context.Context, project string, ch SettingsChange) error {
-	type ref struct {
-		kind        eim.Kind
-		field, noun string
-		id          string
-	}
+	type ref = settingsRef
 	var refs []ref
 	if ch.DefaultOSID != nil && *ch.DefaultOSID != "" {
 		refs = append(refs, ref{eim.KindOS, "defaultOsId", "OS profile", *ch.DefaultOSID})
@@ -180,18 +194,27 @@ func (s *Service) checkSettingsRefs(ctx context.Context, project string, ch Sett
 	if len(refs) == 0 {
 		return nil
 	}
-	return s.store.View(ctx, project, func(tx eim.Tx) error {
-		for _, r := range refs {
-			got, err := tx.Get(ctx, r.kind, r.id)
-			if eim.ErrorCode(err) == eim.ENOTFOUND || (err == nil && got.Base().Project != project) {
-				return eim.Errorf(eim.ENOTFOUND, "%s: %s %s not found in project %s", r.field, r.noun, r.id, project)
-			}
-			if err != nil {
-				return err
-			}
+	return s.store.View(ctx, project, func(tx eim.Tx) error { return settingsRefsIn(ctx, tx, project, refs) })
+}
+
+// settingsRef is a resource a settings change names.
+type settingsRef struct {
+	kind        eim.Kind
+	field, noun string
+	id          string
+}
+
+func settingsRefsIn(ctx context.Context, tx eim.Tx, project string, refs []settingsRef) error {
+	for _, r := range refs {
+		got, err := tx.Get(ctx, r.kind, r.id)
+		if eim.ErrorCode(err) == eim.ENOTFOUND || (err == nil && got.Base().Project != project) {
+			return eim.Errorf(eim.ENOTFOUND, "%s: %s %s not found in project %s", r.field, r.noun, r.id, project)
 		}
-		return nil
-	})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // newEnrollmentToken returns a new enrollment token (32 random bytes,

@@ -1,6 +1,9 @@
 package inventory
 
 import (
+	"context"
+	"time"
+
 	"github.com/eimhq/eim"
 )
 
@@ -48,4 +51,43 @@ func NewInstance(in *eim.Instance) (*eim.Instance, error) {
 	}
 	normalizeEnums(out)
 	return out, nil
+}
+
+// StatusInvalidated is an invalidated host's status (the original's text).
+const StatusInvalidated = "Invalidated"
+
+// FinishInvalidation completes the invalidation of a host whose desired
+// state is UNTRUSTED, as the module owning node credentials does: the
+// node's credentials are revoked (secret cleared, generation bumped), the
+// current state becomes UNTRUSTED and the host status "Invalidated" (IDLE,
+// stamped at). Only those fields change. A host not being invalidated, or
+// whose invalidation is complete, is left alone; done reports whether it
+// was written. ENOTFOUND when the host does not exist.
+func FinishInvalidation(ctx context.Context, tx eim.Tx, hostID string, at time.Time) (done bool, err error) {
+	if err := eim.CheckID(eim.KindHost, "host", hostID); err != nil {
+		return false, err
+	}
+	r, err := tx.Get(ctx, eim.KindHost, hostID)
+	if err != nil {
+		return false, err
+	}
+	h := r.(*eim.Host)
+	if !InvalidationPending(h) {
+		return false, nil
+	}
+	if h.NodeSecretHash != "" {
+		h.NodeSecretHash = ""
+		h.NodeCredGen++
+	}
+	h.CurrentState = eim.HostStateUntrusted
+	h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = StatusInvalidated, eim.StatusIdle, uint64(at.Unix())
+	return true, tx.Update(ctx, h)
+}
+
+// InvalidationPending reports whether h is being invalidated and
+// FinishInvalidation has something to write.
+func InvalidationPending(h *eim.Host) bool {
+	return h.DesiredState == eim.HostStateUntrusted &&
+		(h.CurrentState != eim.HostStateUntrusted || h.NodeSecretHash != "" ||
+			h.HostStatus != StatusInvalidated || h.HostStatusIndicator != eim.StatusIdle)
 }

@@ -1,7 +1,9 @@
 // Package onboarding is the Day-0 onboarding module: the southbound
 // Discover call with which a node in the micro-OS is matched to its host
-// and receives credentials, and the zero-touch (nZTP) reconciler that gives
-// onboarded hosts of a project with a default OS their instance.
+// and receives credentials, and the reconciler of hosts: it finishes
+// invalidations (credentials revoked, current UNTRUSTED, "Invalidated") and,
+// zero-touch (nZTP), gives onboarded hosts of a project with a default OS
+// their instance.
 package onboarding
 
 import (

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -217,6 +218,23 @@ func TestDiscoverRegisteredThenOnboarded(t *testing.T) {
 		e.checkOnboarded(again, h.ResourceID, 2)
 		if again.GetClientSecret() == resp.GetClientSecret() || southbound.CheckSecret(e.host(h.ResourceID).NodeSecretHash, resp.GetClientSecret()) {
 			t.Fatal("a second discover kept the first secret valid")
+		}
+	})
+}
+
+// A UUID registered in capitals matches the device, which reports it in
+// lower case (UUIDs compare without regard to case), and stays as written.
+func TestDiscoverUUIDCase(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		uuid := newUUID()
+		h := e.register(inventory.HostRegistration{UUID: strings.ToUpper(uuid), AutoOnboard: true})
+		resp, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(resp, h.ResourceID, 1)
+		if got := e.host(h.ResourceID).UUID; got != strings.ToUpper(uuid) {
+			t.Errorf("uuid: got %q, want %q as registered", got, strings.ToUpper(uuid))
 		}
 	})
 }

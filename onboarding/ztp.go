@@ -17,7 +17,9 @@ const ztpWorkers = 16
 // hostKey names a host.
 type hostKey struct{ project, id string }
 
-// Run is the zero-touch provisioning (nZTP) reconciler: a host onboarded
+// Run is the reconciler of hosts: an invalidated host (desired UNTRUSTED)
+// loses its node credentials and turns current UNTRUSTED, "Invalidated";
+// and, zero-touch provisioning (nZTP), a host onboarded
 // (desired and current ONBOARDED) without an instance, in a project whose
 // settings name a default OS, gets an instance with that OS, local account
 // and custom configurations. It is level-based: host events trigger a
@@ -97,9 +99,27 @@ func (s *Service) watch(ctx context.Context, rev int64, q *queue) {
 	}
 }
 
-// resyncAll queues every onboarded host without an instance in the
-// projects with a default OS.
+// resyncAll queues every host whose invalidation is not finished, and every
+// onboarded host without an instance in the projects with a default OS.
 func (s *Service) resyncAll(ctx context.Context, q *queue) error {
+	// Invalidations not finished yet (few: an invalidation is finished
+	// moments after it is asked for).
+	var untrusted []hostKey
+	err := s.store.View(ctx, "", func(tx eim.Tx) error {
+		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "desiredState", Value: string(eim.HostStateUntrusted)}}})
+		for _, r := range items {
+			if inventory.InvalidationPending(r.(*eim.Host)) {
+				untrusted = append(untrusted, hostKey{r.Base().Project, r.Base().ResourceID})
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range untrusted {
+		q.add(k)
+	}
 	projects, err := s.store.ListProjects(ctx)
 	if err != nil {
 		return err
@@ -157,7 +177,8 @@ func (s *Service) resyncAll(ctx context.Context, q *queue) error {
 	return nil
 }
 
-// reconcileHost gives the host its instance if it should have one.
+// reconcileHost finishes the host's invalidation, or gives the host its
+// instance if it should have one.
 func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 	p, err := s.store.FindProject(ctx, k.project)
 	if err != nil {
@@ -167,19 +188,31 @@ func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 		return err
 	}
 	set := p.Settings
-	if set.DefaultOSID == "" {
-		return nil
-	}
 	// Read-only first: most events need nothing, and a refusal must not
 	// make a batch re-run.
-	var need bool
+	var need, invalidate bool
 	err = s.store.View(ctx, k.project, func(tx eim.Tx) error {
-		var err error
+		r, err := tx.Get(ctx, eim.KindHost, k.id)
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if invalidate = inventory.InvalidationPending(r.(*eim.Host)); invalidate || set.DefaultOSID == "" {
+			return nil
+		}
 		need, err = needsInstance(ctx, tx, k, set)
 		return err
 	})
-	if err != nil || !need {
+	if err != nil {
 		return err
+	}
+	if invalidate {
+		return s.finishInvalidation(ctx, k)
+	}
+	if !need {
+		return nil
 	}
 	var created *eim.Instance
 	err = s.batch.Do(ctx, func(tx eim.Tx) error {
@@ -205,6 +238,15 @@ func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 		if in.Name == "" || !eim.ValidName(in.Name) {
 			in.Name = h.ResourceID
 		}
+		if set.OSSecurityFeatureEnable {
+			// The OS's security feature (secure boot and full-disk
+			// encryption where the profile has it), as the original did.
+			r, err := tx.Get(ctx, eim.KindOS, set.DefaultOSID)
+			if err != nil {
+				return err
+			}
+			in.SecurityFeature = r.(*eim.OS).SecurityFeature
+		}
 		inst, err := inventory.NewInstance(in)
 		if err != nil {
 			return err
@@ -217,6 +259,25 @@ func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 	})
 	if err == nil && created != nil {
 		s.log.Info("zero-touch provisioning: instance created", "project", k.project, "host", k.id, "instance", created.ResourceID, "os", set.DefaultOSID)
+	}
+	return err
+}
+
+// finishInvalidation revokes an invalidated host's node credentials and
+// shows it UNTRUSTED and "Invalidated", as the original's onboarding
+// manager did.
+func (s *Service) finishInvalidation(ctx context.Context, k hostKey) error {
+	var done bool
+	err := s.batch.DoIn(ctx, k.project, func(tx eim.Tx) error {
+		var err error
+		done, err = inventory.FinishInvalidation(ctx, tx, k.id, s.now())
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			return nil
+		}
+		return err
+	})
+	if err == nil && done {
+		s.log.Info("host invalidated: node credentials revoked", "project", k.project, "host", k.id)
 	}
 	return err
 }

@@ -41,7 +41,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // settings' OS, local account and custom configs; others get none.
 func TestZeroTouchProvisioning(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		osr, err := e.inv.Create(e.ctx, e.proj, &eim.OS{Name: "ubuntu-" + randHex(3), ImageURL: "https://x/img", Sha256: randHex(32)})
+		osr, err := e.inv.Create(e.ctx, e.proj, &eim.OS{Name: "ubuntu-" + randHex(3), ImageURL: "https://x/img", Sha256: randHex(32),
+			SecurityFeature: "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,6 +62,7 @@ func TestZeroTouchProvisioning(t *testing.T) {
 		e.setSettings(e.proj, func(s *eim.ProjectSettings) {
 			s.DefaultOSID, s.DefaultLocalAccountID = osr.Base().ResourceID, la.Base().ResourceID
 			s.DefaultCustomConfigIDs = []string{cc.Base().ResourceID}
+			s.OSSecurityFeatureEnable = true
 		})
 		plain := e.newProject()
 		other, err := e.inv.RegisterHost(e.ctx, plain, inventory.HostRegistration{UUID: newUUID(), AutoOnboard: true})
@@ -92,7 +94,8 @@ func TestZeroTouchProvisioning(t *testing.T) {
 		waitFor(t, "instance of a host onboarded while running", func() bool { return len(e.instanceOf(late.ResourceID)) == 1 })
 		in := e.instanceOf(late.ResourceID)[0]
 		if in.Kind != eim.InstanceKindMetal || in.Name != "late" || in.OSID != osr.Base().ResourceID || in.LocalAccountID != la.Base().ResourceID ||
-			len(in.CustomConfigIDs) != 1 || in.CustomConfigIDs[0] != cc.Base().ResourceID || in.DesiredState != eim.InstanceStateRunning {
+			len(in.CustomConfigIDs) != 1 || in.CustomConfigIDs[0] != cc.Base().ResourceID || in.DesiredState != eim.InstanceStateRunning ||
+			in.SecurityFeature != "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION" {
 			t.Fatalf("instance: %+v", in)
 		}
 		// Once more a host event: still one instance.

@@ -99,7 +99,6 @@ func Load(shippedFS fs.FS, dir string) (*Catalog, error) {
 	})
 	names := map[string]*Profile{}
 	types := map[string]*Profile{}
-	h := sha256.New()
 	for _, p := range c.profiles {
 		if q := names[p.Name]; q != nil {
 			return nil, fmt.Errorf("os profiles %s and %s: both are named %q (OS names are unique within a project)", q.Source, p.Source, p.Name)
@@ -109,14 +108,25 @@ func Load(shippedFS fs.FS, dir string) (*Catalog, error) {
 			return nil, fmt.Errorf("os profiles %s and %s: profile %s is %s in one and %s in the other", q.Source, p.Source, p.ProfileName, q.Type, p.Type)
 		}
 		types[p.ProfileName] = p
+	}
+	if err := c.computeDigest(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// computeDigest sets c.digest from the OS resources of its profiles.
+func (c *Catalog) computeDigest() error {
+	h := sha256.New()
+	for _, p := range c.profiles {
 		b, err := json.Marshal(p.OS())
 		if err != nil {
-			return nil, fmt.Errorf("os profile %s: %w", p.Source, err)
+			return fmt.Errorf("os profile %s: %w", p.Source, err)
 		}
 		h.Write(append(b, '\n'))
 	}
 	c.digest = hex.EncodeToString(h.Sum(nil))
-	return c, nil
+	return nil
 }
 
 // readFS parses every *.yaml file of fsys, in name order.

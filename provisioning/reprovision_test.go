@@ -40,9 +40,11 @@ func TestReprovisionFailedWorkflow(t *testing.T) {
 			t.Fatalf("got %v, want FAILED", got.Disposition)
 		}
 
-		// The operator fixes the image, then retries.
+		// The image is fixed (the API cannot change an OS's image, as in
+		// the original; the OS catalog does when its manifest is fixed in
+		// place), then the operator retries.
 		osr.ImageURL, osr.Sha256 = "https://images.example/new.raw.gz", goodSha
-		if _, err := e.inv.Update(e.ctx, e.proj, osr, []string{"imageUrl", "sha256"}); err != nil {
+		if err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error { return tx.Update(e.ctx, osr) }); err != nil {
 			t.Fatalf("update OS: %v", err)
 		}
 		e.clock.Add(time.Minute)

@@ -243,8 +243,11 @@ func (d *dialect) classify(err error) (dbError, bool) {
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 			e.unique = true
-			// "UNIQUE constraint failed: hosts.project, hosts.serial_number"
-			if _, cols, ok := strings.Cut(se.Error(), "constraint failed: "); ok {
+			// "UNIQUE constraint failed: hosts.project, hosts.serial_number",
+			// or for an index on an expression "…: index 'hosts_uuid_key'".
+			if _, cols, ok := strings.Cut(se.Error(), "constraint failed: index '"); ok {
+				e.constraint, _, _ = strings.Cut(cols, "'")
+			} else if _, cols, ok := strings.Cut(se.Error(), "constraint failed: "); ok {
 				for c := range strings.SplitSeq(cols, ",") {
 					c = strings.TrimSpace(c)
 					if t, col, ok := strings.Cut(c, "."); ok {
@@ -403,6 +406,11 @@ func conflictError(e dbError, r eim.Resource) error {
 		col = "id"
 	case strings.HasSuffix(e.constraint, "_key") && e.table != "":
 		col = strings.TrimSuffix(strings.TrimPrefix(e.constraint, e.table+"_"), "_key")
+	}
+	if col == "" && r != nil && strings.HasSuffix(e.constraint, "_key") {
+		// An index on an expression (SQLite names no table): the resource's.
+		t := codecOf(r.ResourceKind()).table
+		col = strings.TrimSuffix(strings.TrimPrefix(e.constraint, t+"_"), "_key")
 	}
 	if r == nil {
 		if col == "" {

@@ -245,6 +245,9 @@ func (t *tx) cond(c *codec, cond eim.Cond, a *args) (string, error) {
 	}
 	col := c.byColumn[f.Column]
 	name := c.table + "." + col.name
+	if f.Fold && col.kind == colString {
+		return t.foldCond(name, cond, a)
+	}
 	switch v := cond.Value.(type) {
 	case nil:
 		return emptyPred(col, name), nil
@@ -304,6 +307,33 @@ func (t *tx) cond(c *codec, cond eim.Cond, a *args) (string, error) {
 		return "", err
 	}
 	return name + " = " + a.add(val), nil
+}
+
+// foldCond is cond for a field compared without regard to case (eim:"fold"):
+// on lower(col), which the field's unique index covers.
+func (t *tx) foldCond(name string, cond eim.Cond, a *args) (string, error) {
+	lower := "lower(" + name + ")"
+	switch v := cond.Value.(type) {
+	case nil:
+		return name + " = ''", nil
+	case string:
+		if v == "" {
+			return name + " = ''", nil
+		}
+		// The redundant term lets the planners use the partial unique
+		// index "WHERE col <> ''".
+		return "(" + lower + " = " + a.add(strings.ToLower(v)) + " AND " + name + " <> '')", nil
+	case []string:
+		if len(v) == 0 {
+			return "1 = 0", nil
+		}
+		vs := make([]string, len(v))
+		for i, s := range v {
+			vs[i] = strings.ToLower(s)
+		}
+		return "(" + t.s.d.inList(lower, a.add(t.s.d.listArg(vs))) + " AND " + name + " <> '')", nil
+	}
+	return "", eim.Errorf(eim.EINVALID, "%s: want a string, got %T", cond.Field, cond.Value)
 }
 
 func emptyPred(col *column, name string) string {

@@ -394,18 +394,15 @@ func testDay0(t *testing.T, s *day0Server) {
 			if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, hostIDs[0], &h); err != nil || h.Instance == nil {
 				t.Fatalf("host %s: %v, instance %v", hostIDs[0], err, h.Instance)
 			}
-			// Through the REST API, as a user deletes a machine: the
-			// instance first (a host with one cannot go), then the host.
-			if err := s.admin.Delete(ctx, eim.DefaultProject, eim.KindInstance, h.Instance.ResourceID); err != nil {
+			// Through the REST API, as a user deletes a machine: the host
+			// alone; its instance goes with it.
+			if err := s.admin.Delete(ctx, eim.DefaultProject, eim.KindHost, hostIDs[0]); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, "the instance removed", func() bool {
 				var in eim.Instance
 				return eim.ErrorCode(s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, h.Instance.ResourceID, &in)) == eim.ENOTFOUND
 			})
-			if err := s.admin.Delete(ctx, eim.DefaultProject, eim.KindHost, hostIDs[0]); err != nil {
-				t.Fatal(err)
-			}
 			// Revoked as soon as the delete is asked for, before the row goes.
 			_, err := node.ReportIn(pctx)
 			if !errors.Is(err, agent.ErrCredentialsRevoked) && connect.CodeOf(err) != connect.CodeUnauthenticated {

@@ -77,7 +77,7 @@ func (c *cli) followLog(cl *client.Client, id string, p *logPrinter, follow bool
 func (c *cli) instanceReprovision(args []string) error {
 	fs := c.flagSet("eim instance reprovision", "eim instance reprovision ID [-f]",
 		"Retry an instance's failed provisioning: a new attempt of its workflow, rendered again from the instance's\n"+
-			"current OS profile (fix the OS's imageUrl or sha256 first). The node, which keeps asking while its workflow\n"+
+			"current OS profile, local account and custom configs. The node, which keeps asking while its workflow\n"+
 			"is failed, runs it from the first action within a minute. With -f, follow the new attempt's log until it ends.")
 	c.globalFlags(fs)
 	var follow bool

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,15 +65,30 @@ func TestReprovisionEndToEndPostgres(t *testing.T) {
 func testReprovisionEndToEnd(t *testing.T, s *day0Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	good := s.createOS(t, eim.DefaultProject)
-	var osr eim.OS
-	if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindOS, good, &osr); err != nil {
+	// The image server serves a corrupt image until it is mended: a cause
+	// outside EIM, fixed, then the provisioning retried. (An OS profile's
+	// image and checksum cannot be changed, as in the original.)
+	img, err := os.ReadFile(filepath.Join(s.bootDir, "os.img"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	goodSha := osr.Sha256
-	if err := s.admin.Patch(ctx, eim.DefaultProject, eim.KindOS, good, map[string]string{"sha256": strings.Repeat("f", 64)}, nil); err != nil {
-		t.Fatalf("break the OS's sha256: %v", err)
+	var mended atomic.Bool
+	imgSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !mended.Load() {
+			w.Write(img[:len(img)/2])
+			return
+		}
+		w.Write(img)
+	}))
+	defer imgSrv.Close()
+	sum := sha256.Sum256(img)
+	var osr eim.OS
+	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindOS, map[string]string{
+		"name": "served-os", "profileName": "served-os", "imageUrl": imgSrv.URL + "/os.img", "sha256": hex.EncodeToString(sum[:]),
+	}, &osr); err != nil {
+		t.Fatalf("create OS: %v", err)
 	}
+	good := osr.ResourceID
 	ids := sim.Generate(1, 77)
 	hostIDs := register(t, s, eim.DefaultProject, good, ids)
 
@@ -110,11 +128,9 @@ func testReprovisionEndToEnd(t *testing.T, s *day0Server) {
 		return in != nil && strings.HasPrefix(in.ProvisioningStatus, "Provisioning Failed: 2/7 stream-image: sha256 mismatch")
 	})
 	inst := instance().ResourceID
-	if err := s.admin.Patch(ctx, eim.DefaultProject, eim.KindOS, good, map[string]string{"sha256": goodSha}, nil); err != nil {
-		t.Fatalf("fix the OS's sha256: %v", err)
-	}
+	mended.Store(true)
 	var out, errOut bytes.Buffer
-	err := Main(ctx, []string{"--server", s.api, "--token-file", filepath.Join(s.dataDir, adminTokenFile), "instance", "reprovision", inst, "-f"}, &out, &errOut)
+	err = Main(ctx, []string{"--server", s.api, "--token-file", filepath.Join(s.dataDir, adminTokenFile), "instance", "reprovision", inst, "-f"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("eim instance reprovision -f: %v; stderr %s", err, errOut.String())
 	}

@@ -75,7 +75,8 @@ type serverConfig struct {
 	osProfiles       string
 	osCatalogRefresh time.Duration
 	// tokenLeeway is how long past their expiry tokens are accepted.
-	tokenLeeway time.Duration
+	tokenLeeway   time.Duration
+	fetchPackages bool
 }
 
 func (c *cli) server(args []string) error {
@@ -118,6 +119,7 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.rebootTimeout, "reboot-timeout", 15*time.Minute, "how long a rebooting host may take to call again before it is \"No Connection\"")
 	fs.StringVar(&cfg.osProfiles, "os-profiles", "", "directory of OS profile manifests (*.yaml) loaded into every project with the shipped ones; one with a shipped profile's profileName and osImageVersion replaces it")
 	fs.DurationVar(&cfg.osCatalogRefresh, "os-catalog-refresh", oscatalog.DefaultRefresh, "how often the OS profile manifests are read again and every project brought in line (0: only at start)")
+	fs.BoolVar(&cfg.fetchPackages, "os-package-lists", false, "download each OS profile's package list (osPackageManifestURL) into its installedPackages, at every catalog read (off: only lists inline in the manifests)")
 	fs.DurationVar(&cfg.updateTimeout, "update-timeout", 2*time.Hour, "how long after its last update report a node updating its OS may stay silent before it is \"No Connection\"")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
@@ -185,7 +187,18 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	defer store.Close()
 	// The OS catalog before anything listens: a bad manifest stops the
 	// start, naming the file and the field.
-	catalog, err := oscatalog.Load(oscatalog.Shipped(), cfg.osProfiles)
+	loadCatalog := func() (*oscatalog.Catalog, error) {
+		c, err := oscatalog.Load(oscatalog.Shipped(), cfg.osProfiles)
+		if err != nil || !cfg.fetchPackages {
+			return c, err
+		}
+		c, errs := oscatalog.FetchPackages(ctx, c, http.DefaultClient)
+		for _, err := range errs {
+			log.Warn("os catalog: package list not fetched", "err", err)
+		}
+		return c, nil
+	}
+	catalog, err := loadCatalog()
 	if err != nil {
 		return err
 	}
@@ -194,7 +207,7 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		osRefresh = -1 // never
 	}
 	osCatalog := oscatalog.New(oscatalog.Options{Store: store, Catalog: catalog, Logger: log, Refresh: osRefresh,
-		Reload: func() (*oscatalog.Catalog, error) { return oscatalog.Load(oscatalog.Shipped(), cfg.osProfiles) }})
+		Reload: loadCatalog})
 	// API creates are group-committed (see inventory.Batcher); the agents'
 	// writes have a batcher of their own below, so neither waits behind
 	// the other's batch.
@@ -216,6 +229,11 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 	defer apiBatcher.Close()
 	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher})
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
+		return err
+	}
+	// Projects made before every project had its default provider
+	// (infra_onboarding) get it now.
+	if err := inv.EnsureDefaultProviders(ctx); err != nil {
 		return err
 	}
 

@@ -158,9 +158,10 @@ func sharedSchemas(into *obj) {
 			"autoOnboardEnrolled", o("type", "boolean", "description", "Onboard enrolled devices at once; otherwise they are created registered and wait for onboardHost."),
 			"heartbeatIntervalSeconds", heartbeatInterval(),
 			"heartbeatTimeoutSeconds", heartbeatTimeout(),
+			"osSecurityFeatureEnable", osSecurityFeatureEnable(),
 		),
 		"required", []string{"defaultOsId", "defaultLocalAccountId", "defaultCustomConfigIds", "enrollment", "autoOnboardEnrolled",
-			"heartbeatIntervalSeconds", "heartbeatTimeoutSeconds"},
+			"heartbeatIntervalSeconds", "heartbeatTimeoutSeconds", "osSecurityFeatureEnable"},
 	))
 	into.set("ProjectDetail", o(
 		"type", "object",
@@ -188,6 +189,7 @@ func sharedSchemas(into *obj) {
 			"autoOnboardEnrolled", o("type", "boolean", "description", "Onboard enrolled devices at once."),
 			"heartbeatIntervalSeconds", heartbeatInterval(),
 			"heartbeatTimeoutSeconds", heartbeatTimeout(),
+			"osSecurityFeatureEnable", osSecurityFeatureEnable(),
 			"enrollmentToken", o("type", "string", "enum", []string{"new", "none"},
 				"description", "new: generate an enrollment token (returned once); none: remove it."),
 		),
@@ -435,4 +437,12 @@ func targetPattern(k eim.Kind) string { return "^(null|" + string(k) + "-[0-9a-f
 func withDesc(s *obj, desc string) *obj {
 	s.set("description", desc)
 	return s
+}
+
+// osSecurityFeatureEnable is the settings' switch of the zero-touch
+// instances' security feature (the default provider's config shows it too).
+func osSecurityFeatureEnable() *obj {
+	return o("type", "boolean", "description",
+		"Zero-touch instances take their OS profile's security feature (secure boot and full-disk encryption where it has it). "+
+			"The project's default provider infra_onboarding shows the same setting in its config.")
 }
