@@ -6,27 +6,6 @@ import (
 	rc "github.com/eimhq/eim/compat/refclient"
 )
 
-// Features built on other branches at the same time. Their scenarios are
-// written here and skipped until the branch is merged; flip the constant
-// at merge.
-const (
-	// legacyMerged: the /edge-infra.orchestrator.apis/v2/… paths.
-	legacyMerged = true
-	// workloadsMerged: workloads and workload members.
-	workloadsMerged = true
-	// behaviourMerged: the original's behaviours of issue 16 items 5–13
-	// (inheritance overrides, host state machine, invalidate, delete with
-	// an instance, UUID case, OS PUT/PATCH).
-	behaviourMerged = false
-)
-
-func pending(t *testing.T, merged bool, what, branch string) {
-	t.Helper()
-	if !merged {
-		t.Skipf("%s: pending merge of branch %s", what, branch)
-	}
-}
-
 const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // TestRegionsAndSites: CRUD of regions and sites over the /v1 paths, and

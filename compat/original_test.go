@@ -10,8 +10,8 @@ import (
 	rc "github.com/eimhq/eim/compat/refclient"
 )
 
-// The scenarios of features being built on other branches, skipped until
-// their constant in v1_test.go is flipped at merge.
+// The scenarios of issue 16 beyond plain CRUD: the legacy paths,
+// workloads, and the original's behaviours that clients depend on.
 
 // activeProject sets the legacy paths' ActiveProjectID header (the
 // project's UUID).
@@ -28,7 +28,6 @@ func activeProject(id string) rc.RequestEditorFn {
 // always sends projectName (a required query parameter): empty when the
 // header names the project.
 func TestLegacySites(t *testing.T) {
-	pending(t, legacyMerged, "legacy paths", "legacy")
 	p := newProject(t)
 	c := p.c
 	reg := ok(c.RegionServiceCreateRegion2WithResponse(ctx, &rc.RegionServiceCreateRegion2Params{ProjectName: p.name}, rc.RegionResource{Name: ptr("r")})).get(t)
@@ -91,7 +90,6 @@ func TestLegacySites(t *testing.T) {
 // TestWorkloads: workloads and their members, and an instance's
 // workloadMembers.
 func TestWorkloads(t *testing.T) {
-	pending(t, workloadsMerged, "workloads", "workloads")
 	p := newProject(t)
 	c := p.c
 	os1 := ok(c.OperatingSystemServiceCreateOperatingSystemWithResponse(ctx, p.name, rc.OperatingSystemResource{Name: ptr("os"), Sha256: sha})).get(t)
@@ -135,7 +133,6 @@ func TestWorkloads(t *testing.T) {
 // TestOriginalBehaviour: behaviours of the original that clients depend on
 // (issue 16 items 5–13).
 func TestOriginalBehaviour(t *testing.T) {
-	pending(t, behaviourMerged, "the original's behaviours", "behaviour")
 	p := newProject(t)
 	c := p.c
 
