@@ -133,9 +133,8 @@ func (e *emitRefs) member(m *eim.WorkloadMember) {
 			e.instance(in)
 		}
 	}
-	if m.Workload != nil && m.Workload.Members == nil {
-		m.Workload.Members = []*eim.WorkloadMember{}
-	}
+	// A member's workload is shown without its members (null: not
+	// expanded, rather than [] for "none").
 }
 
 func (e *emitRefs) targets(h *eim.Host, s *eim.Site, r *eim.Region) {

@@ -289,7 +289,7 @@ func TestSparseFilteredPage(t *testing.T) {
 // Discover looks a device's UUID and serial number up across projects,
 // oldest registration first: each reads its index for the value, not the
 // hosts in creation order. A project's own UUID lookup reads the unique
-// (project, uuid) index.
+// (project, lower(uuid)) index.
 func TestDeviceLookupPlans(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
@@ -302,9 +302,9 @@ func TestDeviceLookupPlans(t *testing.T) {
 		args []any
 		want string
 	}{
-		{"SELECT hosts.id FROM hosts WHERE (hosts.uuid = ? AND hosts.uuid <> '') ORDER BY hosts.created_at, hosts.id LIMIT 16", []any{"u"}, "USING INDEX hosts_uuid_idx (uuid=?)"},
+		{"SELECT hosts.id FROM hosts WHERE (lower(hosts.uuid) = ? AND hosts.uuid <> '') ORDER BY hosts.created_at, hosts.id LIMIT 16", []any{"u"}, "USING INDEX hosts_uuid_idx (<expr>=?)"},
 		{"SELECT hosts.id FROM hosts WHERE (hosts.serial_number = ? AND hosts.serial_number <> '') ORDER BY hosts.created_at, hosts.id LIMIT 16", []any{"s"}, "USING INDEX hosts_serial_number_idx (serial_number=?)"},
-		{"SELECT hosts.id FROM hosts WHERE hosts.project = ? AND (hosts.uuid = ? AND hosts.uuid <> '') ORDER BY hosts.id LIMIT 2", []any{"p", "u"}, "USING INDEX hosts_uuid_key (project=? AND uuid=?)"},
+		{"SELECT hosts.id FROM hosts WHERE hosts.project = ? AND (lower(hosts.uuid) = ? AND hosts.uuid <> '') ORDER BY hosts.id LIMIT 2", []any{"p", "u"}, "USING INDEX hosts_uuid_key (project=? AND <expr>=?)"},
 	} {
 		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, tc.args...)
 		if err != nil {

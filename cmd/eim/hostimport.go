@@ -476,7 +476,7 @@ func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, w *server
 	for _, l := range f.lines {
 		if l.uuid != "" && reImportUUID.MatchString(l.uuid) {
 			byUUID[strings.ToLower(l.uuid)] = l
-			add(fmt.Sprintf("uuid=%q", strings.ToLower(l.uuid))) // stored lowercase
+			add(fmt.Sprintf("uuid=%q", strings.ToLower(l.uuid))) // compared without regard to case
 		}
 		if l.serial != "" && reImportSerial.MatchString(l.serial) {
 			bySerial[strings.ToLower(l.serial)] = l

@@ -245,7 +245,10 @@ func (f *killImportFile) check(t *testing.T, osID, siteID, out string, statuses 
 		}
 		live++
 		if h.UUID != "" {
-			byUUID[h.UUID] = append(byUUID[h.UUID], h)
+			// Kept as written (the file has them in capitals), compared
+			// without regard to case.
+			u := strings.ToLower(h.UUID)
+			byUUID[u] = append(byUUID[u], h)
 		}
 		if h.SerialNumber != "" {
 			bySerial[h.SerialNumber] = append(bySerial[h.SerialNumber], h)
