@@ -61,14 +61,17 @@ type Service struct {
 	now      func() time.Time
 	tokenURL string
 	resync   time.Duration
-	direct   bool
+	// invalidations wakes the scan for hosts whose invalidation is not
+	// finished (see scanInvalidations).
+	invalidations poker
+	direct        bool
 }
 
 var _ onboardingv1connect.OnboardingServiceHandler = (*Service)(nil)
 
 // New returns the onboarding service.
 func New(opts Options) *Service {
-	s := &Service{store: opts.Store, batch: opts.Batcher, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync, direct: opts.DirectWrites}
+	s := &Service{store: opts.Store, batch: opts.Batcher, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync, direct: opts.DirectWrites, invalidations: newPoker()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -22,9 +22,10 @@ type hostKey struct{ project, id string }
 // and, zero-touch provisioning (nZTP), a host onboarded
 // (desired and current ONBOARDED) without an instance, in a project whose
 // settings name a default OS, gets an instance with that OS, local account
-// and custom configurations. It is level-based: host events trigger a
-// check of that host, and everything is re-listed every Resync. It returns
-// when ctx ends.
+// and custom configurations. It is level-based: a changed host is checked
+// (in a project without zero-touch, only invalidations can need work, and
+// one query finds them rather than a read of each changed host), and
+// everything is re-listed every Resync. It returns when ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	var rev int64
 	for {
@@ -59,6 +60,7 @@ func (s *Service) Run(ctx context.Context) error {
 		})
 	}
 	wg.Go(func() { s.watch(ctx, rev, q) })
+	wg.Go(func() { s.scanInvalidations(ctx) })
 	defer func() {
 		q.close()
 		wg.Wait()
@@ -88,7 +90,9 @@ func (s *Service) watch(ctx context.Context, rev int64, q *queue) {
 				break
 			}
 			rev = ev.Revision
-			if ev.Op != eim.OpDeleted {
+			// A new host is neither onboarded nor invalidated: only a
+			// change can make it need either.
+			if ev.Op == eim.OpUpdated {
 				q.add(hostKey{ev.Project, ev.ID})
 			}
 		}
@@ -99,11 +103,10 @@ func (s *Service) watch(ctx context.Context, rev int64, q *queue) {
 	}
 }
 
-// resyncAll queues every host whose invalidation is not finished, and every
-// onboarded host without an instance in the projects with a default OS.
-func (s *Service) resyncAll(ctx context.Context, q *queue) error {
-	// Invalidations not finished yet (few: an invalidation is finished
-	// moments after it is asked for).
+// finishInvalidations finishes the invalidations not finished yet, found
+// by one query over every project (few hosts: an invalidation is finished
+// moments after it is asked for).
+func (s *Service) finishInvalidations(ctx context.Context) error {
 	var untrusted []hostKey
 	err := s.store.View(ctx, "", func(tx eim.Tx) error {
 		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "desiredState", Value: string(eim.HostStateUntrusted)}}})
@@ -118,7 +121,18 @@ func (s *Service) resyncAll(ctx context.Context, q *queue) error {
 		return err
 	}
 	for _, k := range untrusted {
-		q.add(k)
+		if err := s.finishInvalidation(ctx, k); err != nil && ctx.Err() == nil {
+			s.log.Warn("invalidation", "project", k.project, "host", k.id, "err", err)
+		}
+	}
+	return nil
+}
+
+// resyncAll queues every host whose invalidation is not finished, and every
+// onboarded host without an instance in the projects with a default OS.
+func (s *Service) resyncAll(ctx context.Context, q *queue) error {
+	if err := s.finishInvalidations(ctx); err != nil {
+		return err
 	}
 	projects, err := s.store.ListProjects(ctx)
 	if err != nil {
@@ -188,6 +202,14 @@ func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 		return err
 	}
 	set := p.Settings
+	if set.DefaultOSID == "" {
+		// Only an invalidation can need finishing here. Rather than read
+		// every changed host (a fleet's status changes, a bulk import),
+		// one query over all projects finds the few that do, at most once
+		// per invalidationScan whatever the rate of events.
+		s.invalidations.poke()
+		return nil
+	}
 	// Read-only first: most events need nothing, and a refusal must not
 	// make a batch re-run.
 	var need, invalidate bool
@@ -394,4 +416,41 @@ func (q *queue) close() {
 	q.closed = true
 	q.cond.Broadcast()
 	q.mu.Unlock()
+}
+
+// invalidationScan is the most often the hosts whose invalidation is not
+// finished are looked for after host changes.
+const invalidationScan = 200 * time.Millisecond
+
+// scanInvalidations finishes the invalidations not finished each time it is
+// poked (a host changed in a project without zero-touch), at most once per
+// invalidationScan, until ctx ends.
+func (s *Service) scanInvalidations(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.invalidations.c:
+		}
+		if err := s.finishInvalidations(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("invalidations: look for hosts to finish", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(invalidationScan):
+		}
+	}
+}
+
+// poker coalesces pokes: any number of them before the next wait is one.
+type poker struct{ c chan struct{} }
+
+func newPoker() poker { return poker{c: make(chan struct{}, 1)} }
+
+func (p poker) poke() {
+	select {
+	case p.c <- struct{}{}:
+	default:
+	}
 }
