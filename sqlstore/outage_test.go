@@ -16,17 +16,8 @@ import (
 // fail with "unavailable", never an internal error, and the store serves
 // again by itself once the database is back: no restart, no reopen.
 func TestPostgresDatabaseAway(t *testing.T) {
-	dsn := sqlstore.FreshPostgresURL(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := storetest.NewProxy(t, u.Host)
-	s := openStore(t, proxy.URL(t, dsn))
+	s, proxy := behindProxy(t)
 	ctx := t.Context()
-	if err := s.CreateProject(ctx, &eim.Project{Name: "p", ID: "p"}); err != nil {
-		t.Fatal(err)
-	}
 	create := func(name string) error {
 		return s.Update(ctx, "p", func(tx eim.Tx) error {
 			return tx.Create(ctx, &eim.Region{Name: name})
@@ -132,17 +123,8 @@ func TestPostgresDatabaseAway(t *testing.T) {
 // restarted between two requests): the store runs a read again on a new
 // connection instead of answering the first caller "unavailable".
 func TestPostgresReadAfterBrokenPool(t *testing.T) {
-	dsn := sqlstore.FreshPostgresURL(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := storetest.NewProxy(t, u.Host)
-	s := openStore(t, proxy.URL(t, dsn))
+	s, proxy := behindProxy(t)
 	ctx := t.Context()
-	if err := s.CreateProject(ctx, &eim.Project{Name: "p", ID: "p"}); err != nil {
-		t.Fatal(err)
-	}
 	list := func() error {
 		return s.View(ctx, "p", func(tx eim.Tx) error {
 			_, _, err := tx.List(ctx, eim.KindRegion, eim.Query{Limit: 10})
@@ -162,4 +144,21 @@ func TestPostgresReadAfterBrokenPool(t *testing.T) {
 			t.Fatalf("read %d after the pool's connections broke: %v", i, err)
 		}
 	}
+}
+
+// behindProxy opens a store on a fresh PostgreSQL database through a proxy
+// the test can cut, with a project "p".
+func behindProxy(t *testing.T) (*sqlstore.Store, *storetest.Proxy) {
+	t.Helper()
+	dsn := sqlstore.FreshPostgresURL(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := storetest.NewProxy(t, u.Host)
+	s := openStore(t, proxy.URL(t, dsn))
+	if err := s.CreateProject(t.Context(), &eim.Project{Name: "p", ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	return s, proxy
 }

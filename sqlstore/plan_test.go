@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -25,24 +26,7 @@ func TestFreshWriterPlansWithStatistics(t *testing.T) {
 	}
 	defer s.Close()
 	const q = "SELECT hosts.id FROM hosts WHERE hosts.project = ? AND hosts.serial_number = ? AND hosts.serial_number <> '' ORDER BY hosts.id LIMIT 2"
-	rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, "default", "SN12345")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(plan, "; "); !strings.Contains(got, "USING INDEX hosts_serial_number_idx (serial_number=?)") {
+	if got := explain(t, s.db, q, "default", "SN12345"); !strings.Contains(got, "USING INDEX hosts_serial_number_idx (serial_number=?)") {
 		t.Errorf("serial lookup plan on the writer = %q, want a search of hosts_serial_number_idx", got)
 	}
 }
@@ -119,21 +103,7 @@ func TestHostStatusPlans(t *testing.T) {
 		{"SELECT COUNT(*) FROM hosts WHERE hosts.project = ? AND hosts.host_status = ?", "USING COVERING INDEX hosts_host_status_idx (project=? AND host_status=?)"},
 		{"SELECT hosts.id FROM hosts WHERE hosts.project = ? AND hosts.host_status = ? ORDER BY hosts.id LIMIT 20", "(project=?)"},
 	} {
-		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, "a", "b")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if got := strings.Join(plan, "; "); !strings.Contains(got, tc.want) {
+		if got := explain(t, s.rdb, tc.q, "a", "b"); !strings.Contains(got, tc.want) {
 			t.Errorf("plan of %q = %q, want %q", tc.q, got, tc.want)
 		}
 	}
@@ -153,21 +123,7 @@ func TestNodeCredentialsPlan(t *testing.T) {
 		nodeCredentialsSQLiteScoped: {"host-00000001", "p"},
 		nodeCredentialsPageSQLite:   {"host-00000001", 100},
 	} {
-		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if got := strings.Join(plan, "; "); !strings.Contains(got, "USING COVERING INDEX hosts_node_credentials_idx") || strings.Contains(got, "TEMP B-TREE") {
+		if got := explain(t, s.rdb, q, args...); !strings.Contains(got, "USING COVERING INDEX hosts_node_credentials_idx") || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("plan of %q = %q, want the covering index, in its order", q, got)
 		}
 	}
@@ -306,22 +262,32 @@ func TestDeviceLookupPlans(t *testing.T) {
 		{"SELECT hosts.id FROM hosts WHERE (hosts.serial_number = ? AND hosts.serial_number <> '') ORDER BY hosts.created_at, hosts.id LIMIT 16", []any{"s"}, "USING INDEX hosts_serial_number_idx (serial_number=?)"},
 		{"SELECT hosts.id FROM hosts WHERE hosts.project = ? AND (lower(hosts.uuid) = ? AND hosts.uuid <> '') ORDER BY hosts.id LIMIT 2", []any{"p", "u"}, "USING INDEX hosts_uuid_key (project=? AND <expr>=?)"},
 	} {
-		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tc.q, tc.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if got := strings.Join(plan, "; "); !strings.Contains(got, tc.want) {
+		if got := explain(t, s.rdb, tc.q, tc.args...); !strings.Contains(got, tc.want) {
 			t.Errorf("plan of %q = %q, want %q", tc.q, got, tc.want)
 		}
 	}
+}
+
+// explain returns SQLite's query plan of q with args, its steps joined by
+// "; ".
+func explain(t *testing.T, db *sql.DB, q string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
 }

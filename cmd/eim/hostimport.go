@@ -764,20 +764,22 @@ that goes away during the import is waited for, up to --wait.`)
 	return nil
 }
 
+// importResult is what one line became, as `-o json` prints it.
+type importResult struct {
+	Line       int    `json:"line"`
+	Serial     string `json:"serialNumber,omitempty"`
+	UUID       string `json:"uuid,omitempty"`
+	HostID     string `json:"hostId,omitempty"`
+	InstanceID string `json:"instanceId,omitempty"`
+	Status     string `json:"status,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
 // printImport prints what each line became.
 func (c *cli) printImport(lines []*importLine) error {
-	type result struct {
-		Line       int    `json:"line"`
-		Serial     string `json:"serialNumber,omitempty"`
-		UUID       string `json:"uuid,omitempty"`
-		HostID     string `json:"hostId,omitempty"`
-		InstanceID string `json:"instanceId,omitempty"`
-		Status     string `json:"status,omitempty"`
-		Error      string `json:"error,omitempty"`
-	}
-	var rs []result
+	var rs []importResult
 	for _, l := range lines {
-		r := result{l.n, l.serial, l.uuid, l.hostID, l.instanceID, l.status, l.importError}
+		r := importResult{l.n, l.serial, l.uuid, l.hostID, l.instanceID, l.status, l.importError}
 		if r.Error != "" {
 			r.Status = ""
 		}

@@ -216,12 +216,7 @@ func newKillImportFile(t *testing.T, cl *client.Client, dir, name string, n int,
 // statuses.
 func (f *killImportFile) check(t *testing.T, osID, siteID, out string, statuses ...string) {
 	t.Helper()
-	var results []struct {
-		Line   int    `json:"line"`
-		HostID string `json:"hostId"`
-		Status string `json:"status"`
-		Error  string `json:"error"`
-	}
+	var results []importResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil {
 		t.Fatalf("the import's output: %v: %s", err, out)
 	}

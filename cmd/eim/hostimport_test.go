@@ -196,13 +196,7 @@ func TestHostImport(t *testing.T) {
 	if n := hostCount(); n != 0 {
 		t.Fatalf("--check created %d hosts", n)
 	}
-	var results []struct {
-		Line       int    `json:"line"`
-		HostID     string `json:"hostId"`
-		InstanceID string `json:"instanceId"`
-		Status     string `json:"status"`
-		Error      string `json:"error"`
-	}
+	var results []importResult
 	admin.json(&results, "host", "import", good)
 	if len(results) != 3 {
 		t.Fatalf("results: %+v", results)
@@ -234,12 +228,7 @@ func TestHostImport(t *testing.T) {
 	if got := admin.must("host", "import", good, "--check"); !strings.Contains(got, "3 already imported, 0 half made") {
 		t.Fatalf("--check of an imported file: %q", got)
 	}
-	var again []struct {
-		Line       int    `json:"line"`
-		HostID     string `json:"hostId"`
-		InstanceID string `json:"instanceId"`
-		Status     string `json:"status"`
-	}
+	var again []importResult
 	admin.json(&again, "host", "import", good)
 	for i, r := range again {
 		if r.Status != statusUnchanged || r.HostID != results[i].HostID || r.InstanceID != results[i].InstanceID {
@@ -345,12 +334,7 @@ func TestHostImportInterrupted(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("interrupted import: %v; stderr:\n%s", err, errOut.String())
 	}
-	var results []struct {
-		Serial     string `json:"serialNumber"`
-		HostID     string `json:"hostId"`
-		InstanceID string `json:"instanceId"`
-		Error      string `json:"error"`
-	}
+	var results []importResult
 	if err := json.Unmarshal(out.Bytes(), &results); err != nil {
 		t.Fatalf("results: %v: %s", err, out.String())
 	}
@@ -540,13 +524,7 @@ func TestHostImportExisting(t *testing.T) {
 		if got := admin.must("host", "import", path, "--check"); !strings.Contains(got, "(1 already imported, 3 half made by an earlier import, to finish)") {
 			t.Errorf("--check: %q", got)
 		}
-		var results []struct {
-			Line       int    `json:"line"`
-			HostID     string `json:"hostId"`
-			InstanceID string `json:"instanceId"`
-			Status     string `json:"status"`
-			Error      string `json:"error"`
-		}
+		var results []importResult
 		admin.json(&results, "host", "import", path)
 		wantStatus := []string{statusImported, statusCompleted, statusCompleted, statusCompleted, statusUnchanged, statusImported}
 		wantHost := []string{"", half[0].ResourceID, half[1].ResourceID, half[2].ResourceID, edge5.ResourceID, ""}
