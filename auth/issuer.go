@@ -49,6 +49,19 @@ func LoadIssuer(dataDir string) (*Issuer, error) {
 	return newIssuer(key)
 }
 
+// LoadIssuerFile loads the signing key from a file the operator provides
+// (--signing-key), such as a Kubernetes Secret mounted read-only, so that
+// every replica of a deployment signs and verifies with one key. It never
+// creates or writes the file. The file may be readable by its group, as a
+// Secret mounted for a pod's fsGroup is, but not by others.
+func LoadIssuerFile(path string) (*Issuer, error) {
+	key, err := readKeyMode(path, 0o007, "readable by its owner (and group) only, e.g. chmod 640")
+	if err != nil {
+		return nil, err
+	}
+	return newIssuer(key)
+}
+
 // NewIssuer returns an Issuer for a key held in memory (tests, tools).
 func NewIssuer(key ed25519.PrivateKey) (*Issuer, error) {
 	if len(key) != ed25519.PrivateKeySize {
@@ -115,12 +128,18 @@ func (i *Issuer) Mint(subject string, roles []string, ttl time.Duration) (string
 }
 
 func readKey(path string) (ed25519.PrivateKey, error) {
+	return readKeyMode(path, 0o077, "private with chmod 600")
+}
+
+// readKeyMode reads an Ed25519 key in PEM (PKCS #8), refusing a file whose
+// permission bits meet forbidden; fix says how to repair it.
+func readKeyMode(path string, forbidden fs.FileMode, fix string) (ed25519.PrivateKey, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
-	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
-		return nil, eim.Errorf(eim.EINVALID, "signing key %s is accessible by others (mode %04o); make it private with chmod 600", path, fi.Mode().Perm())
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&forbidden != 0 {
+		return nil, eim.Errorf(eim.EINVALID, "signing key %s is accessible by others (mode %04o); make it %s", path, fi.Mode().Perm(), fix)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,4 +136,101 @@ func TestMintRejectsBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A key the operator provides (a Secret mounted into every replica) is read
+// as it is, never written, and tokens of one replica verify on another.
+func TestLoadIssuerFileSharesOneKey(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes")
+	}
+	src := t.TempDir()
+	orig, err := auth.LoadIssuer(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(src, auth.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As Kubernetes mounts a Secret for a pod's fsGroup: group-readable.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "signing.key")
+	if err := os.WriteFile(path, b, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.LoadIssuerFile(path)
+	if err != nil {
+		t.Fatalf("LoadIssuerFile: %v", err)
+	}
+	other, err := auth.LoadIssuerFile(path)
+	if err != nil {
+		t.Fatalf("LoadIssuerFile again: %v", err)
+	}
+	if got, want := a.KeyID(), orig.KeyID(); got != want {
+		t.Errorf("key ID: got %q, want %q", got, want)
+	}
+	tok, err := a.Mint("edgenode-host-1234abcd", nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.NewVerifier(context.Background(), other, auth.VerifierOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Authenticate(context.Background(), tok); err != nil {
+		t.Errorf("a token of one replica on another: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("the key's directory holds %d entries, want only the key", len(entries))
+	}
+}
+
+func TestLoadIssuerFileRejectsBadFiles(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes")
+	}
+	dir := t.TempDir()
+	if _, err := auth.LoadIssuer(dir); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, auth.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		data []byte
+		mode os.FileMode
+		want string // in the message
+	}{
+		{"readable by others", key, 0o444, "accessible by others"},
+		{"not PEM", []byte("garbage"), 0o400, "not a PEM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "key.pem")
+			if err := os.WriteFile(path, tt.data, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			_, err := auth.LoadIssuerFile(path)
+			if got := eim.ErrorCode(err); got != eim.EINVALID {
+				t.Fatalf("error code: got %q (%v), want %q", got, err, eim.EINVALID)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("error: got %q, want it to name %s and say %q", err, path, tt.want)
+			}
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "absent.pem")
+		_, err := auth.LoadIssuerFile(path)
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("error: got %v, want one naming %s", err, path)
+		}
+		if _, serr := os.Stat(path); serr == nil {
+			t.Errorf("LoadIssuerFile created %s", path)
+		}
+	})
 }

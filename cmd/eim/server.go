@@ -77,6 +77,9 @@ type serverConfig struct {
 	// tokenLeeway is how long past their expiry tokens are accepted.
 	tokenLeeway   time.Duration
 	fetchPackages bool
+	// signingKey is the token-signing key's file when the operator
+	// provides it (replicas share it); empty: <data-dir>/signing.key.
+	signingKey string
 }
 
 func (c *cli) server(args []string) error {
@@ -90,6 +93,7 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API (port 0 picks a free port)")
 	fs.StringVar(&cfg.database, "database", c.getenv("EIM_DATABASE"), "postgres://… for PostgreSQL, or a SQLite file (default <data-dir>/eim.db; env EIM_DATABASE)")
 	fs.IntVar(&cfg.dbConns, "database-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this process opens (plus one listening for changes); every process of a deployment opens its own, within the server's max_connections")
+	fs.StringVar(&cfg.signingKey, "signing-key", "", "the token-signing key (Ed25519, PEM PKCS #8) to use as it is, e.g. a Secret every replica mounts; not readable by others (default: <data-dir>/signing.key, created on first start)")
 	fs.StringVar(&cfg.jwksURL, "jwks-url", "", "JWKS URL of an external OIDC issuer whose tokens are accepted too (default: discovered from --oidc-issuer)")
 	fs.StringVar(&cfg.oidcIssuer, "oidc-issuer", "", "issuer (iss) of external tokens, e.g. https://keycloak.example.com/realms/master")
 	fs.StringVar(&cfg.audience, "oidc-audience", "", "if set, external tokens must carry this audience (aud)")
@@ -237,7 +241,7 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		return err
 	}
 
-	iss, err := auth.LoadIssuer(cfg.dataDir)
+	iss, err := loadIssuer(cfg.dataDir, cfg.signingKey)
 	if err != nil {
 		return fmt.Errorf("signing key: %w", err)
 	}
@@ -515,6 +519,15 @@ func redactDSN(dsn string) string {
 		return scheme + "://" + user + ":***@" + host
 	}
 	return dsn
+}
+
+// loadIssuer reads the token-signing key from keyFile when one is given
+// (never writing it), else from the data directory, creating it there.
+func loadIssuer(dataDir, keyFile string) (*auth.Issuer, error) {
+	if keyFile != "" {
+		return auth.LoadIssuerFile(keyFile)
+	}
+	return auth.LoadIssuer(dataDir)
 }
 
 // ensureDefaultProject creates the project "default" on first start, that

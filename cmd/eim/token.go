@@ -23,7 +23,7 @@ import (
 func (c *cli) token(args []string) error {
 	if len(args) == 0 || args[0] != "create" {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			fmt.Fprint(c.stdout, "Usage:\n  eim token create --project P --role r|rw [--ttl 24h] [--subject S] [--data-dir D]\n  eim token create --admin [--ttl 24h] [--subject S] [--data-dir D]\n")
+			fmt.Fprint(c.stdout, "Usage:\n  eim token create --project P --role r|rw [--ttl 24h] [--subject S] [--data-dir D | --signing-key F]\n  eim token create --admin [--ttl 24h] [--subject S] [--data-dir D | --signing-key F]\n")
 			return nil
 		}
 		return usagef("token: unknown verb %q (create)", args[0])
@@ -32,11 +32,12 @@ func (c *cli) token(args []string) error {
 		"Mints a bearer token signed with the server's key from its data directory. The token is the\n"+
 			"last line of the output. Project roles name the project's ID, read from the server's database.")
 	var (
-		dataDir, database, project, role, subject string
+		dataDir, database, project, role, subject, keyFile string
 		admin                                     bool
 		ttl                                       time.Duration
 	)
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the server's data directory (signing key, SQLite database)")
+	fs.StringVar(&keyFile, "signing-key", "", "the server's --signing-key file, when it has one (a Kubernetes deployment's Secret) instead of <data-dir>/signing.key")
 	fs.StringVar(&database, "database", c.getenv("EIM_DATABASE"), "the server's database if not SQLite in the data dir (env EIM_DATABASE)")
 	fs.StringVar(&project, "project", orDefault(c.g.project, eim.DefaultProject), "project the role is for")
 	fs.StringVar(&role, "role", "", "r (read) or rw (read and write)")
@@ -73,10 +74,10 @@ func (c *cli) token(args []string) error {
 		return usagef("--role %q: want r or rw", role)
 	}
 
-	if _, err := os.Stat(filepath.Join(dataDir, auth.KeyFile)); errors.Is(err, iofs.ErrNotExist) {
-		return fmt.Errorf("no signing key in %s: start the server once with --data-dir %s, or pass the right --data-dir", dataDir, dataDir)
+	if _, err := os.Stat(filepath.Join(dataDir, auth.KeyFile)); keyFile == "" && errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("no signing key in %s: start the server once with --data-dir %s, or pass the right --data-dir (or --signing-key)", dataDir, dataDir)
 	}
-	iss, err := auth.LoadIssuer(dataDir)
+	iss, err := loadIssuer(dataDir, keyFile)
 	if err != nil {
 		return fmt.Errorf("signing key: %w", err)
 	}
