@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# Checks the Helm chart deploy/helm/eim:
+#   1. helm lint, with the default values and every ci/*-values.yaml;
+#   2. helm template for every layout × profile, and for the variants of
+#      ci/ (external DSN, bundled PostgreSQL, SQLite, operator secrets,
+#      Ingresses), with a few assertions on what they render (the flags of
+#      the module contract, one Deployment per module…);
+#   3. bad values fail with a message naming what is wrong;
+#   4. a real Kubernetes API server (kube-apiserver built from source in
+#      .ci/kube, on Debian's etcd, both on loopback) accepts every rendered
+#      object: kubectl apply --dry-run=server, strict field validation;
+#   5. the keys and certificates the chart generates work in the real
+#      server: eim server starts with them, and a token minted from the
+#      rendered signing key is accepted.
+# Installs what it needs (apt: etcd-server, kubectl from kubernetes-client
+# when none is on PATH; go install: helm) and caches the built tools in
+# $EIM_CI_CACHE (default ~/.cache/eim-ci): a warm run takes well under a
+# minute, a cold one ~10 minutes (kube-apiserver's build).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+chart=deploy/helm/eim
+HELM_VERSION=v3.22.0
+# The Kubernetes version the chart is rendered for (a helm built with go install
+# does not know a default), the one .ci/kube builds.
+KUBE_VERSION=1.37.2
+cache=${EIM_CI_CACHE:-$HOME/.cache/eim-ci}
+mkdir -p "$cache/bin"
+export PATH="$cache/bin:$PATH:/usr/local/go/bin"
+
+step() { printf -- '-- %s\n' "$*"; }
+die() { echo "check: $*" >&2; exit 1; }
+started=$(date +%s)
+
+# --- tools ---------------------------------------------------------------
+sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+pkgs=""
+command -v etcd >/dev/null 2>&1 || pkgs="$pkgs etcd-server"
+command -v kubectl >/dev/null 2>&1 || pkgs="$pkgs kubernetes-client"
+command -v openssl >/dev/null 2>&1 || pkgs="$pkgs openssl"
+if [ -n "$pkgs" ]; then
+	step "installing:$pkgs"
+	$sudo apt-get update -qq
+	# etcd-server's post-install may fail to start a service in a sandbox;
+	# the binary is installed all the same.
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $pkgs >/dev/null || true
+	for b in etcd kubectl openssl; do command -v $b >/dev/null 2>&1 || die "$b not installed"; done
+fi
+
+have=$(go version -m "$cache/bin/helm" 2>/dev/null | awk '$1 == "mod" { print $3; exit }') || true
+if [ "$have" != "$HELM_VERSION" ]; then
+	step "building helm $HELM_VERSION"
+	(cd /tmp && GOBIN="$cache/bin" CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
+fi
+
+# kube-apiserver: cached under the hash of the module that pins it.
+kube_key=$(cat .ci/kube/go.mod .ci/kube/go.sum | sha256sum | cut -c1-16)
+apiserver="$cache/kube-apiserver-$kube_key"
+if [ ! -x "$apiserver" ]; then
+	step "building kube-apiserver (several minutes, once)"
+	(cd .ci/kube && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -o "$apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+	mv "$apiserver.tmp" "$apiserver"
+fi
+
+work=$(mktemp -d)
+etcd_pid=; api_pid=; eim_pid=
+cleanup() {
+	set +e
+	for p in $eim_pid $api_pid $etcd_pid; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# --- start etcd and the API server in the background while rendering ------
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+	echo $((20000 + RANDOM % 20000)); }
+etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
+mkdir -p "$work/etcd" "$work/kube"
+etcd --data-dir "$work/etcd" --name ci \
+	--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+	--listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+	--initial-cluster "ci=http://127.0.0.1:$peer_port" >"$work/etcd.log" 2>&1 &
+etcd_pid=$!
+openssl genrsa -out "$work/kube/sa.key" 2048 2>/dev/null
+openssl rsa -in "$work/kube/sa.key" -pubout -out "$work/kube/sa.pub" 2>/dev/null
+token=$(openssl rand -hex 16)
+echo "$token,ci-admin,ci-admin,system:masters" >"$work/kube/tokens.csv"
+"$apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
+	--service-account-issuer=https://kubernetes.default.svc \
+	--service-account-key-file="$work/kube/sa.pub" --service-account-signing-key-file="$work/kube/sa.key" \
+	--token-auth-file="$work/kube/tokens.csv" --authorization-mode=RBAC \
+	--secure-port="$api_port" --cert-dir="$work/kube/certs" \
+	--advertise-address=127.0.0.1 --bind-address=127.0.0.1 --endpoint-reconciler-type=none \
+	--service-cluster-ip-range=10.96.0.0/24 >"$work/apiserver.log" 2>&1 &
+api_pid=$!
+export KUBECONFIG="$work/kubeconfig"
+cat >"$KUBECONFIG" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: ci, cluster: {server: "https://127.0.0.1:$api_port", insecure-skip-tls-verify: true}}]
+users: [{name: ci, user: {token: "$token"}}]
+contexts: [{name: ci, context: {cluster: ci, user: ci}}]
+current-context: ci
+EOF
+
+# --- lint and render -----------------------------------------------------
+ns=eim-ci
+step "helm lint"
+helm lint --strict "$chart" >"$work/lint.log" || { cat "$work/lint.log"; die "helm lint failed"; }
+for v in "$chart"/ci/*-values.yaml; do
+	helm lint --strict "$chart" -f "$v" >"$work/lint.log" || { cat "$work/lint.log"; die "helm lint -f $v failed"; }
+done
+
+render() { # name, helm template args…
+	local name=$1; shift
+	helm template eim "$chart" --namespace "$ns" --kube-version "$KUBE_VERSION" "$@" >"$work/render-$name.yaml" ||
+		die "helm template $name ($*) failed"
+}
+step "helm template: every layout and profile, and the ci/ variants"
+layouts="single profile modules"
+profiles="full provisioning observability day2 oob"
+n=0
+for l in $layouts; do
+	for p in $profiles; do
+		extra=()
+		[ "$l" = modules ] && extra=(--set agent.ingress.enabled=true --set agent.ingress.host=agents.example.com)
+		render "$l-$p" --set layout="$l" --set profile="$p" "${extra[@]}"
+		n=$((n + 1))
+	done
+done
+for v in "$chart"/ci/*-values.yaml; do
+	render "ci-$(basename "$v" -values.yaml)" -f "$v"
+	n=$((n + 1))
+done
+render explicit-modules --set 'modules={api,host}' --set replicas=3
+render external-profile --set database.mode=external --set database.external.existingSecret=pg --set size=1k
+n=$((n + 2))
+echo "rendered $n variants"
+
+# count KIND FILE: objects of a kind in a rendering.
+count() { grep -c "^kind: $1\$" "$work/render-$2.yaml" || true; }
+expect() { # what, got, want
+	[ "$2" = "$3" ] || die "$1: got $2, want $3"
+}
+expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 7
+expect "layout modules, profile oob: Deployments" "$(count Deployment modules-oob)" 2
+expect "layout profile: Deployments" "$(count Deployment profile-full)" 1
+expect "layout single: Deployments" "$(count Deployment single-day2)" 1
+expect "bundled PostgreSQL: StatefulSets" "$(count StatefulSet profile-full)" 1
+expect "external DSN: StatefulSets" "$(count StatefulSet ci-external)" 0
+expect "SQLite: StatefulSets" "$(count StatefulSet ci-sqlite)" 0
+expect "SQLite: claims" "$(count PersistentVolumeClaim ci-sqlite)" 1
+expect "layout single: PodDisruptionBudgets" "$(count PodDisruptionBudget single-full)" 0
+expect "layout modules, full: PodDisruptionBudgets (os has one replica)" "$(count PodDisruptionBudget modules-full)" 6
+expect "layout modules, full: Ingresses" "$(count Ingress modules-full)" 1
+grep -q -- '- "--profile"' "$work/render-profile-day2.yaml" && grep -A1 -- '- "--profile"' "$work/render-profile-day2.yaml" | grep -q '"day2"' ||
+	die "layout profile: no --profile day2 in the rendering"
+grep -A1 -- '- "--modules"' "$work/render-explicit-modules.yaml" | grep -q '"api,host"' ||
+	die "explicit modules: no --modules api,host in the rendering"
+for m in api onboarding provisioning host maintenance telemetry os; do
+	grep -A1 -- '- "--modules"' "$work/render-modules-full.yaml" | grep -qx "            - \"$m\"" ||
+		die "layout modules: no Deployment with --modules $m"
+done
+[ "$(grep -c -- '--agent-addr' "$work/render-modules-provisioning.yaml")" = 2 ] ||
+	die "layout modules, profile provisioning: want the agent listener in onboarding and provisioning only"
+grep -q 'EIM_DATABASE' "$work/render-ci-sqlite.yaml" && die "SQLite: the pods must not get EIM_DATABASE"
+grep -A3 'name: EIM_DATABASE' "$work/render-ci-external.yaml" | grep -q 'name: eim-dsn' ||
+	die "external DSN: EIM_DATABASE not from the Secret eim-dsn"
+grep -A4 'name: EIM_DATABASE' "$work/render-ci-external.yaml" | grep -q 'key: url' ||
+	die "external DSN: EIM_DATABASE not from the key url"
+grep -q 'image: "registry.example.com/eim/eim@sha256:0123' "$work/render-ci-external.yaml" ||
+	die "image digest: the image is not pulled by digest"
+grep -q 'image: "eim:0.1.0"' "$work/render-profile-full.yaml" || die "image: want repository:tag from appVersion by default"
+grep -q -- '--replica-id=$(POD_NAME)' "$work/render-profile-full.yaml" || die "no --replica-id"
+grep -q 'kind: Secret' "$work/render-ci-external.yaml" && die "operator secrets: the chart must not make its own"
+
+step "bad values are refused, naming what is wrong"
+refuse() { # message, helm template args…
+	local want=$1; shift
+	if helm template eim "$chart" --namespace "$ns" --kube-version "$KUBE_VERSION" "$@" >"$work/refused.yaml" 2>"$work/refused.err"; then
+		die "helm template $* succeeded, want it refused with \"$want\""
+	fi
+	grep -qF "$want" "$work/refused.err" || { cat "$work/refused.err"; die "helm template $*: want \"$want\" in the error"; }
+}
+refuse "SQLite allows one process only" --set database.mode=sqlite
+refuse 'unknown profile "edge"' --set profile=edge
+refuse 'unknown module "hosts"' --set 'modules={api,hosts}'
+refuse 'layout: "split"' --set layout=split
+refuse "enable agent.ingress" --set layout=modules
+refuse "database.external.existingSecret" --set database.mode=external
+refuse "image.digest" --set image.digest=sha256:xyz
+refuse "agent.url" --set agent.url=http://eim.example.com
+refuse 'size: "1m"' --set size=1m
+
+# --- a real API server accepts every object ------------------------------
+step "waiting for kube-apiserver"
+for _ in $(seq 1 120); do
+	kubectl get --raw /readyz >/dev/null 2>&1 && break
+	kill -0 "$api_pid" 2>/dev/null || { tail -n 30 "$work/apiserver.log"; die "kube-apiserver exited"; }
+	sleep 0.5
+done
+kubectl get --raw /readyz >/dev/null || { tail -n 30 "$work/apiserver.log"; die "kube-apiserver not ready"; }
+echo "kube-apiserver $(kubectl version -o json 2>/dev/null | grep -m1 gitVersion | tr -d ' ",' | cut -d: -f2) ready after $(($(date +%s) - started)) s since the start of this check"
+kubectl create namespace "$ns" >/dev/null
+step "kubectl apply --dry-run=server of every rendering"
+for f in "$work"/render-*.yaml; do
+	if ! kubectl apply --dry-run=server --validate=strict -f "$f" >"$work/apply.log" 2>&1; then
+		cat "$work/apply.log"
+		die "the API server rejected $(basename "$f" .yaml)"
+	fi
+done
+echo "$n+ renderings accepted"
+
+# --- the generated keys work in the real server ---------------------------
+step "eim server with the keys and certificate the chart generated"
+helm template eim "$chart" --namespace "$ns" --kube-version "$KUBE_VERSION" --show-only templates/secrets.yaml \
+	--set agent.url=https://127.0.0.1:8443 >"$work/secrets.yaml"
+secret() { # name key → file
+	kubectl create --dry-run=client -f "$work/secrets.yaml" -o jsonpath="{.items[?(@.metadata.name==\"$1\")].data.${2//./\\.}}" | base64 -d
+}
+mkdir -p "$work/secrets" "$work/data"
+secret eim-signing-key signing.key >"$work/secrets/signing.key"
+secret eim-agent-tls tls.crt >"$work/secrets/tls.crt"
+secret eim-agent-tls tls.key >"$work/secrets/tls.key"
+secret eim-agent-tls ca.crt >"$work/secrets/ca.crt"
+chmod 0440 "$work"/secrets/*
+(cd "$root" && CGO_ENABLED=0 go build -o "$work/eim" ./cmd/eim)
+"$work/eim" server --data-dir "$work/data" --http-addr 127.0.0.1:0 --agent-addr 127.0.0.1:0 --agent-url https://127.0.0.1:8443 \
+	--signing-key "$work/secrets/signing.key" --tls-cert "$work/secrets/tls.crt" --tls-key "$work/secrets/tls.key" \
+	--tls-ca "$work/secrets/ca.crt" --log-level warn >"$work/eim.out" 2>"$work/eim.err" &
+eim_pid=$!
+for _ in $(seq 1 100); do
+	grep -q 'serving agents' "$work/eim.out" && break
+	kill -0 "$eim_pid" 2>/dev/null || { cat "$work/eim.err"; die "eim server refused the chart's secrets"; }
+	sleep 0.1
+done
+api_url=$(sed -n 's/^eim: serving API on //p' "$work/eim.out")
+fp=$(sed -n 's/.*CA fingerprint sha256:\([0-9a-f]*\).*/\1/p' "$work/eim.out")
+[ -n "$api_url" ] && [ -n "$fp" ] || { cat "$work/eim.out" "$work/eim.err"; die "eim server did not start"; }
+want_fp=$(openssl x509 -in "$work/secrets/ca.crt" -outform der | sha256sum | cut -d' ' -f1)
+expect "the CA fingerprint the server presents" "$fp" "$want_fp"
+"$work/eim" token create --admin --ttl 5m --data-dir "$work/none" --signing-key "$work/secrets/signing.key" >"$work/token" 2>/dev/null
+"$work/eim" --server "$api_url" --token-file "$work/token" project list >/dev/null ||
+	die "a token minted with the chart's signing key was refused"
+echo "eim server took the chart's signing key, CA and certificate (fingerprint $fp)"
+
+echo "chart check passed in $(($(date +%s) - started)) s"
