@@ -27,26 +27,41 @@ func TestPostgres(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) eim.Store { return openPostgres(t) })
 }
 
-// Two processes starting at once on an empty database: the advisory lock
-// lets one migrate and the other find the work done.
+// Replicas starting at once on an empty database (a Kubernetes install or
+// rolling update): the advisory lock lets one migrate and the others wait and
+// find the work done; every migration is recorded once.
 func TestPostgresConcurrentOpen(t *testing.T) {
 	dsn := sqlstore.FreshPostgresURL(t)
-	errs := make(chan error, 2)
-	stores := make(chan *sqlstore.Store, 2)
-	for range 2 {
-		go func() {
+	const n = 8
+	var g errgroup.Group
+	stores := make([]*sqlstore.Store, n)
+	for i := range n {
+		g.Go(func() error {
 			s, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{})
-			errs <- err
-			stores <- s
-		}()
+			stores[i] = s
+			return err
+		})
 	}
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Errorf("Open: %v", err)
-		}
-		if s := <-stores; s != nil {
+	err := g.Wait()
+	for _, s := range stores {
+		if s != nil {
 			s.Close()
 		}
+	}
+	if err != nil {
+		t.Fatalf("Open of %d replicas at once: %v", n, err)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows, versions int
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*), count(DISTINCT version) FROM schema_migrations").Scan(&rows, &versions); err != nil {
+		t.Fatal(err)
+	}
+	if rows == 0 || rows != versions {
+		t.Errorf("schema_migrations: %d rows for %d versions, want each migration once", rows, versions)
 	}
 }
 
