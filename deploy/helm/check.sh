@@ -200,23 +200,49 @@ for _ in $(seq 1 120); do
 	sleep 0.5
 done
 kubectl get --raw /readyz >/dev/null || { tail -n 30 "$work/apiserver.log"; die "kube-apiserver not ready"; }
-echo "kube-apiserver $(kubectl version -o json 2>/dev/null | grep -m1 gitVersion | tr -d ' ",' | cut -d: -f2) ready after $(($(date +%s) - started)) s since the start of this check"
+echo "kube-apiserver ready after $(($(date +%s) - started)) s since the start of this check"
 kubectl create namespace "$ns" >/dev/null
+# The gate itself: objects that are wrong in a way only the server knows
+# (a selector that does not match its pods; an unknown field) are refused.
+cat >"$work/bad-selector.yaml" <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bad, namespace: $ns}
+spec:
+  selector: {matchLabels: {app: a}}
+  template:
+    metadata: {labels: {app: b}}
+    spec: {containers: [{name: c, image: c}]}
+EOF
+cat >"$work/bad-field.yaml" <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: bad, namespace: $ns}
+spec: {ports: [{port: 80}], selectr: {app: a}}
+EOF
+for f in bad-selector bad-field; do
+	if kubectl apply --dry-run=server --validate=strict -f "$work/$f.yaml" >/dev/null 2>&1; then
+		die "the API server accepted $f.yaml: the check would not catch such an object"
+	fi
+done
 step "kubectl apply --dry-run=server of every rendering"
+accepted=0
 for f in "$work"/render-*.yaml; do
 	if ! kubectl apply --dry-run=server --validate=strict -f "$f" >"$work/apply.log" 2>&1; then
 		cat "$work/apply.log"
 		die "the API server rejected $(basename "$f" .yaml)"
 	fi
+	accepted=$((accepted + $(grep -c '^kind: ' "$f")))
 done
-echo "$n+ renderings accepted"
+echo "$accepted objects of $n renderings accepted"
 
 # --- the generated keys work in the real server ---------------------------
 step "eim server with the keys and certificate the chart generated"
 helm template eim "$chart" --namespace "$ns" --kube-version "$KUBE_VERSION" --show-only templates/secrets.yaml \
 	--set agent.url=https://127.0.0.1:8443 >"$work/secrets.yaml"
-secret() { # name key → file
-	kubectl create --dry-run=client -f "$work/secrets.yaml" -o jsonpath="{.items[?(@.metadata.name==\"$1\")].data.${2//./\\.}}" | base64 -d
+secret() { # name key: the decoded value of a key of a rendered Secret
+	awk -v name="$1" -v key="  $2: " '/^---/ { in_secret = 0 } $0 == "  name: " name { in_secret = 1 }
+		in_secret && index($0, key) == 1 { print $2; exit }' "$work/secrets.yaml" | base64 -d
 }
 mkdir -p "$work/secrets" "$work/data"
 secret eim-signing-key signing.key >"$work/secrets/signing.key"
