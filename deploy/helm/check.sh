@@ -21,15 +21,16 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 chart=deploy/helm/eim
 HELM_VERSION=v3.22.0
-# The Kubernetes version the chart is rendered for (a helm built with go install
-# does not know a default), the one .ci/kube builds.
-KUBE_VERSION=1.37.2
+# The Kubernetes version .ci/kube builds; the chart is rendered for it (a helm
+# built with go install does not know a default) and the API server reports it.
+KUBE_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' .ci/kube/go.mod)
 cache=${EIM_CI_CACHE:-$HOME/.cache/eim-ci}
 mkdir -p "$cache/bin"
 export PATH="$cache/bin:$PATH:/usr/local/go/bin"
 
 step() { printf -- '-- %s\n' "$*"; }
 die() { echo "check: $*" >&2; exit 1; }
+[ -n "$KUBE_VERSION" ] || die "no k8s.io/kubernetes version in .ci/kube/go.mod"
 started=$(date +%s)
 
 # --- tools ---------------------------------------------------------------
@@ -54,11 +55,15 @@ if [ "$have" != "$HELM_VERSION" ]; then
 fi
 
 # kube-apiserver: cached under the hash of the module that pins it.
-kube_key=$(cat .ci/kube/go.mod .ci/kube/go.sum | sha256sum | cut -c1-16)
+# Without the version stamped in, it would report v0.0.0 (and helm install
+# would refuse the chart's kubeVersion).
+minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
+ldflags="-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+kube_key=$( (cat .ci/kube/go.mod .ci/kube/go.sum; echo "$ldflags") | sha256sum | cut -c1-16)
 apiserver="$cache/kube-apiserver-$kube_key"
 if [ ! -x "$apiserver" ]; then
-	step "building kube-apiserver (several minutes, once)"
-	(cd .ci/kube && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -o "$apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+	step "building kube-apiserver $KUBE_VERSION (several minutes, once)"
+	(cd .ci/kube && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$ldflags" -o "$apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
 	mv "$apiserver.tmp" "$apiserver"
 fi
 
@@ -137,6 +142,11 @@ render external-profile --set database.mode=external --set database.external.exi
 n=$((n + 2))
 echo "rendered $n variants"
 
+# Two objects of one kind and name in a rendering would overwrite each other.
+for f in "$work"/render-*.yaml; do
+	dup=$(awk '/^kind: / { k = $2 } /^  name: / && k { print k "/" $2; k = "" }' "$f" | sort | uniq -d)
+	[ -z "$dup" ] || die "$(basename "$f" .yaml): more than one $dup"
+done
 # count KIND FILE: objects of a kind in a rendering.
 count() { grep -c "^kind: $1\$" "$work/render-$2.yaml" || true; }
 expect() { # what, got, want
@@ -235,6 +245,34 @@ for f in "$work"/render-*.yaml; do
 	accepted=$((accepted + $(grep -c '^kind: ' "$f")))
 done
 echo "$accepted objects of $n renderings accepted"
+
+# --- install, upgrade, uninstall: the shared secrets are made once, kept --
+step "helm install, upgrade and uninstall keep the shared secrets"
+life=eim-life
+kubectl create namespace "$life" >/dev/null
+get() { kubectl -n "$life" get secret "$1" -o "jsonpath={.data.${2//./\\.}}"; }
+helm install eim "$chart" -n "$life" --set agent.url=https://a.example.com >/dev/null
+key1=$(get eim-signing-key signing.key); ca1=$(get eim-agent-ca ca.crt); crt1=$(get eim-agent-tls tls.crt); pw1=$(get eim-database password)
+[ -n "$key1" ] && [ -n "$ca1" ] && [ -n "$crt1" ] && [ -n "$pw1" ] || die "helm install: a shared secret is missing"
+helm upgrade eim "$chart" -n "$life" --reuse-values >/dev/null
+[ "$(get eim-signing-key signing.key)" = "$key1" ] || die "helm upgrade changed the signing key"
+[ "$(get eim-agent-ca ca.crt)" = "$ca1" ] || die "helm upgrade changed the agent CA"
+[ "$(get eim-agent-tls tls.crt)" = "$crt1" ] || die "helm upgrade re-issued an agent certificate whose names did not change"
+[ "$(get eim-database password)" = "$pw1" ] || die "helm upgrade changed the database password"
+helm upgrade eim "$chart" -n "$life" --set agent.url=https://b.example.com >/dev/null
+[ "$(get eim-signing-key signing.key)" = "$key1" ] || die "helm upgrade with another agent URL changed the signing key"
+[ "$(get eim-agent-ca ca.crt)" = "$ca1" ] || die "helm upgrade with another agent URL changed the agent CA"
+crt2=$(get eim-agent-tls tls.crt)
+[ "$crt2" != "$crt1" ] || die "helm upgrade with another agent URL kept the old certificate"
+echo "$ca1" | base64 -d >"$work/life-ca.crt"
+echo "$crt2" | base64 -d >"$work/life-tls.crt"
+openssl verify -CAfile "$work/life-ca.crt" "$work/life-tls.crt" >/dev/null || die "the re-issued certificate does not verify against the kept CA"
+openssl x509 -in "$work/life-tls.crt" -noout -ext subjectAltName | grep -q 'DNS:b.example.com' ||
+	die "the re-issued certificate does not name the new agent URL's host"
+helm uninstall eim -n "$life" >/dev/null
+kubectl -n "$life" get secret eim-signing-key eim-agent-ca >/dev/null 2>&1 || die "helm uninstall deleted the signing key or the CA"
+kubectl -n "$life" get secret eim-agent-tls >/dev/null 2>&1 && die "helm uninstall left the agent certificate"
+echo "install, upgrade (same names: nothing new; new agent URL: new certificate, same CA and key), uninstall (key and CA kept): ok"
 
 # --- the generated keys work in the real server ---------------------------
 step "eim server with the keys and certificate the chart generated"
