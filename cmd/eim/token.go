@@ -33,8 +33,8 @@ func (c *cli) token(args []string) error {
 			"last line of the output. Project roles name the project's ID, read from the server's database.")
 	var (
 		dataDir, database, project, role, subject, keyFile string
-		admin                                     bool
-		ttl                                       time.Duration
+		admin                                              bool
+		ttl                                                time.Duration
 	)
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the server's data directory (signing key, SQLite database)")
 	fs.StringVar(&keyFile, "signing-key", "", "the server's --signing-key file, when it has one (a Kubernetes deployment's Secret) instead of <data-dir>/signing.key")
