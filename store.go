@@ -48,6 +48,33 @@ type Store interface {
 	// LastSeen returns every recorded time (what the host module knows
 	// after a restart). A host's record goes with the host.
 	LastSeen(ctx context.Context) ([]LastSeen, error)
+	// LastSeenOf returns the recorded times of the hosts with these IDs
+	// (any project) that have one, in any order: what a replica of the
+	// host module reads, in one query, of hosts whose deadline passed
+	// while other replicas may have heard them.
+	LastSeenOf(ctx context.Context, hostIDs []string) ([]LastSeen, error)
+
+	// Claim takes the lease name for holder until ttl from now, or
+	// renews it when holder holds it already; a lease whose expiry passed
+	// is taken by whoever claims it next. It reports whether holder holds
+	// the lease now. "Now" is the database's clock on PostgreSQL, so the
+	// processes' clocks need not agree. Leases make work run in one
+	// process at a time (see package coord).
+	Claim(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// Release gives up holder's lease name at once, so that another
+	// process may take it; it does nothing when another holds it.
+	Release(ctx context.Context, name, holder string) error
+	// Announce records the running process m (m.ID, m.Modules, and
+	// m.Started when set; else the store's now, at its first
+	// announcement) as live until ttl from now (m.Expires is ignored),
+	// or renews it.
+	Announce(ctx context.Context, m Member, ttl time.Duration) error
+	// Members returns the processes whose announcement has not expired,
+	// by ID.
+	Members(ctx context.Context) ([]Member, error)
+	// Leave removes the process id (a clean shutdown), so that the others
+	// need not wait for its announcement to expire.
+	Leave(ctx context.Context, id string) error
 
 	CreateProject(ctx context.Context, p *Project) error
 	// UpdateProject stores p.Settings of the existing project p.Name
@@ -130,6 +157,14 @@ type LastSeen struct {
 	Project string
 	HostID  string
 	At      time.Time
+}
+
+// Member is a running server process of a deployment (see Store.Announce).
+type Member struct {
+	ID      string   // unique per process (the server's --replica-id)
+	Modules []string // the modules it runs
+	Started Time
+	Expires Time // set by the store
 }
 
 // Query selects resources of one kind.

@@ -53,6 +53,8 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"NodeCredentials", testNodeCredentials},
 		{"NodeCredentialsAfter", testNodeCredentialsAfter},
 		{"LastSeen", testLastSeen},
+		{"Leases", testLeases},
+		{"Members", testMembers},
 		{"HardwareRoundTrip", testHardwareRoundTrip},
 		{"Variants", testVariants},
 		{"AnyConds", testAnyConds},
