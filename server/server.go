@@ -19,6 +19,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/pki"
 	"github.com/eimhq/eim/sqlstore"
@@ -58,6 +59,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	dsn := cfg.dsn()
+	if !IsPostgres(dsn) {
+		unlock, err := lockSQLite(dsn)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	store, err := sqlstore.Open(ctx, dsn, sqlstore.Options{Logger: log, MaxConns: cfg.DBConns})
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
@@ -107,8 +115,31 @@ func Run(ctx context.Context, cfg Config) error {
 			c()
 		}
 	}()
-	b.deployment = newDeployment(cfg.Modules, nil, log)
+	// Coordination with the deployment's other processes: on PostgreSQL
+	// each process announces its modules (what the API and the needs
+	// check see) and runs its run-once loops under database leases. A
+	// SQLite database serves one process (see lockSQLite), which is then
+	// the whole deployment.
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = defaultReplicaID()
+	}
+	copts := coord.Options{Store: store, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Logger: log}
 	once := Singleton(alone)
+	var members func(context.Context) ([][]string, error)
+	if IsPostgres(dsn) {
+		once = func(ctx context.Context, name string, fn func(context.Context) error) error {
+			return coord.Singleton(ctx, copts, name, fn)
+		}
+		members = func(ctx context.Context) ([][]string, error) {
+			ms, err := store.Members(ctx)
+			var out [][]string
+			for _, m := range ms {
+				out = append(out, m.Modules)
+			}
+			return out, err
+		}
+	}
+	b.deployment = newDeployment(cfg.Modules, members, log)
 
 	// The agent listener first, when a module serves nodes: its address
 	// (port 0) goes into the agent URL that the boot script and the
@@ -221,6 +252,9 @@ func Run(ctx context.Context, cfg Config) error {
 	b.deployment.check(cfg.Modules)
 
 	g, gctx := errgroup.WithContext(ctx)
+	if members != nil {
+		g.Go(func() error { return coord.Announce(gctx, copts, moduleNames(cfg.Modules)) })
+	}
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -184,5 +185,105 @@ func waitReady(t *testing.T, base string, modules []string) {
 			t.Fatalf("/readyz: %d %v after 20 s", code, body)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServerSQLiteOneProcess: a second server on the same SQLite database
+// is refused, saying why; once the first is gone it starts.
+func TestServerSQLiteOneProcess(t *testing.T) {
+	dataDir := t.TempDir()
+	first := startModules(t, dataDir, false, "--modules", "api")
+	var out, errOut bytes.Buffer
+	err := Main(context.Background(), []string{"server", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--modules", "api"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "in use by another eim server process") || !strings.Contains(err.Error(), "PostgreSQL") {
+		t.Fatalf("a second server on one SQLite database: got %v", err)
+	}
+	first.stop()
+	startModules(t, dataDir, false, "--modules", "api")
+}
+
+// TestServerDeploymentPostgres: processes on one PostgreSQL see each
+// other's modules: the API answers a module's writes 501 until a process
+// running it is up, and again after it stopped (its membership gone); two
+// processes of a run-once loop run it one at a time, the other standing by
+// and taking it over when the first stops.
+func TestServerDeploymentPostgres(t *testing.T) {
+	dsn := freshPostgres(t)
+	dataDir := t.TempDir()
+	api := startModules(t, dataDir, false, "--database", dsn, "--modules", "api", "--lease-ttl", "2s")
+	tok := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, adminTokenFile)))))
+	osURL := api.http + "/v1/projects/default/compute/os"
+	osBody := func(n int) string {
+		return fmt.Sprintf(`{"name":"u%d","profileName":"u%d","imageUrl":"https://example.com/u.img","sha256":"%064x"}`, n, n, n)
+	}
+	if code, body := getJSON(t, "POST", osURL, tok, osBody(1)); code != 501 {
+		t.Fatalf("POST an OS profile with no os module anywhere: %d %v", code, body)
+	}
+	os1 := startModules(t, dataDir, false, "--database", dsn, "--modules", "os", "--lease-ttl", "2s")
+	os2 := startModules(t, dataDir, false, "--database", dsn, "--modules", "os", "--lease-ttl", "2s")
+	waitStatus(t, "POST an OS profile once an os process runs", 20*time.Second, func() int {
+		code, _ := getJSON(t, "POST", osURL, tok, osBody(2))
+		return code
+	}, 200)
+
+	// One catalog loop runs; the other process stands by, ready.
+	states := func() (string, string) {
+		_, b1 := getJSON(t, "GET", os1.http+"/readyz", "", "")
+		_, b2 := getJSON(t, "GET", os2.http+"/readyz", "", "")
+		return b1["loops"].(map[string]any)["os/catalog"].(string), b2["loops"].(map[string]any)["os/catalog"].(string)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s1, s2 := states()
+		if (s1 == "running") != (s2 == "running") && s1 != "failed" && s2 != "failed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("os/catalog: %s and %s; want one running, one standby", s1, s2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitReady(t, os1.http, []string{"os"})
+	waitReady(t, os2.http, []string{"os"})
+	// The holder stops; the other takes the loop over (the lease is
+	// released at a clean stop).
+	holder, other := os1, os2
+	if s1, _ := states(); s1 != "running" {
+		holder, other = os2, os1
+	}
+	holder.stop()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, b := getJSON(t, "GET", other.http+"/readyz", "", "")
+		if b["loops"].(map[string]any)["os/catalog"] == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("os/catalog not taken over: %v", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	other.stop()
+	// No os process left: the API says so again once their membership is
+	// gone (a clean stop removes it at once).
+	waitStatus(t, "POST an OS profile after every os process stopped", 20*time.Second, func() int {
+		code, _ := getJSON(t, "POST", osURL, tok, osBody(3))
+		return code
+	}, 501)
+}
+
+// waitStatus polls do until it returns want.
+func waitStatus(t *testing.T, what string, d time.Duration, do func() int, want int) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := do()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: got %d, want %d within %s", what, got, want, d)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
