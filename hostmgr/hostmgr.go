@@ -12,9 +12,13 @@
 // host whose heartbeats stop is found through a deadline heap, so the cost
 // of timeout detection follows the hosts that time out, not the fleet.
 //
-// One replica of the module tracks a fleet: a node's heartbeats must reach
-// the replica that tracks it. Spreading the fleet over replicas is for the
-// scale-out work.
+// The module can run as several replicas on one database (Options.Members),
+// a node's heartbeats reaching any of them: a host is "No Connection" only
+// when no replica heard it for its timeout. The hosts are divided into
+// shards whose leases the replicas hold; only a shard's owner flags its
+// hosts, after checking the times the other replicas saved (replicas.go;
+// docs/architecture.md, "Replicas"). Alone (SQLite), a process watches
+// every host and none of that costs anything.
 package hostmgr
 
 import (
