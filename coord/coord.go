@@ -130,35 +130,46 @@ type lease struct {
 	// lease is surely held: when the last successful claim was sent, plus
 	// the TTL. Zero when it is not held.
 	until  time.Time
-	failed bool // the last claim failed (logged once per outage)
+	failed bool  // the last claim failed (logged once per outage)
+	quiet  bool  // its owner logs failures (Shards)
+	err    error // of the last claim
+	// margin is how much later than a tick the next renewal may come
+	// (Shards: the last round's length).
+	margin time.Duration
 }
 
 // claim claims or renews the lease and reports whether it is held now.
-// A failed call keeps a held lease while it surely has not expired and
-// the next renewal can come before it does.
 func (l *lease) claim(ctx context.Context) bool {
 	sent := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, l.o.tick())
 	held, err := l.o.Store.Claim(cctx, l.name, l.o.Holder, l.o.TTL)
 	cancel()
+	return l.result(ctx, sent, held, err)
+}
+
+// result records the answer to a claim sent at sent. A failed call keeps
+// a held lease while it surely has not expired and the next renewal can
+// come before it does.
+func (l *lease) result(ctx context.Context, sent time.Time, held bool, err error) bool {
+	l.err = err
 	if err != nil {
 		if ctx.Err() != nil {
 			return false
 		}
-		if !l.failed {
-			l.failed = true
+		if !l.failed && !l.quiet {
 			l.o.Logger.Warn("coord: cannot claim the lease; retrying", "lease", l.name, "err", err, "retry_in", l.o.tick())
 		}
-		if !l.until.IsZero() && time.Now().Add(l.o.tick()).Before(l.until) {
+		l.failed = true
+		if !l.until.IsZero() && time.Now().Add(l.o.tick()+l.margin).Before(l.until) {
 			return true
 		}
 		l.until = time.Time{}
 		return false
 	}
-	if l.failed {
-		l.failed = false
+	if l.failed && !l.quiet {
 		l.o.Logger.Info("coord: the store answers claims again", "lease", l.name, "held", held)
 	}
+	l.failed = false
 	if !held {
 		l.until = time.Time{}
 		return false

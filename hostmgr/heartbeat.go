@@ -253,15 +253,18 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 		return
 	}
 	due := s.live.expired(now, s.settings.timeoutOf)
+	if len(due) > 0 && s.live.isShared() {
+		due = s.confirm(ctx, due, now)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	// Concurrent calls let the batcher put many hosts in one transaction.
 	g.SetLimit(64)
 	for _, x := range due {
 		g.Go(func() error {
-			var flagged bool
+			var flagged, lapsed bool
 			var hold time.Time
 			err := s.batch.DoIn(gctx, x.project, func(tx eim.Tx) error {
-				flagged, hold = false, time.Time{}
+				flagged, lapsed, hold = false, false, time.Time{}
 				h, err := getHost(gctx, tx, x.id)
 				if eim.ErrorCode(err) == eim.ENOTFOUND {
 					return nil
@@ -273,6 +276,12 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 				if !s.live.silentSince(x.id, x.seen) || !timesOut(h.HostStatus) {
 					return nil
 				}
+				// The lease of the host's shard may have lapsed (a late
+				// renewal): not ours to flag now; checked again at the
+				// next pass.
+				if lapsed = !s.owns(x.id); lapsed {
+					return nil
+				}
 				// An update may reboot the node and keep it silent for
 				// a while: not lost, unless the update takes too long.
 				if until, err := s.updatingUntil(gctx, tx, x.id); err != nil {
@@ -281,7 +290,11 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 					hold = until
 					return nil
 				}
-				h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = statusNoConnection, eim.StatusError, uint64(x.seen.Unix())
+				at := x.seen
+				if at.IsZero() { // known from the feed only, never heard
+					at = now
+				}
+				h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = statusNoConnection, eim.StatusError, uint64(at.Unix())
 				flagged = true
 				return tx.Update(gctx, h)
 			})
@@ -296,6 +309,9 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 			}
 			if err == nil && !hold.IsZero() {
 				s.live.hold(x.id, hold)
+			}
+			if err == nil && lapsed {
+				s.live.retry(x.id, now)
 			}
 			return nil
 		})
@@ -385,7 +401,9 @@ func (s *Service) checkReboots(ctx context.Context, now time.Time) error {
 			due := 0
 			for _, r := range page {
 				if h := r.(*eim.Host); h.HostStatusTimestamp <= cutoff {
-					stuck = append(stuck, h)
+					if s.owns(h.ResourceID) { // another replica's otherwise
+						stuck = append(stuck, h)
+					}
 					due++
 				}
 			}
@@ -475,6 +493,7 @@ func (t *tracker) retry(id string, at time.Time) {
 func (t *tracker) pardon(now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.pardoned = now
 	for _, e := range t.hosts {
 		if now.After(e.restored) {
 			e.restored = now
