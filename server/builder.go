@@ -61,6 +61,11 @@ func (b *Builder) Selected(name string) bool {
 	return slices.ContainsFunc(b.selected, func(m *Module) bool { return m.Name == name })
 }
 
+// shared reports whether this process shares the database with others
+// (PostgreSQL: any number of processes, coordinated through it) rather
+// than being the whole deployment (SQLite).
+func (b *Builder) shared() bool { return IsPostgres(b.cfg.dsn()) }
+
 // concurrentWriters reports whether the store takes writers at once
 // (PostgreSQL) rather than one at a time (SQLite).
 func (b *Builder) concurrentWriters() bool { return IsPostgres(b.cfg.dsn()) }

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/hostmgr"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
@@ -127,6 +128,14 @@ func buildHost(b *Builder) (Parts, error) {
 		Store: b.Store, Batcher: b.SouthboundBatcher(), ReportIn: b.Provisioning().ReportIn, Logger: b.Log,
 		Interval: b.cfg.HeartbeatInterval, Timeout: b.cfg.HeartbeatTimeout,
 		RebootTimeout: b.cfg.RebootTimeout, UpdateTimeout: b.cfg.UpdateTimeout,
+	}
+	// On PostgreSQL the host module's processes share the fleet's
+	// liveness, by shards of hosts leased to the live processes running
+	// it (hostmgr, "Replicas"); alone (SQLite) it watches every host.
+	if b.shared() {
+		store := b.Store
+		opts.Members = func(ctx context.Context) ([]string, error) { return coord.Members(ctx, store, "host") }
+		opts.Replica, opts.LeaseTTL = b.cfg.ReplicaID, b.cfg.LeaseTTL
 	}
 	// Heartbeat answers carry the versions of the node's telemetry and
 	// maintenance configuration when those modules run in this process
