@@ -17,6 +17,8 @@ import (
 type awayStore struct {
 	eim.Store
 	away atomic.Bool
+	// saved counts the last-seen times saved, readBack those read by ID.
+	saved, readBack atomic.Int64
 }
 
 var errAway = eim.Errorf(eim.EUNAVAILABLE, "the database is unavailable; try again")
@@ -39,6 +41,7 @@ func (s *awayStore) SaveLastSeen(ctx context.Context, seen []eim.LastSeen) error
 	if s.away.Load() {
 		return errAway
 	}
+	s.saved.Add(int64(len(seen)))
 	return s.Store.SaveLastSeen(ctx, seen)
 }
 
@@ -53,6 +56,7 @@ func (s *awayStore) LastSeenOf(ctx context.Context, ids []string) ([]eim.LastSee
 	if s.away.Load() {
 		return nil, errAway
 	}
+	s.readBack.Add(int64(len(ids)))
 	return s.Store.LastSeenOf(ctx, ids)
 }
 

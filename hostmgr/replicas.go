@@ -172,8 +172,10 @@ func (s *Service) confirm(ctx context.Context, due []expiry, now time.Time) []ex
 				s.log.Warn("hostmgr: read the hosts' last-seen times", "hosts", len(ids), "err", err)
 				s.storeFailed(err)
 			}
-			for _, x := range append(chunk, due...) {
-				s.live.retry(x.id, now)
+			for _, rest := range [][]expiry{chunk, due} {
+				for _, x := range rest {
+					s.live.retry(x.id, now)
+				}
 			}
 			return out
 		}

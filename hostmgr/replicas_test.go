@@ -38,7 +38,7 @@ type replica struct {
 
 // startReplica starts a replica; sharded false gives it no Members, as if
 // it were alone (to show what sharing prevents).
-func startReplica(t *testing.T, e *env, id string, sharded bool) *replica {
+func startReplica(t testing.TB, e *env, id string, sharded bool) *replica {
 	t.Helper()
 	st, err := sqlstore.Open(e.ctx, e.dsn, sqlstore.Options{MaxConns: 4})
 	if err != nil {
@@ -187,7 +187,7 @@ func (f *fleet) run(d time.Duration) {
 // startReplicas starts n replicas and, when sharded, waits until they
 // hold the shards rendezvous hashing gives them, and for as long as a
 // shard gained must wait to be watched from the store's times.
-func startReplicas(t *testing.T, e *env, n int, sharded bool) []*replica {
+func startReplicas(t testing.TB, e *env, n int, sharded bool) []*replica {
 	var rs []*replica
 	for i := range n {
 		rs = append(rs, startReplica(t, e, fmt.Sprintf("eim-%d", i), sharded))
@@ -201,7 +201,7 @@ func startReplicas(t *testing.T, e *env, n int, sharded bool) []*replica {
 
 // waitBalanced waits until each replica owns the shards rendezvous
 // hashing gives it among rs.
-func waitBalanced(t *testing.T, rs []*replica) {
+func waitBalanced(t testing.TB, rs []*replica) {
 	t.Helper()
 	var ids []string
 	for _, r := range rs {
