@@ -36,6 +36,16 @@ type ShardOptions struct {
 	// Lost is called with the shards no longer owned: released, taken by
 	// another, or not renewed in time.
 	Lost func(shards []int)
+	// Settle, when positive, keeps a member that joins out of the
+	// division for that long after this process first saw it, and this
+	// process out of it for that long after its first view when others
+	// were running then (members seen at this process's first view count
+	// as settled; a member alone is settled at once). A member that just
+	// joined may not be ready to own shards well (the host module's
+	// store times are fresh only after a while in company), so the
+	// settled members keep its share — and that of a member that died —
+	// until it is.
+	Settle time.Duration
 }
 
 // DefaultShards is the default of ShardOptions.Count.
@@ -61,7 +71,9 @@ type Shards struct {
 	until []time.Time
 
 	// The round's state; only Run (or Round) touches it.
-	members     []string
+	members     []string // the division: the settled members
+	firstSeen   map[string]time.Time
+	viewedOnce  bool
 	held        []*lease
 	lastRound   time.Duration
 	failed      bool // reading the members failed (logged once per outage)
@@ -286,8 +298,48 @@ func (s *Shards) view(ctx context.Context) {
 		ms = append(slices.Clone(ms), s.o.Holder)
 	}
 	slices.Sort(ms)
-	s.members = slices.Compact(ms)
-	s.so.Viewed(ctx, slices.Clone(s.members))
+	ms = slices.Compact(ms)
+	s.members = s.settled(ms, time.Now())
+	s.so.Viewed(ctx, ms)
+}
+
+// settled returns the members of ms that take part in the division (see
+// ShardOptions.Settle).
+func (s *Shards) settled(ms []string, now time.Time) []string {
+	if s.so.Settle <= 0 {
+		return ms
+	}
+	if s.firstSeen == nil {
+		s.firstSeen = map[string]time.Time{}
+	}
+	if !s.viewedOnce {
+		s.viewedOnce = true
+		for _, m := range ms {
+			s.firstSeen[m] = time.Time{} // running before this process: settled
+		}
+		if len(ms) > 1 {
+			s.firstSeen[s.o.Holder] = now // joining others: not yet
+		}
+	}
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		first, ok := s.firstSeen[m]
+		if !ok {
+			s.firstSeen[m], first = now, now
+		}
+		if first.IsZero() || now.Sub(first) >= s.so.Settle {
+			out = append(out, m)
+		}
+	}
+	for m := range s.firstSeen {
+		if !slices.Contains(ms, m) {
+			delete(s.firstSeen, m) // gone: if it comes back, it joins anew
+		}
+	}
+	if len(out) == 0 {
+		return ms
+	}
+	return out
 }
 
 // heldShards returns the shards whose lease this process holds.

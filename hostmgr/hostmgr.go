@@ -215,7 +215,12 @@ func New(opts Options) *Service {
 		var err error
 		s.shards, err = coord.NewShards(coord.Options{Store: opts.Store, Holder: opts.Replica, TTL: s.leaseTTL, Logger: s.log},
 			coord.ShardOptions{Prefix: leasePrefix, Count: shards, Members: opts.Members,
-				Viewed: s.viewed, Gained: s.gained, Releasing: s.releasing, Lost: s.lost})
+				Viewed: s.viewed, Gained: s.gained, Releasing: s.releasing, Lost: s.lost,
+				// A replica that joins takes shards once its store times
+				// are fresh (upToDate), not before: meanwhile the others
+				// keep its share, and take a dead replica's, from fresh
+				// times, so no deadline is counted anew from the gain.
+				Settle: s.fresh() + s.leaseTTL/3})
 		if err != nil {
 			panic("hostmgr.New: " + err.Error())
 		}
