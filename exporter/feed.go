@@ -1,0 +1,109 @@
+package exporter
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/eimhq/eim"
+)
+
+// Following the change feed: this file is all of it, so that it can move
+// onto the shared feed runner as a whole. The shape is the runner's: a
+// re-list (load) when the feed starts or restarts, then batches of events
+// (apply); a failure starts over after a pause, from the store's revision
+// of that moment.
+
+// applyEvery spaces the reads of changed resources: events that arrive
+// meanwhile are read together. A scrape (every 15 s or more) sees changes
+// at most this much later.
+const applyEvery = 250 * time.Millisecond
+
+// maxBatch bounds the events applied at once.
+const maxBatch = 5000
+
+// follow keeps the snapshot in step with the feed until ctx ends.
+func (s *Service) follow(ctx context.Context) error {
+	for {
+		err := s.followOnce(ctx)
+		s.live.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("exporter: change feed failed; reading everything again after a pause", "err", err, "retry_in", s.retry)
+		t := time.NewTimer(s.retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// followOnce loads the snapshot as of the feed's current revision and
+// applies the events after it, until the feed or a read fails.
+func (s *Service) followOnce(ctx context.Context) error {
+	rev, err := s.store.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	s.live.Store(true)
+	s.loaded.Store(true)
+	s.log.Info("exporter: snapshot loaded", "hosts", s.hostCount(), "took", time.Since(start).Round(time.Millisecond))
+
+	g, gctx := errgroup.WithContext(ctx)
+	evs := make(chan eim.Event, maxBatch)
+	g.Go(func() error {
+		defer close(evs)
+		for ev, err := range s.store.Watch(gctx, rev, feedKinds...) {
+			if err != nil {
+				return err
+			}
+			select {
+			case evs <- ev:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		batch := make([]eim.Event, 0, maxBatch)
+		for {
+			ev, ok := <-evs
+			if !ok {
+				return gctx.Err()
+			}
+			batch = append(batch[:0], ev)
+		drain:
+			for len(batch) < maxBatch {
+				select {
+				case ev, ok := <-evs:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, ev)
+				default:
+					break drain
+				}
+			}
+			if err := s.apply(gctx, batch); err != nil {
+				return err
+			}
+			t := time.NewTimer(applyEvery)
+			select {
+			case <-gctx.Done():
+				t.Stop()
+				return gctx.Err()
+			case <-t.C:
+			}
+		}
+	})
+	return g.Wait()
+}
