@@ -31,7 +31,7 @@ import (
 // durationBuckets are the upper bounds (seconds) of the duration
 // histograms: seconds for simulated fleets, minutes for real installs,
 // days for machines registered long before they were powered on.
-var durationBuckets = []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400, 604800}
+var durationBuckets = [...]float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400, 604800}
 
 // Descriptions of the library-rendered series.
 var (
@@ -80,12 +80,16 @@ type fleetCollector struct {
 // on the fleet).
 func (fleetCollector) Describe(chan<- *prometheus.Desc) {}
 
-type groupKey struct {
-	project, site string
-	value         uint8
+type siteKey struct{ project, site string }
+
+// siteAgg counts a (project, site)'s hosts by each status field's value.
+type siteAgg struct {
+	counts      [4][]int // hostStatuses, onboarding, provisioning, update
+	maintenance int
 }
 
-type siteKey struct{ project, site string }
+// statusFields are the sets of the aggregates, in siteAgg.counts order.
+var statusFields = [4]*statusSet{&hostStatuses, &onboardingStatuses, &provisioningStatuses, &updateStatuses}
 
 func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	v := c.v
@@ -93,23 +97,32 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	if v == nil {
 		return
 	}
-	counts := [4]map[groupKey]int{{}, {}, {}, {}}
-	sites := map[siteKey]int{}
-	unrecognised := [4]int{}
-	hist := [3]map[string]*histo{{}, {}, {}}
+	sites := map[siteKey]*siteAgg{}
+	hists := map[string]*[3]histo{}
+	var unrecognised [4]int
 	for i := range v.hosts {
 		hv := &v.hosts[i]
 		h := hv.h
-		sk := siteKey{h.project, h.site}
-		if hv.maintenance {
-			sites[sk]++
-		} else if _, ok := sites[sk]; !ok {
-			sites[sk] = 0
+		agg := sites[siteKey{h.project, h.site}]
+		if agg == nil {
+			agg = &siteAgg{}
+			for j, set := range statusFields {
+				agg.counts[j] = make([]int, len(set.values))
+			}
+			sites[siteKey{h.project, h.site}] = agg
 		}
-		counts[0][groupKey{h.project, h.site, h.status}]++
-		counts[1][groupKey{h.project, h.site, h.onboarding}]++
-		counts[2][groupKey{h.project, h.site, hv.prov()}]++
-		counts[3][groupKey{h.project, h.site, hv.update()}]++
+		hs := hists[h.project]
+		if hs == nil {
+			hs = &[3]histo{}
+			hists[h.project] = hs
+		}
+		if hv.maintenance {
+			agg.maintenance++
+		}
+		agg.counts[0][h.status]++
+		agg.counts[1][h.onboarding]++
+		agg.counts[2][hv.prov()]++
+		agg.counts[3][hv.update()]++
 		if !h.statusOK {
 			unrecognised[0]++
 		}
@@ -122,40 +135,40 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		if hv.in != nil && !hv.in.updateOK {
 			unrecognised[3]++
 		}
-		for j, d := range []func() (float64, bool){hv.onboardingDuration, hv.provisioningDuration, hv.timeToRunning} {
-			if x, ok := d(); ok {
-				hp := hist[j][h.project]
-				if hp == nil {
-					hp = newHisto()
-					hist[j][h.project] = hp
-				}
-				hp.observe(x)
-			}
+		if x, ok := hv.onboardingDuration(); ok {
+			hs[0].observe(x)
+		}
+		if x, ok := hv.provisioningDuration(); ok {
+			hs[1].observe(x)
+		}
+		if x, ok := hv.timeToRunning(); ok {
+			hs[2].observe(x)
 		}
 	}
 	// Every value of a (project, site) that has hosts, 0 included: a
 	// dashboard shows 0 rather than nothing.
-	for j, set := range []*statusSet{&hostStatuses, &onboardingStatuses, &provisioningStatuses, &updateStatuses} {
-		desc := []*prometheus.Desc{descHosts, descOnboarding, descProvisioning, descUpdate}[j]
-		for sk := range sites {
+	descs := [4]*prometheus.Desc{descHosts, descOnboarding, descProvisioning, descUpdate}
+	for sk, agg := range sites {
+		for j, set := range statusFields {
 			for vi, name := range set.values {
-				n := counts[j][groupKey{sk.project, sk.site, uint8(vi)}]
-				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(n), sk.project, sk.site, name)
+				ch <- prometheus.MustNewConstMetric(descs[j], prometheus.GaugeValue, float64(agg.counts[j][vi]), sk.project, sk.site, name)
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(descUnrecognised, prometheus.GaugeValue, float64(unrecognised[j]), set.field)
+		ch <- prometheus.MustNewConstMetric(descMaintenance, prometheus.GaugeValue, float64(agg.maintenance), sk.project, sk.site)
 	}
-	for sk, n := range sites {
-		ch <- prometheus.MustNewConstMetric(descMaintenance, prometheus.GaugeValue, float64(n), sk.project, sk.site)
+	for j, set := range statusFields {
+		ch <- prometheus.MustNewConstMetric(descUnrecognised, prometheus.GaugeValue, float64(unrecognised[j]), set.field)
 	}
 	for p, t := range v.trees {
 		for id, s := range t.sites {
 			ch <- prometheus.MustNewConstMetric(descSite, prometheus.GaugeValue, 1, p, id, s.name, s.region)
 		}
 	}
-	for j, desc := range []*prometheus.Desc{descOnboardingDur, descProvisioningDur, descRunningDur} {
-		for p, hp := range hist[j] {
-			ch <- prometheus.MustNewConstHistogram(desc, hp.count, hp.sum, hp.cumulative(), p)
+	for p, hs := range hists {
+		for j, desc := range []*prometheus.Desc{descOnboardingDur, descProvisioningDur, descRunningDur} {
+			if hs[j].count > 0 {
+				ch <- prometheus.MustNewConstHistogram(desc, hs[j].count, hs[j].sum, hs[j].cumulative(), p)
+			}
 		}
 	}
 }
@@ -164,17 +177,14 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 type histo struct {
 	count  uint64
 	sum    float64
-	counts []uint64 // per bucket, not cumulative
+	counts [len(durationBuckets) + 1]uint64 // per bucket, not cumulative; the last: above every bound
 }
-
-func newHisto() *histo { return &histo{counts: make([]uint64, len(durationBuckets))} }
 
 func (h *histo) observe(x float64) {
 	h.count++
 	h.sum += x
-	if i, _ := slices.BinarySearch(durationBuckets, x); i < len(durationBuckets) {
-		h.counts[i]++
-	}
+	i, _ := slices.BinarySearch(durationBuckets[:], x)
+	h.counts[i]++
 }
 
 // cumulative returns the buckets as the library takes them: the count of
@@ -292,45 +302,53 @@ func (s *Service) writeHostSeries(w io.Writer, v *view) error {
 	if len(shown) == 0 {
 		return nil
 	}
-	buf := make([]byte, 0, 64<<10)
-	flush := func(force bool) error {
-		if len(buf) < 60<<10 && !force {
-			return nil
-		}
-		_, err := w.Write(buf)
-		buf = buf[:0]
-		return err
-	}
+	lw := &lineWriter{w: w, buf: make([]byte, 0, 64<<10)}
 	for _, f := range hostFamilies {
-		buf = append(buf, f.header...)
+		lw.buf = append(lw.buf, f.header...)
 		for i, hv := range shown {
 			labels := hv.h.labelsFor(ids[i])
-			line := func(values []byte, x float64) {
-				buf = append(buf, f.name...)
-				buf = append(buf, '{')
-				buf = append(buf, labels...)
-				buf = append(buf, values...)
-				buf = append(buf, '}', ' ')
-				buf = strconv.AppendFloat(buf, x, 'g', -1, 64)
-				buf = append(buf, '\n')
-			}
-			switch f.name {
-			case "edge_host_schedule":
-				line(nil, b2f(hv.maintenance))
-			case "edge_host_total_provisioning_time":
-				if x, ok := hv.totalProvisioningTime(); ok {
-					line(nil, x)
-				}
-			default:
-				cur := f.value(hv)
+			switch {
+			case f.set != nil:
+				cur := int(f.value(hv))
 				for vi, val := range f.values {
-					line(val, b2f(uint8(vi) == cur))
+					lw.line(f.name, labels, val, b2f(vi == cur))
+				}
+			case f.name == "edge_host_schedule":
+				lw.line(f.name, labels, nil, b2f(hv.maintenance))
+			default: // edge_host_total_provisioning_time
+				if x, ok := hv.totalProvisioningTime(); ok {
+					lw.line(f.name, labels, nil, x)
 				}
 			}
-			if err := flush(false); err != nil {
-				return err
+			if len(lw.buf) >= 60<<10 {
+				if err := lw.flush(); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	return flush(true)
+	return lw.flush()
+}
+
+// lineWriter buffers sample lines.
+type lineWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+// line appends `name{labels,value} x`.
+func (lw *lineWriter) line(name string, labels, value []byte, x float64) {
+	b := append(lw.buf, name...)
+	b = append(b, '{')
+	b = append(b, labels...)
+	b = append(b, value...)
+	b = append(b, '}', ' ')
+	b = strconv.AppendFloat(b, x, 'g', -1, 64)
+	lw.buf = append(b, '\n')
+}
+
+func (lw *lineWriter) flush() error {
+	_, err := lw.w.Write(lw.buf)
+	lw.buf = lw.buf[:0]
+	return err
 }
