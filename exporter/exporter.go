@@ -42,6 +42,9 @@ type Options struct {
 	// Now is the clock that decides which maintenance windows are open
 	// (default time.Now).
 	Now func() time.Time
+	// ProjectsEvery is how often the projects are read again, for their
+	// settings, which the change feed does not carry (default 10 s).
+	ProjectsEvery time.Duration
 }
 
 // Service is the exporter of one process.
@@ -52,6 +55,8 @@ type Service struct {
 	retry   time.Duration
 	now     func() time.Time
 
+	projectsEvery time.Duration
+
 	snap   *snapshot
 	live   atomic.Bool // following the feed
 	loaded atomic.Bool // a first load finished
@@ -59,7 +64,8 @@ type Service struct {
 
 // New returns an exporter; Run keeps its snapshot.
 func New(opts Options) *Service {
-	s := &Service{store: opts.Store, log: opts.Logger, perHost: opts.PerHost, retry: opts.RetryWait, now: opts.Now, snap: newSnapshot()}
+	s := &Service{store: opts.Store, log: opts.Logger, perHost: opts.PerHost, retry: opts.RetryWait, now: opts.Now,
+		projectsEvery: opts.ProjectsEvery, snap: newSnapshot()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -68,6 +74,9 @@ func New(opts Options) *Service {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.projectsEvery <= 0 {
+		s.projectsEvery = 10 * time.Second
 	}
 	return s
 }

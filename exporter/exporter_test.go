@@ -86,10 +86,12 @@ func (c *countingStore) ListProjects(ctx context.Context) ([]*eim.Project, error
 	return c.Store.ListProjects(ctx)
 }
 
-// start runs an exporter over st and returns its scrape URL.
-func start(t *testing.T, st eim.Store, perHost bool, now time.Time) string {
+// start runs an exporter over st (its clock stopped at now; the projects
+// read again every projectsEvery) and returns its scrape URL.
+func start(t *testing.T, st eim.Store, perHost bool, now time.Time, projectsEvery time.Duration) string {
 	t.Helper()
-	svc := exporter.New(exporter.Options{Store: st, PerHost: perHost, Now: func() time.Time { return now }, RetryWait: 50 * time.Millisecond})
+	svc := exporter.New(exporter.Options{Store: st, PerHost: perHost, Now: func() time.Time { return now }, RetryWait: 50 * time.Millisecond,
+		ProjectsEvery: projectsEvery})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -355,7 +357,7 @@ func TestExporter(t *testing.T) {
 		now := time.Now()
 		f := setup(t, st, now)
 		counting := &countingStore{Store: st}
-		url := start(t, counting, true, now)
+		url := start(t, counting, true, now, time.Hour)
 		fams := scrape(t, url, true)
 
 		// One-hot, folded.
@@ -548,6 +550,27 @@ func TestExporter(t *testing.T) {
 			}
 			return nil
 		})
+
+		// The project's setting, read again with the projects (not in the
+		// feed).
+		url2 := start(t, st, true, now, 50*time.Millisecond)
+		if s := samples(scrape(t, url2, true), "edge_host_status", map[string]string{"hostID": f.running}); len(s) != 9 {
+			t.Fatalf("per-host series before the switch: %d", len(s))
+		}
+		off := true
+		if _, _, err := inv.UpdateProjectSettings(ctx, f.project, inventory.SettingsChange{ExporterPerHostOff: &off}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the project's per-host series off", func() error {
+			fams := scrape(t, url2, true)
+			if s := samples(fams, "edge_host_status", map[string]string{"hostID": f.running}); len(s) != 0 {
+				return fmt.Errorf("%d series", len(s))
+			}
+			if got := one(t, fams, "eim_hosts", map[string]string{"project": f.project, "site": f.site, "status": "Running"}); got != 1 {
+				return fmt.Errorf("eim_hosts: %v", got)
+			}
+			return nil
+		})
 	})
 }
 
@@ -557,7 +580,7 @@ func TestExporterPerHostOff(t *testing.T) {
 	engines(t, func(t *testing.T, st eim.Store) {
 		now := time.Now()
 		f := setup(t, st, now)
-		fams := scrape(t, start(t, st, false, now), true)
+		fams := scrape(t, start(t, st, false, now, time.Hour), true)
 		for name := range fams {
 			if strings.HasPrefix(name, "edge_") {
 				t.Errorf("family %s served with per-host series off", name)

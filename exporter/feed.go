@@ -74,9 +74,22 @@ func (s *Service) followOnce(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
+		// Project settings are not in the feed: the projects are read
+		// again now and then.
+		projects := time.NewTicker(s.projectsEvery)
+		defer projects.Stop()
 		batch := make([]eim.Event, 0, maxBatch)
 		for {
-			ev, ok := <-evs
+			var ev eim.Event
+			var ok bool
+			select {
+			case ev, ok = <-evs:
+			case <-projects.C:
+				if err := s.refreshProjects(gctx); err != nil {
+					return err
+				}
+				continue
+			}
 			if !ok {
 				return gctx.Err()
 			}

@@ -19,12 +19,19 @@ import (
 // renders without it.
 type snapshot struct {
 	mu        sync.RWMutex
-	hosts     map[string]*hostRec     // by host ID
+	hosts     map[string]*hostEntry   // by host ID
 	instances map[string]*instanceRec // by instance ID
-	byHost    map[string]*instanceRec // by host ID
+	byHost    map[string]*instanceRec // by host ID (also of hosts not read yet)
 	projects  map[string]*projectRec  // by name
 	trees     map[string]*tree        // by project name
 	loaded    bool                    // a full load finished
+}
+
+// hostEntry pairs a host with its instance, so that a scrape finds it
+// without a lookup per host. It changes under the snapshot's lock.
+type hostEntry struct {
+	h  *hostRec
+	in *instanceRec // nil: none
 }
 
 // hostRec is what the exporter keeps of a host.
@@ -73,7 +80,7 @@ type siteRec struct{ name, region string }
 const statusRegistered = "Host is Registered"
 
 func newSnapshot() *snapshot {
-	return &snapshot{hosts: map[string]*hostRec{}, instances: map[string]*instanceRec{}, byHost: map[string]*instanceRec{},
+	return &snapshot{hosts: map[string]*hostEntry{}, instances: map[string]*instanceRec{}, byHost: map[string]*instanceRec{},
 		projects: map[string]*projectRec{}, trees: map[string]*tree{}}
 }
 
@@ -134,10 +141,10 @@ func (s *Service) load(ctx context.Context) error {
 		}
 		trees[name] = t
 	}
-	hosts := map[string]*hostRec{}
+	hosts := map[string]*hostEntry{}
 	err = feedcache.Each(ctx, s.store, "", eim.KindHost, pageSize, func(r eim.Resource) {
 		h := newHostRec(r.(*eim.Host))
-		hosts[h.id] = h
+		hosts[h.id] = &hostEntry{h: h}
 	})
 	if err != nil {
 		return fmt.Errorf("read hosts: %w", err)
@@ -150,6 +157,9 @@ func (s *Service) load(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("read instances: %w", err)
+	}
+	for id, e := range hosts {
+		e.in = byHost[id]
 	}
 	sn := s.snap
 	sn.mu.Lock()
@@ -170,6 +180,25 @@ func (s *Service) readProjects(ctx context.Context) (map[string]*projectRec, err
 		out[p.Name] = &projectRec{name: p.Name, id: p.ID, perHostOff: p.Settings.ExporterPerHostOff}
 	}
 	return out, nil
+}
+
+// refreshProjects reads the projects again, for their settings.
+func (s *Service) refreshProjects(ctx context.Context) error {
+	projects, err := s.readProjects(ctx)
+	if err != nil {
+		return err
+	}
+	sn := s.snap
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	for name, p := range projects {
+		// A project created since the last batch waits for its event
+		// (which reads its tree too).
+		if sn.projects[name] != nil {
+			sn.projects[name] = p
+		}
+	}
+	return nil
 }
 
 // readTree reads a project's sites, regions and schedules.
@@ -287,7 +316,11 @@ func (s *Service) apply(ctx context.Context, evs []eim.Event) error {
 			goneHosts[id] = true
 			continue
 		}
-		sn.hosts[id] = h
+		if e := sn.hosts[id]; e != nil {
+			e.h = h
+		} else {
+			sn.hosts[id] = &hostEntry{h: h, in: sn.byHost[id]}
+		}
 	}
 	for id := range goneHosts {
 		delete(sn.hosts, id)
@@ -297,20 +330,31 @@ func (s *Service) apply(ctx context.Context, evs []eim.Event) error {
 			goneInsts[id] = true
 			continue
 		}
-		if old := sn.instances[id]; old != nil && old.host != in.host && sn.byHost[old.host] == old {
-			delete(sn.byHost, old.host)
+		if old := sn.instances[id]; old != nil && old.host != in.host {
+			sn.unlink(old)
 		}
 		sn.instances[id], sn.byHost[in.host] = in, in
+		if e := sn.hosts[in.host]; e != nil {
+			e.in = in
+		}
 	}
 	for id := range goneInsts {
 		if old := sn.instances[id]; old != nil {
 			delete(sn.instances, id)
-			if sn.byHost[old.host] == old {
-				delete(sn.byHost, old.host)
-			}
+			sn.unlink(old)
 		}
 	}
 	return nil
+}
+
+// unlink forgets that instance in is its host's.
+func (sn *snapshot) unlink(in *instanceRec) {
+	if sn.byHost[in.host] == in {
+		delete(sn.byHost, in.host)
+	}
+	if e := sn.hosts[in.host]; e != nil && e.in == in {
+		e.in = nil
+	}
 }
 
 // readMany reads the resources of kind k with the ids (any project), in

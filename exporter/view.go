@@ -94,8 +94,8 @@ func (s *Service) take(now time.Time) *view {
 	sn := s.snap
 	sn.mu.RLock()
 	v := &view{now: now, projects: sn.projects, trees: sn.trees, hosts: make([]hostView, 0, len(sn.hosts))}
-	for _, h := range sn.hosts {
-		v.hosts = append(v.hosts, hostView{h: h, in: sn.byHost[h.id]})
+	for _, e := range sn.hosts {
+		v.hosts = append(v.hosts, hostView{h: e.h, in: e.in})
 	}
 	// The maps are replaced, never changed in place, except trees, whose
 	// entries are: copy it.
