@@ -89,9 +89,13 @@ func TestExporterPrometheus(t *testing.T) {
 		}
 		return float64(n)
 	}
-	status := func(want string) func(h *eim.Host) bool { return func(h *eim.Host) bool { return h.HostStatus == want } }
+	status := func(want string) func(h *eim.Host) bool {
+		return func(h *eim.Host) bool { return h.HostStatus == want }
+	}
 	provPrefix := func(p string) func(h *eim.Host) bool {
-		return func(h *eim.Host) bool { return h.Instance != nil && strings.HasPrefix(h.Instance.ProvisioningStatus, p) }
+		return func(h *eim.Host) bool {
+			return h.Instance != nil && strings.HasPrefix(h.Instance.ProvisioningStatus, p)
+		}
 	}
 	running := count(status("Running"))
 	if running != 6 {
