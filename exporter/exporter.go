@@ -15,13 +15,13 @@
 package exporter
 
 import (
+	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"context"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,9 +118,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", contentType)
-	var out interface {
-		Write([]byte) (int, error)
-	} = w
+	var out io.Writer = w
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
 		w.Header().Add("Vary", "Accept-Encoding")

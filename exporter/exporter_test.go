@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -602,4 +603,72 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// TestExporterOutage: while the database is away, scrapes answer with the
+// last state known and say so (eim_exporter_snapshot_live 0); when it is
+// back, the snapshot is read again, with what changed meanwhile.
+func TestExporterOutage(t *testing.T) {
+	if pgURL == "" {
+		t.Skipf("needs PostgreSQL (%s)", storetest.PostgresEnv)
+	}
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := storetest.NewProxy(t, u.Host)
+	st, err := sqlstore.Open(t.Context(), proxy.URL(t, pgURL), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	direct, err := sqlstore.Open(t.Context(), pgURL, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+	now := time.Now()
+	f := setup(t, direct, now)
+	target := start(t, st, true, now, time.Hour)
+	live := func(fams map[string]*dto.MetricFamily) float64 { return one(t, fams, "eim_exporter_snapshot_live", nil) }
+	if got := live(scrape(t, target, true)); got != 1 {
+		t.Fatalf("live before the outage: %v", got)
+	}
+
+	proxy.Cut()
+	waitFor(t, "the snapshot no longer live", func() error {
+		fams := scrape(t, target, true)
+		if got := live(fams); got != 0 {
+			return fmt.Errorf("live %v", got)
+		}
+		if got := one(t, fams, "eim_hosts", map[string]string{"project": f.project, "site": f.site, "status": "Running"}); got != 1 {
+			t.Fatalf("eim_hosts during the outage: got %v, want the last state (1)", got)
+		}
+		return nil
+	})
+	// A change the feed cannot show while the store is away.
+	ctx := t.Context()
+	err = direct.Update(ctx, f.project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, eim.KindHost, f.fresh)
+		if err != nil {
+			return err
+		}
+		h := r.(*eim.Host)
+		h.HostStatus = "Running"
+		return tx.Update(ctx, h)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Restore()
+	waitFor(t, "the snapshot live again, with the change", func() error {
+		fams := scrape(t, target, true)
+		if got := live(fams); got != 1 {
+			return fmt.Errorf("live %v", got)
+		}
+		if s := samples(fams, "edge_host_status", map[string]string{"hostID": f.fresh, "status": "Running"}); len(s) != 1 || s[0].value != 1 {
+			return fmt.Errorf("the fresh host: %v", s)
+		}
+		return nil
+	})
 }

@@ -2,9 +2,8 @@ package exporter
 
 import (
 	"context"
+	"errors"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/eimhq/eim"
 )
@@ -57,66 +56,82 @@ func (s *Service) followOnce(ctx context.Context) error {
 	s.loaded.Store(true)
 	s.log.Info("exporter: snapshot loaded", "hosts", s.hostCount(), "took", time.Since(start).Round(time.Millisecond))
 
-	g, gctx := errgroup.WithContext(ctx)
+	// The feed is read by a goroutine of this call's own, and applied
+	// here, so that a panic while applying reaches the module's loop
+	// runner (which recovers it and calls Run again).
+	wctx, cancel := context.WithCancel(ctx)
 	evs := make(chan eim.Event, maxBatch)
-	g.Go(func() error {
+	done := make(chan struct{})
+	var watchErr error
+	go func() {
+		defer close(done)
 		defer close(evs)
-		for ev, err := range s.store.Watch(gctx, rev, feedKinds...) {
+		for ev, err := range s.store.Watch(wctx, rev, feedKinds...) {
 			if err != nil {
-				return err
+				watchErr = err
+				return
 			}
 			select {
 			case evs <- ev:
-			case <-gctx.Done():
-				return gctx.Err()
+			case <-wctx.Done():
+				return
 			}
 		}
-		return nil
-	})
-	g.Go(func() error {
-		// Project settings are not in the feed: the projects are read
-		// again now and then.
-		projects := time.NewTicker(s.projectsEvery)
-		defer projects.Stop()
-		batch := make([]eim.Event, 0, maxBatch)
-		for {
-			var ev eim.Event
-			var ok bool
-			select {
-			case ev, ok = <-evs:
-			case <-projects.C:
-				if err := s.refreshProjects(gctx); err != nil {
-					return err
-				}
-				continue
-			}
-			if !ok {
-				return gctx.Err()
-			}
-			batch = append(batch[:0], ev)
-		drain:
-			for len(batch) < maxBatch {
-				select {
-				case ev, ok := <-evs:
-					if !ok {
-						break drain
-					}
-					batch = append(batch, ev)
-				default:
-					break drain
-				}
-			}
-			if err := s.apply(gctx, batch); err != nil {
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	// Project settings are not in the feed: the projects are read again
+	// now and then.
+	projects := time.NewTicker(s.projectsEvery)
+	defer projects.Stop()
+	pause := time.NewTimer(applyEvery)
+	pause.Stop()
+	batch := make([]eim.Event, 0, maxBatch)
+	for {
+		var ev eim.Event
+		var ok bool
+		select {
+		case ev, ok = <-evs:
+		case <-projects.C:
+			if err := s.refreshProjects(ctx); err != nil {
 				return err
 			}
-			t := time.NewTimer(applyEvery)
+			continue
+		}
+		if !ok {
+			<-done
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if watchErr == nil {
+				watchErr = errors.New("the change feed ended")
+			}
+			return watchErr
+		}
+		batch = append(batch[:0], ev)
+	drain:
+		for len(batch) < maxBatch {
 			select {
-			case <-gctx.Done():
-				t.Stop()
-				return gctx.Err()
-			case <-t.C:
+			case ev, ok := <-evs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, ev)
+			default:
+				break drain
 			}
 		}
-	})
-	return g.Wait()
+		if err := s.apply(ctx, batch); err != nil {
+			return err
+		}
+		pause.Reset(applyEvery)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-pause.C:
+		}
+	}
 }
