@@ -269,6 +269,10 @@ type ProjectSettings struct {
 	// security feature (secure boot and full-disk encryption where the OS
 	// profile has it), as the original's default provider config did.
 	OSSecurityFeatureEnable bool `json:"osSecurityFeatureEnable,omitempty"`
+	// ExporterPerHostOff leaves the project's hosts out of the exporter's
+	// per-host series (edge_host_*), which cost ~27 series a host; the
+	// aggregates (eim_hosts …) still count them.
+	ExporterPerHostOff bool `json:"exporterPerHostOff,omitempty"`
 }
 
 // Bounds of the heartbeat settings. The timeout must cover at least two

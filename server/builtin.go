@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim/coord"
+	"github.com/eimhq/eim/exporter"
 	"github.com/eimhq/eim/hostmgr"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
@@ -60,6 +61,11 @@ func init() {
 		Needs:   []Need{{"host", "nodes fetch the configuration through its service, told by heartbeat answers"}},
 		Agent:   true,
 		Build:   buildTelemetry,
+	})
+	register(&Module{
+		Name:    "exporter",
+		Summary: "the fleet's state as Prometheus metrics on /metrics: the original's per-host series, aggregates by project and site, duration histograms",
+		Build:   buildExporter,
 	})
 	register(&Module{
 		Name:    "os",
@@ -164,6 +170,14 @@ func buildMaintenance(b *Builder) (Parts, error) {
 func buildTelemetry(b *Builder) (Parts, error) {
 	tel := b.Telemetry()
 	return Parts{Loops: []Loop{{Name: "configs", Run: tel.Run}}}, nil
+}
+
+func buildExporter(b *Builder) (Parts, error) {
+	exp := exporter.New(exporter.Options{Store: b.Store, Logger: b.Log, PerHost: b.cfg.ExporterPerHost})
+	return Parts{
+		Routes: []Route{{"GET /metrics", exp}},
+		Loops:  []Loop{{Name: "snapshot", Run: exp.Run, Ready: exp.Loaded}},
+	}, nil
 }
 
 func buildOS(b *Builder) (Parts, error) {

@@ -56,6 +56,9 @@ type Config struct {
 	FetchPackages    bool
 	// TokenLeeway is how long past their expiry tokens are accepted.
 	TokenLeeway time.Duration
+	// ExporterPerHost: the exporter module serves the per-host series
+	// (edge_host_*) of the projects that do not turn them off.
+	ExporterPerHost bool
 
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.

@@ -62,6 +62,7 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.OSProfiles, "os-profiles", "", "directory of OS profile manifests (*.yaml) loaded into every project with the shipped ones; one with a shipped profile's profileName and osImageVersion replaces it")
 	fs.DurationVar(&cfg.OSCatalogRefresh, "os-catalog-refresh", oscatalog.DefaultRefresh, "how often the OS profile manifests are read again and every project brought in line (0: only at start)")
 	fs.BoolVar(&cfg.FetchPackages, "os-package-lists", false, "download each OS profile's package list (osPackageManifestURL) into its installedPackages, at every catalog read (off: only lists inline in the manifests)")
+	fs.BoolVar(&cfg.ExporterPerHost, "exporter-per-host", true, "the exporter module serves the original's per-host series (edge_host_*, ~27 a host) besides its aggregates; false for large fleets (a project can turn them off for itself: eim project set --exporter-per-host=false)")
 	fs.DurationVar(&cfg.UpdateTimeout, "update-timeout", 2*time.Hour, "how long after its last update report a node updating its OS may stay silent before it is \"No Connection\"")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
 	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2 or oob (see --list-modules)")
