@@ -36,7 +36,9 @@ var genericWrites = []string{"Create", "Update", "Delete", "UpdateFields", "Upda
 // TestOnlyTheInventoryWritesRows fails when a package other than
 // rowWriters calls a generic write of eim.Tx: modules write through the
 // inventory's field-scoped operations (docs/architecture.md, "Writers"),
-// which validate what they write and write only their columns. It
+// which validate what they write and write only their columns. Nor does
+// any package but the server's wiring (cmd/) take the store from an
+// inventory.Service to go past it (tests may). It
 // type-checks every package of the module from source against the
 // compiler's export data of its imports.
 func TestOnlyTheInventoryWritesRows(t *testing.T) {
@@ -104,6 +106,10 @@ func TestOnlyTheInventoryWritesRows(t *testing.T) {
 		checked++
 		for sel, s := range info.Selections {
 			fn, ok := s.Obj().(*types.Func)
+			if ok && fn.FullName() == "(*github.com/eimhq/eim/inventory.Service).Store" && !strings.HasPrefix(p.ImportPath, "github.com/eimhq/eim/cmd/") {
+				pos := fset.Position(sel.Sel.Pos())
+				t.Errorf("%s:%d: inventory.Service.Store: only the server's wiring (cmd/) reaches past the inventory to its store", pos.Filename, pos.Line)
+			}
 			if !ok || !slices.Contains(genericWrites, fn.Name()) || !isTx(s.Recv()) {
 				continue
 			}

@@ -79,3 +79,32 @@ func checkWorkflow(wf *eim.Workflow) error {
 // maxWorkflowActions bounds a workflow's actions (rendered from an OS
 // profile: a handful).
 const maxWorkflowActions = 256
+
+// InstanceWorkflow returns the provisioning workflow of instance id in
+// project (its log is what the API shows of it), or nil when its node has
+// not asked for one yet. ENOTFOUND when the instance does not exist.
+func (s *Service) InstanceWorkflow(ctx context.Context, project, id string) (*eim.Workflow, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if err := checkKindID(eim.KindInstance, id); err != nil {
+		return nil, err
+	}
+	var wf *eim.Workflow
+	err := s.store.View(ctx, project, func(tx eim.Tx) error {
+		wf = nil
+		if _, err := tx.Get(ctx, eim.KindInstance, id); err != nil {
+			return err
+		}
+		items, _, err := tx.List(ctx, eim.KindWorkflow, eim.Query{Where: []eim.Cond{{Field: "instanceId", Value: id}}, Limit: 1, NoTotal: true})
+		if err != nil || len(items) == 0 {
+			return err
+		}
+		wf = items[0].(*eim.Workflow)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return wf, nil
+}
