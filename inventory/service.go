@@ -4,8 +4,12 @@
 // references between resources, two-phase deletes of hosts and instances,
 // and the "expanded" read view of resources the API returns.
 //
-// Every check-then-write runs inside one Store.Update transaction, so a rule
-// checked is still true when the write commits.
+// Every check-then-write runs inside one Store.Update transaction, and
+// writes only over what it checked that another writer may change
+// meanwhile (else the transaction runs again). The API writes desired
+// fields through Service; the modules write current state and status
+// through the field-scoped operations of this package (see status.go),
+// each writing only its columns.
 package inventory
 
 import (
