@@ -198,7 +198,7 @@ func preparedWrites() []string {
 	qs := []string{revisionUpdate, eventInsert1}
 	for _, k := range eim.Kinds() {
 		c := codecOf(k)
-		qs = append(qs, c.insert, c.update, c.updateScoped, c.del, c.delScoped, c.get, c.getScoped)
+		qs = append(qs, c.insert, c.update, c.updateScoped, c.updateIf, c.updateIfScoped, c.del, c.delScoped, c.get, c.getScoped)
 	}
 	return qs
 }
