@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"UpdateFields", testUpdateFields},
 		{"UpdateFieldsIf", testUpdateFieldsIf},
 		{"FieldWritesDoNotRace", testFieldWritesDoNotRace},
+		{"StaleRowNotWritten", testStaleRowNotWritten},
 		{"Filter", testFilter},
 		{"Projects", testProjects},
 		{"DeleteProject", testDeleteProject},
