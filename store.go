@@ -20,12 +20,14 @@ type Store interface {
 	View(ctx context.Context, project string, fn func(Tx) error) error
 	// Update runs fn in a read-write transaction, scoped as for View. The
 	// transaction commits when fn returns nil and rolls back otherwise.
-	// A row fn read and then writes is never written back over another
-	// transaction's change made in between: the store either keeps the
-	// writers apart or rolls fn's transaction back and runs fn again, so
-	// fn must be re-runnable (read what it needs through tx, keep no
-	// effects outside it until Update returns). A transaction that keeps
-	// losing that race fails with EUNAVAILABLE.
+	// A row fn read and then writes whole (Tx.Update) is never written
+	// back over another transaction's change made in between: the store
+	// either keeps the writers apart or rolls fn's transaction back and
+	// runs fn again, so fn must be re-runnable (read what it needs through
+	// tx, keep no effects outside it until Update returns). A transaction
+	// that keeps losing that race fails with EUNAVAILABLE. A write of
+	// some fields (Tx.UpdateFields) changes only those, and races only
+	// with what its conditions name.
 	Update(ctx context.Context, project string, fn func(Tx) error) error
 
 	// NodeCredentials returns what authenticating host id's node reads:
@@ -130,8 +132,31 @@ type Tx interface {
 	// ECONFLICT naming the field.
 	Create(ctx context.Context, r Resource) error
 	// Update replaces every stored field of an existing resource and bumps
-	// UpdatedAt; ENOTFOUND when it does not exist.
+	// UpdatedAt; ENOTFOUND when it does not exist. A resource read before
+	// (its UpdatedAt set) is written only over the version that was read:
+	// when another transaction changed it since, the transaction is run
+	// again (see Store.Update), so a stale row is never written back.
 	Update(ctx context.Context, r Resource) error
+	// UpdateFields writes the named fields of r (JSON names; a stored
+	// field hidden from the API by its column, e.g. "node_secret_hash")
+	// to the stored resource with r's ID and bumps its UpdatedAt; every
+	// other field stays as stored, whoever changed it since r was read. It
+	// does not read the row first, so writers of different fields of one
+	// resource (the API renaming a host, the host module recording its
+	// status) neither undo nor wait out each other's change. ENOTFOUND
+	// when the resource does not exist; EINVALID for a name that is not a
+	// stored field of the kind or one the store keeps (resourceId, the
+	// project, the timestamps). On success r's Project and timestamps are
+	// as stored. A row of a kind the store caches across transactions is
+	// written only over the version that was read, as by Update.
+	UpdateFields(ctx context.Context, r Resource, fields ...string) error
+	// UpdateFieldsIf is UpdateFields that writes only while the stored
+	// resource meets every condition of when (exact matches, as
+	// Query.Where; hidden fields by their column): a compare-and-set of
+	// what the caller read and decided on. A resource that exists but no
+	// longer meets them was changed by another writer since it was read,
+	// and the transaction is run again, as for any write that lost a race.
+	UpdateFieldsIf(ctx context.Context, r Resource, when []Cond, fields ...string) error
 	// Delete removes a resource; ENOTFOUND when it does not exist.
 	Delete(ctx context.Context, k Kind, id string) error
 }

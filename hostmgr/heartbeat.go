@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -175,12 +176,13 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 			if err != nil {
 				return err
 			}
+			before := *h
 			var changed bool
 			act, _, changed = applyBeat(h, m, ts, want)
 			if !changed {
 				return nil
 			}
-			return tx.Update(ctx, h)
+			return writeBeat(ctx, tx, &before, h)
 		})
 		if err != nil {
 			return nil, "", err
@@ -203,6 +205,27 @@ func applyBeat(h *eim.Host, m *hostv1.HeartbeatRequest, now uint64, want hostSta
 		changed = true
 	}
 	return act, st, changed
+}
+
+// writeBeat writes what applyBeat changed of a host, before as it was
+// read and after as applyBeat left it: its power state and status, and
+// its host status (each only over what before shows).
+func writeBeat(ctx context.Context, tx eim.Tx, before, after *eim.Host) error {
+	if before.CurrentPowerState != after.CurrentPowerState || before.PowerStatus != after.PowerStatus ||
+		before.PowerStatusIndicator != after.PowerStatusIndicator || before.PowerStatusTimestamp != after.PowerStatusTimestamp {
+		st := inventory.Status{Text: after.PowerStatus, Indicator: after.PowerStatusIndicator, Timestamp: after.PowerStatusTimestamp}
+		if err := inventory.SetHostPower(ctx, tx, before, after.CurrentPowerState, st); err != nil {
+			return err
+		}
+	}
+	if before.HostStatus != after.HostStatus || before.HostStatusIndicator != after.HostStatusIndicator ||
+		before.HostStatusTimestamp != after.HostStatusTimestamp {
+		st := inventory.Status{Text: after.HostStatus, Indicator: after.HostStatusIndicator, Timestamp: after.HostStatusTimestamp}
+		if err := inventory.SetHostStatus(ctx, tx, before, st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func getHost(ctx context.Context, tx eim.Tx, id string) (*eim.Host, error) {
@@ -294,9 +317,8 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 				if at.IsZero() { // known from the feed only, never heard
 					at = now
 				}
-				h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = statusNoConnection, eim.StatusError, uint64(at.Unix())
 				flagged = true
-				return tx.Update(gctx, h)
+				return inventory.SetHostStatus(gctx, tx, h, inventory.StatusAt(statusNoConnection, eim.StatusError, at))
 			})
 			if err != nil && gctx.Err() == nil {
 				s.log.Warn("hostmgr: flag host", "host", x.id, "project", x.project, "err", err)
@@ -419,8 +441,7 @@ func (s *Service) checkReboots(ctx context.Context, now time.Time) error {
 			if err != nil || h.HostStatus != statusRebooting || h.HostStatusTimestamp > cutoff {
 				return ignoreNotFound(err)
 			}
-			h.HostStatus, h.HostStatusIndicator = statusNoConnection, eim.StatusError
-			return tx.Update(ctx, h)
+			return inventory.SetHostStatus(ctx, tx, h, inventory.Status{Text: statusNoConnection, Indicator: eim.StatusError, Timestamp: h.HostStatusTimestamp})
 		})
 		if err != nil {
 			return fmt.Errorf("flag %s: %w", h.ResourceID, err)

@@ -122,8 +122,8 @@ func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if _, err := h.inv.Store().Revision(ctx); err != nil {
-		h.writeError(w, r, eim.Errorf(eim.EUNAVAILABLE, "the database is unavailable"))
+	if err := h.inv.Ready(ctx); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
 	h.writeBytes(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
