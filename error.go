@@ -17,6 +17,9 @@ const (
 	EFORBIDDEN    = "forbidden"    // credentials lack the role
 	EUNAVAILABLE  = "unavailable"  // try again later
 	ETOOLARGE     = "too_large"    // request body over the limit
+	// EUNIMPLEMENTED: the operation belongs to a module that runs nowhere
+	// in the deployment (the message names it).
+	EUNIMPLEMENTED = "unimplemented"
 )
 
 // Error is the application error: a code for programs and a message that is

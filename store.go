@@ -20,12 +20,14 @@ type Store interface {
 	View(ctx context.Context, project string, fn func(Tx) error) error
 	// Update runs fn in a read-write transaction, scoped as for View. The
 	// transaction commits when fn returns nil and rolls back otherwise.
-	// A row fn read and then writes is never written back over another
-	// transaction's change made in between: the store either keeps the
-	// writers apart or rolls fn's transaction back and runs fn again, so
-	// fn must be re-runnable (read what it needs through tx, keep no
-	// effects outside it until Update returns). A transaction that keeps
-	// losing that race fails with EUNAVAILABLE.
+	// A row fn read and then writes whole (Tx.Update) is never written
+	// back over another transaction's change made in between: the store
+	// either keeps the writers apart or rolls fn's transaction back and
+	// runs fn again, so fn must be re-runnable (read what it needs through
+	// tx, keep no effects outside it until Update returns). A transaction
+	// that keeps losing that race fails with EUNAVAILABLE. A write of
+	// some fields (Tx.UpdateFields) changes only those, and races only
+	// with what its conditions name.
 	Update(ctx context.Context, project string, fn func(Tx) error) error
 
 	// NodeCredentials returns what authenticating host id's node reads:
@@ -48,6 +50,33 @@ type Store interface {
 	// LastSeen returns every recorded time (what the host module knows
 	// after a restart). A host's record goes with the host.
 	LastSeen(ctx context.Context) ([]LastSeen, error)
+	// LastSeenOf returns the recorded times of the hosts with these IDs
+	// (any project) that have one, in any order: what a replica of the
+	// host module reads, in one query, of hosts whose deadline passed
+	// while other replicas may have heard them.
+	LastSeenOf(ctx context.Context, hostIDs []string) ([]LastSeen, error)
+
+	// Claim takes the lease name for holder until ttl from now, or
+	// renews it when holder holds it already; a lease whose expiry passed
+	// is taken by whoever claims it next. It reports whether holder holds
+	// the lease now. "Now" is the database's clock on PostgreSQL, so the
+	// processes' clocks need not agree. Leases make work run in one
+	// process at a time (see package coord).
+	Claim(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// Release gives up holder's lease name at once, so that another
+	// process may take it; it does nothing when another holds it.
+	Release(ctx context.Context, name, holder string) error
+	// Announce records the running process m (m.ID, m.Modules, and
+	// m.Started when set; else the store's now, at its first
+	// announcement) as live until ttl from now (m.Expires is ignored),
+	// or renews it.
+	Announce(ctx context.Context, m Member, ttl time.Duration) error
+	// Members returns the processes whose announcement has not expired,
+	// by ID.
+	Members(ctx context.Context) ([]Member, error)
+	// Leave removes the process id (a clean shutdown), so that the others
+	// need not wait for its announcement to expire.
+	Leave(ctx context.Context, id string) error
 
 	CreateProject(ctx context.Context, p *Project) error
 	// UpdateProject stores p.Settings of the existing project p.Name
@@ -103,8 +132,31 @@ type Tx interface {
 	// ECONFLICT naming the field.
 	Create(ctx context.Context, r Resource) error
 	// Update replaces every stored field of an existing resource and bumps
-	// UpdatedAt; ENOTFOUND when it does not exist.
+	// UpdatedAt; ENOTFOUND when it does not exist. A resource read before
+	// (its UpdatedAt set) is written only over the version that was read:
+	// when another transaction changed it since, the transaction is run
+	// again (see Store.Update), so a stale row is never written back.
 	Update(ctx context.Context, r Resource) error
+	// UpdateFields writes the named fields of r (JSON names; a stored
+	// field hidden from the API by its column, e.g. "node_secret_hash")
+	// to the stored resource with r's ID and bumps its UpdatedAt; every
+	// other field stays as stored, whoever changed it since r was read. It
+	// does not read the row first, so writers of different fields of one
+	// resource (the API renaming a host, the host module recording its
+	// status) neither undo nor wait out each other's change. ENOTFOUND
+	// when the resource does not exist; EINVALID for a name that is not a
+	// stored field of the kind or one the store keeps (resourceId, the
+	// project, the timestamps). On success r's Project and timestamps are
+	// as stored. A row of a kind the store caches across transactions is
+	// written only over the version that was read, as by Update.
+	UpdateFields(ctx context.Context, r Resource, fields ...string) error
+	// UpdateFieldsIf is UpdateFields that writes only while the stored
+	// resource meets every condition of when (exact matches, as
+	// Query.Where; hidden fields by their column): a compare-and-set of
+	// what the caller read and decided on. A resource that exists but no
+	// longer meets them was changed by another writer since it was read,
+	// and the transaction is run again, as for any write that lost a race.
+	UpdateFieldsIf(ctx context.Context, r Resource, when []Cond, fields ...string) error
 	// Delete removes a resource; ENOTFOUND when it does not exist.
 	Delete(ctx context.Context, k Kind, id string) error
 }
@@ -130,6 +182,14 @@ type LastSeen struct {
 	Project string
 	HostID  string
 	At      time.Time
+}
+
+// Member is a running server process of a deployment (see Store.Announce).
+type Member struct {
+	ID      string   // unique per process (the server's --replica-id)
+	Modules []string // the modules it runs
+	Started Time
+	Expires Time // set by the store
 }
 
 // Query selects resources of one kind.
@@ -234,6 +294,10 @@ type ProjectSettings struct {
 	// security feature (secure boot and full-disk encryption where the OS
 	// profile has it), as the original's default provider config did.
 	OSSecurityFeatureEnable bool `json:"osSecurityFeatureEnable,omitempty"`
+	// ExporterPerHostOff leaves the project's hosts out of the exporter's
+	// per-host series (edge_host_*), which cost ~27 series a host; the
+	// aggregates (eim_hosts …) still count them.
+	ExporterPerHostOff bool `json:"exporterPerHostOff,omitempty"`
 }
 
 // Bounds of the heartbeat settings. The timeout must cover at least two

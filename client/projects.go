@@ -50,6 +50,9 @@ type ProjectSettings struct {
 	// 0: the server's default.
 	HeartbeatIntervalSeconds uint32 `json:"heartbeatIntervalSeconds"`
 	HeartbeatTimeoutSeconds  uint32 `json:"heartbeatTimeoutSeconds"`
+	// ExporterPerHostOff: the exporter shows no per-host series of the
+	// project's hosts.
+	ExporterPerHostOff bool `json:"exporterPerHostOff"`
 }
 
 // Project is a project with its settings (GET /v1/projects/{name}).
@@ -73,6 +76,7 @@ type SettingsChange struct {
 	// Heartbeat settings in seconds; 0 restores the server's default.
 	HeartbeatIntervalSeconds *uint32 `json:"heartbeatIntervalSeconds,omitempty"`
 	HeartbeatTimeoutSeconds  *uint32 `json:"heartbeatTimeoutSeconds,omitempty"`
+	ExporterPerHostOff       *bool   `json:"exporterPerHostOff,omitempty"`
 	// EnrollmentToken is "" (keep), "new" (generate one; the answer holds
 	// it) or "none" (clear: unknown devices are refused).
 	EnrollmentToken string `json:"enrollmentToken,omitempty"`

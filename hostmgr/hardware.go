@@ -49,11 +49,9 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 		if err != nil || h.HardwareDigest == digest {
 			return err
 		}
+		prev := h.HardwareDigest
 		applyHardware(h, hw, digest, eim.NewTime(now))
-		if err := inventory.CheckSiteAddresses(ctx, tx, h, eim.NewTime(now)); err != nil {
-			return err
-		}
-		return tx.Update(ctx, h)
+		return inventory.RecordHardware(ctx, tx, h, prev, eim.NewTime(now))
 	})
 	if err != nil {
 		return nil, southbound.Error(ctx, s.log, "hostmgr: report hardware", err)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -175,12 +176,13 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 			if err != nil {
 				return err
 			}
+			before := *h
 			var changed bool
 			act, _, changed = applyBeat(h, m, ts, want)
 			if !changed {
 				return nil
 			}
-			return tx.Update(ctx, h)
+			return writeBeat(ctx, tx, &before, h)
 		})
 		if err != nil {
 			return nil, "", err
@@ -203,6 +205,27 @@ func applyBeat(h *eim.Host, m *hostv1.HeartbeatRequest, now uint64, want hostSta
 		changed = true
 	}
 	return act, st, changed
+}
+
+// writeBeat writes what applyBeat changed of a host, before as it was
+// read and after as applyBeat left it: its power state and status, and
+// its host status (each only over what before shows).
+func writeBeat(ctx context.Context, tx eim.Tx, before, after *eim.Host) error {
+	if before.CurrentPowerState != after.CurrentPowerState || before.PowerStatus != after.PowerStatus ||
+		before.PowerStatusIndicator != after.PowerStatusIndicator || before.PowerStatusTimestamp != after.PowerStatusTimestamp {
+		st := inventory.Status{Text: after.PowerStatus, Indicator: after.PowerStatusIndicator, Timestamp: after.PowerStatusTimestamp}
+		if err := inventory.SetHostPower(ctx, tx, before, after.CurrentPowerState, st); err != nil {
+			return err
+		}
+	}
+	if before.HostStatus != after.HostStatus || before.HostStatusIndicator != after.HostStatusIndicator ||
+		before.HostStatusTimestamp != after.HostStatusTimestamp {
+		st := inventory.Status{Text: after.HostStatus, Indicator: after.HostStatusIndicator, Timestamp: after.HostStatusTimestamp}
+		if err := inventory.SetHostStatus(ctx, tx, before, st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func getHost(ctx context.Context, tx eim.Tx, id string) (*eim.Host, error) {
@@ -253,15 +276,18 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 		return
 	}
 	due := s.live.expired(now, s.settings.timeoutOf)
+	if len(due) > 0 && s.live.isShared() {
+		due = s.confirm(ctx, due, now)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	// Concurrent calls let the batcher put many hosts in one transaction.
 	g.SetLimit(64)
 	for _, x := range due {
 		g.Go(func() error {
-			var flagged bool
+			var flagged, lapsed bool
 			var hold time.Time
 			err := s.batch.DoIn(gctx, x.project, func(tx eim.Tx) error {
-				flagged, hold = false, time.Time{}
+				flagged, lapsed, hold = false, false, time.Time{}
 				h, err := getHost(gctx, tx, x.id)
 				if eim.ErrorCode(err) == eim.ENOTFOUND {
 					return nil
@@ -273,6 +299,12 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 				if !s.live.silentSince(x.id, x.seen) || !timesOut(h.HostStatus) {
 					return nil
 				}
+				// The lease of the host's shard may have lapsed (a late
+				// renewal): not ours to flag now; checked again at the
+				// next pass.
+				if lapsed = !s.owns(x.id); lapsed {
+					return nil
+				}
 				// An update may reboot the node and keep it silent for
 				// a while: not lost, unless the update takes too long.
 				if until, err := s.updatingUntil(gctx, tx, x.id); err != nil {
@@ -281,9 +313,12 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 					hold = until
 					return nil
 				}
-				h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = statusNoConnection, eim.StatusError, uint64(x.seen.Unix())
+				at := x.seen
+				if at.IsZero() { // known from the feed only, never heard
+					at = now
+				}
 				flagged = true
-				return tx.Update(gctx, h)
+				return inventory.SetHostStatus(gctx, tx, h, inventory.StatusAt(statusNoConnection, eim.StatusError, at))
 			})
 			if err != nil && gctx.Err() == nil {
 				s.log.Warn("hostmgr: flag host", "host", x.id, "project", x.project, "err", err)
@@ -296,6 +331,9 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 			}
 			if err == nil && !hold.IsZero() {
 				s.live.hold(x.id, hold)
+			}
+			if err == nil && lapsed {
+				s.live.retry(x.id, now)
 			}
 			return nil
 		})
@@ -385,7 +423,9 @@ func (s *Service) checkReboots(ctx context.Context, now time.Time) error {
 			due := 0
 			for _, r := range page {
 				if h := r.(*eim.Host); h.HostStatusTimestamp <= cutoff {
-					stuck = append(stuck, h)
+					if s.owns(h.ResourceID) { // another replica's otherwise
+						stuck = append(stuck, h)
+					}
 					due++
 				}
 			}
@@ -401,8 +441,7 @@ func (s *Service) checkReboots(ctx context.Context, now time.Time) error {
 			if err != nil || h.HostStatus != statusRebooting || h.HostStatusTimestamp > cutoff {
 				return ignoreNotFound(err)
 			}
-			h.HostStatus, h.HostStatusIndicator = statusNoConnection, eim.StatusError
-			return tx.Update(ctx, h)
+			return inventory.SetHostStatus(ctx, tx, h, inventory.Status{Text: statusNoConnection, Indicator: eim.StatusError, Timestamp: h.HostStatusTimestamp})
 		})
 		if err != nil {
 			return fmt.Errorf("flag %s: %w", h.ResourceID, err)
@@ -475,6 +514,7 @@ func (t *tracker) retry(id string, at time.Time) {
 func (t *tracker) pardon(now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.pardoned = now
 	for _, e := range t.hosts {
 		if now.After(e.restored) {
 			e.restored = now

@@ -66,7 +66,7 @@ func (c *clock) Add(d time.Duration) {
 
 // env is one test's store, host module and project on one engine.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	dsn   string
 	store eim.Store
@@ -95,7 +95,7 @@ func run(t *testing.T, f func(t *testing.T, e *env)) {
 
 var projSeq atomic.Int64
 
-func newEnv(t *testing.T, dsn string) *env {
+func newEnv(t testing.TB, dsn string) *env {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlstore.Open(ctx, dsn, sqlstore.Options{})

@@ -12,9 +12,13 @@
 // host whose heartbeats stop is found through a deadline heap, so the cost
 // of timeout detection follows the hosts that time out, not the fleet.
 //
-// One replica of the module tracks a fleet: a node's heartbeats must reach
-// the replica that tracks it. Spreading the fleet over replicas is for the
-// scale-out work.
+// The module can run as several replicas on one database (Options.Members),
+// a node's heartbeats reaching any of them: a host is "No Connection" only
+// when no replica heard it for its timeout. The hosts are divided into
+// shards whose leases the replicas hold; only a shard's owner flags its
+// hosts, after checking the times the other replicas saved (replicas.go;
+// docs/architecture.md, "Replicas"). Alone (SQLite), a process watches
+// every host and none of that costs anything.
 package hostmgr
 
 import (
@@ -28,6 +32,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/feedcache"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
@@ -99,6 +104,22 @@ type Options struct {
 	// SettingsTTL is how long a project's heartbeat settings are cached
 	// (default 10 s): a change reaches nodes within that and one interval.
 	SettingsTTL time.Duration
+
+	// Members, when set, makes this Service one of the replicas of the
+	// host module that share the fleet on one database: it returns the
+	// IDs of the live replicas (coord.Members of module "host"; the
+	// process announces itself with coord.Announce, not the Service).
+	// Each replica flags the hosts of the shards it holds the lease of.
+	// Nil: this process is the only one and watches every host (SQLite).
+	Members func(ctx context.Context) ([]string, error)
+	// Replica is this replica's ID among Members (its coord holder);
+	// required with Members.
+	Replica string
+	// LeaseTTL is the TTL of the shards' leases (default
+	// coord.DefaultTTL): a replica that dies has its shards taken over
+	// within about that and a third. It also bounds, at half, how stale
+	// the store's last-seen times may be while the fleet is shared.
+	LeaseTTL time.Duration
 }
 
 // Service implements hostv1connect.HostServiceHandler. Run drives its
@@ -122,6 +143,13 @@ type Service struct {
 	live     *tracker
 	settings *settingsCache
 
+	shards   *coord.Shards // nil without replicas
+	leaseTTL time.Duration
+	shareMu  sync.Mutex
+	share    sharing
+	rescan   atomic.Bool // the owned shards' hosts are to be read from the store
+
+	flushMu        sync.Mutex // one flush at a time
 	restored       atomic.Bool
 	storeState     atomic.Int32 // storeOK, storeSuspect or storeDown
 	runOnce        sync.Once
@@ -174,8 +202,29 @@ func New(opts Options) *Service {
 	if ttl <= 0 {
 		ttl = 10 * time.Second
 	}
-	s.live = newTracker()
+	s.live = newTracker(opts.Members == nil)
 	s.settings = newSettingsCache(opts.Store, s.now, ttl, s.interval, s.timeout)
+	s.leaseTTL = opts.LeaseTTL
+	if s.leaseTTL <= 0 {
+		s.leaseTTL = coord.DefaultTTL
+	}
+	if opts.Members != nil {
+		if opts.Replica == "" {
+			panic("hostmgr.New: Replica is required with Members")
+		}
+		var err error
+		s.shards, err = coord.NewShards(coord.Options{Store: opts.Store, Holder: opts.Replica, TTL: s.leaseTTL, Logger: s.log},
+			coord.ShardOptions{Prefix: leasePrefix, Count: shards, Members: opts.Members,
+				Viewed: s.viewed, Gained: s.gained, Releasing: s.releasing, Lost: s.lost,
+				// A replica that joins takes shards once its store times
+				// are fresh (upToDate), not before: meanwhile the others
+				// keep its share, and take a dead replica's, from fresh
+				// times, so no deadline is counted anew from the gain.
+				Settle: s.fresh() + s.leaseTTL/3})
+		if err != nil {
+			panic("hostmgr.New: " + err.Error())
+		}
+	}
 	return s
 }
 
@@ -227,6 +276,9 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.watch(ctx, rev) })
 	wg.Go(func() { s.checkLoop(ctx) })
 	wg.Go(func() { s.flushLoop(ctx) })
+	if s.shards != nil {
+		wg.Go(func() { s.shards.Run(ctx) })
+	}
 	wg.Wait()
 	return nil
 }
@@ -258,7 +310,7 @@ func (s *Service) loadLastSeen(ctx context.Context) error {
 	}
 	now := s.now()
 	for _, ls := range all {
-		s.live.restore(ls.Project, ls.HostID, ls.At, now)
+		s.live.restore(ls.Project, ls.HostID, ls.At, now, s.shards == nil)
 	}
 	s.log.Info("hostmgr: restored liveness", "hosts", len(all))
 	s.restored.Store(true)
@@ -348,7 +400,7 @@ func (s *Service) watch(ctx context.Context, after int64) {
 			if ev.Op == eim.OpDeleted {
 				s.live.forget(ev.ID)
 			} else {
-				s.live.changed(ev.ID)
+				s.live.changed(ev.Project, ev.ID, s.now())
 			}
 		}
 		if !sleep(ctx, storeRetry) {
@@ -392,17 +444,25 @@ func (s *Service) flushLoop(ctx context.Context) {
 // Flush saves the queued last-seen times: of the hosts first heard from
 // since the last flush, and of the hosts the checker passed (about once a
 // timeout for a live host).
-func (s *Service) Flush(ctx context.Context) {
+func (s *Service) Flush(ctx context.Context) { s.flushAll(ctx) }
+
+// flushAll saves the queued last-seen times and reports a failed save.
+// Flushes run one at a time, so that when one returns, what was queued
+// before it began is in the store, also when another flush had taken it
+// (the handover of shards counts on it).
+func (s *Service) flushAll(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	for {
 		batch := s.live.unsaved(maxFlush)
 		if len(batch) == 0 {
-			return
+			return nil
 		}
-		if !s.save(ctx, batch) || len(batch) < maxFlush {
-			return
+		if err := s.save(ctx, batch); err != nil || len(batch) < maxFlush {
+			return err
 		}
 		if ctx.Err() != nil {
-			return
+			return ctx.Err()
 		}
 	}
 }
@@ -411,13 +471,13 @@ func (s *Service) Flush(ctx context.Context) {
 // writer, and after a restart every host is due at once.
 const maxFlush = 5000
 
-// save writes batch and reports whether it was saved.
-func (s *Service) save(ctx context.Context, batch []eim.LastSeen) bool {
+// save writes batch.
+func (s *Service) save(ctx context.Context, batch []eim.LastSeen) error {
 	err := s.store.SaveLastSeen(ctx, batch)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("hostmgr: save last seen", "hosts", len(batch), "err", err)
 		s.storeFailed(err)
 	}
 	s.live.saved(batch, err == nil)
-	return err == nil
+	return err
 }

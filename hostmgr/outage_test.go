@@ -17,6 +17,8 @@ import (
 type awayStore struct {
 	eim.Store
 	away atomic.Bool
+	// saved counts the last-seen times saved, readBack those read by ID.
+	saved, readBack atomic.Int64
 }
 
 var errAway = eim.Errorf(eim.EUNAVAILABLE, "the database is unavailable; try again")
@@ -39,6 +41,7 @@ func (s *awayStore) SaveLastSeen(ctx context.Context, seen []eim.LastSeen) error
 	if s.away.Load() {
 		return errAway
 	}
+	s.saved.Add(int64(len(seen)))
 	return s.Store.SaveLastSeen(ctx, seen)
 }
 
@@ -47,6 +50,49 @@ func (s *awayStore) LastSeen(ctx context.Context) ([]eim.LastSeen, error) {
 		return nil, errAway
 	}
 	return s.Store.LastSeen(ctx)
+}
+
+func (s *awayStore) LastSeenOf(ctx context.Context, ids []string) ([]eim.LastSeen, error) {
+	if s.away.Load() {
+		return nil, errAway
+	}
+	s.readBack.Add(int64(len(ids)))
+	return s.Store.LastSeenOf(ctx, ids)
+}
+
+func (s *awayStore) Claim(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	if s.away.Load() {
+		return false, errAway
+	}
+	return s.Store.Claim(ctx, name, holder, ttl)
+}
+
+func (s *awayStore) Release(ctx context.Context, name, holder string) error {
+	if s.away.Load() {
+		return errAway
+	}
+	return s.Store.Release(ctx, name, holder)
+}
+
+func (s *awayStore) Announce(ctx context.Context, m eim.Member, ttl time.Duration) error {
+	if s.away.Load() {
+		return errAway
+	}
+	return s.Store.Announce(ctx, m, ttl)
+}
+
+func (s *awayStore) Members(ctx context.Context) ([]eim.Member, error) {
+	if s.away.Load() {
+		return nil, errAway
+	}
+	return s.Store.Members(ctx)
+}
+
+func (s *awayStore) Leave(ctx context.Context, id string) error {
+	if s.away.Load() {
+		return errAway
+	}
+	return s.Store.Leave(ctx, id)
 }
 
 func (s *awayStore) FindProject(ctx context.Context, name string) (*eim.Project, error) {

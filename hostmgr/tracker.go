@@ -26,16 +26,34 @@ import (
 // fleet, and it does not walk the map. After a restart the hosts' first
 // passes are drawn over their timeout, so that these writes do not come
 // all at once (see expired).
+//
+// With replicas (see replicas.go), the heap holds only the hosts of the
+// shards this process owns, and while it shares the fleet with others it
+// saves a host's time whenever the store's may be older than w, and adds
+// slack to every deadline.
 type tracker struct {
 	mu     sync.Mutex
 	hosts  map[string]*entry
 	due    deadlines
 	toSave []*entry
+
+	owned []bool // by shard: whose hosts this process flags
+	// shared is set while other replicas may hear this process's hosts
+	// and flag them: a host heard is saved when the store's time may be
+	// older than w (so the store is at most w and a flush behind any
+	// replica's), every deadline carries slack, and a passed deadline is
+	// checked against the store's time before the host is flagged.
+	shared   bool
+	w, slack time.Duration
+	// pardoned is when the store last came back from an outage: no
+	// deadline counts from before it (see pardon).
+	pardoned time.Time
 }
 
 // entry is one host. Guarded by tracker.mu.
 type entry struct {
 	id, project string
+	shard       int
 	seen        time.Time // last heard from
 	stored      time.Time // what the store holds (zero: nothing)
 	// restored is when a restart restored the host from the store: its
@@ -63,24 +81,31 @@ type entry struct {
 	index  int // in due; -1 when not queued
 }
 
-func newTracker() *tracker {
-	return &tracker{hosts: map[string]*entry{}}
+// newTracker returns a tracker that owns every shard (alone) or none
+// (a replica: it owns the shards it gains).
+func newTracker(alone bool) *tracker {
+	t := &tracker{hosts: map[string]*entry{}, owned: make([]bool, shards)}
+	for i := range t.owned {
+		t.owned[i] = alone
+	}
+	return t
 }
 
 // get returns the host's entry, creating it.
 func (t *tracker) get(project, id string) *entry {
 	e := t.hosts[id]
 	if e == nil {
-		e = &entry{id: id, project: project, index: -1}
+		e = &entry{id: id, project: project, shard: shardOf(id), index: -1}
 		t.hosts[id] = e
 	}
 	return e
 }
 
 // queue puts e in the heap at deadline at, unless it is there already (at
-// an earlier deadline, which is then re-checked).
+// an earlier deadline, which is then re-checked) or its shard is another
+// replica's.
 func (t *tracker) queue(e *entry, at time.Time) {
-	if e.index >= 0 {
+	if e.index >= 0 || !t.owned[e.shard] {
 		return
 	}
 	e.at = at
@@ -88,8 +113,9 @@ func (t *tracker) queue(e *entry, at time.Time) {
 }
 
 // restore adds a host known from the store, due at the later of its last
-// seen time and now, plus its timeout (applied by the checker).
-func (t *tracker) restore(project, id string, seen, now time.Time) {
+// seen time and now (when pardon), plus its timeout (applied by the
+// checker).
+func (t *tracker) restore(project, id string, seen, now time.Time, pardon bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(project, id)
@@ -97,20 +123,24 @@ func (t *tracker) restore(project, id string, seen, now time.Time) {
 	if seen.After(e.seen) {
 		e.seen = seen
 	}
-	// A restart is not the node's silence: count from now.
-	e.restored = now
-	e.spread = true
+	if pardon {
+		// A restart is not the node's silence: count from now.
+		e.restored = now
+		e.spread = true
+	}
 	t.queue(e, now)
 }
 
 // heardAt records that the node of e was heard from at now. A host heard
 // from for the first time is saved at the next flush, so that a restart
-// knows it; later times are saved as the checker passes them (expired).
+// knows it; later times are saved as the checker passes them (expired),
+// and, while the fleet is shared, whenever the store's may be older than
+// w.
 func (t *tracker) heardAt(e *entry, now time.Time) {
 	if now.After(e.seen) {
 		e.seen = now
 	}
-	if e.stored.IsZero() {
+	if e.stored.IsZero() || (t.shared && now.Sub(e.stored) >= t.w) {
 		t.save(e)
 	}
 }
@@ -124,13 +154,31 @@ func (t *tracker) save(e *entry) {
 }
 
 // changed marks a host changed in the feed: the next heartbeat reads it.
-func (t *tracker) changed(id string) {
+//
+// While the fleet is shared, a change is also how the owner of a host's
+// shard learns of a host only other replicas hear (its first heartbeat
+// wrote its status), or hear again after it was flagged: a host of an
+// owned shard that is not queued is queued, its deadline counting from
+// now (someone changed it just now). The store's last-seen time, read
+// when the deadline passes, tells the rest.
+func (t *tracker) changed(project, id string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e := t.hosts[id]; e != nil {
 		e.known = false
 		e.gen++
 	}
+	if !t.shared || !t.owned[shardOf(id)] {
+		return
+	}
+	e := t.get(project, id)
+	if e.index >= 0 || e.off {
+		return
+	}
+	if now.After(e.restored) {
+		e.restored = now
+	}
+	t.queue(e, now)
 }
 
 // forget drops a deleted host.
@@ -205,17 +253,10 @@ func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Dur
 	var out []expiry
 	for t.due.Len() > 0 && !t.due[0].at.After(now) {
 		e := heap.Pop(&t.due).(*entry)
-		if e.off {
+		if e.off || !t.owned[e.shard] {
 			continue
 		}
-		from := e.seen
-		if e.restored.After(from) {
-			from = e.restored
-		}
-		deadline := from.Add(timeoutOf(e.project))
-		if e.until.After(deadline) {
-			deadline = e.until
-		}
+		deadline := t.deadline(e, timeoutOf)
 		if deadline.After(now) {
 			at := deadline
 			if e.spread && !e.seen.After(e.restored) {
@@ -239,6 +280,21 @@ func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Dur
 		out = append(out, expiry{project: e.project, id: e.id, seen: e.seen, gen: e.gen})
 	}
 	return out
+}
+
+// deadline returns when e times out: a timeout (and the slack of a
+// shared fleet) after it was last heard from, or after it was restored,
+// unless it may stay silent until later (e.until).
+func (t *tracker) deadline(e *entry, timeoutOf func(project string) time.Duration) time.Time {
+	from := e.seen
+	if e.restored.After(from) {
+		from = e.restored
+	}
+	deadline := from.Add(timeoutOf(e.project) + t.slack)
+	if e.until.After(deadline) {
+		deadline = e.until
+	}
+	return deadline
 }
 
 type expiry struct {

@@ -18,9 +18,9 @@ func TestRestoredPassesSpread(t *testing.T) {
 	)
 	timeoutOf := func(string) time.Duration { return timeout }
 	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	tr := newTracker()
+	tr := newTracker(true)
 	for i := range hosts {
-		tr.restore("p", fmt.Sprintf("host-%08x", i), start.Add(-time.Minute), start)
+		tr.restore("p", fmt.Sprintf("host-%08x", i), start.Add(-time.Minute), start, true)
 	}
 	if out := tr.expired(start, timeoutOf); len(out) != 0 {
 		t.Fatalf("%d hosts flagged at the restart", len(out))

@@ -82,6 +82,9 @@ func (h *handler) serveInProject(w http.ResponseWriter, r *http.Request, fn func
 	if !allowed {
 		return noAccess(name)
 	}
+	if err := h.checkModule(r); err != nil {
+		return err
+	}
 	if err := checkQuery(r); err != nil {
 		return err
 	}

@@ -31,17 +31,18 @@ type wireCode struct {
 // wireCodes maps every eim code to the wire. The original answered
 // uniqueness violations with 400; we answer 409 (see docs/compatibility.md).
 var wireCodes = map[string]wireCode{
-	eim.EINVALID:      {"InvalidArgument", http.StatusBadRequest},
-	eim.EPRECONDITION: {"FailedPrecondition", http.StatusBadRequest},
-	eim.ENOTFOUND:     {"NotFound", http.StatusNotFound},
-	eim.ECONFLICT:     {"AlreadyExists", http.StatusConflict},
-	eim.EUNAUTHORIZED: {"Unauthenticated", http.StatusUnauthorized},
-	eim.EFORBIDDEN:    {"PermissionDenied", http.StatusForbidden},
-	eim.EUNAVAILABLE:  {"Unavailable", http.StatusServiceUnavailable},
-	eim.ETOOLARGE:     {"ResourceExhausted", http.StatusRequestEntityTooLarge},
-	eim.EINTERNAL:     {"Internal", http.StatusInternalServerError},
-	codeRateLimited:   {"ResourceExhausted", http.StatusTooManyRequests},
-	codeMediaType:     {"InvalidArgument", http.StatusUnsupportedMediaType},
+	eim.EINVALID:       {"InvalidArgument", http.StatusBadRequest},
+	eim.EPRECONDITION:  {"FailedPrecondition", http.StatusBadRequest},
+	eim.ENOTFOUND:      {"NotFound", http.StatusNotFound},
+	eim.ECONFLICT:      {"AlreadyExists", http.StatusConflict},
+	eim.EUNAUTHORIZED:  {"Unauthenticated", http.StatusUnauthorized},
+	eim.EFORBIDDEN:     {"PermissionDenied", http.StatusForbidden},
+	eim.EUNAVAILABLE:   {"Unavailable", http.StatusServiceUnavailable},
+	eim.ETOOLARGE:      {"ResourceExhausted", http.StatusRequestEntityTooLarge},
+	eim.EINTERNAL:      {"Internal", http.StatusInternalServerError},
+	eim.EUNIMPLEMENTED: {"Unimplemented", http.StatusNotImplemented},
+	codeRateLimited:    {"ResourceExhausted", http.StatusTooManyRequests},
+	codeMediaType:      {"InvalidArgument", http.StatusUnsupportedMediaType},
 }
 
 // errorBody is the wire shape of every error.

@@ -36,9 +36,12 @@ type Options struct {
 	// Reprovisioner retries failed provisioning (POST …/reprovision); nil
 	// answers that operation 503.
 	Reprovisioner Reprovisioner
-	// Modules names the modules this server runs (ModuleOnboarding …);
-	// GET /v1/orchestrator lists the original's features they provide.
-	Modules []string
+	// Deployed returns the modules that run somewhere in the deployment
+	// (this process or another; ModuleOnboarding …). It is called per
+	// request and must answer from memory. GET /v1/orchestrator lists the
+	// original's features they provide, and the operations of a module
+	// that runs nowhere answer 501 naming it. nil: every module runs.
+	Deployed func() []string
 	// Version is the server's version, shown by GET /v1/orchestrator.
 	Version string
 }
@@ -54,16 +57,18 @@ const (
 
 // handler serves the API. It is safe for concurrent use.
 type handler struct {
-	inv     *inventory.Service
-	authn   Authenticator
-	log     *slog.Logger
-	maxBody int64
-	limiter *ipLimiter // nil when rate limiting is off
-	mux     *http.ServeMux
-	timeout time.Duration
-	reprov  Reprovisioner
-	// features is the answer of GET /v1/orchestrator.
-	features *orchestratorInfo
+	inv      *inventory.Service
+	authn    Authenticator
+	log      *slog.Logger
+	maxBody  int64
+	limiter  *ipLimiter // nil when rate limiting is off
+	mux      *http.ServeMux
+	timeout  time.Duration
+	reprov   Reprovisioner
+	version  string
+	deployed func() []string
+	// cur is the module whose routes are being registered (routes only).
+	cur string
 
 	projMu   sync.Mutex
 	projects map[string]cachedProject
@@ -84,7 +89,8 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 		mux:      http.NewServeMux(),
 		timeout:  opts.RequestTimeout,
 		reprov:   opts.Reprovisioner,
-		features: featureList(opts.Version, opts.Modules),
+		version:  opts.Version,
+		deployed: opts.Deployed,
 		projects: map[string]cachedProject{},
 	}
 	if h.log == nil {

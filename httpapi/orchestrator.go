@@ -13,17 +13,23 @@ import (
 //	  "edge-infrastructure-manager":{"installed":true,"onboarding":{"installed":true},…},
 //	  "multitenancy":{"installed":true},…}}}
 //
-// A feature is installed when the module that provides it runs in this
-// server (Options.Modules).
+// A feature is installed when the module that provides it runs somewhere in
+// the deployment (Options.Deployed).
 
-// Module names, as Options.Modules lists them.
+// Module names, as Options.Deployed lists them (the server's module
+// names).
 const (
 	ModuleOnboarding   = "onboarding"
 	ModuleProvisioning = "provisioning"
 	ModuleMaintenance  = "maintenance"
 	ModuleTelemetry    = "telemetry"
-	ModuleHosts        = "hostmgr"
+	ModuleHosts        = "host"
+	ModuleOS           = "os"
 )
+
+// builtModules are the modules of this release whose operations the API
+// serves: what runs when Options.Deployed is nil.
+var builtModules = []string{ModuleOnboarding, ModuleProvisioning, ModuleMaintenance, ModuleTelemetry, ModuleHosts, ModuleOS}
 
 // feature is one of the original's features and what provides it here:
 // the API itself (module ""), one of the modules, or nothing yet (a module
@@ -56,7 +62,7 @@ type orchestratorData struct {
 	Features map[string]any `json:"features"`
 }
 
-// featureList renders the features of a server that runs modules.
+// featureList renders the features of a deployment that runs modules.
 func featureList(version string, modules []string) *orchestratorInfo {
 	root := map[string]any{}
 	for _, f := range features {
@@ -85,5 +91,5 @@ func (h *handler) orchestrator(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	h.writeJSON(w, http.StatusOK, h.features)
+	h.writeJSON(w, http.StatusOK, featureList(h.version, h.modules()))
 }

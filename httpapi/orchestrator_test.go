@@ -37,7 +37,7 @@ func TestOrchestratorFeatures(t *testing.T) {
 		{"onboarding only", []string{httpapi.ModuleOnboarding}, map[string]bool{"eim": true, "onboarding": true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t, httpapi.Options{Modules: c.modules, Version: "v1.2.3"})
+			e := newEnv(t, httpapi.Options{Deployed: func() []string { return c.modules }, Version: "v1.2.3"})
 			wantError(t, e.do(t, "GET", "/v1/orchestrator", "", nil), 401, "Unauthenticated")
 			r := e.must(t, 200, "GET", "/v1/orchestrator", tokRO, nil)
 			var got info

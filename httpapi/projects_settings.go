@@ -37,6 +37,7 @@ type projectSettingsView struct {
 	HeartbeatIntervalSeconds uint32 `json:"heartbeatIntervalSeconds"`
 	HeartbeatTimeoutSeconds  uint32 `json:"heartbeatTimeoutSeconds"`
 	OSSecurityFeatureEnable  bool   `json:"osSecurityFeatureEnable"`
+	ExporterPerHostOff       bool   `json:"exporterPerHostOff"`
 }
 
 // viewProject returns the wire shape of p (which may be shown to anyone
@@ -60,6 +61,7 @@ func viewProject(p *eim.Project) *projectView {
 			HeartbeatIntervalSeconds: p.Settings.HeartbeatIntervalSeconds,
 			HeartbeatTimeoutSeconds:  p.Settings.HeartbeatTimeoutSeconds,
 			OSSecurityFeatureEnable:  p.Settings.OSSecurityFeatureEnable,
+			ExporterPerHostOff:       p.Settings.ExporterPerHostOff,
 		},
 	}
 }
@@ -119,6 +121,8 @@ var settingsFields = map[string]string{
 	"heartbeat_timeout_seconds":  "heartbeatTimeoutSeconds",
 	"osSecurityFeatureEnable":    "osSecurityFeatureEnable",
 	"os_security_feature_enable": "osSecurityFeatureEnable",
+	"exporterPerHostOff":         "exporterPerHostOff",
+	"exporter_per_host_off":      "exporterPerHostOff",
 	"enrollmentToken":            "enrollmentToken",
 	"enrollment_token":           "enrollmentToken",
 }
@@ -164,6 +168,9 @@ func decodeSettingsChange(body []byte) (inventory.SettingsChange, error) {
 		case "heartbeatTimeoutSeconds":
 			ch.HeartbeatTimeoutSeconds = new(uint32)
 			return setField(name, reflect.ValueOf(ch.HeartbeatTimeoutSeconds).Elem(), raw)
+		case "exporterPerHostOff":
+			ch.ExporterPerHostOff = new(bool)
+			return decodeBool(name, raw, ch.ExporterPerHostOff)
 		}
 		// enrollmentToken: "" (or null) would silently keep the token.
 		if err := decodeString(name, raw, &ch.EnrollmentToken); err != nil {

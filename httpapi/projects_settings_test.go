@@ -38,7 +38,7 @@ func TestGetProject(t *testing.T) {
 		t.Fatalf("got %s, want p1 with its id and createdAt", r.raw)
 	}
 	got := string(r.raw)
-	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false,"heartbeatIntervalSeconds":0,"heartbeatTimeoutSeconds":0,"osSecurityFeatureEnable":false}`
+	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false,"heartbeatIntervalSeconds":0,"heartbeatTimeoutSeconds":0,"osSecurityFeatureEnable":false,"exporterPerHostOff":false}`
 	if !strings.Contains(got, want) {
 		t.Fatalf("got %s, want it to contain %s", got, want)
 	}
@@ -81,6 +81,17 @@ func TestUpdateProjectSettings(t *testing.T) {
 	s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokAdmin, map[string]any{"auto_onboard_enrolled": false}))
 	if s["defaultOsId"] != osID || s["defaultLocalAccountId"] != acct || s["autoOnboardEnrolled"] != false {
 		t.Fatalf("partial change: got %v", s)
+	}
+	// The exporter's per-host switch (snake_case too), kept by other changes.
+	if s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"exporter_per_host_off": true})); s["exporterPerHostOff"] != true {
+		t.Fatalf("exporterPerHostOff: got %v", s)
+	}
+	if p, _ := e.inv.FindProject(context.Background(), "p1"); !p.Settings.ExporterPerHostOff {
+		t.Fatalf("stored exporterPerHostOff: got %+v", p.Settings)
+	}
+	e.must(t, 400, "PATCH", "~/settings", tokRW, map[string]any{"exporterPerHostOff": "yes"})
+	if s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{"exporterPerHostOff": false})); s["exporterPerHostOff"] != false {
+		t.Fatalf("exporterPerHostOff off again: got %v", s)
 	}
 	// An empty body changes nothing.
 	if s = settings(t, e.must(t, 200, "PATCH", "~/settings", tokRW, map[string]any{})); s["defaultOsId"] != osID {

@@ -119,14 +119,13 @@ func (h *handler) provisioningLog(w http.ResponseWriter, r *http.Request, c *cal
 		return err
 	}
 	ctx := r.Context()
-	store := h.inv.Store()
 	// The revision is read before the log, so a change made between the
 	// read and the watch is still seen by the watch.
-	rev, err := store.Revision(ctx)
+	rev, err := h.inv.Revision(ctx)
 	if err != nil {
 		return err
 	}
-	out, err := readProvisioningLog(ctx, store, c.project, id, after)
+	out, err := h.readProvisioningLog(ctx, c.project, id, after)
 	if err != nil {
 		return err
 	}
@@ -146,10 +145,9 @@ func (h *handler) provisioningLog(w http.ResponseWriter, r *http.Request, c *cal
 }
 
 func (h *handler) waitProvisioningLog(ctx context.Context, rev int64, wait time.Duration, project, id string, after int, out *provisioningLog) (*provisioningLog, error) {
-	store := h.inv.Store()
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for ev, err := range store.Watch(wctx, rev, eim.KindWorkflow, eim.KindInstance) {
+	for ev, err := range h.inv.Watch(wctx, rev, eim.KindWorkflow, eim.KindInstance) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -164,7 +162,7 @@ func (h *handler) waitProvisioningLog(ctx context.Context, rev int64, wait time.
 		if !mine {
 			continue
 		}
-		next, err := readProvisioningLog(ctx, store, project, id, after)
+		next, err := h.readProvisioningLog(ctx, project, id, after)
 		if err != nil {
 			return nil, err
 		}
@@ -177,32 +175,25 @@ func (h *handler) waitProvisioningLog(ctx context.Context, rev int64, wait time.
 }
 
 // readProvisioningLog reads the log of instance id after seq.
-func readProvisioningLog(ctx context.Context, store eim.Store, project, id string, after int) (*provisioningLog, error) {
+func (h *handler) readProvisioningLog(ctx context.Context, project, id string, after int) (*provisioningLog, error) {
 	out := &provisioningLog{InstanceID: id, Entries: []eim.WorkflowLogEntry{}, Next: after}
-	err := store.View(ctx, project, func(tx eim.Tx) error {
-		if _, err := tx.Get(ctx, eim.KindInstance, id); err != nil {
-			if eim.ErrorCode(err) == eim.ENOTFOUND {
-				return eim.Errorf(eim.ENOTFOUND, "instance %s not found", id)
-			}
-			return err
-		}
-		items, _, err := tx.List(ctx, eim.KindWorkflow, eim.Query{Where: []eim.Cond{{Field: "instanceId", Value: id}}, Limit: 1, NoTotal: true})
-		if err != nil || len(items) == 0 {
-			return err
-		}
-		wf := items[0].(*eim.Workflow)
-		out.WorkflowID, out.Attempt, out.State, out.Message = wf.ResourceID, wf.Attempt, wf.State, wf.Message
-		out.TotalActions = len(wf.Actions)
-		for _, e := range wf.Log {
-			if e.Seq > after {
-				out.Entries = append(out.Entries, e)
-				out.Next = e.Seq
-			}
-		}
-		return nil
-	})
+	wf, err := h.inv.InstanceWorkflow(ctx, project, id)
 	if err != nil {
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			return nil, eim.Errorf(eim.ENOTFOUND, "instance %s not found", id)
+		}
 		return nil, err
+	}
+	if wf == nil {
+		return out, nil
+	}
+	out.WorkflowID, out.Attempt, out.State, out.Message = wf.ResourceID, wf.Attempt, wf.State, wf.Message
+	out.TotalActions = len(wf.Actions)
+	for _, e := range wf.Log {
+		if e.Seq > after {
+			out.Entries = append(out.Entries, e)
+			out.Next = e.Seq
+		}
 	}
 	return out, nil
 }

@@ -27,33 +27,40 @@ func (h *handler) routes() {
 	h.crud(eim.KindSite, "/sites", full)
 	h.crud(eim.KindSite, "/regions/{regionId}/sites", full)
 	h.crud(eim.KindHost, "/compute/hosts", full)
-	h.crud(eim.KindInstance, "/compute/instances", full)
-	h.crud(eim.KindOS, "/compute/os", full)
-	h.crud(eim.KindOS, "/compute/operating_systems", full)
-	h.crud(eim.KindProvider, "/providers", crudOps{})
-	h.crud(eim.KindLocalAccount, "/localAccounts", crudOps{})
-	h.crud(eim.KindCustomConfig, "/customConfigs", crudOps{})
 	h.crud(eim.KindWorkload, "/compute/workloads", full)
 	h.crud(eim.KindWorkload, "/workloads", full)
 	h.crud(eim.KindWorkloadMember, "/workload_members", crudOps{})
-	for _, base := range []string{"/schedules", "/compute/schedules"} {
-		h.crud(eim.KindSingleSchedule, base+"/single", full)
-		h.crud(eim.KindRepeatedSchedule, base+"/repeated", full)
-		h.handle("GET "+base, h.listSchedules)
-	}
-
 	h.handle("POST /compute/hosts/register", h.registerHost)
 	h.handle("PATCH /compute/hosts/{resourceId}/register", h.updateRegistration)
 	h.handle("PATCH /compute/hosts/{resourceId}/onboard", h.onboardHost)
-	h.handle("PUT /compute/hosts/{resourceId}/invalidate", h.invalidateHost)
 	h.handle("GET /compute/hosts/summary", h.hostSummary)
 	h.handle("GET /compute/hosts_summary", h.hostSummary)
-	h.handle("PUT /compute/instances/{resourceId}/invalidate", h.invalidateInstance)
 	h.handle("GET /locations", h.locations)
-	h.telemetryRoutes()
-	h.maintenanceRoutes()
-	h.provisioningLogRoutes()
 	h.projectSettingsRoutes()
+	h.in(ModuleOnboarding, func() {
+		h.crud(eim.KindProvider, "/providers", crudOps{})
+		h.handle("PUT /compute/hosts/{resourceId}/invalidate", h.invalidateHost)
+	})
+	h.in(ModuleProvisioning, func() {
+		h.crud(eim.KindInstance, "/compute/instances", full)
+		h.crud(eim.KindLocalAccount, "/localAccounts", crudOps{})
+		h.crud(eim.KindCustomConfig, "/customConfigs", crudOps{})
+		h.handle("PUT /compute/instances/{resourceId}/invalidate", h.invalidateInstance)
+		h.provisioningLogRoutes()
+	})
+	h.in(ModuleOS, func() {
+		h.crud(eim.KindOS, "/compute/os", full)
+		h.crud(eim.KindOS, "/compute/operating_systems", full)
+	})
+	h.in(ModuleMaintenance, func() {
+		for _, base := range []string{"/schedules", "/compute/schedules"} {
+			h.crud(eim.KindSingleSchedule, base+"/single", full)
+			h.crud(eim.KindRepeatedSchedule, base+"/repeated", full)
+			h.handle("GET "+base, h.listSchedules)
+		}
+		h.maintenanceRoutes()
+	})
+	h.in(ModuleTelemetry, h.telemetryRoutes)
 
 	h.mux.HandleFunc("GET /v1/projects", h.admin(h.listProjects))
 	h.mux.HandleFunc("POST /v1/projects", h.admin(h.createProject))
@@ -84,13 +91,13 @@ func (h *handler) crudOf(t apiType, base string, ops crudOps) {
 		h.mux.HandleFunc("GET "+p, h.list(t))
 	}
 	if !ops.noCreate {
-		h.mux.HandleFunc("POST "+p, h.create(t))
+		h.mux.HandleFunc("POST "+p, h.gate("POST", h.create(t)))
 	}
 	h.mux.HandleFunc("GET "+p+"/{resourceId}", h.get(t))
 	h.mux.HandleFunc("DELETE "+p+"/{resourceId}", h.remove(t))
 	if ops.update {
-		h.mux.HandleFunc("PUT "+p+"/{resourceId}", h.update(t, false))
-		h.mux.HandleFunc("PATCH "+p+"/{resourceId}", h.update(t, true))
+		h.mux.HandleFunc("PUT "+p+"/{resourceId}", h.gate("PUT", h.update(t, false)))
+		h.mux.HandleFunc("PATCH "+p+"/{resourceId}", h.gate("PATCH", h.update(t, true)))
 	}
 }
 
@@ -98,7 +105,7 @@ func (h *handler) crudOf(t apiType, base string, ops crudOps) {
 // /v1/projects/{projectName}.
 func (h *handler) handle(pattern string, fn func(http.ResponseWriter, *http.Request, *call) error) {
 	method, path, _ := strings.Cut(pattern, " ")
-	h.mux.HandleFunc(method+" "+projectPrefix+path, h.inProject(fn))
+	h.mux.HandleFunc(method+" "+projectPrefix+path, h.gate(method, h.inProject(fn)))
 }
 
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
@@ -115,8 +122,8 @@ func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if _, err := h.inv.Store().Revision(ctx); err != nil {
-		h.writeError(w, r, eim.Errorf(eim.EUNAVAILABLE, "the database is unavailable"))
+	if err := h.inv.Ready(ctx); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
 	h.writeBytes(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))

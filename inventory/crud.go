@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/eimhq/eim"
 )
@@ -271,6 +272,10 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 		if err := s.checkRefs(ctx, tx, old, nr); err != nil {
 			return err
 		}
+		// The API writes the fields it changed, and only those: the
+		// modules' fields of the row are theirs (see apiGuards).
+		fields := changedFields(old, nr, writableFields(k, variant, mask))
+		when := apiGuards(old, nr, fields)
 		// A host moved to another site: its addresses may clash there,
 		// and may have been what clashed in the site it left.
 		var left string
@@ -280,9 +285,14 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 				return err
 			}
 			left = old.(*eim.Host).SiteID
+			// The flags are computed on the report read.
+			fields = append(fields, "hostNics")
+			when = append(when, eim.Cond{Field: "hardware_digest", Value: nh.HardwareDigest})
 		}
-		if err := tx.Update(ctx, nr); err != nil {
-			return err
+		if len(fields) > 0 {
+			if err := tx.UpdateFieldsIf(ctx, nr, when, fields...); err != nil {
+				return err
+			}
 		}
 		if err := recheckSite(ctx, tx, left, now); err != nil {
 			return err
@@ -297,6 +307,54 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 		return s.settleDefaultProvider(ctx, project, out, *defaults)
 	}
 	return out, nil
+}
+
+// writableFields are the JSON names of the stored fields of kind k (and
+// variant) that an update with the mask may change: the mask's, or every
+// writable one when mask is nil.
+func writableFields(k eim.Kind, variant string, mask []string) []string {
+	var out []string
+	for _, f := range eim.SchemaOf(k).Fields {
+		if f.Writable && f.Stored() && f.In(variant) && (mask == nil || contains(mask, f.Name)) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// changedFields returns those of names whose values differ between old
+// and nr.
+func changedFields(old, nr eim.Resource, names []string) []string {
+	sc := eim.SchemaOf(old.ResourceKind())
+	var out []string
+	for _, name := range names {
+		f, _ := sc.Field(name)
+		if !reflect.DeepEqual(f.Value(old).Interface(), f.Value(nr).Interface()) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// apiGuards are the conditions of an API update that writes fields of
+// old, changed to nr: what the update's rules decided on that a module
+// may change meanwhile. A host's UUID is set by the API or, for a host
+// without one, by onboarding from its device; an instance's account and
+// configs may change only until its provisioning starts.
+func apiGuards(old, nr eim.Resource, fields []string) []eim.Cond {
+	var when []eim.Cond
+	switch o := old.(type) {
+	case *eim.Host:
+		if contains(fields, "uuid") {
+			when = append(when, eim.Cond{Field: "uuid", Value: o.UUID})
+		}
+	case *eim.Instance:
+		if contains(fields, "localAccountID") || contains(fields, "customConfigID") {
+			when = append(when, eim.Cond{Field: "currentState", Value: o.CurrentState},
+				eim.Cond{Field: "provisioningStatusIndicator", Value: o.ProvisioningStatusIndicator})
+		}
+	}
+	return when
 }
 
 // Delete deletes a resource. Hosts and instances are deleted in two phases:

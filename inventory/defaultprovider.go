@@ -81,7 +81,7 @@ func (s *Service) syncDefaultProvider(ctx context.Context, project string, set e
 			return nil
 		}
 		p.Config = want
-		return tx.Update(ctx, p)
+		return tx.UpdateFields(ctx, p, "config")
 	})
 }
 

@@ -172,7 +172,8 @@ func (s *Service) UpdateRegistration(ctx context.Context, project, id string, re
 		if err != nil {
 			return err
 		}
-		h := r.(*eim.Host)
+		old := r.(*eim.Host)
+		h := clone(old)
 		if reg.Name != "" {
 			h.Name = reg.Name
 		}
@@ -213,7 +214,7 @@ func (s *Service) UpdateRegistration(ctx context.Context, project, id string, re
 		if err := eim.Validate(h); err != nil {
 			return err
 		}
-		if err := tx.Update(ctx, h); err != nil {
+		if err := writeDesired(ctx, tx, old, h, "name", "uuid", "serialNumber", "desiredState", "desiredAmtState", "userLvmSize"); err != nil {
 			return err
 		}
 		x, err := expandOne(ctx, tx, h)
@@ -253,11 +254,11 @@ func (s *Service) setHostState(ctx context.Context, project, id string, to eim.H
 		if err != nil {
 			return err
 		}
-		h := r.(*eim.Host)
-		if err := checkHostTransition(h, to); err != nil {
+		old := r.(*eim.Host)
+		if err := checkHostTransition(old, to); err != nil {
 			return err
 		}
-		before := *h
+		h := clone(old)
 		h.DesiredState = to
 		if edit != nil {
 			edit(h)
@@ -265,11 +266,35 @@ func (s *Service) setHostState(ctx context.Context, project, id string, to eim.H
 		if err := eim.Validate(h); err != nil {
 			return err
 		}
-		if h.DesiredState == before.DesiredState && h.Note == before.Note {
-			return nil // nothing changes: no write, no event
-		}
-		return tx.Update(ctx, h)
+		// Nothing that changes: no write, no event.
+		return writeDesired(ctx, tx, old, h, "desiredState", "note")
 	})
+}
+
+// writeDesired writes those of fields (host fields the API sets) that
+// differ between old, the host read in tx, and h: over the host's state
+// and identity as read, which its rules decided on (a transition depends
+// on the current state; a UUID or serial number is only added, and
+// onboarding may add one too).
+func writeDesired(ctx context.Context, tx eim.Tx, old, h *eim.Host, fields ...string) error {
+	changed := changedFields(old, h, fields)
+	if len(changed) == 0 {
+		return nil
+	}
+	when := []eim.Cond{{Field: "desiredState", Value: old.DesiredState}, {Field: "currentState", Value: old.CurrentState}}
+	for _, f := range []string{"uuid", "serialNumber"} {
+		if contains(changed, f) {
+			v := old.UUID
+			if f == "serialNumber" {
+				v = old.SerialNumber
+			}
+			when = append(when, eim.Cond{Field: f, Value: v})
+		}
+	}
+	if err := tx.UpdateFieldsIf(ctx, h, when, changed...); err != nil {
+		return err
+	}
+	return nil
 }
 
 // InvalidateInstance sets an instance's desired state to UNTRUSTED.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/eimhq/eim"
 )
@@ -135,13 +134,17 @@ func UpdateOSUpdateRun(ctx context.Context, tx eim.Tx, run *eim.OSUpdateRun) err
 	}
 	normalizeEnums(nr)
 	if *nr != *old {
-		if err := tx.Update(ctx, nr); err != nil {
+		if err := tx.UpdateFields(ctx, nr, runFields...); err != nil {
 			return err
 		}
 	}
 	*run = *nr
 	return nil
 }
+
+// runFields are the fields of an OS update run that the maintenance
+// module writes after its creation (UpdateOSUpdateRun).
+var runFields = []string{"name", "description", "status", "statusIndicator", "statusDetails", "statusTimestamp", "endTime"}
 
 // OpenOSUpdateRun returns the newest run of the instance that has not
 // ended (endTime 0), or nil.
@@ -175,20 +178,14 @@ func SetInstanceUpdateStatus(ctx context.Context, tx eim.Tx, instanceID, status 
 		return nil, err
 	}
 	in := r.(*eim.Instance)
-	if indicator == "" {
-		indicator = eim.StatusUnspecified
+	st := StatusAt(status, indicator, at)
+	if err := st.check("updateStatus"); err != nil {
+		return nil, err
 	}
-	if in.UpdateStatus == status && in.UpdateStatusIndicator == indicator {
+	if in.UpdateStatus == st.Text && in.UpdateStatusIndicator == st.Indicator {
 		return in, nil
 	}
-	if !slices.Contains(indicator.Values(), string(indicator)) {
-		return nil, eim.Errorf(eim.EINVALID, "updateStatusIndicator: %q is not one of %v", indicator, indicator.Values())
-	}
-	if n := utf8.RuneCountInString(status); n > maxStatusText {
-		return nil, eim.Errorf(eim.EINVALID, "updateStatus: is %d characters long, at most %d allowed", n, maxStatusText)
-	}
-	in.UpdateStatus, in.UpdateStatusIndicator, in.UpdateStatusTimestamp = status, indicator, uint64(at.Unix())
-	if err := tx.Update(ctx, in); err != nil {
+	if err := SetUpdateStatus(ctx, tx, in, st); err != nil {
 		return nil, err
 	}
 	return in, nil

@@ -79,7 +79,9 @@ func flagSite(ctx context.Context, tx eim.Tx, site string, h *eim.Host, now eim.
 		if !flagDuplicates(o, owners, now) || o == h {
 			continue
 		}
-		if err := tx.Update(ctx, o); err != nil {
+		// Only the flags change, over the report they were computed on.
+		w := &eim.Host{Meta: eim.Meta{ResourceID: o.ResourceID}, HostNics: o.HostNics}
+		if err := tx.UpdateFieldsIf(ctx, w, []eim.Cond{{Field: "hardware_digest", Value: o.HardwareDigest}}, "hostNics"); err != nil {
 			return fmt.Errorf("flag addresses of %s: %w", o.ResourceID, err)
 		}
 	}

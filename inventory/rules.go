@@ -378,8 +378,13 @@ func (s *Service) setInstanceState(ctx context.Context, tx eim.Tx, in *eim.Insta
 	if in.DesiredState == to {
 		return nil
 	}
+	w := &eim.Instance{Meta: eim.Meta{ResourceID: in.ResourceID}, DesiredState: to}
+	if err := tx.UpdateFieldsIf(ctx, w, []eim.Cond{{Field: "desiredState", Value: in.DesiredState}}, "desiredState"); err != nil {
+		return err
+	}
 	in.DesiredState = to
-	return tx.Update(ctx, in)
+	stamp(in, w)
+	return nil
 }
 
 // deleteHost is phase one of a host's delete, or the whole of it for a host
@@ -408,8 +413,9 @@ func (s *Service) deleteHost(ctx context.Context, tx eim.Tx, h *eim.Host) error 
 		// UUID may be registered again right away.
 		return s.removeHost(ctx, tx, h)
 	}
-	h.DesiredState = eim.HostStateDeleted
-	return tx.Update(ctx, h)
+	nh := clone(h)
+	nh.DesiredState = eim.HostStateDeleted
+	return writeDesired(ctx, tx, h, nh, "desiredState")
 }
 
 // nothingToCleanUp reports whether a host (without an instance) has never

@@ -4,12 +4,17 @@
 // references between resources, two-phase deletes of hosts and instances,
 // and the "expanded" read view of resources the API returns.
 //
-// Every check-then-write runs inside one Store.Update transaction, so a rule
-// checked is still true when the write commits.
+// Every check-then-write runs inside one Store.Update transaction, and
+// writes only over what it checked that another writer may change
+// meanwhile (else the transaction runs again). The API writes desired
+// fields through Service; the modules write current state and status
+// through the field-scoped operations of this package (see status.go),
+// each writing only its columns.
 package inventory
 
 import (
 	"context"
+	"iter"
 	"log/slog"
 	"reflect"
 	"time"
@@ -55,9 +60,27 @@ func (s *Service) write(ctx context.Context, project string, fn func(eim.Tx) err
 	return s.store.Update(ctx, project, fn)
 }
 
-// Store returns the store the service works on (for managers that read the
-// change feed).
+// Store returns the store the service works on, for the server's wiring
+// and tests; the API asks the Service itself (Ready, Revision, Watch).
 func (s *Service) Store() eim.Store { return s.store }
+
+// Ready reports whether the store answers (nil) or not (EUNAVAILABLE):
+// what a readiness probe asks.
+func (s *Service) Ready(ctx context.Context) error {
+	if _, err := s.store.Revision(ctx); err != nil {
+		return eim.Errorf(eim.EUNAVAILABLE, "the database is unavailable")
+	}
+	return nil
+}
+
+// Revision returns the newest revision of the change feed.
+func (s *Service) Revision(ctx context.Context) (int64, error) { return s.store.Revision(ctx) }
+
+// Watch yields the change feed's events after revision after, of the
+// kinds given (all when none), until ctx ends (see eim.Store.Watch).
+func (s *Service) Watch(ctx context.Context, after int64, kinds ...eim.Kind) iter.Seq2[eim.Event, error] {
+	return s.store.Watch(ctx, after, kinds...)
+}
 
 // Paging limits of the API.
 const (

@@ -36,6 +36,8 @@ type SettingsChange struct {
 	// EnrollmentToken is "", EnrollmentTokenNew or EnrollmentTokenNone.
 	EnrollmentToken         string
 	OSSecurityFeatureEnable *bool
+	// ExporterPerHostOff: see eim.ProjectSettings.
+	ExporterPerHostOff *bool
 }
 
 // UpdateProjectSettings applies ch to the project's settings and returns
@@ -92,6 +94,9 @@ func (s *Service) updateSettings(ctx context.Context, project string, ch Setting
 	}
 	if ch.OSSecurityFeatureEnable != nil {
 		set.OSSecurityFeatureEnable = *ch.OSSecurityFeatureEnable
+	}
+	if ch.ExporterPerHostOff != nil {
+		set.ExporterPerHostOff = *ch.ExporterPerHostOff
 	}
 	if err := checkHeartbeat(set); err != nil {
 		return nil, "", err

@@ -75,13 +75,16 @@ func FinishInvalidation(ctx context.Context, tx eim.Tx, hostID string, at time.T
 	if !InvalidationPending(h) {
 		return false, nil
 	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, NodeCredGen: h.NodeCredGen, CurrentState: eim.HostStateUntrusted,
+		HostStatus: StatusInvalidated, HostStatusIndicator: eim.StatusIdle, HostStatusTimestamp: uint64(at.Unix())}
 	if h.NodeSecretHash != "" {
-		h.NodeSecretHash = ""
-		h.NodeCredGen++
+		w.NodeCredGen++
 	}
-	h.CurrentState = eim.HostStateUntrusted
-	h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = StatusInvalidated, eim.StatusIdle, uint64(at.Unix())
-	return true, tx.Update(ctx, h)
+	// Over the credentials read: a Discover issuing new ones meanwhile
+	// (it read the host before the invalidation) runs this again.
+	when := []eim.Cond{{Field: "desiredState", Value: eim.HostStateUntrusted}, {Field: "node_cred_gen", Value: h.NodeCredGen}}
+	err = tx.UpdateFieldsIf(ctx, w, when, "node_secret_hash", "node_cred_gen", "currentState", "hostStatus", "hostStatusIndicator", "hostStatusTimestamp")
+	return err == nil, err
 }
 
 // InvalidationPending reports whether h is being invalidated and

@@ -135,15 +135,13 @@ func (s *Service) record(ctx context.Context, tx eim.Tx, n southbound.Node, m *m
 		}
 	}
 
-	// The instance.
-	changed := false
-	if in.UpdateStatus != text || in.UpdateStatusIndicator != eff.ind {
-		in.UpdateStatus, in.UpdateStatusIndicator, in.UpdateStatusTimestamp = text, eff.ind, now
-		changed = true
-	} else if eff.ind == eim.StatusInProgress && in.UpdateStatusTimestamp < now {
-		// Still updating: the timestamp says the node is alive (the host
-		// module holds its liveness from it).
-		in.UpdateStatusTimestamp, changed = now, true
+	// The instance. A repeated "still updating" is written too: its
+	// timestamp says the node is alive (the host module holds its
+	// liveness from it).
+	if in.UpdateStatus != text || in.UpdateStatusIndicator != eff.ind || (eff.ind == eim.StatusInProgress && in.UpdateStatusTimestamp < now) {
+		if err := inventory.SetUpdateStatus(ctx, tx, in, inventory.Status{Text: text, Indicator: eff.ind, Timestamp: now}); err != nil {
+			return "", false, err
+		}
 	}
 	if m.Status == maintenancev1.ReportUpdateStatusRequest_STATUS_UPDATED && m.OsId != "" && in.OSID != m.OsId {
 		r, err := tx.Get(ctx, eim.KindOS, m.OsId)
@@ -153,12 +151,10 @@ func (s *Service) record(ctx context.Context, tx eim.Tx, n southbound.Node, m *m
 		if err != nil {
 			return "", false, err
 		}
-		in.OSID, changed, switched = r.Base().ResourceID, true, true
-	}
-	if changed {
-		if err := tx.Update(ctx, in); err != nil {
+		if err := inventory.SwitchInstanceOS(ctx, tx, in, r.Base().ResourceID); err != nil {
 			return "", false, err
 		}
+		switched = true
 	}
 	return in.ResourceID, switched, nil
 }

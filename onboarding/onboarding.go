@@ -261,14 +261,14 @@ func (d decision) writes() bool {
 // apply writes d's changes in tx and returns the new client secret of an
 // onboarded host.
 func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity) (string, error) {
-	ts := uint64(s.now().Unix())
+	now := s.now()
 	for _, h := range d.mismatch {
-		if err := setRegistrationError(ctx, tx, h, StatusMismatch, ts); err != nil {
+		if err := setRegistrationError(ctx, tx, h, StatusMismatch, now); err != nil {
 			return "", err
 		}
 	}
 	for _, h := range d.conflict {
-		if err := setRegistrationError(ctx, tx, h, StatusClaimed, ts); err != nil {
+		if err := setRegistrationError(ctx, tx, h, StatusClaimed, now); err != nil {
 			return "", err
 		}
 	}
@@ -276,44 +276,31 @@ func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity)
 	if h == nil {
 		return "", nil
 	}
-	changed := false
 	if h.RegistrationStatus != StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle {
-		h.RegistrationStatus, h.RegistrationStatusIndicator, h.RegistrationStatusTimestamp = StatusRegistered, eim.StatusIdle, ts
-		changed = true
-	}
-	var secret string
-	if d.onboarding() {
-		var hash string
-		secret, hash = southbound.NewSecret()
-		h.NodeSecretHash = hash
-		h.NodeCredGen++
-		h.CurrentState = eim.HostStateOnboarded
-		h.OnboardingStatus, h.OnboardingStatusIndicator, h.OnboardingStatusTimestamp = StatusOnboarded, eim.StatusIdle, ts
-		// Record what the device reported and registration lacked.
-		if h.UUID == "" && id.uuid != "" {
-			h.UUID = id.uuid
-		}
-		if h.SerialNumber == "" && id.serial != "" {
-			h.SerialNumber = id.serial
-		}
-		changed = true
-	}
-	if changed {
-		if err := tx.Update(ctx, h); err != nil {
+		if err := inventory.SetRegistrationStatus(ctx, tx, h, inventory.StatusAt(StatusRegistered, eim.StatusIdle, now)); err != nil {
 			return "", err
 		}
+	}
+	if !d.onboarding() {
+		return "", nil
+	}
+	secret, hash := southbound.NewSecret()
+	// The device's identity fills in what the registration lacked.
+	err := inventory.IssueNodeCredentials(ctx, tx, h, inventory.Onboarded{SecretHash: hash, UUID: id.uuid, SerialNumber: id.serial,
+		Status: inventory.StatusAt(StatusOnboarded, eim.StatusIdle, now)})
+	if err != nil {
+		return "", err
 	}
 	return secret, nil
 }
 
 // setRegistrationError gives h the registration status text (ERROR) unless
 // it has it already.
-func setRegistrationError(ctx context.Context, tx eim.Tx, h *eim.Host, text string, ts uint64) error {
+func setRegistrationError(ctx context.Context, tx eim.Tx, h *eim.Host, text string, now time.Time) error {
 	if h.RegistrationStatus == text && h.RegistrationStatusIndicator == eim.StatusError {
 		return nil
 	}
-	h.RegistrationStatus, h.RegistrationStatusIndicator, h.RegistrationStatusTimestamp = text, eim.StatusError, ts
-	return tx.Update(ctx, h)
+	return inventory.SetRegistrationStatus(ctx, tx, h, inventory.StatusAt(text, eim.StatusError, now))
 }
 
 // answer is the response (or refusal) of a decision.
@@ -362,15 +349,7 @@ func (s *Service) projectOfToken(ctx context.Context, token string) (*eim.Projec
 
 // enroll creates the host of an unknown device in project p.
 func (s *Service) enroll(ctx context.Context, tx eim.Tx, p *eim.Project, id identity) (*eim.Host, error) {
-	h, err := inventory.NewRegisteredHost(inventory.HostRegistration{UUID: id.uuid, SerialNumber: id.serial, AutoOnboard: p.Settings.AutoOnboardEnrolled})
-	if err != nil {
-		return nil, err
-	}
-	h.Project = p.Name
-	if err := tx.Create(ctx, h); err != nil {
-		return nil, err
-	}
-	return h, nil
+	return inventory.EnrollHost(ctx, tx, p.Name, inventory.HostRegistration{UUID: id.uuid, SerialNumber: id.serial, AutoOnboard: p.Settings.AutoOnboardEnrolled})
 }
 
 // rpcError translates an error for the node, logging the unexpected ones.

@@ -269,15 +269,8 @@ func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 			}
 			in.SecurityFeature = r.(*eim.OS).SecurityFeature
 		}
-		inst, err := inventory.NewInstance(in)
-		if err != nil {
-			return err
-		}
-		if err := tx.Create(ctx, inst); err != nil {
-			return err
-		}
-		created = inst
-		return nil
+		created, err = inventory.CreateInstance(ctx, tx, in)
+		return err
 	})
 	if err == nil && created != nil {
 		s.log.Info("zero-touch provisioning: instance created", "project", k.project, "host", k.id, "instance", created.ResourceID, "os", set.DefaultOSID)

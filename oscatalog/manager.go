@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 )
 
 // Options configure a Manager. Store and Catalog are required; zero values
@@ -442,12 +443,12 @@ func (m *Manager) reconcile(ctx context.Context, project string, sync bool) (Sta
 				}
 				p = plan(cat, cur)
 				for _, o := range p.create {
-					if err := tx.Create(ctx, o); err != nil {
+					if err := inventory.CreateCatalogOS(ctx, tx, o); err != nil {
 						return fmt.Errorf("create OS %q: %w", o.Name, err)
 					}
 				}
 				for _, o := range p.update {
-					if err := tx.Update(ctx, o); err != nil {
+					if err := inventory.UpdateCatalogOS(ctx, tx, o); err != nil {
 						return fmt.Errorf("update OS %s: %w", o.ResourceID, err)
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 )
 
 // osTypeImmutable is the type of image-based OSes, updated whole (A/B).
@@ -131,8 +132,7 @@ func (m *Manager) updateInstances(ctx context.Context, project string, idx *osIn
 				if !ok || in.OsUpdateAvailable == w || in.DesiredState == eim.InstanceStateDeleted {
 					continue // changed meanwhile
 				}
-				in.OsUpdateAvailable = w
-				if err := tx.Update(ctx, in); err != nil {
+				if err := inventory.SetOSUpdateAvailable(ctx, tx, in, w); err != nil {
 					return err
 				}
 				n++

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 )
 
@@ -63,22 +64,20 @@ func reportInChanges(st *nodeState, m *hostv1.ReportInRequest) bool {
 }
 
 func (s *Service) applyReportIn(ctx context.Context, tx eim.Tx, st *nodeState, m *hostv1.ReportInRequest) error {
-	now := eim.NewTime(s.now())
+	now := s.now()
 	if provisioned(st) {
-		in := st.instance
-		in.CurrentState = eim.InstanceStateRunning
-		in.InstanceStatus, in.InstanceStatusIndicator, in.InstanceStatusTimestamp = "Running", eim.StatusIdle, uint64(now.Unix())
-		if err := tx.Update(ctx, in); err != nil {
+		if err := inventory.SetInstanceStatus(ctx, tx, st.instance, eim.InstanceStateRunning, inventory.StatusAt("Running", eim.StatusIdle, now)); err != nil {
 			return err
 		}
 	}
 	h := st.host
-	if h.HostStatus != "Running" || h.HostStatusIndicator != eim.StatusIdle || (m.Hostname != "" && h.Hostname != m.Hostname) {
-		h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = "Running", eim.StatusIdle, uint64(now.Unix())
-		if m.Hostname != "" {
-			h.Hostname = m.Hostname
+	if h.HostStatus != "Running" || h.HostStatusIndicator != eim.StatusIdle {
+		if err := inventory.SetHostStatus(ctx, tx, h, inventory.StatusAt("Running", eim.StatusIdle, now)); err != nil {
+			return err
 		}
-		if err := tx.Update(ctx, h); err != nil {
+	}
+	if m.Hostname != "" && h.Hostname != m.Hostname {
+		if err := inventory.SetHostname(ctx, tx, h, m.Hostname); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 )
 
 // Reprovision starts a new attempt of the FAILED workflow of instance id
@@ -69,10 +70,10 @@ func (s *Service) Reprovision(ctx context.Context, project, id, subject string) 
 		appendLog(w, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: w.Attempt, Action: -1,
 			Message: fmt.Sprintf("retry requested by %s: attempt %d, %d actions, OS %s", subject, w.Attempt, len(actions), input.OS.ResourceID)})
 		setProvisioning(in, inProgress(w, 0), eim.StatusInProgress, now)
-		if err := tx.Update(ctx, w); err != nil {
+		if err := inventory.SaveWorkflow(ctx, tx, w); err != nil {
 			return fmt.Errorf("update workflow: %w", err)
 		}
-		if err := tx.Update(ctx, in); err != nil {
+		if err := inventory.SetProvisioningStatus(ctx, tx, in, provisioningStatus(in)); err != nil {
 			return fmt.Errorf("update instance: %w", err)
 		}
 		wf = w

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 )
 
 // Run fails timed-out workflows until ctx is done, then returns nil. It
@@ -126,10 +127,10 @@ func (s *Service) expire(ctx context.Context, project, id string) error {
 		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: t, Attempt: wf.Attempt, Action: i, Name: a.Name, State: eim.ActionFailed, Message: msg})
 		s.fail(wf, in, i, msg, t)
 		msg, inst = wf.Message, in.ResourceID
-		if err := tx.Update(ctx, wf); err != nil {
+		if err := inventory.SaveWorkflow(ctx, tx, wf); err != nil {
 			return err
 		}
-		return tx.Update(ctx, in)
+		return inventory.SetProvisioningStatus(ctx, tx, in, provisioningStatus(in))
 	})
 	if err == nil && msg != "" {
 		s.log.Warn("provisioning: workflow timed out", "project", project, "instance", inst, "workflow", id, "reason", msg)

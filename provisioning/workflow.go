@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -19,6 +20,9 @@ type nodeState struct {
 	host     *eim.Host
 	instance *eim.Instance // nil: none yet
 	workflow *eim.Workflow // nil: none yet (or one of an older instance)
+	// hostStatus is the status the host is to get (save writes it over
+	// the one host shows, as read).
+	hostStatus inventory.Status
 }
 
 // load reads the node's instance and workflow in tx (scoped to the node's
@@ -222,10 +226,10 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 			Message: fmt.Sprintf("workflow created: %d actions, OS %s", len(wf.Actions), input.OS.ResourceID)})
 		setProvisioning(in, inProgress(wf, 0), eim.StatusInProgress, now)
 	}
-	if err := tx.Create(ctx, wf); err != nil {
+	if err := inventory.CreateWorkflow(ctx, tx, wf); err != nil {
 		return nil, fmt.Errorf("create workflow: %w", err)
 	}
-	if err := tx.Update(ctx, in); err != nil {
+	if err := inventory.SetProvisioningStatus(ctx, tx, in, provisioningStatus(in)); err != nil {
 		return nil, fmt.Errorf("update instance: %w", err)
 	}
 	if wf.State == eim.WorkflowFailed {
@@ -308,10 +312,16 @@ func inProgress(wf *eim.Workflow, i int) string {
 	return "Provisioning In Progress: " + step(wf, i)
 }
 
-// setProvisioning sets the instance's provisioning status.
+// setProvisioning sets the instance's provisioning status (in memory:
+// the caller writes it with provisioningStatus).
 func setProvisioning(in *eim.Instance, text string, ind eim.StatusIndication, now eim.Time) {
 	in.ProvisioningStatus, in.ProvisioningStatusIndicator = text, ind
 	in.ProvisioningStatusTimestamp = uint64(now.Unix())
+}
+
+// provisioningStatus is the provisioning status in holds.
+func provisioningStatus(in *eim.Instance) inventory.Status {
+	return inventory.Status{Text: in.ProvisioningStatus, Indicator: in.ProvisioningStatusIndicator, Timestamp: in.ProvisioningStatusTimestamp}
 }
 
 // maxReports is the most reports one ReportActions call carries.
@@ -419,20 +429,21 @@ func (s *Service) report(ctx context.Context, ms []*provisioningv1.ReportActionR
 // changed records which of a nodeState's rows reports changed.
 type changed struct{ host, instance, workflow bool }
 
-// save writes the rows of st that ch marks changed.
+// save writes what reports changed of st, as ch marks it: the host's
+// status, the instance's provisioning status, the workflow.
 func (st *nodeState) save(ctx context.Context, tx eim.Tx, ch changed) error {
 	if ch.host {
-		if err := tx.Update(ctx, st.host); err != nil {
+		if err := inventory.SetHostStatus(ctx, tx, st.host, st.hostStatus); err != nil {
 			return err
 		}
 	}
 	if ch.instance {
-		if err := tx.Update(ctx, st.instance); err != nil {
+		if err := inventory.SetProvisioningStatus(ctx, tx, st.instance, provisioningStatus(st.instance)); err != nil {
 			return err
 		}
 	}
 	if ch.workflow {
-		return tx.Update(ctx, st.workflow)
+		return inventory.SaveWorkflow(ctx, tx, st.workflow)
 	}
 	return nil
 }
@@ -509,8 +520,7 @@ func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbo
 					return false, nil, err
 				}
 			}
-			h := st.host
-			h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = "Rebooting", eim.StatusInProgress, uint64(now.Unix())
+			st.hostStatus = inventory.StatusAt("Rebooting", eim.StatusInProgress, now.Time)
 			ch.host = true
 		} else {
 			wf.State = eim.WorkflowRunning

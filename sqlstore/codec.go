@@ -41,7 +41,9 @@ type codec struct {
 	table    string
 	cols     []*column // every stored column, in schema order; id and project first ones included
 	byColumn map[string]*column
-	// The columns written by Update (all but id, project, created_at).
+	// The columns written by Update from the resource: all but id,
+	// project, created_at and updated_at (a version the store sets: see
+	// setUpdatedAt).
 	updCols []*column
 
 	selectList string // "t.id, t.project, …"
@@ -49,8 +51,7 @@ type codec struct {
 	insert, update, updateScoped, del, delScoped, get, getScoped string
 	// updateIf and updateIfScoped are update and updateScoped that write
 	// only the version of the row that was read (its updated_at, the last
-	// argument): a cached kind's row may have been read from the refCache,
-	// before the transaction's snapshot (see tx.Update).
+	// argument; see tx.Update).
 	updateIf, updateIfScoped string
 	// referrers are the edges of other kinds that point at this kind.
 	referrers []*referrer
@@ -140,7 +141,7 @@ func newCodec(s *eim.Schema) *codec {
 		c.cols = append(c.cols, col)
 		c.byColumn[col.name] = col
 		switch col.name {
-		case "id", "project", "created_at":
+		case "id", "project", "created_at", "updated_at":
 		default:
 			c.updCols = append(c.updCols, col)
 		}
@@ -153,21 +154,36 @@ func newCodec(s *eim.Schema) *codec {
 		qual[i] = c.table + "." + col.name
 		marks[i] = "?"
 	}
-	sets := make([]string, len(c.updCols))
+	sets := make([]string, len(c.updCols), len(c.updCols)+1)
 	for i, col := range c.updCols {
 		sets[i] = col.name + " = ?"
 	}
+	sets = append(sets, setUpdatedAt("?", "?"))
 	c.selectList = strings.Join(qual, ", ")
 	c.insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (id) DO NOTHING", c.table, strings.Join(names, ", "), strings.Join(marks, ", "))
-	c.update = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? RETURNING project, created_at", c.table, strings.Join(sets, ", "))
-	c.updateScoped = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND project = ? RETURNING project, created_at", c.table, strings.Join(sets, ", "))
-	c.updateIf = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND updated_at = ? RETURNING project, created_at", c.table, strings.Join(sets, ", "))
-	c.updateIfScoped = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND project = ? AND updated_at = ? RETURNING project, created_at", c.table, strings.Join(sets, ", "))
+	c.update = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? %s", c.table, strings.Join(sets, ", "), updateReturning)
+	c.updateScoped = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND project = ? %s", c.table, strings.Join(sets, ", "), updateReturning)
+	c.updateIf = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND updated_at = ? %s", c.table, strings.Join(sets, ", "), updateReturning)
+	c.updateIfScoped = fmt.Sprintf("UPDATE %s SET %s WHERE id = ? AND project = ? AND updated_at = ? %s", c.table, strings.Join(sets, ", "), updateReturning)
 	c.del = fmt.Sprintf("DELETE FROM %s WHERE id = ? RETURNING project", c.table)
 	c.delScoped = fmt.Sprintf("DELETE FROM %s WHERE id = ? AND project = ? RETURNING project", c.table)
 	c.get = fmt.Sprintf("SELECT %s FROM %s WHERE %s.id = ?", c.selectList, c.table, c.table)
 	c.getScoped = fmt.Sprintf("SELECT %s FROM %s WHERE %s.id = ? AND %s.project = ?", c.selectList, c.table, c.table, c.table)
 	return c
+}
+
+// updateReturning ends every UPDATE of a resource: what the writer learns
+// of the stored row (and whether there was one).
+const updateReturning = "RETURNING project, created_at, updated_at"
+
+// setUpdatedAt is the assignment of updated_at in an UPDATE, given the
+// placeholders of the writer's time (unix milliseconds) twice: that time,
+// or one millisecond past the stored one when that is not older. So every
+// write gives a row a new updated_at, which writers that name the version
+// they read (tx.Update) can tell from the one they read even when two
+// writes fall in one millisecond or the writers' clocks differ.
+func setUpdatedAt(now1, now2 string) string {
+	return "updated_at = CASE WHEN updated_at >= " + now1 + " THEN updated_at + 1 ELSE " + now2 + " END"
 }
 
 // value returns the SQL value of one column of r.

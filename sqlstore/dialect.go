@@ -198,7 +198,7 @@ func preparedWrites() []string {
 	qs := []string{revisionUpdate, eventInsert1}
 	for _, k := range eim.Kinds() {
 		c := codecOf(k)
-		qs = append(qs, c.insert, c.update, c.updateScoped, c.del, c.delScoped, c.get, c.getScoped)
+		qs = append(qs, c.insert, c.update, c.updateScoped, c.updateIf, c.updateIfScoped, c.del, c.delScoped, c.get, c.getScoped)
 	}
 	return qs
 }
@@ -309,11 +309,11 @@ func (d *dialect) translate(err error, r eim.Resource) error {
 	return err // foreign keys are translated by the caller, who knows the row
 }
 
-// errRaced is the error of a statement that lost a race with another
-// transaction: PostgreSQL's serialization failure (a row this REPEATABLE
-// READ transaction writes was changed since its snapshot) or a deadlock.
-// runTx runs the transaction again; callers see it only when it kept
-// losing.
+// errRaced is the error of a write that lost a race with another
+// transaction: the row it writes changed since it was read (tx.Update,
+// tx.UpdateFieldsIf), or PostgreSQL reported a serialization failure or a
+// deadlock. runTx runs the transaction again; callers see it only when it
+// kept losing.
 var errRaced = &eim.Error{Code: eim.EUNAVAILABLE, Message: "the write conflicted with concurrent writes of the same data; try again"}
 
 func isRace(err error) bool {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -87,6 +88,10 @@ func (s *Store) LastSeen(ctx context.Context) ([]eim.LastSeen, error) {
 	if err != nil {
 		return nil, s.d.translate(fmt.Errorf("read last seen: %w", err), nil)
 	}
+	return s.scanLastSeen(rows)
+}
+
+func (s *Store) scanLastSeen(rows *sql.Rows) ([]eim.LastSeen, error) {
 	defer rows.Close()
 	var out []eim.LastSeen
 	for rows.Next() {
@@ -102,4 +107,16 @@ func (s *Store) LastSeen(ctx context.Context) ([]eim.LastSeen, error) {
 		return nil, s.d.translate(fmt.Errorf("read last seen: %w", err), nil)
 	}
 	return out, nil
+}
+
+// LastSeenOf implements eim.Store: one statement for the whole list.
+func (s *Store) LastSeenOf(ctx context.Context, hostIDs []string) ([]eim.LastSeen, error) {
+	if len(hostIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.d.rebind("SELECT project, host_id, last_seen FROM host_liveness WHERE "+s.d.inList("host_id", "?")), s.d.listArg(hostIDs))
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("read last seen: %w", err), nil)
+	}
+	return s.scanLastSeen(rows)
 }

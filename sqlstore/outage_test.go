@@ -57,6 +57,12 @@ func TestPostgresDatabaseAway(t *testing.T) {
 		"ListProjects":    func() error { _, err := s.ListProjects(ctx); return err },
 		"NodeCredentials": func() error { _, err := s.NodeCredentials(ctx, "", "host-12345678"); return err },
 		"LastSeen":        func() error { _, err := s.LastSeen(ctx); return err },
+		"LastSeenOf":      func() error { _, err := s.LastSeenOf(ctx, []string{"host-12345678"}); return err },
+		"Claim":           func() error { _, err := s.Claim(ctx, "l", "me", time.Minute); return err },
+		"Release":         func() error { return s.Release(ctx, "l", "me") },
+		"Announce":        func() error { return s.Announce(ctx, eim.Member{ID: "me"}, time.Minute) },
+		"Members":         func() error { _, err := s.Members(ctx); return err },
+		"Leave":           func() error { return s.Leave(ctx, "me") },
 		"SaveLastSeen": func() error {
 			return s.SaveLastSeen(ctx, []eim.LastSeen{{Project: "p", HostID: "host-12345678", At: time.Now()}})
 		},

@@ -243,6 +243,11 @@ func (t *tx) cond(c *codec, cond eim.Cond, a *args) (string, error) {
 	if !ok || !f.Stored() {
 		return "", eim.Errorf(eim.EINVALID, "%s: not a stored field of %s", cond.Field, c.kind)
 	}
+	return t.condOn(c, f, cond, a)
+}
+
+// condOn renders one exact-match condition on the stored field f.
+func (t *tx) condOn(c *codec, f *eim.Field, cond eim.Cond, a *args) (string, error) {
 	col := c.byColumn[f.Column]
 	name := c.table + "." + col.name
 	if f.Fold && col.kind == colString {
@@ -278,7 +283,7 @@ func (t *tx) cond(c *codec, cond eim.Cond, a *args) (string, error) {
 		for i := range vs {
 			vs[i] = rv.Index(i).String()
 		}
-		return t.cond(c, eim.Cond{Field: cond.Field, Value: vs}, a)
+		return t.condOn(c, f, eim.Cond{Field: cond.Field, Value: vs}, a)
 	}
 	if col.kind == colString || col.kind == colEdge {
 		if rv.Kind() != reflect.String {

@@ -267,13 +267,11 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 // (it waits for a sequencer round); group also holds the creates back (see
 // UpdateGrouped).
 //
-// A PostgreSQL write transaction runs at REPEATABLE READ: when a row it
-// read is changed by another transaction before it writes the row, its
-// write fails (instead of writing back what it read over the other's
-// change, as READ COMMITTED would), and fn is run again in a new
-// transaction, after a short random pause, up to maxRuns times in all. So
-// is a transaction whose update of a reference row found the row changed
-// since it was read from the refCache (tx.Update; either engine).
+// A write that lost a race (errRaced: a row it read was changed by
+// another transaction before it wrote the whole row back, a condition it
+// wrote under no longer held, or PostgreSQL found a deadlock) is not
+// written: fn is run again in a new transaction, after a short random
+// pause, up to maxRuns times in all.
 //
 // A read that failed because the database went away (a dropped pooled
 // connection after a restart, say) is run again, up to readRetries times
@@ -470,12 +468,18 @@ func (s *Store) beginEngine(ctx context.Context, project string, write, lazy boo
 	return &tx{s: s, sqlTx: sqlTx, q: sqlTx, project: project, write: write}, nil
 }
 
-// pgWriteTx are the options of a PostgreSQL write transaction: at
-// REPEATABLE READ a row changed since the transaction's snapshot cannot be
-// written over (the statement fails with a serialization failure, and
-// runTx runs the transaction again), so no change is lost to a concurrent
-// read-modify-write.
-var pgWriteTx = &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+// pgWriteTx are the options of a PostgreSQL write transaction: READ
+// COMMITTED, where a statement that finds a row locked by a concurrent
+// writer waits for its commit and then works on the row as that writer
+// left it. (At REPEATABLE READ it would fail with a serialization failure
+// instead, whichever columns the two wrote: a host module recording a
+// host's status and the API renaming it would make one of them run its
+// whole transaction again.) What keeps a read-modify-write from being
+// lost is the store's: Tx.Update writes only over the version it read
+// (updated_at), Tx.UpdateFields writes only its columns, and
+// Tx.UpdateFieldsIf checks what its writer decided on, each failing with
+// errRaced, which runs the transaction again, when the row moved on.
+var pgWriteTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // beginPostgres starts t on PostgreSQL. Writes run in a transaction. Reads
 // do not: at READ COMMITTED, PostgreSQL's level, every statement of a

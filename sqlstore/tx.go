@@ -480,18 +480,20 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 	}
 	m := r.Base()
 	t.forget(k, m.ResourceID, false)
-	prevUpdated := m.Timestamps.UpdatedAt
-	m.Timestamps.UpdatedAt = eim.NewTime(t.s.now())
 	vals, err := values(r, c.updCols)
 	if err != nil {
-		m.Timestamps.UpdatedAt = prevUpdated
 		return err
 	}
-	// A row of a cached kind may come from the refCache, read before this
-	// transaction's snapshot: a change committed in between would not fail
-	// the write as a serialization failure, so the write names the version
-	// it replaces. (A row never read has no version, and is written as is.)
-	guarded := cachedKinds[k] && !prevUpdated.IsZero()
+	now := eim.NewTime(t.s.now()).UnixMilli()
+	vals = append(vals, now, now)
+	// The write names the version it replaces (a row never read has none,
+	// and is written as is): a change committed since the row was read —
+	// on PostgreSQL by a concurrent writer (writes run at READ COMMITTED,
+	// see pgWriteTx), on either engine by another process before a cached
+	// kind's row was read from the refCache — fails it, and the
+	// transaction runs again on the row as it is now.
+	prev := m.Timestamps.UpdatedAt
+	guarded := !prev.IsZero()
 	q := c.update
 	vals = append(vals, m.ResourceID)
 	if t.project != "" {
@@ -503,45 +505,55 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 		if t.project != "" {
 			q = c.updateIfScoped
 		}
-		vals = append(vals, prevUpdated.UnixMilli())
+		vals = append(vals, prev.UnixMilli())
 	}
 	rows, err := t.query(ctx, q, vals...)
 	if err != nil {
-		m.Timestamps.UpdatedAt = prevUpdated
 		return t.fail(t.writeError(ctx, c, r, fmt.Errorf("update %s: %w", k, err)))
 	}
+	return t.updated(ctx, c, r, rows, guarded)
+}
+
+// updated reads what an UPDATE of r returned (updateReturning): r's
+// project and timestamps as stored, and its event; or, when no row was
+// written, ENOTFOUND, or errRaced when the row exists but its version or
+// the conditions did not match (guarded).
+func (t *tx) updated(ctx context.Context, c *codec, r eim.Resource, rows *sql.Rows, guarded bool) error {
+	m := r.Base()
 	var (
-		project string
-		created int64
-		found   bool
+		project          string
+		created, updated int64
+		found            bool
+		err              error
 	)
 	for rows.Next() {
 		found = true
-		err = rows.Scan(&project, &created)
+		err = rows.Scan(&project, &created, &updated)
 	}
 	if err == nil {
 		err = rows.Err()
 	}
 	rows.Close()
 	if err != nil {
-		m.Timestamps.UpdatedAt = prevUpdated
-		return t.fail(t.writeError(ctx, c, r, fmt.Errorf("update %s: %w", k, err)))
+		return t.fail(t.writeError(ctx, c, r, fmt.Errorf("update %s: %w", c.kind, err)))
 	}
 	if !found {
-		m.Timestamps.UpdatedAt = prevUpdated
 		if guarded && t.exists(ctx, c.existsQuery(t.project), existsArgs(m.ResourceID, t.project)...) {
 			// Changed since it was read: the transaction runs again
 			// (runTx), reading the row afresh.
-			t.s.refs.clearAll()
+			if cachedKinds[c.kind] {
+				t.s.refs.clearAll()
+			}
 			return t.fail(errRaced)
 		}
-		return eim.Errorf(eim.ENOTFOUND, "%s %s not found", k, m.ResourceID)
+		return eim.Errorf(eim.ENOTFOUND, "%s %s not found", c.kind, m.ResourceID)
 	}
 	m.Project = project
 	if created != 0 {
 		m.Timestamps.CreatedAt = eim.TimeFromUnixMilli(created)
 	}
-	t.addEvent(project, k, m.ResourceID, eim.OpUpdated)
+	m.Timestamps.UpdatedAt = eim.TimeFromUnixMilli(updated)
+	t.addEvent(project, c.kind, m.ResourceID, eim.OpUpdated)
 	return nil
 }
 

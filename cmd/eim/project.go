@@ -134,7 +134,7 @@ func (c *cli) projectSet(args []string) error {
 		"Change a project's onboarding settings; flags not given keep their value.")
 	c.globalFlags(fs)
 	var osID, acct, configs, token string
-	var auto bool
+	var auto, perHost bool
 	fs.StringVar(&osID, "default-os", "", "OS profile ID of the instances zero-touch provisioning creates (turns it on); none turns it off")
 	fs.StringVar(&acct, "default-local-account", "", "local account ID of those instances; none for no account")
 	fs.StringVar(&configs, "default-custom-configs", "", "comma-separated custom config IDs of those instances; none for none")
@@ -143,6 +143,7 @@ func (c *cli) projectSet(args []string) error {
 	var interval, timeout time.Duration
 	fs.DurationVar(&interval, "heartbeat-interval", 0, "how often the project's nodes send heartbeats (5s..1h; 0 = the server's default)")
 	fs.DurationVar(&timeout, "heartbeat-timeout", 0, "silence after which a host is \"No Connection\" (at least two intervals; 0 = 3 intervals)")
+	fs.BoolVar(&perHost, "exporter-per-host", true, "false: the exporter shows no per-host series (edge_host_*) of the project's hosts, only its aggregates")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -194,6 +195,10 @@ func (c *cli) projectSet(args []string) error {
 			return err
 		}
 	}
+	if set["exporter-per-host"] {
+		off := !perHost
+		ch.ExporterPerHostOff = &off
+	}
 	if set["enrollment-token"] {
 		if token != "new" && token != "none" {
 			return usagef("set: --enrollment-token %q: want new or none", token)
@@ -201,7 +206,7 @@ func (c *cli) projectSet(args []string) error {
 		ch.EnrollmentToken = token
 	}
 	if ch == (client.SettingsChange{}) {
-		return usagef("set: nothing to change: give --default-os, --default-local-account, --default-custom-configs, --enrollment-token, --auto-onboard-enrolled, --heartbeat-interval or --heartbeat-timeout")
+		return usagef("set: nothing to change: give --default-os, --default-local-account, --default-custom-configs, --enrollment-token, --auto-onboard-enrolled, --heartbeat-interval, --heartbeat-timeout or --exporter-per-host")
 	}
 	cl, err := c.clientFor()
 	if err != nil {
@@ -268,6 +273,7 @@ func (c *cli) printProject(p *client.Project) error {
 		{"autoOnboardEnrolled:", fmt.Sprint(p.Settings.AutoOnboardEnrolled)},
 		{"heartbeatInterval:", or(secondsText(p.Settings.HeartbeatIntervalSeconds), "server default")},
 		{"heartbeatTimeout:", or(secondsText(p.Settings.HeartbeatTimeoutSeconds), "server default")},
+		{"exporterPerHost:", map[bool]string{false: "on (unless the server's --exporter-per-host=false)", true: "off (aggregates only)"}[p.Settings.ExporterPerHostOff]},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/server"
 	"github.com/eimhq/eim/sqlstore"
 )
 
@@ -77,7 +78,7 @@ func (c *cli) token(args []string) error {
 	if _, err := os.Stat(filepath.Join(dataDir, auth.KeyFile)); keyFile == "" && errors.Is(err, iofs.ErrNotExist) {
 		return fmt.Errorf("no signing key in %s: start the server once with --data-dir %s, or pass the right --data-dir (or --signing-key)", dataDir, dataDir)
 	}
-	iss, err := loadIssuer(dataDir, keyFile)
+	iss, err := server.LoadIssuer(dataDir, keyFile)
 	if err != nil {
 		return fmt.Errorf("signing key: %w", err)
 	}
@@ -93,8 +94,8 @@ func (c *cli) token(args []string) error {
 // lookupProject finds the project in the server's database. A SQLite file
 // must already exist: opening a missing one would create an empty database.
 func (c *cli) lookupProject(dataDir, database, name string) (*eim.Project, error) {
-	dsn := databaseDSN(dataDir, database)
-	if !isPostgres(dsn) {
+	dsn := server.DatabaseDSN(dataDir, database)
+	if !server.IsPostgres(dsn) {
 		path := strings.TrimPrefix(dsn, "sqlite:")
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("no database at %s (start the server once, or pass --data-dir / --database): %w", path, err)
@@ -102,7 +103,7 @@ func (c *cli) lookupProject(dataDir, database, name string) (*eim.Project, error
 	}
 	store, err := sqlstore.Open(c.ctx, dsn, sqlstore.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", redactDSN(dsn), err)
+		return nil, fmt.Errorf("open database %s: %w", server.RedactDSN(dsn), err)
 	}
 	defer store.Close()
 	p, err := store.FindProject(c.ctx, name)

@@ -47,6 +47,17 @@ func testLastSeen(t *testing.T, s eim.Store) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
+	// Some hosts by ID, in one read.
+	of, err := s.LastSeenOf(c, []string{hosts[1].ResourceID, hosts[2].ResourceID, "host-0000dead"})
+	if err != nil {
+		t.Fatalf("LastSeenOf: %v", err)
+	}
+	if len(of) != 1 || of[0].HostID != hosts[1].ResourceID || of[0].Project != p || of[0].At.UnixMilli() != t0.Add(time.Second).UnixMilli() {
+		t.Fatalf("LastSeenOf(%s, %s, unknown): got %v, want only %s at %v", hosts[1].ResourceID, hosts[2].ResourceID, of, hosts[1].ResourceID, t0.Add(time.Second))
+	}
+	if of, err := s.LastSeenOf(c, nil); err != nil || len(of) != 0 {
+		t.Fatalf("LastSeenOf(none): got %v, %v; want nothing", of, err)
+	}
 	// The record goes with its host.
 	if err := s.Update(c, p, func(tx eim.Tx) error { return tx.Delete(c, eim.KindHost, hosts[0].ResourceID) }); err != nil {
 		t.Fatal(err)

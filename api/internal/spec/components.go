@@ -159,9 +159,10 @@ func sharedSchemas(into *obj) {
 			"heartbeatIntervalSeconds", heartbeatInterval(),
 			"heartbeatTimeoutSeconds", heartbeatTimeout(),
 			"osSecurityFeatureEnable", osSecurityFeatureEnable(),
+			"exporterPerHostOff", exporterPerHostOff(),
 		),
 		"required", []string{"defaultOsId", "defaultLocalAccountId", "defaultCustomConfigIds", "enrollment", "autoOnboardEnrolled",
-			"heartbeatIntervalSeconds", "heartbeatTimeoutSeconds", "osSecurityFeatureEnable"},
+			"heartbeatIntervalSeconds", "heartbeatTimeoutSeconds", "osSecurityFeatureEnable", "exporterPerHostOff"},
 	))
 	into.set("ProjectDetail", o(
 		"type", "object",
@@ -190,6 +191,7 @@ func sharedSchemas(into *obj) {
 			"heartbeatIntervalSeconds", heartbeatInterval(),
 			"heartbeatTimeoutSeconds", heartbeatTimeout(),
 			"osSecurityFeatureEnable", osSecurityFeatureEnable(),
+			"exporterPerHostOff", exporterPerHostOff(),
 			"enrollmentToken", o("type", "string", "enum", []string{"new", "none"},
 				"description", "new: generate an enrollment token (returned once); none: remove it."),
 		),
@@ -445,4 +447,10 @@ func osSecurityFeatureEnable() *obj {
 	return o("type", "boolean", "description",
 		"Zero-touch instances take their OS profile's security feature (secure boot and full-disk encryption where it has it). "+
 			"The project's default provider infra_onboarding shows the same setting in its config.")
+}
+
+func exporterPerHostOff() *obj {
+	return o("type", "boolean", "description",
+		"The exporter module leaves the project's hosts out of its per-host series (edge_host_*, about 27 series a host); "+
+			"its aggregates (eim_hosts …) still count them. See docs/metrics.md.")
 }

@@ -1,0 +1,150 @@
+// Package exporter is the exporter module: the fleet's state as
+// Prometheus metrics on GET /metrics. It serves the original EIM
+// exporter's per-host series under their names and labels
+// (edge_host_status{status} and its siblings, one series per possible
+// value), aggregates that stay small at any fleet size (eim_hosts{project,
+// site,status} and friends), and histograms of onboarding, provisioning
+// and time-to-RUNNING durations computed from stored timestamps.
+//
+// A scrape reads no database: every process of the module keeps a
+// snapshot of the hosts, instances, projects, locations and schedules,
+// loaded once and kept by the change feed (feed.go). Per-host series can
+// be turned off for the whole process (Options.PerHost false, the
+// server's --exporter-per-host=false) and per project (its
+// exporterPerHostOff setting). docs/metrics.md describes every series.
+package exporter
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/eimhq/eim"
+)
+
+// Options configure a Service.
+type Options struct {
+	Store  eim.Store
+	Logger *slog.Logger
+	// PerHost turns the original's per-host series on (for the projects
+	// that do not turn them off); off, only the aggregates are served.
+	PerHost bool
+	// RetryWait is the pause after the feed failed (default 2 s).
+	RetryWait time.Duration
+	// Now is the clock that decides which maintenance windows are open
+	// (default time.Now).
+	Now func() time.Time
+	// ProjectsEvery is how often the projects are read again, for their
+	// settings, which the change feed does not carry (default 10 s).
+	ProjectsEvery time.Duration
+}
+
+// Service is the exporter of one process.
+type Service struct {
+	store   eim.Store
+	log     *slog.Logger
+	perHost bool
+	retry   time.Duration
+	now     func() time.Time
+
+	projectsEvery time.Duration
+
+	snap   *snapshot
+	live   atomic.Bool // following the feed
+	loaded atomic.Bool // a first load finished
+}
+
+// New returns an exporter; Run keeps its snapshot.
+func New(opts Options) *Service {
+	s := &Service{store: opts.Store, log: opts.Logger, perHost: opts.PerHost, retry: opts.RetryWait, now: opts.Now,
+		projectsEvery: opts.ProjectsEvery, snap: newSnapshot()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.retry <= 0 {
+		s.retry = 2 * time.Second
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.projectsEvery <= 0 {
+		s.projectsEvery = 10 * time.Second
+	}
+	return s
+}
+
+// Run loads the snapshot and keeps it by the change feed until ctx ends
+// (then it returns nil). It may be called again after it returned.
+func (s *Service) Run(ctx context.Context) error { return s.follow(ctx) }
+
+// Loaded reports whether the snapshot was loaded once: until then a
+// scrape shows no host.
+func (s *Service) Loaded() bool { return s.loaded.Load() }
+
+func (s *Service) hostCount() int {
+	s.snap.mu.RLock()
+	defer s.snap.mu.RUnlock()
+	return len(s.snap.hosts)
+}
+
+// contentType is the text exposition format (0.0.4), which every
+// Prometheus reads.
+var contentType = string(expfmt.NewFormat(expfmt.TypeTextPlain))
+
+// ServeHTTP answers a scrape: the aggregates, the histograms and the
+// exporter's own gauges, then the per-host series, all from one view of
+// the snapshot; gzip-compressed when the scraper accepts it (Prometheus
+// does).
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var v *view
+	if s.loaded.Load() {
+		v = s.take(s.now())
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(fleetCollector{v: v, live: s.live.Load()})
+	fams, err := reg.Gather()
+	if err != nil {
+		// Ours to fix (a label set twice, say); the scrape shows it.
+		s.log.Error("exporter: gather", "err", err)
+		http.Error(w, "gather: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", contentType)
+	var out io.Writer = w
+	if acceptsGzip(r) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Add("Vary", "Accept-Encoding")
+		gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+		defer gz.Close()
+		out = gz
+	}
+	enc := expfmt.NewEncoder(out, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range fams {
+		if err := enc.Encode(mf); err != nil {
+			return // the scraper went away
+		}
+	}
+	if v != nil && s.perHost {
+		if err := s.writeHostSeries(out, v); err != nil {
+			return
+		}
+	}
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for part := range strings.SplitSeq(r.Header.Get("Accept-Encoding"), ",") {
+		enc, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(enc, "gzip") {
+			return true
+		}
+	}
+	return false
+}

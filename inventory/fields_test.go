@@ -1,0 +1,210 @@
+package inventory_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+)
+
+// The modules' writes refuse what is wrong, naming it, and write nothing.
+func TestModuleWritesValidate(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := ok(e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "h", UUID: newUUID()})).get(t).(*eim.Host)
+		o := ok(e.svc.Create(e.ctx, e.proj, &eim.OS{Name: "os", ImageURL: "https://example.com/os.img", Sha256: strings.Repeat("a", 64),
+			ProfileName: "p", SecurityFeature: "SECURITY_FEATURE_NONE"})).get(t).(*eim.OS)
+		in := ok(e.svc.Create(e.ctx, e.proj, &eim.Instance{Name: "i", HostID: h.ResourceID, OSID: o.ResourceID})).get(t).(*eim.Instance)
+		long := strings.Repeat("x", 1025)
+		for _, tc := range []struct {
+			name, want string
+			code       string
+			fn         func(tx eim.Tx) error
+		}{
+			{"status indicator", "hostStatusIndicator", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetHostStatus(e.ctx, tx, h, inventory.Status{Text: "Running", Indicator: "STATUS_INDICATION_OK"})
+			}},
+			{"status too long", "hostStatus", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetHostStatus(e.ctx, tx, h, inventory.Status{Text: long})
+			}},
+			{"status not UTF-8", "hostStatus", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetHostStatus(e.ctx, tx, h, inventory.Status{Text: "\xff"})
+			}},
+			{"power state", "currentPowerState", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetHostPower(e.ctx, tx, h, "POWER_STATE_HALF", inventory.Status{})
+			}},
+			{"hostname", "hostname", eim.EINVALID, func(tx eim.Tx) error { return inventory.SetHostname(e.ctx, tx, h, long) }},
+			{"hardware digest", "hardwareDigest", eim.EINVALID, func(tx eim.Tx) error {
+				hw := *h
+				hw.HardwareDigest = "md5:1"
+				return inventory.RecordHardware(e.ctx, tx, &hw, h.HardwareDigest, eim.NewTime(time.Now()))
+			}},
+			{"hardware enum", "hostNics[0].ipaddresses[0].status", eim.EINVALID, func(tx eim.Tx) error {
+				hw := *h
+				hw.HardwareDigest = "sha256:" + strings.Repeat("0", 64)
+				hw.HostNics = eim.List[eim.HostNic]{{DeviceName: "eth0", IPAddresses: eim.List[eim.IPAddress]{{Address: "10.0.0.1/8", Status: "FINE"}}}}
+				return inventory.RecordHardware(e.ctx, tx, &hw, h.HardwareDigest, eim.NewTime(time.Now()))
+			}},
+			{"registration indicator", "registrationStatusIndicator", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetRegistrationStatus(e.ctx, tx, h, inventory.Status{Text: "x", Indicator: "bad"})
+			}},
+			{"credentials of a host not to onboard", "not to be onboarded", eim.EPRECONDITION, func(tx eim.Tx) error {
+				reg := *h
+				reg.DesiredState = eim.HostStateRegistered
+				return inventory.IssueNodeCredentials(e.ctx, tx, &reg, inventory.Onboarded{SecretHash: strings.Repeat("a", 64)})
+			}},
+			{"secret hash", "secretHash", eim.EINVALID, func(tx eim.Tx) error {
+				onb := *h
+				onb.DesiredState = eim.HostStateOnboarded
+				return inventory.IssueNodeCredentials(e.ctx, tx, &onb, inventory.Onboarded{SecretHash: "ABC"})
+			}},
+			{"instance state", "currentState", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetInstanceStatus(e.ctx, tx, in, "INSTANCE_STATE_HAPPY", inventory.Status{})
+			}},
+			{"provisioning indicator", "provisioningStatusIndicator", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetProvisioningStatus(e.ctx, tx, in, inventory.Status{Indicator: "x"})
+			}},
+			{"update status", "updateStatus", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetUpdateStatus(e.ctx, tx, in, inventory.Status{Text: long})
+			}},
+			{"OS switch", "osID", eim.EINVALID, func(tx eim.Tx) error { return inventory.SwitchInstanceOS(e.ctx, tx, in, "host-12345678") }},
+			{"update available", "osUpdateAvailable", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetOSUpdateAvailable(e.ctx, tx, in, long)
+			}},
+			{"workflow state", "state", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.CreateWorkflow(e.ctx, tx, &eim.Workflow{Meta: eim.Meta{Project: e.proj}, InstanceID: in.ResourceID, HostID: h.ResourceID, Attempt: 1, State: "DONE"})
+			}},
+			{"workflow instance", "instanceId", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.CreateWorkflow(e.ctx, tx, &eim.Workflow{Meta: eim.Meta{Project: e.proj}, HostID: h.ResourceID, Attempt: 1, State: eim.WorkflowPending})
+			}},
+			{"workflow action", "actions[0].state", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.CreateWorkflow(e.ctx, tx, &eim.Workflow{Meta: eim.Meta{Project: e.proj}, InstanceID: in.ResourceID, HostID: h.ResourceID,
+					Attempt: 1, State: eim.WorkflowPending, Actions: []eim.WorkflowAction{{Name: "a", State: "maybe"}}})
+			}},
+			{"catalog OS", "sha256", eim.EINVALID, func(tx eim.Tx) error {
+				bad := *o
+				bad.Sha256 = "nope"
+				return inventory.UpdateCatalogOS(e.ctx, tx, &bad)
+			}},
+		} {
+			err := e.store.Update(e.ctx, e.proj, tc.fn)
+			if eim.ErrorCode(err) != tc.code || !strings.Contains(eim.ErrorMessage(err), tc.want) {
+				t.Errorf("%s: got %v, want %s naming %q", tc.name, err, tc.code, tc.want)
+			}
+		}
+		got := ok(e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)).get(t).(*eim.Host)
+		if got.HostStatus != h.HostStatus || got.Hostname != h.Hostname || got.RegistrationStatus != h.RegistrationStatus || got.NodeCredGen != h.NodeCredGen {
+			t.Errorf("host after refused writes: %+v, want it unchanged", got)
+		}
+	})
+}
+
+// A module writes its fields and only those: a host it read before the
+// API renamed it keeps the new name; its write of a status it read stale
+// (another module set its own since) is not made, and its transaction
+// runs again on the status as it is.
+func TestModuleWritesKeepOthersFields(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := ok(e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "before", UUID: newUUID()})).get(t).(*eim.Host)
+		stale := ok(e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)).get(t).(*eim.Host)
+		staler := *stale // SetHostStatus brings stale up to date
+		ok(e.svc.Update(e.ctx, e.proj, &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, Name: "renamed"}, []string{"name"})).get(t)
+		err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+			return inventory.SetHostStatus(e.ctx, tx, stale, inventory.StatusAt("Running", eim.StatusIdle, time.Now()))
+		})
+		if err != nil {
+			t.Fatalf("status over a stale copy of other fields: %v", err)
+		}
+		got := ok(e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)).get(t).(*eim.Host)
+		if got.Name != "renamed" || got.HostStatus != "Running" {
+			t.Fatalf("host: name %q status %q, want renamed and Running", got.Name, got.HostStatus)
+		}
+
+		// Another module's status since the read: not written over.
+		var runs atomic.Int32
+		err = e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+			h := &staler // first run: the status read before "Running" was set
+			if runs.Add(1) > 1 {
+				r, err := tx.Get(e.ctx, eim.KindHost, stale.ResourceID)
+				if err != nil {
+					return err
+				}
+				h = r.(*eim.Host)
+			}
+			if h.HostStatus != staler.HostStatus {
+				return nil // not what it decided on: leave it
+			}
+			return inventory.SetHostStatus(e.ctx, tx, h, inventory.StatusAt("No Connection", eim.StatusError, time.Now()))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ok(e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)).get(t).(*eim.Host); got.HostStatus != "Running" || runs.Load() != 2 {
+			t.Fatalf("status %q after %d runs; want Running kept and the transaction run again once", got.HostStatus, runs.Load())
+		}
+	})
+}
+
+// The API renaming hosts while a module records their statuses, at once:
+// nothing is lost, and no transaction of either is run again (on
+// PostgreSQL, where they overlap; SQLite has one writer).
+func TestAPIAndModuleWritesDoNotRace(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		const hosts, rounds = 8, 40
+		ids := make([]string, hosts)
+		for i := range ids {
+			ids[i] = ok(e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "h", UUID: newUUID()})).get(t).(*eim.Host).ResourceID
+		}
+		races := func() int64 {
+			if r, ok := e.store.(interface{ Races() int64 }); ok {
+				return r.Races()
+			}
+			return 0
+		}
+		before := races()
+		var moduleRuns atomic.Int64
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for k := range rounds {
+				for _, id := range ids {
+					err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+						moduleRuns.Add(1)
+						r, err := tx.Get(e.ctx, eim.KindHost, id)
+						if err != nil {
+							return err
+						}
+						return inventory.SetHostStatus(e.ctx, tx, r.(*eim.Host), inventory.Status{Text: fmt.Sprint("Running ", k), Indicator: eim.StatusIdle})
+					})
+					if err != nil {
+						t.Errorf("module: %v", err)
+						return
+					}
+				}
+			}
+		})
+		wg.Go(func() {
+			for k := range rounds {
+				for _, id := range ids {
+					if _, err := e.svc.Update(e.ctx, e.proj, &eim.Host{Meta: eim.Meta{ResourceID: id}, Name: fmt.Sprint("n", k)}, []string{"name"}); err != nil {
+						t.Errorf("API: %v", err)
+						return
+					}
+				}
+			}
+		})
+		wg.Wait()
+		for _, id := range ids {
+			got := ok(e.svc.Get(e.ctx, e.proj, eim.KindHost, id)).get(t).(*eim.Host)
+			if want := fmt.Sprint("n", rounds-1); got.Name != want || got.HostStatus != fmt.Sprint("Running ", rounds-1) {
+				t.Errorf("host %s: name %q, status %q; want %s and Running %d", id, got.Name, got.HostStatus, want, rounds-1)
+			}
+		}
+		if n := races() - before; n != 0 || moduleRuns.Load() != hosts*rounds {
+			t.Errorf("%d transactions run again, the module's ran %d times for %d writes; want none again", n, moduleRuns.Load(), hosts*rounds)
+		}
+	})
+}

@@ -1,0 +1,244 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/eimhq/eim"
+)
+
+// The modules' writes of hosts (see status.go). h is always the host as
+// the caller read it in tx, and on success holds what was written.
+
+// SetHostStatus records a host's status (hostStatus, its indicator and
+// timestamp), as the host module does for its node's liveness and health
+// and the provisioning and onboarding modules for theirs. The caller
+// decided on the status h shows: the write is made only while the stored
+// status is still that (another module may have set one of its own
+// meanwhile; the transaction then runs again, on it).
+func SetHostStatus(ctx context.Context, tx eim.Tx, h *eim.Host, st Status) error {
+	if err := st.check("hostStatus"); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, HostStatus: st.Text, HostStatusIndicator: st.Indicator, HostStatusTimestamp: st.Timestamp}
+	when := []eim.Cond{{Field: "hostStatus", Value: h.HostStatus}, {Field: "hostStatusIndicator", Value: h.HostStatusIndicator}}
+	if err := tx.UpdateFieldsIf(ctx, w, when, "hostStatus", "hostStatusIndicator", "hostStatusTimestamp"); err != nil {
+		return err
+	}
+	h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = w.HostStatus, w.HostStatusIndicator, w.HostStatusTimestamp
+	stamp(h, w)
+	return nil
+}
+
+// SetHostPower records what became of a host's power: its current power
+// state and its power status (the host module's in-band power actions).
+// The write is made only while the stored power state and status are
+// still h's.
+func SetHostPower(ctx context.Context, tx eim.Tx, h *eim.Host, current eim.PowerState, st Status) error {
+	if err := checkEnum("currentPowerState", current); err != nil {
+		return err
+	}
+	if err := st.check("powerStatus"); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, CurrentPowerState: current,
+		PowerStatus: st.Text, PowerStatusIndicator: st.Indicator, PowerStatusTimestamp: st.Timestamp}
+	when := []eim.Cond{{Field: "currentPowerState", Value: h.CurrentPowerState}, {Field: "powerStatus", Value: h.PowerStatus},
+		{Field: "powerStatusIndicator", Value: h.PowerStatusIndicator}}
+	if err := tx.UpdateFieldsIf(ctx, w, when, "currentPowerState", "powerStatus", "powerStatusIndicator", "powerStatusTimestamp"); err != nil {
+		return err
+	}
+	h.CurrentPowerState = current
+	h.PowerStatus, h.PowerStatusIndicator, h.PowerStatusTimestamp = w.PowerStatus, w.PowerStatusIndicator, w.PowerStatusTimestamp
+	stamp(h, w)
+	return nil
+}
+
+// maxHostname is the longest host name a node may report (DNS).
+const maxHostname = 253
+
+// SetHostname records the host name the node of h reports.
+func SetHostname(ctx context.Context, tx eim.Tx, h *eim.Host, name string) error {
+	if err := checkText("hostname", name, maxHostname); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, Hostname: name}
+	if err := tx.UpdateFields(ctx, w, "hostname"); err != nil {
+		return err
+	}
+	h.Hostname = name
+	stamp(h, w)
+	return nil
+}
+
+// hardwareFields are the fields of a host that its node's hardware
+// report gives (see RecordHardware).
+var hardwareFields = []string{
+	"hardware_digest", "productName", "hostname", "cpuModel", "cpuArchitecture", "cpuSockets", "cpuCores", "cpuThreads",
+	"cpuCapabilities", "cpuTopology", "memoryBytes", "biosVendor", "biosVersion", "biosReleaseDate",
+	"hostStorages", "hostNics", "hostUsbs", "hostGpus",
+}
+
+// maxHardwareText bounds the text fields of a hardware report (the CPU's
+// capabilities and topology are the long ones).
+const maxHardwareText = 64 << 10
+
+var reDigest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// RecordHardware records the hardware inventory a node reported: h holds
+// the new report in its hardware fields (hardwareFields, as the host
+// module derives them from the report, HardwareDigest naming it), and
+// prevDigest is the digest h had when it was read: the write is made only
+// over that report. The networking rule runs first over h's site (see
+// CheckSiteAddresses): h's addresses are flagged, and the other hosts
+// whose flags change are written.
+func RecordHardware(ctx context.Context, tx eim.Tx, h *eim.Host, prevDigest string, now eim.Time) error {
+	if err := checkHardware(h); err != nil {
+		return err
+	}
+	if err := CheckSiteAddresses(ctx, tx, h, now); err != nil {
+		return err
+	}
+	w := *h
+	if err := tx.UpdateFieldsIf(ctx, &w, []eim.Cond{{Field: "hardware_digest", Value: prevDigest}}, hardwareFields...); err != nil {
+		return err
+	}
+	stamp(h, &w)
+	return nil
+}
+
+// checkHardware validates the hardware fields of h.
+func checkHardware(h *eim.Host) error {
+	if !reDigest.MatchString(h.HardwareDigest) {
+		return eim.Errorf(eim.EINVALID, "hardwareDigest: %q is not sha256: and 64 lower-case hex digits", h.HardwareDigest)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"productName", h.ProductName}, {"hostname", h.Hostname}, {"cpuModel", h.CPUModel}, {"cpuArchitecture", h.CPUArchitecture},
+		{"cpuCapabilities", h.CPUCapabilities}, {"cpuTopology", h.CPUTopology}, {"biosVendor", h.BiosVendor},
+		{"biosVersion", h.BiosVersion}, {"biosReleaseDate", h.BiosReleaseDate},
+	} {
+		if err := checkText(f.name, f.v, maxHardwareText); err != nil {
+			return err
+		}
+	}
+	for i, nic := range h.HostNics {
+		if nic.LinkState.Type != "" {
+			if err := checkEnum(fmt.Sprintf("hostNics[%d].linkState.type", i), nic.LinkState.Type); err != nil {
+				return err
+			}
+		}
+		for j, ip := range nic.IPAddresses {
+			if err := checkEnum(fmt.Sprintf("hostNics[%d].ipaddresses[%d].status", i, j), ip.Status); err != nil {
+				return err
+			}
+			if err := checkEnum(fmt.Sprintf("hostNics[%d].ipaddresses[%d].configMethod", i, j), ip.ConfigMethod); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SetRegistrationStatus records the registration status of a host: the
+// onboarding module's verdict on the devices that claim it.
+func SetRegistrationStatus(ctx context.Context, tx eim.Tx, h *eim.Host, st Status) error {
+	if err := st.check("registrationStatus"); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, RegistrationStatus: st.Text,
+		RegistrationStatusIndicator: st.Indicator, RegistrationStatusTimestamp: st.Timestamp}
+	if err := tx.UpdateFields(ctx, w, "registrationStatus", "registrationStatusIndicator", "registrationStatusTimestamp"); err != nil {
+		return err
+	}
+	h.RegistrationStatus, h.RegistrationStatusIndicator, h.RegistrationStatusTimestamp = w.RegistrationStatus, w.RegistrationStatusIndicator, w.RegistrationStatusTimestamp
+	stamp(h, w)
+	return nil
+}
+
+// Onboarded is what the onboarding module records when it gives a node
+// its credentials.
+type Onboarded struct {
+	// SecretHash is the lower-case hex SHA-256 of the node's new client
+	// secret.
+	SecretHash string
+	// UUID and SerialNumber are what the device reported; each is
+	// recorded when the host has none.
+	UUID, SerialNumber string
+	// Status is the onboarding status.
+	Status Status
+}
+
+var reSecretHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// IssueNodeCredentials records that the node of h, a host to be onboarded
+// (desired state ONBOARDED), was given new credentials: the secret's
+// hash, the next credential generation (which the node's new tokens carry
+// and its earlier ones do not), current state ONBOARDED and the
+// onboarding status; the device's UUID and serial number fill in what the
+// host lacks. The write is made only while the host is still to be
+// onboarded and has the credentials h has (an invalidation or another
+// Discover of the device meanwhile runs the transaction again).
+func IssueNodeCredentials(ctx context.Context, tx eim.Tx, h *eim.Host, o Onboarded) error {
+	if h.DesiredState != eim.HostStateOnboarded {
+		return eim.Errorf(eim.EPRECONDITION, "host %s is not to be onboarded (desiredState %s)", h.ResourceID, h.DesiredState)
+	}
+	if !reSecretHash.MatchString(o.SecretHash) {
+		return eim.Errorf(eim.EINVALID, "secretHash: want 64 lower-case hex digits")
+	}
+	if err := o.Status.check("onboardingStatus"); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, NodeSecretHash: o.SecretHash, NodeCredGen: h.NodeCredGen + 1,
+		CurrentState: eim.HostStateOnboarded, OnboardingStatus: o.Status.Text, OnboardingStatusIndicator: o.Status.Indicator,
+		OnboardingStatusTimestamp: o.Status.Timestamp}
+	fields := []string{"node_secret_hash", "node_cred_gen", "currentState", "onboardingStatus", "onboardingStatusIndicator", "onboardingStatusTimestamp"}
+	when := []eim.Cond{{Field: "desiredState", Value: eim.HostStateOnboarded}, {Field: "node_cred_gen", Value: h.NodeCredGen}}
+	if h.UUID == "" && o.UUID != "" {
+		if !eim.ValidUUID(o.UUID) {
+			return eim.Errorf(eim.EINVALID, "uuid: %q is not a UUID", o.UUID)
+		}
+		w.UUID = o.UUID
+		fields = append(fields, "uuid")
+		when = append(when, eim.Cond{Field: "uuid", Value: ""})
+	}
+	if h.SerialNumber == "" && o.SerialNumber != "" {
+		if !eim.ValidSerial(o.SerialNumber) {
+			return eim.Errorf(eim.EINVALID, "serialNumber: %q must be 5 to 20 letters or digits", o.SerialNumber)
+		}
+		w.SerialNumber = o.SerialNumber
+		fields = append(fields, "serialNumber")
+		when = append(when, eim.Cond{Field: "serialNumber", Value: ""})
+	}
+	if err := tx.UpdateFieldsIf(ctx, w, when, fields...); err != nil {
+		return err
+	}
+	h.NodeSecretHash, h.NodeCredGen, h.CurrentState = w.NodeSecretHash, w.NodeCredGen, w.CurrentState
+	h.OnboardingStatus, h.OnboardingStatusIndicator, h.OnboardingStatusTimestamp = w.OnboardingStatus, w.OnboardingStatusIndicator, w.OnboardingStatusTimestamp
+	if w.UUID != "" {
+		h.UUID = w.UUID
+	}
+	if w.SerialNumber != "" {
+		h.SerialNumber = w.SerialNumber
+	}
+	stamp(h, w)
+	return nil
+}
+
+// EnrollHost creates in tx, in project, the host of a device that
+// enrolled itself with the project's enrollment token, as RegisterHost
+// registers one (validated, with the inventory's defaults).
+func EnrollHost(ctx context.Context, tx eim.Tx, project string, reg HostRegistration) (*eim.Host, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	h, err := NewRegisteredHost(reg)
+	if err != nil {
+		return nil, err
+	}
+	h.Project = project
+	if err := tx.Create(ctx, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}

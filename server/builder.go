@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"log/slog"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/maintenance"
+	"github.com/eimhq/eim/onboarding"
+	"github.com/eimhq/eim/oscatalog"
+	"github.com/eimhq/eim/pki"
+	"github.com/eimhq/eim/provisioning"
+	"github.com/eimhq/eim/southbound"
+	"github.com/eimhq/eim/telemetry"
+)
+
+// Builder holds what the modules of a process share: the store, the
+// inventory, the token verifier, and components built on first use by the
+// modules that need them (the southbound server and its batcher, the
+// provisioning, onboarding, telemetry and maintenance services), so that a
+// component two modules use is built once.
+type Builder struct {
+	ctx context.Context
+	cfg *Config
+
+	Store     eim.Store
+	Inventory *inventory.Service
+	Log       *slog.Logger
+	Issuer    *auth.Issuer
+	Verifier  *auth.Verifier
+
+	selected   []*Module
+	deployment *deployment
+
+	// The agent side, set when a module of the process serves nodes.
+	ca       *pki.Authority
+	agentURL string
+
+	sb       *southbound.Server
+	batcher  *inventory.Batcher
+	provOpts provisioning.Options
+	prov     *provisioning.Service
+	onb      *onboarding.Service
+	tel      *telemetry.Service
+	maint    *maintenance.Service
+
+	// closers run when the process stops, last built first.
+	closers []func()
+}
+
+// Selected reports whether module name runs in this process.
+func (b *Builder) Selected(name string) bool {
+	return slices.ContainsFunc(b.selected, func(m *Module) bool { return m.Name == name })
+}
+
+// shared reports whether this process shares the database with others
+// (PostgreSQL: any number of processes, coordinated through it) rather
+// than being the whole deployment (SQLite).
+func (b *Builder) shared() bool { return IsPostgres(b.cfg.dsn()) }
+
+// concurrentWriters reports whether the store takes writers at once
+// (PostgreSQL) rather than one at a time (SQLite).
+func (b *Builder) concurrentWriters() bool { return IsPostgres(b.cfg.dsn()) }
+
+// SouthboundBatcher is the batcher of the nodes' writes: concurrent calls
+// share a transaction (inventory.Batcher).
+//
+// SQLite has one writer: one batch at a time. On PostgreSQL each statement
+// is a round trip; batches in flight together hide it, and the agents'
+// calls, several reads each, gain from overlapping, up to a point: with
+// batches written grouped and a worker free at its commit, 10,000 nodes'
+// Day 0 took 83 s with one worker, 60 s with two and 70 s with eight
+// (BENCHMARKS.md).
+func (b *Builder) SouthboundBatcher() *inventory.Batcher {
+	if b.batcher == nil {
+		workers := 1
+		if b.concurrentWriters() {
+			workers = 2
+		}
+		b.batcher = inventory.NewBatcher(b.Store, inventory.BatcherOptions{MaxBatch: 128, Workers: workers, Logger: b.Log})
+		b.closers = append(b.closers, b.batcher.Close)
+	}
+	return b.batcher
+}
+
+// Southbound is the agent listener's handler: node authentication, the
+// token endpoint, and the services the modules mount on it.
+func (b *Builder) Southbound() *southbound.Server {
+	if b.sb == nil {
+		b.sb = southbound.New(southbound.Options{Store: b.Store, Issuer: b.Issuer, Logger: b.Log, TokenLeeway: leewayOption(b.cfg.TokenLeeway)})
+	}
+	return b.sb
+}
+
+// nodeAuth is the Connect option that authenticates nodes.
+func (b *Builder) nodeAuth() connect.HandlerOption {
+	return connect.WithInterceptors(b.Southbound().Interceptor())
+}
+
+// Provisioning is the provisioning service: the provisioning module's, and
+// the host module's report-in and the API's reprovisioning use it too.
+func (b *Builder) Provisioning() *provisioning.Service {
+	if b.prov == nil {
+		b.provOpts = provisioning.Options{
+			Store: b.Store, Batcher: b.SouthboundBatcher(), Logger: b.Log,
+			AgentURL: b.agentURL, ArtifactsDir: b.cfg.BootArtifacts, ActionTimeouts: b.cfg.ActionTimeouts,
+			DirectWrites: b.concurrentWriters(),
+		}
+		if b.ca != nil {
+			b.provOpts.CACertPEM, b.provOpts.CAFingerprint = b.ca.CACertPEM(), b.ca.Fingerprint()
+		}
+		b.prov = provisioning.New(b.provOpts)
+	}
+	return b.prov
+}
+
+// Onboarding is the onboarding service.
+func (b *Builder) Onboarding() *onboarding.Service {
+	if b.onb == nil {
+		b.onb = onboarding.New(onboarding.Options{
+			Store: b.Store, Batcher: b.SouthboundBatcher(), Logger: b.Log,
+			TokenURL:     strings.TrimSuffix(b.agentURL, "/") + southbound.TokenPath,
+			DirectWrites: b.concurrentWriters(),
+		})
+	}
+	return b.onb
+}
+
+// Telemetry is the telemetry service (a cache of every project's telemetry
+// tree kept by the feed).
+func (b *Builder) Telemetry() *telemetry.Service {
+	if b.tel == nil {
+		b.tel = telemetry.New(telemetry.Options{Store: b.Store, Logger: b.Log})
+	}
+	return b.tel
+}
+
+// Maintenance is the maintenance service (a cache of every project's
+// maintenance plans kept by the feed).
+func (b *Builder) Maintenance() *maintenance.Service {
+	if b.maint == nil {
+		b.maint = maintenance.New(maintenance.Options{Store: b.Store, Logger: b.Log})
+	}
+	return b.maint
+}
+
+// loadCatalog reads the shipped OS profiles and the operator's manifests
+// (and, when asked, their package lists).
+func (b *Builder) loadCatalog(ctx context.Context) (*oscatalog.Catalog, error) {
+	c, err := oscatalog.Load(oscatalog.Shipped(), b.cfg.OSProfiles)
+	if err != nil || !b.cfg.FetchPackages {
+		return c, err
+	}
+	c, errs := oscatalog.FetchPackages(ctx, c, http.DefaultClient)
+	for _, err := range errs {
+		b.Log.Warn("os catalog: package list not fetched", "err", err)
+	}
+	return c, nil
+}

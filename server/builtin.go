@@ -1,0 +1,214 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/eimhq/eim/coord"
+	"github.com/eimhq/eim/exporter"
+	"github.com/eimhq/eim/hostmgr"
+	"github.com/eimhq/eim/httpapi"
+	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/oscatalog"
+	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
+	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
+	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
+	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
+	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
+	"github.com/eimhq/eim/provisioning"
+)
+
+// The built-in modules, in the order they are built and listed. Adding a
+// module is one registration here.
+func init() {
+	register(&Module{
+		Name:    "api",
+		Summary: "the northbound REST API (v1 and the original's legacy paths) and the reaper that finishes deletes of hosts and instances",
+		Build:   buildAPI,
+	})
+	register(&Module{
+		Name:    "onboarding",
+		Summary: "nodes calling home are matched to registered hosts and given credentials; invalidations finished; zero-touch instances created",
+		Needs:   []Need{{"provisioning", "onboarded nodes ask it for their workflow"}},
+		Agent:   true,
+		Build:   buildOnboarding,
+	})
+	register(&Module{
+		Name:    "provisioning",
+		Summary: "network boot (/boot/), the OS installation workflows nodes run, their timeouts and reprovisioning",
+		Needs:   []Need{{"onboarding", "nodes get their credentials from it"}, {"os", "workflows install the OS profiles it loads"}},
+		Agent:   true,
+		Build:   buildProvisioning,
+	})
+	register(&Module{
+		Name:    "host",
+		Summary: "heartbeats, hardware inventory and liveness of running nodes (\"No Connection\"), reboot and shut-down actions; shared by its replicas",
+		Agent:   true,
+		Build:   buildHost,
+	})
+	register(&Module{
+		Name:    "maintenance",
+		Summary: "maintenance windows and OS update policies delivered to nodes, their update reports",
+		Needs:   []Need{{"host", "nodes learn of plan changes in heartbeat answers"}},
+		Agent:   true,
+		Build:   buildMaintenance,
+	})
+	register(&Module{
+		Name:    "telemetry",
+		Summary: "each node's effective telemetry configuration (log and metric profiles inherited by region, site and instance)",
+		Needs:   []Need{{"host", "nodes fetch the configuration through its service, told by heartbeat answers"}},
+		Agent:   true,
+		Build:   buildTelemetry,
+	})
+	register(&Module{
+		Name:    "exporter",
+		Summary: "the fleet's state as Prometheus metrics on /metrics: the original's per-host series, aggregates by project and site, duration histograms",
+		Build:   buildExporter,
+	})
+	register(&Module{
+		Name:    "os",
+		Summary: "the OS profile catalog loaded into every project, kept in line with the manifests; which instances have an update available",
+		Build:   buildOS,
+	})
+}
+
+func buildAPI(b *Builder) (Parts, error) {
+	inv := b.Inventory
+	h := httpapi.New(inv, b.Verifier, httpapi.Options{
+		Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: b.Provisioning(),
+		Deployed: b.deployment.Modules, Version: buildVersion(),
+	})
+	return Parts{
+		Routes: []Route{{"/", h}},
+		Loops: []Loop{{Name: "reaper", Once: true, Run: func(ctx context.Context) error {
+			return inventory.NewReaper(inv, inventory.ReaperOptions{Logger: b.Log}).Run(ctx)
+		}}},
+	}, nil
+}
+
+func buildOnboarding(b *Builder) (Parts, error) {
+	onb := b.Onboarding()
+	return Parts{
+		Agent: []Route{route(onboardingv1connect.NewOnboardingServiceHandler(onb, small))},
+		Loops: []Loop{{Name: "reconciler", Once: true, Run: onb.Run}},
+	}, nil
+}
+
+func buildProvisioning(b *Builder) (Parts, error) {
+	prov := b.Provisioning()
+	boot := provisioning.BootHandler(b.provOpts)
+	parts := Parts{
+		// The boot script over plain HTTP (iPXE without TLS), and over
+		// HTTPS too: the micro-OS fetches its signed manifest through the
+		// CA it pins (and UEFI HTTPS boot can load the artifacts).
+		Routes: []Route{{"/boot/", boot}},
+		Agent: []Route{
+			route(provisioningv1connect.NewProvisioningServiceHandler(prov, b.nodeAuth(), small)),
+			{"/boot/", boot},
+		},
+		Loops: []Loop{{Name: "timeouts", Once: true, Run: prov.Run}},
+	}
+	if !b.Selected("host") {
+		// The installed OS's first report-in makes the instance RUNNING:
+		// without the host module here, this module serves that call of
+		// the host service itself (and answers its others Unimplemented).
+		parts.Agent = append(parts.Agent, route(hostv1connect.NewHostServiceHandler(reportInOnly{prov: prov}, b.nodeAuth(), small)))
+	}
+	return parts, nil
+}
+
+// reportInOnly is the host service of a process without the host module.
+type reportInOnly struct {
+	hostv1connect.UnimplementedHostServiceHandler
+	prov *provisioning.Service
+}
+
+func (r reportInOnly) ReportIn(ctx context.Context, req *connect.Request[hostv1.ReportInRequest]) (*connect.Response[hostv1.ReportInResponse], error) {
+	return r.prov.ReportIn(ctx, req)
+}
+
+func buildHost(b *Builder) (Parts, error) {
+	opts := hostmgr.Options{
+		Store: b.Store, Batcher: b.SouthboundBatcher(), ReportIn: b.Provisioning().ReportIn, Logger: b.Log,
+		Interval: b.cfg.HeartbeatInterval, Timeout: b.cfg.HeartbeatTimeout,
+		RebootTimeout: b.cfg.RebootTimeout, UpdateTimeout: b.cfg.UpdateTimeout,
+	}
+	// On PostgreSQL the host module's processes share the fleet's
+	// liveness, by shards of hosts leased to the live processes running
+	// it (hostmgr, "Replicas"); alone (SQLite) it watches every host.
+	if b.shared() {
+		store := b.Store
+		opts.Members = func(ctx context.Context) ([]string, error) { return coord.Members(ctx, store, "host") }
+		opts.Replica, opts.LeaseTTL = b.cfg.ReplicaID, b.cfg.LeaseTTL
+	}
+	// Heartbeat answers carry the versions of the node's telemetry and
+	// maintenance configuration when those modules run in this process
+	// (their caches answer from memory).
+	if b.Selected("telemetry") {
+		opts.Telemetry = b.Telemetry()
+	}
+	if b.Selected("maintenance") {
+		opts.Maintenance = b.Maintenance()
+	}
+	hosts := hostmgr.New(opts)
+	return Parts{
+		Agent: []Route{route(hostv1connect.NewHostServiceHandler(hosts, b.nodeAuth(), small))},
+		Loops: []Loop{{Name: "liveness", Run: hosts.Run, Ready: hosts.Restored}},
+	}, nil
+}
+
+func buildMaintenance(b *Builder) (Parts, error) {
+	maint := b.Maintenance()
+	return Parts{
+		Agent: []Route{route(maintenancev1connect.NewMaintenanceServiceHandler(maint, b.nodeAuth(), small))},
+		Loops: []Loop{{Name: "plans", Run: maint.Run}},
+	}, nil
+}
+
+func buildTelemetry(b *Builder) (Parts, error) {
+	tel := b.Telemetry()
+	return Parts{Loops: []Loop{{Name: "configs", Run: tel.Run}}}, nil
+}
+
+func buildExporter(b *Builder) (Parts, error) {
+	exp := exporter.New(exporter.Options{Store: b.Store, Logger: b.Log, PerHost: b.cfg.ExporterPerHost})
+	return Parts{
+		Routes: []Route{{"GET /metrics", exp}},
+		Loops:  []Loop{{Name: "snapshot", Run: exp.Run, Ready: exp.Loaded}},
+	}, nil
+}
+
+func buildOS(b *Builder) (Parts, error) {
+	// The manifests are read before anything listens: a bad one stops the
+	// start, naming the file and the field.
+	cat, err := b.loadCatalog(b.ctx)
+	if err != nil {
+		return Parts{}, err
+	}
+	refresh := b.cfg.OSCatalogRefresh
+	if refresh == 0 {
+		refresh = -1 // never
+	}
+	return Parts{Loops: []Loop{{Name: "catalog", Once: true, Run: func(ctx context.Context) error {
+		// A Manager runs once: a lease won back starts a fresh one, from
+		// the manifests as they are now.
+		if c, err := b.loadCatalog(ctx); err == nil {
+			cat = c
+		} else if ctx.Err() == nil {
+			b.Log.Warn("os catalog: manifests not read again; using those read before", "err", err)
+		}
+		return oscatalog.New(oscatalog.Options{Store: b.Store, Catalog: cat, Logger: b.Log, Refresh: refresh,
+			Reload: func() (*oscatalog.Catalog, error) { return b.loadCatalog(ctx) }}).Run(ctx)
+	}}}}, nil
+}
+
+// small: most answers are a few hundred bytes, where gzip would cost more
+// CPU than it saves bytes; workflows with their cloud-init are compressed.
+var small = connect.WithCompressMinBytes(4 << 10)
+
+// route turns a Connect handler's (path, handler) into a Route.
+func route(path string, h http.Handler) Route {
+	return Route{path, h}
+}

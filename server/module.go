@@ -1,0 +1,205 @@
+// Package server runs EIM's modules: it opens the store, builds the
+// modules selected for this process (Config.Modules), mounts their handlers
+// on the HTTP listener (the northbound API, /boot/, health) and the agent
+// listener (HTTPS, the nodes' calls), and runs their loops under one owner
+// until the context ends.
+//
+// A module is one registration (Module, in builtin.go). Any module may run
+// in several processes at once on one PostgreSQL: its per-process loops
+// (caches kept by the change feed) run in every process, and its run-once
+// loops (reconcilers, scans) in one process at a time, claimed through a
+// database lease (package coord), so a process that dies hands its work on
+// within one lease period.
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Module is a unit of EIM that a deployment runs or not.
+type Module struct {
+	// Name is how --modules and the profiles name it.
+	Name string
+	// Summary says what it does, in a line.
+	Summary string
+	// Needs are the modules it relies on somewhere in the deployment (in
+	// this process or another), and why; a missing one is reported at
+	// start, not refused: the other process may just not be up yet.
+	Needs []Need
+	// Agent is set for a module that serves nodes: the process then opens
+	// the agent listener (HTTPS).
+	Agent bool
+	// Build makes the module's parts in this process. It may use what
+	// other modules of the process built through the Builder's shared
+	// components, never their Parts.
+	Build func(b *Builder) (Parts, error)
+}
+
+// Need is a module another one relies on.
+type Need struct {
+	Module string
+	Why    string
+}
+
+// Parts are what a module contributes to a process.
+type Parts struct {
+	// Routes are mounted on the HTTP listener and Agent on the agent
+	// listener; Pattern is a net/http ServeMux pattern.
+	Routes, Agent []Route
+	Loops         []Loop
+}
+
+// Route is a handler and the pattern it serves.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+}
+
+// Loop is work a module runs in the background.
+type Loop struct {
+	// Name identifies the loop in logs and in /readyz; a run-once loop's
+	// lease is named after it ("loop/<module>/<name>").
+	Name string
+	// Once: one process of the deployment runs it at a time. Its Run may
+	// be called again after it ended (the lease was lost and won back): it
+	// must start afresh each time.
+	Once bool
+	// Run does the work until ctx ends, then returns nil. An error or a
+	// panic is logged and Run is called again after a pause.
+	Run func(ctx context.Context) error
+	// Ready, when set, says whether the loop does its job yet (the host
+	// module has restored liveness, say); /readyz waits for it.
+	Ready func() bool
+}
+
+// registry holds the built-in modules, in the order they are built and
+// listed.
+var registry []*Module
+
+// register adds m; names are unique.
+func register(m *Module) {
+	if Lookup(m.Name) != nil {
+		panic("server: module " + m.Name + " registered twice")
+	}
+	registry = append(registry, m)
+}
+
+// Modules returns every module of this release, in their order.
+func Modules() []*Module { return slices.Clone(registry) }
+
+// Lookup returns the module named name, or nil.
+func Lookup(name string) *Module {
+	for _, m := range registry {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Profile is a documented set of modules for a kind of deployment.
+type Profile struct {
+	Name    string
+	Summary string
+	Modules []string // nil: every module
+}
+
+// Profiles are the deployment profiles, "full" first (the default).
+var Profiles = []Profile{
+	{"full", "everything (the default): one process, or replicas of it", nil},
+	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os"}},
+	{"observability", "liveness, hardware and telemetry configuration of running nodes, and the fleet's Prometheus metrics", []string{"api", "host", "telemetry", "exporter"}},
+	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
+	{"oob", "power and reboot of running nodes (out-of-band control is not built yet: in-band through the agent)", []string{"api", "host"}},
+}
+
+// profile returns the profile named name, or nil.
+func profile(name string) *Profile {
+	for i := range Profiles {
+		if Profiles[i].Name == name {
+			return &Profiles[i]
+		}
+	}
+	return nil
+}
+
+// ProfilesOf returns the names of the profiles that hold module name.
+func ProfilesOf(name string) []string {
+	var out []string
+	for _, p := range Profiles {
+		if p.Modules == nil || slices.Contains(p.Modules, name) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// Select returns the modules of a --modules list (comma-separated) or of a
+// --profile, in registry order; with neither, every module. An unknown
+// name is an error that lists the known ones.
+func Select(modules, profileName string) ([]*Module, error) {
+	modules, profileName = strings.TrimSpace(modules), strings.TrimSpace(profileName)
+	var names []string
+	switch {
+	case modules != "" && profileName != "":
+		return nil, fmt.Errorf("--modules and --profile: give one of them")
+	case modules != "":
+		for n := range strings.SplitSeq(modules, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			if Lookup(n) == nil {
+				return nil, fmt.Errorf("--modules: no module %q (modules: %s)", n, strings.Join(moduleNames(registry), ", "))
+			}
+			names = append(names, n)
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("--modules: name at least one module (modules: %s)", strings.Join(moduleNames(registry), ", "))
+		}
+	case profileName != "":
+		p := profile(profileName)
+		if p == nil {
+			var known []string
+			for _, p := range Profiles {
+				known = append(known, p.Name)
+			}
+			return nil, fmt.Errorf("--profile: no profile %q (profiles: %s)", profileName, strings.Join(known, ", "))
+		}
+		names = p.Modules
+	}
+	var out []*Module
+	for _, m := range registry {
+		if names == nil || slices.Contains(names, m.Name) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func moduleNames(ms []*Module) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// Missing returns, for the modules selected, the needs that no module of
+// deployed (every module running somewhere, including the selected)
+// satisfies, as sentences.
+func Missing(selected []*Module, deployed []string) []string {
+	var out []string
+	for _, m := range selected {
+		for _, n := range m.Needs {
+			if !slices.Contains(deployed, n.Module) {
+				out = append(out, fmt.Sprintf("module %s needs module %s (%s), which runs nowhere in this deployment", m.Name, n.Module, n.Why))
+			}
+		}
+	}
+	return out
+}
