@@ -41,13 +41,14 @@ pkgs=""
 command -v etcd >/dev/null 2>&1 || pkgs="$pkgs etcd-server"
 command -v kubectl >/dev/null 2>&1 || pkgs="$pkgs kubernetes-client"
 command -v openssl >/dev/null 2>&1 || pkgs="$pkgs openssl"
+command -v curl >/dev/null 2>&1 || pkgs="$pkgs curl"
 if [ -n "$pkgs" ]; then
 	step "installing:$pkgs"
 	$sudo apt-get update -qq
 	# etcd-server's post-install may fail to start a service in a sandbox;
 	# the binary is installed all the same.
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $pkgs >/dev/null || true
-	for b in etcd kubectl openssl; do command -v $b >/dev/null 2>&1 || die "$b not installed"; done
+	for b in etcd kubectl openssl curl; do command -v $b >/dev/null 2>&1 || die "$b not installed"; done
 fi
 
 have=$(go version -m "$cache/bin/helm" 2>/dev/null | awk '$1 == "mod" { print $3; exit }') || true
@@ -70,10 +71,10 @@ if [ ! -x "$apiserver" ]; then
 fi
 
 work=$(mktemp -d)
-etcd_pid=; api_pid=; eim_pid=
+etcd_pid=; api_pid=; eim_pids=()
 cleanup() {
 	set +e
-	for p in $eim_pid $api_pid $etcd_pid; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	for p in "${eim_pids[@]}" $api_pid $etcd_pid; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -154,7 +155,7 @@ count() { grep -c "^kind: $1\$" "$work/render-$2.yaml" || true; }
 expect() { # what, got, want
 	[ "$2" = "$3" ] || die "$1: got $2, want $3"
 }
-expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 7
+expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 8
 expect "layout modules, profile oob: Deployments" "$(count Deployment modules-oob)" 2
 expect "layout profile: Deployments" "$(count Deployment profile-full)" 1
 expect "layout single: Deployments" "$(count Deployment single-day2)" 1
@@ -163,13 +164,13 @@ expect "external DSN: StatefulSets" "$(count StatefulSet ci-external)" 0
 expect "SQLite: StatefulSets" "$(count StatefulSet ci-sqlite)" 0
 expect "SQLite: claims" "$(count PersistentVolumeClaim ci-sqlite)" 1
 expect "layout single: PodDisruptionBudgets" "$(count PodDisruptionBudget single-full)" 0
-expect "layout modules, full: PodDisruptionBudgets (os has one replica)" "$(count PodDisruptionBudget modules-full)" 6
+expect "layout modules, full: PodDisruptionBudgets (os has one replica)" "$(count PodDisruptionBudget modules-full)" 7
 expect "layout modules, full: Ingresses" "$(count Ingress modules-full)" 1
 grep -q -- '- "--profile"' "$work/render-profile-day2.yaml" && grep -A1 -- '- "--profile"' "$work/render-profile-day2.yaml" | grep -q '"day2"' ||
 	die "layout profile: no --profile day2 in the rendering"
 grep -A1 -- '- "--modules"' "$work/render-explicit-modules.yaml" | grep -q '"api,host"' ||
 	die "explicit modules: no --modules api,host in the rendering"
-for m in api onboarding provisioning host maintenance telemetry os; do
+for m in api onboarding provisioning host maintenance telemetry exporter os; do
 	grep -A1 -- '- "--modules"' "$work/render-modules-full.yaml" | grep -qx "            - \"$m\"" ||
 		die "layout modules: no Deployment with --modules $m"
 done
@@ -287,63 +288,97 @@ kubectl -n "$life" get secret eim-signing-key eim-agent-ca >/dev/null 2>&1 || di
 kubectl -n "$life" get secret eim-agent-tls >/dev/null 2>&1 && die "helm uninstall left the agent certificate"
 echo "install, upgrade (same names: nothing new; new agent URL: new certificate, same CA and key), uninstall (key and CA kept): ok"
 
-# --- the generated keys work in the real server ---------------------------
-step "eim server with the chart's arguments, keys and certificate"
-# One pod of layout profile, as the chart renders it: its arguments (the
-# paths mapped to files here, the addresses to free loopback ports) and the
-# Secrets' contents, on SQLite in a temporary data directory.
+# --- the rendered pods run ------------------------------------------------
+# pod_args FILE DEPLOYMENT: the eim container's arguments in a rendering,
+# one a line, with the pod's paths mapped to files here and its listeners to
+# free loopback ports.
+pod_args() {
+	awk -v dep="$2" '/^kind: / { k = $2 } k == "Deployment" && $0 == "  name: " dep { d = 1 }
+		d && /^          args:$/ { a = 1; next } a && !/^            - / { exit }
+		a { sub(/^            - /, ""); gsub(/^"|"$/, ""); print }' "$1" |
+		sed -e "s#=:\([0-9]*\)\$#=127.0.0.1:0#" -e "s#/var/lib/eim\$#$work/data-$2#" \
+			-e "s#/etc/eim/signing/#$work/secrets-$3/#" -e "s#/etc/eim/agent-tls/#$work/secrets-$3/#" \
+			-e "s#\$(POD_NAME)#$2-0#"
+}
+# secrets FILE DIR: the rendered Secrets' files, as the pods mount them.
+secrets() {
+	mkdir -p "$2"
+	secret() { awk -v name="$1" -v key="  $2: " '/^---/ { s = 0 } $0 == "  name: " name { s = 1 }
+		s && index($0, key) == 1 { print $2; exit }' "$3" | base64 -d; }
+	secret eim-signing-key signing.key "$1" >"$2/signing.key"
+	secret eim-agent-tls tls.crt "$1" >"$2/tls.crt"
+	secret eim-agent-tls tls.key "$1" >"$2/tls.key"
+	secret eim-agent-tls ca.crt "$1" >"$2/ca.crt"
+	chmod 0440 "$2"/*
+}
+eim_pids=()
+# start_pod NAME FILE SECRETS: runs that Deployment's eim server, waits for
+# its HTTP listener and sets pod_url to its URL.
+start_pod() {
+	local args
+	mapfile -t args < <(pod_args "$2" "$1" "$3")
+	[ "${args[0]:-}" = server ] || die "no eim server arguments for $1 in the rendering"
+	echo "eim ${args[*]}" >"$work/$1.cmd"
+	: >"$work/$1.out"
+	"$work/eim" "${args[@]}" --log-level=warn >"$work/$1.out" 2>"$work/$1.err" &
+	eim_pids+=($!)
+	local pid=$!
+	for _ in $(seq 1 300); do
+		grep -q '^eim: serving \(HTTP\|API\) on' "$work/$1.out" && break
+		kill -0 "$pid" 2>/dev/null || { cat "$work/$1.cmd" "$work/$1.err"; die "eim server refused the arguments of $1"; }
+		sleep 0.1
+	done
+	pod_url=$(sed -n 's/^eim: serving \(HTTP\|API\) on \(http:[^ ]*\).*/\2/p' "$work/$1.out" | head -n 1)
+}
+(cd "$root" && CGO_ENABLED=0 go build -o "$work/eim" ./cmd/eim)
+
+step "a pod of layout profile: eim server with its arguments and the generated secrets"
 helm template eim "$chart" --namespace "$ns" --kube-version "$KUBE_VERSION" \
 	--set agent.url=https://127.0.0.1:8443 --set layout=profile >"$work/pod.yaml"
-secret() { # name key: the decoded value of a key of a rendered Secret
-	awk -v name="$1" -v key="  $2: " '/^---/ { in_secret = 0 } $0 == "  name: " name { in_secret = 1 }
-		in_secret && index($0, key) == 1 { print $2; exit }' "$work/pod.yaml" | base64 -d
-}
-mkdir -p "$work/secrets" "$work/data"
-secret eim-signing-key signing.key >"$work/secrets/signing.key"
-secret eim-agent-tls tls.crt >"$work/secrets/tls.crt"
-secret eim-agent-tls tls.key >"$work/secrets/tls.key"
-secret eim-agent-tls ca.crt >"$work/secrets/ca.crt"
-chmod 0440 "$work"/secrets/*
-(cd "$root" && CGO_ENABLED=0 go build -o "$work/eim" ./cmd/eim)
-mapfile -t pod_args < <(awk '/^          args:$/ { a = 1; next } a && !/^            - / { exit }
-	a { sub(/^            - /, ""); gsub(/^"|"$/, ""); print }' "$work/pod.yaml")
-[ "${pod_args[0]:-}" = server ] || die "no eim server arguments in the rendered Deployment"
-# The module contract's flags, until eim server has them (they are being
-# added on main): dropped here, with a note, so the rest is still checked.
-contract=yes
-"$work/eim" server --help 2>&1 | grep -qE '^ +-+profile( |$)' || contract=
-args=()
-skip=
-for a in "${pod_args[@]}"; do
-	if [ -n "$skip" ]; then skip=; continue; fi
-	case "$a" in
-	--profile | --modules) [ -n "$contract" ] || { skip=1; continue; } ;;
-	--replica-id=*) [ -n "$contract" ] || continue ;;
-	--http-addr=* | --agent-addr=*) a="${a%%=*}=127.0.0.1:0" ;;
-	esac
-	a=${a//"/var/lib/eim"/$work/data}
-	a=${a//"/etc/eim/signing"/$work/secrets}
-	a=${a//"/etc/eim/agent-tls"/$work/secrets}
-	a=${a//'$(POD_NAME)'/eim-server-0}
-	args+=("$a")
-done
-[ -n "$contract" ] || echo "note: this eim server has no --profile/--modules/--replica-id yet; checked without them"
-echo "eim ${args[*]}"
-"$work/eim" "${args[@]}" --log-level=warn >"$work/eim.out" 2>"$work/eim.err" &
-eim_pid=$!
-for _ in $(seq 1 100); do
-	grep -q 'serving agents' "$work/eim.out" && break
-	kill -0 "$eim_pid" 2>/dev/null || { cat "$work/eim.err"; die "eim server refused the chart's arguments or secrets"; }
-	sleep 0.1
-done
-api_url=$(sed -n 's/^eim: serving API on //p' "$work/eim.out")
-fp=$(sed -n 's/.*CA fingerprint sha256:\([0-9a-f]*\).*/\1/p' "$work/eim.out")
-[ -n "$api_url" ] && [ -n "$fp" ] || { cat "$work/eim.out" "$work/eim.err"; die "eim server did not start"; }
-want_fp=$(openssl x509 -in "$work/secrets/ca.crt" -outform der | sha256sum | cut -d' ' -f1)
+secrets "$work/pod.yaml" "$work/secrets-profile"
+start_pod eim-server "$work/pod.yaml" profile
+api_url=$pod_url
+cat "$work/eim-server.cmd"
+for _ in $(seq 1 100); do grep -q 'serving agents' "$work/eim-server.out" && break; sleep 0.1; done
+fp=$(sed -n 's/.*CA fingerprint sha256:\([0-9a-f]*\).*/\1/p' "$work/eim-server.out")
+[ -n "$api_url" ] && [ -n "$fp" ] || { cat "$work/eim-server.out" "$work/eim-server.err"; die "eim server did not start"; }
+want_fp=$(openssl x509 -in "$work/secrets-profile/ca.crt" -outform der | sha256sum | cut -d' ' -f1)
 expect "the CA fingerprint the server presents" "$fp" "$want_fp"
-"$work/eim" token create --admin --ttl 5m --data-dir "$work/none" --signing-key "$work/secrets/signing.key" >"$work/token" 2>/dev/null
+"$work/eim" token create --admin --ttl 5m --data-dir "$work/none" --signing-key "$work/secrets-profile/signing.key" >"$work/token" 2>/dev/null
 "$work/eim" --server "$api_url" --token-file "$work/token" project list >/dev/null ||
 	die "a token minted with the chart's signing key was refused"
 echo "eim server took the chart's arguments, signing key, CA and certificate (fingerprint $fp)"
+
+# Layout modules: every Deployment's process at once on one PostgreSQL
+# database, as the chart spreads them; each must become ready.
+if [ -n "${EIM_TEST_POSTGRES_URL:-}" ] && command -v psql >/dev/null 2>&1; then
+	step "layout modules: a process per module on one PostgreSQL, every one ready"
+	pgdb=eim_chart_$$
+	psql "$EIM_TEST_POSTGRES_URL" -qc "CREATE DATABASE $pgdb" >/dev/null
+	trap 'cleanup; psql "$EIM_TEST_POSTGRES_URL" -qc "DROP DATABASE IF EXISTS $pgdb WITH (FORCE)" >/dev/null 2>&1' EXIT
+	base=${EIM_TEST_POSTGRES_URL%%\?*}
+	query=; case "$EIM_TEST_POSTGRES_URL" in *\?*) query="?${EIM_TEST_POSTGRES_URL#*\?}" ;; esac
+	export EIM_DATABASE="${base%/*}/$pgdb$query"
+	helm template eim "$chart" --namespace "$ns" --kube-version "$KUBE_VERSION" --set layout=modules \
+		--set agent.ingress.enabled=true --set agent.ingress.host=127.0.0.1 >"$work/modules.yaml"
+	secrets "$work/modules.yaml" "$work/secrets-modules"
+	urls=()
+	for d in $(awk '/^kind: / { k = $2 } k == "Deployment" && /^  name: / { print $2; k = "" }' "$work/modules.yaml"); do
+		start_pod "$d" "$work/modules.yaml" modules
+		urls+=("$d=$pod_url")
+	done
+	for u in "${urls[@]}"; do
+		ok=
+		for _ in $(seq 1 300); do
+			[ "$(curl -s -o /dev/null -w '%{http_code}' "${u#*=}/readyz")" = 200 ] && { ok=1; break; }
+			sleep 0.2
+		done
+		[ -n "$ok" ] || { cat "$work/${u%%=*}.cmd" "$work/${u%%=*}.err"; die "${u%%=*}: /readyz did not answer 200 within 60 s"; }
+	done
+	unset EIM_DATABASE
+	echo "${#urls[@]} processes (${urls[*]%%=*}) ready on one database"
+else
+	echo "note: EIM_TEST_POSTGRES_URL not set: layout modules not run (its processes need PostgreSQL)"
+fi
 
 echo "chart check passed in $(($(date +%s) - started)) s"
