@@ -9,13 +9,18 @@
 #   4. a real Kubernetes API server (kube-apiserver built from source in
 #      .ci/kube, on Debian's etcd, both on loopback) accepts every rendered
 #      object: kubectl apply --dry-run=server, strict field validation;
-#   5. the keys and certificates the chart generates work in the real
-#      server: eim server starts with them, and a token minted from the
-#      rendered signing key is accepted.
+#   5. helm install, upgrade and uninstall on that API server: the shared
+#      secrets are made once and kept, the agent certificate re-issued under
+#      the same CA when its names change;
+#   6. the rendered pods run: eim server with a pod's rendered arguments and
+#      the generated secrets (its CA fingerprint as pinned, a token minted
+#      from the rendered key accepted), and, with EIM_TEST_POSTGRES_URL, every
+#      Deployment of layout modules as a process on one database, each until
+#      /readyz answers 200.
 # Installs what it needs (apt: etcd-server, kubectl from kubernetes-client
 # when none is on PATH; go install: helm) and caches the built tools in
 # $EIM_CI_CACHE (default ~/.cache/eim-ci). Measured 2026-11-26 on the 2-core
-# machine: warm 31 s; cold (empty tool and Go build caches) 26 min on a machine
+# machine: warm 26 s; cold (empty tool and Go build caches) 26 min on a machine
 # busy with other work (load 9-15), 11 min of CPU, nearly all of it building
 # kube-apiserver and helm.
 set -euo pipefail
