@@ -50,6 +50,7 @@ rc=0
 	"$@" >"$dir/report.txt" || rc=$?
 cat "$dir/report.txt"
 ps -o rss=,time= -p $srv | awk '{printf "server: RSS %.0f MiB, CPU time %s\n", $1/1024, $2}'
+awk '/^VmHWM/ {printf "server: peak RSS (VmHWM) %.0f MiB\n", $2/1024}' "/proc/$srv/status"
 if [ -n "$pgdb" ]; then
 	# The CPU of the server's PostgreSQL backends (they end with the server).
 	ps -eo cputimes=,args= | awk -v db="$pgdb" '$0 ~ "postgres: .*postgres " db " " {s += $1; n++} END {printf "postgresql: %d backends, CPU time %d s\n", n, s}'
