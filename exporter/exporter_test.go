@@ -630,7 +630,9 @@ func TestExporterOutage(t *testing.T) {
 	now := time.Now()
 	f := setup(t, direct, now)
 	target := start(t, st, true, now, time.Hour)
-	live := func(fams map[string]*dto.MetricFamily) float64 { return one(t, fams, "eim_exporter_snapshot_live", nil) }
+	live := func(fams map[string]*dto.MetricFamily) float64 {
+		return one(t, fams, "eim_exporter_snapshot_live", nil)
+	}
 	if got := live(scrape(t, target, true)); got != 1 {
 		t.Fatalf("live before the outage: %v", got)
 	}
