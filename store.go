@@ -75,6 +75,17 @@ type Store interface {
 	// Revision returns the newest committed revision.
 	Revision(ctx context.Context) (int64, error)
 
+	// FeedPosition returns the last revision the named consumer of the
+	// change feed recorded as handled (SaveFeedPosition), and whether it
+	// recorded one. A consumer that runs once per deployment resumes
+	// there when another process takes it over, or after a restart.
+	FeedPosition(ctx context.Context, consumer string) (rev int64, ok bool, err error)
+	// SaveFeedPosition records rev as the last revision consumer handled.
+	// A position never moves back: a rev below the one recorded is
+	// ignored (a process that lost its claim on the consumer may save
+	// late). Not in the feed.
+	SaveFeedPosition(ctx context.Context, consumer string, rev int64) error
+
 	Close() error
 }
 

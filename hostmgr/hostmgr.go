@@ -28,6 +28,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/feedcache"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
@@ -195,56 +196,38 @@ func (s *Service) Run(ctx context.Context) error {
 	if !first {
 		return fmt.Errorf("hostmgr: Run called twice")
 	}
-	// Start the feed where the store is now: what came before is in the
-	// rows that loadLastSeen marks for a fresh read. A store that is away
-	// is waited for: heartbeats are answered meanwhile, and no host times
-	// out before its liveness is known.
-	var rev int64
-	for {
-		var err error
-		if rev, err = s.store.Revision(ctx); err == nil {
-			err = s.loadLastSeen(ctx)
-		}
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
+	// The feed starts where the store is now: what came before is in the
+	// rows that loadLastSeen marks for a fresh read, its re-list at the
+	// start. A store that is away is waited for: heartbeats are answered
+	// meanwhile, and no host times out before its liveness is known.
+	restored := make(chan struct{})
+	hosts := feed.New(feed.Options{Store: s.store, Name: "hostmgr", Logger: s.log, Kinds: []eim.Kind{eim.KindHost},
+		Handle: s.watched,
+		Relist: func(ctx context.Context) error {
+			if s.restored.Load() {
+				return nil
+			}
+			if err := s.loadLastSeen(ctx); err != nil {
+				return fmt.Errorf("read liveness from the store: %w", err)
+			}
+			close(restored)
+			if err := s.prime(ctx); err != nil && ctx.Err() == nil {
+				// Not fatal: the hosts are read at their first heartbeats.
+				s.log.Warn("hostmgr: could not read the restored hosts ahead of their heartbeats", "err", err)
+			}
 			return nil
-		}
-		s.log.Warn("hostmgr: cannot read liveness from the store yet; retrying", "err", err, "retry_in", storeRetry)
-		if !sleep(ctx, storeRetry) {
-			return nil
-		}
-	}
-	if err := s.prime(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		// Not fatal: the hosts are read at their first heartbeats.
-		s.log.Warn("hostmgr: could not read the restored hosts ahead of their heartbeats", "err", err)
-	}
+		}})
 	var wg sync.WaitGroup
-	wg.Go(func() { s.watch(ctx, rev) })
-	wg.Go(func() { s.checkLoop(ctx) })
-	wg.Go(func() { s.flushLoop(ctx) })
-	wg.Wait()
-	return nil
-}
-
-// storeRetry is how long the module waits before it reads the store again
-// after the store failed (a database restart, a lost connection).
-const storeRetry = time.Second
-
-// sleep waits d, or until ctx ends (then it reports false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
+	defer wg.Wait()
+	wg.Go(func() { hosts.Run(ctx) })
 	select {
 	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+		return nil
+	case <-restored:
 	}
+	wg.Go(func() { s.checkLoop(ctx) })
+	wg.Go(func() { s.flushLoop(ctx) })
+	return nil
 }
 
 // loadLastSeen restores the tracker after a restart: every host heard from
@@ -330,31 +313,20 @@ func (s *Service) Tracked() int {
 	return len(s.live.hosts)
 }
 
-// watch marks hosts changed in the feed for a fresh read, and forgets
-// deleted ones, until ctx ends. When the feed fails (the database went
-// away) it resumes after the last event it handled, so nothing is missed;
-// meanwhile the tracker's view of a host may be stale, which costs at most
-// a heartbeat answered from it.
-func (s *Service) watch(ctx context.Context, after int64) {
-	for {
-		for ev, err := range s.store.Watch(ctx, after, eim.KindHost) {
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("hostmgr: change feed failed; resuming", "err", err, "after", after, "retry_in", storeRetry)
-				}
-				break
-			}
-			after = ev.Revision
-			if ev.Op == eim.OpDeleted {
-				s.live.forget(ev.ID)
-			} else {
-				s.live.changed(ev.ID)
-			}
-		}
-		if !sleep(ctx, storeRetry) {
-			return
+// watched marks hosts changed in the feed for a fresh read, and forgets
+// deleted ones. When the feed fails (the database went away) the runner
+// resumes after the last event handled, so nothing is missed; meanwhile
+// the tracker's view of a host may be stale, which costs at most a
+// heartbeat answered from it.
+func (s *Service) watched(_ context.Context, evs []eim.Event) error {
+	for _, ev := range evs {
+		if ev.Op == eim.OpDeleted {
+			s.live.forget(ev.ID)
+		} else {
+			s.live.changed(ev.ID)
 		}
 	}
+	return nil
 }
 
 func (s *Service) checkLoop(ctx context.Context) {

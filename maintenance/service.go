@@ -23,6 +23,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/feedcache"
 	maintenancev1 "github.com/eimhq/eim/proto/eim/maintenance/v1"
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
@@ -34,8 +35,9 @@ type Options struct {
 	Store  eim.Store
 	Logger *slog.Logger
 	Now    func() time.Time
-	// RetryWait is how long Run waits to follow the feed again after it
-	// failed (default 2 s); the caches are off meanwhile.
+	// RetryWait is the first pause before Run follows the feed again
+	// after it failed (default 1 s, growing with failures in a row: see
+	// feed.Options.MinWait); the caches are off meanwhile.
 	RetryWait time.Duration
 }
 
@@ -47,7 +49,7 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	feed  *feedcache.Follower
+	feed  *feed.Runner
 	trees feedcache.Loader[*Tree] // by project
 
 	// primed fills every host's facts of a project in a few scans, once
@@ -103,8 +105,14 @@ func New(opts Options) *Service {
 		return tree, nil
 	}
 	s.primed.Load = s.prime
-	s.feed = &feedcache.Follower{Store: opts.Store, Name: "maintenance", Logger: s.log, RetryWait: opts.RetryWait,
-		Kinds: append([]eim.Kind{eim.KindHost, eim.KindInstance}, treeKinds...), Reset: s.dropAll, Event: s.event}
+	s.feed = feed.New(feed.Options{Store: opts.Store, Name: "maintenance", Logger: s.log, MinWait: opts.RetryWait,
+		Kinds: append([]eim.Kind{eim.KindHost, eim.KindInstance}, treeKinds...), Reset: s.dropAll,
+		Handle: func(_ context.Context, evs []eim.Event) error {
+			for _, ev := range evs {
+				s.event(ev)
+			}
+			return nil
+		}})
 	return s
 }
 
@@ -205,7 +213,7 @@ func (s *Service) Plan(ctx context.Context, project, hostID string) (*maintenanc
 	if project == "" {
 		return nil, "", eim.Errorf(eim.EINVALID, "project is required")
 	}
-	if !s.feed.Live.Load() {
+	if !s.feed.Live() {
 		return s.planUncached(ctx, project, hostID)
 	}
 	if p, v, ok := s.cached(project, hostID); ok {

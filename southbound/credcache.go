@@ -2,12 +2,11 @@ package southbound
 
 import (
 	"context"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 )
 
 // credCache keeps the node credentials that authentication reads on every
@@ -35,7 +34,8 @@ import (
 // counts its invalidations, and a read is stored only if none happened
 // since it started (and the cache was not reset).
 type credCache struct {
-	on atomic.Bool
+	// live reports whether the feed is followed (the runner's Live).
+	live func() bool
 
 	mu      sync.Mutex
 	epoch   uint64 // bumped by reset
@@ -57,12 +57,14 @@ type credEntry struct {
 // ticket identifies the state a store read started from.
 type ticket struct{ epoch, gen uint64 }
 
-func newCredCache() *credCache { return &credCache{entries: map[string]*credEntry{}} }
+func newCredCache() *credCache {
+	return &credCache{entries: map[string]*credEntry{}, live: func() bool { return false }}
+}
 
 // get returns the cached credentials of host id, or a ticket to fill them
 // with after a store read; ok is false when the cache is off or has none.
 func (c *credCache) get(id string) (cred eim.NodeCredentials, t ticket, ok bool) {
-	if !c.on.Load() {
+	if !c.live() {
 		return cred, ticket{}, false
 	}
 	c.mu.Lock()
@@ -81,7 +83,7 @@ func (c *credCache) get(id string) (cred eim.NodeCredentials, t ticket, ok bool)
 // fill stores what a store read that began with t found, unless the host
 // changed (or the cache was reset) since.
 func (c *credCache) fill(id string, t ticket, cred eim.NodeCredentials) {
-	if !c.on.Load() {
+	if !c.live() {
 		return
 	}
 	c.mu.Lock()
@@ -105,7 +107,7 @@ func (c *credCache) mark() ticket {
 // outside the page. It then reports false and stores nothing (read it
 // again). Entries already valid are left: they are at least as new.
 func (c *credCache) primeFill(t ticket, creds []eim.NodeCredentials) bool {
-	if !c.on.Load() {
+	if !c.live() {
 		return true
 	}
 	c.mu.Lock()
@@ -165,10 +167,13 @@ func (c *credCache) reset(now time.Time) {
 	c.entries = map[string]*credEntry{}
 }
 
-// dropStale forgets the stale entries: the store answers again.
-func (c *credCache) dropStale() {
+// restart empties the cache for a new start of the feed, and forgets the
+// stale entries: the store answers again.
+func (c *credCache) restart() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.epoch++
+	c.entries = map[string]*credEntry{}
 	c.stale, c.lost = nil, time.Time{}
 }
 
@@ -187,53 +192,22 @@ func (c *credCache) staleOf(id string, now time.Time, maxAge time.Duration) (eim
 // Run follows the change feed for the credential cache until ctx ends,
 // and returns nil then. Until it runs, and while the feed is lost, node
 // authentication reads the store on every call.
-func (s *Server) Run(ctx context.Context) error {
-	for {
-		err := s.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.log.Warn("node credentials cache: change feed lost; reading the store until it is back", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
-}
+func (s *Server) Run(ctx context.Context) error { return s.feed.Run(ctx) }
 
-// follow turns the cache on and invalidates it from the feed until the
-// feed fails or ctx ends; then it turns the cache off.
-func (s *Server) follow(ctx context.Context) error {
-	rev, err := s.store.Revision(ctx)
-	if err != nil {
-		return fmt.Errorf("revision: %w", err)
-	}
-	s.creds.dropStale()
-	defer func() {
-		s.creds.on.Store(false)
-		s.creds.reset(s.now())
-	}()
-	// Every change after rev comes through the feed; anything read from
-	// now on is at least as new as rev.
-	s.creds.on.Store(true)
-	pctx, cancel := context.WithCancel(ctx)
-	primed := make(chan struct{})
-	go func() {
-		defer close(primed)
-		s.primeCredentials(pctx)
-	}()
-	defer func() {
-		cancel()
-		<-primed
-	}()
-	for ev, err := range s.store.Watch(ctx, rev, eim.KindHost) {
-		if err != nil {
-			return err
-		}
-		s.creds.invalidate([]eim.Event{ev})
-	}
-	return nil
+// newCredFeed returns the runner that keeps the cache current: a cache's
+// (each start of the feed begins afresh), that reads every host's
+// credentials ahead of the nodes' calls at each start.
+func (s *Server) newCredFeed() *feed.Runner {
+	return feed.New(feed.Options{Store: s.store, Name: "node credentials cache", Logger: s.log, Kinds: []eim.Kind{eim.KindHost},
+		// Every change after the start's revision comes through the
+		// feed; anything read from then on is at least as new.
+		Reset:  s.creds.restart,
+		Lost:   func() { s.creds.reset(s.now()) },
+		Relist: s.primeCredentials,
+		Handle: func(_ context.Context, evs []eim.Event) error {
+			s.creds.invalidate(evs)
+			return nil
+		}})
 }
 
 // primePage is how many hosts' credentials one read of primeCredentials
@@ -249,8 +223,8 @@ const (
 // (a token request) would otherwise read its host: a fleet's in one
 // heartbeat interval, on top of the handshakes of its reconnections. It
 // stops when ctx ends or a read fails (the calls then read what is
-// missing, as without it).
-func (s *Server) primeCredentials(ctx context.Context) {
+// missing, as without it), and returns nil: it is not retried.
+func (s *Server) primeCredentials(ctx context.Context) error {
 	start := time.Now()
 	after, n, skipped := "", 0, 0
 	for {
@@ -264,7 +238,7 @@ func (s *Server) primeCredentials(ctx context.Context) {
 				if ctx.Err() == nil {
 					s.log.Warn("node credentials cache: could not read ahead; nodes' calls will read their hosts", "err", err)
 				}
-				return
+				return nil
 			}
 			if stored = s.creds.primeFill(t, page); stored {
 				break
@@ -281,6 +255,7 @@ func (s *Server) primeCredentials(ctx context.Context) {
 		after = page[len(page)-1].HostID
 	}
 	s.log.Info("node credentials cache: read ahead", "hosts", n, "left to their calls", skipped, "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // nodeCredentials returns host id's credentials from the cache or the

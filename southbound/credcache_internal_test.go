@@ -13,7 +13,7 @@ import (
 // the changed host may be in it, with what it was before.
 func TestPrimeFillStale(t *testing.T) {
 	c := newCredCache()
-	c.on.Store(true)
+	c.live = func() bool { return true }
 	old := eim.NodeCredentials{HostID: "host-00000001", Project: "p", DesiredState: eim.HostStateOnboarded, SecretHash: "h", Gen: 1}
 	other := eim.NodeCredentials{HostID: "host-00000002", Project: "p", DesiredState: eim.HostStateOnboarded, SecretHash: "h", Gen: 1}
 

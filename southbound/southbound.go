@@ -19,6 +19,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/feed"
 )
 
 // Defaults of Options.
@@ -66,6 +67,7 @@ type Server struct {
 	maxBody  int64
 	mux      *http.ServeMux
 	creds    *credCache
+	feed     *feed.Runner
 
 	// storeWarn's count of failed calls and when it last logged.
 	storeFails  atomic.Int64
@@ -110,6 +112,8 @@ func New(opts Options) *Server {
 		leeway = 0
 	}
 	s.verifier = auth.NewNodeVerifier(opts.Issuer, leeway, s.now)
+	s.feed = s.newCredFeed()
+	s.creds.live = s.feed.Live
 	s.mux.HandleFunc(TokenPath, s.token)
 	return s
 }

@@ -24,6 +24,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/feedcache"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
@@ -33,8 +34,9 @@ import (
 type Options struct {
 	Store  eim.Store
 	Logger *slog.Logger
-	// RetryWait is how long Run waits to watch the feed again after it
-	// failed (default 2 s); the caches are off meanwhile.
+	// RetryWait is the first pause before Run follows the feed again
+	// after it failed (default 1 s, growing with failures in a row: see
+	// feed.Options.MinWait); the caches are off meanwhile.
 	RetryWait time.Duration
 }
 
@@ -45,7 +47,7 @@ type Service struct {
 	store eim.Store
 	log   *slog.Logger
 
-	feed  *feedcache.Follower
+	feed  *feed.Runner
 	trees feedcache.Loader[*Tree] // by project
 
 	// primed fills every host's site of a project in a paged scan, once
@@ -95,14 +97,17 @@ func New(opts Options) *Service {
 		return tree, nil
 	}
 	s.primed.Load = s.prime
-	s.feed = &feedcache.Follower{Store: opts.Store, Kinds: watched, Name: "telemetry", Logger: s.log, RetryWait: opts.RetryWait,
-		Reset: s.dropAll, Event: func(ev eim.Event) {
-			if ev.Kind == eim.KindHost {
-				s.dropHost(ev.ID, ev.Op == eim.OpDeleted)
-			} else {
-				s.trees.Drop(ev.Project)
+	s.feed = feed.New(feed.Options{Store: opts.Store, Kinds: watched, Name: "telemetry", Logger: s.log, MinWait: opts.RetryWait,
+		Reset: s.dropAll, Handle: func(_ context.Context, evs []eim.Event) error {
+			for _, ev := range evs {
+				if ev.Kind == eim.KindHost {
+					s.dropHost(ev.ID, ev.Op == eim.OpDeleted)
+				} else {
+					s.trees.Drop(ev.Project)
+				}
 			}
-		}}
+			return nil
+		}})
 	return s
 }
 
@@ -169,7 +174,7 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 	if project == "" {
 		return Config{}, "", eim.Errorf(eim.EINVALID, "project is required")
 	}
-	if !s.feed.Live.Load() {
+	if !s.feed.Live() {
 		return s.configUncached(ctx, project, hostID)
 	}
 	if cfg, v, ok := s.cached(project, hostID); ok {

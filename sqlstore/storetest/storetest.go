@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"FeedConcurrentWriters", testConcurrentFeed},
 		{"WatchWakeUp", testWatchWakeUp},
 		{"WatchEndsWithContext", testWatchCancel},
+		{"FeedPositions", testFeedPositions},
 		{"ProjectSettings", testProjectSettings},
 		{"HiddenStoredFields", testHiddenFields},
 		{"WorkflowCascade", testWorkflowCascade},
