@@ -27,6 +27,27 @@ type Store interface {
 	// effects outside it until Update returns). A transaction that keeps
 	// losing that race fails with EUNAVAILABLE.
 	Update(ctx context.Context, project string, fn func(Tx) error) error
+	// UpdateGrouped is Update for a transaction that runs many callers'
+	// calls together (inventory's Batcher). With Capabilities'
+	// GroupedCreates its creates are held back and written together, so
+	// Create does not report the failure of the insert itself: the
+	// transaction does, and the caller must be ready to run the calls
+	// again one by one to learn whose the failure was. Without it, it is
+	// Update. It returns once the transaction has committed; its events
+	// are in the feed once sequenced has returned (meanwhile the caller
+	// may start its next transaction).
+	UpdateGrouped(ctx context.Context, project string, fn func(Tx) error) (sequenced func(), err error)
+	// OnCommit registers fn to be called, synchronously, after every
+	// committed transaction of this Store that changed resources, with
+	// its events (their revisions may not be assigned yet), before the
+	// write returns to its caller: for in-process caches that must not
+	// serve a value after the write that changed it has returned (writes
+	// of other processes reach them through the feed). fn must be quick
+	// and must not write.
+	OnCommit(fn func([]Event))
+	// Capabilities says what the store's database can do beyond this
+	// contract: modules read it rather than ask which database it is.
+	Capabilities() Capabilities
 
 	// NodeCredentials returns what authenticating host id's node reads:
 	// a few columns of one row, in one statement outside any transaction,
@@ -87,6 +108,24 @@ type Store interface {
 	SaveFeedPosition(ctx context.Context, consumer string, rev int64) error
 
 	Close() error
+}
+
+// Capabilities are what a Store's database can do beyond the contract of
+// Store. The zero value is the most restrictive (SQLite's).
+type Capabilities struct {
+	// ConcurrentWriters: write transactions run at once (PostgreSQL).
+	// Without it one write transaction runs at a time (SQLite): a call
+	// that may need no write looks in a read-only transaction first, so
+	// that unchanged answers do not queue for the writer, and batches of
+	// writes go one at a time.
+	ConcurrentWriters bool
+	// GroupedCreates: UpdateGrouped writes a transaction's creates
+	// together, a statement per kind instead of one per create (each
+	// statement is a round trip). Without it UpdateGrouped is Update.
+	GroupedCreates bool
+	// Replicas: several server processes may share the database. Without
+	// it (SQLite) one process serves it.
+	Replicas bool
 }
 
 // Tx is a transaction of a Store. Its methods take and return the resource

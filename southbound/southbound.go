@@ -49,12 +49,6 @@ type Options struct {
 	TokenLeeway time.Duration
 }
 
-// commitNotifier is a store that calls back after its commits
-// (sqlstore.Store.OnCommit).
-type commitNotifier interface {
-	OnCommit(func([]eim.Event))
-}
-
 // Server is the southbound HTTP handler: /oauth2/token and the mounted
 // Connect handlers. Serve it over TLS (see pki).
 type Server struct {
@@ -89,9 +83,8 @@ func New(opts Options) *Server {
 		mux:     http.NewServeMux(),
 		creds:   newCredCache(),
 	}
-	if n, ok := opts.Store.(commitNotifier); ok {
-		n.OnCommit(s.creds.invalidate)
-	}
+	// This process's writes reach the cache before they return.
+	opts.Store.OnCommit(s.creds.invalidate)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -210,22 +210,11 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		Reload: loadCatalog})
 	// API creates are group-committed (see inventory.Batcher); the agents'
 	// writes have a batcher of their own below, so neither waits behind
-	// the other's batch.
-	// SQLite has one writer: one batch at a time. On PostgreSQL each
-	// statement is a round trip; batches in flight together hide it, and
-	// the agents' calls, several reads each, gain from overlapping, up to
-	// a point: with batches written grouped and a worker free at its
-	// commit, 10,000 nodes' Day 0 took 83 s with one worker, 60 s with
-	// two and 70 s with eight (BENCHMARKS.md). The
-	// API's calls are mostly creates, which a batch writes together
-	// (sqlstore's UpdateGrouped): one batch at a time makes the batches
-	// large, and 32 clients' creates went from 1,739/s with 4 workers to
-	// 2,228/s with one (BENCHMARKS.md).
-	workers, apiWorkers := 1, 1
-	if isPostgres(dsn) {
-		workers = 2
-	}
-	apiBatcher := inventory.NewBatcher(store, inventory.BatcherOptions{Workers: apiWorkers, Logger: log})
+	// the other's batch. The API's calls are mostly creates, which a batch
+	// writes together: one batch at a time makes the batches large (see
+	// inventory.BatcherOptions.Workers); the agents' batcher takes the
+	// default of the store's capabilities.
+	apiBatcher := inventory.NewBatcher(store, inventory.BatcherOptions{Workers: 1, Logger: log})
 	defer apiBatcher.Close()
 	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher})
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
@@ -284,19 +273,17 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		return fmt.Errorf("artifact-signing key: %w", err)
 	}
 
-	batcher := inventory.NewBatcher(store, inventory.BatcherOptions{MaxBatch: 128, Workers: workers, Logger: log})
+	batcher := inventory.NewBatcher(store, inventory.BatcherOptions{MaxBatch: 128, Logger: log})
 	defer batcher.Close()
 	provOpts := provisioning.Options{
 		Store: store, Batcher: batcher, Logger: log,
 		AgentURL: agentURL, CACertPEM: ca.CACertPEM(), CAFingerprint: ca.Fingerprint(),
 		ArtifactsDir: cfg.bootArtifacts, ActionTimeouts: cfg.actionTimeouts,
-		DirectWrites: isPostgres(dsn),
 	}
 	prov := provisioning.New(provOpts)
 	onb := onboarding.New(onboarding.Options{
 		Store: store, Batcher: batcher, Logger: log,
-		TokenURL:     strings.TrimSuffix(agentURL, "/") + southbound.TokenPath,
-		DirectWrites: isPostgres(dsn),
+		TokenURL: strings.TrimSuffix(agentURL, "/") + southbound.TokenPath,
 	})
 	sb := southbound.New(southbound.Options{Store: store, Issuer: iss, Logger: log, TokenLeeway: leewayOption(cfg.tokenLeeway)})
 	nodeAuth := connect.WithInterceptors(sb.Interceptor())

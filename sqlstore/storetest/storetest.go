@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"WatchWakeUp", testWatchWakeUp},
 		{"WatchEndsWithContext", testWatchCancel},
 		{"FeedPositions", testFeedPositions},
+		{"OnCommit", testOnCommit},
 		{"ProjectSettings", testProjectSettings},
 		{"HiddenStoredFields", testHiddenFields},
 		{"WorkflowCascade", testWorkflowCascade},
