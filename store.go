@@ -49,18 +49,6 @@ type Store interface {
 	// contract: modules read it rather than ask which database it is.
 	Capabilities() Capabilities
 
-	// NodeCredentials returns what authenticating host id's node reads:
-	// a few columns of one row, in one statement outside any transaction,
-	// where Get decodes the whole host. Every southbound call makes this
-	// read, so it is kept this small. The host must be in project (any
-	// project when ""); ENOTFOUND otherwise.
-	NodeCredentials(ctx context.Context, project, hostID string) (NodeCredentials, error)
-	// NodeCredentialsAfter returns the credentials of up to limit hosts,
-	// of all projects, whose IDs sort after after, in ID order: a page of
-	// a scan that reads a fleet's credentials ahead of its nodes' calls
-	// (after a restart, every node's first call would otherwise be a read).
-	NodeCredentialsAfter(ctx context.Context, after string, limit int) ([]NodeCredentials, error)
-
 	// SaveLastSeen records when nodes were last heard from. The host module
 	// keeps liveness in memory and flushes it here in batches, so that a
 	// heartbeat is not a write. A time older than the one stored is
@@ -160,7 +148,8 @@ type Tx interface {
 }
 
 // NodeCredentials are the fields of a host that decide whether its node may
-// authenticate (see Host.NodeSecretHash and Host.NodeCredGen).
+// authenticate (see Host.NodeSecretHash and Host.NodeCredGen); node
+// authentication reads them from the per-host view (package hostview).
 type NodeCredentials struct {
 	HostID       string
 	Project      string

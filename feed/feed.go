@@ -9,10 +9,13 @@
 // Two kinds of consumers use it:
 //
 //   - A reconciler (the delete reaper, zero-touch provisioning, the OS
-//     catalog) loses nothing: after a failure it resumes after the last
-//     event it handled, and with Durable its position is kept in the
-//     store, so that a restarted process, or another replica taking the
-//     work over, resumes where the last one stopped.
+//     catalog, the per-host view) loses nothing: after a failure it
+//     resumes after the last event it handled, and with Durable its
+//     position is kept in the store, so that a restarted process, or
+//     another replica taking the work over, resumes where the last one
+//     stopped. A run that resumes first catches up with what it missed
+//     (Store.Events, in batches) and only then is Live: what it keeps
+//     lags the store by no more than the feed's latency while Live.
 //   - A cache (Reset set) starts afresh: each (re)start of the feed
 //     begins at the store's current revision and drops what the cache
 //     held first; Live tells its readers whether the feed is followed,
@@ -78,10 +81,11 @@ type Options struct {
 	// (what the cache holds may predate changes the feed will not show);
 	// Live is set once it returns.
 	Reset func()
-	// Lost, when set, is called when a run of a cache's feed ends (Live
-	// is false by then): a cache may keep aside what it may still serve
-	// while the store is away.
-	Lost func()
+	// OnLive, when set, is called each time Live changes, with its new
+	// value: a cache may keep aside what it may still serve while the
+	// store is away, from the moment the feed is lost until it is live
+	// again.
+	OnLive func(live bool)
 
 	// Durable keeps the consumer's position (the last revision handled)
 	// in the store under Name, saved at most every SaveEvery (default
@@ -114,9 +118,6 @@ func New(o Options) *Runner {
 	if o.Store == nil || o.Name == "" || (o.Handle == nil && o.Relist == nil) {
 		panic("feed.New: Store, Name and Handle or Relist are required")
 	}
-	if o.Reset == nil && o.Lost != nil {
-		panic("feed.New: Lost is for caches (Reset)")
-	}
 	if o.Reset != nil && o.Durable {
 		panic("feed.New: a cache (Reset) starts afresh; Durable is for reconcilers")
 	}
@@ -140,8 +141,8 @@ func New(o Options) *Runner {
 	return r
 }
 
-// Live reports whether the feed is followed: for a cache, whether its
-// values may be used.
+// Live reports whether the feed is followed (and, after a resume, caught
+// up with): for a cache, whether its values may be used.
 func (r *Runner) Live() bool { return r.live.Load() }
 
 // Position returns the revision of the last event handled (or where the
@@ -187,11 +188,15 @@ func (r *Runner) run(ctx context.Context, s *state) error {
 	if r.o.Handle == nil {
 		s.positioned = true // nothing to follow: no position
 	}
+	// A run that resumes (after a failure, or from a saved position) has
+	// events to catch up on before it is Live.
+	resumed := s.positioned && !cache
 	if !s.positioned || cache {
-		rev, err := r.start(ctx)
+		rev, saved, err := r.start(ctx)
 		if err != nil {
 			return err
 		}
+		resumed = saved
 		r.pos.Store(rev)
 		s.positioned = true
 		s.wait.reset() // the store answers
@@ -202,13 +207,11 @@ func (r *Runner) run(ctx context.Context, s *state) error {
 			s.relisted = false
 		}
 	}
-	r.live.Store(true)
-	defer func() {
-		r.live.Store(false)
-		if r.o.Lost != nil {
-			r.call("lost", func() error { r.o.Lost(); return nil })
-		}
-	}()
+	if caught, err := r.catchUp(ctx, s, resumed); err != nil || !caught {
+		return err
+	}
+	r.setLive(true)
+	defer r.setLive(false)
 	started := time.Now()
 	defer func() {
 		// A run that lasted is a success: the next failure waits little.
@@ -288,31 +291,67 @@ func (r *Runner) run(ctx context.Context, s *state) error {
 	}
 }
 
-// start returns where a run starts: a reconciler's saved position, or
-// the store's current revision.
-func (r *Runner) start(ctx context.Context) (int64, error) {
-	rev, err := r.o.Store.Revision(ctx)
+// start returns where a run starts: a reconciler's saved position (saved
+// is then true), or the store's current revision.
+func (r *Runner) start(ctx context.Context) (rev int64, saved bool, err error) {
+	rev, err = r.o.Store.Revision(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read the revision: %w", err)
+		return 0, false, fmt.Errorf("read the revision: %w", err)
 	}
-	if !r.o.Durable || r.o.Reset != nil {
-		return rev, nil
+	if !r.o.Durable {
+		return rev, false, nil
 	}
-	saved, ok, err := r.o.Store.FeedPosition(ctx, r.o.Name)
+	pos, ok, err := r.o.Store.FeedPosition(ctx, r.o.Name)
 	if err != nil {
-		return 0, fmt.Errorf("read the saved position: %w", err)
+		return 0, false, fmt.Errorf("read the saved position: %w", err)
 	}
 	switch {
 	case !ok:
-		return rev, nil
-	case saved > rev:
+		return rev, false, nil
+	case pos > rev:
 		// The database is older than the position (restored from a
 		// backup): what it has after its revision is new to us.
-		r.log.Warn(r.o.Name+": the saved feed position is ahead of the database; starting at the database's revision", "saved", saved, "revision", rev)
-		return rev, nil
+		r.log.Warn(r.o.Name+": the saved feed position is ahead of the database; starting at the database's revision", "saved", pos, "revision", rev)
+		return rev, false, nil
 	}
-	r.log.Info(r.o.Name+": resuming the change feed", "after", saved, "behind", rev-saved)
-	return saved, nil
+	r.log.Info(r.o.Name+": resuming the change feed", "after", pos, "behind", rev-pos)
+	return pos, true, nil
+}
+
+// catchUp handles, in batches, the events a resumed run missed, up to
+// the revision committed when it reads the last batch: until then the
+// consumer is not Live. It reports false when ctx ended.
+func (r *Runner) catchUp(ctx context.Context, s *state, resumed bool) (bool, error) {
+	if !resumed || r.o.Handle == nil {
+		return true, nil
+	}
+	for {
+		evs, err := r.o.Store.Events(ctx, r.pos.Load(), r.o.MaxBatch, r.o.Kinds...)
+		if err != nil {
+			return false, err
+		}
+		if len(evs) > 0 {
+			if err := r.call("handle", func() error { return r.o.Handle(ctx, evs) }); err != nil {
+				return false, err
+			}
+			r.pos.Store(evs[len(evs)-1].Revision)
+			s.wait.reset()
+		}
+		if len(evs) < r.o.MaxBatch {
+			s.wait.reset() // the store answers
+			return true, nil
+		}
+		if ctx.Err() != nil {
+			return false, nil
+		}
+	}
+}
+
+// setLive sets Live and tells OnLive.
+func (r *Runner) setLive(live bool) {
+	if r.live.Swap(live) != live && r.o.OnLive != nil {
+		r.call("OnLive", func() error { r.o.OnLive(live); return nil })
+	}
 }
 
 // relist calls Relist and schedules the next call.

@@ -2,101 +2,13 @@ package hostmgr_test
 
 import (
 	"context"
-	"iter"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/hostmgr"
+	"github.com/eimhq/eim/sqlstore/storetest"
 )
-
-// awayStore is a store whose database can be made to go away: while away,
-// every call fails with "unavailable", as the real store's calls do when
-// PostgreSQL restarts.
-type awayStore struct {
-	eim.Store
-	away atomic.Bool
-}
-
-var errAway = eim.Errorf(eim.EUNAVAILABLE, "the database is unavailable; try again")
-
-func (s *awayStore) View(ctx context.Context, project string, fn func(eim.Tx) error) error {
-	if s.away.Load() {
-		return errAway
-	}
-	return s.Store.View(ctx, project, fn)
-}
-
-func (s *awayStore) Update(ctx context.Context, project string, fn func(eim.Tx) error) error {
-	if s.away.Load() {
-		return errAway
-	}
-	return s.Store.Update(ctx, project, fn)
-}
-
-func (s *awayStore) SaveLastSeen(ctx context.Context, seen []eim.LastSeen) error {
-	if s.away.Load() {
-		return errAway
-	}
-	return s.Store.SaveLastSeen(ctx, seen)
-}
-
-func (s *awayStore) LastSeen(ctx context.Context) ([]eim.LastSeen, error) {
-	if s.away.Load() {
-		return nil, errAway
-	}
-	return s.Store.LastSeen(ctx)
-}
-
-func (s *awayStore) FindProject(ctx context.Context, name string) (*eim.Project, error) {
-	if s.away.Load() {
-		return nil, errAway
-	}
-	return s.Store.FindProject(ctx, name)
-}
-
-func (s *awayStore) ListProjects(ctx context.Context) ([]*eim.Project, error) {
-	if s.away.Load() {
-		return nil, errAway
-	}
-	return s.Store.ListProjects(ctx)
-}
-
-func (s *awayStore) Revision(ctx context.Context) (int64, error) {
-	if s.away.Load() {
-		return 0, errAway
-	}
-	return s.Store.Revision(ctx)
-}
-
-// Watch fails as soon as the database is away (the real feed fails at its
-// next read).
-func (s *awayStore) Watch(ctx context.Context, after int64, kinds ...eim.Kind) iter.Seq2[eim.Event, error] {
-	return func(yield func(eim.Event, error) bool) {
-		if s.away.Load() {
-			yield(eim.Event{}, errAway)
-			return
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			for wctx.Err() == nil && !s.away.Load() {
-				time.Sleep(5 * time.Millisecond)
-			}
-			cancel()
-		}()
-		for ev, err := range s.Store.Watch(wctx, after, kinds...) {
-			if s.away.Load() {
-				yield(eim.Event{}, errAway)
-				return
-			}
-			if !yield(ev, err) || err != nil {
-				return
-			}
-		}
-	}
-}
 
 // While the store is away no host is flagged "No Connection" (a node
 // refused meanwhile was not silent of its own doing); once it is back,
@@ -105,23 +17,24 @@ func (s *awayStore) Watch(ctx context.Context, after int64, kinds ...eim.Kind) i
 // its flag could not be written during the outage.
 func TestStoreAwayFlagsNobody(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		st := &awayStore{Store: e.store}
+		st := &storetest.Away{Store: e.store}
 		opts := e.opts
 		opts.Store, opts.Batcher = st, nil
 		svc := hostmgr.New(opts)
 		beating, silent := e.host(nil), e.host(nil)
 		e.beat(svc, beating, nil)
+		e.beat(svc, beating, nil) // the first one's write is read back: now known
 		e.beat(svc, silent, nil)
 		e.wantStatus(silent.ResourceID, "Running", eim.StatusIdle)
 
 		// 40 s of outage: past the 30 s timeout of the silent host.
-		st.away.Store(true)
+		st.SetAway(true)
 		for range 4 {
 			e.clock.Add(10 * time.Second)
 			e.beat(svc, beating, nil) // answered from memory
 			svc.CheckTimeouts(e.ctx)
 		}
-		st.away.Store(false)
+		st.SetAway(false)
 		e.wantStatus(silent.ResourceID, "Running", eim.StatusIdle)
 
 		// Back: the silent host's deadline counts from now.
@@ -149,7 +62,7 @@ func TestStoreAwayFlagsNobody(t *testing.T) {
 // races) does not pardon the fleet: the host is flagged at the next pass.
 func TestStoreBlipDoesNotPardon(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		st := &awayStore{Store: e.store}
+		st := &storetest.Away{Store: e.store}
 		opts := e.opts
 		opts.Store, opts.Batcher = st, nil
 		svc := hostmgr.New(opts)
@@ -157,9 +70,9 @@ func TestStoreBlipDoesNotPardon(t *testing.T) {
 		e.beat(svc, silent, nil)
 		e.clock.Add(31 * time.Second)
 		// The flag fails, but the store answers the probe at the next pass.
-		st.away.Store(true)
+		st.SetAway(true)
 		svc.CheckTimeouts(e.ctx)
-		st.away.Store(false)
+		st.SetAway(false)
 		e.clock.Add(time.Second)
 		svc.CheckTimeouts(e.ctx)
 		e.wantStatus(silent.ResourceID, "No Connection", eim.StatusError)
@@ -171,8 +84,8 @@ func TestStoreBlipDoesNotPardon(t *testing.T) {
 // back.
 func TestRunSurvivesStoreAway(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		st := &awayStore{Store: e.store}
-		st.away.Store(true)
+		st := &storetest.Away{Store: e.store}
+		st.SetAway(true)
 		opts := e.opts
 		opts.Store, opts.Batcher = st, nil
 		svc := hostmgr.New(opts)
@@ -193,20 +106,20 @@ func TestRunSurvivesStoreAway(t *testing.T) {
 		if svc.Restored() {
 			t.Fatal("Run restored liveness from a store that is away")
 		}
-		st.away.Store(false)
+		st.SetAway(false)
 		waitFor(t, svc.Restored) // once the store is back
 
 		// The feed fails under it, and comes back: a change made after
 		// that reaches the module (the host's next heartbeat reads it).
 		h := e.host(nil)
 		e.beat(svc, h, nil)
-		st.away.Store(true)
+		st.SetAway(true)
 		select {
 		case err := <-done:
 			t.Fatalf("Run ended when the store went away: %v", err)
 		case <-time.After(300 * time.Millisecond):
 		}
-		st.away.Store(false)
+		st.SetAway(false)
 		// Written while the module's feed may still be in its retry
 		// pause: it resumes after the last event it handled.
 		e.edit(h.ResourceID, func(h *eim.Host) { h.HostStatus, h.HostStatusIndicator = "No Connection", eim.StatusError })

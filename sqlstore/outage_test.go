@@ -55,7 +55,6 @@ func TestPostgresDatabaseAway(t *testing.T) {
 		"Update (create)": func() error { return create("during") },
 		"Revision":        func() error { _, err := s.Revision(ctx); return err },
 		"ListProjects":    func() error { _, err := s.ListProjects(ctx); return err },
-		"NodeCredentials": func() error { _, err := s.NodeCredentials(ctx, "", "host-12345678"); return err },
 		"LastSeen":        func() error { _, err := s.LastSeen(ctx); return err },
 		"SaveLastSeen": func() error {
 			return s.SaveLastSeen(ctx, []eim.LastSeen{{Project: "p", HostID: "host-12345678", At: time.Now()}})

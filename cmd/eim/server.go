@@ -21,6 +21,7 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
 	"github.com/eimhq/eim/hostmgr"
+	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/maintenance"
@@ -285,16 +286,19 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		Store: store, Batcher: batcher, Logger: log,
 		TokenURL: strings.TrimSuffix(agentURL, "/") + southbound.TokenPath,
 	})
-	sb := southbound.New(southbound.Options{Store: store, Issuer: iss, Logger: log, TokenLeeway: leewayOption(cfg.tokenLeeway)})
+	// One view of the hosts for the modules that answer nodes: a host is
+	// read and followed once per process, not once per module.
+	hostView := hostview.New(hostview.Options{Store: store, Logger: log})
+	sb := southbound.New(southbound.Options{Store: store, Issuer: iss, Logger: log, TokenLeeway: leewayOption(cfg.tokenLeeway), Hosts: hostView})
 	nodeAuth := connect.WithInterceptors(sb.Interceptor())
 	// Most answers are a few hundred bytes: gzip would cost more CPU than
 	// it saves bytes. Workflows with their cloud-init are compressed.
 	small := connect.WithCompressMinBytes(4 << 10)
 	sb.Mount(onboardingv1connect.NewOnboardingServiceHandler(onb, small))
 	sb.Mount(provisioningv1connect.NewProvisioningServiceHandler(prov, nodeAuth, small))
-	tel := telemetry.New(telemetry.Options{Store: store, Logger: log})
-	maint := maintenance.New(maintenance.Options{Store: store, Logger: log})
-	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Telemetry: tel, Maintenance: maint, Logger: log,
+	tel := telemetry.New(telemetry.Options{Store: store, Logger: log, Hosts: hostView})
+	maint := maintenance.New(maintenance.Options{Store: store, Logger: log, Hosts: hostView})
+	hosts := hostmgr.New(hostmgr.Options{Store: store, Batcher: batcher, ReportIn: prov.ReportIn, Telemetry: tel, Maintenance: maint, Logger: log, Hosts: hostView,
 		Interval: cfg.heartbeatInterval, Timeout: cfg.heartbeatTimeout, RebootTimeout: cfg.rebootTimeout, UpdateTimeout: cfg.updateTimeout})
 	sb.Mount(hostv1connect.NewHostServiceHandler(hosts, nodeAuth, small))
 	// The boot artifacts over HTTPS too: the micro-OS fetches their signed
@@ -375,6 +379,12 @@ func (c *cli) serve(cfg serverConfig, log *slog.Logger) error {
 		// An error once the server is stopping is the stop itself.
 		if err := prov.Run(gctx); err != nil && gctx.Err() == nil {
 			return fmt.Errorf("provisioning: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := hostView.Run(gctx); err != nil && gctx.Err() == nil {
+			return fmt.Errorf("host view: %w", err)
 		}
 		return nil
 	})

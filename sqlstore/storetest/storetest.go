@@ -52,8 +52,6 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"ProjectSettings", testProjectSettings},
 		{"HiddenStoredFields", testHiddenFields},
 		{"WorkflowCascade", testWorkflowCascade},
-		{"NodeCredentials", testNodeCredentials},
-		{"NodeCredentialsAfter", testNodeCredentialsAfter},
 		{"LastSeen", testLastSeen},
 		{"HardwareRoundTrip", testHardwareRoundTrip},
 		{"Variants", testVariants},
