@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -60,6 +61,7 @@ type Service struct {
 
 	hosts    *hostview.View
 	ownHosts bool
+	slot     hostview.Slot // a host's plan, on its view
 
 	// primed reads every instance of a project, once per feed
 	// generation, the first time one of its hosts is asked for.
@@ -79,14 +81,21 @@ type Service struct {
 var _ maintenancev1connect.MaintenanceServiceHandler = (*Service)(nil)
 
 // hostState is what the module keeps of one host beside the host view:
-// its instance's facts, and the plan computed from them, the host's
-// facts (view) and tree generation treeGen.
+// its instance's facts. Guarded by Service.mu, but gen is read without
+// it (memo).
 type hostState struct {
 	project string
-	gen     uint64 // bumped when the host's instance changed
-	known   bool   // inst holds the host's instance (or none)
+	gen     atomic.Uint64 // bumped when the host's instance changed or the host went
+	known   bool          // inst holds the host's instance (or none)
 	inst    instFacts
-	view    *hostview.Host
+}
+
+// memo is a host's plan, kept on its host view: computed from the host's
+// facts it is kept on, its instance facts at generation instGen of hs and
+// tree generation treeGen.
+type memo struct {
+	hs      *hostState
+	instGen uint64
 	treeGen uint64
 	plan    *maintenancev1.GetPlanResponse
 	version string
@@ -109,6 +118,7 @@ func New(opts Options) *Service {
 		s.now = time.Now
 	}
 	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log, Now: s.now})
+	s.slot = s.hosts.NewSlot()
 	s.hosts.OnChange(func(id string, deleted bool) {
 		if deleted {
 			s.forget(id)
@@ -162,8 +172,8 @@ func (s *Service) dropAll() {
 	s.allDropped = s.seq
 	clear(s.dropped)
 	for _, hs := range s.insts {
-		hs.gen++
-		hs.known, hs.plan = false, nil
+		hs.gen.Add(1)
+		hs.known = false
 	}
 	clear(s.instHost)
 }
@@ -185,12 +195,11 @@ func (s *Service) dropHostLocked(id string, deleted bool) {
 	if hs.inst.InstanceID != "" {
 		delete(s.instHost, hs.inst.InstanceID)
 	}
+	hs.gen.Add(1)
+	hs.known = false
 	if deleted {
 		delete(s.insts, id)
-		return
 	}
-	hs.gen++
-	hs.known, hs.plan = false, nil
 }
 
 // dropInstance drops the host of a changed instance. An instance not
@@ -239,41 +248,24 @@ func (s *Service) Plan(ctx context.Context, project, hostID string) (*maintenanc
 	if err != nil {
 		return nil, "", err
 	}
-	if p, v, ok := s.cached(project, h); ok {
-		return p, v, nil
+	if m, ok := h.Memo(s.slot).(*memo); ok && m.hs.gen.Load() == m.instGen && s.trees.Current(project, m.treeGen) {
+		return m.plan, m.version, nil // the heartbeats' path
 	}
 	tree, treeGen, err := s.trees.Get(ctx, project)
 	if err != nil {
 		return nil, "", err
 	}
-	inst, instGen, err := s.instanceOf(ctx, project, hostID)
+	inst, hs, instGen, err := s.instanceOf(ctx, project, hostID)
 	if err != nil {
 		return nil, "", err
 	}
 	p, v := tree.Plan(Facts{HostID: hostID, SiteID: h.SiteID, InstanceID: inst.InstanceID, OSID: inst.OSID, Policy: inst.Policy})
 	s.mu.Lock()
-	if hs := s.insts[hostID]; s.trees.Current(project, treeGen) && hs != nil && hs.gen == instGen && hs.known {
-		hs.view, hs.plan, hs.version, hs.treeGen = h, p, v, treeGen
+	if s.trees.Current(project, treeGen) && s.insts[hostID] == hs && hs.gen.Load() == instGen && hs.known {
+		h.SetMemo(s.slot, &memo{hs: hs, instGen: instGen, treeGen: treeGen, plan: p, version: v})
 	}
 	s.mu.Unlock()
 	return p, v, nil
-}
-
-// cached returns the host's plan when nothing it depends on changed since
-// it was computed (the host's view is h): the heartbeats' path.
-func (s *Service) cached(project string, h *hostview.Host) (*maintenancev1.GetPlanResponse, string, bool) {
-	s.mu.Lock()
-	hs := s.insts[h.ID]
-	if hs == nil || !hs.known || hs.project != project || hs.plan == nil || hs.view != h {
-		s.mu.Unlock()
-		return nil, "", false
-	}
-	p, v, gen := hs.plan, hs.version, hs.treeGen
-	s.mu.Unlock()
-	if !s.trees.Current(project, gen) {
-		return nil, "", false
-	}
-	return p, v, true
 }
 
 func (s *Service) planUncached(ctx context.Context, project, hostID string) (*maintenancev1.GetPlanResponse, string, error) {
@@ -341,24 +333,24 @@ func (s *Service) scanInstances(ctx context.Context, project string) (bool, erro
 	return true, nil
 }
 
-// instanceOf returns the facts of the host's instance and the host's
-// entry's generation.
-func (s *Service) instanceOf(ctx context.Context, project, hostID string) (instFacts, uint64, error) {
+// instanceOf returns the facts of the host's instance, the host's entry
+// and its generation.
+func (s *Service) instanceOf(ctx context.Context, project, hostID string) (instFacts, *hostState, uint64, error) {
 	if !s.primed.Cached(project) {
 		s.primed.Get(ctx, project) // errors are logged by scanInstances
 	}
 	s.mu.Lock()
 	hs := s.insts[hostID]
 	if hs != nil && hs.known && hs.project == project {
-		f, gen := hs.inst, hs.gen
+		f, gen := hs.inst, hs.gen.Load()
 		s.mu.Unlock()
-		return f, gen, nil
+		return f, hs, gen, nil
 	}
 	if hs == nil || hs.project != project {
 		hs = &hostState{project: project}
 		s.insts[hostID] = hs
 	}
-	gen := hs.gen
+	gen := hs.gen.Load()
 	s.mu.Unlock()
 
 	var f instFacts
@@ -372,15 +364,15 @@ func (s *Service) instanceOf(ctx context.Context, project, hostID string) (instF
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		return instFacts{}, 0, err
+		return instFacts{}, nil, 0, err
 	}
-	if s.insts[hostID] == hs && hs.gen == gen {
+	if s.insts[hostID] == hs && hs.gen.Load() == gen {
 		hs.inst, hs.known = f, true
 		if f.InstanceID != "" {
 			s.instHost[f.InstanceID] = hostID
 		}
 	}
-	return f, gen, nil
+	return f, hs, gen, nil
 }
 
 // GetPlan implements MaintenanceServiceHandler.

@@ -30,13 +30,13 @@ func (s *Server) Run(ctx context.Context) error {
 // trusted for anyway.
 func (s *Server) nodeCredentials(ctx context.Context, project, id string) (eim.NodeCredentials, error) {
 	h, err := s.hosts.Host(ctx, project, id)
+	if err == nil {
+		return h.Credentials(), nil
+	}
 	if eim.ErrorCode(err) == eim.EUNAVAILABLE && ctx.Err() == nil {
 		if old, ok := s.hosts.Stale(id, s.ttl); ok && (project == "" || old.Project == project) {
 			return old.Credentials(), nil
 		}
 	}
-	if err != nil {
-		return eim.NodeCredentials{}, err
-	}
-	return h.Credentials(), nil
+	return eim.NodeCredentials{}, err
 }
