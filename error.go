@@ -39,15 +39,14 @@ func Errorf(code, format string, args ...any) *Error {
 // ErrorCode returns the code of the first *Error in err's chain, EINTERNAL for
 // any other non-nil error and "" for nil.
 func ErrorCode(err error) string {
-	var e *Error
-	switch {
-	case err == nil:
-		return ""
-	case errors.As(err, &e):
-		return e.Code
-	default:
-		return EINTERNAL
+	if err == nil {
+		return "" // before e, which escapes: no allocation on the hot paths
 	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
 }
 
 // ErrorMessage returns the user-safe message of err. Internal errors are not

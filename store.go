@@ -29,18 +29,27 @@ type Store interface {
 	// some fields (Tx.UpdateFields) changes only those, and races only
 	// with what its conditions name.
 	Update(ctx context.Context, project string, fn func(Tx) error) error
-
-	// NodeCredentials returns what authenticating host id's node reads:
-	// a few columns of one row, in one statement outside any transaction,
-	// where Get decodes the whole host. Every southbound call makes this
-	// read, so it is kept this small. The host must be in project (any
-	// project when ""); ENOTFOUND otherwise.
-	NodeCredentials(ctx context.Context, project, hostID string) (NodeCredentials, error)
-	// NodeCredentialsAfter returns the credentials of up to limit hosts,
-	// of all projects, whose IDs sort after after, in ID order: a page of
-	// a scan that reads a fleet's credentials ahead of its nodes' calls
-	// (after a restart, every node's first call would otherwise be a read).
-	NodeCredentialsAfter(ctx context.Context, after string, limit int) ([]NodeCredentials, error)
+	// UpdateGrouped is Update for a transaction that runs many callers'
+	// calls together (inventory's Batcher). With Capabilities'
+	// GroupedCreates its creates are held back and written together, so
+	// Create does not report the failure of the insert itself: the
+	// transaction does, and the caller must be ready to run the calls
+	// again one by one to learn whose the failure was. Without it, it is
+	// Update. It returns once the transaction has committed; its events
+	// are in the feed once sequenced has returned (meanwhile the caller
+	// may start its next transaction).
+	UpdateGrouped(ctx context.Context, project string, fn func(Tx) error) (sequenced func(), err error)
+	// OnCommit registers fn to be called, synchronously, after every
+	// committed transaction of this Store that changed resources, with
+	// its events (their revisions may not be assigned yet), before the
+	// write returns to its caller: for in-process caches that must not
+	// serve a value after the write that changed it has returned (writes
+	// of other processes reach them through the feed). fn must be quick
+	// and must not write.
+	OnCommit(fn func([]Event))
+	// Capabilities says what the store's database can do beyond this
+	// contract: modules read it rather than ask which database it is.
+	Capabilities() Capabilities
 
 	// SaveLastSeen records when nodes were last heard from. The host module
 	// keeps liveness in memory and flushes it here in batches, so that a
@@ -104,7 +113,36 @@ type Store interface {
 	// Revision returns the newest committed revision.
 	Revision(ctx context.Context) (int64, error)
 
+	// FeedPosition returns the last revision the named consumer of the
+	// change feed recorded as handled (SaveFeedPosition), and whether it
+	// recorded one. A consumer that runs once per deployment resumes
+	// there when another process takes it over, or after a restart.
+	FeedPosition(ctx context.Context, consumer string) (rev int64, ok bool, err error)
+	// SaveFeedPosition records rev as the last revision consumer handled.
+	// A position never moves back: a rev below the one recorded is
+	// ignored (a process that lost its claim on the consumer may save
+	// late). Not in the feed.
+	SaveFeedPosition(ctx context.Context, consumer string, rev int64) error
+
 	Close() error
+}
+
+// Capabilities are what a Store's database can do beyond the contract of
+// Store. The zero value is the most restrictive (SQLite's).
+type Capabilities struct {
+	// ConcurrentWriters: write transactions run at once (PostgreSQL).
+	// Without it one write transaction runs at a time (SQLite): a call
+	// that may need no write looks in a read-only transaction first, so
+	// that unchanged answers do not queue for the writer, and batches of
+	// writes go one at a time.
+	ConcurrentWriters bool
+	// GroupedCreates: UpdateGrouped writes a transaction's creates
+	// together, a statement per kind instead of one per create (each
+	// statement is a round trip). Without it UpdateGrouped is Update.
+	GroupedCreates bool
+	// Replicas: several server processes may share the database. Without
+	// it (SQLite) one process serves it.
+	Replicas bool
 }
 
 // Tx is a transaction of a Store. Its methods take and return the resource
@@ -162,7 +200,8 @@ type Tx interface {
 }
 
 // NodeCredentials are the fields of a host that decide whether its node may
-// authenticate (see Host.NodeSecretHash and Host.NodeCredGen).
+// authenticate (see Host.NodeSecretHash and Host.NodeCredGen); node
+// authentication reads them from the per-host view (package hostview).
 type NodeCredentials struct {
 	HostID       string
 	Project      string

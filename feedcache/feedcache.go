@@ -1,94 +1,16 @@
-// Package feedcache holds what the modules that answer heartbeats from
-// memory (telemetry, maintenance) share: following the change feed with
-// retries, and a per-key value (a project's tree) loaded once for all the
-// callers that ask while it is missing, with a generation that tells a
-// value computed from it whether it is still current.
+// Package feedcache holds what the caches kept current by the change
+// feed (see package feed) share: a per-key value (a project's tree)
+// loaded once for all the callers that ask while it is missing, with a
+// generation that tells a value computed from it whether it is still
+// current, and paged scans that fill a cache for a whole fleet.
 package feedcache
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/eimhq/eim"
 )
-
-// Follower follows the change feed for a cache.
-type Follower struct {
-	Store eim.Store
-	Kinds []eim.Kind
-	// Name prefixes log messages ("telemetry").
-	Name   string
-	Logger *slog.Logger
-	// RetryWait is how long to wait after the feed failed (default 2 s).
-	RetryWait time.Duration
-	// Reset drops everything cached: called each time the feed is
-	// (re)started, since what was cached may predate changes the feed
-	// will not show.
-	Reset func()
-	// Event drops what one event changed.
-	Event func(eim.Event)
-
-	// Live is set while the feed is followed: only then may cached
-	// values be used.
-	Live atomic.Bool
-	once sync.Once
-}
-
-// Run follows the feed until ctx ends (it then returns nil). When the feed
-// fails it clears Live, waits and starts again from the store's current
-// revision. It may be called once.
-func (f *Follower) Run(ctx context.Context) error {
-	first := false
-	f.once.Do(func() { first = true })
-	if !first {
-		return errors.New(f.Name + ": Run called twice")
-	}
-	log := f.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	retry := f.RetryWait
-	if retry <= 0 {
-		retry = 2 * time.Second
-	}
-	defer f.Live.Store(false)
-	for {
-		err := f.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		log.Warn(f.Name+": change feed failed; reading afresh until it is back", "err", err, "retry_in", retry)
-		t := time.NewTimer(retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-func (f *Follower) follow(ctx context.Context) error {
-	f.Live.Store(false)
-	rev, err := f.Store.Revision(ctx)
-	if err != nil {
-		return err
-	}
-	f.Reset()
-	f.Live.Store(true)
-	for ev, err := range f.Store.Watch(ctx, rev, f.Kinds...) {
-		if err != nil {
-			f.Live.Store(false)
-			return err
-		}
-		f.Event(ev)
-	}
-	return ctx.Err()
-}
 
 // Loader caches one value per key (a project), loaded on demand.
 type Loader[T any] struct {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
@@ -151,16 +152,12 @@ func (t *tracker) beat(project, id string, now time.Time, status string, m *host
 	return true, e.digest
 }
 
-// sync is the slow path: read the host, write it if the heartbeat changes
-// it, and remember what it shows.
+// sync is the slow path: read the host (from the host view, which holds
+// it unless it changed), write it if the heartbeat changes it, and
+// remember what it shows.
 func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.HeartbeatRequest, now time.Time, want hostStatus) (*hostv1.HostAction, string, error) {
 	gen := s.live.syncing(n.Project, n.HostID, now)
-	var h *eim.Host
-	err := s.store.View(ctx, n.Project, func(tx eim.Tx) error {
-		var err error
-		h, err = getHost(ctx, tx, n.HostID)
-		return err
-	})
+	v, err := s.hosts.Host(ctx, n.Project, n.HostID)
 	if eim.ErrorCode(err) == eim.ENOTFOUND {
 		s.live.forget(n.HostID)
 	}
@@ -168,17 +165,19 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 		return nil, "", err
 	}
 	ts := uint64(now.Unix())
-	probe := *h // the scalar fields applyBeat changes
-	act, _, changed := applyBeat(&probe, m, ts, want)
+	probe := probeOf(v)
+	act, _, changed := applyBeat(probe, m, ts, want)
+	status, digest := v.HostStatus, v.HardwareDigest
 	if changed {
 		err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
-			h, err = getHost(ctx, tx, n.HostID)
+			h, err := getHost(ctx, tx, n.HostID)
 			if err != nil {
 				return err
 			}
 			before := *h
 			var changed bool
 			act, _, changed = applyBeat(h, m, ts, want)
+			status, digest = h.HostStatus, h.HardwareDigest
 			if !changed {
 				return nil
 			}
@@ -188,8 +187,16 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 			return nil, "", err
 		}
 	}
-	s.live.synced(n.HostID, gen, h.HostStatus, h.HardwareDigest, act)
-	return act, h.HardwareDigest, nil
+	s.live.synced(n.HostID, gen, status, digest, act)
+	return act, digest, nil
+}
+
+// probeOf returns a host with the fields of v that applyBeat reads.
+func probeOf(v *hostview.Host) *eim.Host {
+	return &eim.Host{Meta: eim.Meta{ResourceID: v.ID, Project: v.Project},
+		HostStatus: v.HostStatus, HostStatusIndicator: v.HostStatusIndicator, HardwareDigest: v.HardwareDigest,
+		BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, CurrentPowerState: v.CurrentPowerState,
+		PowerStatus: v.PowerStatus, PowerStatusTimestamp: v.PowerStatusTimestamp}
 }
 
 // applyBeat applies a heartbeat to h: power first (a reboot or shut down

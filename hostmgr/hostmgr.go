@@ -33,7 +33,8 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/coord"
-	"github.com/eimhq/eim/feedcache"
+	"github.com/eimhq/eim/feed"
+	"github.com/eimhq/eim/hostview"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 )
@@ -120,6 +121,10 @@ type Options struct {
 	// within about that and a third. It also bounds, at half, how stale
 	// the store's last-seen times may be while the fleet is shared.
 	LeaseTTL time.Duration
+	// Hosts is the process's shared per-host view, from which heartbeats
+	// read their hosts; nil: the service keeps a view of its own, which
+	// Run follows.
+	Hosts *hostview.View
 }
 
 // Service implements hostv1connect.HostServiceHandler. Run drives its
@@ -142,6 +147,8 @@ type Service struct {
 
 	live     *tracker
 	settings *settingsCache
+	hosts    *hostview.View
+	ownHosts bool
 
 	shards   *coord.Shards // nil without replicas
 	leaseTTL time.Duration
@@ -225,6 +232,17 @@ func New(opts Options) *Service {
 			panic("hostmgr.New: " + err.Error())
 		}
 	}
+	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log, Now: s.now})
+	// A host changed (by this process, before its write returns, or
+	// through the feed) is read again at its next heartbeat; a deleted
+	// one is forgotten.
+	s.hosts.OnChange(func(project, id string, deleted bool) {
+		if deleted {
+			s.live.forget(id)
+		} else {
+			s.live.changed(project, id, s.now())
+		}
+	})
 	return s
 }
 
@@ -235,74 +253,53 @@ func (b storeBatcher) DoIn(ctx context.Context, project string, fn func(eim.Tx) 
 }
 
 // Run loads what the store knows of liveness and then, until ctx is done,
-// flags hosts whose heartbeats stopped, saves last-seen times, and follows
-// host changes in the feed. It returns nil when ctx ends (after a last
-// flush) and may be called once.
+// flags hosts whose heartbeats stopped and saves last-seen times (and
+// follows the service's own host view, when it has one). It returns nil
+// when ctx ends (after a last flush) and may be called once.
 func (s *Service) Run(ctx context.Context) error {
 	first := false
 	s.runOnce.Do(func() { first = true })
 	if !first {
 		return fmt.Errorf("hostmgr: Run called twice")
 	}
-	// Start the feed where the store is now: what came before is in the
-	// rows that loadLastSeen marks for a fresh read. A store that is away
-	// is waited for: heartbeats are answered meanwhile, and no host times
-	// out before its liveness is known.
-	var rev int64
-	for {
-		var err error
-		if rev, err = s.store.Revision(ctx); err == nil {
-			err = s.loadLastSeen(ctx)
-		}
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.log.Warn("hostmgr: cannot read liveness from the store yet; retrying", "err", err, "retry_in", storeRetry)
-		if !sleep(ctx, storeRetry) {
-			return nil
-		}
-	}
-	if err := s.prime(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		// Not fatal: the hosts are read at their first heartbeats.
-		s.log.Warn("hostmgr: could not read the restored hosts ahead of their heartbeats", "err", err)
-	}
+	return hostview.RunAlong(ctx, s.hosts, s.ownHosts, s.run)
+}
+
+func (s *Service) run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Go(func() { s.watch(ctx, rev) })
+	defer wg.Wait()
+	// A store that is away is waited for: heartbeats are answered
+	// meanwhile, and no host times out before its liveness is known.
+	restored := make(chan struct{})
+	restore := feed.New(feed.Options{Store: s.store, Name: "hostmgr", Logger: s.log,
+		Relist: func(ctx context.Context) error {
+			if s.restored.Load() {
+				return nil
+			}
+			if err := s.loadLastSeen(ctx); err != nil {
+				return fmt.Errorf("read liveness from the store: %w", err)
+			}
+			close(restored)
+			return nil
+		}})
+	wg.Go(func() { restore.Run(ctx) })
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-restored:
+	}
 	wg.Go(func() { s.checkLoop(ctx) })
 	wg.Go(func() { s.flushLoop(ctx) })
 	if s.shards != nil {
 		wg.Go(func() { s.shards.Run(ctx) })
 	}
-	wg.Wait()
 	return nil
-}
-
-// storeRetry is how long the module waits before it reads the store again
-// after the store failed (a database restart, a lost connection).
-const storeRetry = time.Second
-
-// sleep waits d, or until ctx ends (then it reports false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // loadLastSeen restores the tracker after a restart: every host heard from
 // before is due at the later of its last-seen time and now, plus its
-// timeout (a server outage must not flag the fleet), and is read afresh on
-// its next heartbeat.
+// timeout (a server outage must not flag the fleet), and is read on its
+// next heartbeat (from the host view, which reads every host ahead).
 func (s *Service) loadLastSeen(ctx context.Context) error {
 	all, err := s.store.LastSeen(ctx)
 	if err != nil {
@@ -317,61 +314,6 @@ func (s *Service) loadLastSeen(ctx context.Context) error {
 	return nil
 }
 
-// prime reads the restored hosts in a few paged scans per project and
-// records what each shows, so that after a restart the fleet's first
-// heartbeats take the fast path instead of a read each (100,000 reads in
-// one interval saturated a SQLite server). Changes since the store
-// revision Run started from come through the feed and undo what they
-// touch.
-func (s *Service) prime(ctx context.Context) error {
-	start := s.now()
-	ts := uint64(start.Unix())
-	n := 0
-	for _, p := range s.live.projects() {
-		err := feedcache.Each(ctx, s.store, p, eim.KindHost, 2000, func(r eim.Resource) {
-			h := r.(*eim.Host)
-			probe := *h
-			act, _, _ := applyPower(&probe, nil, ts)
-			if s.live.prime(h.ResourceID, h.HostStatus, h.HardwareDigest, act) {
-				n++
-			}
-		})
-		if err != nil {
-			return fmt.Errorf("project %s: %w", p, err)
-		}
-	}
-	s.log.Info("hostmgr: read the restored hosts", "hosts", n, "took", s.now().Sub(start))
-	return nil
-}
-
-// projects returns the projects of the tracked hosts.
-func (t *tracker) projects() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	seen := map[string]bool{}
-	var out []string
-	for _, e := range t.hosts {
-		if !seen[e.project] {
-			seen[e.project] = true
-			out = append(out, e.project)
-		}
-	}
-	return out
-}
-
-// prime records what a tracked host shows, unless a heartbeat did
-// already; it reports whether it did.
-func (t *tracker) prime(id, status, digest string, act *hostv1.HostAction) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.hosts[id]
-	if e == nil || e.known {
-		return false
-	}
-	e.status, e.digest, e.action, e.known = status, digest, act, true
-	return true
-}
-
 // Restored reports whether Run has loaded what the store knew of liveness.
 func (s *Service) Restored() bool { return s.restored.Load() }
 
@@ -380,33 +322,6 @@ func (s *Service) Tracked() int {
 	s.live.mu.Lock()
 	defer s.live.mu.Unlock()
 	return len(s.live.hosts)
-}
-
-// watch marks hosts changed in the feed for a fresh read, and forgets
-// deleted ones, until ctx ends. When the feed fails (the database went
-// away) it resumes after the last event it handled, so nothing is missed;
-// meanwhile the tracker's view of a host may be stale, which costs at most
-// a heartbeat answered from it.
-func (s *Service) watch(ctx context.Context, after int64) {
-	for {
-		for ev, err := range s.store.Watch(ctx, after, eim.KindHost) {
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("hostmgr: change feed failed; resuming", "err", err, "after", after, "retry_in", storeRetry)
-				}
-				break
-			}
-			after = ev.Revision
-			if ev.Op == eim.OpDeleted {
-				s.live.forget(ev.ID)
-			} else {
-				s.live.changed(ev.Project, ev.ID, s.now())
-			}
-		}
-		if !sleep(ctx, storeRetry) {
-			return
-		}
-	}
 }
 
 func (s *Service) checkLoop(ctx context.Context) {

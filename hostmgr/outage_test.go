@@ -9,6 +9,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/hostmgr"
+	"github.com/eimhq/eim/sqlstore/storetest"
 )
 
 // awayStore is a store whose database can be made to go away: while away,
@@ -151,23 +152,24 @@ func (s *awayStore) Watch(ctx context.Context, after int64, kinds ...eim.Kind) i
 // its flag could not be written during the outage.
 func TestStoreAwayFlagsNobody(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		st := &awayStore{Store: e.store}
+		st := &storetest.Away{Store: e.store}
 		opts := e.opts
 		opts.Store, opts.Batcher = st, nil
 		svc := hostmgr.New(opts)
 		beating, silent := e.host(nil), e.host(nil)
 		e.beat(svc, beating, nil)
+		e.beat(svc, beating, nil) // the first one's write is read back: now known
 		e.beat(svc, silent, nil)
 		e.wantStatus(silent.ResourceID, "Running", eim.StatusIdle)
 
 		// 40 s of outage: past the 30 s timeout of the silent host.
-		st.away.Store(true)
+		st.SetAway(true)
 		for range 4 {
 			e.clock.Add(10 * time.Second)
 			e.beat(svc, beating, nil) // answered from memory
 			svc.CheckTimeouts(e.ctx)
 		}
-		st.away.Store(false)
+		st.SetAway(false)
 		e.wantStatus(silent.ResourceID, "Running", eim.StatusIdle)
 
 		// Back: the silent host's deadline counts from now.
@@ -195,7 +197,7 @@ func TestStoreAwayFlagsNobody(t *testing.T) {
 // races) does not pardon the fleet: the host is flagged at the next pass.
 func TestStoreBlipDoesNotPardon(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		st := &awayStore{Store: e.store}
+		st := &storetest.Away{Store: e.store}
 		opts := e.opts
 		opts.Store, opts.Batcher = st, nil
 		svc := hostmgr.New(opts)
@@ -203,9 +205,9 @@ func TestStoreBlipDoesNotPardon(t *testing.T) {
 		e.beat(svc, silent, nil)
 		e.clock.Add(31 * time.Second)
 		// The flag fails, but the store answers the probe at the next pass.
-		st.away.Store(true)
+		st.SetAway(true)
 		svc.CheckTimeouts(e.ctx)
-		st.away.Store(false)
+		st.SetAway(false)
 		e.clock.Add(time.Second)
 		svc.CheckTimeouts(e.ctx)
 		e.wantStatus(silent.ResourceID, "No Connection", eim.StatusError)
@@ -217,8 +219,8 @@ func TestStoreBlipDoesNotPardon(t *testing.T) {
 // back.
 func TestRunSurvivesStoreAway(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		st := &awayStore{Store: e.store}
-		st.away.Store(true)
+		st := &storetest.Away{Store: e.store}
+		st.SetAway(true)
 		opts := e.opts
 		opts.Store, opts.Batcher = st, nil
 		svc := hostmgr.New(opts)
@@ -239,20 +241,20 @@ func TestRunSurvivesStoreAway(t *testing.T) {
 		if svc.Restored() {
 			t.Fatal("Run restored liveness from a store that is away")
 		}
-		st.away.Store(false)
+		st.SetAway(false)
 		waitFor(t, svc.Restored) // once the store is back
 
 		// The feed fails under it, and comes back: a change made after
 		// that reaches the module (the host's next heartbeat reads it).
 		h := e.host(nil)
 		e.beat(svc, h, nil)
-		st.away.Store(true)
+		st.SetAway(true)
 		select {
 		case err := <-done:
 			t.Fatalf("Run ended when the store went away: %v", err)
 		case <-time.After(300 * time.Millisecond):
 		}
-		st.away.Store(false)
+		st.SetAway(false)
 		// Written while the module's feed may still be in its retry
 		// pause: it resumes after the last event it handled.
 		e.edit(h.ResourceID, func(h *eim.Host) { h.HostStatus, h.HostStatusIndicator = "No Connection", eim.StatusError })

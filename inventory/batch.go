@@ -16,10 +16,17 @@ import (
 type BatcherOptions struct {
 	// MaxBatch is the most calls one transaction runs (default 128).
 	MaxBatch int
-	// Workers is how many batches may run at once (default 1). SQLite has
-	// one writer, so one is right there; on PostgreSQL every statement is a
-	// round trip, and several transactions in flight hide that latency
-	// while each still amortizes its commit over its batch.
+	// Workers is how many batches may run at once. The default follows
+	// the store's capabilities: one for a store with one writer (SQLite);
+	// two for one with concurrent writers (PostgreSQL), where every
+	// statement is a round trip and batches in flight together hide it
+	// while each still amortizes its commit: with batches written grouped
+	// and a worker free at its commit, 10,000 nodes' Day 0 took 83 s with
+	// one worker, 60 s with two and 70 s with eight (BENCHMARKS.md).
+	// Calls that are mostly creates, written together by a batch
+	// (GroupedCreates), gain from large batches: one worker suits them
+	// (32 API clients' creates went from 1,739/s with 4 workers to
+	// 2,228/s with one).
 	Workers int
 	Logger  *slog.Logger
 }
@@ -85,6 +92,9 @@ func NewBatcher(store eim.Store, opts BatcherOptions) *Batcher {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 1
+		if store.Capabilities().ConcurrentWriters {
+			opts.Workers = 2
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -254,8 +264,12 @@ func (b *Batcher) run(batch []*call) {
 			sequenced func()
 			err       error
 		)
-		if g, ok := b.store.(groupedUpdater); ok && len(batch) > 1 {
-			sequenced, err = g.UpdateGrouped(b.ctx, batch[0].project, fn)
+		// A batch of more than one call holds its creates back, where the
+		// store can (eim.Capabilities.GroupedCreates): a failure of those
+		// writes fails the batch as a whole, and its calls are then run
+		// one by one, each with its own errors.
+		if len(batch) > 1 {
+			sequenced, err = b.store.UpdateGrouped(b.ctx, batch[0].project, fn)
 		} else {
 			err = b.store.Update(b.ctx, batch[0].project, fn)
 		}
@@ -309,16 +323,6 @@ func (b *Batcher) run(batch []*call) {
 	for _, c := range suspects {
 		b.solo(c)
 	}
-}
-
-// groupedUpdater is a store that can hold a transaction's creates back and
-// write them together (sqlstore.Store.UpdateGrouped): a batch of more than
-// one call runs so; a failure of those writes fails the batch as a whole,
-// and its calls are then run one by one, each with its own errors. It
-// returns at the commit, with a function that waits until the
-// transaction's events are in the change feed.
-type groupedUpdater interface {
-	UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) (sequenced func(), err error)
 }
 
 // solo runs one call in its own transaction; its error is its own.

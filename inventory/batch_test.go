@@ -22,7 +22,8 @@ type batcherEnv struct {
 func runBatcher(t *testing.T, f func(t *testing.T, e *batcherEnv)) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	run(t, func(t *testing.T, e *env) {
-		b := inventory.NewBatcher(e.store, inventory.BatcherOptions{MaxBatch: 128})
+		// One worker on either engine: the tests hold it to queue calls.
+		b := inventory.NewBatcher(e.store, inventory.BatcherOptions{MaxBatch: 128, Workers: 1})
 		t.Cleanup(b.Close)
 		f(t, &batcherEnv{env: e, b: b})
 	})
@@ -157,7 +158,7 @@ func TestBatcherFailingCallsAreIsolated(t *testing.T) {
 		// the commit of a, c and f, which then run alone: two re-runs (b
 		// and d), and a and f commit on their own.
 		wantBatches, wantReruns := int64(2), int64(3)
-		if e.pg {
+		if e.store.Capabilities().GroupedCreates {
 			wantBatches, wantReruns = 3, 2
 		}
 		if st.Batches-batchesBefore != wantBatches || st.Reruns != wantReruns {
@@ -266,5 +267,27 @@ func TestBatcherCallsReturnAfterTheFeed(t *testing.T) {
 				t.Fatalf("%s returned before its create was in the feed (events %+v)", hosts[i].Name, evs)
 			}
 		}
+	})
+}
+
+// By default a Batcher runs one batch at a time on a store with one
+// writer, and two at once on a store with concurrent writers: a call
+// queued behind a held batch waits, or runs beside it.
+func TestBatcherWorkersFollowCapabilities(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		b := inventory.NewBatcher(e.store, inventory.BatcherOptions{})
+		t.Cleanup(b.Close)
+		be := &batcherEnv{env: e, b: b}
+		release, held := be.hold()
+		if e.store.Capabilities().ConcurrentWriters {
+			noErr(t, b.Do(e.ctx, be.createHost("beside", "")))
+			release()
+			noErr(t, <-held)
+			return
+		}
+		queued := be.async(e.ctx, 1, be.createHost("behind", "")) // waits until queued
+		release()
+		noErr(t, <-held)
+		noErr(t, <-queued)
 	})
 }

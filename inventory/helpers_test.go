@@ -75,7 +75,6 @@ type env struct {
 	svc   *inventory.Service
 	store eim.Store
 	proj  string
-	pg    bool // the store is on PostgreSQL
 }
 
 // run runs f once per engine, each with a new service and project.
@@ -83,7 +82,7 @@ func run(t *testing.T, f func(t *testing.T, e *env)) {
 	for name, open := range engines(t) {
 		t.Run(name, func(t *testing.T) {
 			st := open(t)
-			e := &env{t: t, ctx: context.Background(), store: st, svc: inventory.New(st, inventory.Options{}), pg: name == "postgres"}
+			e := &env{t: t, ctx: context.Background(), store: st, svc: inventory.New(st, inventory.Options{})}
 			e.proj = e.newProject()
 			f(t, e)
 		})

@@ -2,11 +2,12 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 )
 
 // ReaperOptions configure a Reaper. Zero values select defaults.
@@ -45,110 +46,45 @@ func NewReaper(svc *Service, opts ReaperOptions) *Reaper {
 	return r
 }
 
-type feedItem struct {
-	ev  eim.Event
-	err error
+// reaperConsumer names the reaper's position in the change feed (see
+// feed.Options.Durable): it runs once per deployment, and the replica
+// that takes it over resumes where the last one stopped.
+const reaperConsumer = "reaper"
+
+// Run reconciles until ctx is done, then returns nil. It follows the
+// change feed of hosts and instances and re-lists every interval.
+func (r *Reaper) Run(ctx context.Context) error {
+	return feed.New(feed.Options{Store: r.svc.store, Name: reaperConsumer, Logger: r.log, Durable: true,
+		Kinds: []eim.Kind{eim.KindHost, eim.KindInstance}, MaxBatch: maxReapBatch, Handle: r.handle,
+		Relist: r.relist, RelistEvery: r.interval,
+	}).Run(ctx)
 }
 
-// Run reconciles until ctx is done, then returns nil. It watches the change
-// feed of hosts and instances and re-lists every interval.
-func (r *Reaper) Run(ctx context.Context) error {
-	store := r.svc.store
-	rev, err := store.Revision(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+// handle reconciles a batch of events: the resources updated, by project
+// and kind. Only an update can set desired DELETED: creating a resource
+// never does, so creates (the bulk of a fleet import) cost nothing.
+func (r *Reaper) handle(ctx context.Context, evs []eim.Event) error {
+	updated := map[reapTarget]map[string]bool{}
+	for _, ev := range evs {
+		if ev.Op != eim.OpUpdated {
+			continue
 		}
-		r.log.Warn("reaper: read revision", "err", err)
+		t := reapTarget{ev.Project, ev.Kind}
+		if updated[t] == nil {
+			updated[t] = map[string]bool{}
+		}
+		updated[t][ev.ID] = true
 	}
-	ticker := time.NewTicker(r.interval)
-	defer ticker.Stop()
-
-	var (
-		wg     sync.WaitGroup
-		stop   context.CancelFunc = func() {}
-		feed   chan feedItem
-		lastOK = rev
-	)
-	startWatch := func(after int64) {
-		wctx, cancel := context.WithCancel(ctx)
-		// Buffered, so that events gather while a batch is reconciled.
-		ch := make(chan feedItem, maxReapBatch)
-		stop, feed = cancel, ch
-		wg.Go(func() {
-			for ev, err := range store.Watch(wctx, after, eim.KindHost, eim.KindInstance) {
-				select {
-				case ch <- feedItem{ev, err}:
-				case <-wctx.Done():
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	defer func() { stop(); wg.Wait() }()
-
-	startWatch(rev)
-	r.relist(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-			if feed == nil { // the watch failed: resume it where it stopped
-				startWatch(lastOK)
-			}
-			r.relist(ctx)
-		case it := <-feed:
-			// This event and those already waiting, as one batch.
-			updated := map[reapTarget]map[string]bool{}
-			for n := 0; ; n++ {
-				if it.err != nil {
-					break
-				}
-				lastOK = it.ev.Revision
-				// Only an update can set desired DELETED: creating a
-				// resource never does, so creates (the bulk of a fleet
-				// import) cost nothing.
-				if it.ev.Op == eim.OpUpdated {
-					t := reapTarget{it.ev.Project, it.ev.Kind}
-					if updated[t] == nil {
-						updated[t] = map[string]bool{}
-					}
-					updated[t][it.ev.ID] = true
-				}
-				if n+1 == maxReapBatch {
-					break
-				}
-				select {
-				case it = <-feed:
-					continue
-				default:
-				}
-				break
-			}
-			// Instances first: a host deleted with its instance goes
-			// once the instance is gone.
-			for _, k := range []eim.Kind{eim.KindInstance, eim.KindHost} {
-				for t, ids := range updated {
-					if t.kind == k {
-						r.reconcile(ctx, t, ids)
-					}
-				}
-			}
-			if it.err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				r.log.Warn("reaper: change feed", "err", it.err)
-				stop()
-				wg.Wait()
-				feed = nil
+	// Instances first: a host deleted with its instance goes once the
+	// instance is gone.
+	for _, k := range []eim.Kind{eim.KindInstance, eim.KindHost} {
+		for t, ids := range updated {
+			if t.kind == k {
+				r.reconcile(ctx, t, ids)
 			}
 		}
 	}
+	return nil
 }
 
 // maxReapBatch bounds the events the reaper reconciles together (within
@@ -207,8 +143,7 @@ func (r *Reaper) confirm(ctx context.Context, project string, k eim.Kind, id str
 
 // relist confirms every pending delete of every project: instances first,
 // since a host goes only after its instance.
-func (r *Reaper) relist(ctx context.Context) {
-	// Instances first, since a host goes only after its instance.
+func (r *Reaper) relist(ctx context.Context) error {
 	for _, k := range []eim.Kind{eim.KindInstance, eim.KindHost} {
 		var items []eim.Resource
 		err := r.svc.store.View(ctx, "", func(tx eim.Tx) error {
@@ -217,13 +152,11 @@ func (r *Reaper) relist(ctx context.Context) {
 			return err
 		})
 		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("reaper: re-list", "kind", k, "err", err)
-			}
-			return
+			return fmt.Errorf("re-list %s: %w", k, err)
 		}
 		for _, it := range items {
 			r.confirm(ctx, it.Base().Project, k, it.Base().ResourceID)
 		}
 	}
+	return nil
 }

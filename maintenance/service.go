@@ -7,9 +7,11 @@
 // Heartbeats carry the plan's version, so a node learns of a change within
 // one heartbeat; that must not cost a database read, so, as the telemetry
 // module does, the module keeps each project's tree (schedules, regions,
-// sites, policies, OSes) and each host's facts (site, instance, OS,
+// sites, policies, OSes) and each host's instance facts (instance, OS,
 // policy) in memory while it follows the change feed, and drops what the
-// feed says changed.
+// feed says changed; each host's site it reads from the process's host
+// view (package hostview), whose change of a host drops the plan computed
+// from it.
 package maintenance
 
 import (
@@ -18,12 +20,15 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/feedcache"
+	"github.com/eimhq/eim/hostview"
 	maintenancev1 "github.com/eimhq/eim/proto/eim/maintenance/v1"
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 	"github.com/eimhq/eim/southbound"
@@ -34,9 +39,13 @@ type Options struct {
 	Store  eim.Store
 	Logger *slog.Logger
 	Now    func() time.Time
-	// RetryWait is how long Run waits to follow the feed again after it
-	// failed (default 2 s); the caches are off meanwhile.
+	// RetryWait is the first pause before Run follows the feed again
+	// after it failed (default 1 s, growing with failures in a row: see
+	// feed.Options.MinWait); the caches are off meanwhile.
 	RetryWait time.Duration
+	// Hosts is the process's shared per-host view (each host's site);
+	// nil: the service keeps a view of its own, which Run follows.
+	Hosts *hostview.View
 }
 
 // Service serves MaintenanceService and the plan versions of heartbeats.
@@ -47,18 +56,22 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	feed  *feedcache.Follower
+	feed  *feed.Runner
 	trees feedcache.Loader[*Tree] // by project
 
-	// primed fills every host's facts of a project in a few scans, once
-	// per feed generation, the first time one of its hosts is asked for.
+	hosts    *hostview.View
+	ownHosts bool
+	slot     hostview.Slot // a host's plan, on its view
+
+	// primed reads every instance of a project, once per feed
+	// generation, the first time one of its hosts is asked for.
 	primed feedcache.Loader[bool]
 
 	mu       sync.Mutex
-	hosts    map[string]*hostState // by host ID
-	instHost map[string]string     // instance ID → host ID, of cached hosts
+	insts    map[string]*hostState // by host ID
+	instHost map[string]string     // instance ID → host ID, of known hosts
 	// seq counts drops; dropped holds each host's last, and allDropped the
-	// last that may touch any host (an instance not cached): a scan fills
+	// last that may touch any host (an instance not known): a scan tells
 	// only the hosts not dropped since it started.
 	seq        uint64
 	dropped    map[string]uint64
@@ -67,15 +80,29 @@ type Service struct {
 
 var _ maintenancev1connect.MaintenanceServiceHandler = (*Service)(nil)
 
+// hostState is what the module keeps of one host beside the host view:
+// its instance's facts. Guarded by Service.mu, but gen is read without
+// it (memo).
 type hostState struct {
 	project string
-	gen     uint64
-	known   bool
-	facts   Facts
+	gen     atomic.Uint64 // bumped when the host's instance changed or the host went
+	known   bool          // inst holds the host's instance (or none)
+	inst    instFacts
+}
+
+// memo is a host's plan, kept on its host view: computed from the host's
+// facts it is kept on, its instance facts at generation instGen of hs and
+// tree generation treeGen.
+type memo struct {
+	hs      *hostState
+	instGen uint64
 	treeGen uint64
 	plan    *maintenancev1.GetPlanResponse
 	version string
 }
+
+// instFacts are the facts of a host's instance; zero: none.
+type instFacts struct{ InstanceID, OSID, Policy string }
 
 // New returns a Service.
 func New(opts Options) *Service {
@@ -83,13 +110,20 @@ func New(opts Options) *Service {
 		panic("maintenance.New: Store is required")
 	}
 	s := &Service{store: opts.Store, log: opts.Logger, now: opts.Now,
-		hosts: map[string]*hostState{}, instHost: map[string]string{}, dropped: map[string]uint64{}}
+		insts: map[string]*hostState{}, instHost: map[string]string{}, dropped: map[string]uint64{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log, Now: s.now})
+	s.slot = s.hosts.NewSlot()
+	s.hosts.OnChange(func(_, id string, deleted bool) {
+		if deleted {
+			s.forget(id)
+		}
+	})
 	s.trees.Load = func(ctx context.Context, project string) (*Tree, error) {
 		var tree *Tree
 		err := s.store.View(ctx, project, func(tx eim.Tx) error {
@@ -102,29 +136,31 @@ func New(opts Options) *Service {
 		}
 		return tree, nil
 	}
-	s.primed.Load = s.prime
-	s.feed = &feedcache.Follower{Store: opts.Store, Name: "maintenance", Logger: s.log, RetryWait: opts.RetryWait,
-		Kinds: append([]eim.Kind{eim.KindHost, eim.KindInstance}, treeKinds...), Reset: s.dropAll, Event: s.event}
+	s.primed.Load = s.scanInstances
+	s.feed = feed.New(feed.Options{Store: opts.Store, Name: "maintenance", Logger: s.log, MinWait: opts.RetryWait,
+		Kinds: append([]eim.Kind{eim.KindInstance}, treeKinds...), Reset: s.dropAll,
+		Handle: func(_ context.Context, evs []eim.Event) error {
+			for _, ev := range evs {
+				if ev.Kind == eim.KindInstance {
+					s.dropInstance(ev.Project, ev.ID)
+				} else {
+					s.trees.Drop(ev.Project)
+				}
+			}
+			return nil
+		}})
 	return s
 }
 
 // treeKinds are the kinds whose changes drop a project's tree.
 var treeKinds = []eim.Kind{eim.KindSingleSchedule, eim.KindRepeatedSchedule, eim.KindRegion, eim.KindSite, eim.KindOSUpdatePolicy, eim.KindOS}
 
-// Run follows the change feed and drops what changed from the caches,
-// until ctx ends (it then returns nil); while the feed is lost, plans are
-// read afresh. It may be called once.
-func (s *Service) Run(ctx context.Context) error { return s.feed.Run(ctx) }
-
-func (s *Service) event(ev eim.Event) {
-	switch ev.Kind {
-	case eim.KindHost:
-		s.dropHost(ev.ID, ev.Op == eim.OpDeleted)
-	case eim.KindInstance:
-		s.dropInstance(ev.Project, ev.ID)
-	default:
-		s.trees.Drop(ev.Project)
-	}
+// Run follows the change feed and drops what changed from the caches
+// (and follows the service's own host view, when it has one), until ctx
+// ends (it then returns nil); while the feed is lost, plans are read
+// afresh. It may be called once.
+func (s *Service) Run(ctx context.Context) error {
+	return hostview.RunAlong(ctx, s.hosts, s.ownHosts, s.feed.Run)
 }
 
 func (s *Service) dropAll() {
@@ -135,39 +171,39 @@ func (s *Service) dropAll() {
 	s.seq++
 	s.allDropped = s.seq
 	clear(s.dropped)
-	for _, hs := range s.hosts {
-		hs.gen++
-		hs.known, hs.plan = false, nil
+	for _, hs := range s.insts {
+		hs.gen.Add(1)
+		hs.known = false
 	}
 	clear(s.instHost)
 }
 
-func (s *Service) dropHost(id string, deleted bool) {
+// forget drops a deleted host.
+func (s *Service) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.dropHostLocked(id, deleted)
+	s.dropHostLocked(id, true)
 }
 
 func (s *Service) dropHostLocked(id string, deleted bool) {
 	s.seq++
 	s.dropped[id] = s.seq
-	hs := s.hosts[id]
+	hs := s.insts[id]
 	if hs == nil {
 		return
 	}
-	if hs.facts.InstanceID != "" {
-		delete(s.instHost, hs.facts.InstanceID)
+	if hs.inst.InstanceID != "" {
+		delete(s.instHost, hs.inst.InstanceID)
 	}
+	hs.gen.Add(1)
+	hs.known = false
 	if deleted {
-		delete(s.hosts, id)
-		return
+		delete(s.insts, id)
 	}
-	hs.gen++
-	hs.known, hs.plan = false, nil
 }
 
 // dropInstance drops the host of a changed instance. An instance not
-// cached (a new one) may belong to any cached host of its project that had
+// known (a new one) may belong to any known host of its project that had
 // none: those are dropped, few (hosts heartbeat once they have one).
 func (s *Service) dropInstance(project, id string) {
 	s.mu.Lock()
@@ -178,8 +214,8 @@ func (s *Service) dropInstance(project, id string) {
 	}
 	s.seq++
 	s.allDropped = s.seq
-	for hid, hs := range s.hosts {
-		if hs.project == project && hs.known && hs.facts.InstanceID == "" {
+	for hid, hs := range s.insts {
+		if hs.project == project && hs.known && hs.inst.InstanceID == "" {
 			s.dropHostLocked(hid, false)
 		}
 	}
@@ -205,44 +241,31 @@ func (s *Service) Plan(ctx context.Context, project, hostID string) (*maintenanc
 	if project == "" {
 		return nil, "", eim.Errorf(eim.EINVALID, "project is required")
 	}
-	if !s.feed.Live.Load() {
+	if !s.feed.Live() || !s.hosts.Live() {
 		return s.planUncached(ctx, project, hostID)
 	}
-	if p, v, ok := s.cached(project, hostID); ok {
-		return p, v, nil
+	h, err := s.hosts.Host(ctx, project, hostID)
+	if err != nil {
+		return nil, "", err
+	}
+	if m, ok := h.Memo(s.slot).(*memo); ok && m.hs.gen.Load() == m.instGen && s.trees.Current(project, m.treeGen) {
+		return m.plan, m.version, nil // the heartbeats' path
 	}
 	tree, treeGen, err := s.trees.Get(ctx, project)
 	if err != nil {
 		return nil, "", err
 	}
-	facts, hostGen, err := s.hostFacts(ctx, project, hostID)
+	inst, hs, instGen, err := s.instanceOf(ctx, project, hostID)
 	if err != nil {
 		return nil, "", err
 	}
-	p, v := tree.Plan(facts)
+	p, v := tree.Plan(Facts{HostID: hostID, SiteID: h.SiteID, InstanceID: inst.InstanceID, OSID: inst.OSID, Policy: inst.Policy})
 	s.mu.Lock()
-	if hs := s.hosts[hostID]; s.trees.Current(project, treeGen) && hs != nil && hs.gen == hostGen && hs.known {
-		hs.plan, hs.version, hs.treeGen = p, v, treeGen
+	if s.trees.Current(project, treeGen) && s.insts[hostID] == hs && hs.gen.Load() == instGen && hs.known {
+		h.SetMemo(s.slot, &memo{hs: hs, instGen: instGen, treeGen: treeGen, plan: p, version: v})
 	}
 	s.mu.Unlock()
 	return p, v, nil
-}
-
-// cached returns the host's plan when nothing it depends on changed since
-// it was computed: the heartbeats' path.
-func (s *Service) cached(project, hostID string) (*maintenancev1.GetPlanResponse, string, bool) {
-	s.mu.Lock()
-	hs := s.hosts[hostID]
-	if hs == nil || !hs.known || hs.project != project || hs.plan == nil {
-		s.mu.Unlock()
-		return nil, "", false
-	}
-	p, v, gen := hs.plan, hs.version, hs.treeGen
-	s.mu.Unlock()
-	if !s.trees.Current(project, gen) {
-		return nil, "", false
-	}
-	return p, v, true
 }
 
 func (s *Service) planUncached(ctx context.Context, project, hostID string) (*maintenancev1.GetPlanResponse, string, error) {
@@ -263,33 +286,27 @@ func (s *Service) planUncached(ctx context.Context, project, hostID string) (*ma
 	return p, v, nil
 }
 
-// prime fills the facts of every host of the project that is not cached,
-// from two paged scans (hosts, instances) instead of a read per host: after
-// a restart a whole fleet heartbeats within one interval. Hosts dropped by
-// the feed while it scans are left to be read on their own.
-func (s *Service) prime(ctx context.Context, project string) (bool, error) {
+// scanInstances fills the instance facts of every host of the project
+// that has an instance and is not known, from a paged scan instead of a
+// read per host: after a restart a whole fleet heartbeats within one
+// interval. Hosts dropped while it scans, and hosts without an instance
+// (few once a fleet runs), are left to be read on their own. A failed
+// scan is not retried before the feed restarts.
+func (s *Service) scanInstances(ctx context.Context, project string) (bool, error) {
 	ctx = context.WithoutCancel(ctx) // the first heartbeat's: the scan serves all
 	s.mu.Lock()
 	start := s.seq
 	s.mu.Unlock()
-	facts := map[string]*Facts{}
-	err := feedcache.Each(ctx, s.store, project, eim.KindHost, 2000, func(r eim.Resource) {
-		h := r.(*eim.Host)
-		facts[h.ResourceID] = &Facts{HostID: h.ResourceID, SiteID: h.SiteID}
+	byHost := map[string]instFacts{}
+	err := feedcache.Each(ctx, s.store, project, eim.KindInstance, 2000, func(r eim.Resource) {
+		in := r.(*eim.Instance)
+		if _, ok := byHost[in.HostID]; !ok {
+			byHost[in.HostID] = instFacts{InstanceID: in.ResourceID, OSID: in.OSID, Policy: in.OSUpdatePolicyID}
+		}
 	})
-	if err == nil {
-		err = feedcache.Each(ctx, s.store, project, eim.KindInstance, 2000, func(r eim.Resource) {
-			in := r.(*eim.Instance)
-			if f := facts[in.HostID]; f != nil && f.InstanceID == "" {
-				f.InstanceID, f.OSID, f.Policy = in.ResourceID, in.OSID, in.OSUpdatePolicyID
-			}
-		})
-	}
 	if err != nil {
-		// Not retried before the feed restarts: the hosts are read one
-		// by one meanwhile.
 		if ctx.Err() == nil {
-			s.log.Warn("maintenance: hosts not read ahead", "project", project, "err", err)
+			s.log.Warn("maintenance: instances not read ahead", "project", project, "err", err)
 		}
 		return false, nil
 	}
@@ -298,67 +315,64 @@ func (s *Service) prime(ctx context.Context, project string) (bool, error) {
 	if s.allDropped > start {
 		return true, nil
 	}
-	for id, f := range facts {
+	for id, f := range byHost {
 		if s.dropped[id] > start {
 			continue
 		}
-		hs := s.hosts[id]
+		hs := s.insts[id]
 		if hs == nil {
 			hs = &hostState{project: project}
-			s.hosts[id] = hs
+			s.insts[id] = hs
 		}
 		if hs.known || hs.project != project {
 			continue
 		}
-		hs.facts, hs.known = *f, true
-		if f.InstanceID != "" {
-			s.instHost[f.InstanceID] = id
-		}
+		hs.inst, hs.known = f, true
+		s.instHost[f.InstanceID] = id
 	}
 	return true, nil
 }
 
-// hostFacts returns the host's facts and its entry's generation.
-func (s *Service) hostFacts(ctx context.Context, project, hostID string) (Facts, uint64, error) {
+// instanceOf returns the facts of the host's instance, the host's entry
+// and its generation.
+func (s *Service) instanceOf(ctx context.Context, project, hostID string) (instFacts, *hostState, uint64, error) {
 	if !s.primed.Cached(project) {
-		s.primed.Get(ctx, project) // errors are logged by prime
+		s.primed.Get(ctx, project) // errors are logged by scanInstances
 	}
 	s.mu.Lock()
-	hs := s.hosts[hostID]
+	hs := s.insts[hostID]
 	if hs != nil && hs.known && hs.project == project {
-		f, gen := hs.facts, hs.gen
+		f, gen := hs.inst, hs.gen.Load()
 		s.mu.Unlock()
-		return f, gen, nil
+		return f, hs, gen, nil
 	}
 	if hs == nil || hs.project != project {
 		hs = &hostState{project: project}
-		s.hosts[hostID] = hs
+		s.insts[hostID] = hs
 	}
-	gen := hs.gen
+	gen := hs.gen.Load()
 	s.mu.Unlock()
 
-	var f Facts
+	var f instFacts
 	err := s.store.View(ctx, project, func(tx eim.Tx) error {
-		var err error
-		f, err = ReadFacts(ctx, tx, hostID)
+		in, err := instanceOf(ctx, tx, hostID)
+		if in != nil {
+			f = instFacts{InstanceID: in.ResourceID, OSID: in.OSID, Policy: in.OSUpdatePolicyID}
+		}
 		return err
 	})
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		if eim.ErrorCode(err) == eim.ENOTFOUND && s.hosts[hostID] == hs {
-			delete(s.hosts, hostID)
-		}
-		return Facts{}, 0, err
+		return instFacts{}, nil, 0, err
 	}
-	if s.hosts[hostID] == hs && hs.gen == gen {
-		hs.facts, hs.known = f, true
+	if s.insts[hostID] == hs && hs.gen.Load() == gen {
+		hs.inst, hs.known = f, true
 		if f.InstanceID != "" {
 			s.instHost[f.InstanceID] = hostID
 		}
 	}
-	return f, gen, nil
+	return f, hs, gen, nil
 }
 
 // GetPlan implements MaintenanceServiceHandler.

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/maintenance"
 	maintenancev1 "github.com/eimhq/eim/proto/eim/maintenance/v1"
@@ -462,5 +463,61 @@ func BenchmarkVersion(b *testing.B) {
 				}
 			}
 		})
+	})
+}
+
+// readCounter counts the store's read transactions.
+type readCounter struct {
+	eim.Store
+	n atomic.Int64
+}
+
+func (s *readCounter) View(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	s.n.Add(1)
+	return s.Store.View(ctx, project, fn)
+}
+
+// A cached plan costs no database access; a new instance of a host
+// without one, its instance's change and its host's move to another site
+// each reach the plan (the last through the shared host view).
+func TestPlanCached(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		st := &readCounter{Store: e.store}
+		hosts := hostview.New(hostview.Options{Store: st})
+		e.svc = maintenance.New(maintenance.Options{Store: st, Hosts: hosts, Now: func() time.Time { return e.now }})
+		ctx, cancel := context.WithCancel(e.ctx)
+		done := make(chan error, 1)
+		go func() { done <- hosts.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		e.start()
+		region := e.create(&eim.Region{Name: "eu"})
+		site := e.create(&eim.Site{Name: "s", RegionID: region})
+		host := e.create(&eim.Host{Name: "edge", UUID: "4c4c4544-0000-4000-8000-00000000cc01", SiteID: site})
+		e.create(&eim.SingleSchedule{Name: "w", ScheduleStatus: "SCHEDULE_STATUS_MAINTENANCE", StartSeconds: uint32(e.now.Unix()), TargetRegionID: region})
+		pol := e.create(&eim.OSUpdatePolicy{Name: "latest", UpdatePolicy: eim.UpdatePolicyLatest})
+
+		var v0 string
+		waitFor(t, func() bool {
+			v0 = e.svc.Version(e.ctx, e.proj, host)
+			before := st.n.Load()
+			for range 10 {
+				e.svc.Version(e.ctx, e.proj, host)
+			}
+			return v0 != "" && st.n.Load() == before
+		})
+
+		in := e.create(&eim.Instance{Name: "i", HostID: host, OSID: e.os("emt", "1.0", "OS_TYPE_IMMUTABLE")})
+		var v1 string
+		waitFor(t, func() bool { v1 = e.svc.Version(e.ctx, e.proj, host); return v1 != v0 })
+		e.patch(eim.KindInstance, in, "osUpdatePolicyID", func(r eim.Resource) { r.(*eim.Instance).OSUpdatePolicyID = pol })
+		var v2 string
+		waitFor(t, func() bool { v2 = e.svc.Version(e.ctx, e.proj, host); return v2 != v1 })
+		if p := e.plan(host); p.Policy == nil {
+			t.Fatalf("plan after the policy: %v", p)
+		}
+		e.patch(eim.KindHost, host, "siteId", func(r eim.Resource) { r.(*eim.Host).SiteID = "" })
+		if got := e.svc.Version(e.ctx, e.proj, host); got == v2 || len(e.plan(host).Windows) != 0 {
+			t.Fatalf("right after the host left its site (this process's write): version %s, windows %v", got, e.plan(host).Windows)
+		}
 	})
 }

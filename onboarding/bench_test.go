@@ -50,7 +50,7 @@ func BenchmarkDiscover(b *testing.B) {
 				b.Fatal(err)
 			}
 			svc := onboarding.New(onboarding.Options{Store: st, Batcher: bt, TokenURL: "https://eim.test/oauth2/token",
-				Resync: time.Hour, DirectWrites: name == "postgres"})
+				Resync: time.Hour})
 			const hosts = 1024
 			uuids := make([]string, hosts)
 			for i := range uuids {

@@ -47,10 +47,6 @@ type Options struct {
 	// Resync is how often the nZTP reconciler re-lists everything
 	// (default 30 s).
 	Resync time.Duration
-	// DirectWrites says the store takes concurrent writers (PostgreSQL):
-	// Discover then decides in the batched write transaction only, without
-	// a read-only look first (see provisioning.Options.DirectWrites).
-	DirectWrites bool
 }
 
 // Service implements onboardingv1connect.OnboardingServiceHandler.
@@ -71,7 +67,11 @@ var _ onboardingv1connect.OnboardingServiceHandler = (*Service)(nil)
 
 // New returns the onboarding service.
 func New(opts Options) *Service {
-	s := &Service{store: opts.Store, batch: opts.Batcher, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync, direct: opts.DirectWrites, invalidations: newPoker()}
+	s := &Service{store: opts.Store, batch: opts.Batcher, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync, invalidations: newPoker()}
+	// A store that takes concurrent writers (PostgreSQL): Discover decides
+	// in the batched write transaction only, without a read-only look
+	// first (see provisioning's GetWorkflow).
+	s.direct = opts.Store.Capabilities().ConcurrentWriters
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -100,9 +100,9 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 		return nil, err
 	}
 	token := req.GetEnrollmentToken()
-	// On SQLite, a read-only look first: refusals and unchanged answers
-	// then cost the single writer nothing. With DirectWrites the batched
-	// transaction below decides alone.
+	// With one writer (SQLite), a read-only look first: refusals and
+	// unchanged answers then cost the writer nothing. With concurrent
+	// writers the batched transaction below decides alone.
 	if !s.direct {
 		var d decision
 		err = s.store.View(ctx, "", func(tx eim.Tx) error {

@@ -56,15 +56,15 @@ type env struct {
 
 func run(t *testing.T, f func(t *testing.T, e *env)) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	// As the server sets them up: SQLite looks before it writes,
-	// PostgreSQL writes directly; SQLite direct too, so that both paths
-	// are tested without PostgreSQL.
+	// As the store's capabilities decide: SQLite looks before it writes,
+	// PostgreSQL writes directly; SQLite direct too (a store that says it
+	// takes concurrent writers), so that both paths are tested without
+	// PostgreSQL.
 	engines := map[string]string{"sqlite": "", "sqlite-direct": ""}
 	if pgURL != "" {
 		engines["postgres"] = pgURL
 	}
 	for name, dsn := range engines {
-		direct := name != "sqlite"
 		t.Run(name, func(t *testing.T) {
 			if dsn == "" {
 				dsn = filepath.Join(t.TempDir(), "eim.db")
@@ -76,11 +76,22 @@ func run(t *testing.T, f func(t *testing.T, e *env)) {
 			b := inventory.NewBatcher(st, inventory.BatcherOptions{})
 			t.Cleanup(func() { b.Close(); st.Close() })
 			e := &env{t: t, ctx: context.Background(), store: st, inv: inventory.New(st, inventory.Options{})}
-			e.svc = onboarding.New(onboarding.Options{Store: st, Batcher: b, TokenURL: "https://eim.test/oauth2/token", Resync: time.Hour, DirectWrites: direct})
+			var svcStore eim.Store = st
+			if name == "sqlite-direct" {
+				svcStore = concurrentWriters{st}
+			}
+			e.svc = onboarding.New(onboarding.Options{Store: svcStore, Batcher: b, TokenURL: "https://eim.test/oauth2/token", Resync: time.Hour})
 			e.proj = e.newProject()
 			f(t, e)
 		})
 	}
+}
+
+// concurrentWriters is a store that says it takes concurrent writers.
+type concurrentWriters struct{ eim.Store }
+
+func (concurrentWriters) Capabilities() eim.Capabilities {
+	return eim.Capabilities{ConcurrentWriters: true}
 }
 
 func randHex(n int) string {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/inventory"
 )
 
@@ -27,22 +28,6 @@ type hostKey struct{ project, id string }
 // one query finds them rather than a read of each changed host), and
 // everything is re-listed every Resync. It returns when ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	var rev int64
-	for {
-		var err error
-		if rev, err = s.store.Revision(ctx); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.log.Warn("zero-touch provisioning: cannot read the feed's revision yet; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
 	q := newQueue()
 	var wg sync.WaitGroup
 	for range ztpWorkers {
@@ -59,49 +44,31 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		})
 	}
-	wg.Go(func() { s.watch(ctx, rev, q) })
 	wg.Go(func() { s.scanInvalidations(ctx) })
 	defer func() {
 		q.close()
 		wg.Wait()
 	}()
-	tick := time.NewTicker(s.resync)
-	defer tick.Stop()
-	for {
-		if err := s.resyncAll(ctx, q); err != nil && ctx.Err() == nil {
-			s.log.Warn("zero-touch provisioning: re-list", "err", err)
-		}
-		select {
-		case <-ctx.Done():
+	r := feed.New(feed.Options{Store: s.store, Name: feedConsumer, Logger: s.log, Kinds: []eim.Kind{eim.KindHost}, Durable: true,
+		Handle: func(_ context.Context, evs []eim.Event) error {
+			for _, ev := range evs {
+				// A new host is neither onboarded nor invalidated: only
+				// a change can make it need either.
+				if ev.Op == eim.OpUpdated {
+					q.add(hostKey{ev.Project, ev.ID})
+				}
+			}
 			return nil
-		case <-tick.C:
-		}
-	}
+		},
+		Relist:      func(ctx context.Context) error { return s.resyncAll(ctx, q) },
+		RelistEvery: s.resync,
+	})
+	return r.Run(ctx)
 }
 
-// watch queues every host that changes, resuming after a feed error.
-func (s *Service) watch(ctx context.Context, rev int64, q *queue) {
-	for ctx.Err() == nil {
-		for ev, err := range s.store.Watch(ctx, rev, eim.KindHost) {
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("zero-touch provisioning: watch", "err", err)
-				}
-				break
-			}
-			rev = ev.Revision
-			// A new host is neither onboarded nor invalidated: only a
-			// change can make it need either.
-			if ev.Op == eim.OpUpdated {
-				q.add(hostKey{ev.Project, ev.ID})
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
+// feedConsumer names the reconciler's position in the change feed (see
+// feed.Options.Durable).
+const feedConsumer = "onboarding"
 
 // finishInvalidations finishes the invalidations not finished yet, found
 // by one query over every project (few hosts: an invalidation is finished

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/inventory"
 )
 
@@ -25,8 +26,9 @@ type Options struct {
 	// Refresh is how often every project is brought in line with the
 	// catalog again (default 12 h; negative: never, only at the start).
 	Refresh time.Duration
-	// RetryWait is how long Run waits to follow the change feed again
-	// after it failed (default 2 s).
+	// RetryWait is the first pause before Run follows the change feed
+	// again after it failed (default 1 s, growing with failures in a row:
+	// see feed.Options.MinWait).
 	RetryWait time.Duration
 }
 
@@ -87,19 +89,11 @@ func New(opts Options) *Manager {
 	if m.refresh == 0 {
 		m.refresh = DefaultRefresh
 	}
-	if m.retry <= 0 {
-		m.retry = 2 * time.Second
-	}
 	return m
 }
 
 // Catalog returns the catalog in use.
 func (m *Manager) Catalog() *Catalog { return m.cat.Load() }
-
-type feedItem struct {
-	ev  eim.Event
-	err error
-}
 
 // watched: projects (a new one gets the catalog), OS resources (their
 // versions decide osUpdateAvailable) and instances (their OS).
@@ -108,6 +102,11 @@ var watched = []eim.Kind{eim.KindProject, eim.KindOS, eim.KindInstance}
 // maxBatch bounds the events handled together (within the lists SQLite
 // takes as parameters).
 const maxBatch = 500
+
+// feedConsumer names the manager's position in the change feed (see
+// feed.Options.Durable): it runs once per deployment, and the replica
+// that takes it over resumes where the last one stopped.
+const feedConsumer = "oscatalog"
 
 // Run loads the catalog into every project, then follows the change feed
 // and refreshes every interval, until ctx is done (it then returns nil).
@@ -119,116 +118,40 @@ func (m *Manager) Run(ctx context.Context) error {
 		return errors.New("oscatalog: Run called twice")
 	}
 	m.logOverrides(m.cat.Load())
-	var rev int64
-	for {
-		var err error
-		if rev, err = m.store.Revision(ctx); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		m.log.Warn("os catalog: read the feed's revision", "err", err, "retry_in", m.retry)
-		if !sleep(ctx, m.retry) {
-			return nil
-		}
-	}
-
-	var (
-		wg     sync.WaitGroup
-		stop   context.CancelFunc = func() {}
-		feed   chan feedItem
-		lastOK = rev
-		retry  <-chan time.Time
-	)
-	startWatch := func(after int64) {
-		wctx, cancel := context.WithCancel(ctx)
-		ch := make(chan feedItem, maxBatch) // events gather while a batch is handled
-		stop, feed = cancel, ch
-		wg.Go(func() {
-			for ev, err := range m.store.Watch(wctx, after, watched...) {
-				select {
-				case ch <- feedItem{ev, err}:
-				case <-wctx.Done():
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	defer func() { stop(); wg.Wait() }()
-	startWatch(rev)
-	m.Pass(ctx)
-
-	var tick <-chan time.Time
-	if m.refresh > 0 {
-		t := time.NewTicker(m.refresh)
-		defer t.Stop()
-		tick = t.C
-	}
-	again := time.NewTicker(failedRetry)
-	defer again.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick:
-			m.Refresh(ctx)
-		case <-again.C:
-			m.retryFailed(ctx)
-		case <-retry:
-			retry = nil
-			startWatch(lastOK)
-		case it := <-feed:
+	var refreshed time.Time
+	return feed.New(feed.Options{Store: m.store, Name: feedConsumer, Logger: m.log, Durable: true, MinWait: m.retry,
+		Kinds: watched, MaxBatch: maxBatch,
+		Handle: func(ctx context.Context, evs []eim.Event) error {
 			b := newBatch()
-			for n := 0; ; n++ {
-				if it.err != nil {
-					break
-				}
-				lastOK = it.ev.Revision
-				b.add(it.ev)
-				if n+1 == maxBatch {
-					break
-				}
-				select {
-				case it = <-feed:
-					continue
-				default:
-				}
-				break
+			for _, ev := range evs {
+				b.add(ev)
 			}
 			m.handle(ctx, b)
-			if it.err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				m.log.Warn("os catalog: change feed failed", "err", it.err, "retry_in", m.retry)
-				stop()
-				wg.Wait()
-				feed = nil
-				retry = time.After(m.retry)
+			return nil
+		},
+		// A pass at the start; then, every failedRetry, the projects that
+		// failed, or a refresh once one is due.
+		Relist: func(ctx context.Context) error {
+			switch {
+			case refreshed.IsZero():
+				m.Pass(ctx)
+			case m.refresh > 0 && time.Since(refreshed) >= m.refresh:
+				m.Refresh(ctx)
+			default:
+				m.retryFailed(ctx)
+				return nil
 			}
-		}
-	}
+			refreshed = time.Now()
+			return nil
+		},
+		RelistEvery: failedRetry,
+	}).Run(ctx)
 }
 
 // isCancel reports whether err is the end of a context (the server
 // stopping).
 func isCancel(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // batch is what a run of feed events asks for, by project.

@@ -53,7 +53,7 @@ func BenchmarkReportActions(b *testing.B) {
 				b.Fatal(err)
 			}
 			svc := provisioning.New(provisioning.Options{Store: st, Batcher: bt, AgentURL: "https://eim.example:8443",
-				CACertPEM: []byte(testCA), CAFingerprint: "ab12", DirectWrites: name == "postgres"})
+				CACertPEM: []byte(testCA), CAFingerprint: "ab12"})
 			o, err := inv.Create(ctx, proj, &eim.OS{Name: "ubuntu", ImageURL: "https://example.com/os.img", Sha256: goodSha,
 				ProfileName: "ubuntu", Architecture: "x86_64", SecurityFeature: "SECURITY_FEATURE_NONE"})
 			if err != nil {

@@ -83,10 +83,11 @@ type env struct {
 	opts  provisioning.Options
 }
 
-// run runs f on SQLite and, when configured, PostgreSQL, each as the
-// server sets them up: SQLite reading before it writes, PostgreSQL with
-// DirectWrites; and SQLite with DirectWrites too, so that both paths are
-// tested without PostgreSQL.
+// run runs f on SQLite and, when configured, PostgreSQL, each as its
+// capabilities decide: SQLite reading before it writes, PostgreSQL
+// writing directly (concurrent writers); and SQLite as a store that says
+// it takes concurrent writers, so that both paths are tested without
+// PostgreSQL.
 func run(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
 	sqlite := func(t *testing.T) string { return filepath.Join(t.TempDir(), "eim.db") }
@@ -96,13 +97,24 @@ func run(t *testing.T, f func(t *testing.T, e *env)) {
 	}
 	engines := map[string]engine{"sqlite": {sqlite, false}, "sqlite-direct": {sqlite, true}}
 	if pgURL != "" {
-		engines["postgres"] = engine{func(*testing.T) string { return pgURL }, true}
+		engines["postgres"] = engine{func(*testing.T) string { return pgURL }, false}
 	}
 	for name, en := range engines {
 		t.Run(name, func(t *testing.T) {
-			f(t, newEnv(t, en.dsn(t), func(o *provisioning.Options) { o.DirectWrites = en.direct }))
+			f(t, newEnv(t, en.dsn(t), func(o *provisioning.Options) {
+				if en.direct {
+					o.Store = concurrentWriters{o.Store}
+				}
+			}))
 		})
 	}
+}
+
+// concurrentWriters is a store that says it takes concurrent writers.
+type concurrentWriters struct{ eim.Store }
+
+func (concurrentWriters) Capabilities() eim.Capabilities {
+	return eim.Capabilities{ConcurrentWriters: true}
 }
 
 var projSeq int64

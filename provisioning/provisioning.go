@@ -56,12 +56,6 @@ type Options struct {
 	// LogCap bounds a workflow's log (default 1 MiB): the oldest output is
 	// dropped first; transitions are always kept.
 	LogCap int
-	// DirectWrites says the store takes concurrent writers (PostgreSQL).
-	// Calls that may write then go straight to the batcher, which reads
-	// what they need anyway, instead of looking in a read-only
-	// transaction first: that look keeps unchanged answers away from
-	// SQLite's single writer, and on PostgreSQL only doubles the reads.
-	DirectWrites bool
 }
 
 // Service implements the provisioning and host southbound services.
@@ -110,7 +104,13 @@ func New(opts Options) *Service {
 		timeouts: opts.ActionTimeouts,
 		scan:     opts.ScanInterval,
 		logCap:   opts.LogCap,
-		direct:   opts.DirectWrites,
+		// A store that takes concurrent writers (PostgreSQL): calls that
+		// may write go straight to the batcher, which reads what they
+		// need anyway, instead of looking in a read-only transaction
+		// first: that look keeps unchanged answers away from SQLite's
+		// single writer, and with concurrent writers only doubles the
+		// reads.
+		direct: opts.Store.Capabilities().ConcurrentWriters,
 	}
 	if s.batch == nil {
 		s.batch = storeBatcher{opts.Store}

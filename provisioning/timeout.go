@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/inventory"
 )
 
@@ -14,19 +15,12 @@ import (
 // minutes long, so a scan lag of seconds is immaterial, and a level-based
 // scan cannot miss a workflow after a restart (deadlines are derived from
 // the stored workflow, not remembered).
+//
+// A scan that fails (the store away) is logged and made again after a
+// back-off, sooner than the next interval.
 func (s *Service) Run(ctx context.Context) error {
-	t := time.NewTicker(s.scan)
-	defer t.Stop()
-	for {
-		if err := s.CheckTimeouts(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("provisioning: timeout scan", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return feed.New(feed.Options{Store: s.store, Name: "provisioning timeouts", Logger: s.log,
+		Relist: s.CheckTimeouts, RelistEvery: s.scan}).Run(ctx)
 }
 
 // deadline returns when wf's current action times out, and its index; ok

@@ -123,7 +123,7 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 			return connect.NewResponse(resp), nil
 		}
 	}
-	// No workflow yet (or, with DirectWrites, not looked for yet): render and
+	// No workflow yet (or, with concurrent writers, not looked for yet): render and
 	// create it in the write transaction, which reads again and answers
 	// with the workflow it finds, whether it was there or another call of
 	// the same node won the race.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/maintenance"
 	"github.com/eimhq/eim/onboarding"
@@ -49,6 +50,7 @@ type Builder struct {
 	provOpts provisioning.Options
 	prov     *provisioning.Service
 	onb      *onboarding.Service
+	hview    *hostview.View
 	tel      *telemetry.Service
 	maint    *maintenance.Service
 
@@ -70,6 +72,17 @@ func (b *Builder) shared() bool { return IsPostgres(b.cfg.dsn()) }
 // (PostgreSQL) rather than one at a time (SQLite).
 func (b *Builder) concurrentWriters() bool { return IsPostgres(b.cfg.dsn()) }
 
+// HostView is the process's one view of the hosts, which node
+// authentication, the host module, telemetry and maintenance share: a
+// host is read and followed once per process, not once per module. The
+// server runs it (a per-process loop) once something asked for it.
+func (b *Builder) HostView() *hostview.View {
+	if b.hview == nil {
+		b.hview = hostview.New(hostview.Options{Store: b.Store, Logger: b.Log})
+	}
+	return b.hview
+}
+
 // SouthboundBatcher is the batcher of the nodes' writes: concurrent calls
 // share a transaction (inventory.Batcher).
 //
@@ -81,11 +94,9 @@ func (b *Builder) concurrentWriters() bool { return IsPostgres(b.cfg.dsn()) }
 // (BENCHMARKS.md).
 func (b *Builder) SouthboundBatcher() *inventory.Batcher {
 	if b.batcher == nil {
-		workers := 1
-		if b.concurrentWriters() {
-			workers = 2
-		}
-		b.batcher = inventory.NewBatcher(b.Store, inventory.BatcherOptions{MaxBatch: 128, Workers: workers, Logger: b.Log})
+		// The workers' default follows the store's capabilities: one on
+		// SQLite, two on PostgreSQL.
+		b.batcher = inventory.NewBatcher(b.Store, inventory.BatcherOptions{MaxBatch: 128, Logger: b.Log})
 		b.closers = append(b.closers, b.batcher.Close)
 	}
 	return b.batcher
@@ -95,7 +106,7 @@ func (b *Builder) SouthboundBatcher() *inventory.Batcher {
 // token endpoint, and the services the modules mount on it.
 func (b *Builder) Southbound() *southbound.Server {
 	if b.sb == nil {
-		b.sb = southbound.New(southbound.Options{Store: b.Store, Issuer: b.Issuer, Logger: b.Log, TokenLeeway: leewayOption(b.cfg.TokenLeeway)})
+		b.sb = southbound.New(southbound.Options{Store: b.Store, Issuer: b.Issuer, Logger: b.Log, TokenLeeway: leewayOption(b.cfg.TokenLeeway), Hosts: b.HostView()})
 	}
 	return b.sb
 }
@@ -112,7 +123,6 @@ func (b *Builder) Provisioning() *provisioning.Service {
 		b.provOpts = provisioning.Options{
 			Store: b.Store, Batcher: b.SouthboundBatcher(), Logger: b.Log,
 			AgentURL: b.agentURL, ArtifactsDir: b.cfg.BootArtifacts, ActionTimeouts: b.cfg.ActionTimeouts,
-			DirectWrites: b.concurrentWriters(),
 		}
 		if b.ca != nil {
 			b.provOpts.CACertPEM, b.provOpts.CAFingerprint = b.ca.CACertPEM(), b.ca.Fingerprint()
@@ -127,8 +137,7 @@ func (b *Builder) Onboarding() *onboarding.Service {
 	if b.onb == nil {
 		b.onb = onboarding.New(onboarding.Options{
 			Store: b.Store, Batcher: b.SouthboundBatcher(), Logger: b.Log,
-			TokenURL:     strings.TrimSuffix(b.agentURL, "/") + southbound.TokenPath,
-			DirectWrites: b.concurrentWriters(),
+			TokenURL: strings.TrimSuffix(b.agentURL, "/") + southbound.TokenPath,
 		})
 	}
 	return b.onb
@@ -138,7 +147,7 @@ func (b *Builder) Onboarding() *onboarding.Service {
 // tree kept by the feed).
 func (b *Builder) Telemetry() *telemetry.Service {
 	if b.tel == nil {
-		b.tel = telemetry.New(telemetry.Options{Store: b.Store, Logger: b.Log})
+		b.tel = telemetry.New(telemetry.Options{Store: b.Store, Logger: b.Log, Hosts: b.HostView()})
 	}
 	return b.tel
 }
@@ -147,7 +156,7 @@ func (b *Builder) Telemetry() *telemetry.Service {
 // maintenance plans kept by the feed).
 func (b *Builder) Maintenance() *maintenance.Service {
 	if b.maint == nil {
-		b.maint = maintenance.New(maintenance.Options{Store: b.Store, Logger: b.Log})
+		b.maint = maintenance.New(maintenance.Options{Store: b.Store, Logger: b.Log, Hosts: b.HostView()})
 	}
 	return b.maint
 }

@@ -206,6 +206,11 @@ func Run(ctx context.Context, cfg Config) error {
 		sb := b.Southbound()
 		loops = append(loops, &runningLoop{module: "agent", Loop: Loop{Name: "credentials", Run: sb.Run}})
 	}
+	if b.hview != nil {
+		// The hosts as the modules that answer nodes read them, kept by
+		// the feed.
+		loops = append(loops, &runningLoop{module: "agent", Loop: Loop{Name: "hosts", Run: b.hview.Run, Ready: b.hview.Live}})
+	}
 	hl := &health{store: store, modules: moduleNames(cfg.Modules), loops: loops}
 	mux.HandleFunc("GET /healthz", hl.healthz)
 	mux.HandleFunc("GET /readyz", hl.readyz)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/hostview"
 )
 
 // Defaults of Options.
@@ -46,12 +47,10 @@ type Options struct {
 	// TokenLeeway is how long past its expiry a node token is still
 	// accepted (clock skew); 0 means auth.DefaultLeeway, negative none.
 	TokenLeeway time.Duration
-}
-
-// commitNotifier is a store that calls back after its commits
-// (sqlstore.Store.OnCommit).
-type commitNotifier interface {
-	OnCommit(func([]eim.Event))
+	// Hosts is the process's shared per-host view, which node
+	// authentication reads on every call; nil: the server keeps a view
+	// of its own, which Run follows.
+	Hosts *hostview.View
 }
 
 // Server is the southbound HTTP handler: /oauth2/token and the mounted
@@ -65,7 +64,8 @@ type Server struct {
 	ttl      time.Duration
 	maxBody  int64
 	mux      *http.ServeMux
-	creds    *credCache
+	hosts    *hostview.View
+	ownHosts bool
 
 	// storeWarn's count of failed calls and when it last logged.
 	storeFails  atomic.Int64
@@ -85,10 +85,6 @@ func New(opts Options) *Server {
 		ttl:     opts.TokenTTL,
 		maxBody: opts.MaxBodyBytes,
 		mux:     http.NewServeMux(),
-		creds:   newCredCache(),
-	}
-	if n, ok := opts.Store.(commitNotifier); ok {
-		n.OnCommit(s.creds.invalidate)
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -110,6 +106,7 @@ func New(opts Options) *Server {
 		leeway = 0
 	}
 	s.verifier = auth.NewNodeVerifier(opts.Issuer, leeway, s.now)
+	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log, Now: s.now})
 	s.mux.HandleFunc(TokenPath, s.token)
 	return s
 }

@@ -204,7 +204,7 @@ func preparedWrites() []string {
 }
 
 func preparedReads() []string {
-	qs := []string{nodeCredentialsSQLite, nodeCredentialsSQLiteScoped}
+	var qs []string
 	for _, k := range eim.Kinds() {
 		c := codecOf(k)
 		qs = append(qs, c.get, c.getScoped)

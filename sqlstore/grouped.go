@@ -28,13 +28,12 @@ import (
 // its own. The generated IDs of the held creates are cleared when their
 // write fails, so that a re-run generates new ones.
 
-// UpdateGrouped is Update for a transaction that runs many callers' calls
-// together: on PostgreSQL its creates are held back and written together
-// (see above), so Create does not report the failure of the insert itself;
-// the transaction does. fn must not depend on Create's error beyond
-// returning it, and the caller must be ready to re-run the calls one by one
-// to learn whose a failure was. On SQLite, where a statement is a function
-// call and not a round trip, creates are written at once.
+// UpdateGrouped implements eim.Store: on PostgreSQL a transaction's
+// creates are held back and written together (see above), so Create does
+// not report the failure of the insert itself; the transaction does. fn
+// must not depend on Create's error beyond returning it. On SQLite, where
+// a statement is a function call and not a round trip, creates are written
+// at once and it is Update.
 //
 // It returns once the transaction has committed, before its events are
 // numbered in the change feed (PostgreSQL): they are once sequenced has

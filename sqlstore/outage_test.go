@@ -55,7 +55,6 @@ func TestPostgresDatabaseAway(t *testing.T) {
 		"Update (create)": func() error { return create("during") },
 		"Revision":        func() error { _, err := s.Revision(ctx); return err },
 		"ListProjects":    func() error { _, err := s.ListProjects(ctx); return err },
-		"NodeCredentials": func() error { _, err := s.NodeCredentials(ctx, "", "host-12345678"); return err },
 		"LastSeen":        func() error { _, err := s.LastSeen(ctx); return err },
 		"LastSeenOf":      func() error { _, err := s.LastSeenOf(ctx, []string{"host-12345678"}); return err },
 		"Claim":           func() error { _, err := s.Claim(ctx, "l", "me", time.Minute); return err },

@@ -109,26 +109,6 @@ func TestHostStatusPlans(t *testing.T) {
 	}
 }
 
-// Node authentication is answered from the covering index alone, never
-// from the wide host rows (whose pages a big fleet keeps out of cache).
-func TestNodeCredentialsPlan(t *testing.T) {
-	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for q, args := range map[string][]any{
-		nodeCredentialsSQLite:       {"host-00000001"},
-		nodeCredentialsSQLiteScoped: {"host-00000001", "p"},
-		nodeCredentialsPageSQLite:   {"host-00000001", 100},
-	} {
-		if got := explain(t, s.rdb, q, args...); !strings.Contains(got, "USING COVERING INDEX hosts_node_credentials_idx") || strings.Contains(got, "TEMP B-TREE") {
-			t.Errorf("plan of %q = %q, want the covering index, in its order", q, got)
-		}
-	}
-}
-
 // A first page of a filtered list whose count an index answers is counted
 // first: no match reads no page, and matches that fit in the page are found
 // through the filtering index and sorted (the page's order made

@@ -274,3 +274,10 @@ func TestPostgresMaxConns(t *testing.T) {
 		t.Fatalf("%d connections to the database, want at most 5 (MaxConns 4 and the listener)", n)
 	}
 }
+
+func TestPostgresCapabilities(t *testing.T) {
+	want := eim.Capabilities{ConcurrentWriters: true, GroupedCreates: true, Replicas: true}
+	if got := openPostgres(t).Capabilities(); got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}

@@ -89,3 +89,11 @@ func TestSQLiteReopen(t *testing.T) {
 		}
 	}
 }
+
+// SQLite has one writer, in one process; a statement is a function call,
+// so creates are not grouped.
+func TestSQLiteCapabilities(t *testing.T) {
+	if got := openSQLite(t).Capabilities(); got != (eim.Capabilities{}) {
+		t.Fatalf("got %+v, want none", got)
+	}
+}

@@ -242,6 +242,13 @@ func (s *Store) closeDBs() error {
 	return err
 }
 
+// Capabilities implements eim.Store: PostgreSQL takes concurrent writers,
+// groups creates and serves replicas; SQLite has one writer, in one
+// process, and a statement is a function call, not a round trip.
+func (s *Store) Capabilities() eim.Capabilities {
+	return eim.Capabilities{ConcurrentWriters: s.d.pg, GroupedCreates: s.d.pg, Replicas: s.d.pg}
+}
+
 // View runs fn in a read-only transaction scoped to project ("" = all).
 func (s *Store) View(ctx context.Context, project string, fn func(eim.Tx) error) error {
 	return s.run(ctx, project, false, fn)
@@ -423,13 +430,8 @@ func (s *Store) commit(t *tx) error {
 	return nil
 }
 
-// OnCommit registers fn to be called, synchronously, after every
-// committed transaction of this Store that changed resources, with its
-// events (their revisions may not be assigned yet on PostgreSQL), before
-// the write returns to its caller. It is for in-process caches that must
-// not serve a value after the write that changed it has returned; writes
-// of other processes reach them through the change feed. fn must be quick
-// and must not write.
+// OnCommit implements eim.Store. The events' revisions are not assigned
+// yet on PostgreSQL (see sequencer.go).
 func (s *Store) OnCommit(fn func([]eim.Event)) {
 	s.hooksMu.Lock()
 	defer s.hooksMu.Unlock()

@@ -7,10 +7,11 @@
 // Heartbeats carry the configuration's version (a digest), so a node learns
 // of a change within one heartbeat; they must not cost a database read, so
 // the module keeps each project's tree (profiles, groups, sites, regions)
-// and each host's site in memory and drops what the change feed says
-// changed: a profile, group, site or region drops its project's tree, a
-// host its own entry. A version is then computed again, in memory, on the
-// node's next heartbeat.
+// in memory and drops what the change feed says changed, and reads each
+// host's site from the process's host view (package hostview), where it
+// keeps the host's computed configuration: a profile, group, site or
+// region drops its project's tree, a host's change its view. A version is
+// then computed again, in memory, on the node's next heartbeat.
 package telemetry
 
 import (
@@ -18,13 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/feedcache"
+	"github.com/eimhq/eim/hostview"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -33,9 +35,13 @@ import (
 type Options struct {
 	Store  eim.Store
 	Logger *slog.Logger
-	// RetryWait is how long Run waits to watch the feed again after it
-	// failed (default 2 s); the caches are off meanwhile.
+	// RetryWait is the first pause before Run follows the feed again
+	// after it failed (default 1 s, growing with failures in a row: see
+	// feed.Options.MinWait); the caches are off meanwhile.
 	RetryWait time.Duration
+	// Hosts is the process's shared per-host view (each host's site);
+	// nil: the service keeps a view of its own, which Run follows.
+	Hosts *hostview.View
 }
 
 // Service computes and caches nodes' effective configurations. Its
@@ -45,31 +51,19 @@ type Service struct {
 	store eim.Store
 	log   *slog.Logger
 
-	feed  *feedcache.Follower
+	feed  *feed.Runner
 	trees feedcache.Loader[*Tree] // by project
 
-	// primed fills every host's site of a project in a paged scan, once
-	// per feed generation, the first time one of its hosts is asked for.
-	primed feedcache.Loader[bool]
-
-	mu    sync.Mutex
-	hosts map[string]*hostState // by host ID (IDs are unique across projects)
-	// seq counts drops, dropped holds each host's last: a scan fills only
-	// the hosts not dropped since it started.
-	seq     uint64
-	dropped map[string]uint64
+	hosts    *hostview.View
+	ownHosts bool
+	slot     hostview.Slot // a host's configuration, on its view
 }
 
-// hostState caches what one host's configuration depends on, and the
-// result.
-type hostState struct {
-	project string
-	gen     uint64 // bumped when the host changed
-	known   bool
-	siteID  string
-	// The version computed from tree generation treeGen.
+// memo is a host's configuration, kept on its host view: computed from
+// the host's facts it is kept on, and tree generation treeGen.
+type memo struct {
 	treeGen uint64
-	cfg     *Config
+	cfg     Config
 	version string
 }
 
@@ -78,10 +72,12 @@ func New(opts Options) *Service {
 	if opts.Store == nil {
 		panic("telemetry.New: Store is required")
 	}
-	s := &Service{store: opts.Store, log: opts.Logger, hosts: map[string]*hostState{}, dropped: map[string]uint64{}}
+	s := &Service{store: opts.Store, log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log})
+	s.slot = s.hosts.NewSlot()
 	s.trees.Load = func(ctx context.Context, project string) (*Tree, error) {
 		var tree *Tree
 		err := s.store.View(ctx, project, func(tx eim.Tx) error {
@@ -94,59 +90,28 @@ func New(opts Options) *Service {
 		}
 		return tree, nil
 	}
-	s.primed.Load = s.prime
-	s.feed = &feedcache.Follower{Store: opts.Store, Kinds: watched, Name: "telemetry", Logger: s.log, RetryWait: opts.RetryWait,
-		Reset: s.dropAll, Event: func(ev eim.Event) {
-			if ev.Kind == eim.KindHost {
-				s.dropHost(ev.ID, ev.Op == eim.OpDeleted)
-			} else {
+	s.feed = feed.New(feed.Options{Store: opts.Store, Kinds: watched, Name: "telemetry", Logger: s.log, MinWait: opts.RetryWait,
+		Reset: s.trees.DropAll, Handle: func(_ context.Context, evs []eim.Event) error {
+			for _, ev := range evs {
 				s.trees.Drop(ev.Project)
 			}
-		}}
+			return nil
+		}})
 	return s
 }
 
-// watched are the kinds whose changes can change a configuration.
-// Instances are not among them: an instance's host never changes, and the
-// profiles targeting one come and go with events of their own.
-var watched = []eim.Kind{eim.KindTelemetryProfile, eim.KindTelemetryGroup, eim.KindSite, eim.KindRegion, eim.KindHost}
+// watched are the kinds whose changes can change a project's tree. Hosts
+// are the host view's; instances are not among them: an instance's host
+// never changes, and the profiles targeting one come and go with events
+// of their own.
+var watched = []eim.Kind{eim.KindTelemetryProfile, eim.KindTelemetryGroup, eim.KindSite, eim.KindRegion}
 
-// Run watches the change feed and drops what changed from the caches,
-// until ctx ends (it then returns nil). When the feed fails the caches are
-// off until it is back. It may be called once.
-func (s *Service) Run(ctx context.Context) error { return s.feed.Run(ctx) }
-
-func (s *Service) dropAll() {
-	s.trees.DropAll()
-	s.primed.DropAll()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq++
-	clear(s.dropped)
-	s.dropped[""] = s.seq // every host
-	for _, hs := range s.hosts {
-		hs.gen++
-		hs.known = false
-		hs.cfg, hs.version = nil, ""
-	}
-}
-
-func (s *Service) dropHost(id string, deleted bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq++
-	s.dropped[id] = s.seq
-	hs := s.hosts[id]
-	if hs == nil {
-		return
-	}
-	if deleted {
-		delete(s.hosts, id)
-		return
-	}
-	hs.gen++
-	hs.known = false
-	hs.cfg, hs.version = nil, ""
+// Run watches the change feed and drops what changed from the caches
+// (and follows the service's own host view, when it has one), until ctx
+// ends (it then returns nil). When the feed fails the caches are off
+// until it is back. It may be called once.
+func (s *Service) Run(ctx context.Context) error {
+	return hostview.RunAlong(ctx, s.hosts, s.ownHosts, s.feed.Run)
 }
 
 // Version returns the version of host hostID's effective configuration, ""
@@ -169,53 +134,26 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 	if project == "" {
 		return Config{}, "", eim.Errorf(eim.EINVALID, "project is required")
 	}
-	if !s.feed.Live.Load() {
+	if !s.feed.Live() || !s.hosts.Live() {
 		return s.configUncached(ctx, project, hostID)
 	}
-	if cfg, v, ok := s.cached(project, hostID); ok {
-		return cfg, v, nil
+	h, err := s.hosts.Host(ctx, project, hostID)
+	if err != nil {
+		return Config{}, "", err
+	}
+	if m, ok := h.Memo(s.slot).(*memo); ok && s.trees.Current(project, m.treeGen) {
+		return m.cfg, m.version, nil // the heartbeats' path
 	}
 	tree, treeGen, err := s.trees.Get(ctx, project)
 	if err != nil {
 		return Config{}, "", err
 	}
-	site, hostGen, err := s.hostSite(ctx, project, hostID)
-	if err != nil {
-		return Config{}, "", err
-	}
-	s.mu.Lock()
-	hs := s.hosts[hostID]
-	if hs != nil && hs.known && hs.gen == hostGen && hs.cfg != nil && hs.treeGen == treeGen {
-		cfg, v := *hs.cfg, hs.version
-		s.mu.Unlock()
-		return cfg, v, nil
-	}
-	s.mu.Unlock()
-	cfg := tree.Effective(Node{HostID: hostID, SiteID: site})
+	cfg := tree.Effective(Node{HostID: hostID, SiteID: h.SiteID})
 	v := cfg.Version()
-	s.mu.Lock()
-	if s.trees.Current(project, treeGen) && hs != nil && hs.gen == hostGen && hs.known {
-		hs.cfg, hs.version, hs.treeGen = &cfg, v, treeGen
+	if s.trees.Current(project, treeGen) {
+		h.SetMemo(s.slot, &memo{treeGen: treeGen, cfg: cfg, version: v})
 	}
-	s.mu.Unlock()
 	return cfg, v, nil
-}
-
-// cached returns the host's configuration when nothing it depends on
-// changed since it was computed: the heartbeats' path.
-func (s *Service) cached(project, hostID string) (Config, string, bool) {
-	s.mu.Lock()
-	hs := s.hosts[hostID]
-	if hs == nil || !hs.known || hs.project != project || hs.cfg == nil {
-		s.mu.Unlock()
-		return Config{}, "", false
-	}
-	cfg, v, gen := *hs.cfg, hs.version, hs.treeGen
-	s.mu.Unlock()
-	if !s.trees.Current(project, gen) {
-		return Config{}, "", false
-	}
-	return cfg, v, true
 }
 
 // configUncached reads everything afresh: the caches are off.
@@ -237,88 +175,6 @@ func (s *Service) configUncached(ctx context.Context, project, hostID string) (C
 		return Config{}, "", err
 	}
 	return cfg, cfg.Version(), nil
-}
-
-// prime fills the site of every host of the project that is not cached,
-// from a paged scan instead of a read per host: after a restart a whole
-// fleet heartbeats within one interval. Hosts dropped by the feed while it
-// scans are left to be read on their own. A failed scan is not retried
-// before the feed restarts.
-func (s *Service) prime(ctx context.Context, project string) (bool, error) {
-	ctx = context.WithoutCancel(ctx) // the first heartbeat's: the scan serves all
-	s.mu.Lock()
-	start := s.seq
-	s.mu.Unlock()
-	sites := map[string]string{}
-	err := feedcache.Each(ctx, s.store, project, eim.KindHost, 2000, func(r eim.Resource) {
-		h := r.(*eim.Host)
-		sites[h.ResourceID] = h.SiteID
-	})
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("telemetry: hosts not read ahead", "project", project, "err", err)
-		}
-		return false, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dropped[""] > start {
-		return true, nil
-	}
-	for id, site := range sites {
-		if s.dropped[id] > start {
-			continue
-		}
-		hs := s.hosts[id]
-		if hs == nil {
-			hs = &hostState{project: project}
-			s.hosts[id] = hs
-		}
-		if !hs.known && hs.project == project {
-			hs.siteID, hs.known = site, true
-		}
-	}
-	return true, nil
-}
-
-// hostSite returns the site of the host and the host entry's generation.
-func (s *Service) hostSite(ctx context.Context, project, hostID string) (string, uint64, error) {
-	if !s.primed.Cached(project) {
-		s.primed.Get(ctx, project) // errors are logged by prime
-	}
-	s.mu.Lock()
-	hs := s.hosts[hostID]
-	if hs != nil && hs.known && hs.project == project {
-		site, gen := hs.siteID, hs.gen
-		s.mu.Unlock()
-		return site, gen, nil
-	}
-	if hs == nil || hs.project != project {
-		hs = &hostState{project: project}
-		s.hosts[hostID] = hs
-	}
-	gen := hs.gen
-	s.mu.Unlock()
-
-	var site string
-	err := s.store.View(ctx, project, func(tx eim.Tx) error {
-		var err error
-		site, err = readSite(ctx, tx, hostID)
-		return err
-	})
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		if eim.ErrorCode(err) == eim.ENOTFOUND && s.hosts[hostID] == hs {
-			delete(s.hosts, hostID)
-		}
-		return "", 0, err
-	}
-	if s.hosts[hostID] == hs && hs.gen == gen {
-		hs.siteID, hs.known = site, true
-	}
-	return site, gen, nil
 }
 
 func readSite(ctx context.Context, tx eim.Tx, hostID string) (string, error) {

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 
@@ -156,103 +155,4 @@ func testWorkflowCascade(t *testing.T, s eim.Store) {
 	w3 := create(t, s, p, &eim.Workflow{HostID: h1.ResourceID}).(*eim.Workflow)
 	_, err = get(t, s, other, eim.KindWorkflow, w3.ResourceID)
 	wantCode(t, err, eim.ENOTFOUND)
-}
-
-// NodeCredentialsAfter pages through the credentials of every project's
-// hosts in ID order.
-func testNodeCredentialsAfter(t *testing.T, s eim.Store) {
-	c := ctx(t)
-	p, other := project(t, s), project(t, s)
-	want := map[string]eim.NodeCredentials{}
-	for i := range 5 {
-		proj := p
-		if i%2 == 1 {
-			proj = other
-		}
-		h := create(t, s, proj, &eim.Host{Name: fmt.Sprintf("n%d", i), DesiredState: eim.HostStateOnboarded,
-			NodeSecretHash: fmt.Sprintf("hash%d", i), NodeCredGen: int64(i)}).(*eim.Host)
-		want[h.ResourceID] = eim.NodeCredentials{HostID: h.ResourceID, Project: proj, DesiredState: eim.HostStateOnboarded,
-			SecretHash: h.NodeSecretHash, Gen: h.NodeCredGen}
-	}
-	// Other tests' hosts share the store: only ours are checked, but the
-	// order and the page size hold for all.
-	got := map[string]eim.NodeCredentials{}
-	after, pages := "", 0
-	for {
-		page, err := s.NodeCredentialsAfter(c, after, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pages++
-		if len(page) > 2 {
-			t.Fatalf("page of %d, limit 2", len(page))
-		}
-		for _, cr := range page {
-			if cr.HostID <= after {
-				t.Fatalf("%s after %q: not in ID order", cr.HostID, after)
-			}
-			after = cr.HostID
-			if _, ok := want[cr.HostID]; ok {
-				got[cr.HostID] = cr
-			}
-		}
-		if len(page) < 2 {
-			break
-		}
-	}
-	if pages < 3 {
-		t.Errorf("%d pages of 2 for at least 5 hosts", pages)
-	}
-	for id, w := range want {
-		if got[id] != w {
-			t.Errorf("%s: got %+v, want %+v", id, got[id], w)
-		}
-	}
-	if _, err := s.NodeCredentialsAfter(c, "", 0); eim.ErrorCode(err) != eim.EINVALID {
-		t.Errorf("limit 0: got %v, want EINVALID", err)
-	}
-}
-
-// NodeCredentials reads a host's credential fields, in its project or in
-// any, and nothing of another project.
-func testNodeCredentials(t *testing.T, s eim.Store) {
-	c := ctx(t)
-	p, other := project(t, s), project(t, s)
-	h := create(t, s, p, &eim.Host{Name: "n", UUID: "6f1c3a52-8f0e-4b7a-9d2c-0e5b7a1c2d3e",
-		DesiredState: eim.HostStateOnboarded, NodeSecretHash: "abc123", NodeCredGen: 7}).(*eim.Host)
-	want := eim.NodeCredentials{HostID: h.ResourceID, Project: p, DesiredState: eim.HostStateOnboarded, SecretHash: "abc123", Gen: 7}
-	for _, scope := range []string{p, ""} {
-		got, err := s.NodeCredentials(c, scope, h.ResourceID)
-		if err != nil {
-			t.Fatalf("scope %q: %v", scope, err)
-		}
-		if got != want {
-			t.Errorf("scope %q: got %+v, want %+v", scope, got, want)
-		}
-		if got.Revoked() {
-			t.Errorf("scope %q: credentials of an onboarded host with a secret are revoked", scope)
-		}
-	}
-	if _, err := s.NodeCredentials(c, other, h.ResourceID); eim.ErrorCode(err) != eim.ENOTFOUND {
-		t.Errorf("from another project: got %v, want ENOTFOUND", err)
-	}
-	if _, err := s.NodeCredentials(c, p, "host-00000000"); eim.ErrorCode(err) != eim.ENOTFOUND {
-		t.Errorf("unknown host: got %v, want ENOTFOUND", err)
-	}
-	// A write is seen at once; invalidation revokes, as does a host
-	// without a secret.
-	h.DesiredState, h.NodeCredGen = eim.HostStateUntrusted, 8
-	if err := s.Update(c, p, func(tx eim.Tx) error { return tx.Update(c, h) }); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.NodeCredentials(c, p, h.ResourceID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.Revoked() || got.Gen != 8 {
-		t.Errorf("after invalidation: got %+v, want revoked at generation 8", got)
-	}
-	if !(eim.NodeCredentials{DesiredState: eim.HostStateOnboarded}).Revoked() {
-		t.Error("credentials without a secret hash are not revoked")
-	}
 }

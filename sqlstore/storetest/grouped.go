@@ -7,15 +7,9 @@ import (
 	"github.com/eimhq/eim"
 )
 
-// grouper is a store whose transactions can hold their creates back and
-// write them together (sqlstore's UpdateGrouped).
-type grouper interface {
-	UpdateGrouped(ctx context.Context, project string, fn func(eim.Tx) error) (sequenced func(), err error)
-}
-
 // updateGrouped runs fn grouped and waits for its events to be in the feed.
-func updateGrouped(ctx context.Context, g grouper, project string, fn func(eim.Tx) error) error {
-	sequenced, err := g.UpdateGrouped(ctx, project, fn)
+func updateGrouped(ctx context.Context, s eim.Store, project string, fn func(eim.Tx) error) error {
+	sequenced, err := s.UpdateGrouped(ctx, project, fn)
 	if err == nil {
 		sequenced()
 	}
@@ -28,10 +22,6 @@ func updateGrouped(ctx context.Context, g grouper, project string, fn func(eim.T
 // an earlier one), and fail the transaction as a whole, leaving nothing
 // behind and the creates fit to be run again.
 func testGroupedCreates(t *testing.T, s eim.Store) {
-	g, ok := s.(grouper)
-	if !ok {
-		t.Skip("the store does not group creates")
-	}
 	p := project(t, s)
 
 	// Every kind, two of each, in one transaction.
@@ -43,7 +33,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 			made = append(made, r)
 		}
 	}
-	err := updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
+	err := updateGrouped(ctx(t), s, p, func(tx eim.Tx) error {
 		for _, r := range made {
 			if err := tx.Create(ctx(t), r); err != nil {
 				return err
@@ -65,7 +55,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 	// In order, and visible to the transaction's later statements.
 	h := &eim.Host{Name: "grouped"}
 	inst := &eim.Instance{Name: "on grouped"}
-	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), s, p, func(tx eim.Tx) error {
 		if err := tx.Create(ctx(t), h); err != nil {
 			return err
 		}
@@ -91,7 +81,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 	uuid := "5eed0000-0000-4000-8000-000000000001"
 	first, dup := &eim.Host{Name: "first", UUID: uuid}, &eim.Host{Name: "dup", UUID: uuid}
 	other := &eim.Host{Name: "other"}
-	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), s, p, func(tx eim.Tx) error {
 		for _, r := range []eim.Resource{first, other, dup} {
 			if err := tx.Create(ctx(t), r); err != nil {
 				return err
@@ -118,7 +108,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 	}
 	// The innocent creates, re-run without the culprit as the Batcher
 	// does, commit.
-	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), s, p, func(tx eim.Tx) error {
 		if err := tx.Create(ctx(t), first); err != nil {
 			return err
 		}
@@ -137,7 +127,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 	// nothing but creates (on PostgreSQL one statement, its own commit).
 	taken := create(t, s, p, &eim.Host{Name: "taken"}).Base().ResourceID
 	innocent := &eim.Host{Name: "innocent"}
-	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), s, p, func(tx eim.Tx) error {
 		if err := tx.Create(ctx(t), innocent); err != nil {
 			return err
 		}
@@ -163,7 +153,7 @@ func testGroupedCreates(t *testing.T, s eim.Store) {
 		t.Fatal(err)
 	}
 	a, b := &eim.Region{Name: "a"}, &eim.Region{Name: "b"}
-	err = updateGrouped(ctx(t), g, p, func(tx eim.Tx) error {
+	err = updateGrouped(ctx(t), s, p, func(tx eim.Tx) error {
 		if err := tx.Create(ctx(t), a); err != nil {
 			return err
 		}

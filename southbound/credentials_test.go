@@ -13,22 +13,24 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/hostview"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	"github.com/eimhq/eim/southbound"
 	"github.com/eimhq/eim/sqlstore"
+	"github.com/eimhq/eim/sqlstore/storetest"
 )
 
-// countingStore counts the credential reads that reach the store, one by
-// one and in pages.
+// countingStore counts the reads of hosts that reach the store: one by
+// one, and the pages read ahead.
 type countingStore struct {
 	*sqlstore.Store
-	reads, pages atomic.Int64
+	reads atomic.Int64
 }
 
-func (c *countingStore) NodeCredentialsAfter(ctx context.Context, after string, limit int) ([]eim.NodeCredentials, error) {
-	c.pages.Add(1)
-	return c.Store.NodeCredentialsAfter(ctx, after, limit)
+func (c *countingStore) View(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	c.reads.Add(1)
+	return c.Store.View(ctx, project, fn)
 }
 
 // serve starts a southbound server of opts (the env's issuer) in front of
@@ -57,11 +59,6 @@ func (e *env) follow(t *testing.T, sb *southbound.Server) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-}
-
-func (c *countingStore) NodeCredentials(ctx context.Context, project, id string) (eim.NodeCredentials, error) {
-	c.reads.Add(1)
-	return c.Store.NodeCredentials(ctx, project, id)
 }
 
 // With the feed followed (Run), node authentication is answered from
@@ -155,9 +152,9 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
-// Once the feed is followed, the credentials of every host are read ahead
-// in pages, so a restarted server's first calls from its fleet read
-// nothing. (A page read while a host changed: TestPrimeFillStale.)
+// Once the feed is followed, every host is read ahead in pages, so a
+// restarted server's first calls from its fleet read nothing. (A page
+// read while a host changed: hostview's TestFillStalePage.)
 func TestCredentialsReadAhead(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		st := &countingStore{Store: e.store.(*sqlstore.Store)}
@@ -166,10 +163,11 @@ func TestCredentialsReadAhead(t *testing.T) {
 		tok := e.token()
 
 		e.follow(t, sb)
-		waitUntil(t, func() bool { return logs.has("node credentials cache: read ahead") })
-		if n := st.pages.Load(); n != 1 {
-			t.Errorf("%d page reads for one host, want 1", n)
+		waitUntil(t, func() bool { return logs.has("host view: read ahead") })
+		if n := st.reads.Load(); n != 1 {
+			t.Errorf("%d reads for one host, want 1 (a page)", n)
 		}
+		st.reads.Store(0)
 		for range 3 {
 			req := connect.NewRequest(&hostv1.ReportInRequest{})
 			req.Header().Set("Authorization", "Bearer "+tok)
@@ -178,7 +176,7 @@ func TestCredentialsReadAhead(t *testing.T) {
 			}
 		}
 		if n := st.reads.Load(); n != 0 {
-			t.Errorf("%d credential reads for 3 calls after the read ahead, want 0", n)
+			t.Errorf("%d reads for 3 calls after the read ahead, want 0", n)
 		}
 	})
 }
@@ -199,4 +197,56 @@ func (l *lines) has(s string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Contains(l.buf.String(), s)
+}
+
+// While the database is away, a known node is still authenticated with
+// the credentials held when the feed was lost, for a token's lifetime; a
+// host revoked through this process is not; when the database is back,
+// calls are answered from memory again at once.
+func TestStoreAwayKeepsKnownNodes(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		st := &storetest.Away{Store: e.store}
+		now := func() time.Time { return *e.now.Load() }
+		// A view shared with other modules, run by its owner (here).
+		hosts := hostview.New(hostview.Options{Store: st, Now: now})
+		sb, host := e.serve(t, southbound.Options{Store: st, Hosts: hosts, TokenTTL: time.Minute, Now: now})
+		ctx, cancel := context.WithCancel(e.ctx)
+		done := make(chan error, 1)
+		go func() { done <- hosts.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		e.follow(t, sb) // returns at the end: the view is not its own
+		call := func(tok string) error {
+			req := connect.NewRequest(&hostv1.ReportInRequest{})
+			req.Header().Set("Authorization", "Bearer "+tok)
+			_, err := host.ReportIn(e.ctx, req)
+			return err
+		}
+		tok := e.token()
+		waitUntil(t, func() bool { return call(tok) == nil })
+
+		st.SetAway(true)
+		waitUntil(t, func() bool { return !hosts.Live() })
+		for range 3 {
+			if err := call(tok); err != nil {
+				t.Fatalf("a known node while the database is away: %v", err)
+			}
+		}
+		// A minute and more after the loss: no longer.
+		later := e.now.Load().Add(61 * time.Second)
+		e.now.Store(&later)
+		if err := call(tok); connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Fatalf("past the token lifetime: %v, want Unavailable", err)
+		}
+		back := later.Add(-61 * time.Second)
+		e.now.Store(&back)
+		// Revoked through this process: refused though the store is away.
+		e.changeHost(func(h *eim.Host) { h.DesiredState = eim.HostStateUntrusted })
+		if err := call(tok); err == nil {
+			t.Fatal("a host revoked through this process was let in while the database is away")
+		}
+		e.changeHost(func(h *eim.Host) { h.DesiredState = eim.HostStateOnboarded })
+
+		st.SetAway(false)
+		waitUntil(t, func() bool { return call(tok) == nil })
+	})
 }
