@@ -68,10 +68,6 @@ func (b *Builder) Selected(name string) bool {
 // than being the whole deployment (SQLite).
 func (b *Builder) shared() bool { return IsPostgres(b.cfg.dsn()) }
 
-// concurrentWriters reports whether the store takes writers at once
-// (PostgreSQL) rather than one at a time (SQLite).
-func (b *Builder) concurrentWriters() bool { return IsPostgres(b.cfg.dsn()) }
-
 // HostView is the process's one view of the hosts, which node
 // authentication, the host module, telemetry and maintenance share: a
 // host is read and followed once per process, not once per module. The
