@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim/compat/refclient"
+	"github.com/eimhq/eim/internal/racecheck"
 )
 
 // The suite runs against one real server: the eim binary built from this
@@ -45,10 +46,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	srv.bin = filepath.Join(tmp, "eim")
-	build := exec.Command("go", "build", "-o", srv.bin, "github.com/eimhq/eim/cmd/eim")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	// With the race detector when this test binary has it: the server's
+	// race reports fail the suite below.
+	srv.bin, err = racecheck.Build("go", "github.com/eimhq/eim/cmd/eim", tmp, "eim")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "compat: build eim:", err)
 		return 1
 	}
@@ -104,6 +105,10 @@ func run(m *testing.M) int {
 	cancel()
 	if err := cmd.Wait(); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(os.Stderr, "compat: eim server: %v\n%s", err, stderr.String())
+		code = 1
+	}
+	if racecheck.Reported(stderr.Bytes()) {
+		fmt.Fprintf(os.Stderr, "compat: eim server reported a data race:\n%s", stderr.String())
 		code = 1
 	}
 	return code

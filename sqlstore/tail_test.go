@@ -30,7 +30,12 @@ func TestFeedTailSharedByWatchers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			s.tail = &tail{from: -1, readN: 7, keep: 10}
+			// Shrink the store's own tail, under its lock: Open has already
+			// started the reference cache's watcher, which reads the tail,
+			// so putting another one in its place would race with it.
+			s.tail.mu.Lock()
+			s.tail.readN, s.tail.keep = 7, 10
+			s.tail.mu.Unlock()
 			p := fmt.Sprintf("tail-%d", time.Now().UnixNano())
 			if err := s.CreateProject(ctx, &eim.Project{Name: p, ID: p}); err != nil {
 				t.Fatal(err)
@@ -140,7 +145,10 @@ func TestFeedTailSharedByWatchers(t *testing.T) {
 					if len(w.seen) > 0 {
 						last = w.seen[len(w.seen)-1].Revision
 					}
-					t.Fatalf("watcher %d: %v (saw %d events up to revision %d, the feed has %d up to %d; tail from %d upto %d full %v)", i, w.err, len(w.seen), last, len(wants[i]), wants[i][len(wants[i])-1].Revision, s.tail.from, s.tail.upto, s.tail.full)
+					s.tail.mu.Lock() // the reference cache's watcher still uses it
+					from, upto, full := s.tail.from, s.tail.upto, s.tail.full
+					s.tail.mu.Unlock()
+					t.Fatalf("watcher %d: %v (saw %d events up to revision %d, the feed has %d up to %d; tail from %d upto %d full %v)", i, w.err, len(w.seen), last, len(wants[i]), wants[i][len(wants[i])-1].Revision, from, upto, full)
 				}
 				if !slices.Equal(w.seen, wants[i]) {
 					t.Fatalf("watcher %d (after %d, kinds %v): saw %d events, the feed has %d", i, w.after, w.kinds, len(w.seen), len(wants[i]))

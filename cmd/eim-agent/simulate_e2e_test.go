@@ -20,6 +20,7 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/agent/sim"
 	"github.com/eimhq/eim/client"
+	"github.com/eimhq/eim/internal/racecheck"
 )
 
 // "eim-agent simulate --hold" end to end against the real server binary
@@ -35,11 +36,11 @@ func TestSimulateHoldE2E(t *testing.T) {
 		t.Skip("no go command to build eim with")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "eim")
-	build := exec.Command(goTool, "build", "-o", bin, "github.com/eimhq/eim/cmd/eim")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/eim: %v\n%s", err, out)
+	// With the race detector when this test binary has it (startEIM fails
+	// the test on the server's race reports).
+	bin, err := racecheck.Build(goTool, "github.com/eimhq/eim/cmd/eim", dir, "eim")
+	if err != nil {
+		t.Fatal(err)
 	}
 	boot := filepath.Join(dir, "boot")
 	if err := os.MkdirAll(boot, 0o755); err != nil {
@@ -143,6 +144,9 @@ func startEIM(t *testing.T, bin string, args ...string) (api, agentURL string) {
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
 			<-exited
+		}
+		if racecheck.Reported(errOut.Bytes()) {
+			t.Errorf("eim server reported a data race:\n%s", errOut.String())
 		}
 	})
 	found := make(chan [2]string, 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/eimhq/eim/agent"
 	"github.com/eimhq/eim/agent/sim"
 	"github.com/eimhq/eim/client"
+	"github.com/eimhq/eim/internal/racecheck"
 )
 
 // The Day-0 flow survives a real crash: "eim server" runs in a child
@@ -85,8 +86,11 @@ func startKillServer(t *testing.T, extra ...string) *killServer {
 	t.Cleanup(func() {
 		s.kill()
 		s.hc.CloseIdleConnections()
+		b, _ := os.ReadFile(s.logFile)
+		if racecheck.Reported(b) { // the child is this test binary: built with -race when the test is
+			t.Errorf("the server process reported a data race")
+		}
 		if t.Failed() {
-			b, _ := os.ReadFile(s.logFile)
 			t.Logf("server output (%d starts):\n%s", s.starts, b)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/agent/sim"
 	"github.com/eimhq/eim/client"
+	"github.com/eimhq/eim/internal/racecheck"
 )
 
 // The seeded Day-1 benchmark end to end (SEED=1 bench/heartbeat.sh in
@@ -48,6 +49,7 @@ func testSeededHold(t *testing.T, database string) {
 		database = s.dataDir
 	}
 	out, err := exec.Command(seedBin, "--database", database, "--nodes", "250", "--batch", "100", "--out", nodesFile, "--seed", "5").CombinedOutput()
+	noChildRace(t, "seed", out)
 	if err != nil {
 		t.Fatalf("seed: %v\n%s", err, out)
 	}
@@ -87,7 +89,9 @@ func testSeededHold(t *testing.T, database string) {
 		"--hold", "9s", "--stop-share", "0.5", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	err = cmd.Run()
+	noChildRace(t, "eim-agent simulate", stderr.Bytes())
+	if err != nil {
 		t.Fatalf("eim-agent simulate: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	if !strings.HasPrefix(stdout.String(), "250 nodes provisioned before the run (--nodes-file): no Day 0") {
@@ -126,18 +130,17 @@ func testSeededHold(t *testing.T, database string) {
 	}
 }
 
-// buildTool builds a command of the module into a temporary directory.
+// buildTool builds a command of the module into a temporary directory
+// (with the race detector when this test binary has it).
 func buildTool(t *testing.T, pkg, name string) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command to build " + pkg + " with")
 	}
-	bin := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command(goTool, "build", "-o", bin, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	bin, err := racecheck.Build(goTool, pkg, t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/agent/sim"
 	"github.com/eimhq/eim/client"
+	"github.com/eimhq/eim/internal/racecheck"
 )
 
 // "eim-agent simulate" end to end: the agent binary (package main of
@@ -23,20 +24,19 @@ import (
 // through the REST API and runs it against the real server, as
 // bench/day0.sh does.
 
-// buildAgent builds cmd/eim-agent into a temporary directory.
+// buildAgent builds cmd/eim-agent into a temporary directory (with the
+// race detector when this test binary has it).
 func buildAgent(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build eim-agent with")
+	return buildTool(t, "github.com/eimhq/eim/cmd/eim-agent", "eim-agent")
+}
+
+// noChildRace fails t if a child's output holds a race detector's report.
+func noChildRace(t *testing.T, child string, output []byte) {
+	t.Helper()
+	if racecheck.Reported(output) {
+		t.Errorf("%s reported a data race:\n%s", child, output)
 	}
-	bin := filepath.Join(t.TempDir(), "eim-agent")
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/eimhq/eim/cmd/eim-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/eim-agent: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func TestAgentSimulate(t *testing.T) {
@@ -70,6 +70,7 @@ func TestAgentSimulate(t *testing.T) {
 		if err != nil && !errors.As(err, &exit) {
 			t.Fatalf("eim-agent simulate: %v", err)
 		}
+		noChildRace(t, "eim-agent simulate", stderr.Bytes())
 		code := cmd.ProcessState.ExitCode()
 		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 		var rep sim.Report
@@ -168,7 +169,9 @@ func TestAgentSimulate(t *testing.T) {
 		cmd := exec.CommandContext(ctx, bin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
 			"--identities", file, "--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s")
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
+		err := cmd.Run()
+		noChildRace(t, "eim-agent simulate", stderr.Bytes())
+		if err != nil {
 			t.Fatalf("eim-agent simulate --identities %s: %v\nstderr:\n%s", file, err, stderr.String())
 		}
 		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
