@@ -294,6 +294,8 @@ func TestReadRacingAChange(t *testing.T) {
 		// Not in the read ahead: created after the view started.
 		v := e.view()
 		e.run(v)
+		// The read ahead done: the next read is the call's.
+		waitFor(t, "the read ahead", func() bool { return e.reads(func() { e.host(v, e.hosts[0]) }) == 0 })
 		err := e.real.Update(e.ctx, e.project, func(tx eim.Tx) error {
 			h := &eim.Host{Name: "late", HostStatus: "Running"}
 			if err := tx.Create(e.ctx, h); err != nil {
