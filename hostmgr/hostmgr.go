@@ -118,7 +118,7 @@ type Options struct {
 	Replica string
 	// LeaseTTL is the TTL of the shards' leases (default
 	// coord.DefaultTTL): a replica that dies has its shards taken over
-	// within about that and a third. It also bounds, at half, how stale
+	// within about that and a third. It also bounds, at a quarter, how stale
 	// the store's last-seen times may be while the fleet is shared.
 	LeaseTTL time.Duration
 	// Hosts is the process's shared per-host view, from which heartbeats

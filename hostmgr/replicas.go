@@ -63,7 +63,7 @@ type sharing struct {
 // while the fleet is shared, how long after another replica is first
 // seen the store is up to date (fresh), and how long after the last one
 // is gone the fleet counts as shared still (hold).
-func (s *Service) w() time.Duration     { return s.leaseTTL / 2 }
+func (s *Service) w() time.Duration     { return s.leaseTTL / 4 }
 func (s *Service) slack() time.Duration { return s.w() + 2*s.flush }
 func (s *Service) fresh() time.Duration { return s.leaseTTL/3 + 2*s.flush }
 func (s *Service) hold() time.Duration  { return s.leaseTTL + 2*s.leaseTTL/3 }

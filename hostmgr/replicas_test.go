@@ -21,7 +21,7 @@ import (
 const (
 	leaseTTL  = time.Second
 	flushTick = time.Second
-	slack     = leaseTTL/2 + 2*flushTick
+	slack     = leaseTTL/4 + 2*flushTick
 	interval  = 10 * time.Second
 	timeout   = 3 * interval
 )

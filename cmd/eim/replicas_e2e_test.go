@@ -35,7 +35,7 @@ import (
 
 const (
 	chaosNodes    = 48
-	chaosInterval = 2 * time.Second
+	chaosInterval = 4 * time.Second
 	chaosTimeout  = 3 * chaosInterval // the server's default: three intervals
 	chaosLease    = 10 * time.Second  // the default: the bound is claimed at the defaults' proportions
 )
@@ -368,7 +368,7 @@ func TestReplicaChaosPostgres(t *testing.T) {
 	}
 
 	var simLog syncBuffer
-	const hold, stopAfter = 40 * time.Second, 15 * time.Second
+	const hold, stopAfter = 45 * time.Second, 15 * time.Second
 	flagBar := chaosTimeout + chaosLease
 	fctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
