@@ -191,13 +191,18 @@ func (s *Service) refreshProjects(ctx context.Context) error {
 	sn := s.snap
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	for name, p := range projects {
+	// A new map, not a change of the old one in place: a scrape's view
+	// holds the old one and reads it without the lock (see take).
+	next := make(map[string]*projectRec, len(sn.projects))
+	for name, p := range sn.projects {
+		next[name] = p
 		// A project created since the last batch waits for its event
 		// (which reads its tree too).
-		if sn.projects[name] != nil {
-			sn.projects[name] = p
+		if fresh := projects[name]; fresh != nil {
+			next[name] = fresh
 		}
 	}
+	sn.projects = next
 	return nil
 }
 
