@@ -3,8 +3,10 @@ package hostview_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +66,24 @@ func (s *store) holdNextRead() (reading <-chan struct{}, release func()) {
 	hold := make(chan struct{})
 	s.hold, s.reading = hold, make(chan struct{})
 	return s.reading, func() { close(hold) }
+}
+
+// lines is a log destination that tests can search.
+type lines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lines) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.buf.String(), s)
 }
 
 type clock struct{ ns atomic.Int64 }
@@ -292,10 +312,11 @@ func TestReadRacingAChange(t *testing.T) {
 	engines(t, func(t *testing.T, e *env) {
 		id := e.hosts[3]
 		// Not in the read ahead: created after the view started.
-		v := e.view()
+		var logs lines
+		v := hostview.New(hostview.Options{Store: e.st, Now: e.clock.Now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		e.run(v)
 		// The read ahead done: the next read is the call's.
-		waitFor(t, "the read ahead", func() bool { return e.reads(func() { e.host(v, e.hosts[0]) }) == 0 })
+		waitFor(t, "the read ahead", func() bool { return logs.has("host view: read ahead") })
 		err := e.real.Update(e.ctx, e.project, func(tx eim.Tx) error {
 			h := &eim.Host{Name: "late", HostStatus: "Running"}
 			if err := tx.Create(e.ctx, h); err != nil {
