@@ -103,18 +103,45 @@ func startKillServer(t *testing.T, extra ...string) *killServer {
 func (s *killServer) start(t *testing.T, apiAddr, agentAddr string) {
 	t.Helper()
 	s.starts++
-	f, err := os.OpenFile(s.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	args := append([]string{"server", "--data-dir", s.dataDir, "--http-addr", apiAddr, "--agent-addr", agentAddr,
+		"--boot-artifacts", s.bootDir, "--log-level", "warn", "--rate-limit", "0"}, s.extra...)
+	var api, ag []string
+	c := startChild(t, s.logFile, fmt.Sprintf("server start %d", s.starts), args, func(out string) bool {
+		api, ag = servingRE.FindStringSubmatch(out), agentsRE.FindStringSubmatch(out)
+		return api != nil && ag != nil
+	})
+	s.cmd, s.lifeline, s.exited = c.cmd, c.lifeline, c.exited
+	s.api, s.agentURL = api[1], ag[1]
+	tok, err := os.ReadFile(filepath.Join(s.dataDir, adminTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "=== start %d at %s\n", s.starts, time.Now().Format(time.TimeOnly+".000"))
+	s.admin = client.New(s.api, strings.TrimSpace(string(tok)), s.hc)
+}
+
+// child is "eim server" in a child process: the test binary run with
+// childServerEnv (see runChildServer).
+type child struct {
+	cmd      *exec.Cmd
+	lifeline *os.File      // the child's standard input, closed after it is gone
+	exited   chan struct{} // closed when cmd has been waited for
+}
+
+// startChild starts a child with args, its output appended to logFile
+// after a line naming the start, and waits up to 30 s until ready holds
+// for what this start printed.
+func startChild(t *testing.T, logFile, name string, args []string, ready func(out string) bool) child {
+	t.Helper()
+	f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "=== %s at %s\n", name, time.Now().Format(time.TimeOnly+".000"))
 	fi, err := f.Stat()
 	if err != nil {
 		t.Fatal(err)
 	}
 	from := fi.Size()
-	args := append([]string{"server", "--data-dir", s.dataDir, "--http-addr", apiAddr, "--agent-addr", agentAddr,
-		"--boot-artifacts", s.bootDir, "--log-level", "warn", "--rate-limit", "0"}, s.extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), childServerEnv+"=1")
 	stdin, lifeline, err := os.Pipe()
@@ -127,51 +154,49 @@ func (s *killServer) start(t *testing.T, apiAddr, agentAddr string) {
 	stdin.Close()
 	if err != nil {
 		lifeline.Close()
-		t.Fatalf("start the server: %v", err)
+		t.Fatalf("%s: %v", name, err)
 	}
-	exited := make(chan struct{})
+	c := child{cmd: cmd, lifeline: lifeline, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
-		close(exited)
+		close(c.exited)
 	}()
-	s.cmd, s.lifeline, s.exited = cmd, lifeline, exited
-
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b, err := os.ReadFile(s.logFile)
+		b, err := os.ReadFile(logFile)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out := string(b[min(from, int64(len(b))):])
-		api, ag := servingRE.FindStringSubmatch(out), agentsRE.FindStringSubmatch(out)
-		if api != nil && ag != nil {
-			s.api, s.agentURL = api[1], ag[1]
-			break
+		if ready(out) {
+			return c
 		}
 		select {
-		case <-exited:
-			t.Fatalf("server start %d: exited before serving (%v):\n%s", s.starts, cmd.ProcessState, out)
+		case <-c.exited:
+			t.Fatalf("%s: exited before serving (%v):\n%s", name, cmd.ProcessState, out)
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server start %d: no addresses within 30 s:\n%s", s.starts, out)
+			t.Fatalf("%s: no addresses within 30 s:\n%s", name, out)
 		}
 	}
-	tok, err := os.ReadFile(filepath.Join(s.dataDir, adminTokenFile))
-	if err != nil {
-		t.Fatal(err)
+}
+
+// kill SIGKILLs the child and waits until it is gone.
+func (c *child) kill() {
+	if c.cmd == nil {
+		return
 	}
-	s.admin = client.New(s.api, strings.TrimSpace(string(tok)), s.hc)
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+	c.lifeline.Close()
+	c.cmd, c.lifeline = nil, nil
 }
 
 // kill SIGKILLs the child and waits until it is gone.
 func (s *killServer) kill() {
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	s.lifeline.Close()
+	c := child{cmd: s.cmd, lifeline: s.lifeline, exited: s.exited}
+	c.kill()
 	s.cmd, s.lifeline = nil, nil
 	s.hc.CloseIdleConnections()
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -43,91 +42,36 @@ const (
 // replica is one "eim server" child process that can be killed and started
 // again on the same addresses.
 type replica struct {
-	name     string
-	args     []string
-	agent    bool // it has an agent listener
-	logFile  string
-	starts   int
-	cmd      *exec.Cmd
-	lifeline *os.File
-	exited   chan struct{}
-	http     string // host:port
-	agentAt  string // host:port
+	name    string
+	args    []string
+	agent   bool // it has an agent listener
+	logFile string
+	starts  int
+	child
+	http    string // host:port
+	agentAt string // host:port
 }
 
 func (r *replica) start(t *testing.T) {
 	t.Helper()
 	r.starts++
-	f, err := os.OpenFile(r.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "=== %s start %d at %s\n", r.name, r.starts, time.Now().Format(time.TimeOnly+".000"))
-	fi, _ := f.Stat()
-	from := fi.Size()
 	httpAddr, agentAddr := "127.0.0.1:0", "127.0.0.1:0"
 	if r.http != "" {
-		httpAddr, agentAddr = r.http, r.agentAt
-		if agentAddr == "" {
-			agentAddr = "127.0.0.1:0"
-		}
+		httpAddr = r.http
+	}
+	if r.agentAt != "" {
+		agentAddr = r.agentAt
 	}
 	args := append([]string{"server", "--http-addr", httpAddr, "--agent-addr", agentAddr, "--replica-id", fmt.Sprintf("%s-%d", r.name, r.starts)}, r.args...)
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), childServerEnv+"=1")
-	stdin, lifeline, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	var h, a []string
+	r.child = startChild(t, r.logFile, fmt.Sprintf("%s start %d", r.name, r.starts), args, func(out string) bool {
+		h, a = httpLineRE.FindStringSubmatch(out), agentsRE.FindStringSubmatch(out)
+		return h != nil && (a != nil || !r.agent)
+	})
+	r.http = strings.TrimPrefix(h[1], "http://")
+	if a != nil {
+		r.agentAt = strings.TrimPrefix(a[1], "https://")
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, f, f
-	err = cmd.Start()
-	f.Close()
-	stdin.Close()
-	if err != nil {
-		lifeline.Close()
-		t.Fatalf("start %s: %v", r.name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	r.cmd, r.lifeline, r.exited = cmd, lifeline, exited
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, err := os.ReadFile(r.logFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := string(b[min(from, int64(len(b))):])
-		h, a := httpLineRE.FindStringSubmatch(out), agentsRE.FindStringSubmatch(out)
-		if h != nil && (a != nil || !r.agent) {
-			r.http = strings.TrimPrefix(h[1], "http://")
-			if a != nil {
-				r.agentAt = strings.TrimPrefix(a[1], "https://")
-			}
-			return
-		}
-		select {
-		case <-exited:
-			t.Fatalf("%s start %d: exited before serving (%v):\n%s", r.name, r.starts, cmd.ProcessState, out)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s start %d: no addresses within 30 s:\n%s", r.name, r.starts, out)
-		}
-	}
-}
-
-// kill SIGKILLs the process and waits until it is gone.
-func (r *replica) kill() {
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.exited
-	r.lifeline.Close()
-	r.cmd, r.lifeline = nil, nil
 }
 
 // rrProxy is a round-robin TCP proxy: each connection goes to the next
