@@ -74,7 +74,7 @@ func TestSimulateHoldE2E(t *testing.T) {
 	err = runSimulate(ctx, []string{"--server", agentURL, "--ca", filepath.Join(data, "ca.crt"), "--nodes", "12", "--seed", "31",
 		"--register", "--api", api, "--token-file", tokFile, "--os", osRes.ResourceID, "--json", "--report", report,
 		"--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s",
-		"--hold", "10s", "--stop-share", "0.25", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s"}, &stdout, &stderr)
+		"--hold", "12s", "--stop-share", "0.25", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s"}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("simulate: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}

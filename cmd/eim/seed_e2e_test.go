@@ -86,7 +86,7 @@ func testSeededHold(t *testing.T, database string) {
 	cmd := exec.CommandContext(cmdCtx, agentBin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
 		"--nodes-file", nodesFile, "--api", s.api, "--token-file", filepath.Join(s.dataDir, adminTokenFile), "--report", report,
 		"--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "30s",
-		"--hold", "9s", "--stop-share", "0.5", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s")
+		"--hold", "13s", "--stop-share", "0.5", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
