@@ -241,6 +241,19 @@ func safe(ctx context.Context, fn func(context.Context) error) (err error) {
 	return fn(ctx)
 }
 
+// Join announces this process once, for the deployment to see it before it
+// serves anything (Announce then keeps it announced): a process that
+// answers ready is in the others' view at their next read.
+func Join(ctx context.Context, o Options, modules []string) error {
+	o, err := o.check()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.tick())
+	defer cancel()
+	return o.Store.Announce(cctx, eim.Member{ID: o.Holder, Modules: slices.Clone(modules), Started: eim.NewTime(time.Now())}, o.TTL)
+}
+
 // Announce records this process as a running member with its modules,
 // renews the record every TTL/3 until ctx ends, and then removes it. A
 // store that is away is retried. It returns nil when ctx ends, or an

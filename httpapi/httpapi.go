@@ -42,6 +42,11 @@ type Options struct {
 	// original's features they provide, and the operations of a module
 	// that runs nowhere answer 501 naming it. nil: every module runs.
 	Deployed func() []string
+	// DeployedNow, when set, reads the deployment again (at most about
+	// once a second) before an operation is refused for its module running
+	// nowhere: the module's process may have started since Deployed's
+	// view was read.
+	DeployedNow func(context.Context) []string
 	// Version is the server's version, shown by GET /v1/orchestrator.
 	Version string
 }
@@ -57,16 +62,17 @@ const (
 
 // handler serves the API. It is safe for concurrent use.
 type handler struct {
-	inv      *inventory.Service
-	authn    Authenticator
-	log      *slog.Logger
-	maxBody  int64
-	limiter  *ipLimiter // nil when rate limiting is off
-	mux      *http.ServeMux
-	timeout  time.Duration
-	reprov   Reprovisioner
-	version  string
-	deployed func() []string
+	inv         *inventory.Service
+	authn       Authenticator
+	log         *slog.Logger
+	maxBody     int64
+	limiter     *ipLimiter // nil when rate limiting is off
+	mux         *http.ServeMux
+	timeout     time.Duration
+	reprov      Reprovisioner
+	version     string
+	deployed    func() []string
+	deployedNow func(context.Context) []string
 	// cur is the module whose routes are being registered (routes only).
 	cur string
 
@@ -82,16 +88,17 @@ type cachedProject struct {
 // New returns the API handler.
 func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler {
 	h := &handler{
-		inv:      inv,
-		authn:    authn,
-		log:      opts.Logger,
-		maxBody:  opts.MaxBodyBytes,
-		mux:      http.NewServeMux(),
-		timeout:  opts.RequestTimeout,
-		reprov:   opts.Reprovisioner,
-		version:  opts.Version,
-		deployed: opts.Deployed,
-		projects: map[string]cachedProject{},
+		inv:         inv,
+		authn:       authn,
+		log:         opts.Logger,
+		maxBody:     opts.MaxBodyBytes,
+		mux:         http.NewServeMux(),
+		timeout:     opts.RequestTimeout,
+		reprov:      opts.Reprovisioner,
+		version:     opts.Version,
+		deployed:    opts.Deployed,
+		deployedNow: opts.DeployedNow,
+		projects:    map[string]cachedProject{},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -61,6 +61,9 @@ func (h *handler) checkModule(r *http.Request) error {
 	if module == "" || slices.Contains(h.modules(), module) {
 		return nil
 	}
+	if h.deployedNow != nil && slices.Contains(h.deployedNow(r.Context()), module) {
+		return nil
+	}
 	return eim.Errorf(eim.EUNIMPLEMENTED,
 		"%s %s is an operation of the module %q, which runs nowhere in this deployment; run it (eim server --modules …,%s, or a profile that has it: see eim server --list-modules)",
 		r.Method, r.URL.Path, module, module)

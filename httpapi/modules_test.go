@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 
@@ -38,4 +39,34 @@ func TestModuleNotDeployed(t *testing.T) {
 	// Once the module runs somewhere, its operations are served.
 	deployed.Store([]string{httpapi.ModuleHosts, httpapi.ModuleTelemetry, httpapi.ModuleOS})
 	e.must(t, 200, "POST", p+"/compute/os", tokRW, osBody)
+}
+
+// TestModuleDeployedSinceTheView: a write whose module is missing from the
+// view in memory asks for a fresh view before refusing it: a process that
+// started since the last refresh serves it at once.
+func TestModuleDeployedSinceTheView(t *testing.T) {
+	var asked atomic.Int32
+	var now atomic.Value
+	now.Store([]string{httpapi.ModuleHosts})
+	e := newEnv(t, httpapi.Options{
+		Deployed: func() []string { return []string{httpapi.ModuleHosts} }, // a stale view
+		DeployedNow: func(context.Context) []string {
+			asked.Add(1)
+			return now.Load().([]string)
+		},
+	})
+	const p = "/v1/projects/p1"
+	osBody := map[string]any{"name": "ubuntu", "imageUrl": "https://example.com/u.img", "sha256": sha, "profileName": "u"}
+	wantError(t, e.do(t, "POST", p+"/compute/os", tokRW, osBody), 501, "Unimplemented", `module "os"`)
+	if asked.Load() != 1 {
+		t.Errorf("fresh views read: %d, want 1 before the 501", asked.Load())
+	}
+	now.Store([]string{httpapi.ModuleHosts, httpapi.ModuleOS})
+	e.must(t, 200, "POST", p+"/compute/os", tokRW, osBody)
+	// An operation the stale view allows reads nothing more.
+	n := asked.Load()
+	e.must(t, 200, "POST", p+"/regions", tokRW, map[string]any{"name": "r"})
+	if asked.Load() != n {
+		t.Errorf("a write of the inventory itself read the deployment again")
+	}
 }

@@ -78,7 +78,7 @@ func buildAPI(b *Builder) (Parts, error) {
 	inv := b.Inventory
 	h := httpapi.New(inv, b.Verifier, httpapi.Options{
 		Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: b.Provisioning(),
-		Deployed: b.deployment.Modules, Version: buildVersion(),
+		Deployed: b.deployment.Modules, DeployedNow: b.deployment.Fresh, Version: buildVersion(),
 	})
 	return Parts{
 		Routes: []Route{{"/", h}},

@@ -20,17 +20,22 @@ type deployment struct {
 	// (this one included); nil: this process is the deployment.
 	members func(ctx context.Context) ([][]string, error)
 	log     *slog.Logger
+	now     func() time.Time
 
-	mu      sync.Mutex
-	modules []string
-	missing string // the last needs reported missing, to log changes only
+	// refreshMu makes one Fresh read at a time; refreshed is when the
+	// view was last read.
+	refreshMu sync.Mutex
+	mu        sync.Mutex
+	modules   []string
+	refreshed time.Time
+	missing   string // the last needs reported missing, to log changes only
 }
 
 // deploymentRefresh is how often the view is read again.
 const deploymentRefresh = 5 * time.Second
 
 func newDeployment(self []*Module, members func(context.Context) ([][]string, error), log *slog.Logger) *deployment {
-	d := &deployment{self: moduleNames(self), members: members, log: log}
+	d := &deployment{self: moduleNames(self), members: members, log: log, now: time.Now}
 	d.modules = slices.Clone(d.self)
 	return d
 }
@@ -41,6 +46,29 @@ func (d *deployment) Modules() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.modules
+}
+
+// freshAfter is how old a view Fresh reads again: a write refused for
+// its module running nowhere costs at most four reads of the view a second.
+const freshAfter = 250 * time.Millisecond
+
+// Fresh returns the modules running somewhere, read again when the view is
+// older than freshAfter: a module that seems absent (a write the API would
+// refuse with 501) may have a process that started since the last
+// periodic refresh. At most one read per freshAfter, whatever the callers.
+func (d *deployment) Fresh(ctx context.Context) []string {
+	if d.members == nil {
+		return d.Modules()
+	}
+	d.refreshMu.Lock()
+	defer d.refreshMu.Unlock()
+	d.mu.Lock()
+	stale := d.now().Sub(d.refreshed) >= freshAfter
+	d.mu.Unlock()
+	if stale {
+		d.refresh(ctx)
+	}
+	return d.Modules()
 }
 
 // refresh reads the other processes' modules; when they cannot be read
@@ -64,6 +92,7 @@ func (d *deployment) refresh(ctx context.Context) {
 	slices.Sort(set)
 	d.mu.Lock()
 	d.modules = set
+	d.refreshed = d.now()
 	d.mu.Unlock()
 }
 

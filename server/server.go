@@ -254,6 +254,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("serving", "modules", strings.Join(moduleNames(cfg.Modules), ","), "addr", ln.Addr().String(),
 		"agent_addr", addrOf(aln), "agent_url", b.agentURL, "database", RedactDSN(dsn))
+	// Announced before serving (so a process that answers ready is seen
+	// by the others' next read), and what the other processes run read
+	// before the first check (so a process started after them reports
+	// only needs that are missing indeed). A failed announce is retried by
+	// Announce's loop.
+	if members != nil {
+		if err := coord.Join(ctx, copts, moduleNames(cfg.Modules)); err != nil {
+			log.Warn("coord: cannot announce this process yet; retrying", "err", err)
+		}
+	}
+	b.deployment.refresh(ctx)
 	b.deployment.check(cfg.Modules)
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/eimhq/eim/agent"
 	"github.com/eimhq/eim/agent/sim"
 	"github.com/eimhq/eim/client"
+	"github.com/eimhq/eim/internal/tcplb"
 )
 
 // The replica chaos test: seven "eim server" processes on one PostgreSQL,
@@ -74,100 +73,16 @@ func (r *replica) start(t *testing.T) {
 	}
 }
 
-// rrProxy is a round-robin TCP proxy: each connection goes to the next
-// backend that accepts it, as a plain layer-4 load balancer does. A
-// backend that dies drops its connections, and their clients reconnect to
-// another.
-type rrProxy struct {
-	ln       net.Listener
-	backends func() []string
-	mu       sync.Mutex
-	next     int
-	conns    map[net.Conn]struct{}
-}
-
-func newRRProxy(t *testing.T, backends func() []string) *rrProxy {
+// newRRProxy starts a round-robin TCP proxy (the plain layer-4 load
+// balancer in front of a group of replicas) for the test.
+func newRRProxy(t *testing.T, backends func() []string) *tcplb.Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := tcplb.Listen("127.0.0.1:0", backends)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &rrProxy{ln: ln, backends: backends, conns: map[net.Conn]struct{}{}}
-	go p.serve()
-	t.Cleanup(p.close)
+	t.Cleanup(p.Close)
 	return p
-}
-
-func (p *rrProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *rrProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.handle(c)
-	}
-}
-
-func (p *rrProxy) handle(c net.Conn) {
-	bs := p.backends()
-	for range bs {
-		p.mu.Lock()
-		addr := bs[p.next%len(bs)]
-		p.next++
-		p.mu.Unlock()
-		b, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			continue // a process that is down: the next one
-		}
-		if !p.track(c, b) {
-			return
-		}
-		done := make(chan struct{}, 2)
-		go func() { _, _ = io.Copy(b, c); done <- struct{}{} }()
-		go func() { _, _ = io.Copy(c, b); done <- struct{}{} }()
-		<-done
-		c.Close()
-		b.Close()
-		<-done
-		p.untrack(c, b)
-		return
-	}
-	c.Close()
-}
-
-func (p *rrProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		for _, c := range cs {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *rrProxy) untrack(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		delete(p.conns, c)
-	}
-}
-
-func (p *rrProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }
 
 // noConnectionMonitor counts the project's hosts "No Connection" through
@@ -246,7 +161,7 @@ func TestReplicaChaosPostgres(t *testing.T) {
 	agentLB := newRRProxy(t, addrsOf(nodeMods, true))
 	bootLB := newRRProxy(t, addrsOf(nodeMods, false))
 	for _, r := range nodeMods {
-		r.args = append(r.args, "--agent-url", "https://"+agentLB.addr())
+		r.args = append(r.args, "--agent-url", "https://"+agentLB.Addr())
 	}
 	all := append(append(append([]*replica{}, apis...), nodeMods...), rest...)
 	t.Cleanup(func() {
@@ -282,7 +197,7 @@ func TestReplicaChaosPostgres(t *testing.T) {
 
 	ctx := context.Background()
 	tok := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, adminTokenFile)))))
-	admin := client.New("http://"+apiLB.addr(), tok, nil)
+	admin := client.New("http://"+apiLB.Addr(), tok, nil)
 	// The modules' processes announce themselves within a refresh of the
 	// API's view: until then an OS profile is refused (501).
 	var osRes eim.OS
@@ -290,7 +205,7 @@ func TestReplicaChaosPostgres(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		err := admin.Create(ctx, eim.DefaultProject, eim.KindOS, map[string]string{
-			"name": "tiny-os", "profileName": "tiny-os", "imageUrl": "http://" + bootLB.addr() + "/boot/artifacts/os.img", "sha256": hex.EncodeToString(sum[:]),
+			"name": "tiny-os", "profileName": "tiny-os", "imageUrl": "http://" + bootLB.Addr() + "/boot/artifacts/os.img", "sha256": hex.EncodeToString(sum[:]),
 		}, &osRes)
 		if err == nil {
 			break
@@ -320,7 +235,7 @@ func TestReplicaChaosPostgres(t *testing.T) {
 	repc := make(chan *sim.Report, 1)
 	go func() {
 		rep, err := sim.Run(fctx, sim.Options{
-			URL: "https://" + agentLB.addr(), CA: ca, Identities: ids,
+			URL: "https://" + agentLB.Addr(), CA: ca, Identities: ids,
 			Connections: 6, ActionTime: 100 * time.Millisecond, RebootShare: 0.25, Seed: 21,
 			Backoff: agent.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 			Logger:  slog.New(slog.NewTextHandler(&simLog, &slog.HandlerOptions{Level: slog.LevelWarn})),
