@@ -2,6 +2,7 @@
 # Runs the API load benchmark against a real eim server process on loopback.
 #   bench/run.sh            SQLite in a temp data dir
 #   bench/run.sh postgres   PostgreSQL (a fresh database on 127.0.0.1:5432)
+# The API listens on 127.0.0.1:${API_PORT:-18080}.
 # Extra arguments after the engine go to apiload (e.g. --hosts 20000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,9 +23,9 @@ if [ "$engine" = postgres ]; then
 	psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb" -c "CREATE DATABASE $pgdb"
 	db=(--database "postgres://postgres@127.0.0.1:5432/$pgdb?sslmode=disable")
 fi
-"$dir/eim" server --data-dir "$dir/data" --http-addr 127.0.0.1:18080 --agent-addr 127.0.0.1:0 --log-level warn --rate-limit 0 ${EIM_BENCH_SERVER_FLAGS:-} "${db[@]}" >"$dir/server.log" 2>&1 &
+"$dir/eim" server --data-dir "$dir/data" --http-addr 127.0.0.1:${API_PORT:-18080} --agent-addr 127.0.0.1:0 --log-level warn --rate-limit 0 ${EIM_BENCH_SERVER_FLAGS:-} "${db[@]}" >"$dir/server.log" 2>&1 &
 srv=$!
-for _ in $(seq 1 100); do [ -s "$dir/data/admin.token" ] && curl -fs http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
+for _ in $(seq 1 100); do [ -s "$dir/data/admin.token" ] && curl -fs http://127.0.0.1:${API_PORT:-18080}/healthz >/dev/null && break; sleep 0.2; done
 echo "engine: $engine; machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version)"
-/usr/bin/time -f "load tool: %e s wall, %U s user, %S s sys, %M KiB max RSS" "$dir/apiload" --server http://127.0.0.1:18080 --token-file "$dir/data/admin.token" "$@"
+/usr/bin/time -f "load tool: %e s wall, %U s user, %S s sys, %M KiB max RSS" "$dir/apiload" --server http://127.0.0.1:${API_PORT:-18080} --token-file "$dir/data/admin.token" "$@"
 ps -o rss=,time= -p $srv | awk '{printf "server: RSS %.0f MiB, CPU time %s\n", $1/1024, $2}'
