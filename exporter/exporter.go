@@ -45,6 +45,9 @@ type Options struct {
 	// ProjectsEvery is how often the projects are read again, for their
 	// settings, which the change feed does not carry (default 10 s).
 	ProjectsEvery time.Duration
+	// Own, when set, are the process's own series (metrics.NewRegistry's),
+	// served in the same answer: the process then has one /metrics.
+	Own prometheus.Gatherer
 }
 
 // Service is the exporter of one process.
@@ -56,6 +59,7 @@ type Service struct {
 	now     func() time.Time
 
 	projectsEvery time.Duration
+	own           prometheus.Gatherer
 
 	snap   *snapshot
 	live   atomic.Bool // following the feed
@@ -65,7 +69,7 @@ type Service struct {
 // New returns an exporter; Run keeps its snapshot.
 func New(opts Options) *Service {
 	s := &Service{store: opts.Store, log: opts.Logger, perHost: opts.PerHost, retry: opts.RetryWait, now: opts.Now,
-		projectsEvery: opts.ProjectsEvery, snap: newSnapshot()}
+		projectsEvery: opts.ProjectsEvery, own: opts.Own, snap: newSnapshot()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -110,7 +114,11 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(fleetCollector{v: v, live: s.live.Load()})
-	fams, err := reg.Gather()
+	var g prometheus.Gatherer = reg
+	if s.own != nil {
+		g = prometheus.Gatherers{s.own, reg}
+	}
+	fams, err := g.Gather()
 	if err != nil {
 		// Ours to fix (a label set twice, say); the scrape shows it.
 		s.log.Error("exporter: gather", "err", err)

@@ -37,7 +37,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/metrics"
 )
 
 // Options configure a Runner. Store and Name are required, and at least
@@ -99,6 +102,10 @@ type Options struct {
 	// and 8 s): it doubles from MinWait with each failure in a row, plus
 	// up to a fifth at random, so that replicas do not retry together.
 	MinWait, MaxWait time.Duration
+
+	// Metrics, when set, gets the runner's series, labelled with its
+	// Name: eim_feed_lag_seconds, eim_feed_events_total, eim_feed_live.
+	Metrics prometheus.Registerer
 }
 
 // Runner follows the change feed for one consumer. See the package
@@ -110,6 +117,28 @@ type Runner struct {
 	live    atomic.Bool
 	pos     atomic.Int64 // the last revision handled
 	started atomic.Bool
+
+	// The runner's series (children of the process's families).
+	lag, liveG prometheus.Gauge
+	events     prometheus.Counter
+}
+
+// The families of every runner of a process.
+func lagVec(reg prometheus.Registerer) *prometheus.GaugeVec {
+	return metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eim_feed_lag_seconds",
+		Help: "How far behind the change feed a consumer was at its last batch: from the newest event's commit to the end of its handling."},
+		[]string{"consumer"}))
+}
+
+func eventsVec(reg prometheus.Registerer) *prometheus.CounterVec {
+	return metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eim_feed_events_total",
+		Help: "Change-feed events a consumer handled."}, []string{"consumer"}))
+}
+
+func liveVec(reg prometheus.Registerer) *prometheus.GaugeVec {
+	return metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eim_feed_live",
+		Help: "1 while a consumer follows the change feed (caught up after a resume); 0 while the store is away or it restarts."},
+		[]string{"consumer"}))
 }
 
 // New returns a Runner. It panics when a required option is missing (a
@@ -134,7 +163,9 @@ func New(o Options) *Runner {
 		o.MaxWait = 8 * time.Second
 	}
 	o.MaxWait = max(o.MaxWait, o.MinWait)
-	r := &Runner{o: o, log: o.Logger}
+	r := &Runner{o: o, log: o.Logger,
+		lag: lagVec(o.Metrics).WithLabelValues(o.Name), liveG: liveVec(o.Metrics).WithLabelValues(o.Name),
+		events: eventsVec(o.Metrics).WithLabelValues(o.Name)}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -281,7 +312,7 @@ func (r *Runner) run(ctx context.Context, s *state) error {
 				if err := r.call("handle", func() error { return r.o.Handle(ctx, batch) }); err != nil {
 					return err
 				}
-				r.pos.Store(batch[len(batch)-1].Revision)
+				r.handled(batch)
 				s.wait.reset()
 			}
 			if it.err != nil {
@@ -334,7 +365,7 @@ func (r *Runner) catchUp(ctx context.Context, s *state, resumed bool) (bool, err
 			if err := r.call("handle", func() error { return r.o.Handle(ctx, evs) }); err != nil {
 				return false, err
 			}
-			r.pos.Store(evs[len(evs)-1].Revision)
+			r.handled(evs)
 			s.wait.reset()
 		}
 		if len(evs) < r.o.MaxBatch {
@@ -347,8 +378,23 @@ func (r *Runner) catchUp(ctx context.Context, s *state, resumed bool) (bool, err
 	}
 }
 
+// handled records a batch handled: the position, and the series.
+func (r *Runner) handled(evs []eim.Event) {
+	last := evs[len(evs)-1]
+	r.pos.Store(last.Revision)
+	r.events.Add(float64(len(evs)))
+	if !last.Time.IsZero() {
+		r.lag.Set(max(0, time.Since(last.Time.Time).Seconds()))
+	}
+}
+
 // setLive sets Live and tells OnLive.
 func (r *Runner) setLive(live bool) {
+	if live {
+		r.liveG.Set(1)
+	} else {
+		r.liveG.Set(0)
+	}
 	if r.live.Swap(live) != live && r.o.OnLive != nil {
 		r.call("OnLive", func() error { r.o.OnLive(live); return nil })
 	}
