@@ -15,16 +15,20 @@
 package exporter
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/flate"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/eimhq/eim"
@@ -62,6 +66,7 @@ type Service struct {
 	own           prometheus.Gatherer
 
 	snap   *snapshot
+	cache  *hostCache
 	live   atomic.Bool // following the feed
 	loaded atomic.Bool // a first load finished
 }
@@ -69,7 +74,7 @@ type Service struct {
 // New returns an exporter; Run keeps its snapshot.
 func New(opts Options) *Service {
 	s := &Service{store: opts.Store, log: opts.Logger, perHost: opts.PerHost, retry: opts.RetryWait, now: opts.Now,
-		projectsEvery: opts.ProjectsEvery, own: opts.Own, snap: newSnapshot()}
+		projectsEvery: opts.ProjectsEvery, own: opts.Own, snap: newSnapshot(), cache: newHostCache()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -126,26 +131,61 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", contentType)
-	var out io.Writer = w
+	w.Header().Add("Vary", "Accept-Encoding")
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
-		w.Header().Add("Vary", "Accept-Encoding")
-		gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-		defer gz.Close()
-		out = gz
+		s.writeGzip(w, fams, v)
+		return
 	}
-	enc := expfmt.NewEncoder(out, expfmt.NewFormat(expfmt.TypeTextPlain))
+	bw := bufio.NewWriterSize(w, 64<<10)
+	defer bw.Flush()
+	enc := expfmt.NewEncoder(bw, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, mf := range fams {
 		if err := enc.Encode(mf); err != nil {
 			return // the scraper went away
 		}
 	}
 	if v != nil && s.perHost {
-		if err := s.writeHostSeries(out, v); err != nil {
+		if err := s.writeHostSeries(bw, v); err != nil {
 			return
 		}
 	}
 }
+
+// writeGzip writes the answer compressed: the families gathered,
+// compressed now, then the per-host series as the cache keeps them
+// (cache.go).
+func (s *Service) writeGzip(w io.Writer, fams []*dto.MetricFamily, v *view) {
+	var text bytes.Buffer
+	enc := expfmt.NewEncoder(&text, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range fams {
+		if err := enc.Encode(mf); err != nil {
+			s.log.Error("exporter: encode", "family", mf.GetName(), "err", err)
+		}
+	}
+	fw := flateWriters.Get().(*flate.Writer)
+	head := compress(fw, text.Bytes())
+	flateWriters.Put(fw)
+	var hosts []segment
+	if v != nil && s.perHost {
+		hosts = s.cache.segments(v)
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	g := newGzipWriter(bw)
+	g.add(&head)
+	for i := range hosts {
+		g.add(&hosts[i])
+	}
+	if g.close() == nil {
+		bw.Flush()
+	}
+}
+
+// flateWriters are the compressors of the answers' own text.
+var flateWriters = sync.Pool{New: func() any {
+	fw, _ := flate.NewWriter(nil, flate.BestSpeed) // the level is valid
+	return fw
+}}
 
 func acceptsGzip(r *http.Request) bool {
 	for part := range strings.SplitSeq(r.Header.Get("Accept-Encoding"), ",") {
