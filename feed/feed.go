@@ -126,7 +126,7 @@ type Runner struct {
 // The families of every runner of a process.
 func lagVec(reg prometheus.Registerer) *prometheus.GaugeVec {
 	return metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eim_feed_lag_seconds",
-		Help: "How far behind the change feed a consumer was at its last batch: from the newest event's commit to the end of its handling."},
+		Help: "How far behind the change feed a consumer is: while events wait for it, from the commit of the newest event of its last batch to the end of that batch's handling; 0 when none waits."},
 		[]string{"consumer"}))
 }
 
@@ -285,6 +285,9 @@ func (r *Runner) run(ctx context.Context, s *state) error {
 			}
 			relist.Reset(d)
 			relistC = relist.C
+		}
+		if events != nil && len(events) == 0 {
+			r.lag.Set(0) // caught up: nothing waits
 		}
 		select {
 		case <-ctx.Done():
