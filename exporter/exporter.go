@@ -26,7 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/flate"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -163,9 +162,9 @@ func (s *Service) writeGzip(w io.Writer, fams []*dto.MetricFamily, v *view) {
 			s.log.Error("exporter: encode", "family", mf.GetName(), "err", err)
 		}
 	}
-	fw := flateWriters.Get().(*flate.Writer)
-	head := compress(fw, text.Bytes())
-	flateWriters.Put(fw)
+	c := compressors.Get().(*compressor)
+	head := c.compress(text.Bytes())
+	compressors.Put(c)
 	var hosts []segment
 	if v != nil && s.perHost {
 		hosts = s.cache.segments(v)
@@ -181,11 +180,8 @@ func (s *Service) writeGzip(w io.Writer, fams []*dto.MetricFamily, v *view) {
 	}
 }
 
-// flateWriters are the compressors of the answers' own text.
-var flateWriters = sync.Pool{New: func() any {
-	fw, _ := flate.NewWriter(nil, flate.BestSpeed) // the level is valid
-	return fw
-}}
+// compressors compress the answers' text and the cache's buckets.
+var compressors = sync.Pool{New: func() any { return newCompressor() }}
 
 func acceptsGzip(r *http.Request) bool {
 	for part := range strings.SplitSeq(r.Header.Get("Accept-Encoding"), ",") {

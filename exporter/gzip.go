@@ -28,14 +28,25 @@ type segment struct {
 	shift uint32 // x^(8n) modulo the CRC polynomial: combines crc after earlier text
 }
 
-// compress makes a segment of text with fw (reset here).
-func compress(fw *flate.Writer, text []byte) segment {
-	var b bytes.Buffer
-	b.Grow(len(text)/8 + 64)
-	fw.Reset(&b)
-	fw.Write(text) // a bytes.Buffer does not fail
-	fw.Flush()
-	return segment{data: b.Bytes(), crc: crc32.ChecksumIEEE(text), n: int64(len(text)), shift: xPow8n(int64(len(text)))}
+// compressor makes segments: a deflate writer and its output buffer,
+// reused (the segments it returns have their own copy).
+type compressor struct {
+	fw  *flate.Writer
+	out bytes.Buffer
+}
+
+func newCompressor() *compressor {
+	fw, _ := flate.NewWriter(nil, flate.BestSpeed) // the level is valid
+	return &compressor{fw: fw}
+}
+
+// compress makes a segment of text.
+func (c *compressor) compress(text []byte) segment {
+	c.out.Reset()
+	c.fw.Reset(&c.out)
+	c.fw.Write(text) // a bytes.Buffer does not fail
+	c.fw.Flush()
+	return segment{data: bytes.Clone(c.out.Bytes()), crc: crc32.ChecksumIEEE(text), n: int64(len(text)), shift: xPow8n(int64(len(text)))}
 }
 
 // gzipHeader: no name, no time, OS unknown.

@@ -7,8 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/klauspost/compress/flate"
 )
 
 // TestCRCCombine: the combined checksum of two texts is the checksum of
@@ -34,7 +32,7 @@ func TestCRCCombine(t *testing.T) {
 // more than once, read back by the standard library's reader as the
 // texts in that order, checksum and length verified.
 func TestGzipSegments(t *testing.T) {
-	fw, _ := flate.NewWriter(nil, flate.BestSpeed)
+	c := newCompressor()
 	texts := [][]byte{
 		[]byte("# HELP x h\n# TYPE x gauge\n"),
 		bytes.Repeat([]byte(`edge_host_status{hostID="host-1",status="Running"} 1`+"\n"), 500),
@@ -43,7 +41,7 @@ func TestGzipSegments(t *testing.T) {
 	}
 	segs := make([]segment, len(texts))
 	for i, tx := range texts {
-		segs[i] = compress(fw, tx)
+		segs[i] = c.compress(tx)
 	}
 	order := []int{1, 0, 3, 2, 1, 1}
 	var out bytes.Buffer
