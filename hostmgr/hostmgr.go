@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eimhq/eim"

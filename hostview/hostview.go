@@ -34,12 +34,13 @@ package hostview
 
 import (
 	"context"
-	"github.com/prometheus/client_golang/prometheus"
 	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
