@@ -10,7 +10,7 @@ import (
 
 // The per-host series of a gzip answer (what Prometheus asks for) are
 // kept compressed between scrapes. The hosts are divided into buckets by
-// their ID's slot (about 32 hosts a bucket; a power of two of them, at
+// their ID's slot (about 64 hosts a bucket; a power of two of them, at
 // most nSlots), and each bucket keeps each per-host family's lines
 // compressed on their own (a segment, gzip.go). A scrape writes the
 // family's header and then every bucket's segment of it, and compresses
@@ -46,7 +46,7 @@ const numFamilies = 6
 // hostsPerBucket is the target size of a bucket: large enough that a
 // segment compresses about as well as the whole text, small enough that
 // a change recompresses little.
-const hostsPerBucket = 32
+const hostsPerBucket = 64
 
 // familyHeaders are the per-host families' # HELP and # TYPE lines,
 // compressed once.
