@@ -491,6 +491,7 @@ func TestMetrics(t *testing.T) {
 		}
 		r2 := feed.New(feed.Options{Store: e.store, Name: "view", Kinds: regions, Handle: c.handle, Metrics: reg})
 		defer e.start(r2)()
+		waitFor(t, "the second runner live", r2.Live) // it starts at the revision of then
 		e.write(2)
 		waitFor(t, "7 events counted", func() bool { return gauge(t, reg, "eim_feed_events_total", "view") == 7 })
 	})

@@ -100,3 +100,22 @@ func TestServerOwnMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestServerLeaseMetrics: on PostgreSQL a process holds the leases of its
+// run-once loops and the host module's shards, and says so.
+func TestServerLeaseMetrics(t *testing.T) {
+	db := freshPostgres(t)
+	s := startModules(t, t.TempDir(), true, "--modules", "api,host", "--database", db, "--database-max-conns", "4")
+	want := map[string]float64{"loop/api/reaper": 1, "host/shard": 64}
+	poll(t, "the leases held", func() error {
+		_, fams := scrapeText(t, s.http+"/metrics")
+		got := map[string]float64{}
+		for _, m := range fams["eim_leases_held"].GetMetric() {
+			got[m.Label[0].GetValue()] = m.Gauge.GetValue()
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("eim_leases_held: got %v, want %v", got, want)
+		}
+		return nil
+	})
+}
