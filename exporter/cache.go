@@ -21,7 +21,9 @@ import (
 // instead of compressing 640 MB of text (BENCHMARKS.md).
 //
 // A change to the projects (a project's UUID, its per-host setting, one
-// created or deleted) or to the number of buckets starts afresh.
+// created or deleted) or to the number of buckets starts afresh. After a
+// load of the snapshot the feed loop compresses everything at once, so
+// that the first scrape does not (feed.go).
 
 // hostCache is the compressed per-host series of one Service.
 type hostCache struct {

@@ -55,6 +55,11 @@ func (s *Service) followOnce(ctx context.Context) error {
 	s.live.Store(true)
 	s.loaded.Store(true)
 	s.log.Info("exporter: snapshot loaded", "hosts", s.hostCount(), "took", time.Since(start).Round(time.Millisecond))
+	if s.perHost {
+		// Every host is new to the compressed series: compress them now
+		// rather than in the first scrape's time (cache.go).
+		s.cache.segments(s.take(s.now()))
+	}
 
 	// The feed is read by a goroutine of this call's own, and applied
 	// here, so that a panic while applying reaches the module's loop
