@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 )
 
 // Options configure a Service.
@@ -51,6 +52,9 @@ type Options struct {
 	// Own, when set, are the process's own series (metrics.NewRegistry's),
 	// served in the same answer: the process then has one /metrics.
 	Own prometheus.Gatherer
+	// Metrics, when set, gets the change-feed series of the snapshot's
+	// loop (consumer "exporter").
+	Metrics prometheus.Registerer
 }
 
 // Service is the exporter of one process.
@@ -66,6 +70,7 @@ type Service struct {
 
 	snap   *snapshot
 	cache  *hostCache
+	feed   feed.Series
 	live   atomic.Bool // following the feed
 	loaded atomic.Bool // a first load finished
 }
@@ -73,7 +78,8 @@ type Service struct {
 // New returns an exporter; Run keeps its snapshot.
 func New(opts Options) *Service {
 	s := &Service{store: opts.Store, log: opts.Logger, perHost: opts.PerHost, retry: opts.RetryWait, now: opts.Now,
-		projectsEvery: opts.ProjectsEvery, own: opts.Own, snap: newSnapshot(), cache: newHostCache()}
+		projectsEvery: opts.ProjectsEvery, own: opts.Own, snap: newSnapshot(), cache: newHostCache(),
+		feed: feed.NewSeries(opts.Metrics, "exporter")}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -53,6 +53,8 @@ func (s *Service) followOnce(ctx context.Context) error {
 		return err
 	}
 	s.live.Store(true)
+	s.feed.Live(true)
+	defer s.feed.Live(false)
 	s.loaded.Store(true)
 	s.log.Info("exporter: snapshot loaded", "hosts", s.hostCount(), "took", time.Since(start).Round(time.Millisecond))
 	if s.perHost {
@@ -131,6 +133,10 @@ func (s *Service) followOnce(ctx context.Context) error {
 		}
 		if err := s.apply(ctx, batch); err != nil {
 			return err
+		}
+		s.feed.Handled(batch)
+		if len(evs) == 0 {
+			s.feed.CaughtUp()
 		}
 		pause.Reset(applyEvery)
 		select {

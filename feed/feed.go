@@ -118,12 +118,49 @@ type Runner struct {
 	pos     atomic.Int64 // the last revision handled
 	started atomic.Bool
 
-	// The runner's series (children of the process's families).
-	lag, liveG prometheus.Gauge
-	events     prometheus.Counter
+	series Series
 }
 
-// The families of every runner of a process.
+// Series are a consumer's change-feed series, children of families that
+// every consumer of the process shares (labelled consumer). A module
+// that follows the feed by itself (the exporter) uses them too.
+type Series struct {
+	lag, live prometheus.Gauge
+	events    prometheus.Counter
+}
+
+// NewSeries returns the series of the consumer named consumer, on reg
+// (nil: kept, not exposed).
+func NewSeries(reg prometheus.Registerer, consumer string) Series {
+	return Series{lag: lagVec(reg).WithLabelValues(consumer), live: liveVec(reg).WithLabelValues(consumer),
+		events: eventsVec(reg).WithLabelValues(consumer)}
+}
+
+// Handled records a batch of events handled (oldest first): their count,
+// and the lag of the newest.
+func (s Series) Handled(evs []eim.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	s.events.Add(float64(len(evs)))
+	if t := evs[len(evs)-1].Time; !t.IsZero() {
+		s.lag.Set(max(0, time.Since(t.Time).Seconds()))
+	}
+}
+
+// CaughtUp records that no event waits: no lag.
+func (s Series) CaughtUp() { s.lag.Set(0) }
+
+// Live records whether the consumer follows the feed.
+func (s Series) Live(live bool) {
+	if live {
+		s.live.Set(1)
+	} else {
+		s.live.Set(0)
+	}
+}
+
+// The families of every consumer of a process.
 func lagVec(reg prometheus.Registerer) *prometheus.GaugeVec {
 	return metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eim_feed_lag_seconds",
 		Help: "How far behind the change feed a consumer is: while events wait for it, from the commit of the newest event of its last batch to the end of that batch's handling; 0 when none waits."},
@@ -163,9 +200,7 @@ func New(o Options) *Runner {
 		o.MaxWait = 8 * time.Second
 	}
 	o.MaxWait = max(o.MaxWait, o.MinWait)
-	r := &Runner{o: o, log: o.Logger,
-		lag: lagVec(o.Metrics).WithLabelValues(o.Name), liveG: liveVec(o.Metrics).WithLabelValues(o.Name),
-		events: eventsVec(o.Metrics).WithLabelValues(o.Name)}
+	r := &Runner{o: o, log: o.Logger, series: NewSeries(o.Metrics, o.Name)}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -287,7 +322,7 @@ func (r *Runner) run(ctx context.Context, s *state) error {
 			relistC = relist.C
 		}
 		if events != nil && len(events) == 0 {
-			r.lag.Set(0) // caught up: nothing waits
+			r.series.CaughtUp() // nothing waits
 		}
 		select {
 		case <-ctx.Done():
@@ -383,21 +418,13 @@ func (r *Runner) catchUp(ctx context.Context, s *state, resumed bool) (bool, err
 
 // handled records a batch handled: the position, and the series.
 func (r *Runner) handled(evs []eim.Event) {
-	last := evs[len(evs)-1]
-	r.pos.Store(last.Revision)
-	r.events.Add(float64(len(evs)))
-	if !last.Time.IsZero() {
-		r.lag.Set(max(0, time.Since(last.Time.Time).Seconds()))
-	}
+	r.pos.Store(evs[len(evs)-1].Revision)
+	r.series.Handled(evs)
 }
 
 // setLive sets Live and tells OnLive.
 func (r *Runner) setLive(live bool) {
-	if live {
-		r.liveG.Set(1)
-	} else {
-		r.liveG.Set(0)
-	}
+	r.series.Live(live)
 	if r.live.Swap(live) != live && r.o.OnLive != nil {
 		r.call("OnLive", func() error { r.o.OnLive(live); return nil })
 	}
