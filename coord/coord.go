@@ -21,7 +21,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/metrics"
 )
 
 // Options configure the coordination of one process.
@@ -39,6 +42,12 @@ type Options struct {
 	// (false) a lease: for metrics and the process's status. It must not
 	// block.
 	Held func(name string, held bool)
+	// Metrics, when set, gets eim_leases_held: the leases this process
+	// holds, by lease (a run-once loop's name; the prefix of a set of
+	// shards).
+	Metrics prometheus.Registerer
+
+	leases *prometheus.GaugeVec // set by check
 }
 
 // DefaultTTL is the default of Options.TTL.
@@ -64,7 +73,21 @@ func (o Options) check() (Options, error) {
 	if o.Held == nil {
 		o.Held = func(string, bool) {}
 	}
+	o.leases = metrics.Register(o.Metrics, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eim_leases_held",
+		Help: "Leases this process holds, by lease: a run-once loop's (\"loop/<module>/<name>\", 0 or 1) or a set of shards' (\"host/shard\", how many)."},
+		[]string{"lease"}))
 	return o, nil
+}
+
+// took records that this process took (held) or lost the lease name,
+// counted under label.
+func (o Options) took(label, name string, held bool) {
+	o.Held(name, held)
+	if held {
+		o.leases.WithLabelValues(label).Inc()
+	} else {
+		o.leases.WithLabelValues(label).Dec()
+	}
 }
 
 // tick is the renewal period.
@@ -100,9 +123,9 @@ func Singleton(ctx context.Context, o Options, name string, fn func(context.Cont
 			continue
 		}
 		o.Logger.Info("coord: took the lease", "lease", name, "holder", o.Holder)
-		o.Held(name, true)
+		o.took(name, name, true)
 		l.hold(ctx, fn)
-		o.Held(name, false)
+		o.took(name, name, false)
 		if ctx.Err() == nil {
 			o.Logger.Warn("coord: lost the lease; its work is stopped", "lease", name, "holder", o.Holder)
 		}

@@ -256,7 +256,7 @@ func (s *Shards) Round(ctx context.Context) {
 	}
 	s.setOwned(gained, true)
 	for _, i := range gained {
-		s.o.Held(s.name(i), true)
+		s.o.took(s.so.Prefix, s.name(i), true)
 	}
 }
 
@@ -363,7 +363,7 @@ func (s *Shards) lose(shards []int) {
 	}
 	s.setOwned(shards, false)
 	for _, i := range shards {
-		s.o.Held(s.name(i), false)
+		s.o.took(s.so.Prefix, s.name(i), false)
 	}
 	s.so.Lost(shards)
 }

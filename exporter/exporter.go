@@ -15,19 +15,23 @@
 package exporter
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
 )
 
 // Options configure a Service.
@@ -45,6 +49,12 @@ type Options struct {
 	// ProjectsEvery is how often the projects are read again, for their
 	// settings, which the change feed does not carry (default 10 s).
 	ProjectsEvery time.Duration
+	// Own, when set, are the process's own series (metrics.NewRegistry's),
+	// served in the same answer: the process then has one /metrics.
+	Own prometheus.Gatherer
+	// Metrics, when set, gets the change-feed series of the snapshot's
+	// loop (consumer "exporter").
+	Metrics prometheus.Registerer
 }
 
 // Service is the exporter of one process.
@@ -56,8 +66,11 @@ type Service struct {
 	now     func() time.Time
 
 	projectsEvery time.Duration
+	own           prometheus.Gatherer
 
 	snap   *snapshot
+	cache  *hostCache
+	feed   feed.Series
 	live   atomic.Bool // following the feed
 	loaded atomic.Bool // a first load finished
 }
@@ -65,7 +78,8 @@ type Service struct {
 // New returns an exporter; Run keeps its snapshot.
 func New(opts Options) *Service {
 	s := &Service{store: opts.Store, log: opts.Logger, perHost: opts.PerHost, retry: opts.RetryWait, now: opts.Now,
-		projectsEvery: opts.ProjectsEvery, snap: newSnapshot()}
+		projectsEvery: opts.ProjectsEvery, own: opts.Own, snap: newSnapshot(), cache: newHostCache(),
+		feed: feed.NewSeries(opts.Metrics, "exporter")}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -110,7 +124,11 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(fleetCollector{v: v, live: s.live.Load()})
-	fams, err := reg.Gather()
+	var g prometheus.Gatherer = reg
+	if s.own != nil {
+		g = prometheus.Gatherers{s.own, reg}
+	}
+	fams, err := g.Gather()
 	if err != nil {
 		// Ours to fix (a label set twice, say); the scrape shows it.
 		s.log.Error("exporter: gather", "err", err)
@@ -118,26 +136,58 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", contentType)
-	var out io.Writer = w
+	w.Header().Add("Vary", "Accept-Encoding")
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
-		w.Header().Add("Vary", "Accept-Encoding")
-		gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-		defer gz.Close()
-		out = gz
+		s.writeGzip(w, fams, v)
+		return
 	}
-	enc := expfmt.NewEncoder(out, expfmt.NewFormat(expfmt.TypeTextPlain))
+	bw := bufio.NewWriterSize(w, 64<<10)
+	defer bw.Flush()
+	enc := expfmt.NewEncoder(bw, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, mf := range fams {
 		if err := enc.Encode(mf); err != nil {
 			return // the scraper went away
 		}
 	}
 	if v != nil && s.perHost {
-		if err := s.writeHostSeries(out, v); err != nil {
+		if err := s.writeHostSeries(bw, v); err != nil {
 			return
 		}
 	}
 }
+
+// writeGzip writes the answer compressed: the families gathered,
+// compressed now, then the per-host series as the cache keeps them
+// (cache.go).
+func (s *Service) writeGzip(w io.Writer, fams []*dto.MetricFamily, v *view) {
+	var text bytes.Buffer
+	enc := expfmt.NewEncoder(&text, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range fams {
+		if err := enc.Encode(mf); err != nil {
+			s.log.Error("exporter: encode", "family", mf.GetName(), "err", err)
+		}
+	}
+	c := compressors.Get().(*compressor)
+	head := c.compress(text.Bytes())
+	compressors.Put(c)
+	var hosts []segment
+	if v != nil && s.perHost {
+		hosts = s.cache.segments(v)
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	g := newGzipWriter(bw)
+	g.add(&head)
+	for i := range hosts {
+		g.add(&hosts[i])
+	}
+	if g.close() == nil {
+		bw.Flush()
+	}
+}
+
+// compressors compress the answers' text and the cache's buckets.
+var compressors = sync.Pool{New: func() any { return newCompressor() }}
 
 func acceptsGzip(r *http.Request) bool {
 	for part := range strings.SplitSeq(r.Header.Get("Accept-Encoding"), ",") {

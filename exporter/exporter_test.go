@@ -674,3 +674,112 @@ func TestExporterOutage(t *testing.T) {
 		return nil
 	})
 }
+
+// flat returns every sample of a scrape as "family labels" → value.
+func flat(fams map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for name := range fams {
+		for _, s := range samples(fams, name, nil) {
+			out[name+" "+fmt.Sprint(s.labels)] = s.value
+		}
+	}
+	return out
+}
+
+// TestExporterGzipCache: the compressed answer, whose per-host series are
+// kept compressed between scrapes, has the same series as the plain one
+// after each kind of change: a host's status, a maintenance window over
+// a host opening and going, an instance and a host deleted.
+func TestExporterGzipCache(t *testing.T) {
+	engines(t, func(t *testing.T, st eim.Store) {
+		now := time.Now()
+		f := setup(t, st, now)
+		url := start(t, st, true, now, time.Hour)
+		ctx := t.Context()
+		inv := inventory.New(st, inventory.Options{})
+		// agree waits until the compressed scrape shows what cond wants
+		// and the plain one has the same series.
+		agree := func(what string, cond func(fams map[string]*dto.MetricFamily) error) {
+			t.Helper()
+			waitFor(t, what, func() error {
+				gz := scrape(t, url, true)
+				if err := cond(gz); err != nil {
+					return err
+				}
+				g, p := flat(gz), flat(scrape(t, url, false))
+				if len(g) != len(p) {
+					return fmt.Errorf("gzip: %d series, plain: %d", len(g), len(p))
+				}
+				for k, v := range p {
+					if gv, ok := g[k]; !ok || gv != v {
+						return fmt.Errorf("%s: plain %v, gzip %v (present %v)", k, v, gv, ok)
+					}
+				}
+				return nil
+			})
+		}
+		value := func(fams map[string]*dto.MetricFamily, name string, match map[string]string, want float64) error {
+			if s := samples(fams, name, match); len(s) != 1 || s[0].value != want {
+				return fmt.Errorf("%s%v: got %v, want %v", name, match, s, want)
+			}
+			return nil
+		}
+		agree("the first scrapes", func(fams map[string]*dto.MetricFamily) error {
+			return value(fams, "edge_host_status", map[string]string{"hostID": f.fresh, "status": "Not Connected"}, 1)
+		})
+
+		err := st.Update(ctx, f.project, func(tx eim.Tx) error {
+			r, err := tx.Get(ctx, eim.KindHost, f.fresh)
+			if err != nil {
+				return err
+			}
+			h := r.(*eim.Host)
+			h.HostStatus = "Rebooting"
+			return tx.Update(ctx, h)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agree("a status changed", func(fams map[string]*dto.MetricFamily) error {
+			return value(fams, "edge_host_status", map[string]string{"hostID": f.fresh, "status": "Rebooting"}, 1)
+		})
+
+		win, err := inv.Create(ctx, f.project, &eim.SingleSchedule{Name: "fresh", ScheduleStatus: "SCHEDULE_STATUS_MAINTENANCE",
+			StartSeconds: uint32(now.Unix() - 60), EndSeconds: uint32(now.Unix() + 3600), TargetHostID: f.fresh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agree("a window opened over a host", func(fams map[string]*dto.MetricFamily) error {
+			return value(fams, "edge_host_schedule", map[string]string{"hostID": f.fresh}, 1)
+		})
+		if err := inv.Delete(ctx, f.project, eim.KindSingleSchedule, win.Base().ResourceID); err != nil {
+			t.Fatal(err)
+		}
+		agree("the window gone", func(fams map[string]*dto.MetricFamily) error {
+			return value(fams, "edge_host_schedule", map[string]string{"hostID": f.fresh}, 0)
+		})
+
+		err = st.Update(ctx, f.project, func(tx eim.Tx) error {
+			items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: f.weird}}})
+			if err != nil || len(items) != 1 {
+				return fmt.Errorf("instance of %s: %v %v", f.weird, items, err)
+			}
+			return tx.Delete(ctx, eim.KindInstance, items[0].Base().ResourceID)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agree("an instance deleted", func(fams map[string]*dto.MetricFamily) error {
+			return value(fams, "edge_host_provisioning_status", map[string]string{"hostID": f.weird, "provisioningStatus": "Not Provisioned"}, 1)
+		})
+		if err := st.Update(ctx, f.project, func(tx eim.Tx) error { return tx.Delete(ctx, eim.KindHost, f.weird) }); err != nil {
+			t.Fatal(err)
+		}
+		agree("a host deleted", func(fams map[string]*dto.MetricFamily) error {
+			if s := samples(fams, "edge_host_status", map[string]string{"hostID": f.weird}); len(s) != 0 {
+				return fmt.Errorf("still listed: %d series", len(s))
+			}
+			return nil
+		})
+	})
+}

@@ -53,8 +53,15 @@ func (s *Service) followOnce(ctx context.Context) error {
 		return err
 	}
 	s.live.Store(true)
+	s.feed.Live(true)
+	defer s.feed.Live(false)
 	s.loaded.Store(true)
 	s.log.Info("exporter: snapshot loaded", "hosts", s.hostCount(), "took", time.Since(start).Round(time.Millisecond))
+	if s.perHost {
+		// Every host is new to the compressed series: compress them now
+		// rather than in the first scrape's time (cache.go).
+		s.cache.segments(s.take(s.now()))
+	}
 
 	// The feed is read by a goroutine of this call's own, and applied
 	// here, so that a panic while applying reaches the module's loop
@@ -126,6 +133,10 @@ func (s *Service) followOnce(ctx context.Context) error {
 		}
 		if err := s.apply(ctx, batch); err != nil {
 			return err
+		}
+		s.feed.Handled(batch)
+		if len(evs) == 0 {
+			s.feed.CaughtUp()
 		}
 		pause.Reset(applyEvery)
 		select {

@@ -240,6 +240,7 @@ func init() {
 			}
 		}
 	}
+	compressHeaders()
 }
 
 // renderHeader returns the # HELP and # TYPE lines of a gauge family as
@@ -302,53 +303,50 @@ func (s *Service) writeHostSeries(w io.Writer, v *view) error {
 	if len(shown) == 0 {
 		return nil
 	}
-	lw := &lineWriter{w: w, buf: make([]byte, 0, 64<<10)}
+	buf := make([]byte, 0, 64<<10)
 	for _, f := range hostFamilies {
-		lw.buf = append(lw.buf, f.header...)
+		buf = append(buf, f.header...)
 		for i, hv := range shown {
-			labels := hv.h.labelsFor(ids[i])
-			switch {
-			case f.set != nil:
-				cur := int(f.value(hv))
-				for vi, val := range f.values {
-					lw.line(f.name, labels, val, b2f(vi == cur))
-				}
-			case f.name == "edge_host_schedule":
-				lw.line(f.name, labels, nil, b2f(hv.maintenance))
-			default: // edge_host_total_provisioning_time
-				if x, ok := hv.totalProvisioningTime(); ok {
-					lw.line(f.name, labels, nil, x)
-				}
-			}
-			if len(lw.buf) >= 60<<10 {
-				if err := lw.flush(); err != nil {
+			buf = f.appendHost(buf, hv, ids[i])
+			if len(buf) >= 60<<10 {
+				if _, err := w.Write(buf); err != nil {
 					return err
 				}
+				buf = buf[:0]
 			}
 		}
 	}
-	return lw.flush()
+	_, err := w.Write(buf)
+	return err
 }
 
-// lineWriter buffers sample lines.
-type lineWriter struct {
-	w   io.Writer
-	buf []byte
+// appendHost appends the family's lines of a host of the project with
+// the UUID projectID.
+func (f *hostFamily) appendHost(b []byte, hv *hostView, projectID string) []byte {
+	labels := hv.h.labelsFor(projectID)
+	switch {
+	case f.set != nil:
+		cur := int(f.value(hv))
+		for vi, val := range f.values {
+			b = appendLine(b, f.name, labels, val, b2f(vi == cur))
+		}
+	case f.name == "edge_host_schedule":
+		b = appendLine(b, f.name, labels, nil, b2f(hv.maintenance))
+	default: // edge_host_total_provisioning_time
+		if x, ok := hv.totalProvisioningTime(); ok {
+			b = appendLine(b, f.name, labels, nil, x)
+		}
+	}
+	return b
 }
 
-// line appends `name{labels,value} x`.
-func (lw *lineWriter) line(name string, labels, value []byte, x float64) {
-	b := append(lw.buf, name...)
+// appendLine appends `name{labels,value} x`.
+func appendLine(b []byte, name string, labels, value []byte, x float64) []byte {
+	b = append(b, name...)
 	b = append(b, '{')
 	b = append(b, labels...)
 	b = append(b, value...)
 	b = append(b, '}', ' ')
 	b = strconv.AppendFloat(b, x, 'g', -1, 64)
-	lw.buf = append(b, '\n')
-}
-
-func (lw *lineWriter) flush() error {
-	_, err := lw.w.Write(lw.buf)
-	lw.buf = lw.buf[:0]
-	return err
+	return append(b, '\n')
 }

@@ -25,6 +25,33 @@ type snapshot struct {
 	projects  map[string]*projectRec  // by name
 	trees     map[string]*tree        // by project name
 	loaded    bool                    // a full load finished
+	// slots date the changes to the hosts, by slot of the host's ID
+	// (slotOf): a host or its instance that changes (or comes, or goes)
+	// sets its slot to the next version, a load sets every slot. A scrape
+	// reuses the compressed per-host series of the slots whose versions
+	// did not move (cache.go).
+	slots [nSlots]uint64
+	ver   uint64
+}
+
+// nSlots is how many slots the hosts are dated by: the most buckets the
+// per-host series are compressed in.
+const nSlots = 8192
+
+// slotOf returns the slot of a host ID (FNV-1a).
+func slotOf(id string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return h & (nSlots - 1)
+}
+
+// touch dates a change to the host with the ID.
+func (sn *snapshot) touch(id string) {
+	sn.ver++
+	sn.slots[slotOf(id)] = sn.ver
 }
 
 // hostEntry pairs a host with its instance, so that a scrape finds it
@@ -43,6 +70,7 @@ type hostRec struct {
 	statusOK, onboardingOK       bool  // the texts were recognised
 	created                      float64
 	onboarded, firstContact      float64 // unix seconds; 0: not known
+	slot                         uint32  // slotOf(id)
 	// labels caches the host's identity labels as the exposition shows
 	// them (rendered on first use).
 	labels atomic.Pointer[[]byte]
@@ -86,7 +114,7 @@ func newSnapshot() *snapshot {
 
 func newHostRec(h *eim.Host) *hostRec {
 	r := &hostRec{id: h.ResourceID, project: h.Project, name: h.Name, uuid: h.UUID, serial: h.SerialNumber,
-		hostname: h.Hostname, site: h.SiteID, created: unixSeconds(h.Timestamps.CreatedAt)}
+		hostname: h.Hostname, site: h.SiteID, created: unixSeconds(h.Timestamps.CreatedAt), slot: slotOf(h.ResourceID)}
 	r.status, r.statusOK = hostStatuses.fold(h.HostStatus)
 	r.onboarding, r.onboardingOK = onboardingStatuses.fold(h.OnboardingStatus)
 	if h.OnboardingStatus == onboardingStatuses.values[1] && h.OnboardingStatusTimestamp > 0 {
@@ -101,6 +129,14 @@ func newHostRec(h *eim.Host) *hostRec {
 		r.firstContact = r.onboarded
 	}
 	return r
+}
+
+// same reports whether h and o show the same (their labels cache aside).
+func (h *hostRec) same(o *hostRec) bool {
+	return h.id == o.id && h.project == o.project && h.name == o.name && h.uuid == o.uuid && h.serial == o.serial &&
+		h.hostname == o.hostname && h.site == o.site && h.status == o.status && h.onboarding == o.onboarding &&
+		h.statusOK == o.statusOK && h.onboardingOK == o.onboardingOK && h.created == o.created &&
+		h.onboarded == o.onboarded && h.firstContact == o.firstContact
 }
 
 func newInstanceRec(in *eim.Instance) *instanceRec {
@@ -166,6 +202,10 @@ func (s *Service) load(ctx context.Context) error {
 	defer sn.mu.Unlock()
 	sn.projects, sn.trees, sn.hosts, sn.instances, sn.byHost = projects, trees, hosts, instances, byHost
 	sn.loaded = true
+	sn.ver++
+	for i := range sn.slots {
+		sn.slots[i] = sn.ver
+	}
 	return nil
 }
 
@@ -322,26 +362,41 @@ func (s *Service) apply(ctx context.Context, evs []eim.Event) error {
 			continue
 		}
 		if e := sn.hosts[id]; e != nil {
-			e.h = h
+			// Most changes of a host (its hardware, its last-seen time)
+			// change nothing shown: the record, and the series compressed
+			// from it, stay.
+			if !e.h.same(h) {
+				e.h = h
+				sn.touch(id)
+			}
 		} else {
 			sn.hosts[id] = &hostEntry{h: h, in: sn.byHost[id]}
+			sn.touch(id)
 		}
 	}
 	for id := range goneHosts {
-		delete(sn.hosts, id)
+		if sn.hosts[id] != nil {
+			delete(sn.hosts, id)
+			sn.touch(id)
+		}
 	}
 	for id, in := range insts {
 		if in == nil {
 			goneInsts[id] = true
 			continue
 		}
-		if old := sn.instances[id]; old != nil && old.host != in.host {
+		old := sn.instances[id]
+		if old != nil && *old == *in {
+			continue
+		}
+		if old != nil && old.host != in.host {
 			sn.unlink(old)
 		}
 		sn.instances[id], sn.byHost[in.host] = in, in
 		if e := sn.hosts[in.host]; e != nil {
 			e.in = in
 		}
+		sn.touch(in.host)
 	}
 	for id := range goneInsts {
 		if old := sn.instances[id]; old != nil {
@@ -354,6 +409,7 @@ func (s *Service) apply(ctx context.Context, evs []eim.Event) error {
 
 // unlink forgets that instance in is its host's.
 func (sn *snapshot) unlink(in *instanceRec) {
+	sn.touch(in.host)
 	if sn.byHost[in.host] == in {
 		delete(sn.byHost, in.host)
 	}

@@ -15,6 +15,8 @@ type view struct {
 	hosts    []hostView
 	projects map[string]*projectRec
 	trees    map[string]*tree
+	// slots are the snapshot's change versions at that instant.
+	slots [nSlots]uint64
 }
 
 // hostView is a host and what a scrape shows of it.
@@ -103,6 +105,7 @@ func (s *Service) take(now time.Time) *view {
 	for p, t := range sn.trees {
 		v.trees[p] = t
 	}
+	v.slots = sn.slots
 	sn.mu.RUnlock()
 
 	open := map[string]*openSet{}

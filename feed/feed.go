@@ -37,7 +37,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/metrics"
 )
 
 // Options configure a Runner. Store and Name are required, and at least
@@ -99,6 +102,10 @@ type Options struct {
 	// and 8 s): it doubles from MinWait with each failure in a row, plus
 	// up to a fifth at random, so that replicas do not retry together.
 	MinWait, MaxWait time.Duration
+
+	// Metrics, when set, gets the runner's series, labelled with its
+	// Name: eim_feed_lag_seconds, eim_feed_events_total, eim_feed_live.
+	Metrics prometheus.Registerer
 }
 
 // Runner follows the change feed for one consumer. See the package
@@ -110,6 +117,65 @@ type Runner struct {
 	live    atomic.Bool
 	pos     atomic.Int64 // the last revision handled
 	started atomic.Bool
+
+	series Series
+}
+
+// Series are a consumer's change-feed series, children of families that
+// every consumer of the process shares (labelled consumer). A module
+// that follows the feed by itself (the exporter) uses them too.
+type Series struct {
+	lag, live prometheus.Gauge
+	events    prometheus.Counter
+}
+
+// NewSeries returns the series of the consumer named consumer, on reg
+// (nil: kept, not exposed).
+func NewSeries(reg prometheus.Registerer, consumer string) Series {
+	return Series{lag: lagVec(reg).WithLabelValues(consumer), live: liveVec(reg).WithLabelValues(consumer),
+		events: eventsVec(reg).WithLabelValues(consumer)}
+}
+
+// Handled records a batch of events handled (oldest first): their count,
+// and the lag of the newest.
+func (s Series) Handled(evs []eim.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	s.events.Add(float64(len(evs)))
+	if t := evs[len(evs)-1].Time; !t.IsZero() {
+		s.lag.Set(max(0, time.Since(t.Time).Seconds()))
+	}
+}
+
+// CaughtUp records that no event waits: no lag.
+func (s Series) CaughtUp() { s.lag.Set(0) }
+
+// Live records whether the consumer follows the feed.
+func (s Series) Live(live bool) {
+	if live {
+		s.live.Set(1)
+	} else {
+		s.live.Set(0)
+	}
+}
+
+// The families of every consumer of a process.
+func lagVec(reg prometheus.Registerer) *prometheus.GaugeVec {
+	return metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eim_feed_lag_seconds",
+		Help: "How far behind the change feed a consumer is: while events wait for it, from the commit of the newest event of its last batch to the end of that batch's handling; 0 when none waits."},
+		[]string{"consumer"}))
+}
+
+func eventsVec(reg prometheus.Registerer) *prometheus.CounterVec {
+	return metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eim_feed_events_total",
+		Help: "Change-feed events a consumer handled."}, []string{"consumer"}))
+}
+
+func liveVec(reg prometheus.Registerer) *prometheus.GaugeVec {
+	return metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eim_feed_live",
+		Help: "1 while a consumer follows the change feed (caught up after a resume); 0 while the store is away or it restarts."},
+		[]string{"consumer"}))
 }
 
 // New returns a Runner. It panics when a required option is missing (a
@@ -134,7 +200,7 @@ func New(o Options) *Runner {
 		o.MaxWait = 8 * time.Second
 	}
 	o.MaxWait = max(o.MaxWait, o.MinWait)
-	r := &Runner{o: o, log: o.Logger}
+	r := &Runner{o: o, log: o.Logger, series: NewSeries(o.Metrics, o.Name)}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -255,6 +321,9 @@ func (r *Runner) run(ctx context.Context, s *state) error {
 			relist.Reset(d)
 			relistC = relist.C
 		}
+		if events != nil && len(events) == 0 {
+			r.series.CaughtUp() // nothing waits
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -281,7 +350,7 @@ func (r *Runner) run(ctx context.Context, s *state) error {
 				if err := r.call("handle", func() error { return r.o.Handle(ctx, batch) }); err != nil {
 					return err
 				}
-				r.pos.Store(batch[len(batch)-1].Revision)
+				r.handled(batch)
 				s.wait.reset()
 			}
 			if it.err != nil {
@@ -334,7 +403,7 @@ func (r *Runner) catchUp(ctx context.Context, s *state, resumed bool) (bool, err
 			if err := r.call("handle", func() error { return r.o.Handle(ctx, evs) }); err != nil {
 				return false, err
 			}
-			r.pos.Store(evs[len(evs)-1].Revision)
+			r.handled(evs)
 			s.wait.reset()
 		}
 		if len(evs) < r.o.MaxBatch {
@@ -347,8 +416,15 @@ func (r *Runner) catchUp(ctx context.Context, s *state, resumed bool) (bool, err
 	}
 }
 
+// handled records a batch handled: the position, and the series.
+func (r *Runner) handled(evs []eim.Event) {
+	r.pos.Store(evs[len(evs)-1].Revision)
+	r.series.Handled(evs)
+}
+
 // setLive sets Live and tells OnLive.
 func (r *Runner) setLive(live bool) {
+	r.series.Live(live)
 	if r.live.Swap(live) != live && r.o.OnLive != nil {
 		r.call("OnLive", func() error { r.o.OnLive(live); return nil })
 	}

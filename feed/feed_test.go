@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/sqlstore"
@@ -441,4 +443,56 @@ func TestRunOnce(t *testing.T) {
 	if err := r.Run(e.ctx); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("second Run: %v, want an error", err)
 	}
+}
+
+// gauge returns the value of family name's series of the consumer in
+// reg (a counter's too); -1 when there is none.
+func gauge(t *testing.T, reg *prometheus.Registry, name, consumer string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.Metric {
+			if len(m.Label) == 1 && m.Label[0].GetValue() == consumer {
+				if m.Counter != nil {
+					return m.Counter.GetValue()
+				}
+				return m.Gauge.GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// TestMetrics: a runner's series, labelled with its name: live while it
+// follows the feed, the events it handled, its lag back at 0 once nothing
+// waits; a second runner of the same name (a loop started again) shares
+// them.
+func TestMetrics(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		reg := prometheus.NewRegistry()
+		var c collector
+		r := feed.New(feed.Options{Store: e.store, Name: "view", Kinds: regions, Handle: c.handle, Metrics: reg})
+		stop := e.start(r)
+		waitFor(t, "the runner live", func() bool { return gauge(t, reg, "eim_feed_live", "view") == 1 })
+		revs := e.write(5)
+		waitFor(t, "the events handled", func() bool { return c.has(revs[4]) })
+		waitFor(t, "5 events counted and no lag", func() bool {
+			return gauge(t, reg, "eim_feed_events_total", "view") == 5 && gauge(t, reg, "eim_feed_lag_seconds", "view") == 0
+		})
+		stop()
+		if got := gauge(t, reg, "eim_feed_live", "view"); got != 0 {
+			t.Errorf("eim_feed_live after the stop: got %v, want 0", got)
+		}
+		r2 := feed.New(feed.Options{Store: e.store, Name: "view", Kinds: regions, Handle: c.handle, Metrics: reg})
+		defer e.start(r2)()
+		waitFor(t, "the second runner live", r2.Live) // it starts at the revision of then
+		e.write(2)
+		waitFor(t, "7 events counted", func() bool { return gauge(t, reg, "eim_feed_events_total", "view") == 7 })
+	})
 }

@@ -41,7 +41,7 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 	hw = canonical(hw)
 	digest := hardwareDigest(hw)
 	now := s.now()
-	gen := s.live.syncing(n.Project, n.HostID, now)
+	gen, _ := s.live.syncing(n.Project, n.HostID, now)
 	var h *eim.Host
 	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
 		var err error

@@ -82,11 +82,13 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[hostv1.Hea
 	if s.maintenance != nil {
 		out.MaintenanceVersion = s.maintenance.Version(ctx, n.Project, n.HostID)
 	}
-	if ok, digest := s.live.beat(n.Project, n.HostID, now, want.text, m); ok {
+	if ok, digest, prev := s.live.beat(n.Project, n.HostID, now, want.text, m); ok {
+		s.metrics.heard(prev, now, interval)
 		out.SendHardware = needHardware(digest, m)
 		return connect.NewResponse(out), nil
 	}
-	act, digest, err := s.sync(ctx, n, m, now, want)
+	act, digest, prev, err := s.sync(ctx, n, m, now, want)
+	s.metrics.heard(prev, now, interval)
 	if err != nil {
 		return nil, southbound.Error(ctx, s.log, "hostmgr: heartbeat", err)
 	}
@@ -139,30 +141,32 @@ func checkHeartbeat(m *hostv1.HeartbeatRequest) error {
 // beat is the fast path: when the tracker knows the host shows status
 // already and has no action pending, it records the heartbeat and returns
 // the host's hardware digest.
-func (t *tracker) beat(project, id string, now time.Time, status string, m *hostv1.HeartbeatRequest) (ok bool, digest string) {
+func (t *tracker) beat(project, id string, now time.Time, status string, m *hostv1.HeartbeatRequest) (ok bool, digest string, prev time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.hosts[id]
 	if e == nil || !e.known || e.status != status || e.action != nil || m.ActionResult != nil || e.project != project {
-		return false, ""
+		return false, "", time.Time{}
 	}
-	t.heardAt(e, now)
+	prev = t.heardAt(e, now)
 	e.until = time.Time{}
 	t.queue(e, now)
-	return true, e.digest
+	return true, e.digest, prev
 }
 
 // sync is the slow path: read the host (from the host view, which holds
 // it unless it changed), write it if the heartbeat changes it, and
 // remember what it shows.
-func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.HeartbeatRequest, now time.Time, want hostStatus) (*hostv1.HostAction, string, error) {
-	gen := s.live.syncing(n.Project, n.HostID, now)
+//
+// prev is when the node was heard from before (zero: not known).
+func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.HeartbeatRequest, now time.Time, want hostStatus) (_ *hostv1.HostAction, _ string, prev time.Time, _ error) {
+	gen, prev := s.live.syncing(n.Project, n.HostID, now)
 	v, err := s.hosts.Host(ctx, n.Project, n.HostID)
 	if eim.ErrorCode(err) == eim.ENOTFOUND {
 		s.live.forget(n.HostID)
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", prev, err
 	}
 	ts := uint64(now.Unix())
 	probe := probeOf(v)
@@ -184,11 +188,11 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 			return writeBeat(ctx, tx, &before, h)
 		})
 		if err != nil {
-			return nil, "", err
+			return nil, "", prev, err
 		}
 	}
 	s.live.synced(n.HostID, gen, status, digest, act)
-	return act, digest, nil
+	return act, digest, prev, nil
 }
 
 // probeOf returns a host with the fields of v that applyBeat reads.
@@ -244,15 +248,15 @@ func getHost(ctx context.Context, tx eim.Tx, id string) (*eim.Host, error) {
 }
 
 // syncing records a heartbeat about to be synced and returns the host's
-// change generation.
-func (t *tracker) syncing(project, id string, now time.Time) uint64 {
+// change generation, and when the node was heard from before.
+func (t *tracker) syncing(project, id string, now time.Time) (gen uint64, prev time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(project, id)
-	t.heardAt(e, now)
+	prev = t.heardAt(e, now)
 	e.until = time.Time{}
 	t.queue(e, now)
-	return e.gen
+	return e.gen, prev
 }
 
 // synced records what a host shows after a sync; the entry is known unless

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/coord"
@@ -75,6 +76,10 @@ type Options struct {
 	ReportIn ReportInFunc
 	Logger   *slog.Logger
 	Now      func() time.Time
+	// Metrics, when set, gets the heartbeat series (eim_heartbeats_total,
+	// eim_heartbeat_lateness_seconds), the change-feed runner's and the
+	// shards' leases.
+	Metrics prometheus.Registerer
 
 	// Telemetry, when set, puts the node's telemetry version in heartbeat
 	// answers and serves GetTelemetryConfig; nil answers it Unimplemented.
@@ -130,6 +135,8 @@ type Options struct {
 // Service implements hostv1connect.HostServiceHandler. Run drives its
 // timers; handlers work before Run is called, but no host times out.
 type Service struct {
+	metrics     *serviceMetrics
+	reg         prometheus.Registerer
 	store       eim.Store
 	batch       Batcher
 	reportIn    ReportInFunc
@@ -171,6 +178,7 @@ func New(opts Options) *Service {
 		panic("hostmgr.New: Store and ReportIn are required")
 	}
 	s := &Service{
+		metrics: newServiceMetrics(opts.Metrics), reg: opts.Metrics,
 		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, log: opts.Logger, now: opts.Now,
 		interval: opts.Interval, timeout: opts.Timeout, hwEvery: opts.HardwareInterval,
 		rebootMax: opts.RebootTimeout, updateMax: opts.UpdateTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
@@ -220,7 +228,7 @@ func New(opts Options) *Service {
 			panic("hostmgr.New: Replica is required with Members")
 		}
 		var err error
-		s.shards, err = coord.NewShards(coord.Options{Store: opts.Store, Holder: opts.Replica, TTL: s.leaseTTL, Logger: s.log},
+		s.shards, err = coord.NewShards(coord.Options{Store: opts.Store, Holder: opts.Replica, TTL: s.leaseTTL, Logger: s.log, Metrics: opts.Metrics},
 			coord.ShardOptions{Prefix: leasePrefix, Count: shards, Members: opts.Members,
 				Viewed: s.viewed, Gained: s.gained, Releasing: s.releasing, Lost: s.lost,
 				// A replica that joins takes shards once its store times
@@ -271,7 +279,7 @@ func (s *Service) run(ctx context.Context) error {
 	// A store that is away is waited for: heartbeats are answered
 	// meanwhile, and no host times out before its liveness is known.
 	restored := make(chan struct{})
-	restore := feed.New(feed.Options{Store: s.store, Name: "hostmgr", Logger: s.log,
+	restore := feed.New(feed.Options{Store: s.store, Name: "hostmgr", Logger: s.log, Metrics: s.reg,
 		Relist: func(ctx context.Context) error {
 			if s.restored.Load() {
 				return nil

@@ -136,13 +136,15 @@ func (t *tracker) restore(project, id string, seen, now time.Time, pardon bool) 
 // knows it; later times are saved as the checker passes them (expired),
 // and, while the fleet is shared, whenever the store's may be older than
 // w.
-func (t *tracker) heardAt(e *entry, now time.Time) {
+func (t *tracker) heardAt(e *entry, now time.Time) (prev time.Time) {
+	prev = e.seen
 	if now.After(e.seen) {
 		e.seen = now
 	}
 	if e.stored.IsZero() || (t.shared && now.Sub(e.stored) >= t.w) {
 		t.save(e)
 	}
+	return prev
 }
 
 // save queues e for the next flush.

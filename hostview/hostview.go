@@ -40,6 +40,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
 )
@@ -104,6 +106,9 @@ type Options struct {
 	Store  eim.Store
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Metrics, when set, gets the series of its change-feed runner
+	// (feed.Options.Metrics).
+	Metrics prometheus.Registerer
 }
 
 // View is the per-host view. Its methods work before Run is called, but
@@ -160,7 +165,7 @@ func New(o Options) *View {
 	for i := range v.shards {
 		v.shards[i].m = map[string]*entry{}
 	}
-	v.feed = feed.New(feed.Options{Store: o.Store, Name: "host view", Logger: v.log, Kinds: []eim.Kind{eim.KindHost},
+	v.feed = feed.New(feed.Options{Store: o.Store, Name: "host view", Logger: v.log, Metrics: o.Metrics, Kinds: []eim.Kind{eim.KindHost},
 		Handle: func(_ context.Context, evs []eim.Event) error {
 			v.changed(evs)
 			return nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/metrics"
 )
 
 // Authenticator turns a bearer token into a principal; errors are EUNAUTHORIZED.
@@ -135,6 +136,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(sw, r, eim.Errorf(eim.EINVALID, "request headers contain non-printable characters"))
 	default:
 		h.mux.ServeHTTP(sw, r)
+		// The operation's template, for the listener's request metrics.
+		metrics.SetRoute(w, r.Pattern)
 	}
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.LogAttrs(ctx, slog.LevelDebug, "http request",

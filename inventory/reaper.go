@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
 )
@@ -13,6 +15,9 @@ import (
 // ReaperOptions configure a Reaper. Zero values select defaults.
 type ReaperOptions struct {
 	Logger *slog.Logger
+	// Metrics, when set, gets the series of its change-feed runner
+	// (feed.Options.Metrics).
+	Metrics prometheus.Registerer
 	// Interval between full re-lists (default 30 s). The change feed makes
 	// the reaper prompt; the re-list makes it correct even if it missed an
 	// event or a confirmation failed.
@@ -29,6 +34,7 @@ type ReaperOptions struct {
 // credentials, wiping the disk) and confirm the delete themselves; the
 // reaper will then only handle what needs no cleanup.
 type Reaper struct {
+	metrics  prometheus.Registerer
 	svc      *Service
 	log      *slog.Logger
 	interval time.Duration
@@ -36,7 +42,7 @@ type Reaper struct {
 
 // NewReaper returns a Reaper working through svc.
 func NewReaper(svc *Service, opts ReaperOptions) *Reaper {
-	r := &Reaper{svc: svc, log: opts.Logger, interval: opts.Interval}
+	r := &Reaper{svc: svc, log: opts.Logger, interval: opts.Interval, metrics: opts.Metrics}
 	if r.log == nil {
 		r.log = svc.logger
 	}
@@ -54,7 +60,7 @@ const reaperConsumer = "reaper"
 // Run reconciles until ctx is done, then returns nil. It follows the
 // change feed of hosts and instances and re-lists every interval.
 func (r *Reaper) Run(ctx context.Context) error {
-	return feed.New(feed.Options{Store: r.svc.store, Name: reaperConsumer, Logger: r.log, Durable: true,
+	return feed.New(feed.Options{Store: r.svc.store, Name: reaperConsumer, Logger: r.log, Metrics: r.metrics, Durable: true,
 		Kinds: []eim.Kind{eim.KindHost, eim.KindInstance}, MaxBatch: maxReapBatch, Handle: r.handle,
 		Relist: r.relist, RelistEvery: r.interval,
 	}).Run(ctx)

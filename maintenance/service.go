@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
@@ -38,7 +39,10 @@ import (
 type Options struct {
 	Store  eim.Store
 	Logger *slog.Logger
-	Now    func() time.Time
+	// Metrics, when set, gets the series of its change-feed runner
+	// (feed.Options.Metrics).
+	Metrics prometheus.Registerer
+	Now     func() time.Time
 	// RetryWait is the first pause before Run follows the feed again
 	// after it failed (default 1 s, growing with failures in a row: see
 	// feed.Options.MinWait); the caches are off meanwhile.
@@ -137,7 +141,7 @@ func New(opts Options) *Service {
 		return tree, nil
 	}
 	s.primed.Load = s.scanInstances
-	s.feed = feed.New(feed.Options{Store: opts.Store, Name: "maintenance", Logger: s.log, MinWait: opts.RetryWait,
+	s.feed = feed.New(feed.Options{Store: opts.Store, Name: "maintenance", Logger: s.log, Metrics: opts.Metrics, MinWait: opts.RetryWait,
 		Kinds: append([]eim.Kind{eim.KindInstance}, treeKinds...), Reset: s.dropAll,
 		Handle: func(_ context.Context, evs []eim.Event) error {
 			for _, ev := range evs {

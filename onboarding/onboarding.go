@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/metrics"
 	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
 	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 	"github.com/eimhq/eim/southbound"
@@ -41,6 +43,9 @@ type Options struct {
 	Store   eim.Store
 	Batcher *inventory.Batcher
 	Logger  *slog.Logger
+	// Metrics, when set, gets the count of node credentials issued and
+	// the series of the nZTP reconciler's change-feed runner.
+	Metrics prometheus.Registerer
 	Now     func() time.Time
 	// TokenURL is the absolute URL of the token endpoint given to nodes.
 	TokenURL string
@@ -51,6 +56,7 @@ type Options struct {
 
 // Service implements onboardingv1connect.OnboardingServiceHandler.
 type Service struct {
+	metrics  prometheus.Registerer
 	store    eim.Store
 	batch    *inventory.Batcher
 	log      *slog.Logger
@@ -61,17 +67,21 @@ type Service struct {
 	// finished (see scanInvalidations).
 	invalidations poker
 	direct        bool
+	// credentials counts the client secrets issued to nodes.
+	credentials prometheus.Counter
 }
 
 var _ onboardingv1connect.OnboardingServiceHandler = (*Service)(nil)
 
 // New returns the onboarding service.
 func New(opts Options) *Service {
-	s := &Service{store: opts.Store, batch: opts.Batcher, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync, invalidations: newPoker()}
+	s := &Service{store: opts.Store, batch: opts.Batcher, metrics: opts.Metrics, log: opts.Logger, now: opts.Now, tokenURL: opts.TokenURL, resync: opts.Resync, invalidations: newPoker()}
 	// A store that takes concurrent writers (PostgreSQL): Discover decides
 	// in the batched write transaction only, without a read-only look
 	// first (see provisioning's GetWorkflow).
 	s.direct = opts.Store.Capabilities().ConcurrentWriters
+	s.credentials = metrics.Register(opts.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "eim_node_credentials_issued_total",
+		Help: "Client credentials (a new client secret) issued to nodes that called home and were onboarded."}))
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -178,6 +188,9 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 	}
 	if answer != nil {
 		return nil, answer
+	}
+	if resp.GetClientSecret() != "" {
+		s.credentials.Inc()
 	}
 	s.log.Debug("discover", "host", resp.GetHostId(), "project", resp.GetProject(), "status", resp.GetStatus().String())
 	return resp, nil

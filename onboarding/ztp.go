@@ -49,7 +49,7 @@ func (s *Service) Run(ctx context.Context) error {
 		q.close()
 		wg.Wait()
 	}()
-	r := feed.New(feed.Options{Store: s.store, Name: feedConsumer, Logger: s.log, Kinds: []eim.Kind{eim.KindHost}, Durable: true,
+	r := feed.New(feed.Options{Store: s.store, Name: feedConsumer, Logger: s.log, Metrics: s.metrics, Kinds: []eim.Kind{eim.KindHost}, Durable: true,
 		Handle: func(_ context.Context, evs []eim.Event) error {
 			for _, ev := range evs {
 				// A new host is neither onboarded nor invalidated: only

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/inventory"
@@ -17,7 +19,10 @@ import (
 // Options configure a Manager. Store and Catalog are required; zero values
 // select defaults.
 type Options struct {
-	Store   eim.Store
+	Store eim.Store
+	// Metrics, when set, gets the series of its change-feed runner
+	// (feed.Options.Metrics).
+	Metrics prometheus.Registerer
 	Catalog *Catalog
 	// Reload, when set, reads the manifests again at every refresh; a
 	// failed reload keeps the catalog as it was (and is logged).
@@ -39,6 +44,7 @@ const DefaultRefresh = 12 * time.Hour
 // Manager loads the catalog into projects and keeps instances'
 // osUpdateAvailable. See the package documentation.
 type Manager struct {
+	metrics prometheus.Registerer
 	store   eim.Store
 	cat     atomic.Pointer[Catalog]
 	reload  func() (*Catalog, error)
@@ -80,7 +86,7 @@ func New(opts Options) *Manager {
 	if opts.Store == nil || opts.Catalog == nil {
 		panic("oscatalog.New: Store and Catalog are required")
 	}
-	m := &Manager{store: opts.Store, reload: opts.Reload, log: opts.Logger,
+	m := &Manager{store: opts.Store, metrics: opts.Metrics, reload: opts.Reload, log: opts.Logger,
 		refresh: opts.Refresh, retry: opts.RetryWait, index: map[string]*osIndex{}, failed: map[string]bool{}}
 	m.cat.Store(opts.Catalog)
 	if m.log == nil {
@@ -119,7 +125,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.logOverrides(m.cat.Load())
 	var refreshed time.Time
-	return feed.New(feed.Options{Store: m.store, Name: feedConsumer, Logger: m.log, Durable: true, MinWait: m.retry,
+	return feed.New(feed.Options{Store: m.store, Name: feedConsumer, Logger: m.log, Metrics: m.metrics, Durable: true, MinWait: m.retry,
 		Kinds: watched, MaxBatch: maxBatch,
 		Handle: func(ctx context.Context, evs []eim.Event) error {
 			b := newBatch()

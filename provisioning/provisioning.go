@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
 	"github.com/eimhq/eim/southbound"
@@ -33,6 +35,9 @@ type Batcher interface {
 // Options configure a Service. Zero values select defaults.
 type Options struct {
 	Store eim.Store
+	// Metrics, when set, gets the series of its change-feed runner
+	// (feed.Options.Metrics).
+	Metrics prometheus.Registerer
 	// Batcher coalesces the southbound writes; nil writes with one
 	// Store.Update (project "") per call.
 	Batcher Batcher
@@ -60,6 +65,7 @@ type Options struct {
 
 // Service implements the provisioning and host southbound services.
 type Service struct {
+	metrics  prometheus.Registerer
 	store    eim.Store
 	batch    Batcher
 	log      *slog.Logger
@@ -95,6 +101,7 @@ const (
 // New returns a Service.
 func New(opts Options) *Service {
 	s := &Service{
+		metrics:  opts.Metrics,
 		store:    opts.Store,
 		batch:    opts.Batcher,
 		log:      opts.Logger,

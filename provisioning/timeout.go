@@ -19,7 +19,7 @@ import (
 // A scan that fails (the store away) is logged and made again after a
 // back-off, sooner than the next interval.
 func (s *Service) Run(ctx context.Context) error {
-	return feed.New(feed.Options{Store: s.store, Name: "provisioning timeouts", Logger: s.log,
+	return feed.New(feed.Options{Store: s.store, Name: "provisioning timeouts", Logger: s.log, Metrics: s.metrics,
 		Relist: s.CheckTimeouts, RelistEvery: s.scan}).Run(ctx)
 }
 

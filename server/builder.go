@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"log/slog"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/maintenance"
+	"github.com/eimhq/eim/metrics"
 	"github.com/eimhq/eim/onboarding"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/pki"
@@ -37,6 +39,9 @@ type Builder struct {
 	Log       *slog.Logger
 	Issuer    *auth.Issuer
 	Verifier  *auth.Verifier
+	// Metrics is the process's registry: components register their series
+	// on it, and /metrics serves it.
+	Metrics *prometheus.Registry
 
 	selected   []*Module
 	deployment *deployment
@@ -53,6 +58,7 @@ type Builder struct {
 	hview    *hostview.View
 	tel      *telemetry.Service
 	maint    *maintenance.Service
+	rpc      *metrics.RPC
 
 	// closers run when the process stops, last built first.
 	closers []func()
@@ -74,7 +80,7 @@ func (b *Builder) shared() bool { return IsPostgres(b.cfg.dsn()) }
 // server runs it (a per-process loop) once something asked for it.
 func (b *Builder) HostView() *hostview.View {
 	if b.hview == nil {
-		b.hview = hostview.New(hostview.Options{Store: b.Store, Logger: b.Log})
+		b.hview = hostview.New(hostview.Options{Store: b.Store, Logger: b.Log, Metrics: b.Metrics})
 	}
 	return b.hview
 }
@@ -94,6 +100,7 @@ func (b *Builder) SouthboundBatcher() *inventory.Batcher {
 		// SQLite, two on PostgreSQL.
 		b.batcher = inventory.NewBatcher(b.Store, inventory.BatcherOptions{MaxBatch: 128, Logger: b.Log})
 		b.closers = append(b.closers, b.batcher.Close)
+		registerBatcher(b.Metrics, "southbound", b.batcher)
 	}
 	return b.batcher
 }
@@ -102,9 +109,20 @@ func (b *Builder) SouthboundBatcher() *inventory.Batcher {
 // token endpoint, and the services the modules mount on it.
 func (b *Builder) Southbound() *southbound.Server {
 	if b.sb == nil {
-		b.sb = southbound.New(southbound.Options{Store: b.Store, Issuer: b.Issuer, Logger: b.Log, TokenLeeway: leewayOption(b.cfg.TokenLeeway), Hosts: b.HostView()})
+		b.sb = southbound.New(southbound.Options{Store: b.Store, Issuer: b.Issuer, Logger: b.Log, TokenLeeway: leewayOption(b.cfg.TokenLeeway), Hosts: b.HostView(),
+			Metrics: b.Metrics})
 	}
 	return b.sb
+}
+
+// rpcMetrics is the Connect option that counts a handler's calls; it
+// comes first among a handler's options, so that the calls node
+// authentication refuses count too.
+func (b *Builder) rpcMetrics() connect.HandlerOption {
+	if b.rpc == nil {
+		b.rpc = metrics.NewRPC(b.Metrics)
+	}
+	return connect.WithInterceptors(b.rpc.Interceptor())
 }
 
 // nodeAuth is the Connect option that authenticates nodes.
@@ -117,7 +135,7 @@ func (b *Builder) nodeAuth() connect.HandlerOption {
 func (b *Builder) Provisioning() *provisioning.Service {
 	if b.prov == nil {
 		b.provOpts = provisioning.Options{
-			Store: b.Store, Batcher: b.SouthboundBatcher(), Logger: b.Log,
+			Store: b.Store, Batcher: b.SouthboundBatcher(), Logger: b.Log, Metrics: b.Metrics,
 			AgentURL: b.agentURL, ArtifactsDir: b.cfg.BootArtifacts, ActionTimeouts: b.cfg.ActionTimeouts,
 		}
 		if b.ca != nil {
@@ -132,7 +150,7 @@ func (b *Builder) Provisioning() *provisioning.Service {
 func (b *Builder) Onboarding() *onboarding.Service {
 	if b.onb == nil {
 		b.onb = onboarding.New(onboarding.Options{
-			Store: b.Store, Batcher: b.SouthboundBatcher(), Logger: b.Log,
+			Store: b.Store, Batcher: b.SouthboundBatcher(), Logger: b.Log, Metrics: b.Metrics,
 			TokenURL: strings.TrimSuffix(b.agentURL, "/") + southbound.TokenPath,
 		})
 	}
@@ -143,7 +161,7 @@ func (b *Builder) Onboarding() *onboarding.Service {
 // tree kept by the feed).
 func (b *Builder) Telemetry() *telemetry.Service {
 	if b.tel == nil {
-		b.tel = telemetry.New(telemetry.Options{Store: b.Store, Logger: b.Log, Hosts: b.HostView()})
+		b.tel = telemetry.New(telemetry.Options{Store: b.Store, Logger: b.Log, Hosts: b.HostView(), Metrics: b.Metrics})
 	}
 	return b.tel
 }
@@ -152,7 +170,7 @@ func (b *Builder) Telemetry() *telemetry.Service {
 // maintenance plans kept by the feed).
 func (b *Builder) Maintenance() *maintenance.Service {
 	if b.maint == nil {
-		b.maint = maintenance.New(maintenance.Options{Store: b.Store, Logger: b.Log, Hosts: b.HostView()})
+		b.maint = maintenance.New(maintenance.Options{Store: b.Store, Logger: b.Log, Hosts: b.HostView(), Metrics: b.Metrics})
 	}
 	return b.maint
 }
@@ -169,4 +187,28 @@ func (b *Builder) loadCatalog(ctx context.Context) (*oscatalog.Catalog, error) {
 		b.Log.Warn("os catalog: package list not fetched", "err", err)
 	}
 	return c, nil
+}
+
+// registerBatcher exposes a batcher's queue and counters on reg, labelled
+// batcher=name; they are read at each scrape, so the batcher's own path
+// costs nothing more.
+func registerBatcher(reg prometheus.Registerer, name string, bt *inventory.Batcher) {
+	if reg == nil {
+		return
+	}
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"batcher": name}, reg)
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eim_batcher_queue_depth",
+			Help: "Calls waiting in a batcher's queue for a transaction (api: the API's creates; southbound: the nodes' writes)."},
+			func() float64 { return float64(bt.Stats().Queued) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eim_batcher_batches_total",
+			Help: "Transactions a batcher committed."},
+			func() float64 { return float64(bt.Stats().Batches) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eim_batcher_calls_total",
+			Help: "Calls a batcher finished (committed or failed)."},
+			func() float64 { return float64(bt.Stats().Calls) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "eim_batcher_reruns_total",
+			Help: "Batches a batcher ran again without a call that failed."},
+			func() float64 { return float64(bt.Stats().Reruns) }),
+	)
 }

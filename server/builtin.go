@@ -83,7 +83,7 @@ func buildAPI(b *Builder) (Parts, error) {
 	return Parts{
 		Routes: []Route{{"/", h}},
 		Loops: []Loop{{Name: "reaper", Once: true, Run: func(ctx context.Context) error {
-			return inventory.NewReaper(inv, inventory.ReaperOptions{Logger: b.Log}).Run(ctx)
+			return inventory.NewReaper(inv, inventory.ReaperOptions{Logger: b.Log, Metrics: b.Metrics}).Run(ctx)
 		}}},
 	}, nil
 }
@@ -91,7 +91,7 @@ func buildAPI(b *Builder) (Parts, error) {
 func buildOnboarding(b *Builder) (Parts, error) {
 	onb := b.Onboarding()
 	return Parts{
-		Agent: []Route{route(onboardingv1connect.NewOnboardingServiceHandler(onb, small))},
+		Agent: []Route{route(onboardingv1connect.NewOnboardingServiceHandler(onb, b.rpcMetrics(), small))},
 		Loops: []Loop{{Name: "reconciler", Once: true, Run: onb.Run}},
 	}, nil
 }
@@ -105,7 +105,7 @@ func buildProvisioning(b *Builder) (Parts, error) {
 		// CA it pins (and UEFI HTTPS boot can load the artifacts).
 		Routes: []Route{{"/boot/", boot}},
 		Agent: []Route{
-			route(provisioningv1connect.NewProvisioningServiceHandler(prov, b.nodeAuth(), small)),
+			route(provisioningv1connect.NewProvisioningServiceHandler(prov, b.rpcMetrics(), b.nodeAuth(), small)),
 			{"/boot/", boot},
 		},
 		Loops: []Loop{{Name: "timeouts", Once: true, Run: prov.Run}},
@@ -114,7 +114,7 @@ func buildProvisioning(b *Builder) (Parts, error) {
 		// The installed OS's first report-in makes the instance RUNNING:
 		// without the host module here, this module serves that call of
 		// the host service itself (and answers its others Unimplemented).
-		parts.Agent = append(parts.Agent, route(hostv1connect.NewHostServiceHandler(reportInOnly{prov: prov}, b.nodeAuth(), small)))
+		parts.Agent = append(parts.Agent, route(hostv1connect.NewHostServiceHandler(reportInOnly{prov: prov}, b.rpcMetrics(), b.nodeAuth(), small)))
 	}
 	return parts, nil
 }
@@ -131,7 +131,7 @@ func (r reportInOnly) ReportIn(ctx context.Context, req *connect.Request[hostv1.
 
 func buildHost(b *Builder) (Parts, error) {
 	opts := hostmgr.Options{
-		Store: b.Store, Batcher: b.SouthboundBatcher(), ReportIn: b.Provisioning().ReportIn, Logger: b.Log, Hosts: b.HostView(),
+		Store: b.Store, Batcher: b.SouthboundBatcher(), ReportIn: b.Provisioning().ReportIn, Logger: b.Log, Hosts: b.HostView(), Metrics: b.Metrics,
 		Interval: b.cfg.HeartbeatInterval, Timeout: b.cfg.HeartbeatTimeout,
 		RebootTimeout: b.cfg.RebootTimeout, UpdateTimeout: b.cfg.UpdateTimeout,
 	}
@@ -154,7 +154,7 @@ func buildHost(b *Builder) (Parts, error) {
 	}
 	hosts := hostmgr.New(opts)
 	return Parts{
-		Agent: []Route{route(hostv1connect.NewHostServiceHandler(hosts, b.nodeAuth(), small))},
+		Agent: []Route{route(hostv1connect.NewHostServiceHandler(hosts, b.rpcMetrics(), b.nodeAuth(), small))},
 		Loops: []Loop{{Name: "liveness", Run: hosts.Run, Ready: hosts.Restored}},
 	}, nil
 }
@@ -162,7 +162,7 @@ func buildHost(b *Builder) (Parts, error) {
 func buildMaintenance(b *Builder) (Parts, error) {
 	maint := b.Maintenance()
 	return Parts{
-		Agent: []Route{route(maintenancev1connect.NewMaintenanceServiceHandler(maint, b.nodeAuth(), small))},
+		Agent: []Route{route(maintenancev1connect.NewMaintenanceServiceHandler(maint, b.rpcMetrics(), b.nodeAuth(), small))},
 		Loops: []Loop{{Name: "plans", Run: maint.Run}},
 	}, nil
 }
@@ -173,10 +173,11 @@ func buildTelemetry(b *Builder) (Parts, error) {
 }
 
 func buildExporter(b *Builder) (Parts, error) {
-	exp := exporter.New(exporter.Options{Store: b.Store, Logger: b.Log, PerHost: b.cfg.ExporterPerHost})
+	exp := exporter.New(exporter.Options{Store: b.Store, Logger: b.Log, PerHost: b.cfg.ExporterPerHost, Own: b.Metrics, Metrics: b.Metrics})
 	return Parts{
-		Routes: []Route{{"GET /metrics", exp}},
-		Loops:  []Loop{{Name: "snapshot", Run: exp.Run, Ready: exp.Loaded}},
+		// /metrics: the process's own series, then the fleet's.
+		Metrics: exp,
+		Loops:   []Loop{{Name: "snapshot", Run: exp.Run, Ready: exp.Loaded}},
 	}, nil
 }
 
@@ -199,7 +200,7 @@ func buildOS(b *Builder) (Parts, error) {
 		} else if ctx.Err() == nil {
 			b.Log.Warn("os catalog: manifests not read again; using those read before", "err", err)
 		}
-		return oscatalog.New(oscatalog.Options{Store: b.Store, Catalog: cat, Logger: b.Log, Refresh: refresh,
+		return oscatalog.New(oscatalog.Options{Store: b.Store, Catalog: cat, Logger: b.Log, Refresh: refresh, Metrics: b.Metrics,
 			Reload: func() (*oscatalog.Catalog, error) { return b.loadCatalog(ctx) }}).Run(ctx)
 	}}}}, nil
 }

@@ -27,6 +27,10 @@ type Config struct {
 	Audience   string
 	RateLimit  float64
 	DebugAddr  string
+	// MetricsAddr, when set, moves /metrics (the process's own series,
+	// and the exporter module's when it runs here) from the HTTP listener
+	// to a listener of its own on this address.
+	MetricsAddr string
 	// SigningKey is the token-signing key's file when the operator gives
 	// one (every replica mounts the same); "" for DataDir/signing.key,
 	// created on first start.

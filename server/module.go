@@ -51,6 +51,10 @@ type Parts struct {
 	// listener; Pattern is a net/http ServeMux pattern.
 	Routes, Agent []Route
 	Loops         []Loop
+	// Metrics, when set, answers GET /metrics in place of the handler of
+	// the process's own series (Builder.Metrics), which it must include
+	// (the exporter module adds the fleet's series). One module at most.
+	Metrics http.Handler
 }
 
 // Route is a handler and the pattern it serves.

@@ -21,6 +21,7 @@ import (
 	"github.com/eimhq/eim/auth"
 	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/metrics"
 	"github.com/eimhq/eim/pki"
 	"github.com/eimhq/eim/sqlstore"
 )
@@ -66,7 +67,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer unlock()
 	}
-	store, err := sqlstore.Open(ctx, dsn, sqlstore.Options{Logger: log, MaxConns: cfg.DBConns})
+	// The process's own metrics: every component registers its series
+	// here, and /metrics serves them (with the exporter module's).
+	reg := metrics.NewRegistry()
+	store, err := sqlstore.Open(ctx, dsn, sqlstore.Options{Logger: log, MaxConns: cfg.DBConns, Metrics: reg})
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", RedactDSN(dsn), err)
 	}
@@ -79,6 +83,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// (Builder.SouthboundBatcher), so neither waits behind the other.
 	apiBatcher := inventory.NewBatcher(store, inventory.BatcherOptions{Workers: 1, Logger: log})
 	defer apiBatcher.Close()
+	registerBatcher(reg, "api", apiBatcher)
 	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher})
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
 		return err
@@ -108,7 +113,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	b := &Builder{
 		ctx: ctx, cfg: &cfg, Store: store, Inventory: inv, Log: log, Issuer: iss, Verifier: verifier,
-		selected: cfg.Modules,
+		Metrics: reg, selected: cfg.Modules,
 	}
 	defer func() {
 		for _, c := range slices.Backward(b.closers) {
@@ -123,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = defaultReplicaID()
 	}
-	copts := coord.Options{Store: store, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Logger: log}
+	copts := coord.Options{Store: store, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Logger: log, Metrics: reg}
 	once := Singleton(alone)
 	var members func(context.Context) ([][]string, error)
 	if IsPostgres(dsn) {
@@ -177,6 +182,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mux := http.NewServeMux()
 	var loops []*runningLoop
 	mounted := map[string]string{} // pattern → module, on either listener
+	var metricsHandler http.Handler
 	for _, m := range cfg.Modules {
 		parts, err := m.Build(b)
 		if err != nil {
@@ -199,6 +205,16 @@ func Run(ctx context.Context, cfg Config) error {
 		for _, l := range parts.Loops {
 			loops = append(loops, &runningLoop{module: m.Name, Loop: l})
 		}
+		if parts.Metrics != nil {
+			if prev, ok := mounted["metrics"]; ok {
+				return fmt.Errorf("module %s: /metrics is served by module %s already", m.Name, prev)
+			}
+			mounted["metrics"] = m.Name
+			metricsHandler = parts.Metrics
+		}
+	}
+	if metricsHandler == nil {
+		metricsHandler = metrics.Handler(reg)
 	}
 	if aln != nil {
 		// Node credentials, read by every authenticated call, are a cache
@@ -214,6 +230,15 @@ func Run(ctx context.Context, cfg Config) error {
 	hl := &health{store: store, modules: moduleNames(cfg.Modules), loops: loops}
 	mux.HandleFunc("GET /healthz", hl.healthz)
 	mux.HandleFunc("GET /readyz", hl.readyz)
+	var mln net.Listener
+	if cfg.MetricsAddr == "" {
+		mux.Handle("GET /metrics", metricsHandler)
+	} else {
+		if mln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.MetricsAddr, err)
+		}
+		defer mln.Close()
+	}
 	if _, ok := mounted["http /"]; !ok {
 		mux.Handle("/", notServed(moduleNames(cfg.Modules)))
 	}
@@ -223,7 +248,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           metrics.NewHTTP(reg, "http").Wrap(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -240,7 +265,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var asrv *http.Server
 	if aln != nil {
 		asrv = &http.Server{
-			Handler:           b.Southbound(),
+			Handler:           metrics.NewHTTP(reg, "agent").Wrap(b.Southbound()),
 			TLSConfig:         b.ca.ServerTLS(),
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       60 * time.Second,
@@ -252,8 +277,21 @@ func Run(ctx context.Context, cfg Config) error {
 		servers = append(servers, asrv)
 		fmt.Fprintf(stdout, "eim: serving agents on https://%s (CA fingerprint sha256:%s)\n", aln.Addr(), b.ca.Fingerprint())
 	}
+	if mln != nil {
+		mmux := http.NewServeMux()
+		mmux.Handle("GET /metrics", metricsHandler)
+		servers = append(servers, &http.Server{
+			Handler:           metrics.NewHTTP(reg, "metrics").Wrap(mmux),
+			ReadHeaderTimeout: 10 * time.Second,
+			WriteTimeout:      60 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		})
+		fmt.Fprintf(stdout, "eim: serving metrics on http://%s/metrics\n", mln.Addr())
+	}
 	log.Info("serving", "modules", strings.Join(moduleNames(cfg.Modules), ","), "addr", ln.Addr().String(),
-		"agent_addr", addrOf(aln), "agent_url", b.agentURL, "database", RedactDSN(dsn))
+		"agent_addr", addrOf(aln), "metrics_addr", addrOf(mln), "agent_url", b.agentURL, "database", RedactDSN(dsn))
 	// Announced before serving (so a process that answers ready is seen
 	// by the others' next read), and what the other processes run read
 	// before the first check (so a process started after them reports
@@ -281,6 +319,15 @@ func Run(ctx context.Context, cfg Config) error {
 		g.Go(func() error {
 			if err := asrv.ServeTLS(aln, "", ""); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("serve agents: %w", err)
+			}
+			return nil
+		})
+	}
+	if mln != nil {
+		msrv := servers[len(servers)-1]
+		g.Go(func() error {
+			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve metrics: %w", err)
 			}
 			return nil
 		})

@@ -17,9 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
 	"github.com/eimhq/eim/hostview"
+	"github.com/eimhq/eim/metrics"
 )
 
 // Defaults of Options.
@@ -47,6 +50,9 @@ type Options struct {
 	// TokenLeeway is how long past its expiry a node token is still
 	// accepted (clock skew); 0 means auth.DefaultLeeway, negative none.
 	TokenLeeway time.Duration
+	// Metrics, when set, gets the token endpoint's counts
+	// (eim_node_token_requests_total).
+	Metrics prometheus.Registerer
 	// Hosts is the process's shared per-host view, which node
 	// authentication reads on every call; nil: the server keeps a view
 	// of its own, which Run follows.
@@ -66,6 +72,10 @@ type Server struct {
 	mux      *http.ServeMux
 	hosts    *hostview.View
 	ownHosts bool
+
+	// tokens counts the token requests by result.
+	tokens *prometheus.CounterVec
+	issued prometheus.Counter
 
 	// storeWarn's count of failed calls and when it last logged.
 	storeFails  atomic.Int64
@@ -106,7 +116,10 @@ func New(opts Options) *Server {
 		leeway = 0
 	}
 	s.verifier = auth.NewNodeVerifier(opts.Issuer, leeway, s.now)
-	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log, Now: s.now})
+	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log, Now: s.now, Metrics: opts.Metrics})
+	s.tokens = metrics.Register(opts.Metrics, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eim_node_token_requests_total",
+		Help: "Node token requests (POST /oauth2/token) by result: \"issued\", or the OAuth error code of the refusal."}, []string{"result"}))
+	s.issued = s.tokens.WithLabelValues("issued")
 	s.mux.HandleFunc(TokenPath, s.token)
 	return s
 }

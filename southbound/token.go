@@ -86,6 +86,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		var resp tokenResponse
 		resp, oerr = s.issue(r, req)
 		if oerr == nil {
+			s.issued.Inc()
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
 			w.Header().Set("Pragma", "no-cache")
@@ -97,6 +98,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	if reason == "" {
 		reason = oerr.Description
 	}
+	s.tokens.WithLabelValues(oerr.Code).Inc()
 	s.log.Info("token request refused", "client_id", truncate(req.ClientID, maxClientID), "remote", r.RemoteAddr, "error", oerr.Code, "reason", reason)
 	writeOAuthError(w, oerr)
 }

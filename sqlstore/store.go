@@ -26,6 +26,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
 	"github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
 	_ "modernc.org/sqlite"           // registers driver "sqlite"
@@ -42,6 +44,9 @@ type Options struct {
 	// of a scaled-out deployment opens its own, within the server's
 	// max_connections (100 by default). SQLite ignores it.
 	MaxConns int
+	// Metrics, when set, gets the transactions' series
+	// (eim_store_transaction_*).
+	Metrics prometheus.Registerer
 }
 
 // DefaultMaxConns is the default of Options.MaxConns: three server
@@ -74,6 +79,7 @@ type Store struct {
 	refs     *refCache     // reference rows (sites, regions…) across transactions
 	groups   groupInserts  // PostgreSQL: the grouped INSERT of each table
 	raced    atomic.Int64  // transactions run again after losing a race (see runTx)
+	metrics  *txMetrics
 
 	// committed are called after every commit that recorded events (see
 	// OnCommit); copy on write.
@@ -92,7 +98,8 @@ var _ eim.Store = (*Store)(nil)
 // for PostgreSQL; anything else is a SQLite file path (or "sqlite:PATH";
 // ":memory:" for a private in-memory database).
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), tail: newTail(), closed: make(chan struct{}), dsn: dsn, counts: newCountCache(), projects: newProjectCache(), refs: newRefCache()}
+	s := &Store{log: opts.Logger, now: opts.Now, wake: newHub(), tail: newTail(), closed: make(chan struct{}), dsn: dsn, counts: newCountCache(), projects: newProjectCache(), refs: newRefCache(),
+		metrics: newTxMetrics(opts.Metrics)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -285,6 +292,14 @@ func (s *Store) run(ctx context.Context, project string, write bool, fn func(eim
 // after a short pause: it changed nothing. A write is not, since its
 // commit may have happened; its caller hears "unavailable" and may retry.
 func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn func(eim.Tx) error) (sequenced func(), err error) {
+	m := s.metrics.of(write)
+	start := time.Now()
+	defer func() {
+		m.duration.Observe(time.Since(start).Seconds())
+		if err != nil && ctx.Err() == nil && eim.ErrorCode(err) == eim.EUNAVAILABLE {
+			m.unavailable.Inc()
+		}
+	}()
 	reads := 0
 	for run := 1; ; run++ {
 		sequenced, err = s.runTxOnce(ctx, project, write, group, fn)
@@ -299,17 +314,20 @@ func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn
 				case <-time.After(pause):
 				}
 				run--
+				m.retryUnreachable.Inc()
 				continue
 			}
 		}
 		if !errors.Is(err, errRaced) {
 			return sequenced, err
 		}
+		m.conflicts.Inc()
 		if run == maxRuns {
 			s.log.Warn("a write transaction lost a race with concurrent writers each time it ran; given up", "runs", run)
 			return nil, err
 		}
 		s.raced.Add(1)
+		m.retryConflict.Inc()
 		s.log.Debug("a write transaction lost a race with a concurrent writer; running it again", "run", run)
 		// Jittered and growing, so that the writers that raced do not meet
 		// again at once: up to 2, 4, 8… ms.

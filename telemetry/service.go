@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
@@ -35,6 +36,9 @@ import (
 type Options struct {
 	Store  eim.Store
 	Logger *slog.Logger
+	// Metrics, when set, gets the series of its change-feed runner
+	// (feed.Options.Metrics).
+	Metrics prometheus.Registerer
 	// RetryWait is the first pause before Run follows the feed again
 	// after it failed (default 1 s, growing with failures in a row: see
 	// feed.Options.MinWait); the caches are off meanwhile.
@@ -90,7 +94,7 @@ func New(opts Options) *Service {
 		}
 		return tree, nil
 	}
-	s.feed = feed.New(feed.Options{Store: opts.Store, Kinds: watched, Name: "telemetry", Logger: s.log, MinWait: opts.RetryWait,
+	s.feed = feed.New(feed.Options{Store: opts.Store, Kinds: watched, Name: "telemetry", Logger: s.log, Metrics: opts.Metrics, MinWait: opts.RetryWait,
 		Reset: s.trees.DropAll, Handle: func(_ context.Context, evs []eim.Event) error {
 			for _, ev := range evs {
 				s.trees.Drop(ev.Project)

@@ -127,6 +127,32 @@ func TestExporterPrometheus(t *testing.T) {
 	for _, c := range checks {
 		prom.waitValue(t, c.query, c.want)
 	}
+
+	// EIM's own series, on the same /metrics: API requests by route
+	// template (each host read by its ID counts under one route), the
+	// nodes' RPCs by procedure and code, the change feed, the store.
+	for _, h := range hosts {
+		var got map[string]any
+		if err := s.admin.Get(ctx, project, eim.KindHost, h.ResourceID, &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const hostRoute = "/v1/projects/{projectName}/compute/hosts/{resourceId}"
+	own := []struct {
+		query string
+		want  float64
+	}{
+		{fmt.Sprintf(`sum(eim_http_requests_total{listener="http",method="GET",route=%q,code="200"}) >= bool %d`, hostRoute, len(hosts)), 1},
+		{`count(eim_http_requests_total{route=~".*host-[0-9a-f]{8}.*"}) or vector(0)`, 0},
+		{`count(eim_rpc_requests_total{procedure="/eim.onboarding.v1.OnboardingService/Discover",code="ok"} > 0)`, 1},
+		{`count(eim_rpc_requests_total{procedure="/eim.provisioning.v1.ProvisioningService/GetWorkflow",code="ok"} > 0)`, 1},
+		{`eim_feed_live{consumer="host view"}`, 1},
+		{`count(eim_store_transaction_duration_seconds_count{mode="write"} > 0)`, 1},
+		{`count(go_goroutines) + count(process_resident_memory_bytes)`, 2},
+	}
+	for _, c := range own {
+		prom.waitValue(t, c.query, c.want)
+	}
 	if n := count(provPrefix("Provisioning Failed")); n != 2 {
 		t.Errorf("API: %v hosts Provisioning Failed, want 2", n)
 	}
@@ -447,7 +473,7 @@ func (p *prometheus) waitRules(t *testing.T) {
 			}
 		}
 		slices.Sort(groups)
-		if want := []string{"eim-exporter", "eim-fleet", "eim-hosts"}; !slices.Equal(groups, want) {
+		if want := []string{"eim-exporter", "eim-fleet", "eim-hosts", "eim-self"}; !slices.Equal(groups, want) {
 			t.Fatalf("rule groups: got %v, want %v", groups, want)
 		}
 		if pending == 0 {

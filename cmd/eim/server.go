@@ -39,6 +39,7 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 200, "requests per second per client IP (0 = off)")
 	fs.StringVar(&cfg.DebugAddr, "debug-addr", "", "if set, serve Go profiles (/debug/pprof/) on this address; keep it on loopback")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "if set, serve /metrics (the process's own metrics, and the exporter module's fleet series) on this address instead of the HTTP listener (--http-addr)")
 	fs.StringVar(&cfg.AgentAddr, "agent-addr", "127.0.0.1:8443", "address of the southbound HTTPS API for agents (port 0 picks a free port)")
 	fs.StringVar(&cfg.AgentURL, "agent-url", "", "URL nodes use to reach the agent listener (default https://<agent-addr>)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "server certificate (PEM chain) of the agent listener instead of the generated one; needs --tls-key")
