@@ -1,0 +1,226 @@
+package connect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/connect/wire"
+)
+
+// tunnel is an agent's connection this replica holds.
+type tunnel struct {
+	key     key
+	cred    string // the credential the agent authenticated with
+	version string
+	sess    *yamux.Session
+	tr      *http.Transport
+	proxy   *httputil.ReverseProxy
+
+	once   sync.Once
+	cancel context.CancelFunc
+
+	mu  sync.Mutex
+	rtt time.Duration
+}
+
+func (t *tunnel) close() {
+	t.once.Do(func() {
+		t.cancel()
+		t.sess.Close()
+		t.tr.CloseIdleConnections()
+	})
+}
+
+// accept is the agent listener's tunnel endpoint: it checks the token,
+// takes over the connection and holds the tunnel until it closes.
+func (g *Gateway) accept(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if !strings.EqualFold(r.Header.Get("Upgrade"), wire.Protocol) {
+		http.Error(w, "want an upgrade to "+wire.Protocol+" over HTTP/1.1", http.StatusUpgradeRequired)
+		return
+	}
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		http.Error(w, "missing connect token", http.StatusUnauthorized)
+		return
+	}
+	cred, err := checkToken(ctx, g.opts.Store, strings.TrimSpace(tok), g.opts.Now())
+	if err != nil {
+		g.log.Warn("connect: tunnel refused", "remote", r.RemoteAddr, "err", eim.ErrorMessage(err))
+		http.Error(w, eim.ErrorMessage(err), statusOf(err))
+		return
+	}
+	k := key{cred.Project, cred.Cluster}
+	if want := r.Header.Get(wire.ClusterHeader); want != "" && want != k.String() {
+		http.Error(w, fmt.Sprintf("the token is cluster %s's, not %s's", k, want), http.StatusForbidden)
+		return
+	}
+	version := r.Header.Get(wire.VersionHeader)
+	if len(version) > 64 {
+		version = version[:64]
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "the tunnel needs HTTP/1.1 (the connection cannot be taken over)", http.StatusHTTPVersionNotSupported)
+		return
+	}
+	// The listener's read and write timeouts were set on the connection
+	// for this request; a tunnel lives on.
+	_ = conn.SetDeadline(time.Time{})
+	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\n%s: %s\r\n\r\n",
+		wire.Protocol, wire.ExpiresHeader, cred.Expires.UTC().Format(time.RFC3339))
+	if err := brw.Flush(); err != nil {
+		conn.Close()
+		return
+	}
+	sess, err := yamux.Client(wire.Conn(conn, brw.Reader), wire.Config(g.opts.Timing, false))
+	if err != nil {
+		conn.Close()
+		return
+	}
+	g.hold(k, cred.ID, version, sess)
+}
+
+// hold registers the tunnel, replacing the cluster's previous one, and
+// starts its loops.
+func (g *Gateway) hold(k key, credID, version string, sess *yamux.Session) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &tunnel{key: k, cred: credID, version: version, sess: sess, cancel: cancel}
+	t.tr = &http.Transport{
+		DialContext:           func(context.Context, string, string) (net.Conn, error) { return sess.Open() },
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // watches answer when they have news
+		DisableCompression:    true,
+	}
+	t.proxy = &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "tunnel" },
+		Transport:     t.tr,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				writeError(w, eim.Errorf(eim.EUNAVAILABLE, "cluster %s: the tunnel failed: %v", k, err))
+			}
+		},
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		t.close()
+		return
+	}
+	old := g.tunnels[k]
+	g.tunnels[k] = t
+	g.wg.Add(2)
+	g.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	now := g.opts.Now()
+	if err := g.opts.Store.SaveTunnel(ctx, &eim.Tunnel{Project: k.project, Cluster: k.cluster, Replica: g.opts.Replica,
+		Address: g.opts.PeerURL(), AgentVersion: version, Connected: now, LastSeen: now}); err != nil {
+		g.log.Warn("connect: tunnel not registered (other replicas cannot forward to it until a ping records it)", "cluster", k.String(), "err", err)
+	}
+	g.log.Info("connect: tunnel open", "cluster", k.String(), "agent_version", version, "credential", credID)
+	go func() {
+		defer g.wg.Done()
+		g.control(ctx, t)
+	}()
+	go func() {
+		defer g.wg.Done()
+		g.ping(ctx, t)
+		t.close()
+		g.mu.Lock()
+		if g.tunnels[k] == t {
+			delete(g.tunnels, k)
+		}
+		g.mu.Unlock()
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := g.opts.Store.DeleteTunnel(dctx, k.project, k.cluster, g.opts.Replica); err != nil {
+			g.log.Warn("connect: tunnel not unregistered", "cluster", k.String(), "err", err)
+		}
+		g.log.Info("connect: tunnel closed", "cluster", k.String())
+	}()
+}
+
+// ping checks the tunnel every interval until it fails or ends, and
+// records the round-trip time in the registry. A ping not answered
+// within the timeout ends the tunnel.
+func (g *Gateway) ping(ctx context.Context, t *tunnel) {
+	tick := time.NewTicker(g.opts.Timing.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.sess.CloseChan():
+			return
+		case <-tick.C:
+		}
+		rtt, err := t.sess.Ping()
+		if err != nil {
+			g.log.Warn("connect: tunnel ping failed: closing it", "cluster", t.key.String(), "err", err)
+			return
+		}
+		t.mu.Lock()
+		t.rtt = rtt
+		t.mu.Unlock()
+		held, err := g.opts.Store.TouchTunnel(ctx, t.key.project, t.key.cluster, g.opts.Replica, g.opts.Now(), rtt)
+		if err == nil && !held {
+			// The registry lost this replica's record (another replica
+			// took the cluster over, or the row went): restore it when the
+			// tunnel here is the cluster's only one, else yield.
+			other, ferr := g.opts.Store.FindTunnel(ctx, t.key.project, t.key.cluster)
+			if ferr == nil && other.Replica != g.opts.Replica && other.Connected.After(g.opts.Now().Add(-g.opts.Timing.Interval*3)) {
+				g.log.Info("connect: the cluster's agent connected to another replica: closing this tunnel", "cluster", t.key.String(), "replica", other.Replica)
+				return
+			}
+			now := g.opts.Now()
+			err = g.opts.Store.SaveTunnel(ctx, &eim.Tunnel{Project: t.key.project, Cluster: t.key.cluster, Replica: g.opts.Replica,
+				Address: g.opts.PeerURL(), AgentVersion: t.version, Connected: now, LastSeen: now, RTT: rtt})
+		}
+		if err != nil && ctx.Err() == nil {
+			g.log.Warn("connect: tunnel heartbeat not recorded", "cluster", t.key.String(), "err", err)
+		}
+	}
+}
+
+// control serves the streams the agent opens: token rotation.
+func (g *Gateway) control(ctx context.Context, t *tunnel) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+wire.RotatePath, func(w http.ResponseWriter, r *http.Request) {
+		c, tok, err := newToken(t.key.project, t.key.cluster, g.opts.Now(), g.opts.TokenTTL)
+		if err == nil {
+			grace := g.opts.Now().Add(g.opts.RotationGrace)
+			err = g.opts.Store.CreateConnectCredential(r.Context(), c, &grace)
+		}
+		if err != nil {
+			g.log.Warn("connect: token rotation failed", "cluster", t.key.String(), "err", err)
+			writeError(w, err)
+			return
+		}
+		g.log.Info("connect: agent token rotated", "cluster", t.key.String(), "credential", c.ID, "expires", c.Expires)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(wire.Token{Token: tok, Expires: c.Expires})
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-t.sess.CloseChan():
+		}
+		srv.Close()
+	}()
+	_ = srv.Serve(t.sess)
+}
