@@ -32,7 +32,7 @@ import (
 // listener (TLS, one certificate) and HTTP listener, and an upstream
 // that shows what reached it.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	store    eim.Store
 	iss      *auth.Issuer
 	ver      *auth.Verifier
@@ -53,7 +53,7 @@ type gateway struct {
 	done   chan struct{}
 }
 
-func newEnv(t *testing.T, replicas int) *env {
+func newEnv(t testing.TB, replicas int) *env {
 	t.Helper()
 	ctx := t.Context()
 	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
@@ -242,7 +242,7 @@ func (e *env) await(connected chan struct{}, _ func()) {
 	})
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+func waitFor(t testing.TB, what string, d time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !ok() {
@@ -273,6 +273,8 @@ func upstream(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", r.Header.Get("Upgrade"))
 		brw.Flush()
 		_, _ = io.Copy(conn, brw)
+	case r.URL.Path == "/big":
+		_, _ = io.WriteString(w, bigBody)
 	case r.URL.Path == "/watch":
 		for i := 0; ; i++ {
 			if _, err := fmt.Fprintf(w, "event %d\n", i); err != nil {
@@ -306,7 +308,7 @@ type relay struct {
 	conns    []net.Conn
 }
 
-func newRelay(t *testing.T, backends func() []string) *relay {
+func newRelay(t testing.TB, backends func() []string) *relay {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
