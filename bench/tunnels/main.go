@@ -81,7 +81,7 @@ func run(bin string, n int, window time.Duration, timing wire.Timing) error {
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
 	var apiURL, agentURL string
 	sc := bufio.NewScanner(out)
-	for sc.Scan() && (apiURL == "" || agentURL == "") {
+	for (apiURL == "" || agentURL == "") && sc.Scan() {
 		if m := apiRE.FindStringSubmatch(sc.Text()); m != nil {
 			apiURL = m[1]
 		}

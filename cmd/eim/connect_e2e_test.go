@@ -3,12 +3,16 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/pem"
 
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,7 +98,9 @@ func TestConnectKubernetes(t *testing.T) {
 	const cluster = "edge-1"
 
 	// The cluster's side: the agent may impersonate; users' groups are
-	// bound to the built-in roles: writers edit, readers view.
+	// bound to roles: writers write, readers read. (The built-in edit and
+	// view are aggregated by the controller manager, which this API server
+	// runs without.)
 	k.apply(t, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: eim-connect-impersonator}
@@ -107,15 +113,28 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: eim-conn
 subjects: [{kind: User, name: %s}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: eim-writer}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, list, watch, create, update, patch, delete]}
+- {apiGroups: [""], resources: [pods], verbs: [get, list]}
+- {apiGroups: [""], resources: [pods/exec], verbs: [create, get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: eim-reader}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: eim-cluster-writers}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: eim-writer}
 subjects: [{kind: Group, name: "eim:kube-e2e_cl-rw"}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: eim-cluster-readers}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: eim-reader}
 subjects: [{kind: Group, name: "eim:kube-e2e_im-rw"}]
 `, k.agentUser))
 
@@ -208,19 +227,61 @@ subjects: [{kind: Group, name: "eim:kube-e2e_im-rw"}]
 		}
 		return f
 	}
+	// kubectl sends its token over TLS only: each replica's HTTP listener
+	// is reached through a TLS front, as an ingress would serve it.
+	fronts := map[*replica]*httptest.Server{}
+	front := func(via *replica) *httptest.Server {
+		if f := fronts[via]; f != nil {
+			return f
+		}
+		target := &neturl.URL{Scheme: "http", Host: via.http}
+		f := httptest.NewTLSServer(&httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.SetXForwarded()
+				pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
+			},
+			FlushInterval: -1,
+			ErrorLog:      log.New(io.Discard, "", 0), // a killed replica's cut streams
+		})
+		t.Cleanup(f.Close)
+		fronts[via] = f
+		return f
+	}
 	kubeconfig := func(via *replica, userTok, name string) string {
 		t.Helper()
-		f := filepath.Join(base, name+".kubeconfig")
-		cliRunner{t: t, url: url(via), tokenFile: userTok}.must("connect", "kubeconfig", cluster, "--project", proj.Name, "--out", f)
-		return f
+		f := front(via)
+		ca := filepath.Join(base, name+"-front.crt")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kc, err := client.New(f.URL, strings.TrimSpace(string(must(os.ReadFile(userTok)))), f.Client()).Kubeconfig(ctx, proj.Name, cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(kc, f.URL+"/kubernetes/"+proj.ID+"-"+cluster) {
+			t.Fatalf("the kubeconfig does not point at the gateway's path of the cluster through %s:\n%s", f.URL, kc)
+		}
+		kc = strings.Replace(kc, "  cluster:\n", fmt.Sprintf("  cluster:\n    certificate-authority: %q\n", ca), 1)
+		file := filepath.Join(base, name+".kubeconfig")
+		if err := os.WriteFile(file, []byte(kc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	// The CLI writes the same, for the replica it is given.
+	cliKC := filepath.Join(base, "cli.kubeconfig")
+	cli.must("connect", "kubeconfig", cluster, "--project", proj.Name, "--out", cliKC)
+	if fi, err := os.Stat(cliKC); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("eim connect kubeconfig: %v, mode %v; want a 0600 file", err, fi.Mode().Perm())
+	}
+	if kc := string(must(os.ReadFile(cliKC))); !strings.Contains(kc, url(reps[0])+"/kubernetes/"+proj.ID+"-"+cluster) {
+		t.Errorf("eim connect kubeconfig: no server %s/kubernetes/%s-%s in\n%s", url(reps[0]), proj.ID, cluster, kc)
 	}
 	writerTok := userFile("writer", proj.Name+"_cl-rw")
 	readerTok := userFile("reader", proj.Name+"_im-rw") // may write as far as EIM is concerned; the cluster's RBAC says view
 	writer := kubeconfig(held, writerTok, "writer")
 	reader := kubeconfig(held, readerTok, "reader")
-	if kc := string(must(os.ReadFile(writer))); !strings.Contains(kc, "/kubernetes/"+proj.ID+"-"+cluster) {
-		t.Fatalf("the kubeconfig does not point at the gateway's path of the cluster:\n%s", kc)
-	}
 
 	// Who the cluster sees.
 	if who := k.must(t, writer, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); !strings.HasPrefix(who, "eim:writer ") || !strings.Contains(who, "eim:kube-e2e_cl-rw") || strings.Contains(who, "system:masters") {
