@@ -70,7 +70,7 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.ConnectPingTimeout, "connect-ping-timeout", 10*time.Second, "connect: a tunnel whose ping is not answered within this is closed (a dead tunnel is found within interval + timeout)")
 	fs.DurationVar(&cfg.ConnectTokenTTL, "connect-token-ttl", 30*24*time.Hour, "connect: lifetime of the connect tokens issued (agents rotate theirs when a third is left)")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
-	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2 or oob (see --list-modules)")
+	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters or oob (see --list-modules)")
 	fs.BoolVar(&listModules, "list-modules", false, "print the modules, what each needs and the profiles that hold it, and exit")
 	fs.StringVar(&cfg.ReplicaID, "replica-id", "", "this process's name among the deployment's processes, in leases and logs (default hostname-pid-random)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 10*time.Second, "how long leases on run-once work and on shares of the fleet's liveness last unrenewed: a process that dies hands its work on within about that")
