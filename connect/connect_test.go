@@ -41,8 +41,10 @@ type env struct {
 	tokenTTL time.Duration
 	tls      *httptest.Server // gives the certificate
 	upstream *httptest.Server
-	gws      []*gateway
 	lb       *relay // in front of the agent listeners
+
+	mu  sync.Mutex // guards gws and their agent listeners, read by lb
+	gws []*gateway
 }
 
 type gateway struct {
@@ -53,7 +55,10 @@ type gateway struct {
 	done   chan struct{}
 }
 
-func newEnv(t testing.TB, replicas int) *env {
+func newEnv(t testing.TB, replicas int) *env { return newEnvTTL(t, replicas, time.Hour) }
+
+// newEnvTTL is newEnv with gateways issuing tokens valid for ttl.
+func newEnvTTL(t testing.TB, replicas int, ttl time.Duration) *env {
 	t.Helper()
 	ctx := t.Context()
 	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
@@ -75,7 +80,7 @@ func newEnv(t testing.TB, replicas int) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, store: store, iss: iss, ver: ver, proj: proj,
-		timing: wire.Timing{Interval: 200 * time.Millisecond, Timeout: 400 * time.Millisecond}, tokenTTL: time.Hour}
+		timing: wire.Timing{Interval: 200 * time.Millisecond, Timeout: 400 * time.Millisecond}, tokenTTL: ttl}
 	e.tls = httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(e.tls.Close)
 	e.upstream = httptest.NewServer(http.HandlerFunc(upstream))
@@ -84,6 +89,8 @@ func newEnv(t testing.TB, replicas int) *env {
 		e.startGateway()
 	}
 	e.lb = newRelay(t, func() []string {
+		e.mu.Lock()
+		defer e.mu.Unlock()
 		var addrs []string
 		for _, g := range e.gws {
 			if g.agent != nil {
@@ -123,7 +130,9 @@ func (e *env) startGateway() *gateway {
 		defer close(gw.done)
 		_ = gw.g.Run(ctx)
 	}()
+	e.mu.Lock()
 	e.gws = append(e.gws, gw)
+	e.mu.Unlock()
 	e.t.Cleanup(func() { e.kill(gw) })
 	return gw
 }
@@ -131,16 +140,19 @@ func (e *env) startGateway() *gateway {
 // kill stops a gateway as a killed process would: its listeners close
 // and its tunnels end without unregistering being awaited.
 func (e *env) kill(gw *gateway) {
-	if gw.agent == nil {
+	e.mu.Lock()
+	agentSrv := gw.agent
+	gw.agent = nil // the relay sends no more connections there
+	e.mu.Unlock()
+	if agentSrv == nil {
 		return
 	}
-	gw.agent.CloseClientConnections()
-	gw.agent.Close()
+	agentSrv.CloseClientConnections()
+	agentSrv.Close()
 	gw.http.CloseClientConnections()
 	gw.http.Close()
 	gw.cancel()
 	<-gw.done
-	gw.agent = nil
 }
 
 // token issues the cluster's connect token through the API, into a file.
@@ -233,6 +245,8 @@ func (e *env) await(connected chan struct{}, _ func()) {
 		e.t.Fatal("the agent did not connect within 10 s")
 	}
 	waitFor(e.t, "a gateway holds the tunnel", 5*time.Second, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
 		for _, g := range e.gws {
 			if g.agent != nil && g.g.Held() > 0 {
 				return true
@@ -566,10 +580,8 @@ func TestDeadTunnel(t *testing.T) {
 // expires after the grace; a token of another cluster, an unknown or a
 // revoked one opens no tunnel.
 func TestTokenRotation(t *testing.T) {
-	e := newEnv(t, 1)
-	e.tokenTTL = 3 * time.Second
-	e.gws = nil
-	gw := e.startGateway()
+	e := newEnvTTL(t, 1, 3*time.Second)
+	gw := e.gws[0]
 	file := e.token(gw, "edge", "")
 	first, _ := os.ReadFile(file)
 	e.await(e.runAgent("edge", file))
