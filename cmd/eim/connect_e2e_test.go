@@ -70,8 +70,15 @@ func TestConnectKubernetes(t *testing.T) {
 	})
 	var agentLog string
 	t.Cleanup(func() {
+		mu.Lock()
 		for _, r := range reps {
 			r.kill()
+		}
+		mu.Unlock()
+		for _, r := range reps {
+			if b, _ := os.ReadFile(r.logFile); racecheck.Reported(b) {
+				t.Errorf("%s reported a data race", r.name)
+			}
 		}
 		if t.Failed() {
 			for _, r := range reps {
