@@ -87,6 +87,7 @@ type Gateway struct {
 	mu         sync.Mutex
 	tunnels    map[key]*tunnel
 	forwarders map[string]*httputil.ReverseProxy // by replica address
+	resolved   map[string]resolution             // by /kubernetes/{target}
 	closed     bool
 	wg         sync.WaitGroup // the tunnels' goroutines
 }

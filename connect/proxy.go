@@ -162,6 +162,48 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[
 // name with hyphens is tried at each of them) that the caller may reach
 // with method.
 func (g *Gateway) resolve(ctx context.Context, target string, p *eim.Principal, method string) (*eim.Project, string, error) {
+	now := g.opts.Now()
+	g.mu.Lock()
+	r, ok := g.resolved[target]
+	g.mu.Unlock()
+	if ok && now.Before(r.expires) {
+		if err := allowed(p, r.proj, method); err != nil {
+			return nil, "", err
+		}
+		return r.proj, r.cluster, nil
+	}
+	proj, cluster, err := g.lookup(ctx, target, p, method)
+	if err == nil && g.connected(ctx, key{proj.Name, cluster}) {
+		// A connected cluster's target is kept a little: a name with
+		// hyphens costs a lookup per hyphen, and a watch's reconnects and
+		// kubectl's discovery come in bursts.
+		g.mu.Lock()
+		if len(g.resolved) >= maxResolved {
+			clear(g.resolved)
+		}
+		if g.resolved == nil {
+			g.resolved = map[string]resolution{}
+		}
+		g.resolved[target] = resolution{proj: proj, cluster: cluster, expires: now.Add(resolveTTL)}
+		g.mu.Unlock()
+	}
+	return proj, cluster, err
+}
+
+// resolution is a target's project and cluster, as resolve found them.
+type resolution struct {
+	proj    *eim.Project
+	cluster string
+	expires time.Time
+}
+
+const (
+	resolveTTL  = 30 * time.Second
+	maxResolved = 10000
+)
+
+// lookup is resolve without its cache.
+func (g *Gateway) lookup(ctx context.Context, target string, p *eim.Principal, method string) (*eim.Project, string, error) {
 	if len(target) > 37 && target[36] == '-' && uuidRE.MatchString(target[:36]) {
 		proj, err := g.opts.Store.FindProjectByID(ctx, target[:36])
 		if err == nil {
