@@ -319,7 +319,9 @@ type relay struct {
 	backends func() []string
 	mu       sync.Mutex
 	frozen   chan struct{} // closed when frozen
+	done     chan struct{} // closed at the test's end
 	conns    []net.Conn
+	wg       sync.WaitGroup
 }
 
 func newRelay(t testing.TB, backends func() []string) *relay {
@@ -327,15 +329,21 @@ func newRelay(t testing.TB, backends func() []string) *relay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &relay{ln: ln, backends: backends, frozen: make(chan struct{})}
-	go r.serve()
+	r := &relay{ln: ln, backends: backends, frozen: make(chan struct{}), done: make(chan struct{})}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.serve()
+	}()
 	t.Cleanup(func() {
 		ln.Close()
+		close(r.done)
 		r.mu.Lock()
 		for _, c := range r.conns {
 			c.Close()
 		}
 		r.mu.Unlock()
+		r.wg.Wait()
 	})
 	return r
 }
@@ -354,7 +362,11 @@ func (r *relay) serve() {
 		if err != nil {
 			return
 		}
-		go r.handle(c)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.handle(c)
+		}()
 	}
 }
 
@@ -374,13 +386,20 @@ func (r *relay) handle(c net.Conn) {
 	r.conns = append(r.conns, c, b)
 	frozen := r.frozen
 	r.mu.Unlock()
+	select {
+	case <-r.done: // the cleanup closed the others already
+		c.Close()
+		b.Close()
+		return
+	default:
+	}
 	pipe := func(dst, src net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
 			select {
 			case <-frozen:
-				<-make(chan struct{}) // hold, carrying nothing, until the test ends
+				<-r.done // hold, carrying nothing, until the test ends
 			default:
 			}
 			if n > 0 {
@@ -395,8 +414,9 @@ func (r *relay) handle(c net.Conn) {
 		dst.Close()
 		src.Close()
 	}
-	go pipe(b, c)
-	go pipe(c, b)
+	r.wg.Add(2)
+	go func() { defer r.wg.Done(); pipe(b, c) }()
+	go func() { defer r.wg.Done(); pipe(c, b) }()
 }
 
 // TestTunnelProxiesAsCaller: through the tunnel the upstream sees the
