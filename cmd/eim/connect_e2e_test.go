@@ -215,6 +215,14 @@ subjects: [{kind: Group, name: "eim:kube-e2e_im-rw"}]
 	if !strings.HasPrefix(st.AgentVersion, "v") || st.LastSeen == nil {
 		t.Errorf("status: got %+v, want the agent's version and a last ping", st)
 	}
+	var listed []client.ClusterConnection
+	cli.json(&listed, "connect", "status", "--project", proj.Name)
+	if len(listed) != 1 || listed[0].Cluster != cluster || !listed[0].Connected || listed[0].TokenExpires == nil {
+		t.Errorf("eim connect status -o json: got %+v, want %s connected with its token's expiry", listed, cluster)
+	}
+	if out := cli.must("connect", "status", "--project", proj.Name); !strings.Contains(out, cluster) || !strings.Contains(out, "true") || !strings.Contains(out, " ms") {
+		t.Errorf("eim connect status: got\n%s", out)
+	}
 
 	// Users: tokens minted with the servers' key; kubeconfigs from the
 	// kubeconfigs endpoint (eim connect kubeconfig), each with a token of
