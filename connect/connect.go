@@ -69,6 +69,9 @@ type Options struct {
 	// RotationGrace is how long a rotated token stays valid after its
 	// successor was issued (10 minutes when zero).
 	RotationGrace time.Duration
+	// TokenCheck is how often an open tunnel's token is checked again
+	// (a revoked or expired one closes the tunnel); 1 minute when zero.
+	TokenCheck time.Duration
 	// KubeconfigTTL is the lifetime of a kubeconfig's token (1 h when
 	// zero).
 	KubeconfigTTL time.Duration
@@ -85,7 +88,7 @@ type Gateway struct {
 	log  *slog.Logger
 
 	mu         sync.Mutex
-	tunnels    map[key]*tunnel
+	tunnels    map[key][]*tunnel                 // the newest last
 	forwarders map[string]*httputil.ReverseProxy // by replica address
 	resolved   map[string]resolution             // by /kubernetes/{target}
 	closed     bool
@@ -111,6 +114,9 @@ func New(opts Options) *Gateway {
 	if opts.RotationGrace <= 0 {
 		opts.RotationGrace = 10 * time.Minute
 	}
+	if opts.TokenCheck <= 0 {
+		opts.TokenCheck = time.Minute
+	}
 	if opts.KubeconfigTTL <= 0 {
 		opts.KubeconfigTTL = time.Hour
 	}
@@ -123,7 +129,7 @@ func New(opts Options) *Gateway {
 	if opts.Timing.Timeout <= 0 {
 		opts.Timing.Timeout = wire.DefaultTiming.Timeout
 	}
-	return &Gateway{opts: opts, log: opts.Logger, tunnels: map[key]*tunnel{}}
+	return &Gateway{opts: opts, log: opts.Logger, tunnels: map[key][]*tunnel{}}
 }
 
 // Run waits for ctx to end, then closes the tunnels this replica holds
@@ -133,9 +139,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	<-ctx.Done()
 	g.mu.Lock()
 	g.closed = true
-	ts := make([]*tunnel, 0, len(g.tunnels))
-	for _, t := range g.tunnels {
-		ts = append(ts, t)
+	var ts []*tunnel
+	for _, l := range g.tunnels {
+		ts = append(ts, l...)
 	}
 	g.mu.Unlock()
 	for _, t := range ts {
@@ -148,7 +154,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return nil
 }
 
-// Held returns how many tunnels this replica holds.
+// Held returns how many clusters this replica holds tunnels of.
 func (g *Gateway) Held() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -109,7 +109,7 @@ func (e *env) startGateway() *gateway {
 	addr := "http://" + gw.http.Listener.Addr().String()
 	gw.g = connect.New(connect.Options{
 		Store: e.store, Authenticator: e.ver, Minter: e.iss, Replica: fmt.Sprintf("r%d", i),
-		PeerURL: func() string { return addr }, Timing: e.timing, TokenTTL: e.tokenTTL,
+		PeerURL: func() string { return addr }, Timing: e.timing, TokenTTL: e.tokenTTL, TokenCheck: 2 * e.timing.Interval,
 	})
 	mux := http.NewServeMux()
 	for p, h := range gw.g.Routes() {
@@ -674,4 +674,66 @@ func upgradeStatus(t *testing.T, raw net.Conn, e *env, tok, cluster string) int 
 		t.Fatal(err)
 	}
 	return resp.StatusCode
+}
+
+// TestSeveralAgents: a cluster's agents on two control-plane nodes hold
+// a tunnel each, on different replicas, without pushing each other off;
+// the newest serves; when its replica dies the other replica's tunnel
+// takes the cluster over without reconnecting.
+func TestSeveralAgents(t *testing.T) {
+	e := newEnv(t, 2)
+	g0, g1 := e.gws[0], e.gws[1]
+	file := e.token(g0, "edge", "")
+	e.await(e.runAgent("edge", file)) // the relay sends it to r0
+	// The second agent reaches r1 directly (another balancer's choice).
+	e.mu.Lock()
+	e.gws[0], e.gws[1] = g1, g0
+	e.mu.Unlock()
+	second, _ := e.runAgent("edge", file)
+	select {
+	case <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second agent did not connect")
+	}
+	waitFor(t, "both replicas hold a tunnel, r1 the registry row", 5*time.Second, func() bool {
+		reg, err := e.store.FindTunnel(t.Context(), "p-one", "edge")
+		return g0.g.Held() == 1 && g1.g.Held() == 1 && err == nil && reg.Replica == "r1"
+	})
+	// Several intervals later: still both, no reconnects.
+	time.Sleep(5 * e.timing.Interval)
+	if g0.g.Held() != 1 || g1.g.Held() != 1 {
+		t.Fatalf("after 5 pings: r0 holds %d, r1 %d; want both 1", g0.g.Held(), g1.g.Held())
+	}
+	select {
+	case <-second:
+		t.Fatal("an agent reconnected: the tunnels pushed each other off")
+	default:
+	}
+	user := e.mint("alice", "p-one_cl-r")
+	e.kill(g1)
+	waitFor(t, "r0 takes the cluster over", 5*time.Second, func() bool {
+		reg, err := e.store.FindTunnel(t.Context(), "p-one", "edge")
+		return err == nil && reg.Replica == "r0"
+	})
+	resp := e.do(g0, http.MethodGet, "/kubernetes/p-one-edge/api", user, nil)
+	if body := readAll(resp); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the takeover: %s %s", resp.Status, body)
+	}
+}
+
+// TestRevokedTunnelCloses: revoking a cluster's tokens closes its open
+// tunnel at the next token check, and the agent cannot open another.
+func TestRevokedTunnelCloses(t *testing.T) {
+	e := newEnv(t, 1)
+	gw := e.gws[0]
+	e.await(e.runAgent("edge", e.token(gw, "edge", "")))
+	resp := e.do(gw, http.MethodDelete, "/v2/projects/p-one/connect/clusters/edge/token", e.admin(), nil)
+	if readAll(resp); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %s", resp.Status)
+	}
+	waitFor(t, "the revoked tunnel closes", 10*e.timing.Interval, func() bool { return gw.g.Held() == 0 })
+	time.Sleep(3 * e.timing.Interval) // the agent's reconnects are refused
+	if gw.g.Held() != 0 {
+		t.Fatal("the agent opened a tunnel with a revoked token")
+	}
 }

@@ -55,12 +55,16 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	var t *tunnel
 	g.mu.Lock()
-	t := g.tunnels[k]
+	if l := g.tunnels[k]; len(l) > 0 {
+		t = l[len(l)-1]
+	}
 	g.mu.Unlock()
 	if t != nil {
 		out := r.Clone(r.Context())
 		out.URL.Path, out.URL.RawPath = "/"+rest, ""
+		out.Header.Del(forwardHeader)
 		impersonate(out.Header, p)
 		t.proxy.ServeHTTP(rec, out)
 		return

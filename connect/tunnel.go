@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,7 @@ import (
 // tunnel is an agent's connection this replica holds.
 type tunnel struct {
 	key     key
-	cred    string // the credential the agent authenticated with
+	cred    string // the credential the agent authenticated with, or rotated to (guarded by mu)
 	version string
 	sess    *yamux.Session
 	tr      *http.Transport
@@ -113,19 +114,18 @@ func (g *Gateway) hold(k key, credID, version string, sess *yamux.Session) {
 			}
 		},
 	}
+	// A cluster may have several agents (one per control-plane node),
+	// here or on other replicas: the newest tunnel serves, the others
+	// stand by and take over when it ends.
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
 		t.close()
 		return
 	}
-	old := g.tunnels[k]
-	g.tunnels[k] = t
+	g.tunnels[k] = append(g.tunnels[k], t)
 	g.wg.Add(2)
 	g.mu.Unlock()
-	if old != nil {
-		old.close()
-	}
 	now := g.opts.Now()
 	if err := g.opts.Store.SaveTunnel(ctx, &eim.Tunnel{Project: k.project, Cluster: k.cluster, Replica: g.opts.Replica,
 		Address: g.opts.PeerURL(), AgentVersion: version, Connected: now, LastSeen: now}); err != nil {
@@ -141,26 +141,35 @@ func (g *Gateway) hold(k key, credID, version string, sess *yamux.Session) {
 		g.ping(ctx, t)
 		t.close()
 		g.mu.Lock()
-		if g.tunnels[k] == t {
+		g.tunnels[k] = slices.DeleteFunc(g.tunnels[k], func(o *tunnel) bool { return o == t })
+		left := len(g.tunnels[k])
+		if left == 0 {
 			delete(g.tunnels, k)
 		}
 		g.mu.Unlock()
-		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := g.opts.Store.DeleteTunnel(dctx, k.project, k.cluster, g.opts.Replica); err != nil {
-			g.log.Warn("connect: tunnel not unregistered", "cluster", k.String(), "err", err)
+		if left == 0 {
+			// The registry row goes with this replica's last tunnel of the
+			// cluster: a standby elsewhere takes it at its next ping.
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := g.opts.Store.DeleteTunnel(dctx, k.project, k.cluster, g.opts.Replica); err != nil {
+				g.log.Warn("connect: tunnel not unregistered", "cluster", k.String(), "err", err)
+			}
 		}
-		g.log.Info("connect: tunnel closed", "cluster", k.String())
+		g.log.Info("connect: tunnel closed", "cluster", k.String(), "left_here", left)
 	}()
 }
 
 // ping checks the tunnel every interval until it fails or ends, and
 // records the round-trip time in the registry. A ping not answered
-// within the timeout ends the tunnel.
+// within the timeout ends the tunnel. Every TokenCheck it checks that
+// the tunnel's token is still valid: a revoked or expired token (an
+// agent that failed to rotate it) ends the tunnel too.
 func (g *Gateway) ping(ctx context.Context, t *tunnel) {
 	tick := time.NewTicker(g.opts.Timing.Interval)
 	defer tick.Stop()
-	for {
+	checkEvery := max(int(g.opts.TokenCheck/g.opts.Timing.Interval), 1)
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -175,20 +184,36 @@ func (g *Gateway) ping(ctx context.Context, t *tunnel) {
 		}
 		t.mu.Lock()
 		t.rtt = rtt
+		cred := t.cred
 		t.mu.Unlock()
-		held, err := g.opts.Store.TouchTunnel(ctx, t.key.project, t.key.cluster, g.opts.Replica, g.opts.Now(), rtt)
-		if err == nil && !held {
-			// The registry lost this replica's record (another replica
-			// took the cluster over, or the row went): restore it when the
-			// tunnel here is the cluster's only one, else yield.
-			other, ferr := g.opts.Store.FindTunnel(ctx, t.key.project, t.key.cluster)
-			if ferr == nil && other.Replica != g.opts.Replica && other.Connected.After(g.opts.Now().Add(-g.opts.Timing.Interval*3)) {
-				g.log.Info("connect: the cluster's agent connected to another replica: closing this tunnel", "cluster", t.key.String(), "replica", other.Replica)
+		if n%checkEvery == 0 {
+			c, err := g.opts.Store.FindConnectCredential(ctx, cred)
+			if eim.ErrorCode(err) == eim.ENOTFOUND || (err == nil && !g.opts.Now().Before(c.Expires)) {
+				g.log.Warn("connect: the tunnel's token expired or was revoked: closing it", "cluster", t.key.String(), "credential", cred)
 				return
 			}
-			now := g.opts.Now()
-			err = g.opts.Store.SaveTunnel(ctx, &eim.Tunnel{Project: t.key.project, Cluster: t.key.cluster, Replica: g.opts.Replica,
-				Address: g.opts.PeerURL(), AgentVersion: t.version, Connected: now, LastSeen: now, RTT: rtt})
+		}
+		held, err := g.opts.Store.TouchTunnel(ctx, t.key.project, t.key.cluster, g.opts.Replica, g.opts.Now(), rtt)
+		if err == nil && !held {
+			// Another replica holds the cluster's row (a newer agent's
+			// tunnel: this one stands by), or nobody does (the holder's
+			// tunnel ended, or its replica died and its pings stopped):
+			// then this replica takes the cluster over.
+			other, ferr := g.opts.Store.FindTunnel(ctx, t.key.project, t.key.cluster)
+			stale := g.opts.Now().Add(-3 * g.opts.Timing.Interval)
+			if ferr == nil && other.Replica != g.opts.Replica && other.LastSeen.After(stale) {
+				continue
+			}
+			if ferr != nil && eim.ErrorCode(ferr) != eim.ENOTFOUND {
+				err = ferr
+			} else {
+				now := g.opts.Now()
+				err = g.opts.Store.SaveTunnel(ctx, &eim.Tunnel{Project: t.key.project, Cluster: t.key.cluster, Replica: g.opts.Replica,
+					Address: g.opts.PeerURL(), AgentVersion: t.version, Connected: now, LastSeen: now, RTT: rtt})
+				if err == nil {
+					g.log.Info("connect: took the cluster over", "cluster", t.key.String())
+				}
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			g.log.Warn("connect: tunnel heartbeat not recorded", "cluster", t.key.String(), "err", err)
@@ -210,6 +235,9 @@ func (g *Gateway) control(ctx context.Context, t *tunnel) {
 			writeError(w, err)
 			return
 		}
+		t.mu.Lock()
+		t.cred = c.ID // the tunnel lives on the new token now
+		t.mu.Unlock()
 		g.log.Info("connect: agent token rotated", "cluster", t.key.String(), "credential", c.ID, "expires", c.Expires)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(wire.Token{Token: tok, Expires: c.Expires})
