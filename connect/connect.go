@@ -66,9 +66,6 @@ type Options struct {
 	// TokenTTL is the lifetime of the connect tokens the gateway issues
 	// (30 days when zero); agents rotate theirs when a third is left.
 	TokenTTL time.Duration
-	// RotationGrace is how long a rotated token stays valid after its
-	// successor was issued (10 minutes when zero).
-	RotationGrace time.Duration
 	// TokenCheck is how often an open tunnel's token is checked again
 	// (a revoked or expired one closes the tunnel); 1 minute when zero.
 	TokenCheck time.Duration
@@ -110,9 +107,6 @@ func New(opts Options) *Gateway {
 	}
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = 30 * 24 * time.Hour
-	}
-	if opts.RotationGrace <= 0 {
-		opts.RotationGrace = 10 * time.Minute
 	}
 	if opts.TokenCheck <= 0 {
 		opts.TokenCheck = time.Minute

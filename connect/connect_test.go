@@ -596,8 +596,8 @@ func TestDeadTunnel(t *testing.T) {
 }
 
 // TestTokenRotation: the agent trades its token for a fresh one over the
-// tunnel before it expires and writes it to its file; the old one then
-// expires after the grace; a token of another cluster, an unknown or a
+// tunnel before it expires and writes it to its file, and the tunnel
+// lives on past the first token's expiry; a token of another cluster, an unknown or a
 // revoked one opens no tunnel.
 func TestTokenRotation(t *testing.T) {
 	e := newEnvTTL(t, 1, 3*time.Second)
@@ -613,14 +613,25 @@ func TestTokenRotation(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("rotated token file: mode %v, %v; want 0600", fi.Mode().Perm(), err)
 	}
-	now := time.Now()
+	// The old token stays valid until its own expiry (other agents of
+	// the cluster may hold it); the new one is another credential.
 	oldID := strings.SplitN(strings.TrimPrefix(strings.TrimSpace(string(first)), "eimct_"), ".", 2)[0]
 	old, err := e.store.FindConnectCredential(t.Context(), oldID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !old.Expires.Before(now.Add(11 * time.Minute)) {
-		t.Errorf("the rotated-out token expires at %v, want within the grace", old.Expires)
+	if !old.Expires.After(time.Now()) {
+		t.Errorf("the rotated-out token expired at %v, want it valid until its own expiry", old.Expires)
+	}
+	rotated, _ := os.ReadFile(file)
+	if newID := strings.SplitN(strings.TrimPrefix(strings.TrimSpace(string(rotated)), "eimct_"), ".", 2)[0]; newID == oldID {
+		t.Errorf("the rotated token has the old one's ID %s", newID)
+	}
+	// The tunnel lives on the new token: it outlives the old one's expiry.
+	waitFor(t, "the old token expires", 5*time.Second, func() bool { return time.Now().After(old.Expires) })
+	time.Sleep(3 * e.timing.Interval) // token checks of the open tunnel
+	if gw.g.Held() != 1 {
+		t.Error("the tunnel closed when its first token expired, although it had rotated")
 	}
 
 	dial := func(tok, cluster string) int {

@@ -227,8 +227,10 @@ func (g *Gateway) control(ctx context.Context, t *tunnel) {
 	mux.HandleFunc("POST "+wire.RotatePath, func(w http.ResponseWriter, r *http.Request) {
 		c, tok, err := newToken(t.key.project, t.key.cluster, g.opts.Now(), g.opts.TokenTTL)
 		if err == nil {
-			grace := g.opts.Now().Add(g.opts.RotationGrace)
-			err = g.opts.Store.CreateConnectCredential(r.Context(), c, &grace)
+			// The old token stays valid until its own expiry: a cluster's
+			// agents may share it (one per control-plane node), each
+			// rotating its own copy. Revocation ends them all.
+			err = g.opts.Store.CreateConnectCredential(r.Context(), c, nil)
 		}
 		if err != nil {
 			g.log.Warn("connect: token rotation failed", "cluster", t.key.String(), "err", err)
