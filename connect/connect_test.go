@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -669,7 +670,7 @@ func upgradeStatus(t *testing.T, raw net.Conn, e *env, tok, cluster string) int 
 	cfg := pin.TLSConfig()
 	cfg.ServerName = "127.0.0.1"
 	cfg.NextProtos = []string{"http/1.1"}
-	conn := tlsClient(raw, cfg)
+	conn := tls.Client(raw, cfg)
 	req, _ := http.NewRequest(http.MethodGet, "https://x"+wire.Path, nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", wire.Protocol)

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/eimhq/eim/server"
 )
 
 const connectUsage = `Usage:
@@ -73,7 +73,7 @@ func (c *cli) connect(args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := writeSecretFile(out, []byte(t.Token+"\n")); err != nil {
+		if err := writeSecret(out, []byte(t.Token+"\n")); err != nil {
 			return err
 		}
 		if show {
@@ -88,7 +88,7 @@ func (c *cli) connect(args []string) error {
 		if err != nil {
 			return err
 		}
-		return writeSecretFile(out, []byte(kc))
+		return writeSecret(out, []byte(kc))
 	}
 	// status
 	if len(pos) == 1 {
@@ -137,25 +137,9 @@ func connRow(cluster string, connected bool, seen *time.Time, version string, rt
 	return []string{cluster, strconv.FormatBool(connected), ts(seen), version, r, replica, ts(expires)}
 }
 
-// writeSecretFile replaces path with b, readable by its owner only: a
-// temporary file beside it, renamed over it.
-func writeSecretFile(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(f.Name()) // after the rename: nothing to remove
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
+// writeSecret writes a token or kubeconfig readable by its owner only.
+func writeSecret(path string, b []byte) error {
+	if err := server.WriteFileAtomic(path, b); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
