@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -128,6 +129,18 @@ func (c *cli) server(args []string) error {
 		if err := server.CheckAgentURL(cfg.AgentURL); err != nil {
 			return usagef("%v", err)
 		}
+	}
+	if cfg.ConnectPeerURL != "" {
+		if u, err := url.Parse(cfg.ConnectPeerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
+			return usagef("--connect-peer-url %q: want http://HOST:PORT (this replica's HTTP listener as the others reach it)", cfg.ConnectPeerURL)
+		}
+		cfg.ConnectPeerURL = strings.TrimSuffix(cfg.ConnectPeerURL, "/")
+	}
+	if cfg.ConnectPingInterval < 100*time.Millisecond || cfg.ConnectPingTimeout < 100*time.Millisecond {
+		return usagef("--connect-ping-interval and --connect-ping-timeout: at least 100ms")
+	}
+	if cfg.ConnectTokenTTL < time.Minute {
+		return usagef("--connect-token-ttl: at least 1m, got %v", cfg.ConnectTokenTTL)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Stdout = c.stdout
