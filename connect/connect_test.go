@@ -81,7 +81,7 @@ func newEnvTTL(t testing.TB, replicas int, ttl time.Duration) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, store: store, iss: iss, ver: ver, proj: proj,
-		timing: wire.Timing{Interval: 200 * time.Millisecond, Timeout: 400 * time.Millisecond}, tokenTTL: ttl}
+		timing: wire.Timing{Interval: 200 * time.Millisecond, Timeout: time.Second}, tokenTTL: ttl}
 	e.tls = httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(e.tls.Close)
 	e.upstream = httptest.NewServer(http.HandlerFunc(upstream))
