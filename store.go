@@ -124,6 +124,9 @@ type Store interface {
 	// late). Not in the feed.
 	SaveFeedPosition(ctx context.Context, consumer string, rev int64) error
 
+	// The connect module's credentials and tunnel registry.
+	ConnectStore
+
 	Close() error
 }
 

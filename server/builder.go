@@ -49,6 +49,9 @@ type Builder struct {
 	// The agent side, set when a module of the process serves nodes.
 	ca       *pki.Authority
 	agentURL string
+	// httpAddr is the HTTP listener's address, known once it is bound
+	// (after the modules are built, before anything is served).
+	httpAddr string
 
 	sb       *southbound.Server
 	batcher  *inventory.Batcher

@@ -2,10 +2,15 @@ package server
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"slices"
+	"strings"
 
 	"connectrpc.com/connect"
 
+	gateway "github.com/eimhq/eim/connect"
+	"github.com/eimhq/eim/connect/wire"
 	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/exporter"
 	"github.com/eimhq/eim/hostmgr"
@@ -66,6 +71,12 @@ func init() {
 		Name:    "exporter",
 		Summary: "the fleet's state as Prometheus metrics on /metrics: the original's per-host series, aggregates by project and site, duration histograms",
 		Build:   buildExporter,
+	})
+	register(&Module{
+		Name:    "connect",
+		Summary: "the tunnel edge clusters open to reach their Kubernetes API behind NAT: users at /kubernetes/{project}-{cluster}/ impersonated, connect tokens, the tunnel registry shared by its replicas",
+		Agent:   true,
+		Build:   buildConnect,
 	})
 	register(&Module{
 		Name:    "os",
@@ -203,6 +214,45 @@ func buildOS(b *Builder) (Parts, error) {
 		return oscatalog.New(oscatalog.Options{Store: b.Store, Catalog: cat, Logger: b.Log, Refresh: refresh, Metrics: b.Metrics,
 			Reload: func() (*oscatalog.Catalog, error) { return b.loadCatalog(ctx) }}).Run(ctx)
 	}}}}, nil
+}
+
+func buildConnect(b *Builder) (Parts, error) {
+	peer := b.cfg.ConnectPeerURL
+	g := gateway.New(gateway.Options{
+		Store: b.Store, Authenticator: b.Verifier, Minter: b.Issuer, Logger: b.Log, Replica: b.cfg.ReplicaID,
+		PeerURL: func() string {
+			if peer != "" {
+				return peer
+			}
+			return peerURL(b.httpAddr)
+		},
+		Timing:   wire.Timing{Interval: b.cfg.ConnectPingInterval, Timeout: b.cfg.ConnectPingTimeout},
+		TokenTTL: b.cfg.ConnectTokenTTL,
+	})
+	var parts Parts
+	for pattern, h := range g.Routes() {
+		parts.Routes = append(parts.Routes, Route{pattern, h})
+	}
+	for pattern, h := range g.AgentRoutes() {
+		parts.Agent = append(parts.Agent, Route{pattern, h})
+	}
+	slices.SortFunc(parts.Routes, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	parts.Loops = []Loop{{Name: "tunnels", Run: g.Run}}
+	return parts, nil
+}
+
+// peerURL is http://ADDR of the bound HTTP listener, with an unspecified
+// host (0.0.0.0, ::) as loopback: replicas on other machines need
+// --connect-peer-url.
+func peerURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // small: most answers are a few hundred bytes, where gzip would cost more

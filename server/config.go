@@ -69,6 +69,12 @@ type Config struct {
 	// ExporterPerHost: the exporter module serves the per-host series
 	// (edge_host_*) of the projects that do not turn them off.
 	ExporterPerHost bool
+	// The connect module: the URL the other replicas reach this one's
+	// HTTP listener at ("" for http://<http-addr>), the tunnels' pings,
+	// and the lifetime of the connect tokens it issues.
+	ConnectPeerURL                          string
+	ConnectPingInterval, ConnectPingTimeout time.Duration
+	ConnectTokenTTL                         time.Duration
 
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.

@@ -247,6 +247,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	b.httpAddr = ln.Addr().String()
 	srv := &http.Server{
 		Handler:           metrics.NewHTTP(reg, "http").Wrap(mux),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -449,15 +450,16 @@ func ensureAdminToken(ctx context.Context, dataDir string, iss *auth.Issuer, v *
 	if err != nil {
 		return "", fmt.Errorf("mint admin token: %w", err)
 	}
-	if err := writeFileAtomic(path, []byte(tok+"\n")); err != nil {
+	if err := WriteFileAtomic(path, []byte(tok+"\n")); err != nil {
 		return "", fmt.Errorf("write admin token: %w", err)
 	}
 	return path, nil
 }
 
-// writeFileAtomic writes data to path with mode 0600 via a temporary file
-// and a rename, so readers never see a partial token.
-func writeFileAtomic(path string, data []byte) error {
+// WriteFileAtomic writes data to path with mode 0600 via a temporary file
+// and a rename, so readers never see a partial token (the admin token
+// here; the CLI's connect tokens and kubeconfigs).
+func WriteFileAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
 	if err != nil {
 		return err

@@ -7,6 +7,8 @@
 //	eim-agent node [--config /etc/eim/agent.json]
 //	    node mode on the installed OS: report in, then again at the
 //	    interval the server sets.
+//	eim-agent connect --server https://EIM --cluster PROJECT/CLUSTER --token-file F --upstream https://127.0.0.1:6443
+//	    an edge cluster's tunnel to the connect gateway (docs/connect.md).
 //	eim-agent simulate …
 //	    a fleet of simulated nodes in one process (load tests).
 //	eim-agent version
@@ -63,6 +65,7 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func commands() map[string]command {
 	return map[string]command{
+		"connect":  runConnect,
 		"discover": runDiscover,
 		"node":     runNode,
 		"simulate": runSimulate,
@@ -72,6 +75,7 @@ func commands() map[string]command {
 const usage = `usage: eim-agent <command> [flags]
 
 commands:
+  connect    hold an edge cluster's tunnel to the connect gateway
   discover   micro-OS mode: onboard and provision this machine
   node       node mode: report in from the installed OS
   simulate   run a fleet of simulated nodes

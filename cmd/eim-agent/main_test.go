@@ -59,6 +59,12 @@ func TestUsage(t *testing.T) {
 		{[]string{"discover", "--ca", "/does/not/exist", "--url", "https://x"}, true},
 		{[]string{"node", "--config", "/does/not/exist"}, false},
 		{[]string{"discover", "--cmdline", "/does/not/exist"}, false},
+		{[]string{"connect"}, true}, // no --server
+		{[]string{"connect", "--server", "https://x", "--cluster", "no-slash"}, true},
+		{[]string{"connect", "--server", "https://x", "--upstream", "ftp://x"}, true},
+		{[]string{"connect", "--server", "https://x", "--upstream-cert", "c.pem"}, true}, // without its key
+		{[]string{"connect", "--server", "https://x", "--ca", "/does/not/exist"}, false},
+		{[]string{"connect", "--server", "https://x", "--ca", "sha256:" + strings.Repeat("ab", 32), "--token-file", "/does/not/exist"}, false},
 	} {
 		err := Main(t.Context(), tc.args, &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil || errors.As(err, new(*usageError)) != tc.usage {

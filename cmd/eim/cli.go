@@ -89,6 +89,8 @@ func (c *cli) run(args []string) error {
 		return c.token(rest)
 	case "project":
 		return c.project(rest)
+	case "connect":
+		return c.connect(rest)
 	case "microos":
 		return c.microos(rest)
 	case "testos":
@@ -121,6 +123,8 @@ Usage:
   eim instance log ID [-f]                 provisioning log; -f follows it to the end
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
   eim instance updates-summary [--filter F]  instances by OS update state, per OS profile
+  eim connect token CLUSTER --out F | revoke CLUSTER | status [CLUSTER] | kubeconfig CLUSTER --out F
+                                           an edge cluster's connect tunnel (eim connect -h)
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)
 

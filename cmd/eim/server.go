@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,8 +67,12 @@ func (c *cli) server(args []string) error {
 	fs.BoolVar(&cfg.FetchPackages, "os-package-lists", false, "download each OS profile's package list (osPackageManifestURL) into its installedPackages, at every catalog read (off: only lists inline in the manifests)")
 	fs.BoolVar(&cfg.ExporterPerHost, "exporter-per-host", true, "the exporter module serves the original's per-host series (edge_host_*, ~27 a host) besides its aggregates; false for large fleets (a project can turn them off for itself: eim project set --exporter-per-host=false)")
 	fs.DurationVar(&cfg.UpdateTimeout, "update-timeout", 2*time.Hour, "how long after its last update report a node updating its OS may stay silent before it is \"No Connection\"")
+	fs.StringVar(&cfg.ConnectPeerURL, "connect-peer-url", "", "connect: the URL the other replicas forward a cluster's requests to when this replica holds its tunnel (default http://<http-addr>; set it when that address is not reachable from them, e.g. http://$(POD_IP):8080)")
+	fs.DurationVar(&cfg.ConnectPingInterval, "connect-ping-interval", 10*time.Second, "connect: how often each tunnel is pinged (its round-trip time recorded)")
+	fs.DurationVar(&cfg.ConnectPingTimeout, "connect-ping-timeout", 10*time.Second, "connect: a tunnel whose ping is not answered within this is closed (a dead tunnel is found within interval + timeout)")
+	fs.DurationVar(&cfg.ConnectTokenTTL, "connect-token-ttl", 30*24*time.Hour, "connect: lifetime of the connect tokens issued (agents rotate theirs when a third is left)")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
-	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2 or oob (see --list-modules)")
+	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters or oob (see --list-modules)")
 	fs.BoolVar(&listModules, "list-modules", false, "print the modules, what each needs and the profiles that hold it, and exit")
 	fs.StringVar(&cfg.ReplicaID, "replica-id", "", "this process's name among the deployment's processes, in leases and logs (default hostname-pid-random)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 10*time.Second, "how long leases on run-once work and on shares of the fleet's liveness last unrenewed: a process that dies hands its work on within about that")
@@ -125,6 +130,18 @@ func (c *cli) server(args []string) error {
 		if err := server.CheckAgentURL(cfg.AgentURL); err != nil {
 			return usagef("%v", err)
 		}
+	}
+	if cfg.ConnectPeerURL != "" {
+		if u, err := url.Parse(cfg.ConnectPeerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
+			return usagef("--connect-peer-url %q: want http://HOST:PORT (this replica's HTTP listener as the others reach it)", cfg.ConnectPeerURL)
+		}
+		cfg.ConnectPeerURL = strings.TrimSuffix(cfg.ConnectPeerURL, "/")
+	}
+	if cfg.ConnectPingInterval < 100*time.Millisecond || cfg.ConnectPingTimeout < 100*time.Millisecond {
+		return usagef("--connect-ping-interval and --connect-ping-timeout: at least 100ms")
+	}
+	if cfg.ConnectTokenTTL < time.Minute {
+		return usagef("--connect-token-ttl: at least 1m, got %v", cfg.ConnectTokenTTL)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Stdout = c.stdout

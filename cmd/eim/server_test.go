@@ -183,6 +183,10 @@ func TestServerAgentFlags(t *testing.T) {
 		{"unknown action in a timeout", []string{"--action-timeout", "stream-imag=3h"}},
 		{"action timeout too short", []string{"--action-timeout", "erase-disk=5s"}},
 		{"action timeout without a duration", []string{"--action-timeout", "erase-disk"}},
+		{"connect peer url without a scheme", []string{"--connect-peer-url", "10.0.0.1:8080"}},
+		{"connect peer url with a path", []string{"--connect-peer-url", "http://10.0.0.1:8080/api"}},
+		{"connect ping interval zero", []string{"--connect-ping-interval", "0s"}},
+		{"connect token ttl too short", []string{"--connect-token-ttl", "10s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut syncBuffer
