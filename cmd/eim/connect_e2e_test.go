@@ -165,7 +165,7 @@ subjects: [{kind: Group, name: "eim:kube-e2e_im-rw"}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	acmd := exec.Command(agentBin, "connect", "--server", "https://"+agentLB.addr(), "--ca", filepath.Join(dataDir, "ca.crt"),
+	acmd := exec.Command(agentBin, "connect", "--server", "https://"+agentLB.Addr(), "--ca", filepath.Join(dataDir, "ca.crt"),
 		"--cluster", proj.Name+"/"+cluster, "--token-file", tokFile, "--upstream", k.url, "--upstream-ca", k.caFile,
 		"--upstream-token-file", agentTok, "--ping-interval", ping.String(), "--ping-timeout", (2 * ping).String())
 	acmd.Stdout, acmd.Stderr = logf, logf
