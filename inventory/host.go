@@ -345,3 +345,26 @@ func (s *Service) HostSummary(ctx context.Context, project, filter string) (*Hos
 	}
 	return &sum, nil
 }
+
+// CountHosts counts, for each filter, the hosts matching it ("" = all),
+// in one read transaction: what a dashboard of host states asks.
+func (s *Service) CountHosts(ctx context.Context, project string, filters []string) ([]int, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	out := make([]int, len(filters))
+	err := s.store.View(ctx, project, func(tx eim.Tx) error {
+		for i, f := range filters {
+			n, err := tx.Count(ctx, eim.KindHost, eim.Query{Filter: f})
+			if err != nil {
+				return err
+			}
+			out[i] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
