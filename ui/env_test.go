@@ -1,0 +1,109 @@
+package ui_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/sqlstore"
+	"github.com/eimhq/eim/ui"
+)
+
+// tokens is a test Authenticator: fixed token strings mapped to principals.
+type tokens map[string]*eim.Principal
+
+func (tk tokens) Authenticate(_ context.Context, token string) (*eim.Principal, error) {
+	if p, ok := tk[token]; ok {
+		return p, nil
+	}
+	return nil, eim.Errorf(eim.EUNAUTHORIZED, "invalid token")
+}
+
+const (
+	tokAdmin = "admin-token"
+	tokRW    = "rw-token"
+	tokRO    = "ro-token"
+	tokOther = "other-token" // read-write in another project only
+)
+
+// env is the UI over a SQLite store, called in process.
+type env struct {
+	t   testing.TB
+	inv *inventory.Service
+	h   http.Handler
+}
+
+func newEnv(t testing.TB, project string) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	inv := inventory.New(st, inventory.Options{})
+	p, err := inv.CreateProject(ctx, project, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := inv.CreateProject(ctx, "other", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ui.New(inv, tokens{
+		tokAdmin: {Subject: "admin", Roles: []string{eim.RoleAdmin}},
+		tokRW:    {Subject: "rw", Roles: []string{eim.ProjectRole(p, true)}},
+		tokRO:    {Subject: "ro", Roles: []string{eim.ProjectRole(p, false)}},
+		tokOther: {Subject: "other", Roles: []string{eim.ProjectRole(other, true)}},
+	}, ui.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, inv: inv, h: h}
+}
+
+// get answers GET path with the session of token ("" = none).
+func (e *env) get(token, path string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("GET", "http://eim.test"+path, nil)
+	r.Header.Set("Accept", "text/html")
+	if token != "" {
+		r.AddCookie(&http.Cookie{Name: "eim_session", Value: token})
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	return w
+}
+
+// post sends a form as a page of origin would ("" = no Origin header).
+func (e *env) post(token, origin, path string, form url.Values) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", "http://eim.test"+path, strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin != "" {
+		r.Header.Set("Origin", origin)
+	}
+	if token != "" {
+		r.AddCookie(&http.Cookie{Name: "eim_session", Value: token})
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	return w
+}
+
+var reCSRF = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf reads the session's form token from a page.
+func (e *env) csrf(token, path string) string {
+	e.t.Helper()
+	m := reCSRF.FindStringSubmatch(e.get(token, path).Body.String())
+	if m == nil {
+		e.t.Fatalf("no CSRF token on %s", path)
+	}
+	return m[1]
+}

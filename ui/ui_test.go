@@ -1,0 +1,250 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+)
+
+const proj = "acme"
+
+func registerHosts(t testing.TB, e *env, n int, prefix string) []*eim.Host {
+	t.Helper()
+	var out []*eim.Host
+	for i := range n {
+		h, err := e.inv.RegisterHost(context.Background(), proj, inventory.HostRegistration{
+			Name: fmt.Sprintf("%s%03d", prefix, i), SerialNumber: fmt.Sprintf("SN%s%03d", strings.Trim(prefix, "-"), i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+func TestSignIn(t *testing.T) {
+	e := newEnv(t, proj)
+	w := e.get("", "/ui/p/acme/hosts?tab=registered")
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/ui/login?next="+url.QueryEscape("/ui/p/acme/hosts?tab=registered") {
+		t.Fatalf("a page without a session: got %d to %q, want 303 to the sign-in page", w.Code, w.Header().Get("Location"))
+	}
+	w = e.post("", "http://eim.test", "/ui/login", url.Values{"token": {"wrong"}})
+	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "invalid token") {
+		t.Errorf("a wrong token: got %d, want 401 saying why", w.Code)
+	}
+	w = e.post("", "http://elsewhere.test", "/ui/login", url.Values{"token": {tokRW}})
+	if w.Code != http.StatusForbidden || len(w.Result().Cookies()) != 0 {
+		t.Errorf("a sign-in form from another site: got %d with cookies %v, want 403 and none", w.Code, w.Result().Cookies())
+	}
+	w = e.post("", "http://eim.test", "/ui/login", url.Values{"token": {"Bearer " + tokRW}, "next": {"/ui/p/acme/hosts"}})
+	cs := w.Result().Cookies()
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/ui/p/acme/hosts" || len(cs) != 1 {
+		t.Fatalf("sign-in: got %d to %q with %d cookies", w.Code, w.Header().Get("Location"), len(cs))
+	}
+	if c := cs[0]; c.Value != tokRW || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || c.Path != "/ui/" {
+		t.Errorf("session cookie: got %+v, want the token, HttpOnly, SameSite=Strict, not Secure without TLS, path /ui/", c)
+	}
+	for _, next := range []string{"//evil.test/x", "https://evil.test/", "/v1/projects", "/ui/\\evil"} {
+		w = e.post("", "http://eim.test", "/ui/login", url.Values{"token": {tokRW}, "next": {next}})
+		if loc := w.Header().Get("Location"); loc != "/ui/" {
+			t.Errorf("next=%q: sent to %q, want /ui/ (no open redirect)", next, loc)
+		}
+	}
+	if w := e.get(tokOther, "/ui/p/acme/"); w.Code != http.StatusForbidden {
+		t.Errorf("a user of another project: got %d, want 403", w.Code)
+	}
+	if w := e.get(tokOther, "/ui/p/nosuch/"); w.Code != http.StatusForbidden {
+		t.Errorf("a project that does not exist: got %d, want 403 as for one not the user's", w.Code)
+	}
+	if w := e.get(tokRO, "/ui/"); w.Header().Get("Location") != "/ui/p/acme/" {
+		t.Errorf("/ui/ sends a user to %q, want their project", w.Header().Get("Location"))
+	}
+}
+
+// TestCSP: every page carries the policy, and nothing in them needs what
+// it forbids (inline scripts, event handler attributes, style attributes).
+func TestCSP(t *testing.T) {
+	e := newEnv(t, proj)
+	registerHosts(t, e, 3, "node-")
+	h := registerHosts(t, e, 1, "x-")[0]
+	reInline := regexp.MustCompile(`(?i)<script(\s[^>]*)?>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
+	for _, path := range []string{"/ui/login", "/ui/p/acme/", "/ui/p/acme/hosts", "/ui/p/acme/hosts/" + h.ResourceID, "/ui/p/acme/register",
+		"/ui/p/acme/locations", "/ui/p/acme/schedules", "/ui/p/acme/schedules?view=week", "/ui/p/acme/nosuchpage", "/ui/p/acme/hosts?filter=x%3D1"} {
+		w := e.get(tokAdmin, path)
+		csp := w.Header().Get("Content-Security-Policy")
+		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
+			t.Errorf("%s: Content-Security-Policy %q", path, csp)
+		}
+		for _, m := range reInline.FindAllStringSubmatch(w.Body.String(), -1) {
+			if !strings.Contains(m[0], "src=") {
+				t.Errorf("%s: %q needs what the policy forbids", path, m[0])
+			}
+		}
+	}
+}
+
+// TestWritesRefused: a write needs this site's page, the session's CSRF
+// token and the project's write role; each missing one is refused.
+func TestWritesRefused(t *testing.T) {
+	e := newEnv(t, proj)
+	good := e.csrf(tokRW, "/ui/p/acme/locations")
+	roCSRF := e.csrf(tokRO, "/ui/p/acme/locations")
+	for _, tt := range []struct {
+		name, token, origin, csrf string
+		want                      int
+	}{
+		{"another origin", tokRW, "http://evil.test", good, http.StatusForbidden},
+		{"no CSRF token", tokRW, "http://eim.test", "", http.StatusForbidden},
+		{"another session's token", tokRW, "http://eim.test", roCSRF, http.StatusForbidden},
+		{"a read-only user", tokRO, "http://eim.test", roCSRF, http.StatusForbidden},
+		{"no session", "", "http://eim.test", good, http.StatusUnauthorized},
+		{"the user's own page", tokRW, "http://eim.test", good, http.StatusSeeOther},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			name := "r-" + strings.NewReplacer(" ", "-", "'", "").Replace(tt.name)
+			if len(name) > 20 {
+				name = name[:20]
+			}
+			w := e.post(tt.token, tt.origin, "/ui/p/acme/regions", url.Values{"name": {name}, "csrf": {tt.csrf}})
+			if w.Code != tt.want {
+				t.Errorf("got %d, want %d; body: %.300s", w.Code, tt.want, w.Body.String())
+			}
+			p, err := e.inv.List(context.Background(), proj, eim.KindRegion, inventory.ListQuery{Filter: fmt.Sprintf("name=%q", name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if created := p.Total == 1; created != (tt.want == http.StatusSeeOther) {
+				t.Errorf("region created: %v, want %v", created, tt.want == http.StatusSeeOther)
+			}
+		})
+	}
+	// Sec-Fetch-Site, for a browser that sends no Origin.
+	r := e.post(tokRW, "", "/ui/p/acme/regions", url.Values{"name": {"r-fetch-site"}, "csrf": {good}})
+	if r.Code != http.StatusSeeOther {
+		t.Errorf("a same-origin form without Origin: got %d, want 303", r.Code)
+	}
+}
+
+func TestEscaping(t *testing.T) {
+	e := newEnv(t, proj)
+	h := registerHosts(t, e, 1, "node-")[0]
+	const evil = `<script>alert("x")</script>`
+	if err := e.inv.InvalidateHost(context.Background(), proj, h.ResourceID, evil); err != nil {
+		t.Fatal(err)
+	}
+	body := e.get(tokRO, "/ui/p/acme/hosts/"+h.ResourceID).Body.String()
+	if strings.Contains(body, evil) || !strings.Contains(body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") {
+		t.Errorf("the host's note is not escaped on its page")
+	}
+	body = e.get(tokRO, "/ui/p/acme/hosts?q="+url.QueryEscape(`a"><b`)).Body.String()
+	if strings.Contains(body, `a"><b`) {
+		t.Errorf("the search box echoes its value unescaped")
+	}
+}
+
+func TestHostList(t *testing.T) {
+	e := newEnv(t, proj)
+	hosts := registerHosts(t, e, 12, "node-")
+	registerHosts(t, e, 1, "-dash")
+	rows := regexp.MustCompile(`<input type="checkbox" name="id" value="(host-[0-9a-f]+)"`)
+	page := func(token, q string) (int, []string, string) {
+		w := e.get(token, "/ui/p/acme/hosts?"+q)
+		var ids []string
+		for _, m := range rows.FindAllStringSubmatch(w.Body.String(), -1) {
+			ids = append(ids, m[1])
+		}
+		return w.Code, ids, w.Body.String()
+	}
+	if code, ids, _ := page(tokRW, "size=5&sort=name"); code != 200 || len(ids) != 5 || ids[1] != hosts[0].ResourceID { // after -dash000
+		t.Errorf("first page of 5 by name: got %d, %v", code, ids)
+	}
+	if _, ids, body := page(tokRW, "size=5&sort=name&offset=10"); len(ids) != 3 || !strings.Contains(body, "11–13 of 13") || !strings.Contains(body, `rel="prev"`) || strings.Contains(body, `rel="next"`) {
+		t.Errorf("last page: got %v", ids)
+	}
+	if _, ids, _ := page(tokRW, "filter="+url.QueryEscape(`serialNumber="SNnode007"`)); len(ids) != 1 || ids[0] != hosts[7].ResourceID {
+		t.Errorf("a filter: got %v, want %s", ids, hosts[7].ResourceID)
+	}
+	if _, ids, _ := page(tokRW, "q=node-01"); len(ids) != 2 {
+		t.Errorf("a search: got %v, want node-010 and node-011", ids)
+	}
+	if code, _, body := page(tokRW, "filter="+url.QueryEscape("colour=blue")); code != http.StatusBadRequest || !strings.Contains(body, `unknown field &#34;colour&#34;`) {
+		t.Errorf("a wrong filter: got %d", code)
+	}
+	if code, _, _ := page(tokRW, "q="+url.QueryEscape(`x" OR name="`)); code != http.StatusBadRequest {
+		t.Errorf("a search that tries to extend the filter: got %d, want 400", code)
+	}
+	if _, ids, _ := page(tokRW, "tab=registered"); len(ids) != 13 {
+		t.Errorf("the Registered tab: got %d hosts, want 13", len(ids))
+	}
+	if _, ids, _ := page(tokRW, "tab=provisioned"); len(ids) != 0 {
+		t.Errorf("the Provisioned tab: got %d hosts, want none", len(ids))
+	}
+	if _, ids, body := page(tokRO, ""); len(ids) != 0 || strings.Contains(body, `name="action"`) {
+		t.Errorf("a read-only user is shown selection boxes or actions")
+	}
+	// The CSV export: the filter's hosts, the columns chosen, spreadsheet
+	// formulas defused.
+	w := e.get(tokRO, "/ui/p/acme/hosts.csv?col=name&col=serial&filter="+url.QueryEscape(`name="dash"`))
+	recs, err := csv.NewReader(w.Body).ReadAll()
+	if err != nil || len(recs) != 2 || recs[0][0] != "Name" || recs[0][1] != "Serial" || recs[1][0] != "'-dash000" {
+		t.Errorf("CSV export: got %v (%v)", recs, err)
+	}
+}
+
+func TestBulk(t *testing.T) {
+	e := newEnv(t, proj)
+	hosts := registerHosts(t, e, 3, "node-")
+	tok := e.csrf(tokRW, "/ui/p/acme/hosts")
+	form := func(action string, extra ...string) url.Values {
+		v := url.Values{"csrf": {tok}, "action": {action}, "id": {hosts[0].ResourceID, hosts[1].ResourceID, "host-00000000"}}
+		for i := 0; i < len(extra); i += 2 {
+			v.Set(extra[i], extra[i+1])
+		}
+		return v
+	}
+	if w := e.post(tokRW, "http://eim.test", "/ui/p/acme/hosts/bulk", form("invalidate")); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "reason") {
+		t.Errorf("invalidate without a reason: got %d, want 400 asking for it", w.Code)
+	}
+	w := e.post(tokRW, "http://eim.test", "/ui/p/acme/hosts/bulk", form("onboard"))
+	body := w.Body.String()
+	if w.Code != 200 || strings.Count(body, `<tr class="ok">`) != 2 || strings.Count(body, `<tr class="bad">`) != 1 || !strings.Contains(body, "host-00000000 not found") {
+		t.Errorf("onboard: got %d, want two done and one not found:\n%s", w.Code, body)
+	}
+	for _, h := range hosts[:2] {
+		got, err := e.inv.Get(context.Background(), proj, eim.KindHost, h.ResourceID)
+		if err != nil || got.(*eim.Host).DesiredState != eim.HostStateOnboarded {
+			t.Errorf("host %s after onboard: %v %v", h.ResourceID, err, got)
+		}
+	}
+}
+
+// TestPageWeight: the largest host page (100 rows, every column) with its
+// script and style sheet stays under 200 KB.
+func TestPageWeight(t *testing.T) {
+	e := newEnv(t, proj)
+	registerHosts(t, e, 100, "node-")
+	q := "size=100"
+	for _, c := range []string{"name", "id", "serial", "uuid", "status", "site", "region", "os", "instance", "provisioning", "update", "lastseen"} {
+		q += "&col=" + c
+	}
+	total := 0
+	for _, path := range []string{"/ui/p/acme/hosts?" + q, "/ui/static/app.js", "/ui/static/app.css"} {
+		w := e.get(tokAdmin, path)
+		if w.Code != 200 {
+			t.Fatalf("%s: %d", path, w.Code)
+		}
+		total += w.Body.Len()
+	}
+	if total > 200<<10 {
+		t.Errorf("the hosts page weighs %d bytes with its script and styles; want under 200 KB", total)
+	}
+	t.Logf("hosts page of 100 rows, every column, with app.js and app.css: %d bytes", total)
+}
