@@ -104,7 +104,7 @@ func buildUI(b *Builder) (Parts, error) {
 	for _, p := range ui.Patterns() {
 		routes = append(routes, Route{p, h})
 	}
-	return Parts{Routes: routes}, nil
+	return Parts{Routes: routes, Loops: []Loop{{Name: "fleet", Run: h.Run}}}, nil
 }
 
 func buildOnboarding(b *Builder) (Parts, error) {

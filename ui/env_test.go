@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
@@ -35,28 +36,39 @@ const (
 
 // env is the UI over a SQLite store, called in process.
 type env struct {
-	t   testing.TB
-	inv *inventory.Service
-	h   http.Handler
+	t     testing.TB
+	inv   *inventory.Service
+	h     *ui.Handler
+	close func()
 }
 
 func newEnv(t testing.TB, project string) *env {
 	t.Helper()
+	return newEnvAt(t, project, filepath.Join(t.TempDir(), "eim.db"))
+}
+
+// newEnvAt opens (or creates) the SQLite database at path; its projects
+// are made when missing.
+func newEnvAt(t testing.TB, project, path string) *env {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
+	st, err := sqlstore.Open(ctx, path, sqlstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	inv := inventory.New(st, inventory.Options{})
-	p, err := inv.CreateProject(ctx, project, "")
-	if err != nil {
-		t.Fatal(err)
+	ensure := func(name string) *eim.Project {
+		p, err := inv.FindProject(ctx, name)
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			p, err = inv.CreateProject(ctx, name, "")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
-	other, err := inv.CreateProject(ctx, "other", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, other := ensure(project), ensure("other")
 	h, err := ui.New(inv, tokens{
 		tokAdmin: {Subject: "admin", Roles: []string{eim.RoleAdmin}},
 		tokRW:    {Subject: "rw", Roles: []string{eim.ProjectRole(p, true)}},
@@ -66,10 +78,30 @@ func newEnv(t testing.TB, project string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, inv: inv, h: h}
+	return &env{t: t, inv: inv, h: h, close: func() { st.Close() }}
 }
 
 // get answers GET path with the session of token ("" = none).
+// live runs the handler's summary of the fleet until the test ends and
+// waits until it is live.
+func (e *env) live() {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.h.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	deadline := time.Now().Add(2 * time.Minute)
+	for !e.h.Live() {
+		if time.Now().After(deadline) {
+			e.t.Fatal("the fleet summary is not live after 2 minutes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (e *env) get(token, path string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest("GET", "http://eim.test"+path, nil)
 	r.Header.Set("Accept", "text/html")

@@ -259,10 +259,8 @@ func (h *Handler) hosts(w http.ResponseWriter, r *http.Request, c *call) error {
 	status := http.StatusOK
 	var page *inventory.Page
 	if qerr == nil {
-		f, err := h.hostFilter(r, proj, hq)
-		if err == nil {
-			page, err = h.inv.List(r.Context(), proj, eim.KindHost, inventory.ListQuery{Filter: f, OrderBy: hq.orderBy(), PageSize: hq.Size, Offset: hq.Offset})
-		}
+		var err error
+		page, err = h.hostPage(r, proj, hq)
 		if err != nil && eim.ErrorCode(err) != eim.EINVALID {
 			return err
 		}
@@ -286,6 +284,30 @@ func (h *Handler) hosts(w http.ResponseWriter, r *http.Request, c *call) error {
 	v.Live = true
 	h.render(w, r, status, "hosts", v)
 	return nil
+}
+
+// hostPage reads a page of the list: a built-in view (tab, state,
+// search) from the fleet's summary in memory and its rows by ID; a
+// filter typed by the user, a region, or any view while the summary is
+// not live, from the store.
+func (h *Handler) hostPage(r *http.Request, proj string, hq hostQuery) (*inventory.Page, error) {
+	if h.fleet.live() && hq.Filter == "" && hq.Region == "" && hq.State != "maintenance" {
+		ids, total := h.fleet.page(proj, hostView{tab: hq.Tab, state: hq.State, q: hq.Q, sort: hq.Sort, desc: hq.Dir == "desc"}, hq.Offset, hq.Size)
+		hosts, err := h.hostsByID(r, proj, ids)
+		if err != nil {
+			return nil, err
+		}
+		page := &inventory.Page{Total: total, HasNext: hq.Offset+len(ids) < total}
+		for _, x := range hosts {
+			page.Items = append(page.Items, x)
+		}
+		return page, nil
+	}
+	f, err := h.hostFilter(r, proj, hq)
+	if err != nil {
+		return nil, err
+	}
+	return h.inv.List(r.Context(), proj, eim.KindHost, inventory.ListQuery{Filter: f, OrderBy: hq.orderBy(), PageSize: hq.Size, Offset: hq.Offset})
 }
 
 func (h *Handler) fillHostsData(d *hostsData, proj string, page *inventory.Page) {

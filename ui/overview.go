@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/eimhq/eim"
@@ -68,40 +70,124 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, c *call) erro
 func (h *Handler) overviewData(r *http.Request, c *call) (*overviewData, error) {
 	ctx := r.Context()
 	proj := c.project.Name
-	states := append([]hostState(nil), hostStates...)
 	maint, note, err := h.maintenanceFilter(r, proj)
 	if err != nil {
 		return nil, err
 	}
-	states = append(states, hostState{"maintenance", "In maintenance", maint})
-	filters := []string{""}
-	for _, s := range states {
-		filters = append(filters, s.Filter)
-	}
-	counts, err := h.inv.CountHosts(ctx, proj, filters)
-	if err != nil {
-		return nil, err
-	}
-	d := &overviewData{Total: counts[0], MaintenanceNote: note}
-	for i, s := range states {
-		n := counts[i+1]
-		if s.Filter == "" { // no maintenance window is open
-			n = 0
+	states := append(append([]hostState(nil), hostStates...), hostState{"maintenance", "In maintenance", maint})
+	d := &overviewData{MaintenanceNote: note}
+	counts := map[string]int{}
+	if h.fleet.live() {
+		// From the summary in memory; only the maintenance windows' hosts
+		// are counted by the store (their filter is of the moment).
+		d.Total, counts = h.fleet.counts(proj)
+		if maint != "" {
+			n, err := h.inv.CountHosts(ctx, proj, []string{maint})
+			if err != nil {
+				return nil, err
+			}
+			counts["maintenance"] = n[0]
 		}
+		ids, _ := h.fleet.page(proj, hostView{state: "failed", sort: "lastseen", desc: true}, 0, 10)
+		if d.Failures, err = h.hostsByID(r, proj, ids); err != nil {
+			return nil, err
+		}
+	} else {
+		filters := []string{""}
+		for _, s := range states {
+			if s.Filter != "" {
+				filters = append(filters, s.Filter)
+			}
+		}
+		n, err := h.inv.CountHosts(ctx, proj, filters)
+		if err != nil {
+			return nil, err
+		}
+		d.Total, n = n[0], n[1:]
+		for _, s := range states {
+			if s.Filter != "" {
+				counts[s.Key], n = n[0], n[1:]
+			}
+		}
+		fp, err := h.inv.List(ctx, proj, eim.KindHost, inventory.ListQuery{Filter: stateFilter("failed"), OrderBy: "hostStatusTimestamp desc, resourceId", PageSize: 10})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range fp.Items {
+			d.Failures = append(d.Failures, it.(*eim.Host))
+		}
+	}
+	for _, s := range states {
+		n := counts[s.Key]
 		link := hostsURL(proj, url.Values{"state": {s.Key}})
 		d.States = append(d.States, stateCount{hostState: s, Count: n, Pct: pct(n, d.Total), Link: link})
 	}
-	fp, err := h.inv.List(ctx, proj, eim.KindHost, inventory.ListQuery{Filter: stateFilter("failed"), OrderBy: "hostStatusTimestamp desc", PageSize: 10})
+	if h.fleet.live() {
+		d.Updates, err = h.updatesFromFleet(r, proj)
+	} else {
+		d.Updates, err = h.inv.UpdatesSummary(ctx, proj, "")
+	}
 	if err != nil {
 		return nil, err
 	}
-	for _, it := range fp.Items {
-		d.Failures = append(d.Failures, it.(*eim.Host))
+	return d, nil
+}
+
+// updatesFromFleet is inventory.UpdatesSummary answered from the fleet's
+// summary; only the OS resources' names are read from the store.
+func (h *Handler) updatesFromFleet(r *http.Request, proj string) (*inventory.UpdatesSummary, error) {
+	all, perOS := h.fleet.updateCounts(proj)
+	sum := &inventory.UpdatesSummary{UpdateCounts: all, OperatingSystems: []inventory.OSUpdateCounts{}}
+	var ids []string
+	for id := range perOS {
+		if id != "" {
+			ids = append(ids, id)
+		}
 	}
-	if d.Updates, err = h.inv.UpdatesSummary(ctx, proj, ""); err != nil {
+	names := map[string]*eim.OS{}
+	for chunk := range slices.Chunk(ids, inventory.MaxPageSize) {
+		page, err := h.inv.List(r.Context(), proj, eim.KindOS, inventory.ListQuery{Where: []eim.Cond{{Field: "resourceId", Value: chunk}}, PageSize: len(chunk)})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.Items {
+			names[it.Base().ResourceID] = it.(*eim.OS)
+		}
+	}
+	for id, c := range perOS {
+		oc := inventory.OSUpdateCounts{OSResourceID: id, UpdateCounts: *c}
+		if o := names[id]; o != nil {
+			oc.Name, oc.ProfileName, oc.ImageID = o.Name, o.ProfileName, o.ImageID
+		}
+		sum.OperatingSystems = append(sum.OperatingSystems, oc)
+	}
+	slices.SortFunc(sum.OperatingSystems, func(a, b inventory.OSUpdateCounts) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.OSResourceID, b.OSResourceID))
+	})
+	return sum, nil
+}
+
+// hostsByID reads the hosts of ids (at most a page), expanded, in the
+// order of ids; a host deleted meanwhile is left out.
+func (h *Handler) hostsByID(r *http.Request, proj string, ids []string) ([]*eim.Host, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	page, err := h.inv.List(r.Context(), proj, eim.KindHost, inventory.ListQuery{Where: []eim.Cond{{Field: "resourceId", Value: ids}}, PageSize: len(ids)})
+	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	byID := map[string]*eim.Host{}
+	for _, it := range page.Items {
+		byID[it.Base().ResourceID] = it.(*eim.Host)
+	}
+	out := make([]*eim.Host, 0, len(ids))
+	for _, id := range ids {
+		if x := byID[id]; x != nil {
+			out = append(out, x)
+		}
+	}
+	return out, nil
 }
 
 // maintenanceFilter is the filter of the hosts under a maintenance window

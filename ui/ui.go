@@ -70,6 +70,7 @@ type Handler struct {
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
 	static  http.Handler
+	fleet   *fleet
 }
 
 // New returns the UI handler over inv, authenticating with authn.
@@ -94,9 +95,19 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, e
 		return nil, err
 	}
 	h.static = http.StripPrefix("/ui/static/", http.FileServerFS(sub))
+	h.fleet = newFleet(inv.Store())
 	h.routes()
 	return h, nil
 }
+
+// Run keeps the UI's summary of the fleet (counts, the built-in views of
+// the host list) current from the change feed until ctx ends: a loop of
+// every process that serves the UI. Until it is live, the pages ask the
+// store for everything.
+func (h *Handler) Run(ctx context.Context) error { return h.fleet.Run(ctx) }
+
+// Live reports whether the summary of the fleet is loaded and followed.
+func (h *Handler) Live() bool { return h.fleet.live() }
 
 // Patterns are the ServeMux patterns the handler is mounted on.
 func Patterns() []string { return []string{"/ui/", "GET /{$}"} }

@@ -9,9 +9,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/ui"
 )
 
 const proj = "acme"
@@ -247,4 +249,86 @@ func TestPageWeight(t *testing.T) {
 		t.Errorf("the hosts page weighs %d bytes with its script and styles; want under 200 KB", total)
 	}
 	t.Logf("hosts page of 100 rows, every column, with app.js and app.css: %d bytes", total)
+}
+
+// TestFleetSummary: the built-in views answered from the summary in
+// memory select and order the hosts as the store does for their filters,
+// and the summary follows changes.
+func TestFleetSummary(t *testing.T) {
+	e := newEnv(t, proj)
+	seedFleet(t, e, 400)
+	registerHosts(t, e, 5, "late-")
+	stored := e.h
+	liveEnv := *e
+	h, err := ui.New(e.inv, tokens{tokAdmin: {Subject: "admin", Roles: []string{eim.RoleAdmin}}}, ui.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveEnv.h = h
+	liveEnv.live()
+	rows := regexp.MustCompile(`<input type="checkbox" name="id" value="(host-[0-9a-f]+)"`)
+	total := regexp.MustCompile(`<span class="sub">(\d+) match</span>`)
+	ids := func(e *env, q string) string {
+		body := e.get(tokAdmin, "/ui/p/acme/hosts?"+q).Body.String()
+		var out []string
+		for _, m := range rows.FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		n := total.FindStringSubmatch(body)
+		if n == nil {
+			t.Fatalf("%s: no total on the page", q)
+		}
+		return n[1] + ": " + strings.Join(out, " ")
+	}
+	stored2 := &env{t: t, inv: e.inv, h: stored}
+	for _, q := range []string{"", "tab=provisioned", "tab=registered", "tab=onboarded&sort=serial&dir=desc", "state=failed", "state=noconnection&sort=lastseen&dir=desc",
+		"state=provisioning", "state=updating&size=10&offset=10", "state=running&sort=status&offset=40", "state=onboarding", "q=node-0001", "q=SN0000031", "tab=provisioned&state=failed&q=00",
+		"sort=name&dir=desc&state=running&offset=30", "tab=registered&sort=name&dir=desc", "state=failed&offset=3&size=2"} {
+		if got, want := ids(&liveEnv, q), ids(stored2, q); got != want {
+			t.Errorf("%s: from memory %q, from the store %q", q, got, want)
+		}
+	}
+	counts := regexp.MustCompile(`data-count="(\w+)">(\d+)<`)
+	overview := func(e *env) string {
+		body := e.get(tokAdmin, "/ui/p/acme/").Body.String()
+		upd := body[strings.Index(body, `id="upd-h"`):]
+		return fmt.Sprint(counts.FindAllStringSubmatch(body, -1)) + upd[:strings.Index(upd, "</section>")]
+	}
+	if got, want := overview(&liveEnv), overview(stored2); got != want {
+		t.Errorf("overview: from memory %s, from the store %s", got, want)
+	}
+	// Changes arrive through the feed.
+	late := registerHosts(t, e, 1, "later-")[0]
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(ids(&liveEnv, "q=later-"), late.ResourceID) {
+		if time.Now().After(deadline) {
+			t.Fatal("a new host did not reach the summary")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Renamed: it moves in the order by name.
+	if _, err := e.inv.Update(context.Background(), proj, &eim.Host{Meta: eim.Meta{ResourceID: late.ResourceID}, Name: "aaa-first"}, []string{"name"}); err != nil {
+		t.Fatal(err)
+	}
+	for ids(&liveEnv, "size=3") != ids(stored2, "size=3") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a renamed host: from memory %q, from the store %q", ids(&liveEnv, "size=3"), ids(stored2, "size=3"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(ids(&liveEnv, "size=1"), late.ResourceID) {
+		t.Errorf("the renamed host is not first by name")
+	}
+	if err := e.inv.Delete(context.Background(), proj, eim.KindHost, late.ResourceID); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if got, want := ids(&liveEnv, "q=later-"), ids(stored2, "q=later-"); got == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a deleted host's change did not reach the summary")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
