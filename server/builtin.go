@@ -69,15 +69,15 @@ func init() {
 		Build:   buildExporter,
 	})
 	register(&Module{
+		Name:    "os",
+		Summary: "the OS profile catalog loaded into every project, kept in line with the manifests; which instances have an update available",
+		Build:   buildOS,
+	})
+	register(&Module{
 		Name:    "ui",
 		Summary: "the web UI for fleet operators at /ui/ (server-rendered, embedded; / sends browsers there), signed in with the API's tokens and rights",
 		Needs:   []Need{{"provisioning", "its reprovision button starts a workflow that module serves"}},
 		Build:   buildUI,
-	})
-	register(&Module{
-		Name:    "os",
-		Summary: "the OS profile catalog loaded into every project, kept in line with the manifests; which instances have an update available",
-		Build:   buildOS,
 	})
 }
 
