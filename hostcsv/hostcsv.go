@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/filter"
 )
 
 // Columns are the columns a file may have, by their canonical names; the
@@ -437,4 +438,58 @@ func WriteErrors(w io.Writer, f *File, lines []*Line, msg func(*Line) string) er
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// Identities finds the lines that name a host, by its UUID or serial
+// number (compared without regard to case).
+type Identities struct {
+	byUUID, bySerial map[string]*Line
+}
+
+// IdentityFilters returns AIP-160 filters over hosts (each within
+// filter.MaxLength, as many conditions as fit) that find the hosts
+// registered already with the lines' well-formed UUIDs and serial
+// numbers, and the index that tells which lines a host found names. A
+// filter's = is a substring match: Lines keeps only equal identities.
+func (f *File) IdentityFilters() ([]string, *Identities) {
+	x := &Identities{byUUID: map[string]*Line{}, bySerial: map[string]*Line{}}
+	var filters []string
+	var cur strings.Builder
+	add := func(cond string) {
+		if cur.Len() > 0 && cur.Len()+len(" OR ")+len(cond) > filter.MaxLength {
+			filters = append(filters, cur.String())
+			cur.Reset()
+		}
+		if cur.Len() > 0 {
+			cur.WriteString(" OR ")
+		}
+		cur.WriteString(cond)
+	}
+	for _, l := range f.Lines {
+		if l.UUID != "" && WellFormedUUID(l.UUID) {
+			x.byUUID[strings.ToLower(l.UUID)] = l
+			add(fmt.Sprintf("uuid=%q", strings.ToLower(l.UUID))) // stored lower-case
+		}
+		if l.Serial != "" && WellFormedSerial(l.Serial) {
+			x.bySerial[strings.ToLower(l.Serial)] = l
+			add(fmt.Sprintf("serialNumber=%q", l.Serial))
+		}
+	}
+	if cur.Len() > 0 {
+		filters = append(filters, cur.String())
+	}
+	return filters, x
+}
+
+// Lines returns the lines (at most two) whose UUID or serial number is
+// the host's.
+func (x *Identities) Lines(h *eim.Host) []*Line {
+	var out []*Line
+	if l := x.byUUID[strings.ToLower(h.UUID)]; h.UUID != "" && l != nil {
+		out = append(out, l)
+	}
+	if l := x.bySerial[strings.ToLower(h.SerialNumber)]; h.SerialNumber != "" && l != nil && !slices.Contains(out, l) {
+		out = append(out, l)
+	}
+	return out
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/eimhq/eim"
-	"github.com/eimhq/eim/filter"
 	"github.com/eimhq/eim/hostcsv"
 	"github.com/eimhq/eim/inventory"
 )
@@ -182,32 +181,7 @@ func (h *Handler) csvRefs(r *http.Request, proj string, need hostcsv.Needs) (hos
 // csvExisting fails the lines whose UUID or serial number a host of the
 // project has already, as many per query as a filter holds.
 func (h *Handler) csvExisting(r *http.Request, proj string, f *hostcsv.File) error {
-	byUUID, bySerial := map[string]*hostcsv.Line{}, map[string]*hostcsv.Line{}
-	var filters []string
-	var cur strings.Builder
-	add := func(cond string) {
-		if cur.Len() > 0 && cur.Len()+len(" OR ")+len(cond) > filter.MaxLength {
-			filters = append(filters, cur.String())
-			cur.Reset()
-		}
-		if cur.Len() > 0 {
-			cur.WriteString(" OR ")
-		}
-		cur.WriteString(cond)
-	}
-	for _, l := range f.Lines {
-		if l.UUID != "" && hostcsv.WellFormedUUID(l.UUID) {
-			byUUID[strings.ToLower(l.UUID)] = l
-			add(fmt.Sprintf("uuid=%q", strings.ToLower(l.UUID)))
-		}
-		if l.Serial != "" && hostcsv.WellFormedSerial(l.Serial) {
-			bySerial[strings.ToLower(l.Serial)] = l
-			add(fmt.Sprintf("serialNumber=%q", l.Serial))
-		}
-	}
-	if cur.Len() > 0 {
-		filters = append(filters, cur.String())
-	}
+	filters, idents := f.IdentityFilters()
 	seen := map[*hostcsv.Line]bool{}
 	for _, flt := range filters {
 		for offset := 0; offset <= inventory.MaxOffset; offset += inventory.MaxPageSize {
@@ -217,9 +191,8 @@ func (h *Handler) csvExisting(r *http.Request, proj string, f *hostcsv.File) err
 			}
 			for _, it := range page.Items {
 				host := it.(*eim.Host)
-				// = is a substring match: only an equal identity counts.
-				for _, l := range []*hostcsv.Line{byUUID[strings.ToLower(host.UUID)], bySerial[strings.ToLower(host.SerialNumber)]} {
-					if l != nil && !seen[l] && ((host.UUID != "" && strings.EqualFold(host.UUID, l.UUID)) || (host.SerialNumber != "" && strings.EqualFold(host.SerialNumber, l.Serial))) {
+				for _, l := range idents.Lines(host) {
+					if !seen[l] {
 						seen[l] = true
 						l.Fail("already registered as host %s (%s)", host.ResourceID, cmp.Or(host.Name, "no name"))
 					}

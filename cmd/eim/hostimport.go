@@ -17,7 +17,6 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
-	"github.com/eimhq/eim/filter"
 	"github.com/eimhq/eim/hostcsv"
 )
 
@@ -206,31 +205,10 @@ func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, w *server
 	f.sync()
 	// Hosts already registered: the lines' serials and UUIDs, as many per
 	// query as a filter may hold.
-	byUUID, bySerial := map[string]*importLine{}, map[string]*importLine{}
-	var filters []string
-	var cur strings.Builder
-	add := func(cond string) {
-		if cur.Len() > 0 && cur.Len()+len(" OR ")+len(cond) > filter.MaxLength {
-			filters = append(filters, cur.String())
-			cur.Reset()
-		}
-		if cur.Len() > 0 {
-			cur.WriteString(" OR ")
-		}
-		cur.WriteString(cond)
-	}
+	filters, idents := f.src.IdentityFilters()
+	lineOf := make(map[*hostcsv.Line]*importLine, len(f.lines))
 	for _, l := range f.lines {
-		if l.uuid != "" && hostcsv.WellFormedUUID(l.uuid) {
-			byUUID[strings.ToLower(l.uuid)] = l
-			add(fmt.Sprintf("uuid=%q", strings.ToLower(l.uuid))) // compared without regard to case
-		}
-		if l.serial != "" && hostcsv.WellFormedSerial(l.serial) {
-			bySerial[strings.ToLower(l.serial)] = l
-			add(fmt.Sprintf("serialNumber=%q", l.serial))
-		}
-	}
-	if cur.Len() > 0 {
-		filters = append(filters, cur.String())
+		lineOf[l.src] = l
 	}
 	var mu sync.Mutex
 	err = forEach(ctx, filters, workers, func(flt string) error {
@@ -246,15 +224,8 @@ func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, w *server
 			}
 			mu.Lock()
 			for _, h := range hosts {
-				var ls []*importLine
-				if l := byUUID[strings.ToLower(h.UUID)]; h.UUID != "" && l != nil {
-					ls = append(ls, l)
-				}
-				if l := bySerial[strings.ToLower(h.SerialNumber)]; h.SerialNumber != "" && l != nil && !slices.Contains(ls, l) {
-					ls = append(ls, l)
-				}
-				for _, l := range ls {
-					l.cands = append(l.cands, h)
+				for _, l := range idents.Lines(h) {
+					lineOf[l].cands = append(lineOf[l].cands, h)
 				}
 			}
 			mu.Unlock()
