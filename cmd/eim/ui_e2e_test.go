@@ -456,4 +456,18 @@ func TestUIBrowser(t *testing.T) {
 			t.Errorf("regions named evil: %v, %d; want none", err, len(rs))
 		}
 	})
+
+	t.Run("the overview refreshes itself from the change feed", func(t *testing.T) {
+		b.t = t
+		b.nav("/ui/p/default/")
+		b.wait("the live stream", `document.getElementById("live-status").innerText === "Live"`)
+		before := b.text("#states-h")
+		eval[bool](b, `(function(){ window.__samePage = true; return true })()`)
+		id := sim.Generate(1, 76)[0]
+		if _, err := s.admin.RegisterHost(ctx, p, client.HostRegistration{Name: "live-1", SerialNumber: id.Serial}); err != nil {
+			t.Fatal(err)
+		}
+		b.wait("the new host counted without a reload", `window.__samePage === true && document.querySelector("#states-h").innerText !== `+jsq(before))
+		b.shot("overview-live")
+	})
 }
