@@ -96,7 +96,11 @@ func buildAPI(b *Builder) (Parts, error) {
 }
 
 func buildUI(b *Builder) (Parts, error) {
-	h, err := ui.New(b.Inventory, b.Verifier, ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning()})
+	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning()}
+	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
+		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
+	}
+	h, err := ui.New(b.Inventory, b.Verifier, opts)
 	if err != nil {
 		return Parts{}, err
 	}

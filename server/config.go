@@ -25,8 +25,11 @@ type Config struct {
 	JWKSURL    string
 	OIDCIssuer string
 	Audience   string
-	RateLimit  float64
-	DebugAddr  string
+	// UIOIDCClientID, with OIDCIssuer, lets the web UI sign users in
+	// through the issuer (its public client's ID).
+	UIOIDCClientID string
+	RateLimit      float64
+	DebugAddr      string
 	// SigningKey is the token-signing key's file when the operator gives
 	// one (every replica mounts the same); "" for DataDir/signing.key,
 	// created on first start.

@@ -183,10 +183,11 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
 type loginData struct {
 	Next  string
 	Error string
+	OIDC  bool // sign-in through an issuer is offered
 }
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, http.StatusOK, "login", &view{Title: "Sign in", Data: loginData{Next: safeNext(r.URL.Query().Get("next"))}})
+	h.render(w, r, http.StatusOK, "login", &view{Title: "Sign in", Data: loginData{Next: safeNext(r.URL.Query().Get("next")), OIDC: h.oidc != nil}})
 }
 
 // login checks the pasted token and keeps it in the session cookie. The
@@ -194,7 +195,7 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostFormValue("next"))
 	fail := func(status int, msg string) {
-		h.render(w, r, status, "login", &view{Title: "Sign in", Data: loginData{Next: next, Error: msg}})
+		h.render(w, r, status, "login", &view{Title: "Sign in", Data: loginData{Next: next, Error: msg, OIDC: h.oidc != nil}})
 	}
 	if !sameOrigin(r) {
 		fail(http.StatusForbidden, "refused: the form was sent from another site")

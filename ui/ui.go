@@ -57,6 +57,9 @@ type Options struct {
 	Now func() time.Time
 	// LogWait bounds a provisioning-log long poll (default 25 s).
 	LogWait time.Duration
+	// OIDC, when set, offers sign-in through an external issuer
+	// (authorization code with PKCE) besides a pasted token.
+	OIDC *OIDC
 }
 
 // Handler serves the UI under /ui/ and the browser redirect of /.
@@ -71,11 +74,12 @@ type Handler struct {
 	mux     *http.ServeMux
 	static  http.Handler
 	fleet   *fleet
+	oidc    *oidcClient // nil: no sign-in through an issuer
 }
 
 // New returns the UI handler over inv, authenticating with authn.
 func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, error) {
-	h := &Handler{inv: inv, authn: authn, log: opts.Logger, reprov: opts.Reprovisioner, now: opts.Now, logWait: opts.LogWait}
+	h := &Handler{inv: inv, authn: authn, log: opts.Logger, reprov: opts.Reprovisioner, now: opts.Now, logWait: opts.LogWait, oidc: newOIDC(opts.OIDC)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -121,6 +125,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /ui/login", h.loginPage)
 	m.HandleFunc("POST /ui/login", h.login)
 	m.HandleFunc("POST /ui/logout", h.logout)
+	m.HandleFunc("GET /ui/oidc/start", h.oidcStart)
+	m.HandleFunc("GET /ui/oidc/callback", h.oidcCallback)
 
 	p := "/ui/p/{project}"
 	m.HandleFunc("GET "+p+"/{$}", h.read(h.overview))
