@@ -13,7 +13,7 @@ import (
 
 // pageNames are the templates/NAME.html pages, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk"}
+var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings"}
 
 // view is what the layout renders around a page.
 type view struct {

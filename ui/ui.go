@@ -145,6 +145,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"/schedules", h.read(h.schedules))
 	m.HandleFunc("POST "+p+"/schedules", h.write(h.createSchedule))
 	m.HandleFunc("GET "+p+"/events", h.read(h.events))
+	m.HandleFunc("GET "+p+"/resources", h.read(h.resources))
+	m.HandleFunc("GET "+p+"/resources/{kind}/{id}", h.read(h.resource))
+	m.HandleFunc("GET "+p+"/settings", h.read(h.settings))
 	m.HandleFunc("/ui/", h.notFound)
 }
 

@@ -79,7 +79,8 @@ func TestCSP(t *testing.T) {
 	h := registerHosts(t, e, 1, "x-")[0]
 	reInline := regexp.MustCompile(`(?i)<script(\s[^>]*)?>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
 	for _, path := range []string{"/ui/login", "/ui/p/acme/", "/ui/p/acme/hosts", "/ui/p/acme/hosts/" + h.ResourceID, "/ui/p/acme/register",
-		"/ui/p/acme/locations", "/ui/p/acme/schedules", "/ui/p/acme/schedules?view=week", "/ui/p/acme/nosuchpage", "/ui/p/acme/hosts?filter=x%3D1"} {
+		"/ui/p/acme/locations", "/ui/p/acme/schedules", "/ui/p/acme/schedules?view=week", "/ui/p/acme/nosuchpage", "/ui/p/acme/hosts?filter=x%3D1",
+		"/ui/p/acme/resources", "/ui/p/acme/resources?kind=os", "/ui/p/acme/settings"} {
 		w := e.get(tokAdmin, path)
 		csp := w.Header().Get("Content-Security-Policy")
 		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
@@ -330,5 +331,35 @@ func TestFleetSummary(t *testing.T) {
 			t.Fatal("a deleted host's change did not reach the summary")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestResourcePages(t *testing.T) {
+	e := newEnv(t, proj)
+	o, err := e.inv.Create(context.Background(), proj, &eim.OS{Name: "edge-os", ProfileName: "edge-os", Architecture: "x86_64",
+		ImageURL: "http://127.0.0.1/edge.img", Sha256: strings.Repeat("a", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := o.Base().ResourceID
+	w := e.get(tokRO, "/ui/p/acme/resources?kind=os")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `/ui/p/acme/resources/os/`+id) || !strings.Contains(w.Body.String(), "edge-os") {
+		t.Errorf("the OS profiles' list: %d", w.Code)
+	}
+	w = e.get(tokRO, "/ui/p/acme/resources/os/"+id)
+	if body := w.Body.String(); w.Code != 200 || !strings.Contains(body, "<dt>imageUrl</dt><dd>http://127.0.0.1/edge.img</dd>") {
+		t.Errorf("an OS profile's page: %d", w.Code)
+	}
+	for path, want := range map[string]int{
+		"/ui/p/acme/resources?kind=host":           http.StatusNotFound, // hosts have pages of their own
+		"/ui/p/acme/resources/os/os-00000000":      http.StatusNotFound,
+		"/ui/p/acme/resources/os/region-00000001":  http.StatusNotFound,
+		"/ui/p/acme/resources?kind=os&offset=-1":   http.StatusBadRequest,
+		"/ui/p/acme/settings":                      http.StatusOK,
+		"/ui/p/acme/resources?kind=osupdatepolicy": http.StatusOK,
+	} {
+		if w := e.get(tokRO, path); w.Code != want {
+			t.Errorf("%s: got %d, want %d", path, w.Code, want)
+		}
 	}
 }

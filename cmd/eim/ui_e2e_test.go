@@ -405,6 +405,21 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("the other resources", func(t *testing.T) {
+		b.t = t
+		b.nav("/ui/p/default/resources?kind=os")
+		if got := b.text("table tbody"); !strings.Contains(got, "tiny-os") {
+			t.Errorf("the OS profiles' page: %q, want tiny-os", got)
+		}
+		b.shot("resources-os")
+		b.submit(`table tbody a`)
+		if got := b.text("dl.fields"); !strings.Contains(got, "sha256") {
+			t.Errorf("an OS profile's page: %q, want its fields", got)
+		}
+		b.nav("/ui/p/default/settings")
+		b.shot("settings")
+	})
+
 	t.Run("a read-only user sees no write controls and a forged write is refused", func(t *testing.T) {
 		ro := newBrowser(t, s.api)
 		roTok := mintToken(t, "--data-dir", s.dataDir, "--project", p, "--role", "r", "--ttl", "1h")
