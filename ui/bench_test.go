@@ -72,6 +72,7 @@ func BenchmarkPages(b *testing.B) {
 		{"hosts/search", "/ui/p/acme/hosts?q=node-04213"},
 		{"hosts/region-subtree", "/ui/p/acme/hosts?region=REGION"},
 		{"overview", "/ui/p/acme/"},
+		{"locations", "/ui/p/acme/locations"},
 	} {
 		if strings.Contains(pg.path, "REGION") {
 			rs, err := e.inv.List(context.Background(), proj, eim.KindRegion, inventory.ListQuery{Filter: `name="bench"`})

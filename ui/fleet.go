@@ -55,6 +55,7 @@ type prjSum struct {
 // only while they look).
 type hostSum struct {
 	project, id, name, serial, uuid, hostname string
+	siteID                                    string
 	search                                    string // the searched fields, lower-case, joined
 	hostStatus                                string
 	hostInd, onbInd, regInd                   eim.StatusIndication
@@ -294,7 +295,7 @@ func (f *fleet) handle(ctx context.Context, evs []eim.Event) error {
 }
 
 func sumOf(h *eim.Host) *hostSum {
-	s := &hostSum{project: intern(h.Project), id: h.ResourceID, name: h.Name, serial: h.SerialNumber, uuid: h.UUID, hostname: h.Hostname,
+	s := &hostSum{project: intern(h.Project), id: h.ResourceID, siteID: intern(h.SiteID), name: h.Name, serial: h.SerialNumber, uuid: h.UUID, hostname: h.Hostname,
 		hostStatus: intern(h.HostStatus), hostInd: intern(h.HostStatusIndicator), onbInd: intern(h.OnboardingStatusIndicator),
 		regInd: intern(h.RegistrationStatusIndicator), desired: intern(h.DesiredState), current: intern(h.CurrentState),
 		statusTime: h.HostStatusTimestamp}
@@ -386,6 +387,33 @@ func (f *fleet) counts(project string) (int, map[string]int) {
 		out[k] = p.states[i]
 	}
 	return len(p.hosts), out
+}
+
+// siteCounts returns, per site ID ("" for none), how many of the
+// project's hosts it has, in all (key "") and per state: a pass over the
+// project's hosts.
+func (f *fleet) siteCounts(project string) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	p := f.prj[project]
+	if p == nil {
+		return out
+	}
+	for _, s := range p.hosts {
+		c := out[s.siteID]
+		if c == nil {
+			c = map[string]int{}
+			out[s.siteID] = c
+		}
+		c[""]++
+		for i, k := range stateKeys {
+			if s.bits&(1<<i) != 0 {
+				c[k]++
+			}
+		}
+	}
+	return out
 }
 
 // updateCounts are the project's instances by update state, in all and

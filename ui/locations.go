@@ -15,7 +15,8 @@ import (
 // region's are those of the sites below it).
 type locNode struct {
 	ID, Name, Kind string
-	Hosts, Failed  int
+	Hosts, Running int
+	Failed, NoConn int
 	HostsLink      string
 	Metadata       eim.Metadata
 	Children       []*locNode
@@ -78,16 +79,31 @@ func (h *Handler) locationsData(r *http.Request, c *call) (*locationsData, error
 		return nil, err
 	}
 	d := &locationsData{Regions: regions, Truncated: t1 || t2}
-	filters := []string{"NOT has(site)"}
-	for _, s := range sites {
-		q := fmt.Sprintf("site.resourceId=%q", s.ResourceID)
-		filters = append(filters, q, q+" AND "+stateFilter("failed"))
+	// Per site: its hosts in all ("") and per state.
+	var counts map[string]map[string]int
+	if h.fleet.live() {
+		counts = h.fleet.siteCounts(proj)
+	} else {
+		keys := []string{"", "running", "failed", "noconnection"}
+		filters := make([]string, len(keys))
+		for i, k := range keys[1:] {
+			filters[i+1] = stateFilter(k)
+		}
+		bySite, err := h.inv.CountHostsBy(r.Context(), proj, "siteId", filters)
+		if err != nil {
+			return nil, err
+		}
+		counts = map[string]map[string]int{}
+		for i, k := range keys {
+			for site, n := range bySite[i] {
+				if counts[site] == nil {
+					counts[site] = map[string]int{}
+				}
+				counts[site][k] = n
+			}
+		}
 	}
-	counts, err := h.inv.CountHosts(r.Context(), proj, filters)
-	if err != nil {
-		return nil, err
-	}
-	d.Unallocated = counts[0]
+	d.Unallocated = counts[""][""]
 	nodes := map[string]*locNode{}
 	for _, rg := range regions {
 		nodes[rg.ResourceID] = &locNode{ID: rg.ResourceID, Name: rg.Name, Kind: "region", Metadata: rg.Metadata,
@@ -101,8 +117,9 @@ func (h *Handler) locationsData(r *http.Request, c *call) (*locationsData, error
 			d.Roots = append(d.Roots, n)
 		}
 	}
-	for i, s := range sites {
-		n := &locNode{ID: s.ResourceID, Name: s.Name, Kind: "site", Metadata: s.Metadata, Hosts: counts[1+2*i], Failed: counts[2+2*i],
+	for _, s := range sites {
+		c := counts[s.ResourceID]
+		n := &locNode{ID: s.ResourceID, Name: s.Name, Kind: "site", Metadata: s.Metadata, Hosts: c[""], Running: c["running"], Failed: c["failed"], NoConn: c["noconnection"],
 			HostsLink: hostsURL(proj, url.Values{"filter": {fmt.Sprintf("site.resourceId=%q", s.ResourceID)}})}
 		if p, ok := nodes[s.RegionID]; ok {
 			p.Children = append(p.Children, n)
@@ -110,19 +127,20 @@ func (h *Handler) locationsData(r *http.Request, c *call) (*locationsData, error
 			d.Roots = append(d.Roots, n)
 		}
 	}
-	var walk func(n *locNode, depth int) (int, int)
-	walk = func(n *locNode, depth int) (int, int) {
+	var walk func(n *locNode, depth int)
+	walk = func(n *locNode, depth int) {
 		n.Depth = depth
 		d.Flat = append(d.Flat, n)
 		slices.SortFunc(n.Children, func(a, b *locNode) int { return strings.Compare(a.Kind+a.Name, b.Kind+b.Name) })
 		for _, ch := range n.Children {
-			hs, fs := walk(ch, depth+1)
+			walk(ch, depth+1)
 			if n.Kind == "region" {
-				n.Hosts += hs
-				n.Failed += fs
+				n.Hosts += ch.Hosts
+				n.Running += ch.Running
+				n.Failed += ch.Failed
+				n.NoConn += ch.NoConn
 			}
 		}
-		return n.Hosts, n.Failed
 	}
 	for _, n := range d.Roots {
 		walk(n, 0)

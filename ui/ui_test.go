@@ -298,6 +298,17 @@ func TestFleetSummary(t *testing.T) {
 	if got, want := overview(&liveEnv), overview(stored2); got != want {
 		t.Errorf("overview: from memory %s, from the store %s", got, want)
 	}
+	tree := func(e *env) string {
+		body := e.get(tokAdmin, "/ui/p/acme/locations").Body.String()
+		i, j := strings.Index(body, `<table class="tree">`), strings.Index(body, "hosts have no site")
+		if i < 0 || j < 0 {
+			t.Fatalf("no location tree")
+		}
+		return body[i:j]
+	}
+	if got, want := tree(&liveEnv), tree(stored2); got != want || !strings.Contains(got, `<td><a href="/ui/p/acme/hosts?filter=site.resourceId`) {
+		t.Errorf("locations: from memory\n%s\nfrom the store\n%s", got, want)
+	}
 	// Changes arrive through the feed.
 	late := registerHosts(t, e, 1, "later-")[0]
 	deadline := time.Now().Add(30 * time.Second)
