@@ -1,10 +1,12 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/eimhq/eim"
@@ -97,6 +99,8 @@ func (h *Handler) host(w http.ResponseWriter, r *http.Request, c *call) error {
 			d.Runs = append(d.Runs, it.(*eim.OSUpdateRun))
 		}
 	}
+	// A timeline: the latest change first, what never changed last.
+	slices.SortStableFunc(d.Statuses, func(a, b statusTriple) int { return cmp.Compare(b.Time, a.Time) })
 	sch, err := h.inv.ListSchedules(ctx, proj, inventory.ScheduleQuery{HostID: id, PageSize: inventory.MaxPageSize})
 	if err != nil {
 		return err

@@ -222,6 +222,7 @@ type hostsData struct {
 	Error    string
 	Hidden   []hidden // the URL state the filter form must keep
 	Sites    []*eim.Site
+	Regions  []*eim.Region
 	StateLbl string
 	Self     string
 }
@@ -271,6 +272,11 @@ func (h *Handler) hosts(w http.ResponseWriter, r *http.Request, c *call) error {
 		status = http.StatusBadRequest
 	}
 	h.fillHostsData(d, proj, page)
+	regions, _, err := listAll[*eim.Region](r, h.inv, proj, eim.KindRegion)
+	if err != nil {
+		return err
+	}
+	d.Regions = regions
 	if c.canWrite {
 		sites, err := h.inv.List(r.Context(), proj, eim.KindSite, inventory.ListQuery{OrderBy: "name", PageSize: inventory.MaxPageSize})
 		if err != nil {
@@ -346,7 +352,7 @@ func (h *Handler) fillHostsData(d *hostsData, proj string, page *inventory.Page)
 		d.AllCols = append(d.AllCols, colChoice{Key: c.Key, Label: c.Label, On: slices.Contains(hq.Cols, c.Key)})
 	}
 	for k, vs := range hq.values() {
-		if k == "filter" || k == "q" || k == "col" || k == "offset" {
+		if k == "filter" || k == "q" || k == "col" || k == "offset" || k == "region" {
 			continue
 		}
 		for _, v := range vs {
