@@ -161,7 +161,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// root sends browsers to the UI; other clients get the API's 404.
+// root sends browsers to the UI; other clients get the API's answer to
+// a path it does not serve.
 func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.Header.Get("Accept"), "text/html") {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
@@ -169,11 +170,15 @@ func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusNotFound)
-	_, _ = w.Write([]byte(`{"message":"not found: the API is under /v1/, the web UI under /ui/"}` + "\n"))
+	_, _ = w.Write([]byte(`{"code":"NotFound","message":"no operation ` + r.Method + ` /"}` + "\n"))
 }
 
 func (h *Handler) staticFiles() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			h.notFound(w, r) // no listings
+			return
+		}
 		// Embedded files change only with the binary.
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		h.static.ServeHTTP(w, r)

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -372,5 +373,24 @@ func TestResourcePages(t *testing.T) {
 		if w := e.get(tokRO, path); w.Code != want {
 			t.Errorf("%s: got %d, want %d", path, w.Code, want)
 		}
+	}
+}
+
+func TestRootAndStatic(t *testing.T) {
+	e := newEnv(t, proj)
+	if w := e.get("", "/"); w.Code != http.StatusFound || w.Header().Get("Location") != "/ui/" {
+		t.Errorf("a browser at /: got %d to %q, want 302 to /ui/", w.Code, w.Header().Get("Location"))
+	}
+	r := httptest.NewRequest("GET", "http://eim.test/", nil)
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), `"code":"NotFound"`) {
+		t.Errorf("an API client at /: got %d %s, want the API's 404", w.Code, w.Body.String())
+	}
+	if w := e.get("", "/ui/static/"); w.Code != http.StatusNotFound {
+		t.Errorf("/ui/static/: got %d, want 404 (no listing)", w.Code)
+	}
+	if w := e.get("", "/ui/static/app.js"); w.Code != 200 || !strings.Contains(w.Header().Get("Content-Type"), "javascript") {
+		t.Errorf("app.js: got %d %q", w.Code, w.Header().Get("Content-Type"))
 	}
 }
