@@ -2,20 +2,35 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/sqlstore"
 	"github.com/eimhq/eim/ui"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "ui tests: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // tokens is a test Authenticator: fixed token strings mapped to principals.
 type tokens map[string]*eim.Principal

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -392,5 +393,84 @@ func TestRootAndStatic(t *testing.T) {
 	}
 	if w := e.get("", "/ui/static/app.js"); w.Code != 200 || !strings.Contains(w.Header().Get("Content-Type"), "javascript") {
 		t.Errorf("app.js: got %d %q", w.Code, w.Header().Get("Content-Type"))
+	}
+}
+
+// TestEvents: the event stream says hello, then tells of a change of the
+// project (not of another), and ends with the request.
+func TestEvents(t *testing.T) {
+	e := newEnv(t, proj)
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/ui/p/acme/events", nil)
+	req.AddCookie(&http.Cookie{Name: "eim_session", Value: tokRO})
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		buf := make([]byte, 4096)
+		var acc string
+		for {
+			n, err := res.Body.Read(buf)
+			acc += string(buf[:n])
+			for {
+				i := strings.Index(acc, "\n")
+				if i < 0 {
+					break
+				}
+				lines <- acc[:i]
+				acc = acc[i+1:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	next := func(prefix string) string {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the stream ended before %q", prefix)
+				}
+				if strings.HasPrefix(l, prefix) {
+					return l
+				}
+			case <-deadline:
+				t.Fatalf("no %q within 20 s", prefix)
+			}
+		}
+	}
+	next("event: hello")
+	ctx := context.Background()
+	if _, err := e.inv.CreateProject(ctx, "third", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.inv.RegisterHost(ctx, "third", inventory.HostRegistration{Name: "elsewhere", SerialNumber: "SNELSE01"}); err != nil {
+		t.Fatal(err)
+	}
+	// Events of another project are not told: the first change told is
+	// this project's, after the other's revision.
+	rev, err := e.inv.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerHosts(t, e, 1, "node-")
+	next("event: change")
+	told, err := strconv.ParseInt(strings.TrimPrefix(next("data: "), "data: "), 10, 64)
+	if err != nil || told <= rev {
+		t.Errorf("the change told: revision %d (%v), want one after %d (the other project's)", told, err, rev)
+	}
+	res.Body.Close()
+	for range lines {
 	}
 }
