@@ -76,6 +76,7 @@ type schedulesData struct {
 	Msg        string
 	Error      string
 	Form       url.Values
+	Target     string // the place whose windows are shown ("" = all)
 }
 
 // maxWindowsPerDay bounds what a day cell lists (a window every minute
@@ -128,17 +129,36 @@ func (h *Handler) schedulesData(r *http.Request, c *call, q url.Values) (*schedu
 		prev, next = first.AddDate(0, -1, 0), last
 		d.Title = first.Format("January 2006")
 	}
-	base := "/ui/p/" + url.PathEscape(proj) + "/schedules?view=" + d.View + "&at="
+	// A place: the windows that apply to it (its own, and those of the
+	// places above it), as a node asks for its plan.
+	var sq inventory.ScheduleQuery
+	switch d.Target = q.Get("target"); {
+	case d.Target == "":
+	case eim.ValidID(eim.KindHost, d.Target):
+		sq.HostID = d.Target
+	case eim.ValidID(eim.KindSite, d.Target):
+		sq.SiteID = d.Target
+	case eim.ValidID(eim.KindRegion, d.Target):
+		sq.RegionID = d.Target
+	default:
+		return nil, eim.Errorf(eim.EINVALID, "target: %q is not a host, site or region ID", d.Target)
+	}
+	tq := ""
+	if d.Target != "" {
+		tq = "&target=" + url.QueryEscape(d.Target)
+	}
+	base := "/ui/p/" + url.PathEscape(proj) + "/schedules?view=" + d.View + tq + "&at="
 	d.Prev, d.Next = base+prev.Format("2006-01-02"), base+next.Format("2006-01-02")
 	other := "week"
 	if d.View == "week" {
 		other = "month"
 	}
-	d.Other = "/ui/p/" + url.PathEscape(proj) + "/schedules?view=" + other + "&at=" + at.Format("2006-01-02")
+	d.Other = "/ui/p/" + url.PathEscape(proj) + "/schedules?view=" + other + tq + "&at=" + at.Format("2006-01-02")
 
 	var all inventory.Schedules
 	for offset := 0; offset <= inventory.MaxOffset; offset += inventory.MaxPageSize {
-		page, err := h.inv.ListSchedules(ctx, proj, inventory.ScheduleQuery{PageSize: inventory.MaxPageSize, Offset: offset})
+		sq.PageSize, sq.Offset = inventory.MaxPageSize, offset
+		page, err := h.inv.ListSchedules(ctx, proj, sq)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +179,7 @@ func (h *Handler) schedulesData(r *http.Request, c *call, q url.Values) (*schedu
 			week = nil
 		}
 	}
-	if c.canWrite {
+	{
 		regions, err := h.inv.List(ctx, proj, eim.KindRegion, inventory.ListQuery{OrderBy: "name", PageSize: inventory.MaxPageSize})
 		if err != nil {
 			return nil, err

@@ -385,7 +385,7 @@ func TestUIBrowser(t *testing.T) {
 		b.set("#s-target", site)
 		b.set("#s-hour", "2")
 		b.set("#s-dow", "1,3")
-		b.submit(`form[action$="/schedules"] button`)
+		b.submit(`#new-schedule button[type=submit]`)
 		b.wait("the schedule created", `document.body.innerText.includes("Created schedule")`)
 		// Mondays and Wednesdays of the month hold the window at 02:00.
 		n := b.count("table.calendar li.win.repeated")
@@ -398,6 +398,16 @@ func TestUIBrowser(t *testing.T) {
 			t.Errorf("the week calendar: %d windows, want 2 (Monday and Wednesday)", n)
 		}
 		b.shot("schedules-week")
+		// Per place: the site's windows apply to it; none apply to the
+		// region above it (a region's are its own and its ancestors').
+		b.nav("/ui/p/default/schedules?view=week&target=" + site)
+		if n := b.count("table.calendar li.win.repeated"); n != 2 {
+			t.Errorf("the week calendar of the site: %d windows, want 2", n)
+		}
+		b.nav("/ui/p/default/schedules?view=week&target=" + region)
+		if n := b.count("table.calendar li.win.repeated"); n != 0 {
+			t.Errorf("the week calendar of the region: %d windows, want none", n)
+		}
 		var rs []*eim.RepeatedSchedule
 		rs, _, err := client.ListOf[eim.RepeatedSchedule](ctx, s.admin, p, client.ListOptions{})
 		if err != nil || len(rs) != 1 || rs[0].TargetSiteID != site || rs[0].CronDayWeek != "1,3" {
