@@ -27,6 +27,7 @@ type locationsData struct {
 	Roots       []*locNode
 	Flat        []*locNode // the tree in order, for the page
 	Regions     []*eim.Region
+	Sites       []*eim.Site
 	Unallocated int
 	Truncated   bool
 	Msg, Error  string
@@ -44,6 +45,9 @@ func (h *Handler) locations(w http.ResponseWriter, r *http.Request, c *call) err
 	}
 	if id := r.URL.Query().Get("created"); id != "" {
 		d.Msg = "Created " + id + "."
+	}
+	if id := r.URL.Query().Get("changed"); id != "" {
+		d.Msg = "Changed " + id + "."
 	}
 	v := c.view("locations", "Locations", d)
 	v.Live = true
@@ -78,7 +82,7 @@ func (h *Handler) locationsData(r *http.Request, c *call) (*locationsData, error
 	if err != nil {
 		return nil, err
 	}
-	d := &locationsData{Regions: regions, Truncated: t1 || t2}
+	d := &locationsData{Regions: regions, Sites: sites, Truncated: t1 || t2}
 	// Per site: its hosts in all ("") and per state.
 	var counts map[string]map[string]int
 	if h.fleet.live() {
@@ -158,20 +162,72 @@ func (h *Handler) createSite(w http.ResponseWriter, r *http.Request, c *call) er
 	return h.createLocation(w, r, c, s)
 }
 
+// editRegion renames or moves a region: an empty name keeps its name,
+// the parent "keep" its place.
+func (h *Handler) editRegion(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := r.PostFormValue("id")
+	if !eim.ValidID(eim.KindRegion, id) {
+		return h.locationError(w, r, c, eim.Errorf(eim.EINVALID, "choose a region to change"))
+	}
+	rg := &eim.Region{Meta: eim.Meta{ResourceID: id}, Name: strings.TrimSpace(r.PostFormValue("name")), ParentID: r.PostFormValue("parent")}
+	var mask []string
+	if rg.Name != "" {
+		mask = append(mask, "name")
+	}
+	if rg.ParentID != "keep" {
+		mask = append(mask, "parentId")
+	}
+	return h.updateLocation(w, r, c, rg, mask)
+}
+
+// editSite renames a site or moves it to another region, as editRegion.
+func (h *Handler) editSite(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := r.PostFormValue("id")
+	if !eim.ValidID(eim.KindSite, id) {
+		return h.locationError(w, r, c, eim.Errorf(eim.EINVALID, "choose a site to change"))
+	}
+	s := &eim.Site{Meta: eim.Meta{ResourceID: id}, Name: strings.TrimSpace(r.PostFormValue("name")), RegionID: r.PostFormValue("region")}
+	var mask []string
+	if s.Name != "" {
+		mask = append(mask, "name")
+	}
+	if s.RegionID != "keep" {
+		mask = append(mask, "regionId")
+	}
+	return h.updateLocation(w, r, c, s, mask)
+}
+
+func (h *Handler) updateLocation(w http.ResponseWriter, r *http.Request, c *call, res eim.Resource, mask []string) error {
+	if len(mask) == 0 {
+		return h.locationError(w, r, c, eim.Errorf(eim.EINVALID, "nothing to change: give a new name or another place"))
+	}
+	out, err := h.inv.Update(r.Context(), c.project.Name, res, mask)
+	if err != nil {
+		return h.locationError(w, r, c, err)
+	}
+	http.Redirect(w, r, "/ui/p/"+url.PathEscape(c.project.Name)+"/locations?changed="+url.QueryEscape(out.Base().ResourceID), http.StatusSeeOther)
+	return nil
+}
+
+// locationError shows the page again with the form's error.
+func (h *Handler) locationError(w http.ResponseWriter, r *http.Request, c *call, err error) error {
+	if statusOf(err) == http.StatusInternalServerError {
+		return err
+	}
+	d, derr := h.locationsData(r, c)
+	if derr != nil {
+		return derr
+	}
+	d.Error, d.Form = eim.ErrorMessage(err), r.PostForm
+	c.projects = h.readableProjects(r, c.p)
+	h.render(w, r, statusOf(err), "locations", c.view("locations", "Locations", d))
+	return nil
+}
+
 func (h *Handler) createLocation(w http.ResponseWriter, r *http.Request, c *call, res eim.Resource) error {
 	out, err := h.inv.Create(r.Context(), c.project.Name, res)
 	if err != nil {
-		if statusOf(err) == http.StatusInternalServerError {
-			return err
-		}
-		d, derr := h.locationsData(r, c)
-		if derr != nil {
-			return derr
-		}
-		d.Error, d.Form = eim.ErrorMessage(err), r.PostForm
-		c.projects = h.readableProjects(r, c.p)
-		h.render(w, r, statusOf(err), "locations", c.view("locations", "Locations", d))
-		return nil
+		return h.locationError(w, r, c, err)
 	}
 	http.Redirect(w, r, "/ui/p/"+url.PathEscape(c.project.Name)+"/locations?created="+url.QueryEscape(out.Base().ResourceID), http.StatusSeeOther)
 	return nil

@@ -142,6 +142,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"/locations", h.read(h.locations))
 	m.HandleFunc("POST "+p+"/regions", h.write(h.createRegion))
 	m.HandleFunc("POST "+p+"/sites", h.write(h.createSite))
+	m.HandleFunc("POST "+p+"/regions/edit", h.write(h.editRegion))
+	m.HandleFunc("POST "+p+"/sites/edit", h.write(h.editSite))
 	m.HandleFunc("GET "+p+"/schedules", h.read(h.schedules))
 	m.HandleFunc("POST "+p+"/schedules", h.write(h.createSchedule))
 	m.HandleFunc("GET "+p+"/events", h.read(h.events))

@@ -474,3 +474,47 @@ func TestEvents(t *testing.T) {
 	for range lines {
 	}
 }
+
+func TestLocationsEdit(t *testing.T) {
+	e := newEnv(t, proj)
+	ctx := context.Background()
+	mk := func(r eim.Resource) string {
+		out, err := e.inv.Create(ctx, proj, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Base().ResourceID
+	}
+	a, b := mk(&eim.Region{Name: "a"}), mk(&eim.Region{Name: "b"})
+	s := mk(&eim.Site{Name: "s", RegionID: a})
+	tok := e.csrf(tokRW, "/ui/p/acme/locations")
+	post := func(path string, form url.Values) *httptest.ResponseRecorder {
+		form.Set("csrf", tok)
+		return e.post(tokRW, "http://eim.test", path, form)
+	}
+	if w := post("/ui/p/acme/sites/edit", url.Values{"id": {s}, "name": {"s2"}, "region": {b}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("move a site: %d %.300s", w.Code, w.Body.String())
+	}
+	got, err := e.inv.Get(ctx, proj, eim.KindSite, s)
+	if err != nil || got.(*eim.Site).Name != "s2" || got.(*eim.Site).RegionID != b {
+		t.Errorf("the site after the move: %+v %v", got, err)
+	}
+	if w := post("/ui/p/acme/regions/edit", url.Values{"id": {b}, "parent": {a}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("move a region: %d", w.Code)
+	}
+	got, err = e.inv.Get(ctx, proj, eim.KindRegion, b)
+	if err != nil || got.(*eim.Region).ParentID != a || got.(*eim.Region).Name != "b" {
+		t.Errorf("the region after the move: %+v %v", got, err)
+	}
+	// Under its own child: refused, saying why, nothing changed.
+	w := post("/ui/p/acme/regions/edit", url.Values{"id": {a}, "parent": {b}})
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "cycle") {
+		t.Errorf("a region under its child: got %d, want 400 naming the cycle", w.Code)
+	}
+	if w := post("/ui/p/acme/sites/edit", url.Values{"id": {s}, "region": {"keep"}}); w.Code != http.StatusBadRequest {
+		t.Errorf("nothing to change: got %d, want 400", w.Code)
+	}
+	if w := e.post(tokRO, "http://eim.test", "/ui/p/acme/sites/edit", url.Values{"csrf": {e.csrf(tokRO, "/ui/p/acme/locations")}, "id": {s}, "name": {"x"}}); w.Code != http.StatusForbidden {
+		t.Errorf("a read-only user's change: got %d, want 403", w.Code)
+	}
+}
