@@ -96,7 +96,7 @@ func buildAPI(b *Builder) (Parts, error) {
 }
 
 func buildUI(b *Builder) (Parts, error) {
-	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning()}
+	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store}
 	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
 		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
 	}

@@ -89,7 +89,7 @@ func newEnvAt(t testing.TB, project, path string) *env {
 		tokRW:    {Subject: "rw", Roles: []string{eim.ProjectRole(p, true)}},
 		tokRO:    {Subject: "ro", Roles: []string{eim.ProjectRole(p, false)}},
 		tokOther: {Subject: "other", Roles: []string{eim.ProjectRole(other, true)}},
-	}, ui.Options{})
+	}, ui.Options{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

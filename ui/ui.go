@@ -57,6 +57,10 @@ type Options struct {
 	Now func() time.Time
 	// LogWait bounds a provisioning-log long poll (default 25 s).
 	LogWait time.Duration
+	// Store, when set, is the inventory's store, whose change feed keeps
+	// the UI's summary of the fleet (Run); nil: every page asks the
+	// inventory for everything.
+	Store eim.Store
 	// OIDC, when set, offers sign-in through an external issuer
 	// (authorization code with PKCE) besides a pasted token.
 	OIDC *OIDC
@@ -99,7 +103,9 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, e
 		return nil, err
 	}
 	h.static = http.StripPrefix("/ui/static/", http.FileServerFS(sub))
-	h.fleet = newFleet(inv.Store())
+	if opts.Store != nil {
+		h.fleet = newFleet(opts.Store)
+	}
 	h.routes()
 	return h, nil
 }
@@ -108,7 +114,13 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, e
 // the host list) current from the change feed until ctx ends: a loop of
 // every process that serves the UI. Until it is live, the pages ask the
 // store for everything.
-func (h *Handler) Run(ctx context.Context) error { return h.fleet.Run(ctx) }
+func (h *Handler) Run(ctx context.Context) error {
+	if h.fleet == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return h.fleet.Run(ctx)
+}
 
 // Live reports whether the summary of the fleet is loaded and followed.
 func (h *Handler) Live() bool { return h.fleet.live() }

@@ -263,7 +263,7 @@ func TestFleetSummary(t *testing.T) {
 	registerHosts(t, e, 5, "late-")
 	stored := e.h
 	liveEnv := *e
-	h, err := ui.New(e.inv, tokens{tokAdmin: {Subject: "admin", Roles: []string{eim.RoleAdmin}}}, ui.Options{})
+	h, err := ui.New(e.inv, tokens{tokAdmin: {Subject: "admin", Roles: []string{eim.RoleAdmin}}}, ui.Options{Store: e.inv.Store()})
 	if err != nil {
 		t.Fatal(err)
 	}
