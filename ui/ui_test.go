@@ -518,3 +518,28 @@ func TestLocationsEdit(t *testing.T) {
 		t.Errorf("a read-only user's change: got %d, want 403", w.Code)
 	}
 }
+
+func TestRegisterCSV(t *testing.T) {
+	e := newEnv(t, proj)
+	registerHosts(t, e, 1, "node-") // SNnode000
+	tok := e.csrf(tokRW, "/ui/p/acme/register")
+	send := func(text string) *httptest.ResponseRecorder {
+		return e.post(tokRW, "http://eim.test", "/ui/p/acme/register/csv", url.Values{"csrf": {tok}, "text": {text}, "autoOnboard": {"1"}})
+	}
+	w := send("Serial,UUID\nSNnew0001,\nSNnode000,\nbad serial!,\n")
+	body := w.Body.String()
+	if w.Code != http.StatusBadRequest || !strings.Contains(body, "2 of 3 lines are wrong") || !strings.Contains(body, "already registered as host") ||
+		!strings.Contains(body, `want 5 to 20 letters and digits`) || !strings.Contains(body, `href="data:text/csv;base64,`) {
+		t.Errorf("a file with two bad lines: got %d\n%s", w.Code, body)
+	}
+	if p, _ := e.inv.List(context.Background(), proj, eim.KindHost, inventory.ListQuery{Filter: `serialNumber="SNnew0001"`}); p.Total != 0 {
+		t.Errorf("a host was registered from a refused file")
+	}
+	w = send("Serial,UUID\nSNnew0001,\nSNnew0002,\n")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "2 hosts registered") {
+		t.Errorf("a right file: got %d", w.Code)
+	}
+	if p, _ := e.inv.List(context.Background(), proj, eim.KindHost, inventory.ListQuery{Filter: `serialNumber="SNnew000"`}); p.Total != 2 {
+		t.Errorf("hosts registered: %d, want 2", p.Total)
+	}
+}

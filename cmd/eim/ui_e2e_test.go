@@ -345,6 +345,9 @@ func TestUIBrowser(t *testing.T) {
 		if got := b.text("#csv-result"); !strings.Contains(got, "nothing was registered") || !strings.Contains(got, `UUID "not-a-uuid"`) {
 			t.Errorf("a file with a bad line: got %q, want nothing registered and the line's error", got)
 		}
+		if !eval[bool](b, `(document.querySelector('a[download="hosts.errors.csv"]') || {href: ""}).href.startsWith("data:text/csv;base64,")`) {
+			t.Errorf("no download of the error file")
+		}
 		b.shot("register-csv-error")
 		for _, id := range ids {
 			hs, _, err := client.ListOf[eim.Host](ctx, s.admin, p, client.ListOptions{Filter: fmt.Sprintf("serialNumber=%q", id.Serial)})
