@@ -88,6 +88,9 @@ func TestCSP(t *testing.T) {
 		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
 			t.Errorf("%s: Content-Security-Policy %q", path, csp)
 		}
+		if strings.Contains(w.Body.String(), "ZgotmplZ") {
+			t.Errorf("%s: html/template refused a value (ZgotmplZ)", path)
+		}
 		for _, m := range reInline.FindAllStringSubmatch(w.Body.String(), -1) {
 			if !strings.Contains(m[0], "src=") {
 				t.Errorf("%s: %q needs what the policy forbids", path, m[0])
