@@ -345,3 +345,54 @@ func (s *Service) HostSummary(ctx context.Context, project, filter string) (*Hos
 	}
 	return &sum, nil
 }
+
+// CountHosts counts, for each filter, the hosts matching it ("" = all),
+// in one read transaction: what a dashboard of host states asks.
+func (s *Service) CountHosts(ctx context.Context, project string, filters []string) ([]int, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	out := make([]int, len(filters))
+	err := s.store.View(ctx, project, func(tx eim.Tx) error {
+		for i, f := range filters {
+			n, err := tx.Count(ctx, eim.KindHost, eim.Query{Filter: f})
+			if err != nil {
+				return err
+			}
+			out[i] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CountHostsBy counts, for each filter, the hosts matching it ("" = all)
+// per value of field (a stored text, enum or reference field; an absent
+// reference counts under ""), one grouped query each, in one read
+// transaction: the hosts of every site at once, say.
+func (s *Service) CountHostsBy(ctx context.Context, project, field string, filters []string) ([]map[string]int, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	out := make([]map[string]int, len(filters))
+	err := s.store.View(ctx, project, func(tx eim.Tx) error {
+		for i, f := range filters {
+			groups, err := tx.CountBy(ctx, eim.KindHost, eim.Query{Filter: f}, field)
+			if err != nil {
+				return err
+			}
+			out[i] = make(map[string]int, len(groups))
+			for _, g := range groups {
+				out[i][g.Values[0]] += g.Count
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
 	"github.com/eimhq/eim/provisioning"
+	"github.com/eimhq/eim/ui"
 )
 
 // The built-in modules, in the order they are built and listed. Adding a
@@ -83,6 +84,12 @@ func init() {
 		Summary: "the OS profile catalog loaded into every project, kept in line with the manifests; which instances have an update available",
 		Build:   buildOS,
 	})
+	register(&Module{
+		Name:    "ui",
+		Summary: "the web UI for fleet operators at /ui/ (server-rendered, embedded; / sends browsers there), signed in with the API's tokens and rights",
+		Needs:   []Need{{"provisioning", "its reprovision button starts a workflow that module serves"}},
+		Build:   buildUI,
+	})
 }
 
 func buildAPI(b *Builder) (Parts, error) {
@@ -97,6 +104,22 @@ func buildAPI(b *Builder) (Parts, error) {
 			return inventory.NewReaper(inv, inventory.ReaperOptions{Logger: b.Log, Metrics: b.Metrics}).Run(ctx)
 		}}},
 	}, nil
+}
+
+func buildUI(b *Builder) (Parts, error) {
+	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store}
+	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
+		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
+	}
+	h, err := ui.New(b.Inventory, b.Verifier, opts)
+	if err != nil {
+		return Parts{}, err
+	}
+	var routes []Route
+	for _, p := range ui.Patterns() {
+		routes = append(routes, Route{p, h})
+	}
+	return Parts{Routes: routes, Loops: []Loop{{Name: "fleet", Run: h.Run}}}, nil
 }
 
 func buildOnboarding(b *Builder) (Parts, error) {

@@ -25,8 +25,11 @@ type Config struct {
 	JWKSURL    string
 	OIDCIssuer string
 	Audience   string
-	RateLimit  float64
-	DebugAddr  string
+	// UIOIDCClientID, with OIDCIssuer, lets the web UI sign users in
+	// through the issuer (its public client's ID).
+	UIOIDCClientID string
+	RateLimit      float64
+	DebugAddr      string
 	// MetricsAddr, when set, moves /metrics (the process's own series,
 	// and the exporter module's when it runs here) from the HTTP listener
 	// to a listener of its own on this address.

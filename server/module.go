@@ -115,7 +115,7 @@ type Profile struct {
 // Profiles are the deployment profiles, "full" first (the default).
 var Profiles = []Profile{
 	{"full", "everything (the default): one process, or replicas of it", nil},
-	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os"}},
+	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os", "ui"}},
 	{"observability", "liveness, hardware and telemetry configuration of running nodes, and the fleet's Prometheus metrics", []string{"api", "host", "telemetry", "exporter"}},
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
 	{"clusters", "edge Kubernetes clusters: the connect tunnel to their API behind NAT", []string{"api", "connect"}},

@@ -95,6 +95,7 @@ func TestUsageErrors(t *testing.T) {
 		{"token bad role", []string{"token", "create", "--role", "x"}, `--role "x"`},
 		{"server bad log level", []string{"server", "--log-level", "loud"}, "--log-level"},
 		{"server one database connection", []string{"server", "--database-max-conns", "1"}, "--database-max-conns: must be at least 2"},
+		{"server UI client without an issuer", []string{"server", "--ui-oidc-client-id", "eim-ui"}, "--ui-oidc-client-id: needs --oidc-issuer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

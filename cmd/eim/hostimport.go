@@ -3,13 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +17,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
-	"github.com/eimhq/eim/filter"
+	"github.com/eimhq/eim/hostcsv"
 )
 
 // "eim host import": bulk pre-registration from the CSV file of the
@@ -40,35 +38,21 @@ import (
 // deleted) and written to the error file; a server that went away is
 // waited for, up to --wait (serverwait.go).
 
-// importColumns are the columns a file may have, by their canonical
-// names; the first seven are the original tool's.
-var importColumns = []string{"Serial", "UUID", "OSProfile", "Site", "Secure", "RemoteUser", "Metadata", "LVMSize", "CloudInitMeta", "AMTEnable"}
-
-// importErrorColumn is the original's output column; on input it is
-// ignored, so that an error file can be fixed and imported again.
-const importErrorColumn = "Error - do not fill"
-
-// unsupportedColumns are columns of the later tool for features EIM does
-// not have: accepted when empty, refused on a line that fills them.
-var unsupportedColumns = []string{"K8sEnable", "K8sClusterTemplate", "K8sConfig"}
-
-var (
-	reImportSerial = regexp.MustCompile(`^[A-Za-z0-9]{5,20}$`)
-	reImportUUID   = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-)
+// importErrorColumn is the original's output column (hostcsv.ErrorColumn).
+const importErrorColumn = hostcsv.ErrorColumn
 
 // The security features an instance can ask for.
 const (
-	secNone  eim.SecurityFeature = "SECURITY_FEATURE_NONE"
-	secSBFDE eim.SecurityFeature = "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION"
+	secNone  = hostcsv.SecNone
+	secSBFDE = hostcsv.SecSBFDE
 )
 
-// maxImportLines bounds a file: far more than one site's fleet, small
-// enough to check in memory.
-const maxImportLines = 100000
-
 // importFile is a parsed CSV file: its header as written and its lines.
+// The file's format and the checks of its lines are package hostcsv's,
+// which the web UI's register page shares; an importLine carries what the
+// import adds to a checked line.
 type importFile struct {
+	src    *hostcsv.File
 	header []string
 	col    map[string]int // canonical column name → index in header
 	lines  []*importLine
@@ -76,11 +60,12 @@ type importFile struct {
 
 // importLine is one host of the file.
 type importLine struct {
+	src *hostcsv.Line
+
 	n   int      // line number in the file (1 = the header)
 	raw []string // the fields as read, for the error file
 
 	serial, uuid, osProfile, site, secure, remoteUser, metadata, lvm, customConfigs, amt string
-	unsupported                                                                          []string // filled columns EIM does not support
 
 	errs []string
 
@@ -106,93 +91,41 @@ type importLine struct {
 }
 
 func (l *importLine) fail(format string, args ...any) {
+	if l.src != nil {
+		l.src.Fail(format, args...)
+	}
 	l.errs = append(l.errs, fmt.Sprintf(format, args...))
 }
 
-// parseImportFile reads a CSV file in the bulk import format. Errors of
-// the file as a whole (no header, unknown columns, broken CSV) are
-// returned; errors of a line are kept on the line.
-func parseImportFile(r io.Reader) (*importFile, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1 // the original's files leave trailing fields out
-	cr.TrimLeadingSpace = true
-	header, err := cr.Read()
-	if errors.Is(err, io.EOF) {
-		return nil, errors.New("the file is empty: want a header line starting " + strings.Join(importColumns[:7], ","))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("line 1: %w", err)
-	}
-	f := &importFile{header: header, col: map[string]int{}}
-	known := map[string]string{}
-	for _, c := range append(append([]string{importErrorColumn, "Error"}, importColumns...), unsupportedColumns...) {
-		known[strings.ToLower(c)] = c
-	}
-	for i, h := range header {
-		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")) // a spreadsheet's byte-order mark
-		name, ok := known[strings.ToLower(h)]
-		if !ok {
-			return nil, fmt.Errorf("line 1: unknown column %q (the columns are %s)", h, strings.Join(importColumns, ", "))
-		}
-		if name == "Error" {
-			name = importErrorColumn
-		}
-		if _, dup := f.col[name]; dup {
-			return nil, fmt.Errorf("line 1: column %q appears twice", h)
-		}
-		f.col[name] = i
-	}
-	if _, ok := f.col["Serial"]; !ok {
-		return nil, errors.New("line 1: no Serial column (the header starts " + strings.Join(importColumns[:7], ",") + ")")
-	}
-	if _, ok := f.col["UUID"]; !ok {
-		return nil, errors.New("line 1: no UUID column (the header starts " + strings.Join(importColumns[:7], ",") + ")")
-	}
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err // csv.ParseError names the line
-		}
-		line, _ := cr.FieldPos(0)
-		if blank(rec) {
-			continue
-		}
-		if len(f.lines) == maxImportLines {
-			return nil, fmt.Errorf("line %d: more than %d hosts in one file; split it", line, maxImportLines)
-		}
-		l := &importLine{n: line, raw: rec}
-		get := func(name string) string {
-			if i, ok := f.col[name]; ok && i < len(rec) {
-				return strings.TrimSpace(rec[i])
-			}
-			return ""
-		}
-		l.serial, l.uuid, l.osProfile, l.site = get("Serial"), get("UUID"), get("OSProfile"), get("Site")
-		l.secure, l.remoteUser, l.metadata = get("Secure"), get("RemoteUser"), get("Metadata")
-		l.lvm, l.customConfigs, l.amt = get("LVMSize"), get("CloudInitMeta"), get("AMTEnable")
-		for _, c := range unsupportedColumns {
-			if get(c) != "" {
-				l.unsupported = append(l.unsupported, c)
-			}
-		}
-		if len(rec) > len(header) {
-			l.fail("%d fields, the header has %d", len(rec), len(header))
-		}
-		f.lines = append(f.lines, l)
-	}
-	return f, nil
+// sync takes what package hostcsv read and checked of the line.
+func (l *importLine) sync() {
+	s := l.src
+	l.n, l.raw = s.N, s.Raw
+	l.serial, l.uuid, l.osProfile, l.site, l.secure = s.Serial, s.UUID, s.OSProfile, s.Site, s.Secure
+	l.remoteUser, l.metadata, l.lvm, l.customConfigs, l.amt = s.RemoteUser, s.Metadata, s.LVM, s.CustomConfigs, s.AMT
+	l.errs = slices.Clone(s.Errs)
+	l.md, l.secureOn, l.lvmGB, l.amtOn = s.MD, s.SecureOn, s.LVMGB, s.AMTOn
+	l.osID, l.siteID, l.accountID, l.configIDs, l.secFeature = s.OSID, s.SiteID, s.AccountID, s.ConfigIDs, s.SecFeature
 }
 
-func blank(rec []string) bool {
-	for _, s := range rec {
-		if strings.TrimSpace(s) != "" {
-			return false
-		}
+func (f *importFile) sync() {
+	for _, l := range f.lines {
+		l.sync()
 	}
-	return true
+}
+
+// parseImportFile reads a CSV file in the bulk import format (hostcsv.Parse).
+func parseImportFile(r io.Reader) (*importFile, error) {
+	src, err := hostcsv.Parse(r)
+	if err != nil {
+		return nil, err
+	}
+	f := &importFile{src: src, header: src.Header, col: src.Col}
+	for _, l := range src.Lines {
+		f.lines = append(f.lines, &importLine{src: l})
+	}
+	f.sync()
+	return f, nil
 }
 
 // importDefaults are the flags that fill a line's empty cells.
@@ -201,148 +134,11 @@ type importDefaults struct {
 }
 
 // checkSyntax checks every line on its own and against the others
-// (duplicate serials and UUIDs, compared case-insensitively).
+// (hostcsv's File.CheckSyntax).
 func (f *importFile) checkSyntax(d importDefaults) {
-	serials, uuids := map[string]int{}, map[string]int{}
-	for _, l := range f.lines {
-		fill := func(v *string, def string) {
-			if *v == "" {
-				*v = def
-			}
-		}
-		fill(&l.osProfile, d.osProfile)
-		fill(&l.site, d.site)
-		fill(&l.secure, d.secure)
-		fill(&l.remoteUser, d.remoteUser)
-		fill(&l.metadata, d.metadata)
-		fill(&l.customConfigs, d.customConfigs)
-
-		for _, c := range l.unsupported {
-			l.fail("%s: not supported by EIM (leave it empty)", c)
-		}
-		switch {
-		case l.serial == "" && l.uuid == "":
-			l.fail("Serial or UUID is required")
-		case l.serial != "" && !reImportSerial.MatchString(l.serial):
-			l.fail("Serial %q: want 5 to 20 letters and digits", l.serial)
-		case l.serial != "" && eim.PlaceholderSerial(l.serial):
-			l.fail("Serial %q is a vendor placeholder that identifies no machine; give the UUID instead", l.serial)
-		}
-		if l.uuid != "" {
-			switch {
-			case !reImportUUID.MatchString(l.uuid):
-				l.fail("UUID %q: want the RFC 4122 form 8-4-4-4-12 hex digits", l.uuid)
-			case eim.PlaceholderUUID(l.uuid):
-				l.fail("UUID %q is a firmware placeholder that identifies no machine", l.uuid)
-			}
-		}
-		if l.serial != "" {
-			k := strings.ToLower(l.serial)
-			if prev, ok := serials[k]; ok {
-				l.fail("Serial %q is also on line %d", l.serial, prev)
-			} else {
-				serials[k] = l.n
-			}
-		}
-		if l.uuid != "" {
-			k := strings.ToLower(l.uuid)
-			if prev, ok := uuids[k]; ok {
-				l.fail("UUID %q is also on line %d", l.uuid, prev)
-			} else {
-				uuids[k] = l.n
-			}
-		}
-		if b, err := parseImportBool(l.secure); err != nil {
-			l.fail("Secure: %v", err)
-		} else {
-			l.secureOn = b
-		}
-		if b, err := parseImportBool(l.amt); err != nil {
-			l.fail("AMTEnable: %v", err)
-		} else {
-			l.amtOn = b
-		}
-		if l.lvm != "" {
-			n, err := strconv.ParseUint(l.lvm, 10, 32)
-			if err != nil {
-				l.fail("LVMSize %q: want a size in GB (a whole number)", l.lvm)
-			}
-			l.lvmGB = uint32(n)
-		}
-		md, err := parseImportMetadata(l.metadata)
-		if err != nil {
-			l.fail("Metadata: %v", err)
-		}
-		l.md = md
-		if l.secureOn && l.osProfile == "" {
-			l.fail("Secure: true needs an OSProfile")
-		}
-		if (l.remoteUser != "" || l.customConfigs != "") && l.osProfile == "" {
-			l.fail("RemoteUser and CloudInitMeta apply to the instance: they need an OSProfile")
-		}
-	}
-}
-
-func parseImportBool(s string) (bool, error) {
-	switch strings.ToLower(s) {
-	case "", "false", "no", "0":
-		return false, nil
-	case "true", "yes", "1":
-		return true, nil
-	}
-	return false, fmt.Errorf("%q: want true or false", s)
-}
-
-// parseImportMetadata parses the original's "key1=value1&key2=value2" and
-// checks it as the API would.
-func parseImportMetadata(s string) (eim.Metadata, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var md eim.Metadata
-	for pair := range strings.SplitSeq(s, "&") {
-		k, v, ok := strings.Cut(pair, "=")
-		if !ok {
-			return nil, fmt.Errorf("%q: want key=value pairs joined by &", pair)
-		}
-		md = append(md, eim.MetadataItem{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
-	}
-	// The API's own checks of metadata (the same for every kind), so that a file is refused for what the
-	// server would refuse, with the same words.
-	if err := eim.Validate(&eim.Region{Name: "import", Metadata: md}); err != nil {
-		return nil, errors.New(eim.ErrorMessage(err))
-	}
-	return md, nil
-}
-
-// refIndex finds resources of one kind by ID or by name.
-type refIndex struct {
-	kind   eim.Kind
-	byID   map[string]bool
-	byName map[string][]string // name (and, for OS resources, profile name) → IDs
-	title  map[string]string   // ID → its name, for messages
-	extra  map[string]eim.SecurityFeature
-}
-
-func (x *refIndex) resolve(what, v string) (string, error) {
-	if x.byID[v] {
-		return v, nil
-	}
-	if eim.ValidID(x.kind, v) {
-		return "", fmt.Errorf("%s %q: no such %s in the project", what, v, x.kind)
-	}
-	ids := x.byName[v]
-	switch len(ids) {
-	case 0:
-		return "", fmt.Errorf("%s %q: no %s has that ID or name", what, v, x.kind)
-	case 1:
-		return ids[0], nil
-	}
-	named := make([]string, len(ids))
-	for i, id := range ids {
-		named[i] = fmt.Sprintf("%s (%s)", id, x.title[id])
-	}
-	return "", fmt.Errorf("%s %q: ambiguous, it names %s; give the ID or the full name", what, v, strings.Join(named, ", "))
+	f.src.CheckSyntax(hostcsv.Defaults{OSProfile: d.osProfile, Site: d.site, Secure: d.secure, RemoteUser: d.remoteUser,
+		Metadata: d.metadata, CustomConfigs: d.customConfigs})
+	f.sync()
 }
 
 // loadRefs lists every resource of T's kind in the project (when need),
@@ -351,9 +147,9 @@ func (x *refIndex) resolve(what, v string) (string, error) {
 func loadRefs[T any, PT interface {
 	*T
 	eim.Resource
-}](ctx context.Context, cl *client.Client, w *serverWait, project string, need bool, names func(PT) (ns []string, sec eim.SecurityFeature)) (*refIndex, error) {
+}](ctx context.Context, cl *client.Client, w *serverWait, project string, need bool, names func(PT) (ns []string, sec eim.SecurityFeature)) (*hostcsv.RefIndex, error) {
 	k := PT(new(T)).ResourceKind()
-	x := &refIndex{kind: k, byID: map[string]bool{}, byName: map[string][]string{}, title: map[string]string{}, extra: map[string]eim.SecurityFeature{}}
+	x := hostcsv.NewRefIndex(k)
 	for offset := 0; need; offset += 100 {
 		var items []PT
 		var page *client.Page
@@ -365,16 +161,8 @@ func loadRefs[T any, PT interface {
 			return nil, fmt.Errorf("list %s resources: %w", k, err)
 		}
 		for _, r := range items {
-			id := r.Base().ResourceID
 			ns, sec := names(r)
-			x.byID[id] = true
-			x.extra[id] = sec
-			x.title[id] = ns[0]
-			for _, n := range slices.Compact(slices.Sorted(slices.Values(ns))) {
-				if n != "" {
-					x.byName[n] = append(x.byName[n], id)
-				}
-			}
+			x.Add(r.Base().ResourceID, ns, sec)
 		}
 		if !page.HasNext || len(items) == 0 {
 			break
@@ -388,103 +176,39 @@ func loadRefs[T any, PT interface {
 // its line describes it, or half made by an earlier import, is kept (the
 // import finishes it); a host that differs from its line is refused.
 func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, w *serverWait, project string, workers int) error {
-	var need struct{ os, site, account, config bool }
-	for _, l := range f.lines {
-		need.os = need.os || l.osProfile != ""
-		need.site = need.site || l.site != ""
-		need.account = need.account || l.remoteUser != ""
-		need.config = need.config || l.customConfigs != ""
-	}
-	oses, err := loadRefs(ctx, cl, w, project, need.os, func(o *eim.OS) ([]string, eim.SecurityFeature) {
+	need := f.src.Needs()
+	oses, err := loadRefs(ctx, cl, w, project, need.OS, func(o *eim.OS) ([]string, eim.SecurityFeature) {
 		return []string{o.Name, o.ProfileName}, o.SecurityFeature
 	})
 	if err != nil {
 		return err
 	}
-	sites, err := loadRefs(ctx, cl, w, project, need.site, func(s *eim.Site) ([]string, eim.SecurityFeature) {
+	sites, err := loadRefs(ctx, cl, w, project, need.Site, func(s *eim.Site) ([]string, eim.SecurityFeature) {
 		return []string{s.Name}, ""
 	})
 	if err != nil {
 		return err
 	}
-	accounts, err := loadRefs(ctx, cl, w, project, need.account, func(a *eim.LocalAccount) ([]string, eim.SecurityFeature) {
+	accounts, err := loadRefs(ctx, cl, w, project, need.Account, func(a *eim.LocalAccount) ([]string, eim.SecurityFeature) {
 		return []string{a.Username}, ""
 	})
 	if err != nil {
 		return err
 	}
-	configs, err := loadRefs(ctx, cl, w, project, need.config, func(c *eim.CustomConfig) ([]string, eim.SecurityFeature) {
+	configs, err := loadRefs(ctx, cl, w, project, need.Config, func(c *eim.CustomConfig) ([]string, eim.SecurityFeature) {
 		return []string{c.Name}, ""
 	})
 	if err != nil {
 		return err
 	}
-	for _, l := range f.lines {
-		if l.osProfile != "" {
-			if id, err := oses.resolve("OSProfile", l.osProfile); err != nil {
-				l.fail("%v", err)
-			} else {
-				l.osID = id
-				l.secFeature = secNone
-				if l.secureOn {
-					if oses.extra[id] != secSBFDE {
-						l.fail("Secure: OS profile %s does not support secure boot and full disk encryption", id)
-					}
-					l.secFeature = secSBFDE
-				}
-			}
-		}
-		if l.site != "" {
-			if id, err := sites.resolve("Site", l.site); err != nil {
-				l.fail("%v", err)
-			} else {
-				l.siteID = id
-			}
-		}
-		if l.remoteUser != "" {
-			if id, err := accounts.resolve("RemoteUser", l.remoteUser); err != nil {
-				l.fail("%v", err)
-			} else {
-				l.accountID = id
-			}
-		}
-		if l.customConfigs != "" {
-			for c := range strings.SplitSeq(l.customConfigs, "&") {
-				if id, err := configs.resolve("CloudInitMeta", strings.TrimSpace(c)); err != nil {
-					l.fail("%v", err)
-				} else if !slices.Contains(l.configIDs, id) {
-					l.configIDs = append(l.configIDs, id)
-				}
-			}
-		}
-	}
+	f.src.ResolveRefs(hostcsv.Refs{OS: oses, Site: sites, Account: accounts, Config: configs})
+	f.sync()
 	// Hosts already registered: the lines' serials and UUIDs, as many per
 	// query as a filter may hold.
-	byUUID, bySerial := map[string]*importLine{}, map[string]*importLine{}
-	var filters []string
-	var cur strings.Builder
-	add := func(cond string) {
-		if cur.Len() > 0 && cur.Len()+len(" OR ")+len(cond) > filter.MaxLength {
-			filters = append(filters, cur.String())
-			cur.Reset()
-		}
-		if cur.Len() > 0 {
-			cur.WriteString(" OR ")
-		}
-		cur.WriteString(cond)
-	}
+	filters, idents := f.src.IdentityFilters()
+	lineOf := make(map[*hostcsv.Line]*importLine, len(f.lines))
 	for _, l := range f.lines {
-		if l.uuid != "" && reImportUUID.MatchString(l.uuid) {
-			byUUID[strings.ToLower(l.uuid)] = l
-			add(fmt.Sprintf("uuid=%q", strings.ToLower(l.uuid))) // compared without regard to case
-		}
-		if l.serial != "" && reImportSerial.MatchString(l.serial) {
-			bySerial[strings.ToLower(l.serial)] = l
-			add(fmt.Sprintf("serialNumber=%q", l.serial))
-		}
-	}
-	if cur.Len() > 0 {
-		filters = append(filters, cur.String())
+		lineOf[l.src] = l
 	}
 	var mu sync.Mutex
 	err = forEach(ctx, filters, workers, func(flt string) error {
@@ -500,15 +224,8 @@ func (f *importFile) checkRefs(ctx context.Context, cl *client.Client, w *server
 			}
 			mu.Lock()
 			for _, h := range hosts {
-				var ls []*importLine
-				if l := byUUID[strings.ToLower(h.UUID)]; h.UUID != "" && l != nil {
-					ls = append(ls, l)
-				}
-				if l := bySerial[strings.ToLower(h.SerialNumber)]; h.SerialNumber != "" && l != nil && !slices.Contains(ls, l) {
-					ls = append(ls, l)
-				}
-				for _, l := range ls {
-					l.cands = append(l.cands, h)
+				for _, l := range idents.Lines(h) {
+					lineOf[l].cands = append(lineOf[l].cands, h)
 				}
 			}
 			mu.Unlock()
@@ -566,27 +283,19 @@ func forEach[T any](ctx context.Context, lines []T, workers int, fn func(T) erro
 // writeImportErrors writes the lines with errors, as read plus the error
 // column, to path: fix them there and import that file.
 func writeImportErrors(path string, f *importFile, bad []*importLine, msg func(*importLine) string) error {
-	header := slices.Clone(f.header)
-	errCol, ok := f.col[importErrorColumn]
-	if !ok {
-		errCol = len(header)
-		header = append(header, importErrorColumn)
-	}
 	tmp := path + ".tmp"
 	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("write the error file: %w", err)
 	}
-	w := csv.NewWriter(out)
-	_ = w.Write(header)
-	for _, l := range bad {
-		rec := make([]string, len(header))
-		copy(rec, l.raw)
-		rec[errCol] = msg(l)
-		_ = w.Write(rec)
+	byLine := map[*hostcsv.Line]*importLine{}
+	src := make([]*hostcsv.Line, len(bad))
+	for i, l := range bad {
+		src[i] = l.src
+		byLine[l.src] = l
 	}
-	w.Flush()
-	err = errors.Join(w.Error(), out.Close())
+	err = hostcsv.WriteErrors(out, f.src, src, func(l *hostcsv.Line) string { return msg(byLine[l]) })
+	err = errors.Join(err, out.Close())
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -604,7 +313,7 @@ func errorFileFor(path string) string {
 	return strings.TrimSuffix(path, ext) + ".errors" + cmp.Or(ext, ".csv")
 }
 
-const importTemplate = "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,LVMSize,CloudInitMeta,AMTEnable," + importErrorColumn + "\n"
+const importTemplate = hostcsv.Template
 
 func (c *cli) hostImport(args []string) error {
 	fs := c.flagSet("eim host import", "eim host import FILE.csv [flags] | --template FILE.csv",

@@ -36,6 +36,7 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.JWKSURL, "jwks-url", "", "JWKS URL of an external OIDC issuer whose tokens are accepted too (default: discovered from --oidc-issuer)")
 	fs.StringVar(&cfg.OIDCIssuer, "oidc-issuer", "", "issuer (iss) of external tokens, e.g. https://keycloak.example.com/realms/master")
 	fs.StringVar(&cfg.Audience, "oidc-audience", "", "if set, external tokens must carry this audience (aud)")
+	fs.StringVar(&cfg.UIOIDCClientID, "ui-oidc-client-id", "", "the web UI's public client at --oidc-issuer: users sign in there (authorization code with PKCE; redirect URI <this server>/ui/oidc/callback) besides pasting a token")
 	var logLevel string
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 200, "requests per second per client IP (0 = off)")
@@ -95,6 +96,9 @@ func (c *cli) server(args []string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return usagef("--log-level %q: want debug, info, warn or error", logLevel)
+	}
+	if cfg.UIOIDCClientID != "" && cfg.OIDCIssuer == "" {
+		return usagef("--ui-oidc-client-id: needs --oidc-issuer (the issuer the UI sends users to)")
 	}
 	if cfg.HeartbeatInterval < time.Second || cfg.HeartbeatInterval > eim.MaxHeartbeatInterval*time.Second {
 		return usagef("--heartbeat-interval: must be 1s..%ds, got %s", eim.MaxHeartbeatInterval, cfg.HeartbeatInterval)

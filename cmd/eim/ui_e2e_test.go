@@ -1,0 +1,501 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/agent/sim"
+	"github.com/eimhq/eim/client"
+)
+
+// The web UI in a real browser: Debian's chromium, headless, driven over
+// the DevTools protocol (chromedp), against the real server through Main
+// and simulated nodes brought through Day 0. Each page visited is saved as
+// a screenshot under $EIM_UI_SCREENSHOTS (default /tmp/eim-ui-screens).
+
+// chromiumPath finds the browser, or skips the test (fails with
+// EIM_REQUIRE_CHROMIUM set, as CI runs it).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("EIM_REQUIRE_CHROMIUM") != "" {
+		t.Fatal("chromium is not installed (apt-get install chromium) and EIM_REQUIRE_CHROMIUM is set")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium); set EIM_REQUIRE_CHROMIUM to fail instead")
+	return ""
+}
+
+// browser is one headless chromium (its own profile: its own cookies).
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	base  string
+	shots string
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	t.Helper()
+	path := chromiumPath(t)
+	dir, err := os.MkdirTemp("", "eim-ui-chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(dir), chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		// The browser's children may write into the profile for a moment
+		// after it stopped.
+		for range 50 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	shots := os.Getenv("EIM_UI_SCREENSHOTS")
+	if shots == "" {
+		shots = filepath.Join(os.TempDir(), "eim-ui-screens")
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, ctx: ctx, base: base, shots: shots}
+}
+
+func (b *browser) nav(path string) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(b.base+path)); err != nil {
+		b.t.Fatalf("open %s: %v", path, err)
+	}
+}
+
+// eval runs JavaScript in the page and decodes its JSON-able value.
+func eval[T any](b *browser, js string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// wait polls a JavaScript condition until it holds. A navigation in
+// between makes an evaluation fail (its context went with the old
+// page): that is polled again too.
+func (b *browser) wait(what, cond string) {
+	b.t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		lastErr = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	body, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 3000) : ""`))
+	b.shot("failed-" + what)
+	b.t.Fatalf("waiting for %s (%s): not within 40 s (last error %v); the page shows:\n%s", what, cond, lastErr, body)
+}
+
+// set types a value into the field sel.
+func (b *browser) set(sel, value string) {
+	b.t.Helper()
+	eval[bool](b, fmt.Sprintf(`(function(){var e=document.querySelector(%s); if(!e){throw new Error("no "+%s)}; e.value=%s; return true})()`, jsq(sel), jsq(sel), jsq(value)))
+}
+
+// submit clicks the button sel and waits for the page it leads to.
+func (b *browser) submit(sel string) {
+	b.t.Helper()
+	eval[bool](b, fmt.Sprintf(`(function(){window.__before=true; var e=document.querySelector(%s); if(!e){throw new Error("no "+%s)}; e.click(); return true})()`, jsq(sel), jsq(sel)))
+	b.wait("the next page after "+sel, `!window.__before && document.readyState === "complete"`)
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	return eval[string](b, fmt.Sprintf(`(function(){var e=document.querySelector(%s); return e ? e.innerText : ""})()`, jsq(sel)))
+}
+
+func (b *browser) count(sel string) int {
+	b.t.Helper()
+	return eval[int](b, fmt.Sprintf(`document.querySelectorAll(%s).length`, jsq(sel)))
+}
+
+// shot saves a screenshot of the whole page as NAME.png.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, name)
+	if err := os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644); err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+	}
+}
+
+func (b *browser) signIn(token string) {
+	b.t.Helper()
+	b.nav("/ui/login")
+	b.set("#token", token)
+	b.submit("form button[type=submit]")
+}
+
+func jsq(s string) string {
+	q, _ := json.Marshal(s)
+	return string(q)
+}
+
+func TestUIBrowser(t *testing.T) {
+	chromiumPath(t)
+	s := startDay0(t)
+	ctx := context.Background()
+	p := eim.DefaultProject
+	adminTok, err := os.ReadFile(filepath.Join(s.dataDir, adminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A fleet through Day 0: 6 nodes provisioned, 2 failing at an action,
+	// 2 registered that never call home.
+	osID := s.createOS(t, p)
+	good, bad, silent := sim.Generate(6, 71), sim.Generate(2, 72), sim.Generate(2, 73)
+	register(t, s, p, osID, good)
+	register(t, s, p, osID, bad)
+	register(t, s, p, "", silent)
+	wantReport(t, s.fleet(t, ctx, good, sim.Options{Seed: 71}), 6, 0)
+	wantReport(t, s.fleet(t, ctx, bad, sim.Options{FailShare: 1, Seed: 72}), 0, 2)
+
+	b := newBrowser(t, s.api)
+
+	t.Run("sign in with a token", func(t *testing.T) {
+		b.t = t
+		b.nav("/")
+		b.wait("the sign-in page", `location.pathname === "/ui/login"`)
+		b.shot("login")
+		b.signIn(strings.TrimSpace(string(adminTok)))
+		b.wait("the overview", `location.pathname === "/ui/p/default/" && !!document.querySelector("[data-count=running]")`)
+		if got := eval[bool](b, `document.cookie.includes("eim_session")`); got {
+			t.Errorf("the session cookie is readable by scripts; want HttpOnly")
+		}
+	})
+
+	t.Run("overview counts match the API", func(t *testing.T) {
+		b.t = t
+		var all []*eim.Host
+		for offset := 0; ; offset += 100 {
+			hosts, page, err := client.ListOf[eim.Host](ctx, s.admin, p, client.ListOptions{PageSize: 100, Offset: offset})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, hosts...)
+			if !page.HasNext {
+				break
+			}
+		}
+		want := map[string]int{}
+		for _, h := range all {
+			if h.HostStatus == "Running" && h.HostStatusIndicator == eim.StatusIdle {
+				want["running"]++
+			}
+			if h.Instance != nil && h.Instance.ProvisioningStatusIndicator == eim.StatusError {
+				want["failed"]++
+			}
+			if h.Instance != nil && h.Instance.ProvisioningStatusIndicator == eim.StatusInProgress {
+				want["provisioning"]++
+			}
+		}
+		if want["running"] != 6 || want["failed"] != 2 || len(all) != 10 {
+			t.Fatalf("the API shows %d hosts, %v; want 10 hosts, 6 running, 2 failed", len(all), want)
+		}
+		sum, err := s.admin.HostSummary(ctx, p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Running != want["running"] {
+			t.Fatalf("the API's summary: %d running, its list %d", sum.Running, want["running"])
+		}
+		b.nav("/ui/p/default/")
+		for _, k := range []string{"running", "failed", "provisioning"} {
+			got, _ := strconv.Atoi(b.text(fmt.Sprintf("[data-count=%s]", k)))
+			if got != want[k] {
+				t.Errorf("overview %s: got %d, want %d (the API)", k, got, want[k])
+			}
+		}
+		if got := b.text("#states-h"); !strings.Contains(got, "10 hosts") {
+			t.Errorf("overview total: got %q, want 10 hosts", got)
+		}
+		if got := b.count("#fail-h + table tbody tr"); got != 2 {
+			t.Errorf("recent failures: got %d rows, want 2", got)
+		}
+		b.shot("overview")
+		// Each bar links to its hosts.
+		b.submit("a[data-state=failed]")
+		if got := b.count("table.hosts tbody tr"); got != 2 {
+			t.Errorf("the failed bar's host list: got %d rows, want 2", got)
+		}
+	})
+
+	t.Run("filter the host table", func(t *testing.T) {
+		b.t = t
+		b.nav("/ui/p/default/hosts")
+		if got := b.count("table.hosts tbody tr"); got != 10 {
+			t.Errorf("all hosts: got %d rows, want 10", got)
+		}
+		b.shot("hosts")
+		b.set("#filter", fmt.Sprintf(`serialNumber=%q`, good[0].Serial))
+		b.submit(".filters button[type=submit]")
+		if got := b.count("table.hosts tbody tr"); got != 1 || !strings.Contains(b.text("table.hosts tbody"), good[0].Serial) {
+			t.Errorf("filtered by serial: got %d rows (%q), want the one of %s", got, b.text("table.hosts tbody"), good[0].Serial)
+		}
+		if q := eval[string](b, `location.search`); !strings.Contains(q, "filter=") {
+			t.Errorf("the URL does not hold the filter: %q", q)
+		}
+		b.set("#filter", "colour=blue")
+		b.submit(".filters button[type=submit]")
+		if got := b.text("#filter-error"); !strings.Contains(got, `unknown field "colour"`) || !strings.Contains(got, "known:") {
+			t.Errorf("a wrong filter: got the error %q, want one naming the field and the known ones", got)
+		}
+		b.shot("hosts-filter-error")
+		b.nav("/ui/p/default/hosts")
+		b.submit(`.tabs a[href*="tab=registered"]`)
+		rows := b.text("table.hosts tbody")
+		if got := b.count("table.hosts tbody tr"); got != 2 || !strings.Contains(rows, silent[0].Serial) || !strings.Contains(rows, silent[1].Serial) {
+			t.Errorf("the Registered tab: got %d rows (%q), want the 2 hosts that never called home", got, rows)
+		}
+		b.shot("hosts-registered")
+	})
+
+	t.Run("the provisioning log arrives live", func(t *testing.T) {
+		b.t = t
+		slow := sim.Generate(1, 74)
+		ids := register(t, s, p, osID, slow)
+		b.nav("/ui/p/default/hosts/" + ids[0])
+		b.wait("the host page", `!!document.querySelector("ol.log")`)
+		if n := b.count("ol.log li"); n != 0 {
+			t.Fatalf("the log has %d lines before the node called home", n)
+		}
+		done := make(chan *sim.Report, 1)
+		go func() { done <- s.fleet(t, ctx, slow, sim.Options{Seed: 74, ActionTime: 150 * time.Millisecond}) }()
+		b.wait("log lines to arrive without a reload", `document.querySelectorAll("ol.log li").length >= 3`)
+		b.shot("host-log-live")
+		wantReport(t, <-done, 1, 0)
+		b.wait("the log to end", `document.querySelector("ol.log").dataset.finished === "true" || document.querySelector("[data-log-state]").innerText.includes("SUCCEEDED")`)
+
+		// A failed host: its failing action is highlighted, with a
+		// reprovision button.
+		hs, _, err := client.ListOf[eim.Host](ctx, s.admin, p, client.ListOptions{Filter: fmt.Sprintf("serialNumber=%q", bad[0].Serial)})
+		if err != nil || len(hs) != 1 {
+			t.Fatalf("failed host: %v, %d", err, len(hs))
+		}
+		b.nav("/ui/p/default/hosts/" + hs[0].ResourceID)
+		if got := b.text("ol.actions li.failed"); !strings.Contains(got, "stream-image") {
+			t.Errorf("failed action: got %q, want stream-image highlighted", got)
+		}
+		if b.count("ol.log li.failed") == 0 {
+			t.Errorf("no log line is marked failed")
+		}
+		if b.count(`form[action$="/reprovision"] button`) != 1 {
+			t.Errorf("no reprovision button on a failed host")
+		}
+		b.shot("host-failed")
+	})
+
+	t.Run("register hosts from CSV", func(t *testing.T) {
+		b.t = t
+		ids := sim.Generate(3, 75)
+		badLine := fmt.Sprintf("Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata\n%s,%s\n%s,%s\n%s,not-a-uuid\n",
+			ids[0].Serial, ids[0].UUID, ids[1].Serial, ids[1].UUID, ids[2].Serial)
+		b.nav("/ui/p/default/register")
+		b.set("#csv-text", badLine)
+		b.submit(`form[action$="/register/csv"] button[type=submit]`)
+		if got := b.text("#csv-result"); !strings.Contains(got, "nothing was registered") || !strings.Contains(got, `UUID "not-a-uuid"`) {
+			t.Errorf("a file with a bad line: got %q, want nothing registered and the line's error", got)
+		}
+		if !eval[bool](b, `(document.querySelector('a[download="hosts.errors.csv"]') || {href: ""}).href.startsWith("data:text/csv;base64,")`) {
+			t.Errorf("no download of the error file")
+		}
+		b.shot("register-csv-error")
+		for _, id := range ids {
+			hs, _, err := client.ListOf[eim.Host](ctx, s.admin, p, client.ListOptions{Filter: fmt.Sprintf("serialNumber=%q", id.Serial)})
+			if err != nil || len(hs) != 0 {
+				t.Fatalf("host %s after a refused file: %v, %d hosts; want none", id.Serial, err, len(hs))
+			}
+		}
+		fixed := strings.Replace(badLine, "not-a-uuid", ids[2].UUID, 1)
+		b.set("#csv-text", fixed)
+		b.submit(`form[action$="/register/csv"] button[type=submit]`)
+		if got := b.text("#csv-result"); !strings.Contains(got, "3 hosts registered") {
+			t.Errorf("the fixed file: got %q, want 3 hosts registered", got)
+		}
+		b.shot("register-csv-done")
+		for _, id := range ids {
+			hs, _, err := client.ListOf[eim.Host](ctx, s.admin, p, client.ListOptions{Filter: fmt.Sprintf("serialNumber=%q", id.Serial)})
+			if err != nil || len(hs) != 1 || !strings.EqualFold(hs[0].UUID, id.UUID) {
+				t.Errorf("host %s after the import: %v, %d hosts; want one with UUID %s", id.Serial, err, len(hs), id.UUID)
+			}
+		}
+	})
+
+	t.Run("locations and a repeated schedule on the calendar", func(t *testing.T) {
+		b.t = t
+		b.nav("/ui/p/default/locations")
+		b.set("#nr-name", "europe")
+		b.submit(`form[action$="/regions"] button`)
+		b.wait("the region in the tree", `document.querySelector("table.tree") && document.querySelector("table.tree").innerText.includes("europe")`)
+		region := eval[string](b, `document.querySelector("#ns-region option:nth-child(2)").value`)
+		b.set("#ns-name", "plant-1")
+		b.set("#ns-region", region)
+		b.submit(`form[action$="/sites"] button`)
+		b.wait("the site under its region", `document.querySelector("tr.site.depth-1") && document.querySelector("tr.site.depth-1").innerText.includes("plant-1")`)
+		b.shot("locations")
+		b.nav("/ui/p/default/schedules")
+		site := eval[string](b, `Array.from(document.querySelectorAll("#s-target option")).find(o => o.textContent.includes("plant-1")).value`)
+		b.set("#s-name", "nightly-patch")
+		b.set("#s-target", site)
+		b.set("#s-hour", "2")
+		b.set("#s-dow", "1,3")
+		b.submit(`#new-schedule button[type=submit]`)
+		b.wait("the schedule created", `document.body.innerText.includes("Created schedule")`)
+		// Mondays and Wednesdays of the month hold the window at 02:00.
+		n := b.count("table.calendar li.win.repeated")
+		if n < 8 || !strings.Contains(b.text("table.calendar"), "02:00 nightly-patch") {
+			t.Errorf("the month calendar: %d windows (%q); want every Monday and Wednesday at 02:00", n, b.text("table.calendar"))
+		}
+		b.shot("schedules-month")
+		b.nav("/ui/p/default/schedules?view=week")
+		if n := b.count("table.calendar li.win.repeated"); n != 2 {
+			t.Errorf("the week calendar: %d windows, want 2 (Monday and Wednesday)", n)
+		}
+		b.shot("schedules-week")
+		// Per place: the site's windows apply to it; none apply to the
+		// region above it (a region's are its own and its ancestors').
+		b.nav("/ui/p/default/schedules?view=week&target=" + site)
+		if n := b.count("table.calendar li.win.repeated"); n != 2 {
+			t.Errorf("the week calendar of the site: %d windows, want 2", n)
+		}
+		b.nav("/ui/p/default/schedules?view=week&target=" + region)
+		if n := b.count("table.calendar li.win.repeated"); n != 0 {
+			t.Errorf("the week calendar of the region: %d windows, want none", n)
+		}
+		var rs []*eim.RepeatedSchedule
+		rs, _, err := client.ListOf[eim.RepeatedSchedule](ctx, s.admin, p, client.ListOptions{})
+		if err != nil || len(rs) != 1 || rs[0].TargetSiteID != site || rs[0].CronDayWeek != "1,3" {
+			t.Errorf("the API's repeated schedules: %v %+v", err, rs)
+		}
+	})
+
+	t.Run("the other resources", func(t *testing.T) {
+		b.t = t
+		b.nav("/ui/p/default/resources?kind=os")
+		if got := b.text("table tbody"); !strings.Contains(got, "tiny-os") {
+			t.Errorf("the OS profiles' page: %q, want tiny-os", got)
+		}
+		b.shot("resources-os")
+		b.submit(`table tbody a`)
+		if got := b.text("dl.fields"); !strings.Contains(got, "sha256") {
+			t.Errorf("an OS profile's page: %q, want its fields", got)
+		}
+		b.nav("/ui/p/default/settings")
+		b.shot("settings")
+	})
+
+	t.Run("a read-only user sees no write controls and a forged write is refused", func(t *testing.T) {
+		ro := newBrowser(t, s.api)
+		roTok := mintToken(t, "--data-dir", s.dataDir, "--project", p, "--role", "r", "--ttl", "1h")
+		ro.signIn(roTok)
+		ro.wait("the overview", `!!document.querySelector("[data-count=running]")`)
+		ro.nav("/ui/p/default/hosts")
+		if n := ro.count("#bulk-action, input[name=id], a[href$='/register']"); n != 0 {
+			t.Errorf("a read-only user sees %d write controls on the hosts page", n)
+		}
+		ro.shot("hosts-read-only")
+		ro.nav("/ui/p/default/locations")
+		if n := ro.count(`form[action$="/regions"], form[action$="/sites"]`); n != 0 {
+			t.Errorf("a read-only user sees %d create forms on the locations page", n)
+		}
+		// A write forged from the page itself, with the session's own CSRF
+		// token: the role is checked on the server.
+		status := eval[int](ro, `(async function(){
+			const csrf = document.querySelector("input[name=csrf]").value;
+			const r = await fetch("/ui/p/default/regions", {method: "POST", credentials: "same-origin",
+				headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "csrf=" + encodeURIComponent(csrf) + "&name=forged"});
+			return r.status; })()`)
+		if status != http.StatusForbidden {
+			t.Errorf("a forged write by a read-only user: got %d, want 403", status)
+		}
+		rs, _, err := client.ListOf[eim.Region](ctx, s.admin, p, client.ListOptions{Filter: `name="forged"`})
+		if err != nil || len(rs) != 0 {
+			t.Errorf("regions named forged: %v, %d; want none", err, len(rs))
+		}
+	})
+
+	t.Run("a CSRF attempt from another origin fails", func(t *testing.T) {
+		b.t = t
+		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<!doctype html><form id=f method=post action="%s/ui/p/default/regions"><input name=name value=evil><input name=csrf value=guess></form>
+<script>document.getElementById("f").submit()</script>`, s.api)
+		}))
+		defer evil.Close()
+		if err := chromedp.Do(b.ctx, chromedp.Navigate(evil.URL)); err != nil {
+			t.Fatal(err)
+		}
+		b.wait("the answer to the forged form", `location.href.startsWith(`+jsq(s.api)+`) && document.readyState === "complete"`)
+		if got := b.text("body"); !strings.Contains(got, "refused") {
+			t.Errorf("the forged form's answer: %q, want it refused", got)
+		}
+		b.shot("csrf-refused")
+		rs, _, err := client.ListOf[eim.Region](ctx, s.admin, p, client.ListOptions{Filter: `name="evil"`})
+		if err != nil || len(rs) != 0 {
+			t.Errorf("regions named evil: %v, %d; want none", err, len(rs))
+		}
+	})
+
+	t.Run("the overview refreshes itself from the change feed", func(t *testing.T) {
+		b.t = t
+		b.nav("/ui/p/default/")
+		b.wait("the live stream", `document.getElementById("live-status").innerText === "Live"`)
+		before := b.text("#states-h")
+		eval[bool](b, `(function(){ window.__samePage = true; return true })()`)
+		id := sim.Generate(1, 76)[0]
+		if _, err := s.admin.RegisterHost(ctx, p, client.HostRegistration{Name: "live-1", SerialNumber: id.Serial}); err != nil {
+			t.Fatal(err)
+		}
+		b.wait("the new host counted without a reload", `window.__samePage === true && document.querySelector("#states-h").innerText !== `+jsq(before))
+		b.shot("overview-live")
+	})
+}

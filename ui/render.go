@@ -1,0 +1,192 @@
+package ui
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/eimhq/eim"
+)
+
+// pageNames are the templates/NAME.html pages, each rendered inside
+// templates/layout.html.
+var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings"}
+
+// view is what the layout renders around a page.
+type view struct {
+	Title    string
+	Nav      string // the menu entry to mark current
+	Project  string
+	Projects []string
+	CanWrite bool
+	CSRF     string
+	User     string
+	Live     bool // the page refreshes itself from the change feed
+	Data     any
+}
+
+var funcs = template.FuncMap{
+	"ind":     indicatorClass,
+	"indText": indicatorText,
+	"unix":    unixTime,
+	"etime":   eimTime,
+	"pct":     func(n, total int) int { return pct(n, total) },
+	"add":     func(a, b int) int { return a + b },
+	"sub":     func(a, b int) int { return a - b },
+	"mul":     func(a, b int) int { return a * b },
+	"short":   shortEnum,
+	"bytes":   humanBytes,
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for _, n := range pageNames {
+		t, err := template.New(n).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+n+".html")
+		if err != nil {
+			return nil, fmt.Errorf("ui: parse page %s: %w", n, err)
+		}
+		out[n] = t
+	}
+	return out, nil
+}
+
+// render writes page name with v, or an error page when it fails.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, v *view) {
+	var buf bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&buf, "layout", v); err != nil {
+		h.log.Error("ui: render", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// page renders a project page.
+func (h *Handler) page(w http.ResponseWriter, r *http.Request, c *call, name, title string, data any) {
+	h.render(w, r, http.StatusOK, name, c.view(name, title, data))
+}
+
+func (c *call) view(nav, title string, data any) *view {
+	return &view{Title: title, Nav: nav, Project: c.project.Name, Projects: c.projects, CanWrite: c.canWrite,
+		CSRF: c.csrf, User: c.p.Subject, Data: data}
+}
+
+type errorData struct {
+	Status  int
+	Message string
+}
+
+// renderError answers err as a page, its status from its code.
+func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, c *call, err error) {
+	status := statusOf(err)
+	msg := eim.ErrorMessage(err)
+	if status == http.StatusInternalServerError {
+		h.log.Error("ui: request failed", "path", r.URL.Path, "error", err)
+		msg = "something went wrong on the server; it has been logged"
+	}
+	v := &view{Title: http.StatusText(status), Data: errorData{Status: status, Message: msg}}
+	if c != nil {
+		v = c.view("", http.StatusText(status), v.Data)
+	}
+	h.render(w, r, status, "error", v)
+}
+
+func statusOf(err error) int {
+	switch eim.ErrorCode(err) {
+	case eim.EINVALID, eim.ETOOLARGE:
+		return http.StatusBadRequest
+	case eim.ENOTFOUND:
+		return http.StatusNotFound
+	case eim.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case eim.EFORBIDDEN:
+		return http.StatusForbidden
+	case eim.ECONFLICT:
+		return http.StatusConflict
+	case eim.EPRECONDITION:
+		return http.StatusPreconditionFailed
+	case eim.EUNAVAILABLE:
+		return http.StatusServiceUnavailable
+	case eim.EUNIMPLEMENTED:
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}
+
+func indicatorClass(s eim.StatusIndication) string {
+	switch s {
+	case eim.StatusError:
+		return "st-error"
+	case eim.StatusInProgress:
+		return "st-progress"
+	case eim.StatusIdle:
+		return "st-idle"
+	}
+	return "st-unknown"
+}
+
+// indicatorText is the indicator in words, for those who do not see the
+// colour.
+func indicatorText(s eim.StatusIndication) string {
+	switch s {
+	case eim.StatusError:
+		return "error"
+	case eim.StatusInProgress:
+		return "in progress"
+	case eim.StatusIdle:
+		return "ok"
+	}
+	return "unknown"
+}
+
+func unixTime(sec uint64) string {
+	if sec == 0 {
+		return "—"
+	}
+	return time.Unix(int64(sec), 0).UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func eimTime(t eim.Time) string {
+	tt := t.Time
+	if tt.IsZero() {
+		return "—"
+	}
+	return tt.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func pct(n, total int) int {
+	if total <= 0 {
+		return 0
+	}
+	return n * 100 / total
+}
+
+// shortEnum drops an enum's type prefix: HOST_STATE_ONBOARDED → ONBOARDED.
+func shortEnum(s any) string {
+	v := fmt.Sprint(s)
+	for _, p := range []string{"HOST_STATE_", "INSTANCE_STATE_", "POWER_STATE_", "WORKFLOW_STATE_", "ACTION_STATE_", "SCHEDULE_STATUS_", "SECURITY_FEATURE_", "INSTANCE_KIND_"} {
+		if strings.HasPrefix(v, p) {
+			return strings.TrimPrefix(v, p)
+		}
+	}
+	return v
+}
+
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

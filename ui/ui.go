@@ -1,0 +1,204 @@
+// Package ui is EIM's web UI for fleet operators, served by `eim server`
+// at /ui/: server-rendered HTML (html/template, so every value is escaped)
+// with a little progressive JavaScript of its own (live refresh, the
+// provisioning log's follow, select-all), embedded in the binary.
+//
+// A user signs in with a bearer token pasted into /ui/login. The token is
+// kept in an HttpOnly, SameSite=Strict cookie (Secure under TLS) and
+// checked on every request by the same Authenticator as the API, and every
+// page reads and writes through the inventory with the rights the API
+// would give that token: reads need the project's read role, writes its
+// write role, checked here before any write whatever the page showed. A
+// read-only user is shown no write controls and a forged write is refused.
+//
+// Forms carry a CSRF token derived from the session (a digest of the
+// bearer token, which another origin cannot read), and a write whose
+// Origin (or Sec-Fetch-Site) says it came from elsewhere is refused. The
+// Content-Security-Policy allows scripts, styles and connections to this
+// server only, and no inline script.
+package ui
+
+import (
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Authenticator turns a bearer token into a principal (the API's own).
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (*eim.Principal, error)
+}
+
+// Reprovisioner retries an instance's failed provisioning.
+type Reprovisioner interface {
+	Reprovision(ctx context.Context, project, instanceID, subject string) (*eim.Workflow, error)
+}
+
+// Options configure the UI. Zero values select the defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Reprovisioner serves the reprovision button; nil hides it.
+	Reprovisioner Reprovisioner
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// LogWait bounds a provisioning-log long poll (default 25 s).
+	LogWait time.Duration
+	// Store, when set, is the inventory's store, whose change feed keeps
+	// the UI's summary of the fleet (Run); nil: every page asks the
+	// inventory for everything.
+	Store eim.Store
+	// OIDC, when set, offers sign-in through an external issuer
+	// (authorization code with PKCE) besides a pasted token.
+	OIDC *OIDC
+}
+
+// Handler serves the UI under /ui/ and the browser redirect of /.
+type Handler struct {
+	inv     *inventory.Service
+	authn   Authenticator
+	log     *slog.Logger
+	reprov  Reprovisioner
+	now     func() time.Time
+	logWait time.Duration
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+	static  http.Handler
+	fleet   *fleet
+	oidc    *oidcClient // nil: no sign-in through an issuer
+}
+
+// New returns the UI handler over inv, authenticating with authn.
+func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, error) {
+	h := &Handler{inv: inv, authn: authn, log: opts.Logger, reprov: opts.Reprovisioner, now: opts.Now, logWait: opts.LogWait, oidc: newOIDC(opts.OIDC)}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.logWait <= 0 {
+		h.logWait = 25 * time.Second
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	h.pages = pages
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	h.static = http.StripPrefix("/ui/static/", http.FileServerFS(sub))
+	if opts.Store != nil {
+		h.fleet = newFleet(opts.Store)
+	}
+	h.routes()
+	return h, nil
+}
+
+// Run keeps the UI's summary of the fleet (counts, the built-in views of
+// the host list) current from the change feed until ctx ends: a loop of
+// every process that serves the UI. Until it is live, the pages ask the
+// store for everything.
+func (h *Handler) Run(ctx context.Context) error {
+	if h.fleet == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return h.fleet.Run(ctx)
+}
+
+// Live reports whether the summary of the fleet is loaded and followed.
+func (h *Handler) Live() bool { return h.fleet.live() }
+
+// Patterns are the ServeMux patterns the handler is mounted on.
+func Patterns() []string { return []string{"/ui/", "GET /{$}"} }
+
+func (h *Handler) routes() {
+	m := http.NewServeMux()
+	h.mux = m
+	m.HandleFunc("GET /{$}", h.root)
+	m.HandleFunc("GET /ui/{$}", h.home)
+	m.Handle("GET /ui/static/", h.staticFiles())
+	m.HandleFunc("GET /ui/login", h.loginPage)
+	m.HandleFunc("POST /ui/login", h.login)
+	m.HandleFunc("POST /ui/logout", h.logout)
+	m.HandleFunc("GET /ui/oidc/start", h.oidcStart)
+	m.HandleFunc("GET /ui/oidc/callback", h.oidcCallback)
+
+	p := "/ui/p/{project}"
+	m.HandleFunc("GET "+p+"/{$}", h.read(h.overview))
+	m.HandleFunc("GET "+p+"/hosts", h.read(h.hosts))
+	m.HandleFunc("GET "+p+"/hosts.csv", h.read(h.hostsCSV))
+	m.HandleFunc("POST "+p+"/hosts/bulk", h.write(h.bulk))
+	m.HandleFunc("GET "+p+"/hosts/{id}", h.read(h.host))
+	m.HandleFunc("GET "+p+"/hosts/{id}/log", h.read(h.hostLog))
+	m.HandleFunc("POST "+p+"/hosts/{id}/reprovision", h.write(h.reprovision))
+	m.HandleFunc("GET "+p+"/register", h.read(h.registerPage))
+	m.HandleFunc("POST "+p+"/register", h.write(h.registerOne))
+	m.HandleFunc("POST "+p+"/register/csv", h.write(h.registerCSV))
+	m.HandleFunc("GET "+p+"/locations", h.read(h.locations))
+	m.HandleFunc("POST "+p+"/regions", h.write(h.createRegion))
+	m.HandleFunc("POST "+p+"/sites", h.write(h.createSite))
+	m.HandleFunc("POST "+p+"/regions/edit", h.write(h.editRegion))
+	m.HandleFunc("POST "+p+"/sites/edit", h.write(h.editSite))
+	m.HandleFunc("GET "+p+"/schedules", h.read(h.schedules))
+	m.HandleFunc("POST "+p+"/schedules", h.write(h.createSchedule))
+	m.HandleFunc("GET "+p+"/events", h.read(h.events))
+	m.HandleFunc("GET "+p+"/resources", h.read(h.resources))
+	m.HandleFunc("GET "+p+"/resources/{kind}/{id}", h.read(h.resource))
+	m.HandleFunc("GET "+p+"/settings", h.read(h.settings))
+	m.HandleFunc("/ui/", h.notFound)
+}
+
+// ServeHTTP sets the headers every answer carries, then routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("X-Frame-Options", "DENY")
+	h.mux.ServeHTTP(w, r)
+}
+
+// root sends browsers to the UI; other clients get the API's answer to
+// a path it does not serve.
+func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
+	if strings.Contains(r.Header.Get("Accept"), "text/html") {
+		http.Redirect(w, r, "/ui/", http.StatusFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = w.Write([]byte(`{"code":"NotFound","message":"no operation ` + r.Method + ` /"}` + "\n"))
+}
+
+func (h *Handler) staticFiles() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			h.notFound(w, r) // no listings
+			return
+		}
+		// Embedded files change only with the binary.
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		h.static.ServeHTTP(w, r)
+	})
+}
+
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	h.renderError(w, r, nil, eim.Errorf(eim.ENOTFOUND, "no page %s", r.URL.Path))
+}
