@@ -124,7 +124,55 @@ type Store interface {
 	// late). Not in the feed.
 	SaveFeedPosition(ctx context.Context, consumer string, rev int64) error
 
+	// Audit returns one page of the project's audit records matching q,
+	// newest first, and how many match (-1 with NoTotal).
+	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)
+	// PruneAudit deletes the audit records older than before and returns
+	// how many went.
+	PruneAudit(ctx context.Context, before time.Time) (int64, error)
+
+	// CreateWebhook stores w (its ID and CreatedAt set by the store) and
+	// its audit record. ListWebhooks returns a project's webhooks
+	// (every project's with ""), oldest first; FindWebhook one
+	// (ENOTFOUND when it is not the project's); DeleteWebhook removes one
+	// with its pending deliveries.
+	CreateWebhook(ctx context.Context, w *Webhook) error
+	FindWebhook(ctx context.Context, project, id string) (*Webhook, error)
+	ListWebhooks(ctx context.Context, project string) ([]*Webhook, error)
+	DeleteWebhook(ctx context.Context, project, id string) error
+	// DeleteWebhooksOf removes every webhook of a deleted project (their
+	// queued deliveries stay: they carry what they need).
+	DeleteWebhooksOf(ctx context.Context, project string) error
+
+	// MarkEvents brings the event marks of one resource in line with the
+	// event types that hold for it now (holding, among the types the
+	// caller decides on, types): a type that holds and was not marked is
+	// marked and queued for delivery to each of the project's webhooks
+	// that subscribe to it (body(type) is its payload; id the event ID);
+	// a mark whose type no longer holds is dropped, so the event fires
+	// again the next time it holds. All in one transaction: an event is
+	// queued once per time it becomes true. It returns the types queued.
+	MarkEvents(ctx context.Context, project, resourceID string, types, holding []string, body func(eventType, eventID string) ([]byte, error)) ([]string, error)
+	// DueDeliveries returns up to limit pending deliveries whose next
+	// attempt is due at now, each the oldest pending one of its webhook
+	// and resource (so that a resource's events go in order), oldest
+	// first; none of webhooks in skip (busy with an attempt).
+	DueDeliveries(ctx context.Context, now time.Time, limit int, skip []string) ([]*Delivery, error)
+	// SaveDelivery records the outcome of an attempt of d: its State,
+	// Attempts, NextAt, LastStatus and LastError.
+	SaveDelivery(ctx context.Context, d *Delivery) error
+	// Deliveries returns one page of a webhook's deliveries, newest first,
+	// and their number.
+	Deliveries(ctx context.Context, project, webhookID string, limit, offset int) ([]*Delivery, int, error)
+
 	Close() error
+}
+
+// AuditQuery selects audit records of a project.
+type AuditQuery struct {
+	Filter        string // AIP-160 over AuditSchema
+	Limit, Offset int
+	NoTotal       bool
 }
 
 // Capabilities are what a Store's database can do beyond the contract of

@@ -96,12 +96,24 @@ func (t *tx) updateFields(ctx context.Context, r eim.Resource, when []eim.Cond, 
 		where = append(where, p)
 	}
 	t.forget(k, m.ResourceID, false)
+	var old eim.Resource
+	if audited(k) {
+		if old, err = t.current(ctx, c, m.ResourceID); err != nil {
+			return err
+		}
+	}
 	q := "UPDATE " + c.table + " SET " + strings.Join(sets, ", ") + " WHERE " + strings.Join(where, " AND ") + " " + updateReturning
 	rows, err := t.queryBuilt(ctx, q, a.list)
 	if err != nil {
 		return t.fail(t.writeError(ctx, c, r, fmt.Errorf("update %s of %s: %w", strings.Join(fields, ", "), k, err)))
 	}
-	return t.updated(ctx, c, r, rows, guarded)
+	if err := t.updated(ctx, c, r, rows, guarded); err != nil {
+		return err
+	}
+	if old != nil {
+		t.addAudit(ctx, m.Project, k, m.ResourceID, eim.OpUpdated, diffChanges(written, old, r))
+	}
+	return nil
 }
 
 // writableColumn resolves a field name of UpdateFields: a stored field's

@@ -1,0 +1,330 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/eimhq/eim"
+)
+
+// Webhooks and their delivery queue (eim.Store). The tables are the
+// store's own role's (no tenant grant on PostgreSQL): every statement
+// names the project. A webhook's creation and deletion are audited like a
+// resource's, with its secret redacted.
+
+const webhookCols = "id, project, url, event_types, secret, created_at"
+
+func scanWebhook(sc interface{ Scan(...any) error }) (*eim.Webhook, error) {
+	var (
+		w      eim.Webhook
+		types  []byte
+		create int64
+	)
+	if err := sc.Scan(&w.ID, &w.Project, &w.URL, &types, &w.Secret, &create); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(types, &w.EventTypes); err != nil {
+		return nil, fmt.Errorf("webhook %s: event types: %w", w.ID, err)
+	}
+	w.CreatedAt = eim.TimeFromUnixMilli(create)
+	return &w, nil
+}
+
+// CreateWebhook implements eim.Store.
+func (s *Store) CreateWebhook(ctx context.Context, w *eim.Webhook) error {
+	if w.Project == "" {
+		return eim.Errorf(eim.EINVALID, "project: required")
+	}
+	types, err := json.Marshal(w.EventTypes)
+	if err != nil {
+		return err
+	}
+	w.ID = eim.NewID(eim.KindWebhook)
+	w.CreatedAt = eim.NewTime(s.now())
+	return s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if !t.exists(ctx, "SELECT 1 FROM projects WHERE name = ?", w.Project) {
+			return eim.Errorf(eim.ENOTFOUND, "project %s not found", w.Project)
+		}
+		if _, err := t.exec(ctx, "INSERT INTO webhooks ("+webhookCols+") VALUES (?, ?, ?, ?, ?, ?)",
+			w.ID, w.Project, w.URL, string(types), w.Secret, w.CreatedAt.UnixMilli()); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("create webhook: %w", err), nil))
+		}
+		t.addAudit(ctx, w.Project, eim.KindWebhook, w.ID, eim.OpCreated, map[string]eim.Change{
+			"url":        {Old: jsonNull, New: mustJSON(w.URL)},
+			"eventTypes": {Old: jsonNull, New: json.RawMessage(types)},
+			"secret":     {Old: jsonNull, New: json.RawMessage(eim.Redacted)},
+		})
+		return nil
+	})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// FindWebhook implements eim.Store.
+func (s *Store) FindWebhook(ctx context.Context, project, id string) (*eim.Webhook, error) {
+	w, err := scanWebhook(s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT "+webhookCols+" FROM webhooks WHERE id = ? AND project = ?"), id, project))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, eim.Errorf(eim.ENOTFOUND, "webhook %s not found", id)
+	}
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("find webhook: %w", err), nil)
+	}
+	return w, nil
+}
+
+// ListWebhooks implements eim.Store.
+func (s *Store) ListWebhooks(ctx context.Context, project string) ([]*eim.Webhook, error) {
+	q, vals := "SELECT "+webhookCols+" FROM webhooks", []any{}
+	if project != "" {
+		q, vals = q+" WHERE project = ?", append(vals, project)
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.d.rebind(q+" ORDER BY created_at, id"), vals...)
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("list webhooks: %w", err), nil)
+	}
+	defer rows.Close()
+	var out []*eim.Webhook
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.d.translate(fmt.Errorf("list webhooks: %w", err), nil)
+	}
+	return out, nil
+}
+
+// DeleteWebhook implements eim.Store.
+func (s *Store) DeleteWebhook(ctx context.Context, project, id string) error {
+	return s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		res, err := t.exec(ctx, "DELETE FROM webhooks WHERE id = ? AND project = ?", id, project)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("delete webhook: %w", err), nil))
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return t.fail(err)
+		} else if n == 0 {
+			return eim.Errorf(eim.ENOTFOUND, "webhook %s not found", id)
+		}
+		if _, err := t.exec(ctx, "DELETE FROM webhook_deliveries WHERE webhook_id = ? AND state = ?", id, string(eim.DeliveryPending)); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("delete webhook: %w", err), nil))
+		}
+		t.addAudit(ctx, project, eim.KindWebhook, id, eim.OpDeleted, nil)
+		return nil
+	})
+}
+
+// DeleteWebhooksOf implements eim.Store.
+func (s *Store) DeleteWebhooksOf(ctx context.Context, project string) error {
+	if _, err := s.db.ExecContext(ctx, s.d.rebind("DELETE FROM webhooks WHERE project = ?"), project); err != nil {
+		return s.d.translate(fmt.Errorf("delete webhooks of %s: %w", project, err), nil)
+	}
+	return nil
+}
+
+// MarkEvents implements eim.Store.
+func (s *Store) MarkEvents(ctx context.Context, project, resourceID string, types, holding []string, body func(eventType, eventID string) ([]byte, error)) ([]string, error) {
+	var fired []string
+	err := s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		fired = fired[:0]
+		marked := map[string]bool{}
+		rows, err := t.query(ctx, "SELECT event_type FROM webhook_marks WHERE project = ? AND resource_id = ?", project, resourceID)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("read event marks: %w", err), nil))
+		}
+		for rows.Next() {
+			var et string
+			if err := rows.Scan(&et); err != nil {
+				rows.Close()
+				return t.fail(err)
+			}
+			marked[et] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("read event marks: %w", err), nil))
+		}
+		holds := map[string]bool{}
+		for _, h := range holding {
+			holds[h] = true
+		}
+		var hooks []*eim.Webhook
+		for _, et := range types {
+			switch {
+			case holds[et] && !marked[et]:
+				if _, err := t.exec(ctx, "INSERT INTO webhook_marks (project, resource_id, event_type) VALUES (?, ?, ?)", project, resourceID, et); err != nil {
+					return t.fail(s.d.translate(fmt.Errorf("mark event: %w", err), nil))
+				}
+				if hooks == nil {
+					if hooks, err = t.webhooksOf(ctx, project); err != nil {
+						return err
+					}
+				}
+				n, err := t.enqueue(ctx, hooks, project, resourceID, et, body)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					fired = append(fired, et)
+				}
+			case !holds[et] && marked[et]:
+				if _, err := t.exec(ctx, "DELETE FROM webhook_marks WHERE project = ? AND resource_id = ? AND event_type = ?", project, resourceID, et); err != nil {
+					return t.fail(s.d.translate(fmt.Errorf("unmark event: %w", err), nil))
+				}
+			}
+		}
+		return nil
+	})
+	return fired, err
+}
+
+func (t *tx) webhooksOf(ctx context.Context, project string) ([]*eim.Webhook, error) {
+	rows, err := t.query(ctx, "SELECT "+webhookCols+" FROM webhooks WHERE project = ? ORDER BY created_at, id", project)
+	if err != nil {
+		return nil, t.fail(t.s.d.translate(fmt.Errorf("read webhooks: %w", err), nil))
+	}
+	defer rows.Close()
+	out := []*eim.Webhook{}
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, t.fail(err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.fail(t.s.d.translate(fmt.Errorf("read webhooks: %w", err), nil))
+	}
+	return out, nil
+}
+
+// enqueue queues event type et of a resource for each of hooks that
+// subscribes to it: one event ID for all of them.
+func (t *tx) enqueue(ctx context.Context, hooks []*eim.Webhook, project, resourceID, et string, body func(eventType, eventID string) ([]byte, error)) (int, error) {
+	id := "evt-" + strings.TrimPrefix(eim.NewID("x"), "x-") + strings.TrimPrefix(eim.NewID("x"), "x-")
+	var b []byte
+	n := 0
+	now := eim.NewTime(t.s.now()).UnixMilli()
+	for _, w := range hooks {
+		subscribed := false
+		for _, x := range w.EventTypes {
+			subscribed = subscribed || x == et
+		}
+		if !subscribed {
+			continue
+		}
+		if b == nil {
+			var err error
+			if b, err = body(et, id); err != nil {
+				return 0, err
+			}
+		}
+		// The delivery's ID is the event's per webhook, stable across
+		// attempts: what the receiver de-duplicates on.
+		if _, err := t.exec(ctx, `INSERT INTO webhook_deliveries (id, project, webhook_id, event_type, resource_id, state, created_at, next_at, url, secret, body)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id+"-"+strings.TrimPrefix(w.ID, "webhook-"), project, w.ID, et, resourceID, string(eim.DeliveryPending), now, now, w.URL, w.Secret, string(b)); err != nil {
+			return 0, t.fail(t.s.d.translate(fmt.Errorf("queue delivery: %w", err), nil))
+		}
+		n++
+	}
+	return n, nil
+}
+
+const deliveryCols = "d.seq, d.id, d.project, d.webhook_id, d.event_type, d.resource_id, d.state, d.attempts, d.created_at, d.next_at, d.last_status, d.last_error, d.url, d.secret, d.body"
+
+func scanDelivery(sc interface{ Scan(...any) error }) (*eim.Delivery, error) {
+	var (
+		d             eim.Delivery
+		state, body   string
+		created, next int64
+	)
+	if err := sc.Scan(&d.Seq, &d.ID, &d.Project, &d.WebhookID, &d.EventType, &d.ResourceID, &state, &d.Attempts, &created, &next, &d.LastStatus, &d.LastError, &d.URL, &d.Secret, &body); err != nil {
+		return nil, err
+	}
+	d.State, d.Body = eim.DeliveryState(state), []byte(body)
+	d.CreatedAt, d.NextAt = eim.TimeFromUnixMilli(created), eim.TimeFromUnixMilli(next)
+	return &d, nil
+}
+
+// DueDeliveries implements eim.Store.
+func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int, skip []string) ([]*eim.Delivery, error) {
+	a := &args{pg: s.d.pg}
+	q := "SELECT " + deliveryCols + " FROM webhook_deliveries d WHERE d.state = " + a.add(string(eim.DeliveryPending)) +
+		" AND d.next_at <= " + a.add(eim.NewTime(now).UnixMilli()) +
+		" AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id AND e.resource_id = d.resource_id AND e.state = " + a.add(string(eim.DeliveryPending)) + " AND e.seq < d.seq)"
+	if len(skip) > 0 {
+		q += " AND NOT " + s.d.inList("d.webhook_id", a.add(s.d.listArg(skip)))
+	}
+	q += " ORDER BY d.seq LIMIT " + a.add(limit)
+	rows, err := s.rdb.QueryContext(ctx, q, a.list...)
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("due deliveries: %w", err), nil)
+	}
+	defer rows.Close()
+	var out []*eim.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.d.translate(fmt.Errorf("due deliveries: %w", err), nil)
+	}
+	return out, nil
+}
+
+// SaveDelivery implements eim.Store.
+func (s *Store) SaveDelivery(ctx context.Context, d *eim.Delivery) error {
+	if _, err := s.db.ExecContext(ctx, s.d.rebind("UPDATE webhook_deliveries SET state = ?, attempts = ?, next_at = ?, last_status = ?, last_error = ? WHERE seq = ?"),
+		string(d.State), d.Attempts, d.NextAt.UnixMilli(), d.LastStatus, d.LastError, d.Seq); err != nil {
+		return s.d.translate(fmt.Errorf("save delivery: %w", err), nil)
+	}
+	return nil
+}
+
+// Deliveries implements eim.Store.
+func (s *Store) Deliveries(ctx context.Context, project, webhookID string, limit, offset int) ([]*eim.Delivery, int, error) {
+	var total int
+	if err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT COUNT(*) FROM webhook_deliveries WHERE project = ? AND webhook_id = ?"), project, webhookID).Scan(&total); err != nil {
+		return nil, 0, s.d.translate(fmt.Errorf("deliveries: %w", err), nil)
+	}
+	q := "SELECT " + deliveryCols + " FROM webhook_deliveries d WHERE d.project = ? AND d.webhook_id = ? ORDER BY d.seq DESC"
+	vals := []any{project, webhookID}
+	if limit > 0 {
+		q += " LIMIT ? OFFSET ?"
+		vals = append(vals, limit, offset)
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.d.rebind(q), vals...)
+	if err != nil {
+		return nil, 0, s.d.translate(fmt.Errorf("deliveries: %w", err), nil)
+	}
+	defer rows.Close()
+	var out []*eim.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, s.d.translate(fmt.Errorf("deliveries: %w", err), nil)
+	}
+	return out, total, nil
+}
