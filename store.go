@@ -140,8 +140,8 @@ type Store interface {
 	FindWebhook(ctx context.Context, project, id string) (*Webhook, error)
 	ListWebhooks(ctx context.Context, project string) ([]*Webhook, error)
 	DeleteWebhook(ctx context.Context, project, id string) error
-	// DeleteWebhooksOf removes every webhook of a deleted project (their
-	// queued deliveries stay: they carry what they need).
+	// DeleteWebhooksOf removes every webhook and event mark of a deleted
+	// project (their queued deliveries stay: they carry what they need).
 	DeleteWebhooksOf(ctx context.Context, project string) error
 
 	// MarkEvents brings the event marks of one resource in line with the
@@ -153,6 +153,9 @@ type Store interface {
 	// again the next time it holds. All in one transaction: an event is
 	// queued once per time it becomes true. It returns the types queued.
 	MarkEvents(ctx context.Context, project, resourceID string, types, holding []string, body func(eventType, eventID string) ([]byte, error)) ([]string, error)
+	// EventMarks returns the marked event types of the resources with
+	// these IDs in the project (those with none are absent).
+	EventMarks(ctx context.Context, project string, resourceIDs []string) (map[string][]string, error)
 	// DueDeliveries returns up to limit pending deliveries whose next
 	// attempt is due at now, each the oldest pending one of its webhook
 	// and resource (so that a resource's events go in order), oldest

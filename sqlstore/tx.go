@@ -22,7 +22,7 @@ type tx struct {
 	events  []pendingEvent
 	audits  []pendingAudit
 	actor   string // who acts, from the context of Store.Update (see audit.go)
-	err     error // sticky: the first failed statement aborts the transaction
+	err     error  // sticky: the first failed statement aborts the transaction
 	// refs holds the rows of reference kinds read in this transaction
 	// (see cachedKinds).
 	refs map[refKey]*scanner

@@ -129,10 +129,41 @@ func (s *Store) DeleteWebhook(ctx context.Context, project, id string) error {
 
 // DeleteWebhooksOf implements eim.Store.
 func (s *Store) DeleteWebhooksOf(ctx context.Context, project string) error {
-	if _, err := s.db.ExecContext(ctx, s.d.rebind("DELETE FROM webhooks WHERE project = ?"), project); err != nil {
-		return s.d.translate(fmt.Errorf("delete webhooks of %s: %w", project, err), nil)
+	return s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		for _, q := range []string{"DELETE FROM webhooks WHERE project = ?", "DELETE FROM webhook_marks WHERE project = ?"} {
+			if _, err := t.exec(ctx, q, project); err != nil {
+				return t.fail(s.d.translate(fmt.Errorf("delete webhooks of %s: %w", project, err), nil))
+			}
+		}
+		return nil
+	})
+}
+
+// EventMarks implements eim.Store.
+func (s *Store) EventMarks(ctx context.Context, project string, resourceIDs []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if len(resourceIDs) == 0 {
+		return out, nil
 	}
-	return nil
+	a := &args{pg: s.d.pg}
+	q := "SELECT resource_id, event_type FROM webhook_marks WHERE project = " + a.add(project) + " AND " + s.d.inList("resource_id", a.add(s.d.listArg(resourceIDs)))
+	rows, err := s.rdb.QueryContext(ctx, q, a.list...)
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("event marks: %w", err), nil)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, et string
+		if err := rows.Scan(&id, &et); err != nil {
+			return nil, err
+		}
+		out[id] = append(out[id], et)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.d.translate(fmt.Errorf("event marks: %w", err), nil)
+	}
+	return out, nil
 }
 
 // MarkEvents implements eim.Store.

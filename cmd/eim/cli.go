@@ -89,6 +89,10 @@ func (c *cli) run(args []string) error {
 		return c.token(rest)
 	case "project":
 		return c.project(rest)
+	case "audit":
+		return c.audit(rest)
+	case "webhook":
+		return c.webhook(rest)
 	case "microos":
 		return c.microos(rest)
 	case "testos":
@@ -121,6 +125,8 @@ Usage:
   eim instance log ID [-f]                 provisioning log; -f follows it to the end
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
   eim instance updates-summary [--filter F]  instances by OS update state, per OS profile
+  eim audit list [--resource ID] [--since 1h] [-f]   who changed what (eim audit -h)
+  eim webhook list | get ID | create --url U --events E,E | delete ID | deliveries ID
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)
 
