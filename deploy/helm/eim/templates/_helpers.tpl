@@ -30,12 +30,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The module contract: every module, the profiles, the southbound modules. */}}
 {{- define "eim.contract" -}}
-all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, os]
+all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, webhooks, os]
 southbound: [onboarding, provisioning, host, maintenance, telemetry]
 profiles:
-  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, os]
+  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, webhooks, os]
   provisioning: [api, onboarding, provisioning, os]
-  observability: [api, host, telemetry, exporter]
+  observability: [api, host, telemetry, exporter, webhooks]
   day2: [api, host, maintenance, os, telemetry]
   oob: [api, host]
 {{- end -}}
