@@ -17,7 +17,7 @@ func addAudit(ps *pathSet) {
 	ps.add("/webhooks",
 		op{method: "get", id: "listWebhooks", tag: tagAudit, summary: "List the project's webhooks",
 			desc: "The project's webhooks. Their secrets are never shown. An EIM addition.",
-			ok: okJSON("The webhooks.", ref("ListWebhooksResponse"))},
+			ok:   okJSON("The webhooks.", ref("ListWebhooksResponse"))},
 		op{method: "post", id: "createWebhook", tag: tagAudit, summary: "Create a webhook", write: true,
 			desc: "Creates a webhook: the project's events of the types named are posted to the URL, signed " +
 				"(EIM-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>), at least once, in order per " +
