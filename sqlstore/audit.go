@@ -18,10 +18,12 @@ import (
 // transaction's), what, and the fields old → new — and inserts them with
 // its events, before its commit: a write that rolls back leaves none.
 //
-// An update reads the row it writes first (on PostgreSQL locking it, FOR
-// UPDATE, so that the old values are those the write replaces even when a
-// concurrent writer of the row commits in between): one more statement per
-// update, the price of "old → new".
+// A write of some fields (UpdateFields) gets the old values of its columns
+// from the UPDATE itself on PostgreSQL (a CTE that reads them FOR UPDATE,
+// so that they are those the write replaces even when a concurrent writer
+// of the row commits in between) and from a narrow read of those columns
+// just before it on SQLite (one writer); a whole-row Update reads the row
+// first, locked on PostgreSQL.
 
 type pendingAudit struct {
 	project, actor, id string
@@ -146,6 +148,35 @@ func (t *tx) current(ctx context.Context, c *codec, id string) (eim.Resource, er
 		return nil, err
 	}
 	return items[0], nil
+}
+
+// currentCols reads into sc (a scanner of some columns of c) the stored
+// values of the row with id; false when there is none.
+func (t *tx) currentCols(ctx context.Context, c *codec, sc *scanner, id string) (bool, error) {
+	names := make([]string, len(sc.c.cols))
+	for i, col := range sc.c.cols {
+		names[i] = col.name
+	}
+	q, vals := "SELECT "+strings.Join(names, ", ")+" FROM "+c.table+" WHERE id = ?", []any{id}
+	if t.project != "" {
+		q, vals = q+" AND project = ?", append(vals, t.project)
+	}
+	rows, err := t.query(ctx, q, vals...)
+	if err != nil {
+		return false, t.fail(t.s.d.translate(fmt.Errorf("read %s %s before its update: %w", c.kind, id, err), nil))
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(sc.dest...); err != nil {
+			return false, t.fail(fmt.Errorf("read %s %s before its update: %w", c.kind, id, err))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, t.fail(t.s.d.translate(fmt.Errorf("read %s %s before its update: %w", c.kind, id, err), nil))
+	}
+	return found, nil
 }
 
 const auditInsert1 = "INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes) VALUES (?, ?, ?, ?, ?, ?, ?)"

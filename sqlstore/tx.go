@@ -535,6 +535,12 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 // written, ENOTFOUND, or errRaced when the row exists but its version or
 // the conditions did not match (guarded).
 func (t *tx) updated(ctx context.Context, c *codec, r eim.Resource, rows *sql.Rows, guarded bool) error {
+	return t.updatedWith(ctx, c, r, rows, guarded, nil)
+}
+
+// updatedWith is updated for an UPDATE that returns extra columns after
+// updateReturning's, scanned into extra.
+func (t *tx) updatedWith(ctx context.Context, c *codec, r eim.Resource, rows *sql.Rows, guarded bool, extra []any) error {
 	m := r.Base()
 	var (
 		project          string
@@ -542,9 +548,10 @@ func (t *tx) updated(ctx context.Context, c *codec, r eim.Resource, rows *sql.Ro
 		found            bool
 		err              error
 	)
+	dest := append([]any{&project, &created, &updated}, extra...)
 	for rows.Next() {
 		found = true
-		err = rows.Scan(&project, &created, &updated)
+		err = rows.Scan(dest...)
 	}
 	if err == nil {
 		err = rows.Err()
