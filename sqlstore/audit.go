@@ -184,6 +184,33 @@ const auditInsert1 = "INSERT INTO audit_log (project, at, principal, action, kin
 // auditBatch bounds the rows of one INSERT (SQLite's parameter limit).
 const auditBatch = 400
 
+// auditInsertPG inserts t.auditArgs's records in one statement, its
+// parameters numbered from first.
+func auditInsertPG(first int) string {
+	return fmt.Sprintf(`INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes)
+SELECT a.project, $%d, a.principal, a.action, a.kind, a.resource_id, a.changes::jsonb
+FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[]) WITH ORDINALITY AS a(project, principal, action, kind, resource_id, changes, n)
+ORDER BY a.n`, first+6, first, first+1, first+2, first+3, first+4, first+5)
+}
+
+// auditArgs are the parameters of auditInsertPG.
+func (t *tx) auditArgs(at int64) ([]any, error) {
+	n := len(t.audits)
+	projects, principals, actions, kinds, ids, changes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, a := range t.audits {
+		ch := a.changes
+		if ch == nil {
+			ch = map[string]eim.Change{}
+		}
+		b, err := json.Marshal(ch)
+		if err != nil {
+			return nil, fmt.Errorf("record audit: %w", err)
+		}
+		projects[i], principals[i], actions[i], kinds[i], ids[i], changes[i] = a.project, a.actor, string(a.op), string(a.kind), a.id, string(b)
+	}
+	return []any{projects, principals, actions, kinds, ids, changes, at}, nil
+}
+
 // flushAudit inserts t's audit records, dated at.
 func (t *tx) flushAudit(ctx context.Context, at int64) error {
 	if len(t.audits) == 0 {
@@ -191,6 +218,17 @@ func (t *tx) flushAudit(ctx context.Context, at int64) error {
 	}
 	if err := t.ensureBegun(ctx); err != nil {
 		return err
+	}
+	if t.s.d.pg {
+		args, err := t.auditArgs(at)
+		if err != nil {
+			return err
+		}
+		if _, err := t.exec(ctx, auditInsertPG(1), args...); err != nil {
+			return t.s.d.translate(fmt.Errorf("record audit: %w", err), nil)
+		}
+		t.audits = nil
+		return nil
 	}
 	for start := 0; start < len(t.audits); start += auditBatch {
 		batch := t.audits[start:min(start+auditBatch, len(t.audits))]
