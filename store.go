@@ -140,22 +140,27 @@ type Store interface {
 	FindWebhook(ctx context.Context, project, id string) (*Webhook, error)
 	ListWebhooks(ctx context.Context, project string) ([]*Webhook, error)
 	DeleteWebhook(ctx context.Context, project, id string) error
-	// DeleteWebhooksOf removes every webhook and event mark of a deleted
+	// DeleteWebhooksOf removes every webhook and audit cursor of a deleted
 	// project (their queued deliveries stay: they carry what they need).
 	DeleteWebhooksOf(ctx context.Context, project string) error
 
-	// MarkEvents brings the event marks of one resource in line with the
-	// event types that hold for it now (holding, among the types the
-	// caller decides on, types): a type that holds and was not marked is
-	// marked and queued for delivery to each of the project's webhooks
-	// that subscribe to it (body(type) is its payload; id the event ID);
-	// a mark whose type no longer holds is dropped, so the event fires
-	// again the next time it holds. All in one transaction: an event is
-	// queued once per time it becomes true. It returns the types queued.
-	MarkEvents(ctx context.Context, project, resourceID string, types, holding []string, body func(eventType, eventID string) ([]byte, error)) ([]string, error)
-	// EventMarks returns the marked event types of the resources with
-	// these IDs in the project (those with none are absent).
-	EventMarks(ctx context.Context, project string, resourceIDs []string) (map[string][]string, error)
+	// AuditCursors returns how far each of the resources with these IDs
+	// in the project has been turned into events (QueueEvents): the seq
+	// of its last audit record handled; those with none are absent (0).
+	AuditCursors(ctx context.Context, project string, resourceIDs []string) (map[string]int64, error)
+	// AuditAfter returns the project's audit records of the resources in
+	// after with a Seq above their value there, oldest first. A
+	// resource's records are in the order of its changes' commits (each
+	// change holds the resource's row while its record is written).
+	AuditAfter(ctx context.Context, project string, after map[string]int64) ([]AuditRecord, error)
+	// QueueEvents, in one transaction, applies moves of the project's
+	// resources' cursors: for each, it queues its events for each of the
+	// project's webhooks subscribed to their type and moves the
+	// resource's cursor from From to Upto (Upto < 0: drops it, the
+	// resource is gone). A move whose cursor is not at From was applied
+	// already and is skipped: a handler that runs again queues nothing
+	// twice. It returns how many events it queued.
+	QueueEvents(ctx context.Context, project string, moves []CursorMove) (int, error)
 	// DueDeliveries returns up to limit pending deliveries whose next
 	// attempt is due at now, each the oldest pending one of its webhook
 	// and resource (so that a resource's events go in order), oldest

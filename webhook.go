@@ -55,6 +55,26 @@ const (
 	MaxWebhookSecret = 256
 )
 
+// Notification is an event to queue for a project's webhooks
+// (Store.QueueEvents): its ID (the same for every webhook), type and body.
+type Notification struct {
+	ID   string
+	Type string
+	Body []byte
+}
+
+// CursorMove is one resource's step in Store.QueueEvents.
+type CursorMove struct {
+	ResourceID string
+	From, Upto int64
+	Events     []Notification
+}
+
+// NewEventID returns a fresh event ID.
+func NewEventID() string {
+	return "evt-" + strings.TrimPrefix(NewID("x"), "x-") + strings.TrimPrefix(NewID("x"), "x-")
+}
+
 // DeliveryState is where a delivery stands.
 type DeliveryState string
 

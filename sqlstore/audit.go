@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -291,18 +292,9 @@ func (s *Store) Audit(ctx context.Context, project string, q eim.AuditQuery) ([]
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var (
-				r       eim.AuditRecord
-				at      int64
-				kind    string
-				changes []byte
-			)
-			if err := rows.Scan(&r.Seq, &r.Project, &at, &r.Principal, &r.Action, &kind, &r.ResourceID, &changes); err != nil {
-				return t.fail(fmt.Errorf("audit records: %w", err))
-			}
-			r.Time, r.Kind = eim.TimeFromUnixMilli(at), eim.Kind(kind)
-			if err := json.Unmarshal(changes, &r.Changes); err != nil {
-				return t.fail(fmt.Errorf("audit record %d: changes: %w", r.Seq, err))
+			r, err := scanAudit(rows)
+			if err != nil {
+				return t.fail(err)
 			}
 			out = append(out, r)
 		}
@@ -315,6 +307,23 @@ func (s *Store) Audit(ctx context.Context, project string, q eim.AuditQuery) ([]
 		return nil, 0, err
 	}
 	return out, total, nil
+}
+
+func scanAudit(rows *sql.Rows) (eim.AuditRecord, error) {
+	var (
+		r       eim.AuditRecord
+		at      int64
+		kind    string
+		changes []byte
+	)
+	if err := rows.Scan(&r.Seq, &r.Project, &at, &r.Principal, &r.Action, &kind, &r.ResourceID, &changes); err != nil {
+		return r, fmt.Errorf("audit records: %w", err)
+	}
+	r.Time, r.Kind = eim.TimeFromUnixMilli(at), eim.Kind(kind)
+	if err := json.Unmarshal(changes, &r.Changes); err != nil {
+		return r, fmt.Errorf("audit record %d: changes: %w", r.Seq, err)
+	}
+	return r, nil
 }
 
 // PruneAudit implements eim.Store.

@@ -320,9 +320,9 @@ func (s *Store) DeleteProject(ctx context.Context, name string) error {
 				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
 			}
 		}
-		// The project's audit records and event marks go with it: a project
+		// The project's audit records and audit cursors go with it: a project
 		// created later under the name must not see them.
-		for _, q := range []string{"DELETE FROM audit_log WHERE project = ?", "DELETE FROM webhook_marks WHERE project = ?"} {
+		for _, q := range []string{"DELETE FROM audit_log WHERE project = ?", "DELETE FROM webhook_cursors WHERE project = ?"} {
 			if _, err := t.exec(ctx, q, name); err != nil {
 				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,7 +132,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, project, id string) error {
 func (s *Store) DeleteWebhooksOf(ctx context.Context, project string) error {
 	return s.run(ctx, "", true, func(etx eim.Tx) error {
 		t := etx.(*tx)
-		for _, q := range []string{"DELETE FROM webhooks WHERE project = ?", "DELETE FROM webhook_marks WHERE project = ?"} {
+		for _, q := range []string{"DELETE FROM webhooks WHERE project = ?", "DELETE FROM webhook_cursors WHERE project = ?"} {
 			if _, err := t.exec(ctx, q, project); err != nil {
 				return t.fail(s.d.translate(fmt.Errorf("delete webhooks of %s: %w", project, err), nil))
 			}
@@ -140,139 +141,150 @@ func (s *Store) DeleteWebhooksOf(ctx context.Context, project string) error {
 	})
 }
 
-// EventMarks implements eim.Store.
-func (s *Store) EventMarks(ctx context.Context, project string, resourceIDs []string) (map[string][]string, error) {
-	out := map[string][]string{}
+// AuditCursors implements eim.Store.
+func (s *Store) AuditCursors(ctx context.Context, project string, resourceIDs []string) (map[string]int64, error) {
+	out := map[string]int64{}
 	if len(resourceIDs) == 0 {
 		return out, nil
 	}
 	a := &args{pg: s.d.pg}
-	q := "SELECT resource_id, event_type FROM webhook_marks WHERE project = " + a.add(project) + " AND " + s.d.inList("resource_id", a.add(s.d.listArg(resourceIDs)))
+	q := "SELECT resource_id, seq FROM webhook_cursors WHERE project = " + a.add(project) + " AND " + s.d.inList("resource_id", a.add(s.d.listArg(resourceIDs)))
 	rows, err := s.rdb.QueryContext(ctx, q, a.list...)
 	if err != nil {
-		return nil, s.d.translate(fmt.Errorf("event marks: %w", err), nil)
+		return nil, s.d.translate(fmt.Errorf("audit cursors: %w", err), nil)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, et string
-		if err := rows.Scan(&id, &et); err != nil {
+		var (
+			id  string
+			seq int64
+		)
+		if err := rows.Scan(&id, &seq); err != nil {
 			return nil, err
 		}
-		out[id] = append(out[id], et)
+		out[id] = seq
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.d.translate(fmt.Errorf("event marks: %w", err), nil)
+		return nil, s.d.translate(fmt.Errorf("audit cursors: %w", err), nil)
 	}
 	return out, nil
 }
 
-// MarkEvents implements eim.Store.
-func (s *Store) MarkEvents(ctx context.Context, project, resourceID string, types, holding []string, body func(eventType, eventID string) ([]byte, error)) ([]string, error) {
-	var fired []string
+// AuditAfter implements eim.Store.
+func (s *Store) AuditAfter(ctx context.Context, project string, after map[string]int64) ([]eim.AuditRecord, error) {
+	if len(after) == 0 {
+		return nil, nil
+	}
+	a := &args{pg: s.d.pg}
+	q := "SELECT seq, project, at, principal, action, kind, resource_id, changes FROM audit_log WHERE project = " + a.add(project)
+	ors := make([]string, 0, len(after))
+	for id, seq := range after {
+		ors = append(ors, "(resource_id = "+a.add(id)+" AND seq > "+a.add(seq)+")")
+	}
+	q += " AND (" + strings.Join(ors, " OR ") + ") ORDER BY seq"
+	rows, err := s.rdb.QueryContext(ctx, q, a.list...)
+	if err != nil {
+		return nil, s.d.translate(fmt.Errorf("audit records: %w", err), nil)
+	}
+	defer rows.Close()
+	var out []eim.AuditRecord
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.d.translate(fmt.Errorf("audit records: %w", err), nil)
+	}
+	return out, nil
+}
+
+// QueueEvents implements eim.Store.
+func (s *Store) QueueEvents(ctx context.Context, project string, moves []eim.CursorMove) (int, error) {
+	var queued int
 	err := s.run(ctx, "", true, func(etx eim.Tx) error {
 		t := etx.(*tx)
-		fired = fired[:0]
-		marked := map[string]bool{}
-		rows, err := t.query(ctx, "SELECT event_type FROM webhook_marks WHERE project = ? AND resource_id = ?", project, resourceID)
-		if err != nil {
-			return t.fail(s.d.translate(fmt.Errorf("read event marks: %w", err), nil))
+		queued = 0
+		ids := make([]string, len(moves))
+		for i, m := range moves {
+			ids[i] = m.ResourceID
 		}
+		a := &args{pg: s.d.pg}
+		q := "SELECT resource_id, seq FROM webhook_cursors WHERE project = " + a.add(project) + " AND " + s.d.inList("resource_id", a.add(s.d.listArg(ids)))
+		if s.d.pg {
+			q += " FOR UPDATE"
+		}
+		rows, err := t.queryBuilt(ctx, q, a.list)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("read audit cursors: %w", err), nil))
+		}
+		cur := map[string]int64{}
 		for rows.Next() {
-			var et string
-			if err := rows.Scan(&et); err != nil {
+			var (
+				id  string
+				seq int64
+			)
+			if err := rows.Scan(&id, &seq); err != nil {
 				rows.Close()
 				return t.fail(err)
 			}
-			marked[et] = true
+			cur[id] = seq
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return t.fail(s.d.translate(fmt.Errorf("read event marks: %w", err), nil))
-		}
-		holds := map[string]bool{}
-		for _, h := range holding {
-			holds[h] = true
+			return t.fail(s.d.translate(fmt.Errorf("read audit cursors: %w", err), nil))
 		}
 		var hooks []*eim.Webhook
-		for _, et := range types {
-			switch {
-			case holds[et] && !marked[et]:
-				if _, err := t.exec(ctx, "INSERT INTO webhook_marks (project, resource_id, event_type) VALUES (?, ?, ?)", project, resourceID, et); err != nil {
-					return t.fail(s.d.translate(fmt.Errorf("mark event: %w", err), nil))
-				}
-				if hooks == nil {
-					if hooks, err = t.webhooksOf(ctx, project); err != nil {
-						return err
-					}
-				}
-				n, err := t.enqueue(ctx, hooks, project, resourceID, et, body)
-				if err != nil {
+		for _, m := range moves {
+			at, ok := cur[m.ResourceID]
+			if at != m.From {
+				continue // applied already (a batch handled again after a failure)
+			}
+			if len(m.Events) > 0 && hooks == nil {
+				if hooks, err = t.webhooksOf(ctx, project); err != nil {
 					return err
 				}
-				if n > 0 {
-					fired = append(fired, et)
+			}
+			for _, ev := range m.Events {
+				if err := t.enqueue(ctx, hooks, project, m.ResourceID, ev); err != nil {
+					return err
 				}
-			case !holds[et] && marked[et]:
-				if _, err := t.exec(ctx, "DELETE FROM webhook_marks WHERE project = ? AND resource_id = ? AND event_type = ?", project, resourceID, et); err != nil {
-					return t.fail(s.d.translate(fmt.Errorf("unmark event: %w", err), nil))
-				}
+				queued++
+			}
+			switch {
+			case m.Upto < 0:
+				_, err = t.exec(ctx, "DELETE FROM webhook_cursors WHERE project = ? AND resource_id = ?", project, m.ResourceID)
+			case !ok:
+				_, err = t.exec(ctx, "INSERT INTO webhook_cursors (project, resource_id, seq) VALUES (?, ?, ?)", project, m.ResourceID, m.Upto)
+			default:
+				_, err = t.exec(ctx, "UPDATE webhook_cursors SET seq = ? WHERE project = ? AND resource_id = ?", m.Upto, project, m.ResourceID)
+			}
+			if err != nil {
+				return t.fail(s.d.translate(fmt.Errorf("save audit cursor: %w", err), nil))
 			}
 		}
 		return nil
 	})
-	return fired, err
+	return queued, err
 }
 
-func (t *tx) webhooksOf(ctx context.Context, project string) ([]*eim.Webhook, error) {
-	rows, err := t.query(ctx, "SELECT "+webhookCols+" FROM webhooks WHERE project = ? ORDER BY created_at, id", project)
-	if err != nil {
-		return nil, t.fail(t.s.d.translate(fmt.Errorf("read webhooks: %w", err), nil))
-	}
-	defer rows.Close()
-	out := []*eim.Webhook{}
-	for rows.Next() {
-		w, err := scanWebhook(rows)
-		if err != nil {
-			return nil, t.fail(err)
-		}
-		out = append(out, w)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, t.fail(t.s.d.translate(fmt.Errorf("read webhooks: %w", err), nil))
-	}
-	return out, nil
-}
-
-// enqueue queues event type et of a resource for each of hooks that
-// subscribes to it: one event ID for all of them.
-func (t *tx) enqueue(ctx context.Context, hooks []*eim.Webhook, project, resourceID, et string, body func(eventType, eventID string) ([]byte, error)) (int, error) {
-	id := "evt-" + strings.TrimPrefix(eim.NewID("x"), "x-") + strings.TrimPrefix(eim.NewID("x"), "x-")
-	var b []byte
-	n := 0
+// enqueue queues ev for each of hooks that subscribes to its type.
+func (t *tx) enqueue(ctx context.Context, hooks []*eim.Webhook, project, resourceID string, ev eim.Notification) error {
 	now := eim.NewTime(t.s.now()).UnixMilli()
 	for _, w := range hooks {
-		subscribed := false
-		for _, x := range w.EventTypes {
-			subscribed = subscribed || x == et
-		}
-		if !subscribed {
+		if !slices.Contains(w.EventTypes, ev.Type) {
 			continue
 		}
-		if b == nil {
-			var err error
-			if b, err = body(et, id); err != nil {
-				return 0, err
-			}
-		}
 		// The delivery's ID is the event's per webhook, stable across
-		// attempts: what the receiver de-duplicates on.
+		// attempts.
 		if _, err := t.exec(ctx, `INSERT INTO webhook_deliveries (id, project, webhook_id, event_type, resource_id, state, created_at, next_at, url, secret, body)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id+"-"+strings.TrimPrefix(w.ID, "webhook-"), project, w.ID, et, resourceID, string(eim.DeliveryPending), now, now, w.URL, w.Secret, string(b)); err != nil {
-			return 0, t.fail(t.s.d.translate(fmt.Errorf("queue delivery: %w", err), nil))
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, ev.ID+"-"+strings.TrimPrefix(w.ID, "webhook-"), project, w.ID, ev.Type, resourceID, string(eim.DeliveryPending), now, now, w.URL, w.Secret, string(ev.Body)); err != nil {
+			return t.fail(t.s.d.translate(fmt.Errorf("queue delivery: %w", err), nil))
 		}
-		n++
 	}
-	return n, nil
+	return nil
 }
 
 const deliveryCols = "d.seq, d.id, d.project, d.webhook_id, d.event_type, d.resource_id, d.state, d.attempts, d.created_at, d.next_at, d.last_status, d.last_error, d.url, d.secret, d.body"
@@ -358,4 +370,24 @@ func (s *Store) Deliveries(ctx context.Context, project, webhookID string, limit
 		return nil, 0, s.d.translate(fmt.Errorf("deliveries: %w", err), nil)
 	}
 	return out, total, nil
+}
+
+func (t *tx) webhooksOf(ctx context.Context, project string) ([]*eim.Webhook, error) {
+	rows, err := t.query(ctx, "SELECT "+webhookCols+" FROM webhooks WHERE project = ? ORDER BY created_at, id", project)
+	if err != nil {
+		return nil, t.fail(t.s.d.translate(fmt.Errorf("read webhooks: %w", err), nil))
+	}
+	defer rows.Close()
+	var out []*eim.Webhook
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, t.fail(err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.fail(t.s.d.translate(fmt.Errorf("read webhooks: %w", err), nil))
+	}
+	return out, nil
 }

@@ -4,9 +4,13 @@
 // least once and in order per resource, retried with exponential back-off
 // for up to a day (see docs/audit.md).
 //
-// Two run-once loops: Follow turns changes into queued deliveries (in the
-// store, each event queued once per time its condition becomes true:
-// Store.MarkEvents); Deliver sends what is due, a worker per webhook at a
+// Two run-once loops: Follow turns changes into queued deliveries — it
+// follows the change feed to learn which hosts and instances changed, and
+// reads their audit records (old → new of every field written, in the
+// order of the changes) after the last one it turned into events, so that
+// every transition is seen, even one undone a moment later or made while
+// no process followed the feed (Store.AuditAfter, Store.QueueEvents);
+// Deliver sends what is due, a worker per webhook at a
 // time, each attempt bounded by a timeout, so that a receiver that hangs
 // or is down delays only its own deliveries — never the API, whose writes
 // only append to the feed.
@@ -78,31 +82,37 @@ func New(o Options) *Service {
 // feedConsumer names Follow's position in the change feed.
 const feedConsumer = "webhooks"
 
-// kindTypes are the event types each kind's changes decide on.
-var kindTypes = map[eim.Kind][]string{
-	eim.KindHost:     {eim.EventHostOnboarded, eim.EventHostConnectionLost},
-	eim.KindInstance: {eim.EventInstanceRunning, eim.EventInstanceProvisioningFailed, eim.EventInstanceUpdateFailed},
-}
-
-// holding returns the event types of r's kind that hold for r now.
-func holding(r eim.Resource) []string {
+// transitions returns the event types a change of a resource of kind k
+// makes true: a field of a create, or one an update changed, whose new
+// value is the event's.
+func transitions(k eim.Kind, ch map[string]eim.Change) []string {
+	became := func(field, value string) bool {
+		c, ok := ch[field]
+		if !ok {
+			return false
+		}
+		var n, o string
+		_ = json.Unmarshal(c.New, &n)
+		_ = json.Unmarshal(c.Old, &o)
+		return n == value && o != value
+	}
 	var out []string
-	switch r := r.(type) {
-	case *eim.Host:
-		if r.CurrentState == eim.HostStateOnboarded {
+	switch k {
+	case eim.KindHost:
+		if became("currentState", string(eim.HostStateOnboarded)) {
 			out = append(out, eim.EventHostOnboarded)
 		}
-		if r.HostStatus == "No Connection" {
+		if became("hostStatus", "No Connection") {
 			out = append(out, eim.EventHostConnectionLost)
 		}
-	case *eim.Instance:
-		if r.CurrentState == eim.InstanceStateRunning {
+	case eim.KindInstance:
+		if became("currentState", string(eim.InstanceStateRunning)) {
 			out = append(out, eim.EventInstanceRunning)
 		}
-		if r.ProvisioningStatusIndicator == eim.StatusError {
+		if became("provisioningStatusIndicator", string(eim.StatusError)) {
 			out = append(out, eim.EventInstanceProvisioningFailed)
 		}
-		if r.UpdateStatusIndicator == eim.StatusError {
+		if became("updateStatusIndicator", string(eim.StatusError)) {
 			out = append(out, eim.EventInstanceUpdateFailed)
 		}
 	}
@@ -118,14 +128,15 @@ type Payload struct {
 	Kind       eim.Kind `json:"kind"`
 	ResourceID string   `json:"resourceId"`
 	// Resource is the resource as it was when the event was queued (none
-	// for project.deleted).
+	// for project.deleted, nor when it was deleted by then).
 	Resource any `json:"resource,omitempty"`
 }
 
 // Follow runs until ctx ends: it follows the change feed (durably, so a
 // restart or another process resumes where it stopped) and queues the
-// events of the changes; its re-list, at each start, makes up for what
-// happened while no process followed it.
+// events of the changed resources' audit records; its re-list, at each
+// start, reads every host's and instance's records after its cursor,
+// making up for what happened while no process followed the feed.
 func (s *Service) Follow(ctx context.Context) error {
 	r := feed.New(feed.Options{Store: s.o.Store, Name: feedConsumer, Logger: s.log, Durable: true,
 		Kinds:  []eim.Kind{eim.KindHost, eim.KindInstance, eim.KindProject},
@@ -183,13 +194,34 @@ func (s *Service) flush(ctx context.Context, groups map[resKey][]string, order [
 	return nil
 }
 
-// sync brings the marks of the resources with ids in line with their
-// state, queuing the events that became true.
+// sync turns the audit records of the resources with ids, after the
+// last ones handled, into queued events.
 func (s *Service) sync(ctx context.Context, project string, k eim.Kind, ids []string) error {
+	cursors, err := s.o.Store.AuditCursors(ctx, project, ids)
+	if err != nil {
+		return err
+	}
+	after := make(map[string]int64, len(ids))
+	for _, id := range ids {
+		after[id] = cursors[id]
+	}
+	recs, err := s.o.Store.AuditAfter(ctx, project, after)
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	byID := map[string][]eim.AuditRecord{}
+	var order []string
+	for _, r := range recs {
+		if _, ok := byID[r.ResourceID]; !ok {
+			order = append(order, r.ResourceID)
+		}
+		byID[r.ResourceID] = append(byID[r.ResourceID], r)
+	}
+	// The resources as they are now, for the payloads.
 	var items []eim.Resource
-	err := s.o.Store.View(ctx, project, func(tx eim.Tx) error {
+	err = s.o.Store.View(ctx, project, func(tx eim.Tx) error {
 		var err error
-		items, err = tx.GetMany(ctx, k, ids)
+		items, err = tx.GetMany(ctx, k, order)
 		return err
 	})
 	if eim.ErrorCode(err) == eim.ENOTFOUND {
@@ -198,49 +230,57 @@ func (s *Service) sync(ctx context.Context, project string, k eim.Kind, ids []st
 	if err != nil {
 		return err
 	}
-	byID := map[string]eim.Resource{}
+	current := map[string]eim.Resource{}
 	for _, r := range items {
-		byID[r.Base().ResourceID] = r
+		current[r.Base().ResourceID] = r
 	}
-	marks, err := s.o.Store.EventMarks(ctx, project, ids)
+	moves := make([]eim.CursorMove, 0, len(order))
+	for _, id := range order {
+		recs := byID[id]
+		m := eim.CursorMove{ResourceID: id, From: after[id], Upto: recs[len(recs)-1].Seq}
+		if recs[len(recs)-1].Action == string(eim.OpDeleted) {
+			m.Upto = -1
+		}
+		for _, rec := range recs {
+			for _, et := range transitions(k, rec.Changes) {
+				p := Payload{ID: eim.NewEventID(), Type: et, Time: rec.Time, Project: project, Kind: k, ResourceID: id}
+				if r := current[id]; r != nil {
+					p.Resource = r
+				}
+				body, err := json.Marshal(p)
+				if err != nil {
+					return err
+				}
+				m.Events = append(m.Events, eim.Notification{ID: p.ID, Type: et, Body: body})
+			}
+		}
+		moves = append(moves, m)
+	}
+	n, err := s.o.Store.QueueEvents(ctx, project, moves)
 	if err != nil {
 		return err
 	}
-	fired := false
-	for _, id := range ids {
-		r := byID[id] // nil: deleted; its marks go
-		var hold []string
-		if r != nil {
-			hold = holding(r)
-		}
-		if sameSet(hold, marks[id]) {
-			continue
-		}
-		types, err := s.o.Store.MarkEvents(ctx, project, id, kindTypes[k], hold, func(et, eventID string) ([]byte, error) {
-			return json.Marshal(Payload{ID: eventID, Type: et, Time: eim.NewTime(s.o.Now()), Project: project, Kind: k, ResourceID: id, Resource: r})
-		})
-		if err != nil {
-			return err
-		}
-		fired = fired || len(types) > 0
-	}
-	if fired {
+	if n > 0 {
 		s.nudge()
 	}
 	return nil
 }
 
 func (s *Service) projectDeleted(ctx context.Context, project string) error {
-	types, err := s.o.Store.MarkEvents(ctx, project, project, []string{eim.EventProjectDeleted}, []string{eim.EventProjectDeleted}, func(et, eventID string) ([]byte, error) {
-		return json.Marshal(Payload{ID: eventID, Type: et, Time: eim.NewTime(s.o.Now()), Project: project, Kind: eim.KindProject, ResourceID: project})
-	})
+	id := eim.NewEventID()
+	body, err := json.Marshal(Payload{ID: id, Type: eim.EventProjectDeleted, Time: eim.NewTime(s.o.Now()), Project: project, Kind: eim.KindProject, ResourceID: project})
 	if err != nil {
 		return err
 	}
-	if len(types) > 0 {
+	n, err := s.o.Store.QueueEvents(ctx, project, []eim.CursorMove{{ResourceID: project, From: 0, Upto: 1,
+		Events: []eim.Notification{{ID: id, Type: eim.EventProjectDeleted, Body: body}}}})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
 		s.nudge()
 	}
-	// The project's webhooks and marks go now that its last event is
+	// The project's webhooks and cursors go now that its last event is
 	// queued (the deliveries carry their URL and secret).
 	return s.o.Store.DeleteWebhooksOf(ctx, project)
 }
@@ -248,7 +288,8 @@ func (s *Service) projectDeleted(ctx context.Context, project string) error {
 // relistPage is how many resources a re-list reads at a time.
 const relistPage = 500
 
-// relist brings every host's and instance's marks in line with its state.
+// relist catches up with every host's and instance's audit records (what
+// changed while no process followed the feed).
 func (s *Service) relist(ctx context.Context) error {
 	projects, err := s.o.Store.ListProjects(ctx)
 	if err != nil {
@@ -281,22 +322,6 @@ func (s *Service) relist(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		found := false
-		for _, y := range b {
-			found = found || x == y
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Service) nudge() {

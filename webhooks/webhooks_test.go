@@ -250,16 +250,11 @@ func TestDeliveries(t *testing.T) {
 			h2.Note = fmt.Sprint("m", i)
 			during = append(during, setHost(h2, "note"))
 		}
-		// Back to "Running" and lost again: once the module has seen it
-		// back (events are derived from the state each change leaves,
-		// level-based: a state that comes and goes before the module
-		// looks is not seen).
+		// Back to "Running" and at once lost again: two transitions, both
+		// seen (events come from the audit records, not from the state
+		// the module finds).
 		h1.HostStatus = "Running"
 		setHost(h1, "hostStatus")
-		eventually(t, 10*time.Second, "the module sees host 1 connected again", func() bool {
-			marks, err := st.EventMarks(ctx, p, []string{h1.ResourceID})
-			return err == nil && !slices.Contains(marks[h1.ResourceID], eim.EventHostConnectionLost)
-		})
 		h1.HostStatus = "No Connection"
 		setHost(h1, "hostStatus")
 		t.Logf("write latency: median %v, max %v without webhooks; median %v, max %v with a hanging receiver attached",
@@ -356,6 +351,75 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestCatchUp: what changed while no process followed the feed is
+// delivered once one does, every transition in order.
+func TestCatchUp(t *testing.T) {
+	engines(t, func(t *testing.T, dsn string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		st, err := sqlstore.Open(ctx, dsn, sqlstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		const p, secret = "acme", "0123456789abcdef0123"
+		if err := st.CreateProject(ctx, &eim.Project{Name: p, ID: "2a9d3c9e-8c4f-4d5e-9a6b-000000000001"}); err != nil {
+			t.Fatal(err)
+		}
+		inv := inventory.New(st, inventory.Options{})
+		r := newReceiver(t, secret, 0, false)
+		if _, _, err := inv.CreateWebhook(ctx, p, inventory.WebhookInput{URL: r.srv.URL, Secret: secret,
+			EventTypes: []string{eim.EventInstanceRunning, eim.EventInstanceProvisioningFailed, eim.EventInstanceUpdateFailed}}); err != nil {
+			t.Fatal(err)
+		}
+		// The follower runs once (its position saved), then stops.
+		svc := webhooks.New(webhooks.Options{Store: st, Poll: 50 * time.Millisecond})
+		fctx, stop := context.WithCancel(ctx)
+		var fwg sync.WaitGroup
+		fwg.Go(func() { _ = svc.Follow(fctx) })
+		in := &eim.Instance{Name: "i"}
+		mod := eim.WithActor(ctx, eim.ModuleActor("provisioning"))
+		write := func(fields ...string) {
+			t.Helper()
+			if err := st.Update(mod, p, func(tx eim.Tx) error { return tx.UpdateFields(mod, in, fields...) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Update(mod, p, func(tx eim.Tx) error { return tx.Create(mod, in) }); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the follower handles the creation", func() bool {
+			c, err := st.AuditCursors(ctx, p, []string{in.ResourceID})
+			return err == nil && c[in.ResourceID] > 0
+		})
+		stop()
+		fwg.Wait()
+		// Meanwhile: provisioning fails, is retried, runs, an update fails.
+		in.ProvisioningStatusIndicator = eim.StatusError
+		write("provisioningStatusIndicator")
+		in.ProvisioningStatusIndicator = eim.StatusInProgress
+		write("provisioningStatusIndicator")
+		in.CurrentState, in.ProvisioningStatusIndicator = eim.InstanceStateRunning, eim.StatusIdle
+		write("currentState", "provisioningStatusIndicator")
+		in.UpdateStatusIndicator = eim.StatusError
+		write("updateStatusIndicator")
+
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = svc.Follow(ctx) })
+		wg.Go(func() { _ = svc.Deliver(ctx) })
+		defer func() { cancel(); wg.Wait() }()
+		want := []string{eim.EventInstanceProvisioningFailed, eim.EventInstanceRunning, eim.EventInstanceUpdateFailed}
+		eventually(t, 10*time.Second, "the missed transitions delivered", func() bool { got, _ := r.got(); return len(got) >= len(want) })
+		got, errs := r.got()
+		var types []string
+		for _, d := range got {
+			types = append(types, d.eventType)
+		}
+		if !slices.Equal(types, want) || len(errs) > 0 {
+			t.Errorf("delivered: got %v (%v), want %v", types, errs, want)
+		}
+	})
 }
 
 // TestProjectDeleted: a project's deletion is delivered to its webhooks,

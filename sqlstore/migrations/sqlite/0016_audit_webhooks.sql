@@ -28,13 +28,13 @@ CREATE TABLE webhooks (
 );
 CREATE INDEX webhooks_project_idx ON webhooks (project, created_at);
 
--- Which event types hold for a resource now (Store.MarkEvents): an event
--- is queued when its type becomes true, once.
-CREATE TABLE webhook_marks (
+-- How far the webhooks module has turned each resource's audit records
+-- into events (Store.QueueEvents): the last record's seq.
+CREATE TABLE webhook_cursors (
     project TEXT NOT NULL,
     resource_id TEXT NOT NULL,
-    event_type TEXT NOT NULL,
-    PRIMARY KEY (project, resource_id, event_type)
+    seq BIGINT NOT NULL,
+    PRIMARY KEY (project, resource_id)
 );
 
 -- The delivery queue. A delivery carries its body and the URL and secret
