@@ -469,3 +469,39 @@ func TestProjectDeleted(t *testing.T) {
 		}
 	})
 }
+
+// TestAddressCheckedWhenCalled: a webhook whose address is refused (a
+// link-local one, stored while the server allowed them, or a name that
+// resolves to one) is not called: the delivery's error says why.
+func TestAddressCheckedWhenCalled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const p = "acme"
+	if err := st.CreateProject(ctx, &eim.Project{Name: p, ID: "2a9d3c9e-8c4f-4d5e-9a6b-000000000001"}); err != nil {
+		t.Fatal(err)
+	}
+	w := &eim.Webhook{Project: p, URL: "http://169.254.169.254:9/latest", EventTypes: []string{eim.EventProjectDeleted}, Secret: "0123456789abcdef0123"}
+	if err := st.CreateWebhook(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.QueueEvents(ctx, p, []eim.CursorMove{{ResourceID: p, Upto: 1,
+		Events: []eim.Notification{{ID: eim.NewEventID(), Type: eim.EventProjectDeleted, Body: []byte(`{}`)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	svc := webhooks.New(webhooks.Options{Store: st, Poll: 20 * time.Millisecond, Timeout: time.Second})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = svc.Deliver(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	eventually(t, 5*time.Second, "the attempt is recorded", func() bool {
+		ds, _, err := st.Deliveries(ctx, p, w.ID, 10, 0)
+		return err == nil && len(ds) == 1 && ds[0].Attempts > 0
+	})
+	ds, _, _ := st.Deliveries(ctx, p, w.ID, 10, 0)
+	if d := ds[0]; d.State != eim.DeliveryPending || d.LastStatus != 0 || !strings.Contains(d.LastError, "link-local") {
+		t.Errorf("delivery to a link-local address: got %s, status %d, %q; want pending with an error naming link-local", d.State, d.LastStatus, d.LastError)
+	}
+}
