@@ -73,17 +73,17 @@ func fieldName(col *column) string {
 
 var jsonNull = json.RawMessage("null")
 
+// fieldJSON is the value of col in r as an audit record shows it: JSON,
+// null for none (r nil), and a secret redacted unless it is empty.
 func fieldJSON(col *column, r eim.Resource) json.RawMessage {
 	if r == nil {
 		return jsonNull
 	}
 	v := col.field.Value(r)
-	if v.IsZero() {
-		if eim.Secret(col.field) {
+	if eim.Secret(col.field) {
+		if v.IsZero() {
 			return jsonNull
 		}
-	}
-	if eim.Secret(col.field) {
 		return json.RawMessage(eim.Redacted)
 	}
 	b, err := json.Marshal(v.Interface())
