@@ -28,7 +28,13 @@ func TestWebhooksAndAudit(t *testing.T) {
 		t.Skip("builds eim-agent")
 	}
 	bin := buildAgent(t)
-	s := startDay0(t)
+	t.Run("sqlite", func(t *testing.T) { testWebhooksAndAudit(t, bin, startDay0(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		testWebhooksAndAudit(t, bin, startDay0(t, "--database", freshPostgres(t), "--database-max-conns", "4"))
+	})
+}
+
+func testWebhooksAndAudit(t *testing.T, bin string, s *day0Server) {
 	const project, secret, nodes = "hooks", "e2e-secret-0123456789", 3
 	if _, err := s.admin.CreateProject(context.Background(), project); err != nil {
 		t.Fatal(err)
