@@ -137,6 +137,10 @@ type Store interface {
 	// (ENOTFOUND when it is not the project's); DeleteWebhook removes one
 	// with its pending deliveries.
 	CreateWebhook(ctx context.Context, w *Webhook) error
+	// UpdateWebhook stores the URL, event types and secret of the
+	// project's webhook w.ID (and its audit record); its pending
+	// deliveries go to the new URL with the new secret.
+	UpdateWebhook(ctx context.Context, w *Webhook) error
 	FindWebhook(ctx context.Context, project, id string) (*Webhook, error)
 	ListWebhooks(ctx context.Context, project string) ([]*Webhook, error)
 	DeleteWebhook(ctx context.Context, project, id string) error

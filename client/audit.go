@@ -65,6 +65,23 @@ func (c *Client) CreateWebhook(ctx context.Context, project string, in WebhookIn
 	return &out, nil
 }
 
+// WebhookChange changes a webhook: absent members keep their value;
+// Secret "new" makes the server generate one (returned once).
+type WebhookChange struct {
+	URL        *string   `json:"url,omitempty"`
+	EventTypes *[]string `json:"eventTypes,omitempty"`
+	Secret     *string   `json:"secret,omitempty"`
+}
+
+// UpdateWebhook changes a webhook.
+func (c *Client) UpdateWebhook(ctx context.Context, project, id string, ch WebhookChange) (*Webhook, error) {
+	var out Webhook
+	if err := c.Do(ctx, http.MethodPatch, webhooksPath(project)+"/"+url.PathEscape(id), ch, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ListWebhooks returns the project's webhooks.
 func (c *Client) ListWebhooks(ctx context.Context, project string) ([]*Webhook, error) {
 	var out struct {

@@ -28,6 +28,7 @@ func (h *handler) auditRoutes() {
 	h.handle("GET /webhooks/{webhookId}/deliveries", h.listDeliveries)
 	h.in(ModuleWebhooks, func() {
 		h.handle("POST /webhooks", h.createWebhook)
+		h.handle("PATCH /webhooks/{webhookId}", h.updateWebhook)
 	})
 }
 
@@ -141,6 +142,56 @@ func decodeWebhook(body []byte) (inventory.WebhookInput, error) {
 		return eim.Errorf(eim.EINVALID, "unknown field %q", key)
 	})
 	return in, err
+}
+
+func (h *handler) updateWebhook(w http.ResponseWriter, r *http.Request, c *call) error {
+	buf := getBuf()
+	defer putBuf(buf)
+	if err := h.readBody(r, buf); err != nil {
+		return err
+	}
+	ch, err := decodeWebhookChange(buf.Bytes())
+	if err != nil {
+		return err
+	}
+	wh, secret, err := h.inv.UpdateWebhook(r.Context(), c.project, r.PathValue("webhookId"), ch)
+	if err != nil {
+		return err
+	}
+	h.writeJSON(w, http.StatusOK, webhookView{Webhook: wh, Secret: secret})
+	return nil
+}
+
+// decodeWebhookChange decodes a PATCH …/webhooks/{id} body: members absent
+// keep their value; secret "new" generates one. Unknown members are 400.
+func decodeWebhookChange(body []byte) (inventory.WebhookChange, error) {
+	var ch inventory.WebhookChange
+	var seen []string
+	err := decodeObject(body, func(key string, raw json.RawMessage) error {
+		if slices.Contains(seen, key) {
+			return eim.Errorf(eim.EINVALID, "field %q is given twice", key)
+		}
+		seen = append(seen, key)
+		switch key {
+		case "url":
+			ch.URL = new(string)
+			return decodeString(key, raw, ch.URL)
+		case "secret":
+			ch.Secret = new(string)
+			return decodeString(key, raw, ch.Secret)
+		case "eventTypes", "event_types":
+			var types []string
+			if err := json.Unmarshal(raw, &types); err != nil {
+				return eim.Errorf(eim.EINVALID, "eventTypes: want a list of strings")
+			}
+			ch.EventTypes = &types
+			return nil
+		case "webhookId", "createdAt":
+			return eim.Errorf(eim.EINVALID, "%s: read-only", key)
+		}
+		return eim.Errorf(eim.EINVALID, "unknown field %q", key)
+	})
+	return ch, err
 }
 
 type deliveriesBody struct {

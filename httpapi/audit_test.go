@@ -156,6 +156,31 @@ func TestWebhookResources(t *testing.T) {
 	}
 	wantError(t, e.do(t, "GET", "~/webhooks/nope", tokRO, nil), 400, "InvalidArgument", "webhookId")
 
+	// Changes: the URL, the event types, a new secret (generated: shown
+	// once); the audit log has them, the secret redacted.
+	u := e.must(t, 200, "PATCH", "~/webhooks/"+id, tokRW, map[string]any{"url": "http://127.0.0.1:10/moved", "eventTypes": []string{"instance.update_failed"}})
+	if u.str("url") != "http://127.0.0.1:10/moved" || len(u.items("eventTypes")) != 1 || u.obj["secret"] != nil {
+		t.Errorf("patch: got %s, want the new URL and types, no secret", u.raw)
+	}
+	if g := e.must(t, 200, "GET", "~/webhooks/"+id, tokRO, nil); g.str("url") != "http://127.0.0.1:10/moved" {
+		t.Errorf("after the patch: got %s", g.raw)
+	}
+	if n := e.must(t, 200, "PATCH", "~/webhooks/"+id, tokRW, map[string]any{"secret": "new"}); len(n.str("secret")) < 32 {
+		t.Errorf("patch secret new: got %s, want the generated secret once", n.raw)
+	}
+	a = e.must(t, 200, "GET", "~/audit?filter="+url.QueryEscape(`resourceId="`+id+`" AND action="UPDATED"`), tokRO, nil)
+	if recs := a.items("auditRecords"); len(recs) != 2 || strings.Contains(string(a.raw), "XYZ") ||
+		recs[1].(map[string]any)["changes"].(map[string]any)["url"].(map[string]any)["new"] != "http://127.0.0.1:10/moved" ||
+		recs[0].(map[string]any)["changes"].(map[string]any)["secret"].(map[string]any)["new"] != "[redacted]" {
+		t.Errorf("audit of the changes: got %s, want the URL's change and the secret's, redacted", a.raw)
+	}
+	wantError(t, e.do(t, "PATCH", "~/webhooks/"+id, tokRW, map[string]any{"url": "http://169.254.169.254/"}), 400, "InvalidArgument", "url")
+	wantError(t, e.do(t, "PATCH", "~/webhooks/"+id, tokRW, map[string]any{"eventTypes": []string{"nope"}}), 400, "InvalidArgument", "eventTypes")
+	wantError(t, e.do(t, "PATCH", "~/webhooks/"+id, tokRW, map[string]any{"secret": "short"}), 400, "InvalidArgument", "secret")
+	wantError(t, e.do(t, "PATCH", "~/webhooks/"+id, tokRW, map[string]any{"webhookId": "x"}), 400, "InvalidArgument", "webhookId")
+	wantError(t, e.do(t, "PATCH", "~/webhooks/"+id, tokRO, map[string]any{"url": "http://127.0.0.1/"}), 403, "PermissionDenied")
+	wantError(t, e.do(t, "PATCH", "/v1/projects/p2/webhooks/"+id, tokRW2, map[string]any{"url": "http://127.0.0.1/"}), 404, "NotFound")
+
 	e.must(t, 200, "DELETE", "~/webhooks/"+id, tokRW, nil)
 	wantError(t, e.do(t, "GET", "~/webhooks/"+id, tokRO, nil), 404, "NotFound")
 }

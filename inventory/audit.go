@@ -57,9 +57,7 @@ func (s *Service) CreateWebhook(ctx context.Context, project string, in WebhookI
 	}
 	var generated string
 	if in.Secret == "" {
-		var b [24]byte
-		_, _ = rand.Read(b[:])
-		in.Secret = hex.EncodeToString(b[:])
+		in.Secret = newSecret()
 		generated = in.Secret
 	} else if err := eim.CheckWebhookSecret(in.Secret); err != nil {
 		return nil, "", err
@@ -69,6 +67,61 @@ func (s *Service) CreateWebhook(ctx context.Context, project string, in WebhookI
 		return nil, "", err
 	}
 	return w, generated, nil
+}
+
+// WebhookChange changes a webhook: nil members keep their value; Secret
+// "new" asks the server for a new secret (returned once).
+type WebhookChange struct {
+	URL        *string
+	EventTypes *[]string
+	Secret     *string
+}
+
+// NewSecret is WebhookChange.Secret's value that generates a secret.
+const NewSecret = "new"
+
+// UpdateWebhook validates ch and applies it; it returns the webhook and
+// the secret when the server generated one.
+func (s *Service) UpdateWebhook(ctx context.Context, project, id string, ch WebhookChange) (*eim.Webhook, string, error) {
+	w, err := s.FindWebhook(ctx, project, id)
+	if err != nil {
+		return nil, "", err
+	}
+	if ch.URL != nil {
+		u := strings.TrimSpace(*ch.URL)
+		if err := eim.CheckWebhookURL(u, s.webhookURLs); err != nil {
+			return nil, "", err
+		}
+		w.URL = u
+	}
+	if ch.EventTypes != nil {
+		if err := eim.CheckEventTypes(*ch.EventTypes); err != nil {
+			return nil, "", err
+		}
+		w.EventTypes = *ch.EventTypes
+	}
+	var generated string
+	if ch.Secret != nil {
+		if *ch.Secret == NewSecret {
+			generated = newSecret()
+			w.Secret = generated
+		} else {
+			if err := eim.CheckWebhookSecret(*ch.Secret); err != nil {
+				return nil, "", err
+			}
+			w.Secret = *ch.Secret
+		}
+	}
+	if err := s.store.UpdateWebhook(ctx, w); err != nil {
+		return nil, "", err
+	}
+	return w, generated, nil
+}
+
+func newSecret() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // FindWebhook returns a webhook of the project.

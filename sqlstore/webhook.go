@@ -65,6 +65,60 @@ func (s *Store) CreateWebhook(ctx context.Context, w *eim.Webhook) error {
 	})
 }
 
+// UpdateWebhook implements eim.Store.
+func (s *Store) UpdateWebhook(ctx context.Context, w *eim.Webhook) error {
+	types, err := json.Marshal(w.EventTypes)
+	if err != nil {
+		return err
+	}
+	return s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		q := "SELECT " + webhookCols + " FROM webhooks WHERE id = ? AND project = ?"
+		if s.d.pg {
+			q += " FOR UPDATE"
+		}
+		rows, err := t.query(ctx, q, w.ID, w.Project)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("update webhook: %w", err), nil))
+		}
+		var old *eim.Webhook
+		for rows.Next() {
+			if old, err = scanWebhook(rows); err != nil {
+				rows.Close()
+				return t.fail(err)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("update webhook: %w", err), nil))
+		}
+		if old == nil {
+			return eim.Errorf(eim.ENOTFOUND, "webhook %s not found", w.ID)
+		}
+		if _, err := t.exec(ctx, "UPDATE webhooks SET url = ?, event_types = ?, secret = ? WHERE id = ? AND project = ?",
+			w.URL, string(types), w.Secret, w.ID, w.Project); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("update webhook: %w", err), nil))
+		}
+		if _, err := t.exec(ctx, "UPDATE webhook_deliveries SET url = ?, secret = ? WHERE webhook_id = ? AND state = ?",
+			w.URL, w.Secret, w.ID, string(eim.DeliveryPending)); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("update webhook: %w", err), nil))
+		}
+		ch := map[string]eim.Change{}
+		if old.URL != w.URL {
+			ch["url"] = eim.Change{Old: mustJSON(old.URL), New: mustJSON(w.URL)}
+		}
+		if oldTypes := mustJSON(old.EventTypes); string(oldTypes) != string(types) {
+			ch["eventTypes"] = eim.Change{Old: oldTypes, New: json.RawMessage(types)}
+		}
+		if old.Secret != w.Secret {
+			ch["secret"] = eim.Change{Old: json.RawMessage(eim.Redacted), New: json.RawMessage(eim.Redacted)}
+		}
+		w.CreatedAt = old.CreatedAt
+		t.addAudit(ctx, w.Project, eim.KindWebhook, w.ID, eim.OpUpdated, ch)
+		return nil
+	})
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b

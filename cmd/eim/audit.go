@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"slices"
 	"sort"
@@ -228,13 +229,15 @@ const webhookUsage = `Usage:
   eim webhook list
   eim webhook get ID
   eim webhook create --url URL --events host.onboarded,instance.running [--secret S]
+  eim webhook update ID [--url URL] [--events E,E] [--secret S|new]
   eim webhook delete ID
   eim webhook deliveries ID [--page-size N]
 
 Event types: ` + "host.onboarded host.connection_lost instance.running\n" +
 	"             instance.provisioning_failed instance.update_failed project.deleted\n" + `
 Deliveries are signed: EIM-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
-(see docs/audit.md). Without --secret the server makes one, shown once.
+(see docs/audit.md). Without --secret (create) or with --secret new (update)
+the server makes one, shown once.
 `
 
 // webhook runs "eim webhook list|get|create|delete|deliveries".
@@ -250,15 +253,15 @@ func (c *cli) webhook(args []string) error {
 	var events string
 	var pageSize int
 	switch verb {
-	case "create":
+	case "create", "update":
 		fs.StringVar(&in.URL, "url", "", "the receiver's URL (http or https)")
 		fs.StringVar(&events, "events", "", "comma-separated event types")
-		fs.StringVar(&in.Secret, "secret", "", "the signing secret, 16 to 256 characters (default: generated, shown once)")
+		fs.StringVar(&in.Secret, "secret", "", "the signing secret, 16 to 256 characters (default on create, or \"new\" on update: generated, shown once)")
 	case "deliveries":
 		fs.IntVar(&pageSize, "page-size", 20, "deliveries shown")
 	case "list", "get", "delete":
 	default:
-		return usagef("webhook: unknown verb %q (list, get, create, delete, deliveries)", verb)
+		return usagef("webhook: unknown verb %q (list, get, create, update, delete, deliveries)", verb)
 	}
 	pos, err := c.parseAll(fs, args[1:])
 	if err != nil {
@@ -283,6 +286,30 @@ func (c *cli) webhook(args []string) error {
 			in.EventTypes = strings.Split(events, ",")
 		}
 		w, err := cl.CreateWebhook(c.ctx, c.g.project, in)
+		if err != nil {
+			return err
+		}
+		if err := c.printWebhooks([]*client.Webhook{w}); err != nil {
+			return err
+		}
+		if w.Secret != "" && c.g.output == "table" {
+			fmt.Fprintf(c.stdout, "secret (shown once): %s\n", w.Secret)
+		}
+		return nil
+	case "update":
+		var ch client.WebhookChange
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "url":
+				ch.URL = &in.URL
+			case "events":
+				types := strings.Split(events, ",")
+				ch.EventTypes = &types
+			case "secret":
+				ch.Secret = &in.Secret
+			}
+		})
+		w, err := cl.UpdateWebhook(c.ctx, c.g.project, pos[0], ch)
 		if err != nil {
 			return err
 		}

@@ -126,7 +126,7 @@ Usage:
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
   eim instance updates-summary [--filter F]  instances by OS update state, per OS profile
   eim audit list [--resource ID] [--since 1h] [-f]   who changed what (eim audit -h)
-  eim webhook list | get ID | create --url U --events E,E | delete ID | deliveries ID
+  eim webhook list | get ID | create --url U --events E,E | update ID … | delete ID | deliveries ID
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)
 

@@ -144,6 +144,18 @@ func testWebhooksAndAudit(t *testing.T, bin string, s *day0Server) {
 		t.Errorf("eim webhook deliveries: got\n%s\nwant %d delivered", out, 2*nodes)
 	}
 
+	// A change through the CLI, and a new secret shown once.
+	out, err = cli(t.Context(), "webhook", "update", hookID, "--events", "host.onboarded,instance.running,project.deleted", "--secret", "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "project.deleted") || !strings.Contains(out, "secret (shown once): ") {
+		t.Errorf("eim webhook update: got\n%s\nwant the new event types and the new secret", out)
+	}
+	if out, err = cli(t.Context(), "-o", "json", "webhook", "get", hookID); err != nil || strings.Contains(out, "secret") || !strings.Contains(out, "project.deleted") {
+		t.Errorf("eim webhook get: got %s, %v; want the change and no secret", out, err)
+	}
+
 	// The audit log: the admin registered the hosts through the API, the
 	// modules and nodes moved them on.
 	out, err = cli(t.Context(), "-o", "json", "audit", "list", "--page-size", "100")

@@ -352,6 +352,23 @@ func testWebhookQueue(t *testing.T, s eim.Store) {
 		t.Errorf("Deliveries from another project: got %d, want none", n)
 	}
 
+	// A change of the webhook: its pending deliveries go to the new URL
+	// with the new secret; the delivered ones keep what was sent.
+	w1.URL, w1.Secret = "http://127.0.0.1:2/moved", "0123456789abcdef-rotated"
+	if err := s.UpdateWebhook(alice, w1); err != nil {
+		t.Fatal(err)
+	}
+	all, _, _ := s.Deliveries(ctx(t), p, w1.ID, 10, 0)
+	for _, d := range all {
+		moved := d.URL == w1.URL && d.Secret == w1.Secret
+		if moved != (d.State == eim.DeliveryPending) {
+			t.Errorf("delivery %s (%s) after the change: URL %s; want the new URL and secret only when pending", d.ID, d.State, d.URL)
+		}
+	}
+	if err := s.UpdateWebhook(ctx(t), &eim.Webhook{ID: w1.ID, Project: other, URL: "http://x/", EventTypes: w1.EventTypes, Secret: w1.Secret}); eim.ErrorCode(err) != eim.ENOTFOUND {
+		t.Errorf("UpdateWebhook in another project: got %v, want ENOTFOUND", err)
+	}
+
 	// Deleting the webhook drops what is pending; a deleted project's
 	// webhooks and marks go with DeleteWebhooksOf.
 	if err := s.DeleteWebhook(alice, p, w1.ID); err != nil {

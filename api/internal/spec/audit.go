@@ -34,6 +34,12 @@ func addAudit(ps *pathSet) {
 		op{method: "get", id: "getWebhook", tag: tagAudit, summary: "Get a webhook", params: []any{id},
 			desc: "A webhook of the project; its secret is never shown. An EIM addition.",
 			ok:   okJSON("The webhook.", ref("Webhook"))},
+		op{method: "patch", id: "updateWebhook", tag: tagAudit, summary: "Change a webhook", write: true, params: []any{id},
+			desc: "Changes a webhook's URL, event types or secret; members absent keep their value. secret \"new\" generates " +
+				"one, returned once. Pending deliveries go to the new URL with the new secret. Checked as on create. Needs the " +
+				"project's _im-rw role; an operation of the webhooks module. An EIM addition.",
+			body: ref("WebhookChange"),
+			ok:   okJSON("The webhook; secret only when the server generated it.", ref("Webhook"))},
 		op{method: "delete", id: "deleteWebhook", tag: tagAudit, summary: "Delete a webhook", write: true, params: []any{id},
 			desc: "Deletes a webhook and its pending deliveries. Needs the project's _im-rw role. An EIM addition.",
 			ok:   o("$ref", "#/components/responses/Deleted")},
@@ -88,6 +94,16 @@ func auditSchemas(into *obj) {
 				"description", "Key of the deliveries' HMAC; absent: the server generates one and returns it once."),
 		),
 		"required", []string{"url", "eventTypes"},
+	))
+	into.set("WebhookChange", o(
+		"type", "object",
+		"additionalProperties", false,
+		"properties", o(
+			"url", o("type", "string", "format", "uri", "maxLength", eim.MaxWebhookURL),
+			"eventTypes", o("type", "array", "minItems", 1, "uniqueItems", true, "items", o("type", "string", "enum", eim.EventTypes)),
+			"secret", o("type", "string", "maxLength", eim.MaxWebhookSecret, "writeOnly", true,
+				"description", "A new secret (16 to 256 characters), or \"new\" to have the server generate one."),
+		),
 	))
 	into.set("ListWebhooksResponse", o("type", "object",
 		"properties", o("webhooks", o("type", "array", "items", ref("Webhook")),
