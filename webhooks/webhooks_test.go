@@ -300,10 +300,21 @@ func TestDeliveries(t *testing.T) {
 		if n := flaky.count(); n < 6 {
 			t.Errorf("flaky receiver: %d requests, want the 2 refused and the 4 acknowledged", n)
 		}
-		ds, _, err := inv.Deliveries(ctx, p, hookOf["flaky"], 100, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The last acknowledgement may reach the receiver's records before
+		// the deliverer records it.
+		var ds []*eim.Delivery
+		eventually(t, 10*time.Second, "the flaky receiver's deliveries recorded delivered", func() bool {
+			ds, _, err = inv.Deliveries(ctx, p, hookOf["flaky"], 100, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				if d.State != eim.DeliveryDelivered {
+					return false
+				}
+			}
+			return len(ds) == 4
+		})
 		retried := false
 		for _, d := range ds {
 			if d.State != eim.DeliveryDelivered || d.LastStatus != http.StatusNoContent || d.LastError != "" {
@@ -452,6 +463,16 @@ func TestProjectDeleted(t *testing.T) {
 		if _, _, err := inv.CreateWebhook(ctx, "stays", inventory.WebhookInput{URL: other.srv.URL, EventTypes: []string{eim.EventProjectDeleted}, Secret: secret}); err != nil {
 			t.Fatal(err)
 		}
+		// Once the follower follows the feed (a write it handles): a
+		// deletion before its first start would be before its position.
+		h := &eim.Host{Name: "h", CurrentState: eim.HostStateOnboarded}
+		if err := st.Update(ctx, "stays", func(tx eim.Tx) error { return tx.Create(ctx, h) }); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the follower handles a write", func() bool {
+			c, err := st.AuditCursors(ctx, "stays", []string{h.ResourceID})
+			return err == nil && c[h.ResourceID] > 0
+		})
 		if err := inv.DeleteProject(ctx, "gone", true); err != nil {
 			t.Fatal(err)
 		}
