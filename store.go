@@ -126,8 +126,67 @@ type Store interface {
 
 	// The connect module's credentials and tunnel registry.
 	ConnectStore
+	// Audit returns one page of the project's audit records matching q,
+	// newest first, and how many match (-1 with NoTotal).
+	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)
+	// PruneAudit deletes the audit records older than before and returns
+	// how many went.
+	PruneAudit(ctx context.Context, before time.Time) (int64, error)
+
+	// CreateWebhook stores w (its ID and CreatedAt set by the store) and
+	// its audit record. ListWebhooks returns a project's webhooks
+	// (every project's with ""), oldest first; FindWebhook one
+	// (ENOTFOUND when it is not the project's); DeleteWebhook removes one
+	// with its pending deliveries.
+	CreateWebhook(ctx context.Context, w *Webhook) error
+	// UpdateWebhook stores the URL, event types and secret of the
+	// project's webhook w.ID (and its audit record); its pending
+	// deliveries go to the new URL with the new secret.
+	UpdateWebhook(ctx context.Context, w *Webhook) error
+	FindWebhook(ctx context.Context, project, id string) (*Webhook, error)
+	ListWebhooks(ctx context.Context, project string) ([]*Webhook, error)
+	DeleteWebhook(ctx context.Context, project, id string) error
+	// DeleteWebhooksOf removes every webhook and audit cursor of a deleted
+	// project (their queued deliveries stay: they carry what they need).
+	DeleteWebhooksOf(ctx context.Context, project string) error
+
+	// AuditCursors returns how far each of the resources with these IDs
+	// in the project has been turned into events (QueueEvents): the seq
+	// of its last audit record handled; those with none are absent (0).
+	AuditCursors(ctx context.Context, project string, resourceIDs []string) (map[string]int64, error)
+	// AuditAfter returns the project's audit records of the resources in
+	// after with a Seq above their value there, oldest first. A
+	// resource's records are in the order of its changes' commits (each
+	// change holds the resource's row while its record is written).
+	AuditAfter(ctx context.Context, project string, after map[string]int64) ([]AuditRecord, error)
+	// QueueEvents, in one transaction, applies moves of the project's
+	// resources' cursors: for each, it queues its events for each of the
+	// project's webhooks subscribed to their type and moves the
+	// resource's cursor from From to Upto (Upto < 0: drops it, the
+	// resource is gone). A move whose cursor is not at From was applied
+	// already and is skipped: a handler that runs again queues nothing
+	// twice. It returns how many events it queued.
+	QueueEvents(ctx context.Context, project string, moves []CursorMove) (int, error)
+	// DueDeliveries returns up to limit pending deliveries whose next
+	// attempt is due at now, each the oldest pending one of its webhook
+	// and resource (so that a resource's events go in order), oldest
+	// first; none of webhooks in skip (busy with an attempt).
+	DueDeliveries(ctx context.Context, now time.Time, limit int, skip []string) ([]*Delivery, error)
+	// SaveDelivery records the outcome of an attempt of d: its State,
+	// Attempts, NextAt, LastStatus and LastError.
+	SaveDelivery(ctx context.Context, d *Delivery) error
+	// Deliveries returns one page of a webhook's deliveries, newest first,
+	// and their number.
+	Deliveries(ctx context.Context, project, webhookID string, limit, offset int) ([]*Delivery, int, error)
 
 	Close() error
+}
+
+// AuditQuery selects audit records of a project.
+type AuditQuery struct {
+	Filter        string // AIP-160 over AuditSchema
+	Limit, Offset int
+	NoTotal       bool
 }
 
 // Capabilities are what a Store's database can do beyond the contract of

@@ -93,6 +93,12 @@ func Where(d Dialect, k eim.Kind, filter string, argBase int) (sql string, args 
 	if s == nil {
 		return "", nil, eim.Errorf(eim.EINVALID, "filter: unknown kind %q", k)
 	}
+	return WhereSchema(d, s, filter, argBase)
+}
+
+// WhereSchema is Where over a schema that is not a resource kind's (the
+// audit log's, eim.AuditSchema), with the same storage conventions.
+func WhereSchema(d Dialect, s *eim.Schema, filter string, argBase int) (sql string, args []any, err error) {
 	if d != SQLite && d != Postgres {
 		return "", nil, eim.Errorf(eim.EINTERNAL, "filter: unknown dialect %v", d)
 	}

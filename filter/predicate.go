@@ -60,7 +60,13 @@ func (c *compiler) stringPredicate(s *eim.Schema, col string, f *eim.Field, op s
 	if f.Edge != nil {
 		idKind = f.Edge.Kind
 	}
-	if classify(f) == kindID && eim.ValidID(idKind, v.text) {
+	isID := classify(f) == kindID && eim.ValidID(idKind, v.text)
+	if s.Kind == eim.KindAudit && f.Column == "resource_id" {
+		// The audit log's resourceId holds IDs of every kind.
+		k, _, _ := strings.Cut(v.text, "-")
+		isID = eim.ValidID(eim.Kind(k), v.text)
+	}
+	if isID {
 		if op == fnEq {
 			return col + " = " + c.arg(v.text)
 		}

@@ -341,3 +341,19 @@ func TestWhereMaxDepth(t *testing.T) {
 		t.Errorf("Where(%q): got %v, want five levels accepted", f, err)
 	}
 }
+
+// TestAuditResourceID: a full ID compared to the audit log's resourceId is
+// plain equality (its index), whatever the ID's kind; anything else a
+// substring match.
+func TestAuditResourceID(t *testing.T) {
+	for _, tc := range []struct{ filter, want string }{
+		{`resourceId="host-1a2b3c4d"`, "audit_log.resource_id = ?"},
+		{`resourceId="webhook-1a2b3c4d"`, "audit_log.resource_id = ?"},
+		{`resourceId="1a2b"`, "audit_log.resource_id LIKE ? ESCAPE '\\'"},
+	} {
+		got, _, err := filter.WhereSchema(filter.SQLite, eim.AuditSchema(), tc.filter, 0)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q", tc.filter, got, err, tc.want)
+		}
+	}
+}

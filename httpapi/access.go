@@ -88,6 +88,7 @@ func (h *handler) serveInProject(w http.ResponseWriter, r *http.Request, fn func
 	if err := checkQuery(r); err != nil {
 		return err
 	}
+	r = r.WithContext(eim.WithActor(r.Context(), eim.UserActor(p.Subject)))
 	return fn(w, r, &call{project: proj.Name, p: p})
 }
 
@@ -103,7 +104,7 @@ func (h *handler) admin(fn func(w http.ResponseWriter, r *http.Request, p *eim.P
 			err = checkQuery(r)
 		}
 		if err == nil {
-			err = fn(w, r, p)
+			err = fn(w, r.WithContext(eim.WithActor(r.Context(), eim.UserActor(p.Subject))), p)
 		}
 		if err != nil {
 			h.writeError(w, r, err)

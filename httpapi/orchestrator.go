@@ -29,7 +29,7 @@ const (
 
 // builtModules are the modules of this release whose operations the API
 // serves: what runs when Options.Deployed is nil.
-var builtModules = []string{ModuleOnboarding, ModuleProvisioning, ModuleMaintenance, ModuleTelemetry, ModuleHosts, ModuleOS}
+var builtModules = []string{ModuleOnboarding, ModuleProvisioning, ModuleMaintenance, ModuleTelemetry, ModuleHosts, ModuleOS, ModuleWebhooks}
 
 // feature is one of the original's features and what provides it here:
 // the API itself (module ""), one of the modules, or nothing yet (a module

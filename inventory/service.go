@@ -29,6 +29,9 @@ type Options struct {
 	// Batcher, when set, group-commits creates: concurrent creates of one
 	// project share a transaction (see Batcher). Nil writes each alone.
 	Batcher *Batcher
+	// WebhookURLs is what webhook URLs may point at (the server's
+	// --webhook-allow-private).
+	WebhookURLs eim.URLPolicy
 }
 
 // Service applies the inventory's rules to a store.
@@ -37,11 +40,13 @@ type Service struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	batcher *Batcher
+
+	webhookURLs eim.URLPolicy
 }
 
 // New returns a Service over store.
 func New(store eim.Store, opts Options) *Service {
-	s := &Service{store: store, logger: opts.Logger, now: opts.Now, batcher: opts.Batcher}
+	s := &Service{store: store, logger: opts.Logger, now: opts.Now, batcher: opts.Batcher, webhookURLs: opts.WebhookURLs}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}

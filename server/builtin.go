@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/eimhq/eim"
 	gateway "github.com/eimhq/eim/connect"
 	"github.com/eimhq/eim/connect/wire"
 	"github.com/eimhq/eim/coord"
@@ -24,6 +26,7 @@ import (
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
 	"github.com/eimhq/eim/provisioning"
 	"github.com/eimhq/eim/ui"
+	"github.com/eimhq/eim/webhooks"
 )
 
 // The built-in modules, in the order they are built and listed. Adding a
@@ -80,6 +83,11 @@ func init() {
 		Build:   buildConnect,
 	})
 	register(&Module{
+		Name:    "webhooks",
+		Summary: "a project's events (host onboarded or lost, instance running or failed, project deleted) delivered to its webhooks, signed, retried for a day",
+		Build:   buildWebhooks,
+	})
+	register(&Module{
 		Name:    "os",
 		Summary: "the OS profile catalog loaded into every project, kept in line with the manifests; which instances have an update available",
 		Build:   buildOS,
@@ -92,6 +100,15 @@ func init() {
 	})
 }
 
+func buildWebhooks(b *Builder) (Parts, error) {
+	wh := webhooks.New(webhooks.Options{Store: b.Store, Logger: b.Log.With("module", "webhooks"),
+		URLs: eim.URLPolicy{AllowPrivate: b.cfg.WebhookAllowPrivate}, Timeout: b.cfg.WebhookTimeout})
+	return Parts{Loops: []Loop{
+		{Name: "follow", Once: true, Run: wh.Follow},
+		{Name: "deliver", Once: true, Run: wh.Deliver},
+	}}, nil
+}
+
 func buildAPI(b *Builder) (Parts, error) {
 	inv := b.Inventory
 	h := httpapi.New(inv, b.Verifier, httpapi.Options{
@@ -102,6 +119,8 @@ func buildAPI(b *Builder) (Parts, error) {
 		Routes: []Route{{"/", h}},
 		Loops: []Loop{{Name: "reaper", Once: true, Run: func(ctx context.Context) error {
 			return inventory.NewReaper(inv, inventory.ReaperOptions{Logger: b.Log, Metrics: b.Metrics}).Run(ctx)
+		}}, {Name: "audit-retention", Once: true, Run: func(ctx context.Context) error {
+			return inv.AuditRetention(ctx, b.cfg.AuditRetention, time.Hour)
 		}}},
 	}, nil
 }

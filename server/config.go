@@ -78,6 +78,14 @@ type Config struct {
 	ConnectPeerURL                          string
 	ConnectPingInterval, ConnectPingTimeout time.Duration
 	ConnectTokenTTL                         time.Duration
+	// AuditRetention is how long audit records are kept (default 90
+	// days).
+	AuditRetention time.Duration
+	// WebhookAllowPrivate lets webhook URLs point at link-local and cloud
+	// metadata addresses; WebhookTimeout bounds one delivery attempt
+	// (default 10 s).
+	WebhookAllowPrivate bool
+	WebhookTimeout      time.Duration
 
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.

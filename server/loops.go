@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/eimhq/eim"
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
@@ -66,6 +67,9 @@ func alone(ctx context.Context, _ string, fn func(context.Context) error) error 
 // under the lease once. A failure (an error, a panic, or a return before
 // ctx ended) is logged and the loop is run again after a pause.
 func (l *runningLoop) run(ctx context.Context, once Singleton, log *slog.Logger) {
+	// What the loop writes is the module's decision (the audit log's
+	// principal).
+	ctx = eim.WithActor(ctx, eim.ModuleActor(l.module))
 	runOnce := func(ctx context.Context) error {
 		for {
 			l.setState(loopRunning)

@@ -116,7 +116,7 @@ type Profile struct {
 var Profiles = []Profile{
 	{"full", "everything (the default): one process, or replicas of it", nil},
 	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os", "ui"}},
-	{"observability", "liveness, hardware and telemetry configuration of running nodes, and the fleet's Prometheus metrics", []string{"api", "host", "telemetry", "exporter"}},
+	{"observability", "liveness, hardware and telemetry configuration of running nodes, the fleet's Prometheus metrics and the projects' webhooks", []string{"api", "host", "telemetry", "exporter", "webhooks"}},
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
 	{"clusters", "edge Kubernetes clusters: the connect tunnel to their API behind NAT", []string{"api", "connect"}},
 	{"oob", "power and reboot of running nodes (out-of-band control is not built yet: in-band through the agent)", []string{"api", "host"}},

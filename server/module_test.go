@@ -23,7 +23,7 @@ func TestSelect(t *testing.T) {
 		{"", "full", all, ""},
 		{"os, api", "", []string{"api", "os"}, ""}, // registry order, spaces allowed
 		{"", "provisioning", []string{"api", "onboarding", "provisioning", "os", "ui"}, ""},
-		{"", "observability", []string{"api", "host", "telemetry", "exporter"}, ""},
+		{"", "observability", []string{"api", "host", "telemetry", "exporter", "webhooks"}, ""},
 		{"", "day2", []string{"api", "host", "maintenance", "telemetry", "os"}, ""},
 		{"", "oob", []string{"api", "host"}, ""},
 		{"api,hosts", "", nil, `no module "hosts" (modules: api, onboarding`},

@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 	apiBatcher := inventory.NewBatcher(store, inventory.BatcherOptions{Workers: 1, Logger: log})
 	defer apiBatcher.Close()
 	registerBatcher(reg, "api", apiBatcher)
-	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher})
+	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher, WebhookURLs: eim.URLPolicy{AllowPrivate: cfg.WebhookAllowPrivate}})
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
 		return err
 	}
@@ -193,14 +193,14 @@ func Run(ctx context.Context, cfg Config) error {
 				return fmt.Errorf("module %s: %s is mounted by module %s already", m.Name, r.Pattern, prev)
 			}
 			mounted["http "+r.Pattern] = m.Name
-			mux.Handle(r.Pattern, r.Handler)
+			mux.Handle(r.Pattern, actAs(m.Name, r.Handler))
 		}
 		for _, r := range parts.Agent {
 			if prev, ok := mounted["agent "+r.Pattern]; ok {
 				return fmt.Errorf("module %s: %s is mounted by module %s already", m.Name, r.Pattern, prev)
 			}
 			mounted["agent "+r.Pattern] = m.Name
-			b.Southbound().Mount(r.Pattern, r.Handler)
+			b.Southbound().Mount(r.Pattern, actAs(m.Name, r.Handler))
 		}
 		for _, l := range parts.Loops {
 			loops = append(loops, &runningLoop{module: m.Name, Loop: l})
@@ -389,6 +389,15 @@ func addrOf(ln net.Listener) string {
 
 // notServed answers every path of a process without the api module: the
 // API is served by the deployment's processes that run it.
+// actAs makes the module the actor of what h writes, unless h knows
+// better (the API's caller, the calling node: see eim.WithActor).
+func actAs(module string, h http.Handler) http.Handler {
+	actor := eim.ModuleActor(module)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(eim.WithActor(r.Context(), actor)))
+	})
+}
+
 func notServed(modules []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -24,6 +24,8 @@ type nodeKey struct{}
 // WithNode returns ctx carrying n, as the Interceptor does (for handler
 // tests that call a service directly).
 func WithNode(ctx context.Context, n Node) context.Context {
+	// What the call writes, the node did (the audit log's principal).
+	ctx = eim.WithActor(ctx, eim.NodeActor(n.HostID))
 	return context.WithValue(ctx, nodeKey{}, n)
 }
 

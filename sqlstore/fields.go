@@ -97,11 +97,57 @@ func (t *tx) updateFields(ctx context.Context, r eim.Resource, when []eim.Cond, 
 	}
 	t.forget(k, m.ResourceID, false)
 	q := "UPDATE " + c.table + " SET " + strings.Join(sets, ", ") + " WHERE " + strings.Join(where, " AND ") + " " + updateReturning
+	// The audit log's old values of the columns written (see audit.go):
+	// on PostgreSQL read, locked, by the UPDATE itself (a CTE whose
+	// columns are renamed o_*, so that the statement's own names stay
+	// the table's); on SQLite, whose RETURNING cannot name them, by a
+	// narrow read before it (one writer: nothing comes in between).
+	var (
+		old   *scanner
+		extra []any
+	)
+	if audited(k) {
+		old = (&codec{schema: c.schema, kind: c.kind, table: c.table, cols: written}).newScanner()
+		if t.s.d.pg {
+			sel := make([]string, 0, len(written)+1)
+			ret := make([]string, len(written))
+			sel = append(sel, "id AS o_id")
+			for i, col := range written {
+				sel = append(sel, fmt.Sprintf("%s AS o_%d", col.name, i))
+				ret[i] = fmt.Sprintf("o.o_%d", i)
+			}
+			cte := "WITH o AS (SELECT " + strings.Join(sel, ", ") + " FROM " + c.table + " WHERE id = " + a.add(m.ResourceID)
+			if t.project != "" {
+				cte += " AND project = " + a.add(t.project)
+			}
+			q = cte + " FOR UPDATE) UPDATE " + c.table + " SET " + strings.Join(sets, ", ") + " FROM o WHERE " + c.table + ".id = o.o_id AND " +
+				strings.Join(where, " AND ") + " " + updateReturning + ", " + strings.Join(ret, ", ")
+			extra = old.dest
+		} else {
+			found, err := t.currentCols(ctx, c, old, m.ResourceID)
+			if err != nil {
+				return err
+			}
+			if !found {
+				old = nil
+			}
+		}
+	}
 	rows, err := t.queryBuilt(ctx, q, a.list)
 	if err != nil {
 		return t.fail(t.writeError(ctx, c, r, fmt.Errorf("update %s of %s: %w", strings.Join(fields, ", "), k, err)))
 	}
-	return t.updated(ctx, c, r, rows, guarded)
+	if err := t.updatedWith(ctx, c, r, rows, guarded, extra); err != nil {
+		return err
+	}
+	if old != nil {
+		prev, err := old.decode()
+		if err != nil {
+			return t.fail(err)
+		}
+		t.addAudit(ctx, m.Project, k, m.ResourceID, eim.OpUpdated, diffChanges(written, prev, r))
+	}
+	return nil
 }
 
 // writableColumn resolves a field name of UpdateFields: a stored field's

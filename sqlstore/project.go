@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -31,6 +32,7 @@ func (s *Store) CreateProject(ctx context.Context, p *eim.Project) error {
 		_, err = t.exec(ctx, "INSERT INTO projects (name, id, created_at, settings) VALUES (?, ?, ?, ?)", p.Name, p.ID, p.CreatedAt.UnixMilli(), settings)
 		if err == nil {
 			t.addEvent(p.Name, eim.KindProject, p.Name, eim.OpCreated)
+			t.addAudit(ctx, p.Name, eim.KindProject, p.Name, eim.OpCreated, settingsChanges("{}", settings))
 			return nil
 		}
 		if e, ok := s.d.classify(err); ok && e.unique {
@@ -200,6 +202,14 @@ func (s *Store) UpdateProject(ctx context.Context, p *eim.Project) error {
 	defer s.projects.forget()
 	return s.run(ctx, "", true, func(etx eim.Tx) error {
 		t := etx.(*tx)
+		q := "SELECT settings FROM projects WHERE name = ?"
+		if s.d.pg {
+			q += " FOR UPDATE"
+		}
+		var old string
+		if err := t.q.QueryRowContext(ctx, s.d.rebind(q), p.Name).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return t.fail(s.d.translate(fmt.Errorf("update project %s: %w", p.Name, err), nil))
+		}
 		res, err := t.exec(ctx, "UPDATE projects SET settings = ? WHERE name = ?", settings, p.Name)
 		if err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("update project %s: %w", p.Name, err), nil))
@@ -209,8 +219,50 @@ func (s *Store) UpdateProject(ctx context.Context, p *eim.Project) error {
 		} else if n == 0 {
 			return eim.Errorf(eim.ENOTFOUND, "project %s not found", p.Name)
 		}
+		t.addAudit(ctx, p.Name, eim.KindProject, p.Name, eim.OpUpdated, settingsChanges(old, settings))
 		return nil
 	})
+}
+
+// settingsChanges are the settings that differ between two encodings, as
+// "settings.<name>" (secrets redacted).
+func settingsChanges(oldJSON, newJSON string) map[string]eim.Change {
+	var o, n map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(oldJSON), &o)
+	_ = json.Unmarshal([]byte(newJSON), &n)
+	out := map[string]eim.Change{}
+	add := func(k string) {
+		ov, ok1 := o[k]
+		nv, ok2 := n[k]
+		if ok1 && ok2 && bytes.Equal(ov, nv) {
+			return
+		}
+		ch := eim.Change{Old: jsonNull, New: jsonNull}
+		if ok1 {
+			ch.Old = ov
+		}
+		if ok2 {
+			ch.New = nv
+		}
+		if eim.SecretName(k) {
+			if ok1 {
+				ch.Old = json.RawMessage(eim.Redacted)
+			}
+			if ok2 {
+				ch.New = json.RawMessage(eim.Redacted)
+			}
+		}
+		out["settings."+k] = ch
+	}
+	for k := range o {
+		add(k)
+	}
+	for k := range n {
+		if _, ok := o[k]; !ok {
+			add(k)
+		}
+	}
+	return out
 }
 
 func encodeSettings(ps eim.ProjectSettings) (string, error) {
@@ -266,6 +318,13 @@ func (s *Store) DeleteProject(ctx context.Context, name string) error {
 			rows.Close()
 			if err != nil {
 				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
+			}
+		}
+		// The project's audit records and audit cursors go with it: a project
+		// created later under the name must not see them.
+		for _, q := range []string{"DELETE FROM audit_log WHERE project = ?", "DELETE FROM webhook_cursors WHERE project = ?"} {
+			if _, err := t.exec(ctx, q, name); err != nil {
+				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
 			}
 		}
 		if _, err := t.exec(ctx, "DELETE FROM projects WHERE name = ?", name); err != nil {

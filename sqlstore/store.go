@@ -362,6 +362,7 @@ func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool
 	}
 	defer t.release()
 	t.group = group
+	t.actor = eim.ActorOf(ctx)
 	if err := fn(t); err != nil {
 		if errors.Is(t.err, errRaced) || errors.Is(err, errRaced) {
 			// Whatever fn made of it, the transaction lost a race.
@@ -374,7 +375,7 @@ func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool
 		// transaction and SQLite must not commit half of it either.
 		return nil, t.err
 	}
-	if t.lazy && t.sqlTx == nil && len(t.held) > 0 {
+	if t.lazy && t.sqlTx == nil && len(t.held) > 0 && len(t.audits) == 0 {
 		// Nothing but held creates: one statement writes them and their
 		// events, atomic on its own, with no BEGIN and COMMIT around it.
 		if err := s.commitHeld(ctx, t); err != nil {
@@ -382,6 +383,9 @@ func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool
 		}
 	} else {
 		if err := t.flushEvents(ctx); err != nil {
+			return nil, err
+		}
+		if err := t.flushAudit(ctx, eim.NewTime(s.now()).UnixMilli()); err != nil {
 			return nil, err
 		}
 		if err := s.commit(t); err != nil {

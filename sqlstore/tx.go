@@ -20,7 +20,9 @@ type tx struct {
 	project string
 	write   bool
 	events  []pendingEvent
-	err     error // sticky: the first failed statement aborts the transaction
+	audits  []pendingAudit
+	actor   string // who acts, from the context of Store.Update (see audit.go)
+	err     error  // sticky: the first failed statement aborts the transaction
 	// refs holds the rows of reference kinds read in this transaction
 	// (see cachedKinds).
 	refs map[refKey]*scanner
@@ -429,6 +431,7 @@ func (t *tx) Create(ctx context.Context, r eim.Resource) error {
 		}
 		t.held = append(t.held, heldCreate{c: c, r: r, vals: vals, generated: generated})
 		t.addEvent(m.Project, k, m.ResourceID, eim.OpCreated)
+		t.addAudit(ctx, m.Project, k, m.ResourceID, eim.OpCreated, createChanges(c, r))
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
@@ -462,6 +465,7 @@ func (t *tx) Create(ctx context.Context, r eim.Resource) error {
 		}
 	}
 	t.addEvent(m.Project, k, m.ResourceID, eim.OpCreated)
+	t.addAudit(ctx, m.Project, k, m.ResourceID, eim.OpCreated, createChanges(c, r))
 	return nil
 }
 
@@ -480,6 +484,12 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 	}
 	m := r.Base()
 	t.forget(k, m.ResourceID, false)
+	var old eim.Resource
+	if audited(k) {
+		if old, err = t.current(ctx, c, m.ResourceID); err != nil {
+			return err
+		}
+	}
 	vals, err := values(r, c.updCols)
 	if err != nil {
 		return err
@@ -511,7 +521,13 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 	if err != nil {
 		return t.fail(t.writeError(ctx, c, r, fmt.Errorf("update %s: %w", k, err)))
 	}
-	return t.updated(ctx, c, r, rows, guarded)
+	if err := t.updated(ctx, c, r, rows, guarded); err != nil {
+		return err
+	}
+	if old != nil {
+		t.addAudit(ctx, m.Project, k, m.ResourceID, eim.OpUpdated, diffChanges(c.updCols, old, r))
+	}
+	return nil
 }
 
 // updated reads what an UPDATE of r returned (updateReturning): r's
@@ -519,6 +535,12 @@ func (t *tx) Update(ctx context.Context, r eim.Resource) error {
 // written, ENOTFOUND, or errRaced when the row exists but its version or
 // the conditions did not match (guarded).
 func (t *tx) updated(ctx context.Context, c *codec, r eim.Resource, rows *sql.Rows, guarded bool) error {
+	return t.updatedWith(ctx, c, r, rows, guarded, nil)
+}
+
+// updatedWith is updated for an UPDATE that returns extra columns after
+// updateReturning's, scanned into extra.
+func (t *tx) updatedWith(ctx context.Context, c *codec, r eim.Resource, rows *sql.Rows, guarded bool, extra []any) error {
 	m := r.Base()
 	var (
 		project          string
@@ -526,9 +548,10 @@ func (t *tx) updated(ctx context.Context, c *codec, r eim.Resource, rows *sql.Ro
 		found            bool
 		err              error
 	)
+	dest := append([]any{&project, &created, &updated}, extra...)
 	for rows.Next() {
 		found = true
-		err = rows.Scan(&project, &created, &updated)
+		err = rows.Scan(dest...)
 	}
 	if err == nil {
 		err = rows.Err()
@@ -603,6 +626,7 @@ func (t *tx) Delete(ctx context.Context, k eim.Kind, id string) error {
 		return eim.Errorf(eim.ENOTFOUND, "%s %s not found", k, id)
 	}
 	t.addEvent(project, k, id, eim.OpDeleted)
+	t.addAudit(ctx, project, k, id, eim.OpDeleted, nil)
 	return nil
 }
 
@@ -624,6 +648,7 @@ func (t *tx) deleteReferrers(ctx context.Context, ref *referrer, id string) erro
 			return t.fail(err)
 		}
 		t.addEvent(project, ref.kind, rid, eim.OpDeleted)
+		t.addAudit(ctx, project, ref.kind, rid, eim.OpDeleted, nil)
 	}
 	if err := rows.Err(); err != nil {
 		return t.fail(t.s.d.translate(fmt.Errorf("delete %s referring to %s: %w", ref.kind, id, err), nil))

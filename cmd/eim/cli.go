@@ -91,6 +91,10 @@ func (c *cli) run(args []string) error {
 		return c.project(rest)
 	case "connect":
 		return c.connect(rest)
+	case "audit":
+		return c.audit(rest)
+	case "webhook":
+		return c.webhook(rest)
 	case "microos":
 		return c.microos(rest)
 	case "testos":
@@ -125,6 +129,8 @@ Usage:
   eim instance updates-summary [--filter F]  instances by OS update state, per OS profile
   eim connect token CLUSTER --out F | revoke CLUSTER | status [CLUSTER] | kubeconfig CLUSTER --out F
                                            an edge cluster's connect tunnel (eim connect -h)
+  eim audit list [--resource ID] [--since 1h] [-f]   who changed what (eim audit -h)
+  eim webhook list | get ID | create --url U --events E,E | update ID … | delete ID | deliveries ID
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)
 

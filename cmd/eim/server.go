@@ -11,6 +11,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/provisioning"
 	"github.com/eimhq/eim/server"
@@ -72,6 +73,20 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.ConnectPingInterval, "connect-ping-interval", 10*time.Second, "connect: how often each tunnel is pinged (its round-trip time recorded)")
 	fs.DurationVar(&cfg.ConnectPingTimeout, "connect-ping-timeout", 10*time.Second, "connect: a tunnel whose ping is not answered within this is closed (a dead tunnel is found within interval + timeout)")
 	fs.DurationVar(&cfg.ConnectTokenTTL, "connect-token-ttl", 30*24*time.Hour, "connect: lifetime of the connect tokens issued (agents rotate theirs when a third is left)")
+	cfg.AuditRetention = inventory.DefaultAuditRetention
+	fs.Func("audit-retention", "how long audit records are kept, e.g. 90d or 720h (default 90d)", func(v string) error {
+		d, err := parseSpan(v)
+		if err != nil {
+			return err
+		}
+		if d < time.Hour {
+			return fmt.Errorf("must be at least 1h")
+		}
+		cfg.AuditRetention = d
+		return nil
+	})
+	fs.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "webhook URLs may point at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, metadata.google.internal …); loopback and private networks are allowed anyway")
+	fs.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "how long one webhook delivery attempt may take before it counts as failed (and is retried)")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
 	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters or oob (see --list-modules)")
 	fs.BoolVar(&listModules, "list-modules", false, "print the modules, what each needs and the profiles that hold it, and exit")
@@ -117,6 +132,9 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.RebootTimeout < time.Minute {
 		return usagef("--reboot-timeout: must be at least 1m, got %s", cfg.RebootTimeout)
+	}
+	if cfg.WebhookTimeout < 100*time.Millisecond || cfg.WebhookTimeout > 5*time.Minute {
+		return usagef("--webhook-timeout: must be 100ms..5m, got %s", cfg.WebhookTimeout)
 	}
 	if cfg.RateLimit < 0 {
 		return usagef("--rate-limit: must not be negative")

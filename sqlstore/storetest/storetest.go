@@ -69,6 +69,8 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"Workloads", testWorkloads},
 		{"ConnectCredentials", testConnectCredentials},
 		{"Tunnels", testTunnels},
+		{"Audit", testAudit},
+		{"WebhookQueue", testWebhookQueue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

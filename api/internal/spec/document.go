@@ -56,6 +56,7 @@ func Build() ([]byte, error) {
 		schemas.set(listName(rd), listSchema(rd))
 	}
 	sharedSchemas(schemas)
+	auditSchemas(schemas)
 	b.valueSchemas(schemas) // after the resources and before the enums: they reference both
 	b.enumSchemas(schemas)
 

@@ -45,6 +45,7 @@ var tags = []struct{ name, desc string }{
 		"and OS update runs, the maintenance module's record of each update."},
 	{tagWorkloads, "Named groups of instances, such as clusters, and their members. Workloads are served under /compute/workloads and /workloads."},
 	{tagProjects, "Tenants and their onboarding settings. Creating and deleting them needs the eim-admin role."},
+	{tagAudit, "EIM's additions: the project's audit log (who changed what, old → new) and its webhooks (signed event notifications). See docs/audit.md."},
 	{tagService, "Health and this document; no token needed."},
 }
 
@@ -137,6 +138,8 @@ func addOperations(ps *pathSet) {
 	addWorkloads(ps)
 
 	addProjects(ps)
+
+	addAudit(ps)
 
 	addLegacy(ps) // last: it repeats the operations above
 }

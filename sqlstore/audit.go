@@ -1,0 +1,340 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/filter"
+)
+
+// The audit log (eim.Store.Audit). A transaction collects a record per
+// write as it goes — who (the actor of the write's context, else of the
+// transaction's), what, and the fields old → new — and inserts them with
+// its events, before its commit: a write that rolls back leaves none.
+//
+// A write of some fields (UpdateFields) gets the old values of its columns
+// from the UPDATE itself on PostgreSQL (a CTE that reads them FOR UPDATE,
+// so that they are those the write replaces even when a concurrent writer
+// of the row commits in between) and from a narrow read of those columns
+// just before it on SQLite (one writer); a whole-row Update reads the row
+// first, locked on PostgreSQL.
+
+type pendingAudit struct {
+	project, actor, id string
+	kind               eim.Kind
+	op                 eim.Op
+	changes            map[string]eim.Change
+}
+
+// audited reports whether writes of kind k are recorded: everything but
+// the provisioning workflows' step-by-step progress (internal, and
+// summarised by the instance's own fields, which are recorded).
+func audited(k eim.Kind) bool { return k != eim.KindWorkflow }
+
+func (t *tx) actorOf(ctx context.Context) string {
+	if a := eim.ActorOf(ctx); a != "system" {
+		return a
+	}
+	return t.actor
+}
+
+func (t *tx) addAudit(ctx context.Context, project string, k eim.Kind, id string, op eim.Op, changes map[string]eim.Change) {
+	if !audited(k) {
+		return
+	}
+	t.audits = append(t.audits, pendingAudit{project: project, actor: t.actorOf(ctx), id: id, kind: k, op: op, changes: changes})
+}
+
+// auditedField reports whether col is one of the fields an audit record
+// shows: not the store's own (id, project, timestamps).
+func auditedField(col *column) bool {
+	switch col.name {
+	case "id", "project", "created_at", "updated_at":
+		return false
+	}
+	return col.field != nil
+}
+
+// fieldName is how an audit record names col: its JSON name, or its
+// column for a field hidden from the API.
+func fieldName(col *column) string {
+	if col.field.Name != "" {
+		return col.field.Name
+	}
+	return col.name
+}
+
+var jsonNull = json.RawMessage("null")
+
+// fieldJSON is the value of col in r as an audit record shows it: JSON,
+// null for none (r nil), and a secret redacted unless it is empty.
+func fieldJSON(col *column, r eim.Resource) json.RawMessage {
+	if r == nil {
+		return jsonNull
+	}
+	v := col.field.Value(r)
+	if eim.Secret(col.field) {
+		if v.IsZero() {
+			return jsonNull
+		}
+		return json.RawMessage(eim.Redacted)
+	}
+	b, err := json.Marshal(v.Interface())
+	if err != nil {
+		return json.RawMessage(`"[unencodable]"`)
+	}
+	return b
+}
+
+// createChanges are the fields a create sets: those not at their zero.
+func createChanges(c *codec, r eim.Resource) map[string]eim.Change {
+	out := map[string]eim.Change{}
+	for _, col := range c.cols {
+		if !auditedField(col) || col.field.Value(r).IsZero() {
+			continue
+		}
+		out[fieldName(col)] = eim.Change{Old: jsonNull, New: fieldJSON(col, r)}
+	}
+	return out
+}
+
+// diffChanges are the fields of cols whose value differs between old (nil:
+// unknown) and r.
+func diffChanges(cols []*column, old, r eim.Resource) map[string]eim.Change {
+	out := map[string]eim.Change{}
+	for _, col := range cols {
+		if !auditedField(col) {
+			continue
+		}
+		o, n := fieldJSON(col, old), fieldJSON(col, r)
+		if old != nil {
+			if eim.Secret(col.field) {
+				// Redacted both: compare the values themselves.
+				if col.field.Value(old).Equal(col.field.Value(r)) {
+					continue
+				}
+			} else if bytes.Equal(o, n) {
+				continue
+			}
+		}
+		out[fieldName(col)] = eim.Change{Old: o, New: n}
+	}
+	return out
+}
+
+// current reads the stored row of c with id as the write about to replace
+// it sees it (FOR UPDATE on PostgreSQL); nil when there is none (the
+// write then fails with ENOTFOUND itself).
+func (t *tx) current(ctx context.Context, c *codec, id string) (eim.Resource, error) {
+	q, vals := c.get, []any{id}
+	if t.project != "" {
+		q, vals = c.getScoped, append(vals, t.project)
+	}
+	if t.s.d.pg {
+		q += " FOR UPDATE"
+	}
+	rows, err := t.query(ctx, q, vals...)
+	if err != nil {
+		return nil, t.fail(t.s.d.translate(fmt.Errorf("read %s %s before its update: %w", c.kind, id, err), nil))
+	}
+	items, err := t.scanAll(c, rows, "")
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	return items[0], nil
+}
+
+// currentCols reads into sc (a scanner of some columns of c) the stored
+// values of the row with id; false when there is none.
+func (t *tx) currentCols(ctx context.Context, c *codec, sc *scanner, id string) (bool, error) {
+	names := make([]string, len(sc.c.cols))
+	for i, col := range sc.c.cols {
+		names[i] = col.name
+	}
+	q, vals := "SELECT "+strings.Join(names, ", ")+" FROM "+c.table+" WHERE id = ?", []any{id}
+	if t.project != "" {
+		q, vals = q+" AND project = ?", append(vals, t.project)
+	}
+	rows, err := t.query(ctx, q, vals...)
+	if err != nil {
+		return false, t.fail(t.s.d.translate(fmt.Errorf("read %s %s before its update: %w", c.kind, id, err), nil))
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(sc.dest...); err != nil {
+			return false, t.fail(fmt.Errorf("read %s %s before its update: %w", c.kind, id, err))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, t.fail(t.s.d.translate(fmt.Errorf("read %s %s before its update: %w", c.kind, id, err), nil))
+	}
+	return found, nil
+}
+
+const auditInsert1 = "INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes) VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+// auditBatch bounds the rows of one INSERT (SQLite's parameter limit).
+const auditBatch = 400
+
+// auditInsertPG inserts t.auditArgs's records in one statement, its
+// parameters numbered from first.
+func auditInsertPG(first int) string {
+	return fmt.Sprintf(`INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes)
+SELECT a.project, $%d, a.principal, a.action, a.kind, a.resource_id, a.changes::jsonb
+FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[]) WITH ORDINALITY AS a(project, principal, action, kind, resource_id, changes, n)
+ORDER BY a.n`, first+6, first, first+1, first+2, first+3, first+4, first+5)
+}
+
+// auditArgs are the parameters of auditInsertPG.
+func (t *tx) auditArgs(at int64) ([]any, error) {
+	n := len(t.audits)
+	projects, principals, actions, kinds, ids, changes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, a := range t.audits {
+		ch := a.changes
+		if ch == nil {
+			ch = map[string]eim.Change{}
+		}
+		b, err := json.Marshal(ch)
+		if err != nil {
+			return nil, fmt.Errorf("record audit: %w", err)
+		}
+		projects[i], principals[i], actions[i], kinds[i], ids[i], changes[i] = a.project, a.actor, string(a.op), string(a.kind), a.id, string(b)
+	}
+	return []any{projects, principals, actions, kinds, ids, changes, at}, nil
+}
+
+// flushAudit inserts t's audit records, dated at.
+func (t *tx) flushAudit(ctx context.Context, at int64) error {
+	if len(t.audits) == 0 {
+		return nil
+	}
+	if err := t.ensureBegun(ctx); err != nil {
+		return err
+	}
+	if t.s.d.pg {
+		args, err := t.auditArgs(at)
+		if err != nil {
+			return err
+		}
+		if _, err := t.exec(ctx, auditInsertPG(1), args...); err != nil {
+			return t.s.d.translate(fmt.Errorf("record audit: %w", err), nil)
+		}
+		t.audits = nil
+		return nil
+	}
+	for start := 0; start < len(t.audits); start += auditBatch {
+		batch := t.audits[start:min(start+auditBatch, len(t.audits))]
+		q := auditInsert1 + strings.Repeat(", (?, ?, ?, ?, ?, ?, ?)", len(batch)-1)
+		vals := make([]any, 0, 7*len(batch))
+		for _, a := range batch {
+			ch := a.changes
+			if ch == nil {
+				ch = map[string]eim.Change{}
+			}
+			b, err := json.Marshal(ch)
+			if err != nil {
+				return fmt.Errorf("record audit: %w", err)
+			}
+			vals = append(vals, a.project, at, a.actor, string(a.op), string(a.kind), a.id, string(b))
+		}
+		if _, err := t.exec(ctx, q, vals...); err != nil {
+			return t.s.d.translate(fmt.Errorf("record audit: %w", err), nil)
+		}
+	}
+	return nil
+}
+
+// Audit implements eim.Store: one page of a project's records, newest
+// first. It runs in the project's scope (on PostgreSQL as the tenant
+// role, whose row-level security shows the project's rows only).
+func (s *Store) Audit(ctx context.Context, project string, q eim.AuditQuery) ([]eim.AuditRecord, int, error) {
+	if project == "" {
+		return nil, 0, eim.Errorf(eim.EINVALID, "project: required")
+	}
+	a := &args{pg: s.d.pg}
+	cond := "audit_log.project = " + a.add(project)
+	where, fargs, err := filter.WhereSchema(s.d.filter, eim.AuditSchema(), q.Filter, len(a.list))
+	if err != nil {
+		return nil, 0, err
+	}
+	if where != "" {
+		a.list = append(a.list, fargs...)
+		cond += " AND (" + where + ")"
+	}
+	var (
+		out   []eim.AuditRecord
+		total = -1
+	)
+	err = s.View(ctx, project, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if !q.NoTotal {
+			row := t.queryRowBuilt(ctx, "SELECT COUNT(*) FROM audit_log WHERE "+cond, a.list)
+			if err := row.Scan(&total); err != nil {
+				return t.fail(s.d.translate(fmt.Errorf("count audit records: %w", err), nil))
+			}
+		}
+		sql := "SELECT seq, project, at, principal, action, kind, resource_id, changes FROM audit_log WHERE " + cond + " ORDER BY seq DESC"
+		if q.Limit > 0 {
+			sql += " LIMIT " + strconv.Itoa(q.Limit) + " OFFSET " + strconv.Itoa(max(q.Offset, 0))
+		}
+		rows, err := t.queryBuilt(ctx, sql, a.list)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("audit records: %w", err), nil))
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanAudit(rows)
+			if err != nil {
+				return t.fail(err)
+			}
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("audit records: %w", err), nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, total, nil
+}
+
+func scanAudit(rows *sql.Rows) (eim.AuditRecord, error) {
+	var (
+		r       eim.AuditRecord
+		at      int64
+		kind    string
+		changes []byte
+	)
+	if err := rows.Scan(&r.Seq, &r.Project, &at, &r.Principal, &r.Action, &kind, &r.ResourceID, &changes); err != nil {
+		return r, fmt.Errorf("audit records: %w", err)
+	}
+	r.Time, r.Kind = eim.TimeFromUnixMilli(at), eim.Kind(kind)
+	if err := json.Unmarshal(changes, &r.Changes); err != nil {
+		return r, fmt.Errorf("audit record %d: changes: %w", r.Seq, err)
+	}
+	return r, nil
+}
+
+// PruneAudit implements eim.Store.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.d.rebind("DELETE FROM audit_log WHERE at < ?"), eim.NewTime(before).UnixMilli())
+	if err != nil {
+		return 0, s.d.translate(fmt.Errorf("prune audit log: %w", err), nil)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("prune audit log: %w", err)
+	}
+	return n, nil
+}
