@@ -39,6 +39,13 @@ var ourOperations = []string{
 	"GET /v1/projects/{projectName}/compute/instances/{resourceId}/provisioning_log",
 	"POST /v1/projects/{projectName}/compute/instances/{resourceId}/reprovision",
 	"PATCH /v1/projects/{projectName}/settings",
+	"GET /v1/projects/{projectName}/audit",
+	"GET /v1/projects/{projectName}/webhooks",
+	"POST /v1/projects/{projectName}/webhooks",
+	"GET /v1/projects/{projectName}/webhooks/{webhookId}",
+	"PATCH /v1/projects/{projectName}/webhooks/{webhookId}",
+	"DELETE /v1/projects/{projectName}/webhooks/{webhookId}",
+	"GET /v1/projects/{projectName}/webhooks/{webhookId}/deliveries",
 }
 
 type document struct {
