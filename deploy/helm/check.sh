@@ -160,7 +160,7 @@ count() { grep -c "^kind: $1\$" "$work/render-$2.yaml" || true; }
 expect() { # what, got, want
 	[ "$2" = "$3" ] || die "$1: got $2, want $3"
 }
-expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 9
+expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 10
 expect "layout modules, profile oob: Deployments" "$(count Deployment modules-oob)" 2
 expect "layout profile: Deployments" "$(count Deployment profile-full)" 1
 expect "layout single: Deployments" "$(count Deployment single-day2)" 1
