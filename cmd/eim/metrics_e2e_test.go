@@ -106,7 +106,7 @@ func TestServerOwnMetrics(t *testing.T) {
 func TestServerLeaseMetrics(t *testing.T) {
 	db := freshPostgres(t)
 	s := startModules(t, t.TempDir(), true, "--modules", "api,host", "--database", db, "--database-max-conns", "4")
-	want := map[string]float64{"loop/api/reaper": 1, "host/shard": 64}
+	want := map[string]float64{"loop/api/reaper": 1, "loop/api/audit-retention": 1, "host/shard": 64}
 	poll(t, "the leases held", func() error {
 		_, fams := scrapeText(t, s.http+"/metrics")
 		got := map[string]float64{}
