@@ -42,6 +42,11 @@ type Options struct {
 	// original's features they provide, and the operations of a module
 	// that runs nowhere answer 501 naming it. nil: every module runs.
 	Deployed func() []string
+	// Initialisers are the modules that initialise every project and
+	// record their readiness condition on it (the server's modules with
+	// Initialises): GET /v1/projects/{name} shows the conditions of those
+	// that run in the deployment.
+	Initialisers []string
 	// Version is the server's version, shown by GET /v1/orchestrator.
 	Version string
 }
@@ -67,6 +72,7 @@ type handler struct {
 	reprov   Reprovisioner
 	version  string
 	deployed func() []string
+	inits    []string
 	// cur is the module whose routes are being registered (routes only).
 	cur string
 
@@ -91,6 +97,7 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 		reprov:   opts.Reprovisioner,
 		version:  opts.Version,
 		deployed: opts.Deployed,
+		inits:    opts.Initialisers,
 		projects: map[string]cachedProject{},
 	}
 	if h.log == nil {

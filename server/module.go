@@ -33,6 +33,10 @@ type Module struct {
 	// Agent is set for a module that serves nodes: the process then opens
 	// the agent listener (HTTPS).
 	Agent bool
+	// Initialises is set for a module that initialises every project and
+	// records its readiness condition on it (eim.Condition): a project is
+	// ready once each such module running in the deployment says so.
+	Initialises bool
 	// Build makes the module's parts in this process. It may use what
 	// other modules of the process built through the Builder's shared
 	// components, never their Parts.
@@ -111,7 +115,7 @@ type Profile struct {
 // Profiles are the deployment profiles, "full" first (the default).
 var Profiles = []Profile{
 	{"full", "everything (the default): one process, or replicas of it", nil},
-	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os"}},
+	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os", "tenant"}},
 	{"observability", "liveness, hardware and telemetry configuration of running nodes, and the fleet's Prometheus metrics", []string{"api", "host", "telemetry", "exporter"}},
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
 	{"oob", "power and reboot of running nodes (out-of-band control is not built yet: in-band through the agent)", []string{"api", "host"}},
@@ -179,6 +183,18 @@ func Select(modules, profileName string) ([]*Module, error) {
 		}
 	}
 	return out, nil
+}
+
+// Initialisers returns the names of the modules that initialise projects
+// (Module.Initialises).
+func Initialisers() []string {
+	var out []string
+	for _, m := range registry {
+		if m.Initialises {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 func moduleNames(ms []*Module) []string {

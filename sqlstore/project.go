@@ -43,6 +43,10 @@ func (s *Store) CreateProject(ctx context.Context, p *eim.Project) error {
 	})
 }
 
+// deletingSQL says whether a project (a row of projects) is being
+// deleted (eim.Project.Deleting).
+const deletingSQL = "EXISTS (SELECT 1 FROM project_deletions d WHERE d.project = projects.name)"
+
 // FindProject returns the project with the name, or ENOTFOUND. Every API
 // request and most node calls ask for their project, so answers are kept
 // for projectTTL: a change made through this Store is seen at once, one
@@ -59,7 +63,7 @@ func (s *Store) FindProject(ctx context.Context, name string) (*eim.Project, err
 		at       int64
 		settings []byte
 	)
-	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings FROM projects WHERE name = ?"), name).Scan(&p.Name, &p.ID, &at, &settings)
+	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings, "+deletingSQL+" FROM projects WHERE name = ?"), name).Scan(&p.Name, &p.ID, &at, &settings, &p.Deleting)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, eim.Errorf(eim.ENOTFOUND, "project %s not found", name)
 	}
@@ -84,7 +88,7 @@ func (s *Store) FindProjectByID(ctx context.Context, id string) (*eim.Project, e
 		at       int64
 		settings []byte
 	)
-	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings FROM projects WHERE id = ?"), strings.ToLower(id)).Scan(&p.Name, &p.ID, &at, &settings)
+	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings, "+deletingSQL+" FROM projects WHERE id = ?"), strings.ToLower(id)).Scan(&p.Name, &p.ID, &at, &settings, &p.Deleting)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, eim.Errorf(eim.ENOTFOUND, "project with id %s not found", id)
 	}
@@ -159,7 +163,7 @@ func (c *projectCache) forget() {
 
 // ListProjects returns every project, by name.
 func (s *Store) ListProjects(ctx context.Context) ([]*eim.Project, error) {
-	rows, err := s.rdb.QueryContext(ctx, "SELECT name, id, created_at, settings FROM projects ORDER BY name")
+	rows, err := s.rdb.QueryContext(ctx, "SELECT name, id, created_at, settings, "+deletingSQL+" FROM projects ORDER BY name")
 	if err != nil {
 		return nil, s.d.translate(fmt.Errorf("list projects: %w", err), nil)
 	}
@@ -171,7 +175,7 @@ func (s *Store) ListProjects(ctx context.Context) ([]*eim.Project, error) {
 			at       int64
 			settings []byte
 		)
-		if err := rows.Scan(&p.Name, &p.ID, &at, &settings); err != nil {
+		if err := rows.Scan(&p.Name, &p.ID, &at, &settings, &p.Deleting); err != nil {
 			return nil, fmt.Errorf("list projects: %w", err)
 		}
 		p.CreatedAt = eim.TimeFromUnixMilli(at)
