@@ -134,7 +134,8 @@ func (h *handler) createProject(w http.ResponseWriter, r *http.Request, p *eim.P
 // and its status, whose deletion shows the progress; GET answers 404 once
 // it is done, and the name may be used again. Without it the project is
 // deleted at once (200). Either way a project that holds resources other
-// than its defaults is refused (412) unless force is set.
+// than its defaults is refused (400 FailedPrecondition) unless force is
+// set.
 func (h *handler) deleteProject(w http.ResponseWriter, r *http.Request, p *eim.Principal) error {
 	if !p.IsAdmin() {
 		return eim.Errorf(eim.EFORBIDDEN, "deleting projects needs the %s role", eim.RoleAdmin)

@@ -53,9 +53,8 @@ func (s *Service) RevokeNodeCredentials(ctx context.Context, project string, lim
 // returns how many it deleted and how many are left. Hosts and instances are deleted in two
 // phases, as by Delete: their desired state becomes DELETED and a manager
 // (the reaper) removes them; what is left counts them until it has.
-// Regions lose their parent first (a parent goes in the same phase as its
-// children). The cascade's order keeps every other reference out of the
-// way; one that is not is an EPRECONDITION naming it.
+// Regions lose their parent first. The cascade's order keeps every other
+// reference out of the way; one that is not fails the call.
 func (s *Service) DeleteAllOf(ctx context.Context, project string, k eim.Kind, limit int) (done, left int, err error) {
 	if err := checkProject(project); err != nil {
 		return 0, 0, err
@@ -68,6 +67,16 @@ func (s *Service) DeleteAllOf(ctx context.Context, project string, k eim.Kind, l
 		items, _, err := tx.List(ctx, k, eim.Query{NoTotal: true})
 		if err != nil {
 			return err
+		}
+		// Regions lose their parents first: children before parents would
+		// need an order, cutting the links none.
+		for _, r := range items {
+			if reg, ok := r.(*eim.Region); ok && reg.ParentID != "" && done < limit {
+				if err := tx.UpdateFields(ctx, &eim.Region{Meta: eim.Meta{ResourceID: reg.ResourceID}}, "parentId"); err != nil {
+					return err
+				}
+				reg.ParentID = ""
+			}
 		}
 		for _, r := range items {
 			switch r := r.(type) {
@@ -95,19 +104,6 @@ func (s *Service) DeleteAllOf(ctx context.Context, project string, k eim.Kind, l
 			if done == limit {
 				left++
 				continue
-			}
-			// A region's children lose it as their parent first: children
-			// before parents would need an order, cutting the link none.
-			if reg, ok := r.(*eim.Region); ok {
-				for _, c := range items {
-					if c, ok := c.(*eim.Region); ok && c.ParentID == reg.ResourceID {
-						w := &eim.Region{Meta: eim.Meta{ResourceID: c.ResourceID}}
-						if err := tx.UpdateFields(ctx, w, "parentId"); err != nil {
-							return err
-						}
-						c.ParentID = ""
-					}
-				}
 			}
 			if err := tx.Delete(ctx, k, r.Base().ResourceID); err != nil {
 				if eim.ErrorCode(err) == eim.ENOTFOUND {
