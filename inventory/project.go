@@ -70,7 +70,8 @@ func (s *Service) DeleteProject(ctx context.Context, name string, force bool) er
 }
 
 // checkEmpty refuses (EPRECONDITION) a project that holds resources other
-// than its defaults (the default provider, the tenant's defaults).
+// than its defaults (the default provider, the OS catalog's profiles, the
+// tenant's defaults).
 func (s *Service) checkEmpty(ctx context.Context, name string) error {
 	_, applied, err := s.store.AppliedDefaults(ctx, name)
 	if err != nil {
@@ -90,17 +91,28 @@ func (s *Service) checkEmpty(ctx context.Context, name string) error {
 				}
 				continue
 			}
-			// The defaults are part of every project.
-			q := eim.Query{Where: []eim.Cond{{Field: "resourceId", Value: defaults}}}
-			if k == eim.KindProvider {
-				q = eim.Query{Where: []eim.Cond{{Field: "name", Value: DefaultProviderName}}}
-			}
-			if len(defaults) > 0 || k == eim.KindProvider {
-				d, err := tx.Count(ctx, k, q)
+			// The defaults are part of every project: the default
+			// provider, the OS profiles of the catalog (a profile name
+			// set), the tenant's defaults.
+			switch k {
+			case eim.KindProvider:
+				d, err := tx.Count(ctx, k, eim.Query{Where: []eim.Cond{{Field: "name", Value: DefaultProviderName}}})
 				if err != nil {
 					return err
 				}
 				n -= d
+			case eim.KindOS:
+				if n, err = tx.Count(ctx, k, eim.Query{Where: []eim.Cond{{Field: "profileName", Value: ""}}}); err != nil {
+					return err
+				}
+			default:
+				if len(defaults) > 0 {
+					d, err := tx.Count(ctx, k, eim.Query{Where: []eim.Cond{{Field: "resourceId", Value: defaults}}})
+					if err != nil {
+						return err
+					}
+					n -= d
+				}
 			}
 			if n > 0 {
 				parts = append(parts, fmt.Sprintf("%d %s", n, eim.SchemaOf(k).Table))
