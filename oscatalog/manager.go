@@ -329,6 +329,9 @@ func (m *Manager) Pass(ctx context.Context) Stats {
 		if ctx.Err() != nil {
 			return total
 		}
+		if p.Deleting {
+			continue // its OS resources are on their way out
+		}
 		delete(m.index, p.Name)
 		st, err := m.reconcile(ctx, p.Name, true)
 		if err != nil {

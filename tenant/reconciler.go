@@ -2,7 +2,6 @@ package tenant
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -254,5 +253,3 @@ func (r *Reconciler) applyGroup(ctx context.Context, project string, g Group, by
 func (g Group) resource() *eim.TelemetryGroup {
 	return &eim.TelemetryGroup{Type: g.Type, Name: g.Name, CollectorKind: g.Collector, Groups: append([]string(nil), g.Items...)}
 }
-
-var errStopped = errors.New("tenant: stopped")
