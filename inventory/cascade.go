@@ -50,11 +50,12 @@ func (s *Service) RevokeNodeCredentials(ctx context.Context, project string, lim
 }
 
 // DeleteAllOf deletes up to limit resources of kind k in the project and
-// returns how many it deleted and how many are left. Hosts and instances are deleted in two
-// phases, as by Delete: their desired state becomes DELETED and a manager
-// (the reaper) removes them; what is left counts them until it has.
-// Regions lose their parent first. The cascade's order keeps every other
-// reference out of the way; one that is not fails the call.
+// returns how many it deleted and how many are left. Hosts and instances
+// are deleted in two phases, as by Delete: their desired state becomes
+// DELETED and a manager (the reaper) removes them; what is left counts
+// them until it has. Regions first lose their children (whose parent
+// link is cut). The cascade's order keeps every other reference out of
+// the way; one that is not fails the call.
 func (s *Service) DeleteAllOf(ctx context.Context, project string, k eim.Kind, limit int) (done, left int, err error) {
 	if err := checkProject(project); err != nil {
 		return 0, 0, err
@@ -64,58 +65,75 @@ func (s *Service) DeleteAllOf(ctx context.Context, project string, k eim.Kind, l
 	}
 	err = s.store.Update(ctx, project, func(tx eim.Tx) error {
 		done, left = 0, 0
-		items, _, err := tx.List(ctx, k, eim.Query{NoTotal: true})
+		// A batch reads only what it deletes: those of a two-phase kind not
+		// being deleted yet.
+		q := eim.Query{Limit: limit, NoTotal: true}
+		switch k {
+		case eim.KindHost:
+			q.Where = []eim.Cond{{Field: "desiredState", Value: statesBut(eim.HostState("").Values(), string(eim.HostStateDeleted))}}
+		case eim.KindInstance:
+			q.Where = []eim.Cond{{Field: "desiredState", Value: statesBut(eim.InstanceState("").Values(), string(eim.InstanceStateDeleted))}}
+		}
+		items, _, err := tx.List(ctx, k, q)
 		if err != nil {
 			return err
 		}
-		// Regions lose their parents first: children before parents would
-		// need an order, cutting the links none.
-		for _, r := range items {
-			if reg, ok := r.(*eim.Region); ok && reg.ParentID != "" && done < limit {
-				if err := tx.UpdateFields(ctx, &eim.Region{Meta: eim.Meta{ResourceID: reg.ResourceID}}, "parentId"); err != nil {
-					return err
-				}
-				reg.ParentID = ""
+		if k == eim.KindRegion && len(items) > 0 {
+			if err := cutChildren(ctx, tx, items); err != nil {
+				return err
 			}
 		}
 		for _, r := range items {
 			switch r := r.(type) {
 			case *eim.Host:
-				left++
-				if r.DesiredState == eim.HostStateDeleted || done == limit {
-					continue
-				}
 				if err := s.deleteHost(ctx, tx, r); err != nil {
 					return fmt.Errorf("host %s: %w", r.ResourceID, err)
 				}
-				done++
-				continue
 			case *eim.Instance:
-				left++
-				if r.DesiredState == eim.InstanceStateDeleted || done == limit {
-					continue
-				}
 				if err := s.setInstanceState(ctx, tx, r, eim.InstanceStateDeleted); err != nil {
 					return fmt.Errorf("instance %s: %w", r.ResourceID, err)
 				}
-				done++
-				continue
-			}
-			if done == limit {
-				left++
-				continue
-			}
-			if err := tx.Delete(ctx, k, r.Base().ResourceID); err != nil {
-				if eim.ErrorCode(err) == eim.ENOTFOUND {
-					continue // gone with what it depended on
+			default:
+				if err := tx.Delete(ctx, k, r.Base().ResourceID); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+					return fmt.Errorf("%s %s: %w", k, r.Base().ResourceID, err)
 				}
-				return fmt.Errorf("%s %s: %w", k, r.Base().ResourceID, err)
 			}
 			done++
 		}
-		return nil
+		left, err = tx.Count(ctx, k, eim.Query{})
+		return err
 	})
 	return done, left, err
+}
+
+// statesBut returns the values of an enum but one, and "" (unset).
+func statesBut(values []string, but string) []string {
+	out := []string{""}
+	for _, v := range values {
+		if v != but {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// cutChildren cuts the link of the children of regions to them: children
+// before parents would need an order, cutting the links none.
+func cutChildren(ctx context.Context, tx eim.Tx, regions []eim.Resource) error {
+	ids := make([]string, len(regions))
+	for i, r := range regions {
+		ids[i] = r.Base().ResourceID
+	}
+	children, _, err := tx.List(ctx, eim.KindRegion, eim.Query{Where: []eim.Cond{{Field: "parentId", Value: ids}}, NoTotal: true})
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		if err := tx.UpdateFields(ctx, &eim.Region{Meta: eim.Meta{ResourceID: c.Base().ResourceID}}, "parentId"); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+			return err
+		}
+	}
+	return nil
 }
 
 // EnsureDefaultProvider creates the project's default provider

@@ -25,8 +25,9 @@ type Options struct {
 	// Relist is how often every project is checked against the definition
 	// again (default 1 min): what failed is retried then.
 	Relist time.Duration
-	// Poll is how often the deletions under way are looked for (default
-	// 1 s): a DELETE may reach another process.
+	// Poll is how often the deletions under way are looked for, and a
+	// deletion waiting for the managers looked at again (default 250 ms):
+	// a DELETE may reach another process. One small read each.
 	Poll time.Duration
 	// Batch bounds the resources a deletion's transaction deletes
 	// (default 100).
@@ -49,7 +50,7 @@ func (o Options) withDefaults() Options {
 		o.Relist = time.Minute
 	}
 	if o.Poll <= 0 {
-		o.Poll = time.Second
+		o.Poll = 250 * time.Millisecond
 	}
 	if o.Batch <= 0 {
 		o.Batch = 100
