@@ -580,8 +580,6 @@ func TestCascadeResumes(t *testing.T) {
 		if _, err := e.inv.StartProjectDeletion(e.ctx, "acme", true); err != nil {
 			t.Fatal(err)
 		}
-		reaper := inventory.NewReaper(e.inv, inventory.ReaperOptions{})
-		_ = reaper
 		phases := []string{}
 		for step := 0; step < 200; step++ {
 			// A new deleter each step: nothing is kept in memory between.
@@ -598,6 +596,24 @@ func TestCascadeResumes(t *testing.T) {
 			}
 			if st.Deletion != nil && st.Deletion.Error != "" {
 				t.Fatalf("step %d: error %s", step, st.Deletion.Error)
+			}
+			if step == 0 {
+				// The first step revoked every node's credentials: the
+				// per-host views refuse them (eim.NodeCredentials.Revoked).
+				_ = e.store.View(e.ctx, "acme", func(tx eim.Tx) error {
+					items, _, err := tx.List(e.ctx, eim.KindHost, eim.Query{})
+					for _, r := range items {
+						h := r.(*eim.Host)
+						c := eim.NodeCredentials{DesiredState: h.DesiredState, SecretHash: h.NodeSecretHash, Gen: h.NodeCredGen}
+						if !c.Revoked() || h.NodeCredGen != 2 {
+							t.Errorf("host %s after the first step: secret %q, generation %d; want revoked, generation 2", h.ResourceID, h.NodeSecretHash, h.NodeCredGen)
+						}
+					}
+					if len(items) != 5 {
+						t.Errorf("hosts after the first step: %d, want 5", len(items))
+					}
+					return err
+				})
 			}
 			if st.Deletion != nil && (len(phases) == 0 || phases[len(phases)-1] != st.Deletion.Phase) {
 				phases = append(phases, st.Deletion.Phase)

@@ -56,7 +56,11 @@ func testTenantKill(t *testing.T, s *killServer) {
 		t.Fatalf("default log groups: got %d, %v; want 6", logs.Total, err)
 	}
 
-	// Fill big: regions, and hosts with instances (deleted in two phases).
+	// Fill big: nodes onboarded and provisioned by the real agent code
+	// (credentials issued, instances running), regions, and registered
+	// hosts with instances (both deleted in two phases).
+	fleet := s.startFleet(t, "big", 3, 7)
+	fleet.check(t)
 	fill(t, s, "big", tenantRegions)
 	var oses struct {
 		OperatingSystemResources []eim.OS `json:"OperatingSystemResources"`
