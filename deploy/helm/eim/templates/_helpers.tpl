@@ -30,11 +30,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The module contract: every module, the profiles, the southbound modules. */}}
 {{- define "eim.contract" -}}
-all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, os]
+all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, os, tenant]
 southbound: [onboarding, provisioning, host, maintenance, telemetry]
 profiles:
-  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, os]
-  provisioning: [api, onboarding, provisioning, os]
+  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, os, tenant]
+  provisioning: [api, onboarding, provisioning, os, tenant]
   observability: [api, host, telemetry, exporter]
   day2: [api, host, maintenance, os, telemetry]
   oob: [api, host]
