@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"OSUpdateRuns", testOSUpdateRuns},
 		{"CountBy", testCountBy},
 		{"Workloads", testWorkloads},
+		{"TenantRecords", testTenantRecords},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
