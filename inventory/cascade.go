@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/eimhq/eim"
 )
@@ -162,4 +163,46 @@ func (s *Service) FindDefaultProvider(ctx context.Context, project string) (stri
 		return err
 	})
 	return id, err
+}
+
+// FollowTelemetryGroup writes g's name, collector kind and inputs over the
+// project's telemetry group id (of g's type) if unchanged says the group
+// is still as it was written, and reports whether it wrote: a default
+// following its definition without undoing a user's change, also one
+// made meanwhile (the write is made over the version read). A group gone
+// is not an error (false).
+func (s *Service) FollowTelemetryGroup(ctx context.Context, project, id string, unchanged func(*eim.TelemetryGroup) bool, g *eim.TelemetryGroup) (bool, error) {
+	if err := checkProject(project); err != nil {
+		return false, err
+	}
+	if err := checkKindID(eim.KindTelemetryGroup, id); err != nil {
+		return false, err
+	}
+	wrote := false
+	err := s.store.Update(ctx, project, func(tx eim.Tx) error {
+		wrote = false
+		r, err := tx.Get(ctx, eim.KindTelemetryGroup, id)
+		if err != nil {
+			return err
+		}
+		cur := r.(*eim.TelemetryGroup)
+		if cur.Type != g.Type || !unchanged(cur) {
+			return nil
+		}
+		nr := clone(cur)
+		nr.Name, nr.CollectorKind, nr.Groups = g.Name, g.CollectorKind, slices.Clone(g.Groups)
+		if err := eim.Validate(nr); err != nil {
+			return err
+		}
+		normalizeEnums(nr)
+		if err := tx.Update(ctx, nr); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return false, nil
+	}
+	return wrote, err
 }

@@ -229,22 +229,11 @@ func (r *Reconciler) applyGroup(ctx context.Context, project string, g Group, by
 	if a.Digest == "" || a.Digest == want {
 		return a, "", nil // the project's own, or as the definition has it
 	}
-	res, err := inv.Get(ctx, project, eim.KindTelemetryGroup, a.ResourceID)
-	if gone(err) {
-		return a, "", nil // deleted by a user: stays deleted
-	}
-	if err != nil {
-		return a, "", err
-	}
-	if groupDigest(res.(*eim.TelemetryGroup)) != a.Digest {
-		return a, "", nil // changed by a user: theirs now
-	}
-	w := g.resource()
-	w.ResourceID = a.ResourceID
-	if _, err := inv.Update(ctx, project, w, []string{"name", "collectorKind", "groups"}); err != nil {
-		if gone(err) {
-			return a, "", nil
-		}
+	// As written: it follows the definition. Deleted by a user (gone) or
+	// changed by one (another digest): theirs now, left alone.
+	wrote, err := inv.FollowTelemetryGroup(ctx, project, a.ResourceID,
+		func(cur *eim.TelemetryGroup) bool { return groupDigest(cur) == a.Digest }, g.resource())
+	if err != nil || !wrote {
 		return a, "", err
 	}
 	a.Digest = want
