@@ -454,6 +454,35 @@ func TestDiscoverEnrollment(t *testing.T) {
 	})
 }
 
+// A project being deleted issues no credentials to its nodes (they were
+// revoked first), and its enrollment token enrols no device.
+func TestDiscoverProjectBeingDeleted(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		tok := randHex(16)
+		e.setSettings(e.proj, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash(tok) })
+		uuid := newUUID()
+		h := e.register(inventory.HostRegistration{UUID: uuid, AutoOnboard: true})
+		resp, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(resp, h.ResourceID, 1)
+		if _, err := e.inv.StartProjectDeletion(e.ctx, e.proj, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.inv.RevokeNodeCredentials(e.ctx, e.proj, 10); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid})
+		wantCode(t, err, connect.CodeFailedPrecondition, "discover of a host of a project being deleted")
+		if got := e.host(h.ResourceID); got.NodeSecretHash != "" {
+			t.Errorf("host of a project being deleted: credentials issued again")
+		}
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: newUUID(), EnrollmentToken: tok})
+		wantCode(t, err, connect.CodePermissionDenied, "enrollment into a project being deleted")
+	})
+}
+
 // 100 distinct devices discover at once; two discovers of one device race.
 func TestDiscoverConcurrent(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
