@@ -56,11 +56,11 @@ func (d *Deleter) Run(ctx context.Context) error {
 	}
 }
 
-// backoff doubles min with each failure in a row, up to 30 s, plus up to
-// a fifth at random.
+// backoff doubles first with each failure in a row, up to 8 s (as the feed
+// runner's), plus up to a fifth at random.
 func backoff(first time.Duration, fails int) time.Duration {
 	w := first << min(fails-1, 5)
-	w = min(w, 30*time.Second)
+	w = min(w, 8*time.Second)
 	return w + rand.N(w/5+1)
 }
 
