@@ -648,3 +648,39 @@ func TestCascadeResumes(t *testing.T) {
 		}
 	})
 }
+
+// While the database is away a deletion stops where it is, shows the
+// error in its status, and goes on once it is back.
+func TestCascadeThroughAnOutage(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		e.project("acme")
+		e.fill("acme", 3)
+		away := &storetest.Away{Store: e.store}
+		inv := inventory.New(away, inventory.Options{})
+		if _, err := inv.StartProjectDeletion(e.ctx, "acme", true); err != nil {
+			t.Fatal(err)
+		}
+		away.SetAway(true)
+		o := e.opts(tenant.Defaults{})
+		o.Store, o.Inventory = away, inv
+		goRun(t, inventory.NewReaper(inv, inventory.ReaperOptions{Interval: 100 * time.Millisecond}).Run)
+		goRun(t, tenant.NewDeleter(o).Run)
+		eventually(t, "the error in the status", func() error {
+			st, err := e.inv.ProjectStatus(e.ctx, "acme", nil)
+			if err != nil {
+				return err
+			}
+			if st.Deletion == nil || !strings.Contains(st.Deletion.Error, "unavailable") || st.Deletion.Phase != inventory.PhaseDeauthorize {
+				return fmt.Errorf("got %+v", st.Deletion)
+			}
+			return nil
+		})
+		away.SetAway(false)
+		eventually(t, "the project deleted", func() error {
+			if _, err := e.store.FindProject(e.ctx, "acme"); eim.ErrorCode(err) != eim.ENOTFOUND {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+	})
+}
