@@ -13,12 +13,17 @@ import (
 // so that a cascade is resumable at any point and never holds the writer
 // for long (another project's writes go between its batches).
 
-// RevokeNodeCredentials revokes the node credentials of up to limit
-// hosts of the project that still have some (the secret cleared, the
-// generation bumped, as an invalidation does), so that their nodes are
-// refused at once; it returns how many it revoked and how many hosts
-// still have credentials.
-func (s *Service) RevokeNodeCredentials(ctx context.Context, project string, limit int) (done, left int, err error) {
+// DeauthorizeHosts deauthorizes up to limit hosts of the project, so
+// that their nodes are refused from then on, and returns how many it
+// changed and how many are still to do. A host whose node was onboarded
+// (current ONBOARDED or UNTRUSTED) is invalidated (desired UNTRUSTED, as
+// the original's "deauthorize": onboarding refuses its device and
+// finishes the invalidation); one waiting to be onboarded goes back to
+// desired REGISTERED (its device is answered "registered", without
+// credentials). Either way its credentials are revoked at once (the
+// secret cleared, the generation bumped). Hosts being deleted are left
+// as they are.
+func (s *Service) DeauthorizeHosts(ctx context.Context, project string, limit int) (done, left int, err error) {
 	if err := checkProject(project); err != nil {
 		return 0, 0, err
 	}
@@ -30,17 +35,22 @@ func (s *Service) RevokeNodeCredentials(ctx context.Context, project string, lim
 		}
 		for _, r := range items {
 			h := r.(*eim.Host)
-			if h.NodeSecretHash == "" {
+			w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, DesiredState: deauthorized(h), NodeCredGen: h.NodeCredGen}
+			if h.NodeSecretHash != "" {
+				w.NodeCredGen++
+			}
+			if w.DesiredState == h.DesiredState && w.NodeCredGen == h.NodeCredGen {
 				continue
 			}
 			if done == limit {
 				left++
 				continue
 			}
-			w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, NodeCredGen: h.NodeCredGen + 1}
-			// Over the credentials read: new ones issued meanwhile run this
-			// again.
-			if err := tx.UpdateFieldsIf(ctx, w, []eim.Cond{{Field: "node_cred_gen", Value: h.NodeCredGen}}, "node_secret_hash", "node_cred_gen"); err != nil {
+			// Over the state and credentials read: a change meanwhile (new
+			// credentials issued) runs this again.
+			when := []eim.Cond{{Field: "desiredState", Value: h.DesiredState}, {Field: "currentState", Value: h.CurrentState},
+				{Field: "node_cred_gen", Value: h.NodeCredGen}}
+			if err := tx.UpdateFieldsIf(ctx, w, when, "desiredState", "node_secret_hash", "node_cred_gen"); err != nil {
 				return err
 			}
 			done++
@@ -48,6 +58,19 @@ func (s *Service) RevokeNodeCredentials(ctx context.Context, project string, lim
 		return nil
 	})
 	return done, left, err
+}
+
+// deauthorized is the desired state of h once deauthorized.
+func deauthorized(h *eim.Host) eim.HostState {
+	switch {
+	case h.DesiredState == eim.HostStateDeleted || h.DesiredState == eim.HostStateUntrusted:
+		return h.DesiredState
+	case h.CurrentState == eim.HostStateOnboarded || h.CurrentState == eim.HostStateUntrusted:
+		return eim.HostStateUntrusted
+	case h.DesiredState == eim.HostStateOnboarded:
+		return eim.HostStateRegistered
+	}
+	return h.DesiredState
 }
 
 // DeleteAllOf deletes up to limit resources of kind k in the project and

@@ -215,12 +215,6 @@ func (s *Service) decide(ctx context.Context, tx eim.Tx, id identity) (decision,
 	}
 	// Refusals name no host or project: the caller is not authenticated.
 	h := m.host
-	if p, err := s.store.FindProject(ctx, h.Project); err != nil {
-		return decision{}, fmt.Errorf("project of host %s: %w", h.ResourceID, err)
-	} else if p.Deleting {
-		// Its nodes' credentials were revoked first: none are issued again.
-		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's project is being deleted")
-	}
 	switch h.DesiredState {
 	case eim.HostStateUntrusted:
 		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's host is invalidated (untrusted); delete it and register the device again")

@@ -141,7 +141,7 @@ func (d *Deleter) batch(ctx context.Context, project string, phase inventory.Del
 	inv := d.o.Inventory
 	if phase.Name == inventory.PhaseDeauthorize {
 		// One statement a host, after a read of them all: larger batches.
-		done, left, err := inv.RevokeNodeCredentials(ctx, project, 10*d.o.Batch)
+		done, left, err := inv.DeauthorizeHosts(ctx, project, 10*d.o.Batch)
 		return left, done > 0, err
 	}
 	for _, k := range phase.Kinds {
