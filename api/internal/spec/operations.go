@@ -294,8 +294,9 @@ func addProjects(ps *pathSet) {
 				"provider, the OS catalog's profiles, the default telemetry groups) is answered with 400 (FailedPrecondition, " +
 				"listing what it holds) unless force=true, which deletes everything in it. Where the tenant module runs the " +
 				"deletion is a job that survives restarts: the answer is 202 with the project, whose status.deletion shows " +
-				"its phase (telemetry, schedules, workloads, hosts and instances after their nodes' credentials are revoked, " +
-				"OS profiles, sites, regions, providers, local accounts, custom configs, the project) and what is left of it; " +
+				"its phase (the hosts deauthorized first: onboarded ones invalidated, their nodes' credentials revoked; then " +
+				"telemetry, schedules, workloads, hosts and instances, OS profiles, sites, regions, providers, local accounts, " +
+				"custom configs, the project) and what is left of it; " +
 				"meanwhile the project takes no new resources (409) and DELETE answers the same deletion again; GET answers " +
 				"404 once it is done, and the name may be used again. Elsewhere the project is deleted at once (200).",
 			params: []any{pref("projectName"), o("name", "force", "in", "query", "description", "Delete the project's resources too.",
