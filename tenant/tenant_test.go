@@ -423,9 +423,10 @@ func phaseOf(k eim.Kind) int {
 	return len(inventory.DeletionPhases) - 1 // the project
 }
 
-// A deletion revokes the nodes' credentials first, then deletes in the
-// phases' order (hosts and instances in two phases, by the reaper), then
-// the project; the name is free again; another project is untouched.
+// A deletion deauthorizes the hosts first (credentials revoked), then
+// deletes in the phases' order (hosts and instances in two phases, by the
+// reaper), then the project; the name is free again; another project is
+// untouched.
 // Two deleters at once (replicas without the lease) do no harm.
 func TestCascade(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
@@ -598,15 +599,16 @@ func TestCascadeResumes(t *testing.T) {
 				t.Fatalf("step %d: error %s", step, st.Deletion.Error)
 			}
 			if step == 0 {
-				// The first step revoked every node's credentials: the
-				// per-host views refuse them (eim.NodeCredentials.Revoked).
+				// The first step deauthorized every host (invalidated, its
+				// node's credentials revoked): the per-host views refuse
+				// them (eim.NodeCredentials.Revoked).
 				_ = e.store.View(e.ctx, "acme", func(tx eim.Tx) error {
 					items, _, err := tx.List(e.ctx, eim.KindHost, eim.Query{})
 					for _, r := range items {
 						h := r.(*eim.Host)
 						c := eim.NodeCredentials{DesiredState: h.DesiredState, SecretHash: h.NodeSecretHash, Gen: h.NodeCredGen}
-						if !c.Revoked() || h.NodeCredGen != 2 {
-							t.Errorf("host %s after the first step: secret %q, generation %d; want revoked, generation 2", h.ResourceID, h.NodeSecretHash, h.NodeCredGen)
+						if !c.Revoked() || h.NodeCredGen != 2 || h.NodeSecretHash != "" || h.DesiredState != eim.HostStateUntrusted {
+							t.Errorf("host %s after the first step: desired %s, secret %q, generation %d; want untrusted, none, 2", h.ResourceID, h.DesiredState, h.NodeSecretHash, h.NodeCredGen)
 						}
 					}
 					if len(items) != 5 {
