@@ -65,4 +65,9 @@ type TenantStore interface {
 	ProjectDeletions(ctx context.Context) ([]*ProjectDeletion, error)
 	// SaveProjectDeletion records d's phase, remaining and error.
 	SaveProjectDeletion(ctx context.Context, d *ProjectDeletion) error
+	// FinishProjectDeletion removes the project with every resource in it
+	// and its records (as DeleteProject) if it is being deleted by the
+	// deletion that started at started; ENOTFOUND otherwise (it is gone,
+	// or a project that took its name since is not this deletion's).
+	FinishProjectDeletion(ctx context.Context, project string, started Time) error
 }

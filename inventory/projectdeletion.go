@@ -94,14 +94,21 @@ func (s *Service) SaveProjectDeletion(ctx context.Context, d *eim.ProjectDeletio
 	return s.store.SaveProjectDeletion(ctx, d)
 }
 
-// FinishProjectDeletion removes the project and what is left in it (its
-// records too): its name is free from then on.
-func (s *Service) FinishProjectDeletion(ctx context.Context, name string) error {
-	err := s.store.DeleteProject(ctx, name)
+// FinishProjectDeletion removes the project of deletion d and what is left
+// in it (its records too): its name is free from then on. A project gone
+// already, or one that took the name since, is not an error (and is left
+// alone).
+func (s *Service) FinishProjectDeletion(ctx context.Context, d *eim.ProjectDeletion) error {
+	err := s.store.FinishProjectDeletion(ctx, d.Project, d.Started)
 	if eim.ErrorCode(err) == eim.ENOTFOUND {
 		return nil
 	}
 	return err
+}
+
+// FindProjectDeletion returns the project's deletion, or ENOTFOUND.
+func (s *Service) FindProjectDeletion(ctx context.Context, name string) (*eim.ProjectDeletion, error) {
+	return s.store.FindProjectDeletion(ctx, name)
 }
 
 // ProjectStatus is a project's readiness and, while it is being deleted,

@@ -243,41 +243,47 @@ func (s *Store) DeleteProject(ctx context.Context, name string) error {
 		if !t.exists(ctx, "SELECT 1 FROM projects WHERE name = ?", name) {
 			return eim.Errorf(eim.ENOTFOUND, "project %s not found", name)
 		}
-		for _, k := range deletionOrder() {
-			c := codecOf(k)
-			// References within one table (region → parent region) would
-			// make the order of rows matter: cut them first.
-			for _, col := range c.cols {
-				if col.kind == colEdge && col.field.Edge.Kind == k {
-					if _, err := t.exec(ctx, "UPDATE "+c.table+" SET "+col.name+" = NULL WHERE project = ?", name); err != nil {
-						return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
-					}
-				}
-			}
-			rows, err := t.query(ctx, "DELETE FROM "+c.table+" WHERE project = ? RETURNING id", name)
-			if err != nil {
-				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
-			}
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return t.fail(err)
-				}
-				t.addEvent(name, k, id, eim.OpDeleted)
-			}
-			err = rows.Err()
-			rows.Close()
-			if err != nil {
-				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
-			}
-		}
-		if _, err := t.exec(ctx, "DELETE FROM projects WHERE name = ?", name); err != nil {
-			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
-		}
-		t.addEvent(name, eim.KindProject, name, eim.OpDeleted)
-		return nil
+		return s.deleteProject(ctx, t, name)
 	})
+}
+
+// deleteProject removes the existing project name and all its resources
+// in t.
+func (s *Store) deleteProject(ctx context.Context, t *tx, name string) error {
+	for _, k := range deletionOrder() {
+		c := codecOf(k)
+		// References within one table (region → parent region) would
+		// make the order of rows matter: cut them first.
+		for _, col := range c.cols {
+			if col.kind == colEdge && col.field.Edge.Kind == k {
+				if _, err := t.exec(ctx, "UPDATE "+c.table+" SET "+col.name+" = NULL WHERE project = ?", name); err != nil {
+					return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
+				}
+			}
+		}
+		rows, err := t.query(ctx, "DELETE FROM "+c.table+" WHERE project = ? RETURNING id", name)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return t.fail(err)
+			}
+			t.addEvent(name, k, id, eim.OpDeleted)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
+		}
+	}
+	if _, err := t.exec(ctx, "DELETE FROM projects WHERE name = ?", name); err != nil {
+		return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
+	}
+	t.addEvent(name, eim.KindProject, name, eim.OpDeleted)
+	return nil
 }
 
 // deletionOrder returns the kinds so that each comes before every kind it

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/eimhq/eim"
 )
@@ -211,4 +212,17 @@ func (s *Store) SaveProjectDeletion(ctx context.Context, d *eim.ProjectDeletion)
 		return eim.Errorf(eim.ENOTFOUND, "project %s is not being deleted", d.Project)
 	}
 	return nil
+}
+
+// FinishProjectDeletion implements eim.TenantStore: the deletion's row,
+// read in the transaction that deletes, is what tells this project from
+// one that took its name since.
+func (s *Store) FinishProjectDeletion(ctx context.Context, project string, started eim.Time) error {
+	return s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if !t.exists(ctx, "SELECT 1 FROM project_deletions WHERE project = ? AND started_at = ?", project, started.UnixMilli()) {
+			return eim.Errorf(eim.ENOTFOUND, "project %s is not being deleted by the deletion started at %s", project, started.Format(time.RFC3339Nano))
+		}
+		return s.deleteProject(ctx, t, project)
+	})
 }

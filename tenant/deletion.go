@@ -104,8 +104,19 @@ func (d *Deleter) advance(ctx context.Context, del *eim.ProjectDeletion) (bool, 
 		phase = inventory.DeletionPhases[0]
 	}
 	inv := d.o.Inventory
+	// Still this deletion's project? A deleter that read the deletions
+	// before another (a replica during a lease's hand-over) finished this
+	// one must not work on a project that took the name since. (The last
+	// step checks it again in its transaction.)
+	cur, err := inv.FindProjectDeletion(ctx, del.Project)
+	if gone(err) || (err == nil && !cur.Started.Equal(del.Started.Time)) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
 	if phase.Name == inventory.PhaseProject {
-		if err := inv.FinishProjectDeletion(ctx, del.Project); err != nil {
+		if err := inv.FinishProjectDeletion(ctx, del); err != nil {
 			return false, err
 		}
 		d.log.Info("tenant: project deleted", "project", del.Project, "took", time.Since(del.Started.Time).Round(time.Millisecond))

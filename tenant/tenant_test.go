@@ -490,10 +490,21 @@ func TestCascade(t *testing.T) {
 		}
 		t.Logf("slowest create+delete in the other project during the cascade: %v", slowest)
 
-		evs, err := e.store.Events(e.ctx, from, 10000)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The feed has the project's deletion once it is sequenced
+		// (PostgreSQL sequences commits after they return).
+		var evs []eim.Event
+		eventually(t, "the project's deletion in the feed", func() error {
+			var err error
+			if evs, err = e.store.Events(e.ctx, from, 10000); err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(evs, func(ev eim.Event) bool {
+				return ev.Project == "acme" && ev.Kind == eim.KindProject && ev.Op == eim.OpDeleted
+			}) {
+				return fmt.Errorf("not yet (%d events)", len(evs))
+			}
+			return nil
+		})
 		// Order: every credential revoked (a host update) before any
 		// delete; deletes in phase order; the project last.
 		firstDelete, lastPhase := -1, 0

@@ -104,9 +104,23 @@ func testTenantRecords(t *testing.T, s eim.Store) {
 		t.Errorf("SaveProjectDeletion of a missing project: got %v, want ENOTFOUND", err)
 	}
 
+	// The deletion finishes only with its own start: a project that took
+	// the name since is not its.
+	if err := s.FinishProjectDeletion(c, "p", eim.NewTime(d.Started.Add(-time.Second))); eim.ErrorCode(err) != eim.ENOTFOUND {
+		t.Errorf("FinishProjectDeletion of another deletion: got %v, want ENOTFOUND", err)
+	}
+	if _, err := s.FindProject(c, "p"); err != nil {
+		t.Fatalf("the project after another deletion's finish: %v", err)
+	}
 	// The records go with the project; the name starts afresh.
-	if err := s.DeleteProject(c, "p"); err != nil {
+	if err := s.FinishProjectDeletion(c, "p", d.Started); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.FindProject(c, "p"); eim.ErrorCode(err) != eim.ENOTFOUND {
+		t.Fatalf("the project after its deletion's finish: got %v, want ENOTFOUND", err)
+	}
+	if err := s.FinishProjectDeletion(c, "p", d.Started); eim.ErrorCode(err) != eim.ENOTFOUND {
+		t.Errorf("FinishProjectDeletion again: got %v, want ENOTFOUND", err)
 	}
 	if err := s.CreateProject(c, &eim.Project{Name: "p", ID: "00000000-0000-4000-8000-000000000002"}); err != nil {
 		t.Fatalf("create the name again: %v", err)
