@@ -153,6 +153,11 @@ func (s *Service) ProjectStatus(ctx context.Context, name string, initialisers [
 	return st, nil
 }
 
+// Conditions returns the conditions recorded on the project, by module.
+func (s *Service) Conditions(ctx context.Context, project string) ([]eim.Condition, error) {
+	return s.store.Conditions(ctx, project)
+}
+
 // SetCondition records module's readiness for the project.
 func (s *Service) SetCondition(ctx context.Context, project string, c eim.Condition) error {
 	return s.store.SetCondition(ctx, project, c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/eimhq/eim"
@@ -140,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, project string) error {
 		return err
 	}
 	if version >= def.Version {
-		return nil
+		return r.ensureCondition(ctx, project, version)
 	}
 	p, err := r.o.Store.FindProject(ctx, project)
 	if err != nil {
@@ -179,12 +180,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, project string) error {
 			byKey[providerKey] = eim.AppliedDefault{Key: providerKey, ResourceID: id, Digest: "settings"}
 		}
 	}
-	// The condition first: a crash before the version is saved applies
-	// the (idempotent) definition again.
-	msg := fmt.Sprintf("defaults of version %d applied", def.Version)
-	if err := r.o.Inventory.SetCondition(ctx, project, eim.Condition{Module: Module, Ready: true, Message: msg}); err != nil {
-		return err
-	}
+	// The record, then the condition: the project shows ready once what
+	// it holds is known to be its defaults (a delete without force counts
+	// them out). A crash in between leaves the condition to the next
+	// pass (ensureCondition).
 	out := make([]eim.AppliedDefault, 0, len(byKey))
 	for _, a := range byKey {
 		out = append(out, a)
@@ -192,8 +191,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, project string) error {
 	if err := r.o.Inventory.SaveAppliedDefaults(ctx, project, def.Version, out); err != nil {
 		return err
 	}
+	if err := r.setReady(ctx, project, def.Version); err != nil {
+		return err
+	}
 	r.log.Info("tenant: defaults applied", "project", project, "version", def.Version, "from", version, "created", created, "updated", updated)
 	return nil
+}
+
+// setReady records the tenant's condition: the defaults of version
+// applied.
+func (r *Reconciler) setReady(ctx context.Context, project string, version int) error {
+	msg := fmt.Sprintf("defaults of version %d applied", version)
+	return r.o.Inventory.SetCondition(ctx, project, eim.Condition{Module: Module, Ready: true, Message: msg})
+}
+
+// ensureCondition records the condition of a project brought to version
+// whose condition is missing (a crash between the two writes).
+func (r *Reconciler) ensureCondition(ctx context.Context, project string, version int) error {
+	cs, err := r.o.Inventory.Conditions(ctx, project)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(cs, func(c eim.Condition) bool { return c.Module == Module && c.Ready }) {
+		return nil
+	}
+	return r.setReady(ctx, project, version)
 }
 
 // applyGroup applies a default group to the project and returns its

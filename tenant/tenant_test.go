@@ -361,6 +361,18 @@ func TestReadinessConditions(t *testing.T) {
 		if err := e.inv.SetCondition(e.ctx, "nope", eim.Condition{Module: "os", Ready: true}); eim.ErrorCode(err) != eim.ENOTFOUND {
 			t.Errorf("condition of a missing project: got %v, want ENOTFOUND", err)
 		}
+		// A crash after the record of the defaults, before the condition:
+		// the next pass records it.
+		e.project("crashed")
+		if err := e.inv.SaveAppliedDefaults(e.ctx, "crashed", tenant.Builtin().Version, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := tenant.NewReconciler(e.opts(tenant.Builtin())).Pass(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := e.inv.ProjectStatus(e.ctx, "crashed", []string{tenant.Module}); !st.Ready {
+			t.Errorf("condition after a crash between the writes: got %+v, want ready", st)
+		}
 	})
 }
 
