@@ -113,6 +113,8 @@ type Store interface {
 	// Revision returns the newest committed revision.
 	Revision(ctx context.Context) (int64, error)
 
+	TenantStore
+
 	// FeedPosition returns the last revision the named consumer of the
 	// change feed recorded as handled (SaveFeedPosition), and whether it
 	// recorded one. A consumer that runs once per deployment resumes
@@ -367,6 +369,9 @@ type Project struct {
 	ID        string          `json:"id"`
 	CreatedAt Time            `json:"createdAt"`
 	Settings  ProjectSettings `json:"settings"`
+	// Deleting is set once the project's deletion has started (see
+	// TenantStore): it takes no new resources.
+	Deleting bool `json:"-"`
 }
 
 // ProjectSettings are a project's onboarding choices (more modules add

@@ -134,10 +134,10 @@ func TestProjectsAndResourceCRUD(t *testing.T) {
 		t.Fatalf("HostSummary: got %+v, %v", sum, err)
 	}
 
-	if err := c.DeleteProject(ctx, "acme", false); eim.ErrorCode(err) == "" {
+	if _, err := c.DeleteProject(ctx, "acme", false); eim.ErrorCode(err) == "" {
 		t.Errorf("DeleteProject of a non-empty project without force: got success, want an error")
 	}
-	if err := c.DeleteProject(ctx, "acme", true); err != nil {
+	if _, err := c.DeleteProject(ctx, "acme", true); err != nil {
 		t.Errorf("DeleteProject force: %v", err)
 	}
 }

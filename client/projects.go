@@ -30,13 +30,24 @@ func (c *Client) CreateProject(ctx context.Context, name string) (*eim.Project, 
 }
 
 // DeleteProject deletes a project; without force the server refuses while
-// it holds resources.
-func (c *Client) DeleteProject(ctx context.Context, name string, force bool) error {
+// it holds resources other than its defaults. Where the tenant module
+// runs, the server starts the deletion and answers at once: the project
+// is returned, its Status.Deletion showing the progress (GetProject
+// follows it; ENOTFOUND once it is done); elsewhere the project is gone
+// when this returns, and nil is returned.
+func (c *Client) DeleteProject(ctx context.Context, name string, force bool) (*Project, error) {
 	p := "/v1/projects/" + url.PathEscape(name)
 	if force {
 		p += "?force=true"
 	}
-	return c.Do(ctx, http.MethodDelete, p, nil, nil)
+	var out Project
+	if err := c.Do(ctx, http.MethodDelete, p, nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Name == "" {
+		return nil, nil // deleted at once ({})
+	}
+	return &out, nil
 }
 
 // ProjectSettings are a project's onboarding settings as the API shows
@@ -64,6 +75,37 @@ type Project struct {
 	// EnrollmentToken is set only in the answer to the change that
 	// generated it; the server does not show it again.
 	EnrollmentToken string `json:"enrollmentToken,omitempty"`
+	// Status is the project's readiness and deletion (GET and DELETE).
+	Status *ProjectStatus `json:"status,omitempty"`
+}
+
+// ProjectStatus says whether every module that initialises projects and
+// runs in the deployment has initialised the project (Conditions), and
+// how far its deletion is, while it is being deleted.
+type ProjectStatus struct {
+	Ready      bool               `json:"ready"`
+	Conditions []ProjectCondition `json:"conditions"`
+	Deletion   *ProjectDeletion   `json:"deletion,omitempty"`
+}
+
+// ProjectCondition is a module's readiness for a project.
+type ProjectCondition struct {
+	Module  string   `json:"module"`
+	Ready   bool     `json:"ready"`
+	Message string   `json:"message"`
+	Since   eim.Time `json:"since"`
+}
+
+// ProjectDeletion is the progress of a project's deletion: its phase (the
+// Step-th of Steps) and what is left of it (nil: not counted yet).
+type ProjectDeletion struct {
+	Phase     string   `json:"phase"`
+	Step      int      `json:"step"`
+	Steps     int      `json:"steps"`
+	Remaining *int     `json:"remaining"`
+	StartedAt eim.Time `json:"startedAt"`
+	UpdatedAt eim.Time `json:"updatedAt"`
+	Error     string   `json:"error,omitempty"`
 }
 
 // SettingsChange is a change of a project's settings: nil fields keep

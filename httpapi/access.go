@@ -82,6 +82,10 @@ func (h *handler) serveInProject(w http.ResponseWriter, r *http.Request, fn func
 	if !allowed {
 		return noAccess(name)
 	}
+	if proj.Deleting && r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodDelete {
+		// What it would create or change is about to go.
+		return eim.Errorf(eim.ECONFLICT, "project %s is being deleted", proj.Name)
+	}
 	if err := h.checkModule(r); err != nil {
 		return err
 	}

@@ -48,6 +48,11 @@ type Options struct {
 	// nowhere: the module's process may have started since Deployed's
 	// view was read.
 	DeployedNow func(context.Context) []string
+	// Initialisers are the modules that initialise every project and
+	// record their readiness condition on it (the server's modules with
+	// Initialises): GET /v1/projects/{name} shows the conditions of those
+	// that run in the deployment.
+	Initialisers []string
 	// Version is the server's version, shown by GET /v1/orchestrator.
 	Version string
 }
@@ -74,6 +79,7 @@ type handler struct {
 	version     string
 	deployed    func() []string
 	deployedNow func(context.Context) []string
+	inits       []string
 	// cur is the module whose routes are being registered (routes only).
 	cur string
 
@@ -99,6 +105,7 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 		version:     opts.Version,
 		deployed:    opts.Deployed,
 		deployedNow: opts.DeployedNow,
+		inits:       opts.Initialisers,
 		projects:    map[string]cachedProject{},
 	}
 	if h.log == nil {

@@ -25,6 +25,11 @@ const (
 	ModuleTelemetry    = "telemetry"
 	ModuleHosts        = "host"
 	ModuleOS           = "os"
+	// ModuleTenant runs the projects' deletions: while it runs somewhere
+	// DELETE /v1/projects/{name} starts one (202) rather than deleting
+	// the project itself. It is not among builtModules: nothing runs it
+	// for a handler without Options.Deployed.
+	ModuleTenant = "tenant"
 )
 
 // builtModules are the modules of this release whose operations the API

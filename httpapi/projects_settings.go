@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -25,6 +26,79 @@ type projectView struct {
 	// EnrollmentToken is set once, in the answer to the change that
 	// generated it.
 	EnrollmentToken string `json:"enrollmentToken,omitempty"`
+	// Status is shown by GET /v1/projects/{name} (and the answer to its
+	// DELETE), not by lists.
+	Status *projectStatusView `json:"status,omitempty"`
+}
+
+// projectStatusView is a project's readiness: the conditions of the
+// modules that initialise projects and run in the deployment, and while
+// it is being deleted the deletion's progress.
+type projectStatusView struct {
+	Ready      bool            `json:"ready"`
+	Conditions []conditionView `json:"conditions"`
+	Deletion   *deletionView   `json:"deletion,omitempty"`
+}
+
+type conditionView struct {
+	Module  string   `json:"module"`
+	Ready   bool     `json:"ready"`
+	Message string   `json:"message"`
+	Since   eim.Time `json:"since"`
+}
+
+// deletionView is a deletion's progress: its phase (the Step-th of
+// Steps), how much of the phase is left (null: not counted yet), since
+// when it runs and the last error met (it is retried).
+type deletionView struct {
+	Phase     string   `json:"phase"`
+	Step      int      `json:"step"`
+	Steps     int      `json:"steps"`
+	Remaining *int     `json:"remaining"`
+	StartedAt eim.Time `json:"startedAt"`
+	UpdatedAt eim.Time `json:"updatedAt"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// initialisers returns the modules initialising projects that run in the
+// deployment.
+func (h *handler) initialisers() []string {
+	var out []string
+	for _, m := range h.inits {
+		if slices.Contains(h.modules(), m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// projectWithStatus returns the view of a project with its status.
+func (h *handler) projectWithStatus(ctx context.Context, name string) (*projectView, error) {
+	// Read afresh: the handler's project cache may be older than the last
+	// change of the settings.
+	p, err := h.inv.FindProject(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := h.inv.ProjectStatus(ctx, name, h.initialisers())
+	if err != nil {
+		return nil, err
+	}
+	v := viewProject(p)
+	v.Status = &projectStatusView{Ready: st.Ready, Conditions: make([]conditionView, len(st.Conditions))}
+	for i, c := range st.Conditions {
+		v.Status.Conditions[i] = conditionView(c)
+	}
+	if d := st.Deletion; d != nil {
+		dv := &deletionView{Phase: d.Phase, Steps: len(inventory.DeletionPhases), StartedAt: d.Started, UpdatedAt: d.Updated, Error: d.Error}
+		dv.Step = 1 + slices.IndexFunc(inventory.DeletionPhases, func(p inventory.DeletionPhase) bool { return p.Name == d.Phase })
+		if d.Remaining >= 0 {
+			n := d.Remaining
+			dv.Remaining = &n
+		}
+		v.Status.Deletion = dv
+	}
+	return v, nil
 }
 
 type projectSettingsView struct {
@@ -73,13 +147,11 @@ func (h *handler) projectSettingsRoutes() {
 }
 
 func (h *handler) getProject(w http.ResponseWriter, r *http.Request, c *call) error {
-	// Read afresh: the handler's project cache may be older than the last
-	// change of the settings.
-	p, err := h.inv.FindProject(r.Context(), c.project)
+	v, err := h.projectWithStatus(r.Context(), c.project)
 	if err != nil {
 		return err
 	}
-	h.writeJSON(w, http.StatusOK, viewProject(p))
+	h.writeJSON(w, http.StatusOK, v)
 	return nil
 }
 

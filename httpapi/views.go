@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
@@ -127,6 +128,14 @@ func (h *handler) createProject(w http.ResponseWriter, r *http.Request, p *eim.P
 	return nil
 }
 
+// deleteProject deletes a project. While the tenant module runs in the
+// deployment it starts the project's deletion (a persisted job: the
+// cascade, see package tenant) and answers 202 Accepted with the project
+// and its status, whose deletion shows the progress; GET answers 404 once
+// it is done, and the name may be used again. Without it the project is
+// deleted at once (200). Either way a project that holds resources other
+// than its defaults is refused (400 FailedPrecondition) unless force is
+// set.
 func (h *handler) deleteProject(w http.ResponseWriter, r *http.Request, p *eim.Principal) error {
 	if !p.IsAdmin() {
 		return eim.Errorf(eim.EFORBIDDEN, "deleting projects needs the %s role", eim.RoleAdmin)
@@ -137,6 +146,18 @@ func (h *handler) deleteProject(w http.ResponseWriter, r *http.Request, p *eim.P
 	}
 	name := r.PathValue("projectName")
 	h.forgetProject(name)
+	if slices.Contains(h.modules(), ModuleTenant) {
+		if _, err := h.inv.StartProjectDeletion(r.Context(), name, force); err != nil {
+			return err
+		}
+		h.forgetProject(name)
+		view, err := h.projectWithStatus(r.Context(), name)
+		if err != nil {
+			return err
+		}
+		h.writeJSON(w, http.StatusAccepted, view)
+		return nil
+	}
 	if err := h.inv.DeleteProject(r.Context(), name, force); err != nil {
 		return err
 	}

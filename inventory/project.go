@@ -53,44 +53,81 @@ func (s *Service) ListProjects(ctx context.Context) ([]*eim.Project, error) {
 	return s.store.ListProjects(ctx)
 }
 
-// DeleteProject deletes a project. A project that still holds resources is
-// refused (EPRECONDITION listing what it holds) unless force is set, in
-// which case everything in it goes too.
+// DeleteProject deletes a project at once, in one transaction (what a
+// deployment without the tenant module does). A project that still holds
+// resources is refused (EPRECONDITION listing what it holds) unless force
+// is set, in which case everything in it goes too.
 func (s *Service) DeleteProject(ctx context.Context, name string, force bool) error {
 	if _, err := s.store.FindProject(ctx, name); err != nil {
 		return err
 	}
 	if !force {
-		var parts []string
-		err := s.store.View(ctx, name, func(tx eim.Tx) error {
-			for _, k := range eim.Kinds() {
-				n, err := tx.Count(ctx, k, eim.Query{})
+		if err := s.checkEmpty(ctx, name); err != nil {
+			return err
+		}
+	}
+	return s.store.DeleteProject(ctx, name)
+}
+
+// checkEmpty refuses (EPRECONDITION) a project that holds resources other
+// than its defaults (the default provider, the OS catalog's profiles, the
+// tenant's defaults).
+func (s *Service) checkEmpty(ctx context.Context, name string) error {
+	_, applied, err := s.store.AppliedDefaults(ctx, name)
+	if err != nil {
+		return err
+	}
+	var defaults []string
+	for _, a := range applied {
+		defaults = append(defaults, a.ResourceID)
+	}
+	var parts []string
+	err = s.store.View(ctx, name, func(tx eim.Tx) error {
+		for _, k := range eim.Kinds() {
+			n, err := tx.Count(ctx, k, eim.Query{})
+			if err != nil || n == 0 {
 				if err != nil {
 					return err
 				}
-				if k == eim.KindProvider {
-					// The default provider is part of every project.
-					d, err := tx.Count(ctx, k, eim.Query{Where: []eim.Cond{{Field: "name", Value: DefaultProviderName}}})
+				continue
+			}
+			// The defaults are part of every project: the default
+			// provider, the OS profiles of the catalog (a profile name
+			// set), the tenant's defaults.
+			switch k {
+			case eim.KindProvider:
+				d, err := tx.Count(ctx, k, eim.Query{Where: []eim.Cond{{Field: "name", Value: DefaultProviderName}}})
+				if err != nil {
+					return err
+				}
+				n -= d
+			case eim.KindOS:
+				if n, err = tx.Count(ctx, k, eim.Query{Where: []eim.Cond{{Field: "profileName", Value: ""}}}); err != nil {
+					return err
+				}
+			default:
+				if len(defaults) > 0 {
+					d, err := tx.Count(ctx, k, eim.Query{Where: []eim.Cond{{Field: "resourceId", Value: defaults}}})
 					if err != nil {
 						return err
 					}
 					n -= d
 				}
-				if n > 0 {
-					parts = append(parts, fmt.Sprintf("%d %s", n, eim.SchemaOf(k).Table))
-				}
 			}
-			return nil
-		})
-		if err != nil {
-			return err
+			if n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, eim.SchemaOf(k).Table))
+			}
 		}
-		if len(parts) > 0 {
-			return eim.Errorf(eim.EPRECONDITION, "project %s is not empty (%s); delete with force to remove it and everything in it",
-				name, strings.Join(parts, ", "))
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return s.store.DeleteProject(ctx, name)
+	if len(parts) > 0 {
+		return eim.Errorf(eim.EPRECONDITION, "project %s is not empty (%s); delete with force to remove it and everything in it",
+			name, strings.Join(parts, ", "))
+	}
+	return nil
 }
 
 // newUUID returns a random RFC 4122 version 4 UUID.

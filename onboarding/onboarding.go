@@ -349,6 +349,9 @@ func (s *Service) projectOfToken(ctx context.Context, token string) (*eim.Projec
 	}
 	var found *eim.Project
 	for _, p := range projects {
+		if p.Deleting {
+			continue // takes no new hosts
+		}
 		h := p.Settings.EnrollmentTokenHash
 		if h != "" && subtle.ConstantTimeCompare([]byte(h), []byte(hash)) == 1 {
 			found = p

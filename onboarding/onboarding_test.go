@@ -454,6 +454,41 @@ func TestDiscoverEnrollment(t *testing.T) {
 	})
 }
 
+// A project being deleted issues no credentials to its nodes (they were
+// deauthorized first: onboarded hosts invalidated, the others back to
+// registered), and its enrollment token enrols no device.
+func TestDiscoverProjectBeingDeleted(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		tok := randHex(16)
+		e.setSettings(e.proj, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash(tok) })
+		uuid := newUUID()
+		h := e.register(inventory.HostRegistration{UUID: uuid, AutoOnboard: true})
+		resp, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(resp, h.ResourceID, 1)
+		if _, err := e.inv.StartProjectDeletion(e.ctx, e.proj, true); err != nil {
+			t.Fatal(err)
+		}
+		waiting := e.register(inventory.HostRegistration{UUID: newUUID(), AutoOnboard: true})
+		if _, _, err := e.inv.DeauthorizeHosts(e.ctx, e.proj, 10); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid})
+		wantCode(t, err, connect.CodeFailedPrecondition, "discover of an onboarded host of a project being deleted")
+		if got := e.host(h.ResourceID); got.NodeSecretHash != "" || got.DesiredState != eim.HostStateUntrusted {
+			t.Errorf("onboarded host of a project being deleted: got desired %s, secret %q; want untrusted, none", got.DesiredState, got.NodeSecretHash)
+		}
+		resp, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: e.host(waiting.ResourceID).UUID})
+		if err != nil || resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_REGISTERED || resp.GetClientSecret() != "" {
+			t.Errorf("discover of a host waiting to be onboarded in a project being deleted: got %v, %v; want REGISTERED without credentials", resp, err)
+		}
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: newUUID(), EnrollmentToken: tok})
+		wantCode(t, err, connect.CodePermissionDenied, "enrollment into a project being deleted")
+	})
+}
+
 // 100 distinct devices discover at once; two discovers of one device race.
 func TestDiscoverConcurrent(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {

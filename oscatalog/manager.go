@@ -56,6 +56,7 @@ type Manager struct {
 	mu     sync.Mutex          // one reconciliation at a time; guards the maps
 	index  map[string]*osIndex // by project, dropped when its OSes change
 	failed map[string]bool     // projects to reconcile again soon
+	ready  map[string]bool     // projects whose condition this Manager recorded
 }
 
 // failedRetry is how often projects whose reconciliation failed are tried
@@ -87,7 +88,7 @@ func New(opts Options) *Manager {
 		panic("oscatalog.New: Store and Catalog are required")
 	}
 	m := &Manager{store: opts.Store, metrics: opts.Metrics, reload: opts.Reload, log: opts.Logger,
-		refresh: opts.Refresh, retry: opts.RetryWait, index: map[string]*osIndex{}, failed: map[string]bool{}}
+		refresh: opts.Refresh, retry: opts.RetryWait, index: map[string]*osIndex{}, failed: map[string]bool{}, ready: map[string]bool{}}
 	m.cat.Store(opts.Catalog)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -204,6 +205,7 @@ func (m *Manager) handle(ctx context.Context, b *batch) {
 	for p := range b.deleted {
 		delete(m.index, p)
 		delete(m.failed, p)
+		delete(m.ready, p)
 	}
 	for p := range b.created {
 		st, err := m.reconcile(ctx, p, true)
@@ -333,6 +335,9 @@ func (m *Manager) Pass(ctx context.Context) Stats {
 		if ctx.Err() != nil {
 			return total
 		}
+		if p.Deleting {
+			continue // its OS resources are on their way out
+		}
 		delete(m.index, p.Name)
 		st, err := m.reconcile(ctx, p.Name, true)
 		if err != nil {
@@ -394,12 +399,37 @@ func (m *Manager) reconcile(ctx context.Context, project string, sync bool) (Sta
 			m.log.Warn("os catalog: profile not loaded: another OS resource has its name", "project", project,
 				"profile", c.ProfileName, "version", c.ImageVersion, "name", c.Name)
 		}
+		if !m.ready[project] {
+			if err := m.recordReady(ctx, project, len(cat.Profiles()), st.Conflicts); err != nil {
+				return st, err
+			}
+		}
 	}
 	idx := newIndex(oses)
 	m.index[project] = idx
 	n, err := m.updateInstances(ctx, project, idx, nil)
 	st.Instances = n
 	return st, err
+}
+
+// conditionModule is the module whose readiness condition the Manager
+// records on a project (eim.Condition): the os module's.
+const conditionModule = "os"
+
+// recordReady records that the catalog is loaded into the project (its
+// readiness condition), once per project for the Manager's life. The
+// caller holds m.mu.
+func (m *Manager) recordReady(ctx context.Context, project string, profiles, conflicts int) error {
+	msg := fmt.Sprintf("OS catalog loaded (%d profiles)", profiles)
+	if conflicts > 0 {
+		msg += fmt.Sprintf("; %d not loaded: another OS resource has their name", conflicts)
+	}
+	err := m.store.SetCondition(ctx, project, eim.Condition{Module: conditionModule, Ready: true, Message: msg})
+	if err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+		return fmt.Errorf("record the condition: %w", err)
+	}
+	m.ready[project] = true
+	return nil
 }
 
 // listOS reads a project's OS resources matching where.

@@ -25,6 +25,7 @@ import (
 	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
 	"github.com/eimhq/eim/provisioning"
+	"github.com/eimhq/eim/tenant"
 	"github.com/eimhq/eim/ui"
 	"github.com/eimhq/eim/webhooks"
 )
@@ -88,9 +89,17 @@ func init() {
 		Build:   buildWebhooks,
 	})
 	register(&Module{
-		Name:    "os",
-		Summary: "the OS profile catalog loaded into every project, kept in line with the manifests; which instances have an update available",
-		Build:   buildOS,
+		Name:        "os",
+		Summary:     "the OS profile catalog loaded into every project, kept in line with the manifests; which instances have an update available",
+		Initialises: true,
+		Build:       buildOS,
+	})
+	register(&Module{
+		Name:        "tenant",
+		Summary:     "every project's defaults (telemetry groups, the default provider) from a versioned definition, its readiness, and its deletion as a resumable cascade",
+		Needs:       []Need{{"api", "its reaper finishes the two-phase deletes of a deleted project's hosts and instances"}},
+		Initialises: true,
+		Build:       buildTenant,
 	})
 	register(&Module{
 		Name:    "ui",
@@ -113,7 +122,7 @@ func buildAPI(b *Builder) (Parts, error) {
 	inv := b.Inventory
 	h := httpapi.New(inv, b.Verifier, httpapi.Options{
 		Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: b.Provisioning(),
-		Deployed: b.deployment.Modules, DeployedNow: b.deployment.Fresh, Version: buildVersion(),
+		Deployed: b.deployment.Modules, DeployedNow: b.deployment.Fresh, Initialisers: Initialisers(), Version: buildVersion(),
 	})
 	return Parts{
 		Routes: []Route{{"/", h}},
@@ -295,6 +304,15 @@ func peerURL(addr string) string {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+func buildTenant(b *Builder) (Parts, error) {
+	o := tenant.Options{Store: b.Store, Inventory: b.Inventory, Logger: b.Log}
+	rec, del := tenant.NewReconciler(o), tenant.NewDeleter(o)
+	return Parts{Loops: []Loop{
+		{Name: "defaults", Once: true, Run: rec.Run},
+		{Name: "deletions", Once: true, Run: del.Run},
+	}}, nil
 }
 
 // small: most answers are a few hundred bytes, where gzip would cost more

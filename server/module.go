@@ -33,6 +33,10 @@ type Module struct {
 	// Agent is set for a module that serves nodes: the process then opens
 	// the agent listener (HTTPS).
 	Agent bool
+	// Initialises is set for a module that initialises every project and
+	// records its readiness condition on it (eim.Condition): a project is
+	// ready once each such module running in the deployment says so.
+	Initialises bool
 	// Build makes the module's parts in this process. It may use what
 	// other modules of the process built through the Builder's shared
 	// components, never their Parts.
@@ -115,7 +119,7 @@ type Profile struct {
 // Profiles are the deployment profiles, "full" first (the default).
 var Profiles = []Profile{
 	{"full", "everything (the default): one process, or replicas of it", nil},
-	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os", "ui"}},
+	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os", "tenant", "ui"}},
 	{"observability", "liveness, hardware and telemetry configuration of running nodes, the fleet's Prometheus metrics and the projects' webhooks", []string{"api", "host", "telemetry", "exporter", "webhooks"}},
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
 	{"clusters", "edge Kubernetes clusters: the connect tunnel to their API behind NAT", []string{"api", "connect"}},
@@ -184,6 +188,18 @@ func Select(modules, profileName string) ([]*Module, error) {
 		}
 	}
 	return out, nil
+}
+
+// Initialisers returns the names of the modules that initialise projects
+// (Module.Initialises).
+func Initialisers() []string {
+	var out []string
+	for _, m := range registry {
+		if m.Initialises {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 func moduleNames(ms []*Module) []string {

@@ -22,7 +22,7 @@ func TestSelect(t *testing.T) {
 		{"", "", all, ""},
 		{"", "full", all, ""},
 		{"os, api", "", []string{"api", "os"}, ""}, // registry order, spaces allowed
-		{"", "provisioning", []string{"api", "onboarding", "provisioning", "os", "ui"}, ""},
+		{"", "provisioning", []string{"api", "onboarding", "provisioning", "os", "tenant", "ui"}, ""},
 		{"", "observability", []string{"api", "host", "telemetry", "exporter", "webhooks"}, ""},
 		{"", "day2", []string{"api", "host", "maintenance", "telemetry", "os"}, ""},
 		{"", "oob", []string{"api", "host"}, ""},

@@ -88,11 +88,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
 		return err
 	}
-	// Projects made before every project had its default provider
-	// (infra_onboarding) get it now.
-	if err := inv.EnsureDefaultProviders(ctx); err != nil {
-		return err
-	}
 
 	iss, err := LoadIssuer(cfg.DataDir, cfg.SigningKey)
 	if err != nil {

@@ -45,6 +45,10 @@ func (s *Store) CreateProject(ctx context.Context, p *eim.Project) error {
 	})
 }
 
+// deletingSQL says whether a project (a row of projects) is being
+// deleted (eim.Project.Deleting).
+const deletingSQL = "EXISTS (SELECT 1 FROM project_deletions d WHERE d.project = projects.name)"
+
 // FindProject returns the project with the name, or ENOTFOUND. Every API
 // request and most node calls ask for their project, so answers are kept
 // for projectTTL: a change made through this Store is seen at once, one
@@ -61,7 +65,7 @@ func (s *Store) FindProject(ctx context.Context, name string) (*eim.Project, err
 		at       int64
 		settings []byte
 	)
-	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings FROM projects WHERE name = ?"), name).Scan(&p.Name, &p.ID, &at, &settings)
+	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings, "+deletingSQL+" FROM projects WHERE name = ?"), name).Scan(&p.Name, &p.ID, &at, &settings, &p.Deleting)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, eim.Errorf(eim.ENOTFOUND, "project %s not found", name)
 	}
@@ -86,7 +90,7 @@ func (s *Store) FindProjectByID(ctx context.Context, id string) (*eim.Project, e
 		at       int64
 		settings []byte
 	)
-	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings FROM projects WHERE id = ?"), strings.ToLower(id)).Scan(&p.Name, &p.ID, &at, &settings)
+	err := s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT name, id, created_at, settings, "+deletingSQL+" FROM projects WHERE id = ?"), strings.ToLower(id)).Scan(&p.Name, &p.ID, &at, &settings, &p.Deleting)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, eim.Errorf(eim.ENOTFOUND, "project with id %s not found", id)
 	}
@@ -161,7 +165,7 @@ func (c *projectCache) forget() {
 
 // ListProjects returns every project, by name.
 func (s *Store) ListProjects(ctx context.Context) ([]*eim.Project, error) {
-	rows, err := s.rdb.QueryContext(ctx, "SELECT name, id, created_at, settings FROM projects ORDER BY name")
+	rows, err := s.rdb.QueryContext(ctx, "SELECT name, id, created_at, settings, "+deletingSQL+" FROM projects ORDER BY name")
 	if err != nil {
 		return nil, s.d.translate(fmt.Errorf("list projects: %w", err), nil)
 	}
@@ -173,7 +177,7 @@ func (s *Store) ListProjects(ctx context.Context) ([]*eim.Project, error) {
 			at       int64
 			settings []byte
 		)
-		if err := rows.Scan(&p.Name, &p.ID, &at, &settings); err != nil {
+		if err := rows.Scan(&p.Name, &p.ID, &at, &settings, &p.Deleting); err != nil {
 			return nil, fmt.Errorf("list projects: %w", err)
 		}
 		p.CreatedAt = eim.TimeFromUnixMilli(at)
@@ -291,48 +295,54 @@ func (s *Store) DeleteProject(ctx context.Context, name string) error {
 		if !t.exists(ctx, "SELECT 1 FROM projects WHERE name = ?", name) {
 			return eim.Errorf(eim.ENOTFOUND, "project %s not found", name)
 		}
-		for _, k := range deletionOrder() {
-			c := codecOf(k)
-			// References within one table (region → parent region) would
-			// make the order of rows matter: cut them first.
-			for _, col := range c.cols {
-				if col.kind == colEdge && col.field.Edge.Kind == k {
-					if _, err := t.exec(ctx, "UPDATE "+c.table+" SET "+col.name+" = NULL WHERE project = ?", name); err != nil {
-						return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
-					}
+		return s.deleteProject(ctx, t, name)
+	})
+}
+
+// deleteProject removes the existing project name and all its resources
+// in t.
+func (s *Store) deleteProject(ctx context.Context, t *tx, name string) error {
+	for _, k := range deletionOrder() {
+		c := codecOf(k)
+		// References within one table (region → parent region) would
+		// make the order of rows matter: cut them first.
+		for _, col := range c.cols {
+			if col.kind == colEdge && col.field.Edge.Kind == k {
+				if _, err := t.exec(ctx, "UPDATE "+c.table+" SET "+col.name+" = NULL WHERE project = ?", name); err != nil {
+					return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
 				}
 			}
-			rows, err := t.query(ctx, "DELETE FROM "+c.table+" WHERE project = ? RETURNING id", name)
-			if err != nil {
-				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
-			}
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return t.fail(err)
-				}
-				t.addEvent(name, k, id, eim.OpDeleted)
-			}
-			err = rows.Err()
-			rows.Close()
-			if err != nil {
-				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
-			}
 		}
-		// The project's audit records and audit cursors go with it: a project
-		// created later under the name must not see them.
-		for _, q := range []string{"DELETE FROM audit_log WHERE project = ?", "DELETE FROM webhook_cursors WHERE project = ?"} {
-			if _, err := t.exec(ctx, q, name); err != nil {
-				return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
-			}
+		rows, err := t.query(ctx, "DELETE FROM "+c.table+" WHERE project = ? RETURNING id", name)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
 		}
-		if _, err := t.exec(ctx, "DELETE FROM projects WHERE name = ?", name); err != nil {
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return t.fail(err)
+			}
+			t.addEvent(name, k, id, eim.OpDeleted)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
+		}
+	}
+	// The project's audit records and audit cursors go with it: a project
+	// created later under the name must not see them.
+	for _, q := range []string{"DELETE FROM audit_log WHERE project = ?", "DELETE FROM webhook_cursors WHERE project = ?"} {
+		if _, err := t.exec(ctx, q, name); err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
 		}
-		t.addEvent(name, eim.KindProject, name, eim.OpDeleted)
-		return nil
-	})
+	}
+	if _, err := t.exec(ctx, "DELETE FROM projects WHERE name = ?", name); err != nil {
+		return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
+	}
+	t.addEvent(name, eim.KindProject, name, eim.OpDeleted)
+	return nil
 }
 
 // deletionOrder returns the kinds so that each comes before every kind it

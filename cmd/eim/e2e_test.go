@@ -221,7 +221,28 @@ func TestEndToEnd(t *testing.T) {
 	if _, err := admin.run("project", "delete", "scratch"); err == nil {
 		t.Errorf("delete of a non-empty project without --force: got success, want an error")
 	}
-	admin.must("project", "delete", "scratch", "--force")
+	// The tenant module runs: the delete is followed phase by phase until
+	// the project is gone, and the name is free again.
+	if out := admin.must("project", "delete", "scratch", "--force"); !strings.Contains(out, "deleting project scratch: deauthorize (1/") ||
+		!strings.Contains(out, "deleted project scratch") {
+		t.Errorf("project delete: got %q, want its phases and the end", out)
+	}
+	if _, err := admin.run("project", "get", "scratch"); err == nil {
+		t.Errorf("project get after the delete: got success, want not found")
+	}
+	admin.must("project", "create", "scratch")
+	deadline := time.Now().Add(30 * time.Second)
+	for out := ""; !regexp.MustCompile(`(?m)^ready:\s+true$`).MatchString(out); out = admin.must("project", "get", "scratch") {
+		if time.Now().After(deadline) {
+			t.Fatalf("project get: not ready within 30 s:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := admin.must("project", "get", "scratch"); !strings.Contains(out, "tenant:") || !strings.Contains(out, "defaults of version") || !strings.Contains(out, "os:") {
+		t.Errorf("project get: got\n%s\nwant the conditions of os and tenant", out)
+	}
+	// Its defaults do not make it non-empty.
+	admin.must("project", "delete", "scratch")
 
 	var sum struct{ Total, Unallocated int }
 	admin.json(&sum, "--project", "acme", "host", "summary")

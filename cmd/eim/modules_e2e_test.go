@@ -127,7 +127,7 @@ func TestServerProfile(t *testing.T) {
 	if !installed("onboarding") || !installed("provisioning") || installed("day2") {
 		t.Errorf("feature list: %v", eimf)
 	}
-	waitReady(t, s.http, []string{"api", "onboarding", "provisioning", "os", "ui"})
+	waitReady(t, s.http, []string{"api", "onboarding", "provisioning", "os", "tenant", "ui"})
 	if errs := s.errOut.String(); strings.Contains(errs, "runs nowhere") {
 		t.Errorf("needs reported missing in the provisioning profile:\n%s", errs)
 	}

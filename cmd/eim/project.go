@@ -6,13 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
 )
 
 const projectUsage = `Usage:
   eim project list
   eim project create NAME
-  eim project delete NAME [--force]
+  eim project delete NAME [--force] [--no-wait]
   eim project get NAME
   eim project set NAME [--default-os ID|none] [--default-local-account ID|none]
                        [--default-custom-configs ID,ID|none]
@@ -25,6 +26,11 @@ role. --default-os turns on zero-touch provisioning: an onboarded host
 without an instance gets one with that OS (and the default local account and
 custom configs). --enrollment-token new makes a token that lets unknown
 devices enrol in the project (shown once); none refuses them again.
+
+Where the tenant module runs, delete starts the project's deletion (a
+cascade that survives restarts) and follows it until the project is gone,
+showing its phases; --no-wait returns once it has started (eim project get
+shows its progress).
 `
 
 // project runs "eim project list|create|delete|get|set".
@@ -42,9 +48,10 @@ func (c *cli) project(args []string) error {
 	}
 	fs := c.flagSet("eim project "+verb, "eim project "+verb+" …", "")
 	c.globalFlags(fs)
-	var force bool
+	var force, noWait bool
 	if verb == "delete" {
 		fs.BoolVar(&force, "force", false, "also delete every resource in the project")
+		fs.BoolVar(&noWait, "no-wait", false, "return once the deletion has started, without following it")
 	}
 	pos, err := c.parseAll(fs, rest)
 	if err != nil {
@@ -80,8 +87,18 @@ func (c *cli) project(args []string) error {
 		}
 		return c.printTable([]string{"NAME", "ID", "CREATED"}, [][]string{{p.Name, p.ID, p.CreatedAt.Format(time.RFC3339)}})
 	case "delete":
-		if err := cl.DeleteProject(c.ctx, pos[0], force); err != nil {
+		p, err := cl.DeleteProject(c.ctx, pos[0], force)
+		if err != nil {
 			return err
+		}
+		if p != nil && noWait {
+			fmt.Fprintf(c.stdout, "deleting project %s (eim project get %s shows the progress)\n", pos[0], pos[0])
+			return nil
+		}
+		if p != nil {
+			if err := c.followDeletion(cl, p); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(c.stdout, "deleted project %s\n", pos[0])
 		return nil
@@ -104,6 +121,43 @@ func (c *cli) project(args []string) error {
 		rows[i] = []string{p.Name, p.ID, p.CreatedAt.Format(time.RFC3339)}
 	}
 	return c.printTable([]string{"NAME", "ID", "CREATED"}, rows)
+}
+
+// deletionPoll is how often a project's deletion is looked at.
+const deletionPoll = 250 * time.Millisecond
+
+// followDeletion shows a project's deletion as it goes, a line per phase
+// (and per error met), until the project is gone.
+func (c *cli) followDeletion(cl *client.Client, p *client.Project) error {
+	last := ""
+	for {
+		if st := p.Status; st != nil && st.Deletion != nil {
+			d := st.Deletion
+			line := fmt.Sprintf("deleting project %s: %s (%d/%d)", p.Name, d.Phase, d.Step, d.Steps)
+			if d.Error != "" {
+				line += ": retrying after: " + d.Error
+			}
+			if line != last {
+				fmt.Fprintln(c.stdout, line)
+				last = line
+			}
+		}
+		t := time.NewTimer(deletionPoll)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return c.ctx.Err()
+		case <-t.C:
+		}
+		next, err := cl.GetProject(c.ctx, p.Name)
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p = next
+	}
 }
 
 // projectGet runs "eim project get NAME".
@@ -276,6 +330,26 @@ func (c *cli) printProject(p *client.Project) error {
 		{"exporterPerHost:", map[bool]string{false: "on (unless the server's --exporter-per-host=false)", true: "off (aggregates only)"}[p.Settings.ExporterPerHostOff]},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+	}
+	if st := p.Status; st != nil {
+		fmt.Fprintf(tw, "ready:\t%v\n", st.Ready)
+		for _, cd := range st.Conditions {
+			state := "ready"
+			if !cd.Ready {
+				state = "not ready"
+			}
+			fmt.Fprintf(tw, "  %s:\t%s since %s: %s\n", cd.Module, state, cd.Since.Format(time.RFC3339), cd.Message)
+		}
+		if d := st.Deletion; d != nil {
+			left := "not counted yet"
+			if d.Remaining != nil {
+				left = fmt.Sprintf("%d left", *d.Remaining)
+			}
+			fmt.Fprintf(tw, "deleting:\tphase %s (%d/%d), %s, since %s\n", d.Phase, d.Step, d.Steps, left, d.StartedAt.Format(time.RFC3339))
+			if d.Error != "" {
+				fmt.Fprintf(tw, "  last error:\t%s (retrying)\n", d.Error)
+			}
+		}
 	}
 	return tw.Flush()
 }

@@ -169,13 +169,13 @@ expect "external DSN: StatefulSets" "$(count StatefulSet ci-external)" 0
 expect "SQLite: StatefulSets" "$(count StatefulSet ci-sqlite)" 0
 expect "SQLite: claims" "$(count PersistentVolumeClaim ci-sqlite)" 1
 expect "layout single: PodDisruptionBudgets" "$(count PodDisruptionBudget single-full)" 0
-expect "layout modules, full: PodDisruptionBudgets (os has one replica)" "$(count PodDisruptionBudget modules-full)" 8
+expect "layout modules, full: PodDisruptionBudgets (os and tenant have one replica)" "$(count PodDisruptionBudget modules-full)" 9
 expect "layout modules, full: Ingresses" "$(count Ingress modules-full)" 1
 grep -q -- '- "--profile"' "$work/render-profile-day2.yaml" && grep -A1 -- '- "--profile"' "$work/render-profile-day2.yaml" | grep -q '"day2"' ||
 	die "layout profile: no --profile day2 in the rendering"
 grep -A1 -- '- "--modules"' "$work/render-explicit-modules.yaml" | grep -q '"api,host"' ||
 	die "explicit modules: no --modules api,host in the rendering"
-for m in api onboarding provisioning host maintenance telemetry exporter os ui; do
+for m in api onboarding provisioning host maintenance telemetry exporter webhooks os tenant ui; do
 	grep -A1 -- '- "--modules"' "$work/render-modules-full.yaml" | grep -qx "            - \"$m\"" ||
 		die "layout modules: no Deployment with --modules $m"
 done

@@ -71,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"Tunnels", testTunnels},
 		{"Audit", testAudit},
 		{"WebhookQueue", testWebhookQueue},
+		{"TenantRecords", testTenantRecords},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

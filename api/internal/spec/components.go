@@ -174,8 +174,47 @@ func sharedSchemas(into *obj) {
 			"settings", ref("ProjectSettings"),
 			"enrollmentToken", o("type", "string", "readOnly", true,
 				"description", "Only in the answer to the change that generated it (enrollmentToken \"new\"); never shown again."),
+			"status", ref("ProjectStatus"),
 		),
 		"required", []string{"name", "id", "createdAt", "settings"},
+	))
+	into.set("ProjectStatus", o(
+		"type", "object", "readOnly", true,
+		"description", "A project's readiness and deletion; shown by GET /v1/projects/{projectName} and DELETE's 202 answer, not by lists.",
+		"properties", o(
+			"ready", o("type", "boolean", "description", "Every condition is ready and the project is not being deleted."),
+			"conditions", o("type", "array", "description", "One per module that initialises projects and runs in the deployment, by module.",
+				"items", ref("ProjectCondition")),
+			"deletion", ref("ProjectDeletion"),
+		),
+		"required", []string{"ready", "conditions"},
+	))
+	into.set("ProjectCondition", o(
+		"type", "object",
+		"description", "Whether a module has initialised the project; one that has not said yet shows not ready, waiting for it.",
+		"properties", o(
+			"module", o("type", "string", "description", "The module (os, tenant)."),
+			"ready", o("type", "boolean"),
+			"message", o("type", "string", "description", "What the module did, or what it waits for."),
+			"since", o("type", "string", "format", "date-time", "description", "Since when ready has had its value."),
+		),
+		"required", []string{"module", "ready", "message", "since"},
+	))
+	into.set("ProjectDeletion", o(
+		"type", "object",
+		"description", "The progress of a project's deletion.",
+		"properties", o(
+			"phase", o("type", "string", "description", "The phase under way.",
+				"enum", []string{"deauthorize", "telemetry", "schedules", "workloads", "hosts", "os", "sites", "regions",
+					"providers", "localaccounts", "customconfigs", "project"}),
+			"step", o("type", "integer", "minimum", 1, "description", "The phase's place in the order (1 = the first)."),
+			"steps", o("type", "integer", "description", "How many phases there are."),
+			"remaining", o("type", []string{"integer", "null"}, "description", "Resources of the phase left (hosts and instances until their managers removed them); null: not counted yet."),
+			"startedAt", o("type", "string", "format", "date-time"),
+			"updatedAt", o("type", "string", "format", "date-time", "description", "When the deletion last moved on."),
+			"error", o("type", "string", "description", "The last error met; the phase is tried again."),
+		),
+		"required", []string{"phase", "step", "steps", "remaining", "startedAt", "updatedAt"},
 	))
 	into.set("ProjectSettingsChange", o(
 		"type", "object",

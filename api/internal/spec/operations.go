@@ -285,17 +285,27 @@ func addProjects(ps *pathSet) {
 			ok: okJSON("The created project.", ref("ProjectDetail"))},
 	)
 	ps.add("/v1/projects/{projectName}",
-		op{method: "get", id: "getProject", tag: tagProjects, summary: "Get a project and its settings", noProj: true,
-			desc: "Returns the project with its onboarding settings. Needs a role on the project (or eim-admin). " +
-				"The enrollment token is never shown, only whether one is set.",
+		op{method: "get", id: "getProject", tag: tagProjects, summary: "Get a project, its settings and its status", noProj: true,
+			desc: "Returns the project with its onboarding settings and its status: whether every module that initialises " +
+				"projects and runs in the deployment (os: its OS catalog; tenant: its defaults) has initialised it, and while " +
+				"it is being deleted the deletion's progress. Modules that run nowhere take no part. Needs a role on the " +
+				"project (or eim-admin). The enrollment token is never shown, only whether one is set.",
 			params: []any{pref("projectName")},
 			ok:     okJSON("The project.", ref("ProjectDetail"))},
 		op{method: "delete", id: "deleteProject", tag: tagProjects, summary: "Delete a project", noProj: true, write: true,
-			desc: "Deletes a project. Needs eim-admin. A project that still holds resources is answered with 400 (FailedPrecondition, " +
-				"listing what it holds) unless force=true, which deletes everything in it.",
+			desc: "Deletes a project. Needs eim-admin. A project that holds resources other than its defaults (the default " +
+				"provider, the OS catalog's profiles, the default telemetry groups) is answered with 400 (FailedPrecondition, " +
+				"listing what it holds) unless force=true, which deletes everything in it. Where the tenant module runs the " +
+				"deletion is a job that survives restarts: the answer is 202 with the project, whose status.deletion shows " +
+				"its phase (the hosts deauthorized first: onboarded ones invalidated, their nodes' credentials revoked; then " +
+				"telemetry, schedules, workloads, hosts and instances, OS profiles, sites, regions, providers, local accounts, " +
+				"custom configs, the project) and what is left of it; " +
+				"meanwhile the project takes no new resources (409) and DELETE answers the same deletion again; GET answers " +
+				"404 once it is done, and the name may be used again. Elsewhere the project is deleted at once (200).",
 			params: []any{pref("projectName"), o("name", "force", "in", "query", "description", "Delete the project's resources too.",
 				"schema", o("type", "boolean", "default", false))},
-			ok: o("$ref", "#/components/responses/Deleted")},
+			ok:      o("$ref", "#/components/responses/Deleted"),
+			started: okJSON("The deletion started (or under way): the project with its status.", ref("ProjectDetail"))},
 	)
 	ps.add("/settings", op{method: "patch", id: "updateProjectSettings", tag: tagProjects, summary: "Change a project's settings",
 		desc: "Changes the project's onboarding settings; members absent from the body keep their value. Needs eim-admin or " +

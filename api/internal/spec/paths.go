@@ -18,6 +18,7 @@ type op struct {
 	params  []any    // parameter objects or $refs, after projectName
 	body    *obj     // request body schema; nil for none
 	ok      *obj     // response 200 (a components/responses $ref or a response object)
+	started *obj     // response 202, for an operation that may start work and answer before it is done
 	write   bool     // changes state: may answer 409
 	public  bool     // needs no token and is outside any project
 	errs    []string // the error statuses a public operation answers
@@ -106,6 +107,9 @@ func (x op) render() *obj {
 		out.set("requestBody", o("required", true, "content", o("application/json", o("schema", x.body))))
 	}
 	resp := o("200", x.ok)
+	if x.started != nil {
+		resp.set("202", x.started)
+	}
 	if !x.public {
 		statuses := []string{"400", "401", "403"}
 		if !x.no404 {

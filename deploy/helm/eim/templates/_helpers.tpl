@@ -30,11 +30,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The module contract: every module, the profiles, the southbound modules. */}}
 {{- define "eim.contract" -}}
-all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, webhooks, os, ui]
+all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, webhooks, os, tenant, ui]
 southbound: [onboarding, provisioning, host, maintenance, telemetry]
 profiles:
-  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, webhooks, os, ui]
-  provisioning: [api, onboarding, provisioning, os, ui]
+  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, webhooks, os, tenant, ui]
+  provisioning: [api, onboarding, provisioning, os, tenant, ui]
   observability: [api, host, telemetry, exporter, webhooks]
   day2: [api, host, maintenance, os, telemetry]
   oob: [api, host]
