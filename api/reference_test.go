@@ -68,12 +68,33 @@ type parameter struct {
 
 type schema struct {
 	Ref        string             `yaml:"$ref"`
-	Type       string             `yaml:"type"`
+	Type       schemaType         `yaml:"type"`
 	Enum       []string           `yaml:"enum"`
 	Pattern    string             `yaml:"pattern"`
 	MaxLength  *int               `yaml:"maxLength"`
 	Items      *schema            `yaml:"items"`
 	Properties map[string]*schema `yaml:"properties"`
+}
+
+// schemaType is a schema's type: one name, or (OpenAPI 3.1) a list of them
+// such as [integer, "null"], kept joined by "|".
+type schemaType string
+
+func (st *schemaType) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.SequenceNode {
+		var names []string
+		if err := n.Decode(&names); err != nil {
+			return err
+		}
+		*st = schemaType(strings.Join(names, "|"))
+		return nil
+	}
+	var name string
+	if err := n.Decode(&name); err != nil {
+		return err
+	}
+	*st = schemaType(name)
+	return nil
 }
 
 func parse(t *testing.T, b []byte) *document {
