@@ -160,7 +160,7 @@ count() { grep -c "^kind: $1\$" "$work/render-$2.yaml" || true; }
 expect() { # what, got, want
 	[ "$2" = "$3" ] || die "$1: got $2, want $3"
 }
-expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 10
+expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 11
 expect "layout modules, profile oob: Deployments" "$(count Deployment modules-oob)" 2
 expect "layout profile: Deployments" "$(count Deployment profile-full)" 1
 expect "layout single: Deployments" "$(count Deployment single-day2)" 1
@@ -169,7 +169,7 @@ expect "external DSN: StatefulSets" "$(count StatefulSet ci-external)" 0
 expect "SQLite: StatefulSets" "$(count StatefulSet ci-sqlite)" 0
 expect "SQLite: claims" "$(count PersistentVolumeClaim ci-sqlite)" 1
 expect "layout single: PodDisruptionBudgets" "$(count PodDisruptionBudget single-full)" 0
-expect "layout modules, full: PodDisruptionBudgets (os and tenant have one replica)" "$(count PodDisruptionBudget modules-full)" 9
+expect "layout modules, full: PodDisruptionBudgets (webhooks, os and tenant have one replica)" "$(count PodDisruptionBudget modules-full)" 8
 expect "layout modules, full: Ingresses" "$(count Ingress modules-full)" 1
 grep -q -- '- "--profile"' "$work/render-profile-day2.yaml" && grep -A1 -- '- "--profile"' "$work/render-profile-day2.yaml" | grep -q '"day2"' ||
 	die "layout profile: no --profile day2 in the rendering"
