@@ -56,11 +56,14 @@ const (
 )
 
 // Notification is an event to queue for a project's webhooks
-// (Store.QueueEvents): its ID (the same for every webhook), type and body.
+// (Store.QueueEvents): its ID (the same for every webhook), type and body,
+// and when its change happened: a webhook created after that does not get
+// it (zero: every webhook subscribed gets it).
 type Notification struct {
 	ID   string
 	Type string
 	Body []byte
+	At   Time
 }
 
 // CursorMove is one resource's step in Store.QueueEvents.

@@ -331,6 +331,9 @@ func (t *tx) enqueue(ctx context.Context, hooks []*eim.Webhook, project, resourc
 		if !slices.Contains(w.EventTypes, ev.Type) {
 			continue
 		}
+		if !ev.At.IsZero() && ev.At.Before(w.CreatedAt.Time) {
+			continue // a change from before the webhook existed
+		}
 		// The delivery's ID is the event's per webhook, stable across
 		// attempts.
 		if _, err := t.exec(ctx, `INSERT INTO webhook_deliveries (id, project, webhook_id, event_type, resource_id, state, created_at, next_at, url, secret, body)

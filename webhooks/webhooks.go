@@ -197,6 +197,12 @@ func (s *Service) flush(ctx context.Context, groups map[resKey][]string, order [
 // sync turns the audit records of the resources with ids, after the
 // last ones handled, into queued events.
 func (s *Service) sync(ctx context.Context, project string, k eim.Kind, ids []string) error {
+	// A project without webhooks has nothing to queue: its records are
+	// not read and no cursor moves (a webhook created later gets the
+	// changes from its creation on: QueueEvents skips older ones).
+	if has, err := s.hasWebhooks(ctx, project); err != nil || !has {
+		return err
+	}
 	cursors, err := s.o.Store.AuditCursors(ctx, project, ids)
 	if err != nil {
 		return err
@@ -251,7 +257,7 @@ func (s *Service) sync(ctx context.Context, project string, k eim.Kind, ids []st
 				if err != nil {
 					return err
 				}
-				m.Events = append(m.Events, eim.Notification{ID: p.ID, Type: et, Body: body})
+				m.Events = append(m.Events, eim.Notification{ID: p.ID, Type: et, Body: body, At: rec.Time})
 			}
 		}
 		moves = append(moves, m)
@@ -285,6 +291,16 @@ func (s *Service) projectDeleted(ctx context.Context, project string) error {
 	return s.o.Store.DeleteWebhooksOf(ctx, project)
 }
 
+// hasWebhooks reports whether the project has a webhook (a deleted
+// project has none).
+func (s *Service) hasWebhooks(ctx context.Context, project string) (bool, error) {
+	hooks, err := s.o.Store.ListWebhooks(ctx, project)
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return false, nil
+	}
+	return len(hooks) > 0, err
+}
+
 // relistPage is how many resources a re-list reads at a time.
 const relistPage = 500
 
@@ -296,6 +312,11 @@ func (s *Service) relist(ctx context.Context) error {
 		return err
 	}
 	for _, p := range projects {
+		if has, err := s.hasWebhooks(ctx, p.Name); err != nil {
+			return err
+		} else if !has {
+			continue
+		}
 		for _, k := range []eim.Kind{eim.KindHost, eim.KindInstance} {
 			for off := 0; ; off += relistPage {
 				var ids []string

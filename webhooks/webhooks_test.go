@@ -526,3 +526,65 @@ func TestAddressCheckedWhenCalled(t *testing.T) {
 		t.Errorf("delivery to a link-local address: got %s, status %d, %q; want pending with an error naming link-local", d.State, d.LastStatus, d.LastError)
 	}
 }
+
+// TestNoWebhooksNoWork: the follower reads nothing and moves no cursor in
+// a project without webhooks; a webhook created later gets the changes
+// from its creation on, not the resource's earlier history.
+func TestNoWebhooksNoWork(t *testing.T) {
+	engines(t, func(t *testing.T, dsn string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		st, err := sqlstore.Open(ctx, dsn, sqlstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		const p, secret = "acme", "0123456789abcdef0123"
+		if err := st.CreateProject(ctx, &eim.Project{Name: p, ID: "2a9d3c9e-8c4f-4d5e-9a6b-000000000002"}); err != nil {
+			t.Fatal(err)
+		}
+		inv := inventory.New(st, inventory.Options{})
+		svc := webhooks.New(webhooks.Options{Store: st, Poll: 50 * time.Millisecond})
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = svc.Follow(ctx) })
+		wg.Go(func() { _ = svc.Deliver(ctx) })
+		defer func() { cancel(); wg.Wait() }()
+
+		in := &eim.Instance{Name: "i"}
+		mod := eim.WithActor(ctx, eim.ModuleActor("provisioning"))
+		write := func(fields ...string) {
+			t.Helper()
+			if err := st.Update(mod, p, func(tx eim.Tx) error { return tx.UpdateFields(mod, in, fields...) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Update(mod, p, func(tx eim.Tx) error { return tx.Create(mod, in) }); err != nil {
+			t.Fatal(err)
+		}
+		in.ProvisioningStatusIndicator = eim.StatusError // before any webhook
+		write("provisioningStatusIndicator")
+		time.Sleep(500 * time.Millisecond)
+		c, err := st.AuditCursors(ctx, p, []string{in.ResourceID})
+		if err != nil || len(c) != 0 {
+			t.Fatalf("cursors in a project without webhooks: %v (%v), want none", c, err)
+		}
+
+		r := newReceiver(t, secret, 0, false)
+		if _, _, err := inv.CreateWebhook(ctx, p, inventory.WebhookInput{URL: r.srv.URL, Secret: secret,
+			EventTypes: []string{eim.EventInstanceRunning, eim.EventInstanceProvisioningFailed}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // the next change's time is after the webhook's
+		in.CurrentState, in.ProvisioningStatusIndicator = eim.InstanceStateRunning, eim.StatusIdle
+		write("currentState", "provisioningStatusIndicator")
+		eventually(t, 10*time.Second, "the change after the webhook's creation delivered", func() bool { return r.count() >= 1 })
+		time.Sleep(300 * time.Millisecond) // anything else queued would be delivered by now
+		got, errs := r.got()
+		var types []string
+		for _, d := range got {
+			types = append(types, d.eventType)
+		}
+		if !slices.Equal(types, []string{eim.EventInstanceRunning}) || len(errs) > 0 {
+			t.Errorf("delivered: got %v (%v), want only %s (the failure came before the webhook)", types, errs, eim.EventInstanceRunning)
+		}
+	})
+}
