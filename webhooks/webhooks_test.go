@@ -174,15 +174,8 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestDeliveries(t *testing.T) {
 	engines(t, func(t *testing.T, dsn string) {
 		ctx, cancel := context.WithCancel(t.Context())
-		st, err := sqlstore.Open(ctx, dsn, sqlstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
 		const p = "acme"
-		if err := st.CreateProject(ctx, &eim.Project{Name: p, ID: "2a9d3c9e-8c4f-4d5e-9a6b-000000000001"}); err != nil {
-			t.Fatal(err)
-		}
+		st := openProject(t, ctx, dsn, p, "2a9d3c9e-8c4f-4d5e-9a6b-000000000001")
 		inv := inventory.New(st, inventory.Options{})
 		const timeout = 2 * time.Second
 		svc := webhooks.New(webhooks.Options{Store: st, Timeout: timeout, Poll: 50 * time.Millisecond,
@@ -369,15 +362,8 @@ func median(ds []time.Duration) time.Duration {
 func TestCatchUp(t *testing.T) {
 	engines(t, func(t *testing.T, dsn string) {
 		ctx, cancel := context.WithCancel(t.Context())
-		st, err := sqlstore.Open(ctx, dsn, sqlstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
 		const p, secret = "acme", "0123456789abcdef0123"
-		if err := st.CreateProject(ctx, &eim.Project{Name: p, ID: "2a9d3c9e-8c4f-4d5e-9a6b-000000000001"}); err != nil {
-			t.Fatal(err)
-		}
+		st := openProject(t, ctx, dsn, p, "2a9d3c9e-8c4f-4d5e-9a6b-000000000001")
 		inv := inventory.New(st, inventory.Options{})
 		r := newReceiver(t, secret, 0, false)
 		if _, _, err := inv.CreateWebhook(ctx, p, inventory.WebhookInput{URL: r.srv.URL, Secret: secret,
@@ -527,21 +513,29 @@ func TestAddressCheckedWhenCalled(t *testing.T) {
 	}
 }
 
+// openProject opens the store at dsn (closed with the test) with the
+// project name created.
+func openProject(t *testing.T, ctx context.Context, dsn, name, id string) *sqlstore.Store {
+	t.Helper()
+	st, err := sqlstore.Open(ctx, dsn, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateProject(ctx, &eim.Project{Name: name, ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // TestNoWebhooksNoWork: the follower reads nothing and moves no cursor in
 // a project without webhooks; a webhook created later gets the changes
 // from its creation on, not the resource's earlier history.
 func TestNoWebhooksNoWork(t *testing.T) {
 	engines(t, func(t *testing.T, dsn string) {
 		ctx, cancel := context.WithCancel(t.Context())
-		st, err := sqlstore.Open(ctx, dsn, sqlstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
 		const p, secret = "acme", "0123456789abcdef0123"
-		if err := st.CreateProject(ctx, &eim.Project{Name: p, ID: "2a9d3c9e-8c4f-4d5e-9a6b-000000000002"}); err != nil {
-			t.Fatal(err)
-		}
+		st := openProject(t, ctx, dsn, p, "2a9d3c9e-8c4f-4d5e-9a6b-000000000002")
 		inv := inventory.New(st, inventory.Options{})
 		svc := webhooks.New(webhooks.Options{Store: st, Poll: 50 * time.Millisecond})
 		var wg sync.WaitGroup
