@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	_ "github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	_ "github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	_ "github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 	_ "github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"

@@ -616,8 +616,12 @@ type HeartbeatResponse struct {
 	// node has, call eim.maintenance.v1.MaintenanceService.GetPlan. "" when
 	// the server offers none.
 	MaintenanceVersion string `protobuf:"bytes,6,opt,name=maintenance_version,json=maintenanceVersion,proto3" json:"maintenance_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The version of the node's cluster plan: when it is not the one the node
+	// has, call eim.cluster.v1.ClusterService.GetPlan. "" when the server
+	// offers none (no clusters module, or the host was never in a cluster).
+	ClusterVersion string `protobuf:"bytes,7,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -688,6 +692,13 @@ func (x *HeartbeatResponse) GetTelemetryVersion() string {
 func (x *HeartbeatResponse) GetMaintenanceVersion() string {
 	if x != nil {
 		return x.MaintenanceVersion
+	}
+	return ""
+}
+
+func (x *HeartbeatResponse) GetClusterVersion() string {
+	if x != nil {
+		return x.ClusterVersion
 	}
 	return ""
 }
@@ -1909,14 +1920,15 @@ const file_eim_host_v1_host_proto_rawDesc = "" +
 	"\vnode_health\x18\x04 \x01(\v2\x13.eim.host.v1.HealthR\n" +
 	"nodeHealth\x12'\n" +
 	"\x0fhardware_digest\x18\x05 \x01(\tR\x0ehardwareDigest\x12>\n" +
-	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xae\x02\n" +
+	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xd7\x02\n" +
 	"\x11HeartbeatResponse\x12)\n" +
 	"\x10interval_seconds\x18\x01 \x01(\rR\x0fintervalSeconds\x12#\n" +
 	"\rsend_hardware\x18\x02 \x01(\bR\fsendHardware\x12/\n" +
 	"\x06action\x18\x03 \x01(\v2\x17.eim.host.v1.HostActionR\x06action\x12:\n" +
 	"\x19hardware_interval_seconds\x18\x04 \x01(\rR\x17hardwareIntervalSeconds\x12+\n" +
 	"\x11telemetry_version\x18\x05 \x01(\tR\x10telemetryVersion\x12/\n" +
-	"\x13maintenance_version\x18\x06 \x01(\tR\x12maintenanceVersion\"\x90\x01\n" +
+	"\x13maintenance_version\x18\x06 \x01(\tR\x12maintenanceVersion\x12'\n" +
+	"\x0fcluster_version\x18\a \x01(\tR\x0eclusterVersion\"\x90\x01\n" +
 	"\n" +
 	"HostAction\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.eim.host.v1.HostAction.KindR\x04kind\x12\x0e\n" +
