@@ -97,8 +97,16 @@ fi
 sample_servers >"$dir/samples.txt" &
 sampler=$!
 
-# A 30 s CPU profile of the server a minute into the steady phase.
+# A 30 s CPU profile of the server a minute into the steady phase; with
+# PROFILE_SETTLE=1 also a 20 s one and a goroutine dump a few seconds into the
+# settle phase (the restart storm).
 profile() {
+	if [ -n "${PROFILE_SETTLE:-}" ]; then
+		while [ ! -s "$dir/progress.txt" ]; do sleep 0.5; done
+		sleep 5
+		curl -fsS -o "$dir/settle.goroutines" "http://$debug/debug/pprof/goroutine?debug=1" || true
+		curl -fsS -o "$dir/settle.pprof" "http://$debug/debug/pprof/profile?seconds=20" || true
+	fi
 	while ! grep -q '] steady:' "$dir/progress.txt" 2>/dev/null; do sleep 2; done
 	sleep 60
 	curl -fsS -o "$dir/steady.pprof" "http://$debug/debug/pprof/profile?seconds=30" || true
@@ -143,6 +151,15 @@ if [ -s "$dir/steady.pprof" ]; then
 	go tool pprof -top -nodecount=25 "$dir/eim" "$dir/steady.pprof" 2>/dev/null | tail -n +4
 	go tool pprof -top -cum -nodecount=45 "$dir/eim" "$dir/steady.pprof" 2>/dev/null | tail -n +6 |
 		grep -E 'eim/|auth|jose|ed25519|database/sql|sqlite\.\(|http2serverConn\)\.(serve|runHandler)|gcBgMarkWorker|crypto/tls' || true
+fi
+if [ -s "$dir/settle.pprof" ]; then
+	echo
+	echo "server CPU profile, 20 s of the settle phase:"
+	go tool pprof -top -nodecount=25 "$dir/eim" "$dir/settle.pprof" 2>/dev/null | tail -n +4
+	go tool pprof -top -cum -nodecount=45 "$dir/eim" "$dir/settle.pprof" 2>/dev/null | tail -n +6 |
+		grep -E 'eim/|auth|jose|ed25519|database/sql|sqlite\.\(|http2serverConn\)\.(serve|runHandler)|gcBgMarkWorker|crypto/tls' || true
+	echo "goroutines 5 s into the settle phase (the largest groups):"
+	grep -E '^[0-9]+ @' "$dir/settle.goroutines" | sort -rn | head -5
 fi
 server_warnings
 exit $rc

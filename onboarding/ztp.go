@@ -173,7 +173,7 @@ func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 		// Only an invalidation can need finishing here. Rather than read
 		// every changed host (a fleet's status changes, a bulk import),
 		// one query over all projects finds the few that do, at most once
-		// per invalidationScan whatever the rate of events.
+		// per scanPause whatever the rate of events.
 		s.invalidations.poke()
 		return nil
 	}
@@ -379,12 +379,25 @@ func (q *queue) close() {
 }
 
 // invalidationScan is the most often the hosts whose invalidation is not
-// finished are looked for after host changes.
-const invalidationScan = 200 * time.Millisecond
+// finished are looked for after host changes, and scanShare the most of its
+// time the looking may take: on SQLite the query walks an index of every
+// host (its statistics say the desired state picks out little, because
+// nearly every host is onboarded), about 20 ms at 100,000 hosts, and while
+// the whole fleet changes (a heartbeat storm that writes every host) a scan
+// every 200 ms took a tenth of a core. Slower scans are spaced out.
+const (
+	invalidationScan = 200 * time.Millisecond
+	scanShare        = 0.02
+)
+
+// scanPause is the pause after a scan that took took.
+func scanPause(took time.Duration) time.Duration {
+	return max(invalidationScan, time.Duration(float64(took)/scanShare))
+}
 
 // scanInvalidations finishes the invalidations not finished each time it is
 // poked (a host changed in a project without zero-touch), at most once per
-// invalidationScan, until ctx ends.
+// scanPause, until ctx ends.
 func (s *Service) scanInvalidations(ctx context.Context) {
 	for {
 		select {
@@ -392,13 +405,14 @@ func (s *Service) scanInvalidations(ctx context.Context) {
 			return
 		case <-s.invalidations.c:
 		}
+		start := time.Now()
 		if err := s.finishInvalidations(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("invalidations: look for hosts to finish", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(invalidationScan):
+		case <-time.After(scanPause(time.Since(start))):
 		}
 	}
 }

@@ -335,6 +335,10 @@ func newHost(id sim.Identity, ts uint64) (*eim.Host, string, error) {
 	// … and reported in from its installed OS (provisioning's ReportIn).
 	h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = statusRunning, eim.StatusIdle, ts
 	h.Hostname = id.Hostname
+	// … and heartbeating (the host module: a node that calls is on). A
+	// fleet seeded without it is one no running fleet is: every first
+	// heartbeat after the restart would write its host.
+	h.CurrentPowerState = eim.PowerStateOn
 	return h, secret, nil
 }
 

@@ -77,7 +77,7 @@ func testSeed(t *testing.T, dsn string) {
 			if h.DesiredState != eim.HostStateOnboarded || h.CurrentState != eim.HostStateOnboarded ||
 				h.UUID != ids[i].UUID || h.SerialNumber != ids[i].Serial || h.Name != ids[i].Hostname || h.Hostname != ids[i].Hostname ||
 				h.RegistrationStatus != "Host is Registered" || h.OnboardingStatus != "Onboarded" || h.HostStatus != "Running" ||
-				h.HostStatusIndicator != eim.StatusIdle || h.OnboardingStatusIndicator != eim.StatusIdle || h.HostStatusTimestamp == 0 {
+				h.HostStatusIndicator != eim.StatusIdle || h.CurrentPowerState != eim.PowerStateOn || h.OnboardingStatusIndicator != eim.StatusIdle || h.HostStatusTimestamp == 0 {
 				t.Errorf("host %d: got %+v, want it onboarded and running", i, h)
 			}
 			items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: n.HostID}}})
