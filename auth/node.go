@@ -136,6 +136,29 @@ func (v *NodeVerifier) Verify(token string) (NodeClaims, error) {
 	return n, nil
 }
 
+// Remember caches token, which this process has just minted with claims
+// n (n.Expiry as MintNode returned it), as Verify caches a token it has
+// checked: the node's first call then costs no signature check. After a
+// restart the whole fleet asks for tokens and makes its first calls within
+// one heartbeat interval, and checking the signatures this process had just
+// made was a third of that storm's CPU.
+func (v *NodeVerifier) Remember(token string, n NodeClaims) {
+	if token == "" || n.Expiry.IsZero() {
+		return
+	}
+	key := sha256.Sum256([]byte(token))
+	now := v.now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.cache == nil {
+		v.cache = make(map[[sha256.Size]byte]NodeClaims)
+	}
+	if len(v.cache) >= v.capacity() {
+		v.prune(now)
+	}
+	v.cache[key] = n
+}
+
 // nodeCacheEntries bounds the cache of verified node tokens: a fleet of
 // 100,000 nodes holds about that many valid tokens (one each, renewed
 // every token lifetime), and each heartbeat must find its token here

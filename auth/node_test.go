@@ -99,3 +99,38 @@ func TestNodeVerifierRefuses(t *testing.T) {
 		t.Error("MintNode without project: got nil error, want one")
 	}
 }
+
+// A token remembered at its minting answers as one verified: the same
+// claims as a verifier that checked its signature finds, and it still
+// expires.
+func TestNodeVerifierRemember(t *testing.T) {
+	iss := newIssuer(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	claims := auth.NodeClaims{Subject: "edgenode-host-1234abcd", HostID: "host-1234abcd", Project: "default", Gen: 2}
+	tok, exp, err := iss.MintNode(claims, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, err := auth.NewNodeVerifier(iss, 0, clock).Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims.Expiry = exp
+	v := auth.NewNodeVerifier(iss, 0, clock)
+	v.Remember(tok, claims)
+	got, err := v.Verify(tok)
+	if err != nil || got != checked {
+		t.Fatalf("remembered token: %+v, %v; want %+v as checked", got, err, checked)
+	}
+	// What is remembered is what Verify returns, without a check: a
+	// string that is no token at all shows it came from the cache.
+	v.Remember("not-a-jwt", claims)
+	if got, err := v.Verify("not-a-jwt"); err != nil || got != claims {
+		t.Fatalf("remembered string: %+v, %v; want the remembered claims", got, err)
+	}
+	now = exp.Add(time.Second)
+	if _, err := v.Verify(tok); eim.ErrorCode(err) != eim.EUNAUTHORIZED {
+		t.Fatalf("remembered token after its expiry: %v, want EUNAUTHORIZED", err)
+	}
+}

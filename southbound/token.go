@@ -125,13 +125,14 @@ func (s *Server) issue(r *http.Request, req tokenRequest) (tokenResponse, *oauth
 	if cred.Revoked() {
 		return tokenResponse{}, badCredentials("credentials revoked")
 	}
-	tok, _, err := s.issuer.MintNode(auth.NodeClaims{
-		Subject: req.ClientID, HostID: cred.HostID, Project: cred.Project, Gen: cred.Gen,
-	}, s.ttl)
+	claims := auth.NodeClaims{Subject: req.ClientID, HostID: cred.HostID, Project: cred.Project, Gen: cred.Gen}
+	tok, exp, err := s.issuer.MintNode(claims, s.ttl)
 	if err != nil {
 		s.log.Error("token request: mint", "host", hostID, "error", err)
 		return tokenResponse{}, &oauthError{Status: http.StatusInternalServerError, Code: "server_error", Description: "could not issue a token"}
 	}
+	claims.Expiry = exp
+	s.verifier.Remember(tok, claims) // its calls to this process need no signature check
 	return tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: int64(s.ttl / time.Second)}, nil
 }
 
