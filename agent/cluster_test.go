@@ -329,8 +329,8 @@ func basePlan(s *clusterServer, kube string, images []byte) *clusterv1.Plan {
 	return &clusterv1.Plan{
 		ClusterId: "cluster-0000000a", ClusterName: "edge", Role: clusterv1.Plan_ROLE_ALL, Distribution: "k3s",
 		KubernetesVersion: kube, Init: true, JoinToken: joinToken,
-		ConfigYaml: "node-name: edge-1\nwrite-kubeconfig-mode: \"0600\"\ncluster-cidr: 10.42.0.0/16\n",
-		Files:      []*clusterv1.File{{Path: "/etc/rancher/k3s/registries.yaml", Content: "mirrors: {}\n", Mode: 0o640}},
+		ConfigYaml:         "node-name: edge-1\nwrite-kubeconfig-mode: \"0600\"\ncluster-cidr: 10.42.0.0/16\n",
+		Files:              []*clusterv1.File{{Path: "/etc/rancher/k3s/registries.yaml", Content: "mirrors: {}\n", Mode: 0o640}},
 		PreInstallCommands: []string{"sysctl -w net.ipv4.ip_forward=1"},
 		Artifacts: []*clusterv1.Artifact{
 			s.addArtifact("/boot/artifacts/k3s-"+kube, "k3s", clusterv1.Artifact_KIND_BINARY, fakeK3s(kube)),
