@@ -120,7 +120,7 @@ func (f *fakeClusters) settled(hosts int, final ...string) map[string][]string {
 
 func waitFor[T any](t *testing.T, what string, f func() T, ok func(T) bool) T {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		v := f()
 		if ok(v) {
