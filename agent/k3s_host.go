@@ -87,6 +87,6 @@ func mountsUnder(mountinfo string, dirs []string) ([]string, error) {
 			out = append(out, mp)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	slices.SortStableFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	return out, s.Err()
 }
