@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
@@ -99,6 +100,15 @@ type Node struct {
 	// MaintenanceCheck is how often the maintenance windows are checked
 	// (default 20 s).
 	MaintenanceCheck time.Duration
+	// Cluster applies the node's cluster plans when a heartbeat's answer
+	// names a cluster_version the node has not applied; nil takes none
+	// (the node does not ask for its plan). See cluster.go.
+	Cluster ClusterInstaller
+	// ClusterRetry bounds the waits before a failed plan is tried again
+	// (default DefaultClusterRetry); ClusterCheck is how often the cluster
+	// loop looks for retries and reports to deliver (default 15 s).
+	ClusterRetry Backoff
+	ClusterCheck time.Duration
 
 	// OnReportIn, if set, is called after every accepted ReportIn, and
 	// OnHeartbeat after every answered heartbeat.
@@ -112,7 +122,9 @@ type Node struct {
 	tokens *tokens
 	hc     hostv1connect.HostServiceClient
 	mc     maintenancev1connect.MaintenanceServiceClient
+	cc     clusterv1connect.ClusterServiceClient
 	maint  *maintenance // nil without Updaters
+	clus   *clusterRun  // nil without Cluster
 }
 
 // Actions carries out host actions on the node. Both return once the
@@ -142,6 +154,7 @@ func (n *Node) init() {
 	n.tokens = &tokens{client: n.Client, url: tokenURL, clientID: n.Config.ClientID, clientSecret: n.Config.ClientSecret, now: now}
 	n.hc = hostv1connect.NewHostServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
 	n.mc = maintenancev1connect.NewMaintenanceServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
+	n.cc = clusterv1connect.NewClusterServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
 }
 
 func (n *Node) log() *slog.Logger {
@@ -182,6 +195,20 @@ func (n *Node) Run(ctx context.Context) error {
 		go func() {
 			defer close(done)
 			n.runMaintenance(mctx)
+		}()
+		defer func() { cancel(); <-done }()
+	}
+	if n.Cluster != nil {
+		c, err := loadCluster(n.StateDir)
+		if err != nil {
+			return err
+		}
+		n.clus = c
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.runCluster(cctx)
 		}()
 		defer func() { cancel(); <-done }()
 	}
@@ -349,6 +376,7 @@ func (n *Node) heartbeat(ctx context.Context, st *beatState) (*hostv1.HeartbeatR
 	n.hardware(ctx, st, m.SendHardware)
 	n.telemetry(ctx, &st.tel, m.GetTelemetryVersion())
 	n.maintenancePlan(ctx, m.GetMaintenanceVersion())
+	n.clusterVersion(m.GetClusterVersion())
 	return m, nil
 }
 

@@ -78,6 +78,15 @@ type Options struct {
 	// FlagTimeout is the server's heartbeat timeout, to judge detection
 	// against (default three intervals, as the server's default).
 	FlagTimeout time.Duration
+
+	// Simulated cluster nodes (cluster.go), during the hold: how long an
+	// installation, an upgrade (drain and restart) and a removal take
+	// (defaults DefaultCluster*), the share of nodes whose installations
+	// fail (ERROR), and how long a failed plan waits to be tried again
+	// (default DefaultClusterRetry).
+	ClusterInstall, ClusterUpgrade, ClusterRemoval Range
+	ClusterFailShare                               float64
+	ClusterRetry                                   time.Duration
 }
 
 // Run provisions every node of the fleet until it is RUNNING, its injected

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim/agent"
+	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 )
@@ -59,8 +60,10 @@ const (
 
 // beater is one simulated node in node mode: what it needs to heartbeat.
 // Between Add and the worker that takes it from the schedule it belongs to
-// the schedule, then to that worker alone; only stopped is shared.
+// the schedule, then to that worker alone; only stopped, the token (mu:
+// the node's cluster steps use it too) and the cluster side are shared.
 type beater struct {
+	mu       sync.Mutex // guards token and refresh
 	idx      int
 	conn     int // index of the node's HTTP client
 	hostID   string
@@ -73,6 +76,7 @@ type beater struct {
 	fails    int
 	result   *hostv1.ActionResult // of a refused host action, until the server has it
 
+	cl       atomic.Pointer[simCluster] // nil until it heard a cluster version
 	stopped  atomic.Bool
 	revoked  atomic.Bool
 	lastSent atomic.Int64 // holder clock of its last answered heartbeat's send
@@ -100,6 +104,11 @@ type holder struct {
 	hosts []hostv1connect.HostServiceClient
 	epoch time.Time
 	sched *schedule[*beater]
+	// The cluster nodes' steps (cluster.go), served by the same workers.
+	csched     *schedule[*beater]
+	clusters   []clusterv1connect.ClusterServiceClient
+	cstats     *clusterStats
+	clusterOff atomic.Bool
 
 	phase     atomic.Pointer[beatPhase]
 	window    atomic.Pointer[histogram] // latency since the last progress line
@@ -130,10 +139,20 @@ type holder struct {
 }
 
 func newHolder(o Options, pool []*http.Client) *holder {
-	h := &holder{o: o, pool: pool, epoch: o.Now(), sched: newSchedule[*beater](),
+	if o.ClusterInstall == (Range{}) {
+		o.ClusterInstall = DefaultClusterInstall
+	}
+	if o.ClusterUpgrade == (Range{}) {
+		o.ClusterUpgrade = DefaultClusterUpgrade
+	}
+	if o.ClusterRemoval == (Range{}) {
+		o.ClusterRemoval = DefaultClusterRemoval
+	}
+	h := &holder{o: o, pool: pool, epoch: o.Now(), sched: newSchedule[*beater](), csched: newSchedule[*beater](), cstats: newClusterStats(),
 		rnd: rand.New(rand.NewPCG(o.Seed, 0x4ea27)), errs: make(map[string]int), answered: make(chan struct{})}
 	for _, hc := range pool {
 		h.hosts = append(h.hosts, hostv1connect.NewHostServiceClient(hc, strings.TrimSuffix(o.URL, "/")))
+		h.clusters = append(h.clusters, clusterv1connect.NewClusterServiceClient(hc, strings.TrimSuffix(o.URL, "/")))
 	}
 	h.interval.Store(int64(defaultInterval))
 	h.window.Store(new(histogram))
@@ -153,6 +172,12 @@ func (h *holder) start(ctx context.Context) {
 		defer h.wg.Done()
 		h.sched.run(ctx, h.clock, jobs)
 	}()
+	cjobs := make(chan entry[*beater])
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.csched.run(ctx, h.clock, cjobs)
+	}()
 	workers := h.o.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -165,6 +190,10 @@ func (h *holder) start(ctx context.Context) {
 				select {
 				case e := <-jobs:
 					h.beat(ctx, e.v, e.at)
+				case e := <-cjobs:
+					if !e.v.stopped.Load() {
+						h.clusterStep(ctx, e.v)
+					}
 				case <-ctx.Done():
 					return
 				}
@@ -259,7 +288,9 @@ func (h *holder) beat(ctx context.Context, b *beater, due time.Duration) {
 		ph.errors.Add(1)
 		h.noteErr(fmt.Errorf("heartbeat: %w", err))
 		if connect.CodeOf(err) == connect.CodeUnauthenticated {
+			b.mu.Lock()
 			b.token = "" // maybe expired early or revoked: the next try says
+			b.mu.Unlock()
 		}
 		h.retry(b, h.clock())
 		return
@@ -275,6 +306,7 @@ func (h *holder) beat(ctx context.Context, b *beater, due time.Duration) {
 		h.interval.Store(int64(b.interval))
 	}
 	h.answeredOnce.Do(func() { close(h.answered) })
+	h.clusterHeard(b, m.GetClusterVersion())
 	// Keep to the grid of due times, so that latency does not make a
 	// node's heartbeats drift; when late, send at once, never in a burst.
 	next := max(due+b.interval, h.clock())
@@ -304,6 +336,8 @@ func (b *beater) action(a *hostv1.HostAction) bool {
 // tokenOf returns b's token, fetching one when it has none or it is at 80 %
 // of its lifetime, as agent.Node does.
 func (h *holder) tokenOf(ctx context.Context, b *beater, now time.Duration) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.token != "" && now < b.refresh {
 		return b.token, nil
 	}
@@ -555,6 +589,9 @@ type HoldReport struct {
 	FalseNoConnection int            `json:"falseNoConnection"`
 	Detection         *Detection     `json:"detection,omitempty"`
 	Errors            map[string]int `json:"errors,omitempty"`
+	// Clusters is what the simulated cluster nodes did, when the server
+	// gave any a cluster version.
+	Clusters *ClusterReport `json:"clusters,omitempty"`
 }
 
 // BeatPhase is one phase of the hold.
@@ -682,6 +719,7 @@ func (h *holder) report(ctx context.Context) *HoldReport {
 		d.Met = d.AllFlaggedSeconds >= 0 && d.AllFlaggedSeconds <= d.BarSeconds && d.FalsePositives == 0 && d.Missed == 0
 		r.Detection = d
 	}
+	r.Clusters = h.clusterReport()
 	if len(h.errs) > 0 {
 		r.Errors = make(map[string]int, len(h.errs))
 		for k, v := range h.errs {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eimhq/eim/agent"
 	"github.com/eimhq/eim/agent/hardware"
@@ -22,6 +23,8 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 	telemetryFile := fs.String("telemetry-file", "/etc/eim/telemetry.json", "where to write the node's telemetry configuration for the local collectors (\"\" for none; see docs/telemetry.md)")
 	abLayout := fs.String("ab-layout", "/etc/eim/ab.json", "the A/B slot layout of an image-based OS (absent: no image updates)")
 	updates := fs.Bool("updates", true, "carry out OS updates in maintenance windows (apt on a package-based OS, the A/B slots on an image-based one)")
+	clusters := fs.Bool("clusters", true, "apply the node's cluster install plan when the server gives one (k3s; docs/clusters-node.md)")
+	readyTimeout := fs.Duration("cluster-ready-timeout", 10*time.Minute, "how long a cluster install waits for the node to be Ready")
 	debug := fs.Bool("debug", false, "log debug messages")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -48,6 +51,16 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 		Actions:       systemActions{},
 		StateDir:      *stateDir,
 		TelemetryFile: *telemetryFile,
+	}
+	if *clusters {
+		self, err := os.Executable()
+		if err != nil {
+			self = ""
+		}
+		n.Cluster = &agent.K3s{
+			StateDir: *stateDir, NodeName: host, AgentPath: self, Project: cfg.Project, CACertPEM: cfg.CACertPEM,
+			ReadyTimeout: *readyTimeout, Logger: log.With("part", "cluster"),
+		}
 	}
 	if *updates {
 		u, err := updaters(*abLayout)

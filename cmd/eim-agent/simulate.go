@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,6 +50,29 @@ type simConfig struct {
 	workers     int
 	checkEvery  time.Duration
 	flagTimeout time.Duration
+
+	clusterInstall, clusterUpgrade, clusterRemoval rangeFlag
+	clusterFailShare                               float64
+	clusterRetry                                   time.Duration
+}
+
+// rangeFlag is a sim.Range flag: "5s-20s" or "10s".
+type rangeFlag struct{ r *sim.Range }
+
+func (f rangeFlag) String() string {
+	if f.r == nil {
+		return ""
+	}
+	return f.r.String()
+}
+
+func (f rangeFlag) Set(s string) error {
+	r, err := sim.ParseRange(s)
+	if err != nil {
+		return err
+	}
+	*f.r = r
+	return nil
 }
 
 const simulateUsage = `usage: eim-agent simulate --server URL --ca FILE --nodes N [flags]
@@ -70,6 +95,15 @@ With --nodes-file (and --hold), the nodes are already provisioned: the file
 bench/seed writes it after seeding the server's store) gives each one's
 credentials. There is no Day 0: the first node's heartbeat tells the
 interval, the others' first heartbeats spread over it, then the hold.
+
+During the hold, a node whose heartbeat answer names a cluster_version it
+has not applied acts as a cluster node (docs/clusters-node.md): it fetches
+its plan and reports REGISTERING, INSTALL_IN_PROGRESS and ACTIVE over
+--cluster-install-time (an upgrade over --cluster-upgrade-time), or ERROR
+for the --cluster-fail-share of nodes given a fault; a removal reports
+DEREGISTERING, UNINSTALL_IN_PROGRESS and INACTIVE over
+--cluster-removal-time. Nothing is installed; the report has a clusters
+section.
 
 `
 
@@ -113,6 +147,15 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.IntVar(&c.workers, "workers", sim.DefaultWorkers, "with --hold: heartbeats in flight at most")
 	fs.DurationVar(&c.checkEvery, "check-every", sim.DefaultCheckEvery, "with --hold and --token-file: how often to count the hosts \"No Connection\" (every second after the stop)")
 	fs.DurationVar(&c.flagTimeout, "flag-timeout", 0, "the server's heartbeat timeout, to judge detection by (default 3 intervals)")
+	c.clusterInstall = rangeFlag{new(sim.Range)}
+	c.clusterUpgrade = rangeFlag{new(sim.Range)}
+	c.clusterRemoval = rangeFlag{new(sim.Range)}
+	*c.clusterInstall.r, *c.clusterUpgrade.r, *c.clusterRemoval.r = sim.DefaultClusterInstall, sim.DefaultClusterUpgrade, sim.DefaultClusterRemoval
+	fs.Var(c.clusterInstall, "cluster-install-time", "with --hold: how long a simulated cluster install takes, MIN-MAX (uniform) or one duration")
+	fs.Var(c.clusterUpgrade, "cluster-upgrade-time", "with --hold: how long a simulated cluster upgrade (drain, replace, restart) takes")
+	fs.Var(c.clusterRemoval, "cluster-removal-time", "with --hold: how long a simulated cluster removal (drain, uninstall) takes")
+	fs.Float64Var(&c.clusterFailShare, "cluster-fail-share", 0, "with --hold: share of the nodes whose cluster installs fail (ERROR) (0..1)")
+	fs.DurationVar(&c.clusterRetry, "cluster-retry", sim.DefaultClusterRetry, "with --hold: how long a simulated node waits before it tries a failed plan again")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -172,6 +215,10 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 		problems = append(problems, "--hold, --stop-after and --flag-timeout ≥ 0, --check-every > 0, --workers ≥ 1")
 	case c.stopShare < 0 || c.stopShare > 1:
 		problems = append(problems, "--stop-share is between 0 and 1")
+	case c.clusterFailShare < 0 || c.clusterFailShare > 1:
+		problems = append(problems, "--cluster-fail-share is between 0 and 1")
+	case c.clusterRetry <= 0:
+		problems = append(problems, "--cluster-retry must be positive")
 	case c.stopShare > 0 && c.hold == 0:
 		problems = append(problems, "--stop-share goes with --hold")
 	case c.stopShare > 0 && c.stopAfter >= c.hold:
@@ -231,6 +278,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Backoff: agent.Backoff{Min: c.backoffMin, Max: c.backoffMax}, Logger: logger,
 		Deadline: deadline, Hold: c.hold, StopShare: c.stopShare, StopAfter: c.stopAfter, Settle: c.settle,
 		Workers: c.workers, CheckEvery: c.checkEvery, FlagTimeout: c.flagTimeout,
+		ClusterInstall: *c.clusterInstall.r, ClusterUpgrade: *c.clusterUpgrade.r, ClusterRemoval: *c.clusterRemoval.r,
+		ClusterFailShare: c.clusterFailShare, ClusterRetry: c.clusterRetry,
 	}
 	if c.hold > 0 && c.tokenFile != "" {
 		cl, err := c.apiClient()
@@ -495,9 +544,34 @@ func printHold(w io.Writer, h *sim.HoldReport, after string) {
 			d.Stopped, d.AtSeconds, d.LastBeatSeconds, d.TimeoutSeconds, d.BarSeconds, d.FirstFlaggedSeconds, d.AllFlaggedSeconds,
 			d.Flagged, d.FalsePositives, d.Missed, map[bool]string{true: "met", false: "NOT met"}[d.Met])
 	}
+	if cl := h.Clusters; cl != nil {
+		printClusters(w, cl)
+	}
 	for msg, n := range h.Errors {
 		fmt.Fprintf(w, "%d× %s\n", n, msg)
 	}
+}
+
+// printClusters prints what the simulated cluster nodes did.
+func printClusters(w io.Writer, c *sim.ClusterReport) {
+	if c.Off {
+		fmt.Fprintln(w, "clusters: the server has no cluster service")
+		return
+	}
+	var final []string
+	for _, s := range slices.Sorted(maps.Keys(c.Final)) {
+		name := s
+		if name == "" {
+			name = "none yet"
+		}
+		final = append(final, fmt.Sprintf("%s %d", name, c.Final[s]))
+	}
+	fmt.Fprintf(w, "clusters: %d nodes (%d faulty), %d busy at the end; last state: %s\n", c.Nodes, c.Faulty, c.Busy, strings.Join(final, ", "))
+	for _, k := range slices.Sorted(maps.Keys(c.Jobs)) {
+		j := c.Jobs[k]
+		fmt.Fprintf(w, "  %-12s %6d jobs, p50 %.1fs, p99 %.1fs, max %.1fs\n", k, j.Count, j.P50/1000, j.P99/1000, j.Max/1000)
+	}
+	fmt.Fprintf(w, "  calls: %d (GetPlan, ReportStatus), %d errors, p50 %.2f ms, p99 %.2f ms\n", c.Calls.Count, c.Calls.Errors, c.Calls.P50, c.Calls.P99)
 }
 
 // isTerminal tells whether w is a character device (a terminal).

@@ -45,10 +45,22 @@ func TestParseSimulate(t *testing.T) {
 		append(ok, "--hold", "-1s"),
 		append(ok, "--hold", "10s", "--workers", "0"),
 		append(ok, "--hold", "10s", "--check-every", "0s"),
+		append(ok, "--cluster-install-time", "20s-5s"),
+		append(ok, "--cluster-upgrade-time", "soon"),
+		append(ok, "--cluster-fail-share", "2"),
+		append(ok, "--cluster-retry", "0s"),
 	} {
 		if _, err := parseSimulate(bad, &bytes.Buffer{}); !errors.As(err, new(*usageError)) {
 			t.Errorf("%q: got %v, want a usage error", bad, err)
 		}
+	}
+	c, err = parseSimulate(append(ok, "--cluster-install-time", "1s-3s", "--cluster-removal-time", "2s", "--cluster-fail-share", "0.1"), &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("cluster flags: %v", err)
+	}
+	if *c.clusterInstall.r != (sim.Range{Min: time.Second, Max: 3 * time.Second}) || *c.clusterRemoval.r != (sim.Range{Min: 2 * time.Second, Max: 2 * time.Second}) ||
+		*c.clusterUpgrade.r != sim.DefaultClusterUpgrade || c.clusterFailShare != 0.1 || c.clusterRetry != sim.DefaultClusterRetry {
+		t.Errorf("cluster flags: install %v, removal %v, upgrade %v, fail share %v, retry %v", c.clusterInstall, c.clusterRemoval, c.clusterUpgrade, c.clusterFailShare, c.clusterRetry)
 	}
 	if _, err := parseSimulate(append(ok, "--register", "--token-file", "t", "--nzt"), &bytes.Buffer{}); err != nil {
 		t.Errorf("--register --nzt: %v", err)
