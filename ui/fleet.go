@@ -30,6 +30,7 @@ type fleet struct {
 	store  eim.Store
 	runner *feed.Runner
 	loaded atomic.Bool
+	once   atomic.Bool // loaded at least once
 
 	mu    sync.RWMutex
 	hosts map[string]*hostSum // by host ID
@@ -220,6 +221,7 @@ func (f *fleet) relist(ctx context.Context) error {
 	}
 	f.mu.Unlock()
 	f.loaded.Store(true)
+	f.once.Store(true)
 	return nil
 }
 

@@ -82,7 +82,8 @@ func TestCSP(t *testing.T) {
 	reInline := regexp.MustCompile(`(?i)<script(\s[^>]*)?>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
 	for _, path := range []string{"/ui/login", "/ui/p/acme/", "/ui/p/acme/hosts", "/ui/p/acme/hosts/" + h.ResourceID, "/ui/p/acme/register",
 		"/ui/p/acme/locations", "/ui/p/acme/schedules", "/ui/p/acme/schedules?view=week", "/ui/p/acme/nosuchpage", "/ui/p/acme/hosts?filter=x%3D1",
-		"/ui/p/acme/resources", "/ui/p/acme/resources?kind=os", "/ui/p/acme/settings"} {
+		"/ui/p/acme/resources", "/ui/p/acme/resources?kind=os", "/ui/p/acme/settings", "/ui/p/acme/audit", "/ui/p/acme/resources?kind=telemetryprofile",
+		"/ui/p/acme/audit?filter=nosuch%3D1"} {
 		w := e.get(tokAdmin, path)
 		csp := w.Header().Get("Content-Security-Policy")
 		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
