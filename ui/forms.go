@@ -56,15 +56,38 @@ var refKinds = []eim.Kind{eim.KindOS, eim.KindSite, eim.KindRegion, eim.KindTele
 const maxRefOptions = 500
 
 // formFields returns the writable fields of kind rk in variant (those of
-// every variant when "").
-func formFields(rk resourceKind, variant string) []*eim.Field {
+// every variant when ""); for an edit, those an update changes.
+func formFields(rk resourceKind, variant string, edit bool) []*eim.Field {
+	only, narrow := inventory.Updatable(rk.Kind)
 	var out []*eim.Field
 	for _, f := range eim.SchemaOf(rk.Kind).Fields {
-		if f.Writable && !f.Alias && f.Name != "" && (variant == "" || f.Variant == "" || f.Variant == variant) {
-			out = append(out, f)
+		if !f.Writable || f.Alias || f.Name == "" || (variant != "" && f.Variant != "" && f.Variant != variant) {
+			continue
 		}
+		if edit && narrow && !slices.Contains(only, f.Name) {
+			continue
+		}
+		out = append(out, f)
 	}
 	return out
+}
+
+// enumValue is an enum field's value as its select shows it: "" for the
+// unspecified value (the first), which the select offers as the default.
+func enumValue(fd *eim.Field, v string) string {
+	if vals := reflect.Zero(fd.Type).Interface().(eim.Enum).Values(); len(vals) > 0 && v == vals[0] {
+		return ""
+	}
+	return v
+}
+
+// oldValue is the stored value of fd in old as the form shows it.
+func oldValue(fd *eim.Field, old eim.Resource) string {
+	v := formValue(fd.Value(old))
+	if fd.IsEnum() {
+		v = enumValue(fd, v)
+	}
+	return v
 }
 
 // buildForm returns the form of rk's fields in variant, filled from old
@@ -72,10 +95,10 @@ func formFields(rk resourceKind, variant string) []*eim.Field {
 func (h *Handler) buildForm(r *http.Request, c *call, rk resourceKind, variant string, old eim.Resource, sent url.Values) (*resForm, error) {
 	f := &resForm{Variant: variant}
 	refs := map[eim.Kind][]eim.Resource{}
-	for _, fd := range formFields(rk, variant) {
+	for _, fd := range formFields(rk, variant, old != nil) {
 		ff := formField{Name: fd.Name, Input: "text"}
 		if old != nil {
-			ff.Value = formValue(fd.Value(old))
+			ff.Value = oldValue(fd, old)
 		}
 		t := fd.Type
 		switch {
@@ -196,14 +219,14 @@ func formValue(v reflect.Value) string {
 // cannot read as its field's type is an error on that field.
 func formBody(rk resourceKind, variant string, old eim.Resource, sent url.Values) (map[string]any, map[string]string) {
 	body, errs := map[string]any{}, map[string]string{}
-	for _, fd := range formFields(rk, variant) {
+	for _, fd := range formFields(rk, variant, old != nil) {
 		raw := strings.TrimSpace(sent.Get(fd.Name))
 		t := fd.Type
 		if t.Kind() == reflect.Bool {
 			raw = strconv.FormatBool(sent.Get(fd.Name) != "")
 		}
 		if old != nil {
-			if raw == formValue(fd.Value(old)) {
+			if raw == oldValue(fd, old) {
 				continue
 			}
 		} else if raw == "" || (t.Kind() == reflect.Bool && raw == "false") {
