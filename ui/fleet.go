@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -49,6 +50,16 @@ type prjSum struct {
 	views [len(tabKeys)][len(stateKeys) + 1]int
 	upd   inventory.UpdateCounts
 	updOS map[string]*inventory.UpdateCounts // by OS resource ID
+	// sites counts the hosts of each site ("": none), in all (column 0)
+	// and in each state (column i+1), kept as byName's counts are: the
+	// locations page reads them rather than passing over the hosts.
+	sites map[string]*[len(stateKeys) + 1]int
+	// sorted holds the hosts in the ascending order of a sortable column
+	// other than the name (sortKey), built the first time a page asks
+	// for it and kept in order from then on as byName is: a page of a
+	// sorted view is then a walk from either end, not a pass over every
+	// host with a heap.
+	sorted map[string][]*hostSum
 }
 
 // hostSum is what the fleet keeps of a host and its instance. It is not
@@ -117,6 +128,21 @@ func (f *fleet) put(old, s *hostSum, ordered bool) {
 			default:
 				p.byName = slices.Delete(p.byName, i, i+1)
 			}
+			for col, idx := range p.sorted {
+				less := ascending[col]
+				i, found := slices.BinarySearchFunc(idx, old, less)
+				switch {
+				case !found:
+				case s != nil && s.project == old.project && less(s, old) == 0 && sameKey(col, s, old):
+					idx[i] = s // in its place
+					continue
+				default:
+					idx = slices.Delete(idx, i, i+1)
+				}
+				p.sorted[col] = idx
+			}
+		} else {
+			p.sorted = nil
 		}
 	}
 	if s == nil {
@@ -124,7 +150,7 @@ func (f *fleet) put(old, s *hostSum, ordered bool) {
 	}
 	p := f.prj[s.project]
 	if p == nil {
-		p = &prjSum{hosts: map[string]*hostSum{}, updOS: map[string]*inventory.UpdateCounts{}}
+		p = &prjSum{hosts: map[string]*hostSum{}, updOS: map[string]*inventory.UpdateCounts{}, sites: map[string]*[len(stateKeys) + 1]int{}}
 		f.prj[s.project] = p
 	}
 	p.hosts[s.id] = s
@@ -133,10 +159,26 @@ func (f *fleet) put(old, s *hostSum, ordered bool) {
 	switch {
 	case !ordered:
 		p.byName = append(p.byName, s)
+		p.sorted = nil
 	case old == nil || s.name != old.name:
 		i, _ := slices.BinarySearchFunc(p.byName, s, byName)
 		p.byName = slices.Insert(p.byName, i, s)
 	}
+	if !ordered {
+		return
+	}
+	for col, idx := range p.sorted {
+		if old != nil && old.project == s.project && sameKey(col, s, old) {
+			continue // replaced in its place above
+		}
+		i, _ := slices.BinarySearchFunc(idx, s, ascending[col])
+		p.sorted[col] = slices.Insert(idx, i, s)
+	}
+}
+
+// sameKey reports whether a and b have the same value of column col.
+func sameKey(col string, a, b *hostSum) bool {
+	return a.id == b.id && ascending[col](a, b) == 0
 }
 
 func byName(a, b *hostSum) int {
@@ -149,6 +191,20 @@ func (p *prjSum) count(s *hostSum, d int) {
 		if s.bits&(1<<i) != 0 {
 			p.states[i] += d
 		}
+	}
+	sc := p.sites[s.siteID]
+	if sc == nil {
+		sc = new([len(stateKeys) + 1]int)
+		p.sites[s.siteID] = sc
+	}
+	sc[0] += d
+	for i := range stateKeys {
+		if s.bits&(1<<i) != 0 {
+			sc[i+1] += d
+		}
+	}
+	if sc[0] == 0 {
+		delete(p.sites, s.siteID)
 	}
 	for t := range tabKeys {
 		if s.tabs&(1<<t) == 0 {
@@ -392,8 +448,7 @@ func (f *fleet) counts(project string) (int, map[string]int) {
 }
 
 // siteCounts returns, per site ID ("" for none), how many of the
-// project's hosts it has, in all (key "") and per state: a pass over the
-// project's hosts.
+// project's hosts it has, in all (key "") and per state, as kept.
 func (f *fleet) siteCounts(project string) map[string]map[string]int {
 	out := map[string]map[string]int{}
 	f.mu.RLock()
@@ -402,18 +457,13 @@ func (f *fleet) siteCounts(project string) map[string]map[string]int {
 	if p == nil {
 		return out
 	}
-	for _, s := range p.hosts {
-		c := out[s.siteID]
-		if c == nil {
-			c = map[string]int{}
-			out[s.siteID] = c
-		}
-		c[""]++
+	for site, sc := range p.sites {
+		c := make(map[string]int, len(sc))
+		c[""] = sc[0]
 		for i, k := range stateKeys {
-			if s.bits&(1<<i) != 0 {
-				c[k]++
-			}
+			c[k] = sc[i+1]
 		}
+		out[site] = c
 	}
 	return out
 }
@@ -466,10 +516,44 @@ type hostView struct {
 	desc                bool
 }
 
+// ascending are the orders of the sortable columns besides the name (whose
+// order is byName), ascending: the orders of prjSum.sorted.
+var ascending = map[string]func(a, b *hostSum) int{
+	"id": sortKey("id", false), "serial": sortKey("serial", false), "uuid": sortKey("uuid", false),
+	"status": sortKey("status", false), "lastseen": sortKey("lastseen", false),
+}
+
+// ensureOrder builds the project's index of the hosts in the ascending
+// order of col (a key of ascending) unless it has it: a sort of the
+// project's hosts, under the write lock, once; put keeps it from then on.
+func (f *fleet) ensureOrder(project, col string) {
+	less, ok := ascending[col]
+	if !ok {
+		return
+	}
+	f.mu.RLock()
+	p := f.prj[project]
+	built := p == nil || p.sorted[col] != nil
+	f.mu.RUnlock()
+	if built {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p = f.prj[project]; p == nil || p.sorted[col] != nil {
+		return
+	}
+	if p.sorted == nil {
+		p.sorted = map[string][]*hostSum{}
+	}
+	p.sorted[col] = slices.SortedFunc(maps.Values(p.hosts), less)
+}
+
 // page returns the IDs of the project's hosts in view v, from offset, at
-// most limit; and how many are in it. By name (the default order) and
-// without a search, it walks the hosts in that order until the page is
-// full, the count kept; otherwise it is a pass over the project's hosts.
+// most limit; and how many are in it: a walk of the hosts in the view's
+// order from either end. Without a search the view's count is kept, and
+// the walk ends when the page is full; a search walks every host,
+// counting the matches.
 func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, int) {
 	bit, tabBit := stateBit(v.state), uint8(0)
 	si, ti := 0, slices.Index(tabKeys[:], cmp.Or(v.tab, "all"))
@@ -484,37 +568,53 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 	match := func(s *hostSum) bool {
 		return s.tabs&tabBit != 0 && (bit == 0 || s.bits&bit != 0) && (q == "" || strings.Contains(s.search, q))
 	}
+	f.ensureOrder(project, v.sort)
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	p := f.prj[project]
 	if p == nil {
 		return nil, 0
 	}
-	var ids []string
-	if (v.sort == "" || v.sort == "name") && q == "" {
-		total, seen := p.views[ti][si], 0
-		n := len(p.byName)
-		for i := range n {
-			s := p.byName[i]
-			if v.desc {
-				s = p.byName[n-1-i]
-			}
-			if !match(s) {
-				continue
-			}
-			if seen++; seen > offset {
-				ids = append(ids, s.id)
-				if len(ids) == limit {
-					break
-				}
-			}
+	order := p.byName
+	if v.sort != "" && v.sort != "name" {
+		if order = p.sorted[v.sort]; order == nil {
+			// Reloaded since ensureOrder (or not a column of
+			// ascending): one pass with a heap instead.
+			return heapPage(p, v.sort, v.desc, match, offset, limit)
 		}
-		return ids, total
 	}
-	// The first offset+limit of the matches, kept in a bounded heap
-	// whose top is the greatest: a pass over the project's hosts, not a
-	// sort of them.
-	less := sortKey(v.sort, v.desc)
+	counted := q == ""
+	total := p.views[ti][si]
+	if !counted {
+		total = 0
+	}
+	var ids []string
+	seen, n := 0, len(order)
+	for i := range n {
+		s := order[i]
+		if v.desc {
+			s = order[n-1-i]
+		}
+		if !match(s) {
+			continue
+		}
+		if seen++; seen > offset && len(ids) < limit {
+			ids = append(ids, s.id)
+		}
+		if counted && (len(ids) == limit || seen == total) {
+			break
+		}
+	}
+	if !counted {
+		total = seen
+	}
+	return ids, total
+}
+
+// heapPage is page by a pass over the project's hosts, keeping the first
+// offset+limit matches in a bounded heap whose top is the greatest.
+func heapPage(p *prjSum, col string, desc bool, match func(*hostSum) bool, offset, limit int) ([]string, int) {
+	less := sortKey(col, desc)
 	k := offset + limit
 	h := &sumHeap{less: less}
 	total := 0
@@ -535,6 +635,7 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 	if offset >= len(pg) {
 		return nil, total
 	}
+	var ids []string
 	for _, s := range pg[offset:] {
 		ids = append(ids, s.id)
 	}

@@ -337,6 +337,29 @@ func TestFleetSummary(t *testing.T) {
 	if !strings.Contains(ids(&liveEnv, "size=1"), late.ResourceID) {
 		t.Errorf("the renamed host is not first by name")
 	}
+	// Its status changes: it moves in the orders by status and last seen
+	// built above (kept in place as hosts change).
+	err = e.inv.Store().Update(context.Background(), proj, func(tx eim.Tx) error {
+		hs, err := tx.GetMany(context.Background(), eim.KindHost, []string{late.ResourceID})
+		if err != nil || len(hs) != 1 {
+			return fmt.Errorf("read %s: %v", late.ResourceID, err)
+		}
+		return inventory.SetHostStatus(context.Background(), tx, hs[0].(*eim.Host), inventory.Status{Text: "Running", Indicator: eim.StatusIdle, Timestamp: 1 << 40})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"sort=lastseen&dir=desc&size=3", "sort=status&size=100", "state=running&sort=status&offset=40", "sort=serial&dir=desc", "sort=uuid&q=aaa"} {
+		for got, want := ids(&liveEnv, q), ids(stored2, q); got != want; got, want = ids(&liveEnv, q), ids(stored2, q) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s after a status change: from memory %q, from the store %q", q, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !strings.Contains(ids(&liveEnv, "sort=lastseen&dir=desc&size=1"), late.ResourceID) {
+		t.Errorf("the host last seen last is not first by last seen, descending")
+	}
 	if err := e.inv.Delete(context.Background(), proj, eim.KindHost, late.ResourceID); err != nil {
 		t.Fatal(err)
 	}
