@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
@@ -60,6 +61,51 @@ type prjSum struct {
 	// sorted view is then a walk from either end, not a pass over every
 	// host with a heap.
 	sorted map[string][]*hostSum
+	// text is the hosts' searched fields in one buffer, for the search
+	// box: built on the first search, dropped when a host comes, goes or
+	// changes a searched field.
+	text *searchText
+}
+
+// searchText is every host's searched fields (hostSum.search), each
+// followed by \x01, in one buffer: a search is a scan of contiguous
+// memory rather than a visit of every host.
+type searchText struct {
+	buf  []byte
+	ends []int    // the end of each host's text in buf
+	ids  []string // the host of each text
+}
+
+// maxSearchHits is how many hosts a search gathers from the text before
+// it walks the hosts in order instead (a text most hosts hold).
+const maxSearchHits = 2000
+
+// search returns the hosts whose searched fields hold q (lower-case) and
+// that match; ok false when the project has no text built or more than
+// maxSearchHits hosts hold q. p's lock is held.
+func (p *prjSum) search(q string, match func(*hostSum) bool) ([]*hostSum, bool) {
+	t := p.text
+	if t == nil || strings.ContainsAny(q, "\x00\x01") {
+		return nil, false
+	}
+	needle := []byte(q)
+	var out []*hostSum
+	hits := 0
+	for pos := 0; pos < len(t.buf); {
+		i := bytes.Index(t.buf[pos:], needle)
+		if i < 0 {
+			break
+		}
+		j, _ := slices.BinarySearch(t.ends, pos+i) // the text holding the match
+		if hits++; hits > maxSearchHits {
+			return nil, false
+		}
+		if s := p.hosts[t.ids[j]]; s != nil && match(s) {
+			out = append(out, s)
+		}
+		pos = t.ends[j] + 1
+	}
+	return out, true
 }
 
 // hostSum is what the fleet keeps of a host and its instance. It is not
@@ -113,6 +159,13 @@ func (f *fleet) reset() {
 func (f *fleet) put(old, s *hostSum, ordered bool) {
 	if s != nil {
 		s.classify()
+	}
+	if old == nil || s == nil || old.search != s.search {
+		for _, x := range []*hostSum{old, s} {
+			if x != nil && f.prj[x.project] != nil {
+				f.prj[x.project].text = nil
+			}
+		}
 	}
 	if old != nil {
 		p := f.prj[old.project]
@@ -549,6 +602,36 @@ func (f *fleet) ensureOrder(project, col string) {
 	p.sorted[col] = slices.SortedFunc(maps.Values(p.hosts), less)
 }
 
+// ensureText builds the project's search text unless it has it, under the
+// write lock.
+func (f *fleet) ensureText(project string) {
+	f.mu.RLock()
+	p := f.prj[project]
+	built := p == nil || p.text != nil
+	f.mu.RUnlock()
+	if built {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p = f.prj[project]; p == nil || p.text != nil {
+		return
+	}
+	t := &searchText{ends: make([]int, 0, len(p.byName)), ids: make([]string, 0, len(p.byName))}
+	size := 0
+	for _, s := range p.byName {
+		size += len(s.search) + 1
+	}
+	t.buf = make([]byte, 0, size)
+	for _, s := range p.byName {
+		t.buf = append(t.buf, s.search...)
+		t.ends = append(t.ends, len(t.buf))
+		t.buf = append(t.buf, 1)
+		t.ids = append(t.ids, s.id)
+	}
+	p.text = t
+}
+
 // page returns the IDs of the project's hosts in view v, from offset, at
 // most limit; and how many are in it: a walk of the hosts in the view's
 // order from either end. Without a search the view's count is kept, and
@@ -569,6 +652,9 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 		return s.tabs&tabBit != 0 && (bit == 0 || s.bits&bit != 0) && (q == "" || strings.Contains(s.search, q))
 	}
 	f.ensureOrder(project, v.sort)
+	if q != "" {
+		f.ensureText(project)
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	p := f.prj[project]
@@ -581,6 +667,24 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 			// Reloaded since ensureOrder (or not a column of
 			// ascending): one pass with a heap instead.
 			return heapPage(p, v.sort, v.desc, match, offset, limit)
+		}
+	}
+	if q != "" {
+		if found, ok := p.search(q, match); ok {
+			// Few hosts hold the text: those, in the view's order.
+			less := byName
+			if v.sort != "" && v.sort != "name" {
+				less = ascending[v.sort]
+			}
+			slices.SortFunc(found, less)
+			if v.desc {
+				slices.Reverse(found)
+			}
+			var ids []string
+			for _, s := range found[min(offset, len(found)):min(offset+limit, len(found))] {
+				ids = append(ids, s.id)
+			}
+			return ids, len(found)
 		}
 	}
 	counted := q == ""
