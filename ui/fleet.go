@@ -68,39 +68,44 @@ type prjSum struct {
 }
 
 // searchText is every host's searched fields (hostSum.search), each
-// followed by \x01, in one buffer: a search is a scan of contiguous
-// memory rather than a visit of every host.
+// followed by \x01, in one buffer, in the order of byName: a search is a
+// scan of contiguous memory, and a match's text is its host's place in
+// byName. A host's change that keeps its place (a status) keeps the text;
+// one that moves it, or changes what is searched, drops it.
 type searchText struct {
 	buf  []byte
 	ends []int    // the end of each host's text in buf
-	ids  []string // the host of each text
+	ids  []string // the host of each text, to check the text is current
 }
 
-// maxSearchHits is how many hosts a search gathers from the text before
-// it walks the hosts in order instead (a text most hosts hold).
-const maxSearchHits = 2000
+// maxSortedHits is how many hosts found by a search a page sorts by
+// another column than the name; beyond, it walks that column's order.
+const maxSortedHits = 20000
 
 // search returns the hosts whose searched fields hold q (lower-case) and
-// that match; ok false when the project has no text built or more than
-// maxSearchHits hosts hold q. p's lock is held.
+// that match, in the order of byName; ok false when the project has no
+// current text. p's lock is held.
 func (p *prjSum) search(q string, match func(*hostSum) bool) ([]*hostSum, bool) {
 	t := p.text
-	if t == nil || strings.ContainsAny(q, "\x00\x01") {
+	if t == nil || len(t.ids) != len(p.byName) {
 		return nil, false
+	}
+	if strings.ContainsAny(q, "\x00\x01") {
+		return nil, true // no host's text holds these
 	}
 	needle := []byte(q)
 	var out []*hostSum
-	hits := 0
 	for pos := 0; pos < len(t.buf); {
 		i := bytes.Index(t.buf[pos:], needle)
 		if i < 0 {
 			break
 		}
 		j, _ := slices.BinarySearch(t.ends, pos+i) // the text holding the match
-		if hits++; hits > maxSearchHits {
+		s := p.byName[j]
+		if s.id != t.ids[j] {
 			return nil, false
 		}
-		if s := p.hosts[t.ids[j]]; s != nil && match(s) {
+		if match(s) {
 			out = append(out, s)
 		}
 		pos = t.ends[j] + 1
@@ -670,13 +675,11 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 		}
 	}
 	if q != "" {
-		if found, ok := p.search(q, match); ok {
-			// Few hosts hold the text: those, in the view's order.
-			less := byName
+		if found, ok := p.search(q, match); ok && (v.sort == "" || v.sort == "name" || len(found) <= maxSortedHits) {
+			// The hosts that hold the text, in the view's order.
 			if v.sort != "" && v.sort != "name" {
-				less = ascending[v.sort]
+				slices.SortFunc(found, ascending[v.sort])
 			}
-			slices.SortFunc(found, less)
 			if v.desc {
 				slices.Reverse(found)
 			}
