@@ -491,6 +491,7 @@ func TestUIBrowser(t *testing.T) {
 				t.Errorf("%s: a read-only user sees %d write controls", path, n)
 			}
 		}
+		ro.nav("/ui/p/default/resources?kind=osupdatepolicy")
 		ro.submit(`table tbody a`) // the policy's page: no delete button
 		if n := ro.count(`form[method=post]:not(.logout)`); n != 0 {
 			t.Errorf("a policy's page shows a read-only user %d forms", n)
