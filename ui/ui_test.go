@@ -570,3 +570,23 @@ func TestRegisterCSV(t *testing.T) {
 		t.Errorf("hosts registered: %d, want 2", p.Total)
 	}
 }
+
+// TestLoaded: the module's loop is not ready (/readyz) until the summary
+// of the fleet has loaded once; without a store there is none to wait for.
+func TestLoaded(t *testing.T) {
+	e := newEnv(t, proj)
+	if e.h.Loaded() {
+		t.Errorf("Loaded before the summary's loop ran")
+	}
+	e.live()
+	if !e.h.Loaded() {
+		t.Errorf("not Loaded once the summary is live")
+	}
+	h, err := ui.New(e.inv, tokens{}, ui.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Loaded() {
+		t.Errorf("a UI without a store to summarise is not Loaded")
+	}
+}
