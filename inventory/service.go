@@ -17,6 +17,7 @@ import (
 	"iter"
 	"log/slog"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/eimhq/eim"
@@ -194,6 +195,14 @@ func resolveMask(k eim.Kind, variant string, mask []string) ([]string, error) {
 // its creation: instances were, or are being, installed from it.
 var updatable = map[eim.Kind][]string{
 	eim.KindOS: {"name", "architecture", "metadata"},
+}
+
+// Updatable returns the fields of k an update may change when they are
+// fewer than its writable fields (ok false: all of them), so that a form
+// offers only what the update will write.
+func Updatable(k eim.Kind) (fields []string, ok bool) {
+	f, ok := updatable[k]
+	return slices.Clone(f), ok
 }
 
 // restrictMask narrows an update's mask (nil: every writable field) to the

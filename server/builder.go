@@ -14,6 +14,7 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
 	"github.com/eimhq/eim/hostview"
+	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/maintenance"
 	"github.com/eimhq/eim/metrics"
@@ -62,6 +63,7 @@ type Builder struct {
 	tel      *telemetry.Service
 	maint    *maintenance.Service
 	rpc      *metrics.RPC
+	api      http.Handler
 
 	// closers run when the process stops, last built first.
 	closers []func()
@@ -131,6 +133,18 @@ func (b *Builder) rpcMetrics() connect.HandlerOption {
 // nodeAuth is the Connect option that authenticates nodes.
 func (b *Builder) nodeAuth() connect.HandlerOption {
 	return connect.WithInterceptors(b.Southbound().Interceptor())
+}
+
+// API is the northbound REST API's handler: the api module serves it, and
+// the ui module's forms call it in process.
+func (b *Builder) API() http.Handler {
+	if b.api == nil {
+		b.api = httpapi.New(b.Inventory, b.Verifier, httpapi.Options{
+			Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: b.Provisioning(),
+			Deployed: b.deployment.Modules, DeployedNow: b.deployment.Fresh, Initialisers: Initialisers(), Version: buildVersion(),
+		})
+	}
+	return b.api
 }
 
 // Provisioning is the provisioning service: the provisioning module's, and

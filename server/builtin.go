@@ -16,7 +16,6 @@ import (
 	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/exporter"
 	"github.com/eimhq/eim/hostmgr"
-	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/oscatalog"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
@@ -120,12 +119,8 @@ func buildWebhooks(b *Builder) (Parts, error) {
 
 func buildAPI(b *Builder) (Parts, error) {
 	inv := b.Inventory
-	h := httpapi.New(inv, b.Verifier, httpapi.Options{
-		Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: b.Provisioning(),
-		Deployed: b.deployment.Modules, DeployedNow: b.deployment.Fresh, Initialisers: Initialisers(), Version: buildVersion(),
-	})
 	return Parts{
-		Routes: []Route{{"/", h}},
+		Routes: []Route{{"/", b.API()}},
 		Loops: []Loop{{Name: "reaper", Once: true, Run: func(ctx context.Context) error {
 			return inventory.NewReaper(inv, inventory.ReaperOptions{Logger: b.Log, Metrics: b.Metrics}).Run(ctx)
 		}}, {Name: "audit-retention", Once: true, Run: func(ctx context.Context) error {
@@ -135,7 +130,9 @@ func buildAPI(b *Builder) (Parts, error) {
 }
 
 func buildUI(b *Builder) (Parts, error) {
-	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store}
+	// The UI's forms write through the API, in process, whether or not
+	// this process serves the API to others.
+	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, API: b.API()}
 	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
 		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
 	}
@@ -147,7 +144,7 @@ func buildUI(b *Builder) (Parts, error) {
 	for _, p := range ui.Patterns() {
 		routes = append(routes, Route{p, h})
 	}
-	return Parts{Routes: routes, Loops: []Loop{{Name: "fleet", Run: h.Run}}}, nil
+	return Parts{Routes: routes, Loops: []Loop{{Name: "fleet", Run: h.Run, Ready: h.Loaded}}}, nil
 }
 
 func buildOnboarding(b *Builder) (Parts, error) {

@@ -70,6 +70,7 @@ func BenchmarkPages(b *testing.B) {
 		{"hosts/provisioned-tab", "/ui/p/acme/hosts?tab=provisioned"},
 		{"hosts/sorted-desc-page-20", "/ui/p/acme/hosts?sort=serial&dir=desc&offset=1000"},
 		{"hosts/search", "/ui/p/acme/hosts?q=node-04213"},
+		{"hosts/search-broad", "/ui/p/acme/hosts?q=node-01"},
 		{"hosts/region-subtree", "/ui/p/acme/hosts?region=REGION"},
 		{"overview", "/ui/p/acme/"},
 		{"locations", "/ui/p/acme/locations"},

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/sqlstore"
 	"github.com/eimhq/eim/ui"
@@ -84,12 +85,13 @@ func newEnvAt(t testing.TB, project, path string) *env {
 		return p
 	}
 	p, other := ensure(project), ensure("other")
-	h, err := ui.New(inv, tokens{
+	authn := tokens{
 		tokAdmin: {Subject: "admin", Roles: []string{eim.RoleAdmin}},
 		tokRW:    {Subject: "rw", Roles: []string{eim.ProjectRole(p, true)}},
 		tokRO:    {Subject: "ro", Roles: []string{eim.ProjectRole(p, false)}},
 		tokOther: {Subject: "other", Roles: []string{eim.ProjectRole(other, true)}},
-	}, ui.Options{Store: st})
+	}
+	h, err := ui.New(inv, authn, ui.Options{Store: st, API: httpapi.New(inv, authn, httpapi.Options{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/eimhq/eim"
@@ -28,6 +29,10 @@ const (
 var liveKinds = []eim.Kind{eim.KindHost, eim.KindInstance, eim.KindWorkflow, eim.KindSite, eim.KindRegion,
 	eim.KindSingleSchedule, eim.KindRepeatedSchedule, eim.KindOSUpdateRun}
 
+// allLiveKinds are the kinds whose changes the audit log records: all
+// but the workflows' progress.
+var allLiveKinds = slices.DeleteFunc(eim.Kinds(), func(k eim.Kind) bool { return k == eim.KindWorkflow })
+
 func (h *Handler) events(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx, cancel := context.WithTimeout(r.Context(), liveFor)
 	defer cancel()
@@ -49,10 +54,14 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, c *call) error 
 	}
 	_ = rc.Flush()
 
+	kinds := liveKinds
+	if r.URL.Query().Get("all") != "" {
+		kinds = allLiveKinds // the audit log
+	}
 	changes := make(chan int64, 1)
 	go func() {
 		defer close(changes)
-		for ev, err := range h.inv.Watch(ctx, rev, liveKinds...) {
+		for ev, err := range h.inv.Watch(ctx, rev, kinds...) {
 			if err != nil {
 				return
 			}

@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +32,7 @@ type fleet struct {
 	store  eim.Store
 	runner *feed.Runner
 	loaded atomic.Bool
+	once   atomic.Bool // loaded at least once
 
 	mu    sync.RWMutex
 	hosts map[string]*hostSum // by host ID
@@ -48,6 +51,66 @@ type prjSum struct {
 	views [len(tabKeys)][len(stateKeys) + 1]int
 	upd   inventory.UpdateCounts
 	updOS map[string]*inventory.UpdateCounts // by OS resource ID
+	// sites counts the hosts of each site ("": none), in all (column 0)
+	// and in each state (column i+1), kept as byName's counts are: the
+	// locations page reads them rather than passing over the hosts.
+	sites map[string]*[len(stateKeys) + 1]int
+	// sorted holds the hosts in the ascending order of a sortable column
+	// other than the name (sortKey), built the first time a page asks
+	// for it and kept in order from then on as byName is: a page of a
+	// sorted view is then a walk from either end, not a pass over every
+	// host with a heap.
+	sorted map[string][]*hostSum
+	// text is the hosts' searched fields in one buffer, for the search
+	// box: built on the first search, dropped when a host comes, goes or
+	// changes a searched field.
+	text *searchText
+}
+
+// searchText is every host's searched fields (hostSum.search), each
+// followed by \x01, in one buffer, in the order of byName: a search is a
+// scan of contiguous memory, and a match's text is its host's place in
+// byName. A host's change that keeps its place (a status) keeps the text;
+// one that moves it, or changes what is searched, drops it.
+type searchText struct {
+	buf  []byte
+	ends []int    // the end of each host's text in buf
+	ids  []string // the host of each text, to check the text is current
+}
+
+// maxSortedHits is how many hosts found by a search a page sorts by
+// another column than the name; beyond, it walks that column's order.
+const maxSortedHits = 20000
+
+// search returns the hosts whose searched fields hold q (lower-case) and
+// that match, in the order of byName; ok false when the project has no
+// current text. p's lock is held.
+func (p *prjSum) search(q string, match func(*hostSum) bool) ([]*hostSum, bool) {
+	t := p.text
+	if t == nil || len(t.ids) != len(p.byName) {
+		return nil, false
+	}
+	if strings.ContainsAny(q, "\x00\x01") {
+		return nil, true // no host's text holds these
+	}
+	needle := []byte(q)
+	var out []*hostSum
+	for pos := 0; pos < len(t.buf); {
+		i := bytes.Index(t.buf[pos:], needle)
+		if i < 0 {
+			break
+		}
+		j, _ := slices.BinarySearch(t.ends, pos+i) // the text holding the match
+		s := p.byName[j]
+		if s.id != t.ids[j] {
+			return nil, false
+		}
+		if match(s) {
+			out = append(out, s)
+		}
+		pos = t.ends[j] + 1
+	}
+	return out, true
 }
 
 // hostSum is what the fleet keeps of a host and its instance. It is not
@@ -102,6 +165,13 @@ func (f *fleet) put(old, s *hostSum, ordered bool) {
 	if s != nil {
 		s.classify()
 	}
+	if old == nil || s == nil || old.search != s.search {
+		for _, x := range []*hostSum{old, s} {
+			if x != nil && f.prj[x.project] != nil {
+				f.prj[x.project].text = nil
+			}
+		}
+	}
 	if old != nil {
 		p := f.prj[old.project]
 		p.count(old, -1)
@@ -116,6 +186,21 @@ func (f *fleet) put(old, s *hostSum, ordered bool) {
 			default:
 				p.byName = slices.Delete(p.byName, i, i+1)
 			}
+			for col, idx := range p.sorted {
+				less := ascending[col]
+				i, found := slices.BinarySearchFunc(idx, old, less)
+				switch {
+				case !found:
+				case s != nil && s.project == old.project && less(s, old) == 0 && sameKey(col, s, old):
+					idx[i] = s // in its place
+					continue
+				default:
+					idx = slices.Delete(idx, i, i+1)
+				}
+				p.sorted[col] = idx
+			}
+		} else {
+			p.sorted = nil
 		}
 	}
 	if s == nil {
@@ -123,7 +208,7 @@ func (f *fleet) put(old, s *hostSum, ordered bool) {
 	}
 	p := f.prj[s.project]
 	if p == nil {
-		p = &prjSum{hosts: map[string]*hostSum{}, updOS: map[string]*inventory.UpdateCounts{}}
+		p = &prjSum{hosts: map[string]*hostSum{}, updOS: map[string]*inventory.UpdateCounts{}, sites: map[string]*[len(stateKeys) + 1]int{}}
 		f.prj[s.project] = p
 	}
 	p.hosts[s.id] = s
@@ -132,10 +217,26 @@ func (f *fleet) put(old, s *hostSum, ordered bool) {
 	switch {
 	case !ordered:
 		p.byName = append(p.byName, s)
+		p.sorted = nil
 	case old == nil || s.name != old.name:
 		i, _ := slices.BinarySearchFunc(p.byName, s, byName)
 		p.byName = slices.Insert(p.byName, i, s)
 	}
+	if !ordered {
+		return
+	}
+	for col, idx := range p.sorted {
+		if old != nil && old.project == s.project && sameKey(col, s, old) {
+			continue // replaced in its place above
+		}
+		i, _ := slices.BinarySearchFunc(idx, s, ascending[col])
+		p.sorted[col] = slices.Insert(idx, i, s)
+	}
+}
+
+// sameKey reports whether a and b have the same value of column col.
+func sameKey(col string, a, b *hostSum) bool {
+	return a.id == b.id && ascending[col](a, b) == 0
 }
 
 func byName(a, b *hostSum) int {
@@ -148,6 +249,20 @@ func (p *prjSum) count(s *hostSum, d int) {
 		if s.bits&(1<<i) != 0 {
 			p.states[i] += d
 		}
+	}
+	sc := p.sites[s.siteID]
+	if sc == nil {
+		sc = new([len(stateKeys) + 1]int)
+		p.sites[s.siteID] = sc
+	}
+	sc[0] += d
+	for i := range stateKeys {
+		if s.bits&(1<<i) != 0 {
+			sc[i+1] += d
+		}
+	}
+	if sc[0] == 0 {
+		delete(p.sites, s.siteID)
 	}
 	for t := range tabKeys {
 		if s.tabs&(1<<t) == 0 {
@@ -220,6 +335,7 @@ func (f *fleet) relist(ctx context.Context) error {
 	}
 	f.mu.Unlock()
 	f.loaded.Store(true)
+	f.once.Store(true)
 	return nil
 }
 
@@ -390,8 +506,7 @@ func (f *fleet) counts(project string) (int, map[string]int) {
 }
 
 // siteCounts returns, per site ID ("" for none), how many of the
-// project's hosts it has, in all (key "") and per state: a pass over the
-// project's hosts.
+// project's hosts it has, in all (key "") and per state, as kept.
 func (f *fleet) siteCounts(project string) map[string]map[string]int {
 	out := map[string]map[string]int{}
 	f.mu.RLock()
@@ -400,18 +515,13 @@ func (f *fleet) siteCounts(project string) map[string]map[string]int {
 	if p == nil {
 		return out
 	}
-	for _, s := range p.hosts {
-		c := out[s.siteID]
-		if c == nil {
-			c = map[string]int{}
-			out[s.siteID] = c
-		}
-		c[""]++
+	for site, sc := range p.sites {
+		c := make(map[string]int, len(sc))
+		c[""] = sc[0]
 		for i, k := range stateKeys {
-			if s.bits&(1<<i) != 0 {
-				c[k]++
-			}
+			c[k] = sc[i+1]
 		}
+		out[site] = c
 	}
 	return out
 }
@@ -464,10 +574,74 @@ type hostView struct {
 	desc                bool
 }
 
+// ascending are the orders of the sortable columns besides the name (whose
+// order is byName), ascending: the orders of prjSum.sorted.
+var ascending = map[string]func(a, b *hostSum) int{
+	"id": sortKey("id", false), "serial": sortKey("serial", false), "uuid": sortKey("uuid", false),
+	"status": sortKey("status", false), "lastseen": sortKey("lastseen", false),
+}
+
+// ensureOrder builds the project's index of the hosts in the ascending
+// order of col (a key of ascending) unless it has it: a sort of the
+// project's hosts, under the write lock, once; put keeps it from then on.
+func (f *fleet) ensureOrder(project, col string) {
+	less, ok := ascending[col]
+	if !ok {
+		return
+	}
+	f.mu.RLock()
+	p := f.prj[project]
+	built := p == nil || p.sorted[col] != nil
+	f.mu.RUnlock()
+	if built {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p = f.prj[project]; p == nil || p.sorted[col] != nil {
+		return
+	}
+	if p.sorted == nil {
+		p.sorted = map[string][]*hostSum{}
+	}
+	p.sorted[col] = slices.SortedFunc(maps.Values(p.hosts), less)
+}
+
+// ensureText builds the project's search text unless it has it, under the
+// write lock.
+func (f *fleet) ensureText(project string) {
+	f.mu.RLock()
+	p := f.prj[project]
+	built := p == nil || p.text != nil
+	f.mu.RUnlock()
+	if built {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p = f.prj[project]; p == nil || p.text != nil {
+		return
+	}
+	t := &searchText{ends: make([]int, 0, len(p.byName)), ids: make([]string, 0, len(p.byName))}
+	size := 0
+	for _, s := range p.byName {
+		size += len(s.search) + 1
+	}
+	t.buf = make([]byte, 0, size)
+	for _, s := range p.byName {
+		t.buf = append(t.buf, s.search...)
+		t.ends = append(t.ends, len(t.buf))
+		t.buf = append(t.buf, 1)
+		t.ids = append(t.ids, s.id)
+	}
+	p.text = t
+}
+
 // page returns the IDs of the project's hosts in view v, from offset, at
-// most limit; and how many are in it. By name (the default order) and
-// without a search, it walks the hosts in that order until the page is
-// full, the count kept; otherwise it is a pass over the project's hosts.
+// most limit; and how many are in it: a walk of the hosts in the view's
+// order from either end. Without a search the view's count is kept, and
+// the walk ends when the page is full; a search walks every host,
+// counting the matches.
 func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, int) {
 	bit, tabBit := stateBit(v.state), uint8(0)
 	si, ti := 0, slices.Index(tabKeys[:], cmp.Or(v.tab, "all"))
@@ -482,37 +656,72 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 	match := func(s *hostSum) bool {
 		return s.tabs&tabBit != 0 && (bit == 0 || s.bits&bit != 0) && (q == "" || strings.Contains(s.search, q))
 	}
+	f.ensureOrder(project, v.sort)
+	if q != "" {
+		f.ensureText(project)
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	p := f.prj[project]
 	if p == nil {
 		return nil, 0
 	}
-	var ids []string
-	if (v.sort == "" || v.sort == "name") && q == "" {
-		total, seen := p.views[ti][si], 0
-		n := len(p.byName)
-		for i := range n {
-			s := p.byName[i]
-			if v.desc {
-				s = p.byName[n-1-i]
-			}
-			if !match(s) {
-				continue
-			}
-			if seen++; seen > offset {
-				ids = append(ids, s.id)
-				if len(ids) == limit {
-					break
-				}
-			}
+	order := p.byName
+	if v.sort != "" && v.sort != "name" {
+		if order = p.sorted[v.sort]; order == nil {
+			// Reloaded since ensureOrder (or not a column of
+			// ascending): one pass with a heap instead.
+			return heapPage(p, v.sort, v.desc, match, offset, limit)
 		}
-		return ids, total
 	}
-	// The first offset+limit of the matches, kept in a bounded heap
-	// whose top is the greatest: a pass over the project's hosts, not a
-	// sort of them.
-	less := sortKey(v.sort, v.desc)
+	if q != "" {
+		if found, ok := p.search(q, match); ok && (v.sort == "" || v.sort == "name" || len(found) <= maxSortedHits) {
+			// The hosts that hold the text, in the view's order.
+			if v.sort != "" && v.sort != "name" {
+				slices.SortFunc(found, ascending[v.sort])
+			}
+			if v.desc {
+				slices.Reverse(found)
+			}
+			var ids []string
+			for _, s := range found[min(offset, len(found)):min(offset+limit, len(found))] {
+				ids = append(ids, s.id)
+			}
+			return ids, len(found)
+		}
+	}
+	counted := q == ""
+	total := p.views[ti][si]
+	if !counted {
+		total = 0
+	}
+	var ids []string
+	seen, n := 0, len(order)
+	for i := range n {
+		s := order[i]
+		if v.desc {
+			s = order[n-1-i]
+		}
+		if !match(s) {
+			continue
+		}
+		if seen++; seen > offset && len(ids) < limit {
+			ids = append(ids, s.id)
+		}
+		if counted && (len(ids) == limit || seen == total) {
+			break
+		}
+	}
+	if !counted {
+		total = seen
+	}
+	return ids, total
+}
+
+// heapPage is page by a pass over the project's hosts, keeping the first
+// offset+limit matches in a bounded heap whose top is the greatest.
+func heapPage(p *prjSum, col string, desc bool, match func(*hostSum) bool, offset, limit int) ([]string, int) {
+	less := sortKey(col, desc)
 	k := offset + limit
 	h := &sumHeap{less: less}
 	total := 0
@@ -533,6 +742,7 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 	if offset >= len(pg) {
 		return nil, total
 	}
+	var ids []string
 	for _, s := range pg[offset:] {
 		ids = append(ids, s.id)
 	}

@@ -13,7 +13,7 @@ import (
 
 // pageNames are the templates/NAME.html pages, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings"}
+var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings", "audit"}
 
 // view is what the layout renders around a page.
 type view struct {
@@ -25,7 +25,26 @@ type view struct {
 	CSRF     string
 	User     string
 	Live     bool // the page refreshes itself from the change feed
+	LiveAll  bool // … on a change of any kind (else: of liveKinds)
 	Data     any
+}
+
+// navItem is an entry of the main menu: the page's Nav key, its title
+// and its path below the project. A page of another feature (clusters,
+// say) is one entry here and its routes.
+type navItem struct {
+	Key, Title, Path string
+	Write            bool // shown to writers only
+}
+
+var navItems = []navItem{
+	{"overview", "Overview", "", false},
+	{"hosts", "Hosts", "hosts", false},
+	{"register", "Register", "register", true},
+	{"locations", "Locations", "locations", false},
+	{"schedules", "Schedules", "schedules", false},
+	{"resources", "Resources", "resources", false},
+	{"audit", "Audit log", "audit", false},
 }
 
 var funcs = template.FuncMap{
@@ -39,12 +58,16 @@ var funcs = template.FuncMap{
 	"mul":     func(a, b int) int { return a * b },
 	"short":   shortEnum,
 	"bytes":   humanBytes,
+	"nav":     func() []navItem { return navItems },
+	"formArgs": func(f *resForm, csrf, id string) map[string]any {
+		return map[string]any{"F": f, "CSRF": csrf, "ID": id}
+	},
 }
 
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for _, n := range pageNames {
-		t, err := template.New(n).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+n+".html")
+		t, err := template.New(n).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/forms.html", "templates/"+n+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ui: parse page %s: %w", n, err)
 		}

@@ -27,6 +27,7 @@ type call struct {
 	p        *eim.Principal
 	canWrite bool
 	csrf     string
+	token    string   // the session's bearer token, for the API's calls
 	projects []string // the projects the user may read, for the switcher
 }
 
@@ -114,7 +115,7 @@ func (h *Handler) inProject(write bool, fn func(http.ResponseWriter, *http.Reque
 			h.renderError(w, r, nil, err)
 			return
 		}
-		c := &call{project: proj, p: p, canWrite: p.CanWrite(proj), csrf: csrfToken(tok)}
+		c := &call{project: proj, p: p, canWrite: p.CanWrite(proj), csrf: csrfToken(tok), token: tok}
 		if write {
 			switch {
 			case !sameOrigin(r):
@@ -126,7 +127,12 @@ func (h *Handler) inProject(write bool, fn func(http.ResponseWriter, *http.Reque
 			case !c.canWrite:
 				h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "your role in project %q is read-only", proj.Name))
 				return
+			case proj.Deleting:
+				h.renderError(w, r, nil, eim.Errorf(eim.ECONFLICT, "project %s is being deleted", proj.Name))
+				return
 			}
+			// The audit log names the user, as for the API's writes.
+			r = r.WithContext(eim.WithActor(r.Context(), eim.UserActor(p.Subject)))
 		}
 		if r.Method == http.MethodGet {
 			c.projects = h.readableProjects(r, p)

@@ -64,6 +64,10 @@ type Options struct {
 	// OIDC, when set, offers sign-in through an external issuer
 	// (authorization code with PKCE) besides a pasted token.
 	OIDC *OIDC
+	// API is EIM's northbound REST API, which the forms of the resource
+	// and settings pages call in process with the session's token (see
+	// apiCall); nil: those pages show, and their forms are refused.
+	API http.Handler
 }
 
 // Handler serves the UI under /ui/ and the browser redirect of /.
@@ -79,11 +83,12 @@ type Handler struct {
 	static  http.Handler
 	fleet   *fleet
 	oidc    *oidcClient // nil: no sign-in through an issuer
+	api     http.Handler
 }
 
 // New returns the UI handler over inv, authenticating with authn.
 func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, error) {
-	h := &Handler{inv: inv, authn: authn, log: opts.Logger, reprov: opts.Reprovisioner, now: opts.Now, logWait: opts.LogWait, oidc: newOIDC(opts.OIDC)}
+	h := &Handler{inv: inv, authn: authn, log: opts.Logger, reprov: opts.Reprovisioner, now: opts.Now, logWait: opts.LogWait, oidc: newOIDC(opts.OIDC), api: opts.API}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -125,6 +130,12 @@ func (h *Handler) Run(ctx context.Context) error {
 // Live reports whether the summary of the fleet is loaded and followed.
 func (h *Handler) Live() bool { return h.fleet.live() }
 
+// Loaded reports whether the summary of the fleet was loaded once (or
+// there is none to load): /readyz waits for it, so that a process is not
+// sent users before its pages can answer from memory. A later outage of
+// the feed does not make it unready; the pages then ask the store.
+func (h *Handler) Loaded() bool { return h.fleet == nil || h.fleet.once.Load() }
+
 // Patterns are the ServeMux patterns the handler is mounted on.
 func Patterns() []string { return []string{"/ui/", "GET /{$}"} }
 
@@ -161,7 +172,12 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"/events", h.read(h.events))
 	m.HandleFunc("GET "+p+"/resources", h.read(h.resources))
 	m.HandleFunc("GET "+p+"/resources/{kind}/{id}", h.read(h.resource))
+	m.HandleFunc("POST "+p+"/resources/{kind}", h.write(h.createResource))
+	m.HandleFunc("POST "+p+"/resources/{kind}/{id}", h.write(h.editResource))
+	m.HandleFunc("POST "+p+"/resources/{kind}/{id}/delete", h.write(h.deleteResource))
 	m.HandleFunc("GET "+p+"/settings", h.read(h.settings))
+	m.HandleFunc("POST "+p+"/settings", h.write(h.saveSettings))
+	m.HandleFunc("GET "+p+"/audit", h.read(h.audit))
 	m.HandleFunc("/ui/", h.notFound)
 }
 

@@ -82,7 +82,8 @@ func TestCSP(t *testing.T) {
 	reInline := regexp.MustCompile(`(?i)<script(\s[^>]*)?>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
 	for _, path := range []string{"/ui/login", "/ui/p/acme/", "/ui/p/acme/hosts", "/ui/p/acme/hosts/" + h.ResourceID, "/ui/p/acme/register",
 		"/ui/p/acme/locations", "/ui/p/acme/schedules", "/ui/p/acme/schedules?view=week", "/ui/p/acme/nosuchpage", "/ui/p/acme/hosts?filter=x%3D1",
-		"/ui/p/acme/resources", "/ui/p/acme/resources?kind=os", "/ui/p/acme/settings"} {
+		"/ui/p/acme/resources", "/ui/p/acme/resources?kind=os", "/ui/p/acme/settings", "/ui/p/acme/audit", "/ui/p/acme/resources?kind=telemetryprofile",
+		"/ui/p/acme/audit?filter=nosuch%3D1"} {
 		w := e.get(tokAdmin, path)
 		csp := w.Header().Get("Content-Security-Policy")
 		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
@@ -336,6 +337,29 @@ func TestFleetSummary(t *testing.T) {
 	if !strings.Contains(ids(&liveEnv, "size=1"), late.ResourceID) {
 		t.Errorf("the renamed host is not first by name")
 	}
+	// Its status changes: it moves in the orders by status and last seen
+	// built above (kept in place as hosts change).
+	err = e.inv.Store().Update(context.Background(), proj, func(tx eim.Tx) error {
+		hs, err := tx.GetMany(context.Background(), eim.KindHost, []string{late.ResourceID})
+		if err != nil || len(hs) != 1 {
+			return fmt.Errorf("read %s: %v", late.ResourceID, err)
+		}
+		return inventory.SetHostStatus(context.Background(), tx, hs[0].(*eim.Host), inventory.Status{Text: "Running", Indicator: eim.StatusIdle, Timestamp: 1 << 40})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"sort=lastseen&dir=desc&size=3", "sort=status&size=100", "state=running&sort=status&offset=40", "sort=serial&dir=desc", "sort=uuid&q=aaa"} {
+		for got, want := ids(&liveEnv, q), ids(stored2, q); got != want; got, want = ids(&liveEnv, q), ids(stored2, q) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s after a status change: from memory %q, from the store %q", q, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !strings.Contains(ids(&liveEnv, "sort=lastseen&dir=desc&size=1"), late.ResourceID) {
+		t.Errorf("the host last seen last is not first by last seen, descending")
+	}
 	if err := e.inv.Delete(context.Background(), proj, eim.KindHost, late.ResourceID); err != nil {
 		t.Fatal(err)
 	}
@@ -544,5 +568,25 @@ func TestRegisterCSV(t *testing.T) {
 	}
 	if p, _ := e.inv.List(context.Background(), proj, eim.KindHost, inventory.ListQuery{Filter: `serialNumber="SNnew000"`}); p.Total != 2 {
 		t.Errorf("hosts registered: %d, want 2", p.Total)
+	}
+}
+
+// TestLoaded: the module's loop is not ready (/readyz) until the summary
+// of the fleet has loaded once; without a store there is none to wait for.
+func TestLoaded(t *testing.T) {
+	e := newEnv(t, proj)
+	if e.h.Loaded() {
+		t.Errorf("Loaded before the summary's loop ran")
+	}
+	e.live()
+	if !e.h.Loaded() {
+		t.Errorf("not Loaded once the summary is live")
+	}
+	h, err := ui.New(e.inv, tokens{}, ui.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Loaded() {
+		t.Errorf("a UI without a store to summarise is not Loaded")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -433,6 +434,43 @@ func TestUIBrowser(t *testing.T) {
 		b.shot("settings")
 	})
 
+	t.Run("resources created through the forms, an API error beside its field", func(t *testing.T) {
+		b.t = t
+		b.nav("/ui/p/default/resources?kind=osupdatepolicy")
+		b.set("#new0-name", "to-tiny-os")
+		b.set("#new0-targetOsId", osID)
+		b.set("#new0-updatePolicy", "UPDATE_POLICY_TARGET")
+		b.submit(`form.resform button[type=submit]`)
+		b.wait("the policy listed", `document.body.innerText.includes("Created osupdatepolicy-") && document.querySelector("table tbody").innerText.includes("to-tiny-os")`)
+		b.shot("resources-osupdatepolicy")
+		b.nav("/ui/p/default/resources?kind=localaccount")
+		b.set("#new0-username", "ops")
+		b.set("#new0-sshKey", "not a key")
+		b.submit(`form.resform button[type=submit]`)
+		b.wait("the API's error beside the key", `!!document.querySelector("#new0-sshKey-err") && document.querySelector("#new0-sshKey[aria-invalid=true]") !== null`)
+		if got := b.text("#new0-sshKey-err"); !strings.HasPrefix(got, "sshKey: ") {
+			t.Errorf("the error beside sshKey: %q", got)
+		}
+		b.shot("resources-localaccount-error")
+		b.set("#new0-sshKey", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB8mQ6u4GkNK1b0kv8lNqf5rDr0X5n7eF0nV5U9b3Q0t ops@lab")
+		b.submit(`form.resform button[type=submit]`)
+		b.wait("the account listed", `document.body.innerText.includes("Created localaccount-") && document.querySelector("table tbody").innerText.includes("ops")`)
+		las, _, err := client.ListOf[eim.LocalAccount](ctx, s.admin, p, client.ListOptions{})
+		if err != nil || len(las) != 1 || las[0].Username != "ops" {
+			t.Errorf("the API's local accounts: %v %+v", err, las)
+		}
+		b.nav("/ui/p/default/audit?filter=" + url.QueryEscape(`kind="localaccount"`))
+		if got := b.text("table.audit tbody"); !strings.Contains(got, "CREATED") || !strings.Contains(got, "user:") || !strings.Contains(got, "username") {
+			t.Errorf("the audit log of local accounts: %q; want the create by a user, with its fields", got)
+		}
+		b.shot("audit")
+		b.set("#audit-filter", `colour="red"`)
+		b.submit(`form.filters button[type=submit]`)
+		if got := b.text("#audit-filter-err"); !strings.Contains(got, "colour") {
+			t.Errorf("an audit filter on an unknown field: %q", got)
+		}
+	})
+
 	t.Run("a read-only user sees no write controls and a forged write is refused", func(t *testing.T) {
 		ro := newBrowser(t, s.api)
 		roTok := mintToken(t, "--data-dir", s.dataDir, "--project", p, "--role", "r", "--ttl", "1h")
@@ -447,6 +485,18 @@ func TestUIBrowser(t *testing.T) {
 		if n := ro.count(`form[action$="/regions"], form[action$="/sites"]`); n != 0 {
 			t.Errorf("a read-only user sees %d create forms on the locations page", n)
 		}
+		for _, path := range []string{"/ui/p/default/resources?kind=localaccount", "/ui/p/default/resources?kind=osupdatepolicy", "/ui/p/default/settings"} {
+			ro.nav(path)
+			if n := ro.count(`form.resform, form[action$="/delete"], button[name=enrollmentToken]`); n != 0 {
+				t.Errorf("%s: a read-only user sees %d write controls", path, n)
+			}
+		}
+		ro.nav("/ui/p/default/resources?kind=osupdatepolicy")
+		ro.submit(`table tbody a`) // the policy's page: no delete button
+		if n := ro.count(`form[method=post]:not(.logout)`); n != 0 {
+			t.Errorf("a policy's page shows a read-only user %d forms", n)
+		}
+		ro.shot("resource-read-only")
 		// A write forged from the page itself, with the session's own CSRF
 		// token: the role is checked on the server.
 		status := eval[int](ro, `(async function(){

@@ -1,0 +1,134 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/eimhq/eim"
+)
+
+// The forms of the resource and settings pages write through EIM's own
+// REST API, called in process with the session's bearer token: the API
+// authenticates it again and makes every check it makes for any client
+// (the role, the decoding of each field, the project not being deleted,
+// the module that owns the operation running somewhere), and its audit
+// records name the user. The UI adds nothing to what a user may do and
+// cannot forget a check the API makes.
+
+// apiCall sends method path (below /v1/projects/{project}) with body (nil:
+// none) as JSON to the API and decodes a 2xx answer into out (nil: not
+// read). An error answer comes back as an eim error with the API's code
+// and message, which names the field at fault.
+func (h *Handler) apiCall(ctx context.Context, r *http.Request, c *call, method, path string, body, out any) error {
+	if h.api == nil {
+		return eim.Errorf(eim.EUNIMPLEMENTED, "this server's UI has no API to write through")
+	}
+	var rd *bytes.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("ui: encode %s %s: %w", method, path, err)
+		}
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	target := "/v1/projects/" + url.PathEscape(c.project.Name) + path
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return fmt.Errorf("ui: %s %s: %w", method, path, err)
+	}
+	req.Host, req.RemoteAddr = r.Host, r.RemoteAddr // the API's per-client limit is the user's
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	w := &apiAnswer{header: http.Header{}}
+	h.api.ServeHTTP(w, req)
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.status >= 300 {
+		var e struct{ Code, Message string }
+		if json.Unmarshal(w.body.Bytes(), &e) != nil || e.Message == "" {
+			return eim.Errorf(eim.EINTERNAL, "the API answered %d", w.status)
+		}
+		return eim.Errorf(codeOfStatus(w.status), "%s", e.Message)
+	}
+	if out == nil || w.body.Len() == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(w.body.Bytes(), out); err != nil {
+		return fmt.Errorf("ui: decode the answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// codeOfStatus is the eim code of an API error's HTTP status, so that the
+// page answers with the same status.
+func codeOfStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType:
+		return eim.EINVALID
+	case http.StatusUnauthorized:
+		return eim.EUNAUTHORIZED
+	case http.StatusForbidden:
+		return eim.EFORBIDDEN
+	case http.StatusNotFound:
+		return eim.ENOTFOUND
+	case http.StatusConflict:
+		return eim.ECONFLICT
+	case http.StatusRequestEntityTooLarge:
+		return eim.ETOOLARGE
+	case http.StatusNotImplemented:
+		return eim.EUNIMPLEMENTED
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		return eim.EUNAVAILABLE
+	}
+	return eim.EINTERNAL
+}
+
+// fieldOf returns the field an API error message names ("name: must be …"
+// names name), when it is one of fields, and the message.
+func fieldOf(err error, fields []string) string {
+	msg := eim.ErrorMessage(err)
+	name, _, ok := strings.Cut(msg, ":")
+	if !ok {
+		return ""
+	}
+	name = strings.TrimSpace(name)
+	for _, f := range fields {
+		if f == name {
+			return f
+		}
+	}
+	return ""
+}
+
+// apiAnswer keeps the API's answer to an in-process call.
+type apiAnswer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (a *apiAnswer) Header() http.Header { return a.header }
+
+func (a *apiAnswer) WriteHeader(status int) {
+	if a.status == 0 {
+		a.status = status
+	}
+}
+
+func (a *apiAnswer) Write(b []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	return a.body.Write(b)
+}
