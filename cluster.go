@@ -488,6 +488,9 @@ type NodePlan struct {
 	Init            bool   `json:"init,omitempty"`
 	ServerURL       string `json:"serverUrl,omitempty"`
 	ConnectTokenID  string `json:"connectTokenId,omitempty"`
+	// DrainUpgrade: the plan replaces an installed one (an upgrade): the
+	// node drains first.
+	DrainUpgrade bool `json:"drainUpgrade,omitempty"`
 	// Removal: the plan is the node's removal.
 	Removal bool `json:"removal,omitempty"`
 	Drain   bool `json:"drain,omitempty"`
@@ -527,8 +530,8 @@ type ClusterStore interface {
 	// (the one a cluster created without a template gets).
 	SetDefaultClusterTemplate(ctx context.Context, project, name, version string) error
 
-	// CreateCluster stores c with its nodes (c.ID and the nodes' Seq are
-	// set by the store). A host already in a cluster is ECONFLICT, also
+	// CreateCluster stores c with its nodes (the nodes' Seq are set by
+	// the store, and c.ID when it is empty). A host already in a cluster is ECONFLICT, also
 	// when two creations race for it; a name taken is ECONFLICT.
 	CreateCluster(ctx context.Context, c *Cluster) error
 	// FindCluster returns the project's cluster of that name, or with

@@ -246,7 +246,9 @@ func projectsOf(cs []*eim.Cluster) []string {
 // CreateCluster implements eim.ClusterStore.
 func (s *Store) CreateCluster(ctx context.Context, c *eim.Cluster) error {
 	now := eim.NewTime(s.now())
-	c.ID = eim.NewID(eim.KindCluster)
+	if c.ID == "" {
+		c.ID = eim.NewID(eim.KindCluster)
+	}
 	c.CreatedAt, c.UpdatedAt = now, now
 	return s.run(ctx, c.Project, true, func(etx eim.Tx) error {
 		t := etx.(*tx)
