@@ -67,6 +67,9 @@ type ConnectStore interface {
 	ListTunnels(ctx context.Context, project string) ([]*Tunnel, error)
 	// DeleteTunnel removes the cluster's tunnel if replica holds it.
 	DeleteTunnel(ctx context.Context, project, cluster, replica string) error
+	// DeleteConnectOf removes every credential and tunnel of a project's
+	// clusters (the project is being deleted).
+	DeleteConnectOf(ctx context.Context, project string) error
 }
 
 // ConnectTokenPrefix starts every connect token: "eimct_<id>.<secret>".
