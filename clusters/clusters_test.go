@@ -51,8 +51,8 @@ func TestTemplates(t *testing.T) {
 			t.Fatalf("create again: %d %v, want 409", s, eb)
 		}
 		for field, bad := range map[string]map[string]any{
-			"version":           {"version": "1.0"},
-			"kubernetesVersion": {"kubernetesVersion": "1.33"},
+			"version":                           {"version": "1.0"},
+			"kubernetesVersion":                 {"kubernetesVersion": "1.33"},
 			"clusterNetwork.pods.cidrBlocks[0]": {"clusterNetwork": map[string]any{"pods": map[string]any{"cidrBlocks": []string{"10.0.0.1/8"}}}},
 			"clusterconfiguration.kind":         {"clusterconfiguration": map[string]any{"kind": "KubeadmControlPlaneTemplate"}},
 			"controlplaneprovidertype":          {"controlplaneprovidertype": "rke2"},
@@ -442,7 +442,7 @@ func TestClusterErrorsAndIsolation(t *testing.T) {
 		var eb errBody
 		for body, field := range map[string]string{
 			`{"name":"Bad_Name","nodes":[{"id":"` + n.id + `"}]}`:               "name",
-			`{"name":"x","nodes":[]}`:                                          "nodes",
+			`{"name":"x","nodes":[]}`:                                           "nodes",
 			`{"name":"x","nodes":[{"id":"` + n.id + `","role":"boss"}]}`:        "nodes[0].role",
 			`{"name":"x","nodes":[{"id":"host-00000000"}]}`:                     "nodes[0].id",
 			`{"name":"x","nodes":[{"id":"` + n.id + `","role":"worker"}]}`:      "nodes",

@@ -147,7 +147,6 @@ func (g *Gateway) authenticate(r *http.Request) (*eim.Principal, error) {
 	return apiv2.Authenticate(r, g.opts.Authenticator)
 }
 
-
 // resolve finds the project and cluster of "{project}-{cluster}" (the
 // project by ID, as the original's kubeconfigs name it, or by name; a
 // name with hyphens is tried at each of them) that the caller may reach
