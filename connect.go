@@ -2,6 +2,11 @@ package eim
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
 	"time"
 )
 
@@ -62,4 +67,32 @@ type ConnectStore interface {
 	ListTunnels(ctx context.Context, project string) ([]*Tunnel, error)
 	// DeleteTunnel removes the cluster's tunnel if replica holds it.
 	DeleteTunnel(ctx context.Context, project, cluster, replica string) error
+	// DeleteConnectOf removes every credential and tunnel of a project's
+	// clusters (the project is being deleted).
+	DeleteConnectOf(ctx context.Context, project string) error
+}
+
+// ConnectTokenPrefix starts every connect token: "eimct_<id>.<secret>".
+const ConnectTokenPrefix = "eimct_"
+
+// NewConnectToken makes a credential for a cluster's connect agent and its
+// token (shown once; the credential keeps only the secret's SHA-256). The
+// connect module issues them through its API, the clusters module for the
+// install plans of control-plane nodes.
+func NewConnectToken(project, cluster string, now time.Time, ttl time.Duration) (*ConnectCredential, string, error) {
+	var id [8]byte
+	var secret [32]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, "", fmt.Errorf("token id: %w", err)
+	}
+	if _, err := rand.Read(secret[:]); err != nil {
+		return nil, "", fmt.Errorf("token secret: %w", err)
+	}
+	sec := base64.RawURLEncoding.EncodeToString(secret[:])
+	sum := sha256.Sum256([]byte(sec))
+	c := &ConnectCredential{
+		ID: "ct-" + hex.EncodeToString(id[:]), Project: project, Cluster: cluster,
+		Hash: sum[:], Created: now.UTC(), Expires: now.Add(ttl).UTC(),
+	}
+	return c, ConnectTokenPrefix + c.ID + "." + sec, nil
 }

@@ -10,6 +10,11 @@ const (
 	RoleAdmin       = "eim-admin" // everything, including project administration
 	roleReadSuffix  = "_im-r"
 	roleWriteSuffix = "_im-rw"
+	// The original's cluster roles: "<project>_cl-r" reads a project's
+	// clusters, "_cl-rw" changes them (and reaches them through the
+	// connect gateway with a write role).
+	roleClusterRead  = "_cl-r"
+	roleClusterWrite = "_cl-rw"
 )
 
 // Principal is an authenticated caller: a user, a tool or a node.
@@ -29,6 +34,32 @@ func (p *Principal) CanRead(proj *Project) bool {
 // CanWrite reports whether the principal may change the project's resources.
 func (p *Principal) CanWrite(proj *Project) bool {
 	return p.IsAdmin() || p.has(proj, roleWriteSuffix)
+}
+
+// CanReadClusters reports whether the principal may read the project's
+// clusters: a read role on the project or a cluster role.
+func (p *Principal) CanReadClusters(proj *Project) bool {
+	return p.CanWriteClusters(proj) || p.CanRead(proj) || p.has(proj, roleClusterRead)
+}
+
+// CanWriteClusters reports whether the principal may change the
+// project's clusters: a write role on the project or the cluster write
+// role.
+func (p *Principal) CanWriteClusters(proj *Project) bool {
+	return p.CanWrite(proj) || p.has(proj, roleClusterWrite)
+}
+
+// ClusterRoleName returns the cluster role name of a project (ID-keyed, as
+// the original's).
+func ClusterRoleName(proj *Project, write bool) string {
+	key := proj.ID
+	if key == "" {
+		key = proj.Name
+	}
+	if write {
+		return key + roleClusterWrite
+	}
+	return key + roleClusterRead
 }
 
 func (p *Principal) has(proj *Project, suffix string) bool {

@@ -128,6 +128,8 @@ type Store interface {
 
 	// The connect module's credentials and tunnel registry.
 	ConnectStore
+	// The clusters module's templates and clusters.
+	ClusterStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/apiv2"
 )
 
 // call is what an API handler works with.
@@ -34,16 +35,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request, fn func(http.
 	if err != nil {
 		return err
 	}
-	name := r.PathValue("projectName")
-	var proj *eim.Project
-	if uuidRE.MatchString(name) {
-		proj, err = g.opts.Store.FindProjectByID(r.Context(), name)
-	} else {
-		proj, err = g.opts.Store.FindProject(r.Context(), name)
-	}
-	if eim.ErrorCode(err) == eim.ENOTFOUND {
-		return eim.Errorf(eim.EFORBIDDEN, "no access to project %q", name) // names cannot be probed
-	}
+	proj, err := apiv2.Project(r, g.opts.Store)
 	if err != nil {
 		return err
 	}
@@ -212,6 +204,11 @@ type Kubeconfig struct {
 func (g *Gateway) kubeconfig(w http.ResponseWriter, r *http.Request, c *call) error {
 	if g.opts.Minter == nil {
 		return eim.Errorf(eim.EUNAVAILABLE, "this server has no local token issuer: kubeconfigs cannot be issued")
+	}
+	if g.opts.ClustersDeployed != nil && g.opts.ClustersDeployed() {
+		if _, err := g.opts.Store.FindCluster(r.Context(), c.proj.Name, c.cluster); err != nil {
+			return err
+		}
 	}
 	var roles []string
 	for _, role := range c.p.Roles {

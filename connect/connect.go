@@ -72,6 +72,10 @@ type Options struct {
 	// KubeconfigTTL is the lifetime of a kubeconfig's token (1 h when
 	// zero).
 	KubeconfigTTL time.Duration
+	// ClustersDeployed, when set, says whether the clusters module runs
+	// in the deployment: the kubeconfig of a cluster it does not know is
+	// then 404 (without it any name is served: clusters made elsewhere).
+	ClustersDeployed func() bool
 	// Audit, when set, receives every proxied request.
 	Audit func(Record)
 	// Now is the clock (time.Now when nil).
@@ -169,5 +173,8 @@ func (g *Gateway) Routes() map[string]http.Handler {
 		"GET /v2/projects/{projectName}/connect/clusters":                    g.api(g.list),
 		"GET /v2/projects/{projectName}/connect/clusters/{cluster}":          g.api(g.get),
 		"GET /v2/projects/{projectName}/clusters/{cluster}/kubeconfigs":      g.api(g.kubeconfig),
+		// The original's form: the project's ID in the Activeprojectid
+		// header.
+		"GET /v2/clusters/{cluster}/kubeconfigs": g.api(g.kubeconfig),
 	}
 }

@@ -2,15 +2,14 @@ package connect
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/apiv2"
 )
 
 // forwardHeader marks a request one replica forwarded to the holder of
@@ -145,21 +144,8 @@ func impersonate(h http.Header, p *eim.Principal) {
 
 // authenticate reads the caller's bearer token.
 func (g *Gateway) authenticate(r *http.Request) (*eim.Principal, error) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return nil, eim.Errorf(eim.EUNAUTHORIZED, "missing bearer token")
-	}
-	p, err := g.opts.Authenticator.Authenticate(r.Context(), strings.TrimSpace(tok))
-	if err != nil || p == nil {
-		if eim.ErrorCode(err) == eim.EUNAUTHORIZED {
-			return nil, err
-		}
-		return nil, eim.Errorf(eim.EUNAUTHORIZED, "invalid token")
-	}
-	return p, nil
+	return apiv2.Authenticate(r, g.opts.Authenticator)
 }
-
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // resolve finds the project and cluster of "{project}-{cluster}" (the
 // project by ID, as the original's kubeconfigs name it, or by name; a
@@ -208,7 +194,7 @@ const (
 
 // lookup is resolve without its cache.
 func (g *Gateway) lookup(ctx context.Context, target string, p *eim.Principal, method string) (*eim.Project, string, error) {
-	if len(target) > 37 && target[36] == '-' && uuidRE.MatchString(target[:36]) {
+	if len(target) > 37 && target[36] == '-' && apiv2.UUID.MatchString(target[:36]) {
 		proj, err := g.opts.Store.FindProjectByID(ctx, target[:36])
 		if err == nil {
 			if err := allowed(p, proj, method); err != nil {
@@ -262,37 +248,12 @@ func (g *Gateway) connected(ctx context.Context, k key) bool {
 	return err == nil
 }
 
-// Cluster roles, as the original's: "<project>_cl-r" reads a project's
-// clusters, "<project>_cl-rw" reads and writes them; the project's EIM
-// roles grant the same.
-const (
-	clusterRead  = "_cl-r"
-	clusterWrite = "_cl-rw"
-)
-
 // allowed checks the caller's role on the project for a request of
-// method: reads need a read role, anything else a write role. The
-// cluster's RBAC then decides for the impersonated caller.
+// method (apiv2.ClusterAccess): reads need a read role, anything else a
+// write role. The cluster's RBAC then decides for the impersonated
+// caller.
 func allowed(p *eim.Principal, proj *eim.Project, method string) error {
-	read := method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
-	has := func(suffix string) bool {
-		for _, r := range p.Roles {
-			if r == proj.Name+suffix || (proj.ID != "" && r == proj.ID+suffix) {
-				return true
-			}
-		}
-		return false
-	}
-	if p.CanWrite(proj) || has(clusterWrite) {
-		return nil
-	}
-	if read && (p.CanRead(proj) || has(clusterRead)) {
-		return nil
-	}
-	if p.CanRead(proj) || has(clusterRead) {
-		return eim.Errorf(eim.EFORBIDDEN, "%s needs a write role on project %q (%s%s)", method, proj.Name, proj.Name, clusterWrite)
-	}
-	return eim.Errorf(eim.EFORBIDDEN, "no access to the clusters of project %q", proj.Name)
+	return apiv2.ClusterAccess(p, proj, method)
 }
 
 // recorder keeps the status of a response; Unwrap lets the reverse
@@ -318,47 +279,8 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// errorBody is the API's error shape.
-type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+func statusOf(err error) int { return apiv2.Status(err) }
 
-var statuses = map[string]struct {
-	name   string
-	status int
-}{
-	eim.EINVALID:      {"InvalidArgument", http.StatusBadRequest},
-	eim.ENOTFOUND:     {"NotFound", http.StatusNotFound},
-	eim.ECONFLICT:     {"AlreadyExists", http.StatusConflict},
-	eim.EUNAUTHORIZED: {"Unauthenticated", http.StatusUnauthorized},
-	eim.EFORBIDDEN:    {"PermissionDenied", http.StatusForbidden},
-	eim.EUNAVAILABLE:  {"Unavailable", http.StatusServiceUnavailable},
-}
+func writeError(w http.ResponseWriter, err error) { apiv2.WriteError(w, err) }
 
-func statusOf(err error) int {
-	if s, ok := statuses[eim.ErrorCode(err)]; ok {
-		return s.status
-	}
-	return http.StatusInternalServerError
-}
-
-// writeError answers err as the API does: {code, message}; an internal
-// error's details are not shown.
-func writeError(w http.ResponseWriter, err error) {
-	s, ok := statuses[eim.ErrorCode(err)]
-	msg := eim.ErrorMessage(err)
-	if !ok {
-		s.name, s.status, msg = "Internal", http.StatusInternalServerError, "internal error"
-	}
-	if s.status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "2")
-	}
-	writeJSON(w, s.status, errorBody{Code: s.name, Message: msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { apiv2.WriteJSON(w, status, v) }

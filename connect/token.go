@@ -2,39 +2,22 @@ package connect
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/eimhq/eim"
 )
 
-// A connect token is "eimct_<id>.<secret>": the ID finds the stored
-// credential, whose hash the secret must match. Only the hash is stored.
-const tokenPrefix = "eimct_"
+// A connect token is "eimct_<id>.<secret>" (eim.NewConnectToken): the ID
+// finds the stored credential, whose hash the secret must match. Only the
+// hash is stored.
+const tokenPrefix = eim.ConnectTokenPrefix
 
 // newToken makes a credential for the cluster and its token.
 func newToken(project, cluster string, now time.Time, ttl time.Duration) (*eim.ConnectCredential, string, error) {
-	var id [8]byte
-	var secret [32]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, "", fmt.Errorf("token id: %w", err)
-	}
-	if _, err := rand.Read(secret[:]); err != nil {
-		return nil, "", fmt.Errorf("token secret: %w", err)
-	}
-	sec := base64.RawURLEncoding.EncodeToString(secret[:])
-	sum := sha256.Sum256([]byte(sec))
-	c := &eim.ConnectCredential{
-		ID: "ct-" + hex.EncodeToString(id[:]), Project: project, Cluster: cluster,
-		Hash: sum[:], Created: now.UTC(), Expires: now.Add(ttl).UTC(),
-	}
-	return c, tokenPrefix + c.ID + "." + sec, nil
+	return eim.NewConnectToken(project, cluster, now, ttl)
 }
 
 // checkToken returns the credential the token is for when it is valid

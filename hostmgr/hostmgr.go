@@ -68,6 +68,14 @@ type Maintenance interface {
 	Version(ctx context.Context, project, hostID string) string
 }
 
+// Clusters is the clusters module, as heartbeats carry it.
+type Clusters interface {
+	// Version returns the version of the host's cluster plan, "" when
+	// the host is in no cluster (or it is not known). It is called on
+	// every heartbeat: it must answer from memory.
+	Version(ctx context.Context, project, hostID string) string
+}
+
 // Options configure a Service. Store and ReportIn are required; zero values
 // select defaults.
 type Options struct {
@@ -87,6 +95,9 @@ type Options struct {
 	// Maintenance, when set, puts the node's maintenance plan version in
 	// heartbeat answers.
 	Maintenance Maintenance
+	// Clusters, when set, puts the node's cluster plan version in
+	// heartbeat answers.
+	Clusters Clusters
 
 	// Interval and Timeout apply to projects whose settings name none
 	// (defaults eim.DefaultHeartbeatInterval seconds, and that times
@@ -142,6 +153,7 @@ type Service struct {
 	reportIn    ReportInFunc
 	telemetry   Telemetry
 	maintenance Maintenance
+	clusters    Clusters
 	log         *slog.Logger
 	now         func() time.Time
 	interval    time.Duration
@@ -179,7 +191,7 @@ func New(opts Options) *Service {
 	}
 	s := &Service{
 		metrics: newServiceMetrics(opts.Metrics), reg: opts.Metrics,
-		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, log: opts.Logger, now: opts.Now,
+		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, clusters: opts.Clusters, log: opts.Logger, now: opts.Now,
 		interval: opts.Interval, timeout: opts.Timeout, hwEvery: opts.HardwareInterval,
 		rebootMax: opts.RebootTimeout, updateMax: opts.UpdateTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
 	}

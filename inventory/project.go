@@ -123,6 +123,15 @@ func (s *Service) checkEmpty(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	// Clusters are not resources; templates are (like the defaults) not
+	// counted.
+	cs, err := s.store.ListClusters(ctx, name)
+	if err != nil {
+		return err
+	}
+	if len(cs) > 0 {
+		parts = append(parts, fmt.Sprintf("%d clusters", len(cs)))
+	}
 	if len(parts) > 0 {
 		return eim.Errorf(eim.EPRECONDITION, "project %s is not empty (%s); delete with force to remove it and everything in it",
 			name, strings.Join(parts, ", "))

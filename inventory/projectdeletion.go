@@ -23,18 +23,24 @@ const (
 	// PhaseDeauthorize revokes every node's credentials first, so that
 	// the nodes of the project are no longer served from then on.
 	PhaseDeauthorize = "deauthorize"
+	// PhaseClusters removes the project's clusters and cluster
+	// templates (not resources: the clusters module's store) and the
+	// connect module's credentials and tunnels of its clusters. The
+	// nodes, their credentials revoked, are not told to uninstall.
+	PhaseClusters = "clusters"
 	// PhaseProject removes the project itself (with what is left of it,
 	// and its records), after which its name is free.
 	PhaseProject = "project"
 )
 
 // DeletionPhases are the phases of a project's deletion, in order:
-// credentials, telemetry profiles and groups, schedules, workloads,
+// credentials, clusters, telemetry profiles and groups, schedules, workloads,
 // instances and hosts (two-phase; their OS update runs and workflows
 // first), OS update policies and OS profiles, sites, regions, providers,
 // local accounts, custom configs, the project.
 var DeletionPhases = []DeletionPhase{
 	{PhaseDeauthorize, nil},
+	{PhaseClusters, nil},
 	{"telemetry", []eim.Kind{eim.KindTelemetryProfile, eim.KindTelemetryGroup}},
 	{"schedules", []eim.Kind{eim.KindSingleSchedule, eim.KindRepeatedSchedule}},
 	{"workloads", []eim.Kind{eim.KindWorkloadMember, eim.KindWorkload}},
@@ -172,4 +178,13 @@ func (s *Service) AppliedDefaults(ctx context.Context, project string) (int, []e
 // SaveAppliedDefaults records the defaults applied to the project.
 func (s *Service) SaveAppliedDefaults(ctx context.Context, project string, version int, applied []eim.AppliedDefault) error {
 	return s.store.SaveAppliedDefaults(ctx, project, version, applied)
+}
+
+// DeleteClustersOf removes a project's clusters, cluster templates and
+// connect credentials and tunnels (a phase of its deletion).
+func (s *Service) DeleteClustersOf(ctx context.Context, project string) error {
+	if err := s.store.DeleteClustersOf(ctx, project); err != nil {
+		return err
+	}
+	return s.store.DeleteConnectOf(ctx, project)
 }

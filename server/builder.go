@@ -13,6 +13,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
+	"github.com/eimhq/eim/clusters"
 	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
@@ -22,6 +23,7 @@ import (
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/pki"
 	"github.com/eimhq/eim/provisioning"
+	"github.com/eimhq/eim/seal"
 	"github.com/eimhq/eim/southbound"
 	"github.com/eimhq/eim/telemetry"
 )
@@ -62,6 +64,7 @@ type Builder struct {
 	hview    *hostview.View
 	tel      *telemetry.Service
 	maint    *maintenance.Service
+	clusters *clusters.Service
 	rpc      *metrics.RPC
 	api      http.Handler
 
@@ -190,6 +193,34 @@ func (b *Builder) Maintenance() *maintenance.Service {
 		b.maint = maintenance.New(maintenance.Options{Store: b.Store, Logger: b.Log, Hosts: b.HostView(), Metrics: b.Metrics})
 	}
 	return b.maint
+}
+
+// Clusters is the clusters module's service: its API, reconciler and
+// nodes' service, and the plan versions the host module's heartbeats
+// carry.
+func (b *Builder) Clusters() (*clusters.Service, error) {
+	if b.clusters == nil {
+		key, err := b.secretsKey()
+		if err != nil {
+			return nil, err
+		}
+		d := b.deployment
+		b.clusters = clusters.New(clusters.Options{
+			Store: b.Store, Inventory: b.Inventory, Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics,
+			AgentURL: b.agentURL, Artifacts: b.cfg.ClusterArtifacts, ConnectTokenTTL: b.cfg.ConnectTokenTTL,
+			Connect: func() bool { return slices.Contains(d.Modules(), "connect") },
+		})
+	}
+	return b.clusters, nil
+}
+
+// secretsKey loads the key that seals secrets at rest: the operator's
+// file, else the data directory's (made on first start).
+func (b *Builder) secretsKey() (*seal.Key, error) {
+	if b.cfg.SecretsKey != "" {
+		return seal.Load(b.cfg.SecretsKey)
+	}
+	return seal.LoadDir(b.cfg.DataDir)
 }
 
 // loadCatalog reads the shipped OS profiles and the operator's manifests

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/clusters"
 	gateway "github.com/eimhq/eim/connect"
 	"github.com/eimhq/eim/connect/wire"
 	"github.com/eimhq/eim/coord"
@@ -18,6 +19,7 @@ import (
 	"github.com/eimhq/eim/hostmgr"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/oscatalog"
+	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
@@ -81,6 +83,14 @@ func init() {
 		Summary: "the tunnel edge clusters open to reach their Kubernetes API behind NAT: users at /kubernetes/{project}-{cluster}/ impersonated, connect tokens, the tunnel registry shared by its replicas",
 		Agent:   true,
 		Build:   buildConnect,
+	})
+	register(&Module{
+		Name:    "clusters",
+		Summary: "Kubernetes (k3s) clusters built from hosts with cluster templates (the original cluster manager's v2 API): install plans for nodes, rolling upgrades, node removal, the artifact store",
+		Needs: []Need{{"host", "nodes learn of plan changes in heartbeat answers"},
+			{"tenant", "projects get the baseline cluster templates from its defaults"}},
+		Agent: true,
+		Build: buildClusters,
 	})
 	register(&Module{
 		Name:    "webhooks",
@@ -211,6 +221,13 @@ func buildHost(b *Builder) (Parts, error) {
 	if b.Selected("maintenance") {
 		opts.Maintenance = b.Maintenance()
 	}
+	if b.Selected("clusters") {
+		cl, err := b.Clusters()
+		if err != nil {
+			return Parts{}, err
+		}
+		opts.Clusters = cl
+	}
 	hosts := hostmgr.New(opts)
 	return Parts{
 		Agent: []Route{route(hostv1connect.NewHostServiceHandler(hosts, b.rpcMetrics(), b.nodeAuth(), small))},
@@ -276,6 +293,9 @@ func buildConnect(b *Builder) (Parts, error) {
 		},
 		Timing:   wire.Timing{Interval: b.cfg.ConnectPingInterval, Timeout: b.cfg.ConnectPingTimeout},
 		TokenTTL: b.cfg.ConnectTokenTTL,
+		// With the clusters module in the deployment, a kubeconfig is
+		// only for a cluster it knows.
+		ClustersDeployed: func() bool { return slices.Contains(b.deployment.Modules(), "clusters") },
 	})
 	var parts Parts
 	for pattern, h := range g.Routes() {
@@ -301,6 +321,27 @@ func peerURL(addr string) string {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+func buildClusters(b *Builder) (Parts, error) {
+	cl, err := b.Clusters()
+	if err != nil {
+		return Parts{}, err
+	}
+	var parts Parts
+	for pattern, h := range cl.Routes() {
+		parts.Routes = append(parts.Routes, Route{pattern, h})
+	}
+	slices.SortFunc(parts.Routes, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	parts.Agent = []Route{
+		route(clusterv1connect.NewClusterServiceHandler(cl, b.rpcMetrics(), b.nodeAuth(), small)),
+		{"GET " + clusters.ArtifactsPath, b.Southbound().NodeHTTP(cl.ArtifactHandler())},
+	}
+	parts.Loops = []Loop{
+		{Name: "reconciler", Once: true, Run: cl.Reconcile},
+		{Name: "versions", Run: cl.Versions().Run, Ready: cl.Versions().Live},
+	}
+	return parts, nil
 }
 
 func buildTenant(b *Builder) (Parts, error) {

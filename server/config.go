@@ -78,6 +78,14 @@ type Config struct {
 	ConnectPeerURL                          string
 	ConnectPingInterval, ConnectPingTimeout time.Duration
 	ConnectTokenTTL                         time.Duration
+	// ClusterArtifacts is the clusters module's artifact store (k3s
+	// binaries and air-gap images served to nodes); "" none.
+	ClusterArtifacts string
+	// SecretsKey is the file of the key that seals secrets at rest (a
+	// cluster's join and connect tokens): 64 hex digits, the operator's
+	// (every replica mounts the same); "" for DataDir/secrets.key,
+	// created on first start.
+	SecretsKey string
 	// AuditRetention is how long audit records are kept (default 90
 	// days).
 	AuditRetention time.Duration

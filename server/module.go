@@ -122,7 +122,7 @@ var Profiles = []Profile{
 	{"provisioning", "the OEM/OXM slice: onboarding and OS provisioning of network-booted machines", []string{"api", "onboarding", "provisioning", "os", "tenant", "ui"}},
 	{"observability", "liveness, hardware and telemetry configuration of running nodes, the fleet's Prometheus metrics and the projects' webhooks", []string{"api", "host", "telemetry", "exporter", "webhooks"}},
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
-	{"clusters", "edge Kubernetes clusters: the connect tunnel to their API behind NAT", []string{"api", "connect"}},
+	{"clusters", "edge Kubernetes clusters: cluster templates, clusters built from hosts, and the connect tunnel to their API behind NAT", []string{"api", "connect", "clusters"}},
 	{"oob", "power and reboot of running nodes (out-of-band control is not built yet: in-band through the agent)", []string{"api", "host"}},
 }
 

@@ -71,6 +71,25 @@ func (a nodeAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 	}
 }
 
+// NodeHTTP authenticates the node calling a plain HTTP handler (a file
+// download) as Interceptor does a Connect call: the handler finds the
+// caller with NodeFrom. A refusal is 401, a store away 503.
+func (s *Server) NodeHTTP(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := s.authenticate(r.Context(), r.Header)
+		if err != nil {
+			status := http.StatusUnauthorized
+			if connect.CodeOf(err) == connect.CodeUnavailable {
+				w.Header().Set("Retry-After", "2")
+				status = http.StatusServiceUnavailable
+			}
+			http.Error(w, err.Error(), status)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(WithNode(r.Context(), n)))
+	})
+}
+
 // errRevoked is what a node with a good token but revoked credentials hears.
 var errRevoked = errors.New("credentials revoked")
 

@@ -194,3 +194,13 @@ func (s *Store) DeleteTunnel(ctx context.Context, project, cluster, replica stri
 	}
 	return nil
 }
+
+// DeleteConnectOf implements eim.ConnectStore.
+func (s *Store) DeleteConnectOf(ctx context.Context, project string) error {
+	for _, q := range []string{"DELETE FROM eim_connect_credentials WHERE project = ?", "DELETE FROM eim_connect_tunnels WHERE project = ?"} {
+		if _, err := s.db.ExecContext(ctx, s.d.rebind(q), project); err != nil {
+			return s.d.translate(fmt.Errorf("delete connect of %s: %w", project, err), nil)
+		}
+	}
+	return nil
+}

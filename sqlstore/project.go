@@ -331,6 +331,16 @@ func (s *Store) deleteProject(ctx context.Context, t *tx, name string) error {
 			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %s: %w", name, c.table, err), nil))
 		}
 	}
+	// Its clusters and templates (not resources), and the connect
+	// module's credentials and tunnels of its clusters.
+	if err := s.deleteClustersOf(ctx, t, name); err != nil {
+		return err
+	}
+	for _, q := range []string{"DELETE FROM eim_connect_credentials WHERE project = ?", "DELETE FROM eim_connect_tunnels WHERE project = ?"} {
+		if _, err := t.exec(ctx, q, name); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
+		}
+	}
 	// The project's audit records and audit cursors go with it: a project
 	// created later under the name must not see them.
 	for _, q := range []string{"DELETE FROM audit_log WHERE project = ?", "DELETE FROM webhook_cursors WHERE project = ?"} {

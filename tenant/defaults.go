@@ -16,7 +16,17 @@ type Defaults struct {
 	// Provider: the project's default provider (inventory's
 	// DefaultProviderName), which mirrors its zero-touch settings.
 	Provider bool
+	// ClusterTemplates are made in every project, the one named
+	// DefaultTemplate its default (the clusters module's).
+	ClusterTemplates []eim.ClusterTemplate
+	DefaultTemplate  string
 }
+
+// templateKey names a cluster template in the record; defaultTemplateKey
+// the default set once.
+func templateKey(t eim.ClusterTemplate) string { return "clustertemplate/" + t.Name + "/" + t.Version }
+
+const defaultTemplateKey = "clustertemplate/default"
 
 // Group is a default telemetry group.
 type Group struct {
@@ -63,7 +73,8 @@ const (
 func Builtin() Defaults {
 	logs, metrics := eim.TelemetryLogs, eim.TelemetryMetrics
 	return Defaults{
-		Version: 1,
+		// 2: the cluster templates.
+		Version: 2,
 		Groups: []Group{
 			{logs, "SystemD", host, []string{"systemd"}},
 			{logs, "Agents", host, []string{"eim-agent"}},
@@ -80,6 +91,8 @@ func Builtin() Defaults {
 			{metrics, "K8s_Stat_Cluster", cluster, []string{"kubernetes", "kube_inventory"}},
 			{metrics, "Opentelemetry_Cluster", cluster, []string{"opentelemetry"}},
 		},
-		Provider: true,
+		Provider:         true,
+		ClusterTemplates: ClusterTemplates(),
+		DefaultTemplate:  DefaultClusterTemplate,
 	}
 }

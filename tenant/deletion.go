@@ -150,6 +150,10 @@ func (d *Deleter) advance(ctx context.Context, del *eim.ProjectDeletion) (bool, 
 // the phase and whether it wrote anything.
 func (d *Deleter) batch(ctx context.Context, project string, phase inventory.DeletionPhase) (remaining int, did bool, err error) {
 	inv := d.o.Inventory
+	if phase.Name == inventory.PhaseClusters {
+		// One transaction each: a project's clusters are few.
+		return 0, true, inv.DeleteClustersOf(ctx, project)
+	}
 	if phase.Name == inventory.PhaseDeauthorize {
 		// One statement a host, after a read of them all: larger batches.
 		done, left, err := inv.DeauthorizeHosts(ctx, project, 10*d.o.Batch)

@@ -180,6 +180,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, project string) error {
 			byKey[providerKey] = eim.AppliedDefault{Key: providerKey, ResourceID: id, Digest: "settings"}
 		}
 	}
+	tc, err := r.applyTemplates(ctx, project, def, byKey)
+	if err != nil {
+		return err
+	}
+	created += tc
 	// The record, then the condition: the project shows ready once what
 	// it holds is known to be its defaults (a delete without force counts
 	// them out). A crash in between leaves the condition to the next
@@ -264,4 +269,49 @@ func (r *Reconciler) applyGroup(ctx context.Context, project string, g Group, by
 
 func (g Group) resource() *eim.TelemetryGroup {
 	return &eim.TelemetryGroup{Type: g.Type, Name: g.Name, CollectorKind: g.Collector, Groups: append([]string(nil), g.Items...)}
+}
+
+// applyTemplates makes the default cluster templates the project has
+// never had (a template is never changed: one the user deleted is theirs
+// to have deleted), and makes the default template the project's default
+// once, when it has none. It returns how many it made.
+func (r *Reconciler) applyTemplates(ctx context.Context, project string, def Defaults, byKey map[string]eim.AppliedDefault) (int, error) {
+	if len(def.ClusterTemplates) == 0 {
+		return 0, nil
+	}
+	have, err := r.o.Store.ClusterTemplates(ctx, project)
+	if err != nil {
+		return 0, fmt.Errorf("cluster templates: %w", err)
+	}
+	exists := func(name, version string) bool {
+		return slices.ContainsFunc(have, func(t *eim.ClusterTemplate) bool { return t.Name == name && t.Version == version })
+	}
+	created := 0
+	for _, t := range def.ClusterTemplates {
+		key := templateKey(t)
+		if _, ok := byKey[key]; ok {
+			continue
+		}
+		if !exists(t.Name, t.Version) {
+			t.Project = project
+			if err := r.o.Store.CreateClusterTemplate(ctx, &t); err != nil && eim.ErrorCode(err) != eim.ECONFLICT {
+				return created, fmt.Errorf("cluster template %s: %w", t.Name, err)
+			}
+			created++
+		}
+		byKey[key] = eim.AppliedDefault{Key: key, ResourceID: eim.ClusterTemplateKey(t.Name, t.Version), Digest: t.Version}
+	}
+	if _, ok := byKey[defaultTemplateKey]; !ok && def.DefaultTemplate != "" {
+		if !slices.ContainsFunc(have, func(t *eim.ClusterTemplate) bool { return t.Default }) {
+			for _, t := range def.ClusterTemplates {
+				if t.Name == def.DefaultTemplate {
+					if err := r.o.Store.SetDefaultClusterTemplate(ctx, project, t.Name, t.Version); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+						return created, fmt.Errorf("default cluster template: %w", err)
+					}
+				}
+			}
+		}
+		byKey[defaultTemplateKey] = eim.AppliedDefault{Key: defaultTemplateKey, ResourceID: def.DefaultTemplate, Digest: "set"}
+	}
+	return created, nil
 }

@@ -194,7 +194,7 @@ func TestDefaultsOfANewProject(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if !st.Ready || len(st.Conditions) != 1 || !st.Conditions[0].Ready || !strings.Contains(st.Conditions[0].Message, "version 1") {
+			if !st.Ready || len(st.Conditions) != 1 || !st.Conditions[0].Ready || !strings.Contains(st.Conditions[0].Message, fmt.Sprintf("version %d", def.Version)) {
 				return fmt.Errorf("got %+v", st)
 			}
 			return nil
@@ -428,7 +428,7 @@ func (e *env) fill(project string, hosts int) fixture {
 // phaseOf returns the index of the deletion phase that deletes kind k.
 func phaseOf(k eim.Kind) int {
 	for i, p := range inventory.DeletionPhases {
-		if slices.Contains(p.Kinds, k) {
+		if slices.Contains(p.Kinds, k) || (p.Name == inventory.PhaseClusters && (k == eim.KindCluster || k == eim.KindClusterTemplate)) {
 			return i
 		}
 	}

@@ -91,6 +91,10 @@ func (c *cli) run(args []string) error {
 		return c.project(rest)
 	case "connect":
 		return c.connect(rest)
+	case "cluster":
+		return c.cluster(rest)
+	case "cluster-template":
+		return c.clusterTemplate(rest)
 	case "audit":
 		return c.audit(rest)
 	case "webhook":
@@ -129,6 +133,10 @@ Usage:
   eim instance updates-summary [--filter F]  instances by OS update state, per OS profile
   eim connect token CLUSTER --out F | revoke CLUSTER | status [CLUSTER] | kubeconfig CLUSTER --out F
                                            an edge cluster's connect tunnel (eim connect -h)
+  eim cluster list | get | create --node HOST[:ROLE]… | delete | nodes add|remove | upgrade | kubeconfig
+                                           edge Kubernetes clusters built from hosts (eim cluster -h)
+  eim cluster-template list | get | create FILE | delete | set-default
+                                           their templates (eim cluster-template -h)
   eim audit list [--resource ID] [--since 1h] [-f]   who changed what (eim audit -h)
   eim webhook list | get ID | create --url U --events E,E | update ID … | delete ID | deliveries ID
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)

@@ -160,7 +160,7 @@ count() { grep -c "^kind: $1\$" "$work/render-$2.yaml" || true; }
 expect() { # what, got, want
 	[ "$2" = "$3" ] || die "$1: got $2, want $3"
 }
-expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 11
+expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 12
 expect "layout modules, profile oob: Deployments" "$(count Deployment modules-oob)" 2
 expect "layout profile: Deployments" "$(count Deployment profile-full)" 1
 expect "layout single: Deployments" "$(count Deployment single-day2)" 1
@@ -169,13 +169,13 @@ expect "external DSN: StatefulSets" "$(count StatefulSet ci-external)" 0
 expect "SQLite: StatefulSets" "$(count StatefulSet ci-sqlite)" 0
 expect "SQLite: claims" "$(count PersistentVolumeClaim ci-sqlite)" 1
 expect "layout single: PodDisruptionBudgets" "$(count PodDisruptionBudget single-full)" 0
-expect "layout modules, full: PodDisruptionBudgets (webhooks, os and tenant have one replica)" "$(count PodDisruptionBudget modules-full)" 8
+expect "layout modules, full: PodDisruptionBudgets (webhooks, os and tenant have one replica)" "$(count PodDisruptionBudget modules-full)" 9
 expect "layout modules, full: Ingresses" "$(count Ingress modules-full)" 1
 grep -q -- '- "--profile"' "$work/render-profile-day2.yaml" && grep -A1 -- '- "--profile"' "$work/render-profile-day2.yaml" | grep -q '"day2"' ||
 	die "layout profile: no --profile day2 in the rendering"
 grep -A1 -- '- "--modules"' "$work/render-explicit-modules.yaml" | grep -q '"api,host"' ||
 	die "explicit modules: no --modules api,host in the rendering"
-for m in api onboarding provisioning host maintenance telemetry exporter webhooks os tenant ui; do
+for m in api onboarding provisioning host maintenance telemetry exporter clusters webhooks os tenant ui; do
 	grep -A1 -- '- "--modules"' "$work/render-modules-full.yaml" | grep -qx "            - \"$m\"" ||
 		die "layout modules: no Deployment with --modules $m"
 done
@@ -271,10 +271,11 @@ life=eim-life
 kubectl create namespace "$life" >/dev/null
 get() { kubectl -n "$life" get secret "$1" -o "jsonpath={.data.${2//./\\.}}"; }
 helm install eim "$chart" -n "$life" --set agent.url=https://a.example.com >/dev/null
-key1=$(get eim-signing-key signing.key); ca1=$(get eim-agent-ca ca.crt); crt1=$(get eim-agent-tls tls.crt); pw1=$(get eim-database password)
-[ -n "$key1" ] && [ -n "$ca1" ] && [ -n "$crt1" ] && [ -n "$pw1" ] || die "helm install: a shared secret is missing"
+key1=$(get eim-signing-key signing.key); seal1=$(get eim-signing-key secrets.key); ca1=$(get eim-agent-ca ca.crt); crt1=$(get eim-agent-tls tls.crt); pw1=$(get eim-database password)
+[ -n "$key1" ] && [ -n "$seal1" ] && [ -n "$ca1" ] && [ -n "$crt1" ] && [ -n "$pw1" ] || die "helm install: a shared secret is missing"
 helm upgrade eim "$chart" -n "$life" --reuse-values >/dev/null
 [ "$(get eim-signing-key signing.key)" = "$key1" ] || die "helm upgrade changed the signing key"
+[ "$(get eim-signing-key secrets.key)" = "$seal1" ] || die "helm upgrade changed the secrets key"
 [ "$(get eim-agent-ca ca.crt)" = "$ca1" ] || die "helm upgrade changed the agent CA"
 [ "$(get eim-agent-tls tls.crt)" = "$crt1" ] || die "helm upgrade re-issued an agent certificate whose names did not change"
 [ "$(get eim-database password)" = "$pw1" ] || die "helm upgrade changed the database password"
@@ -311,6 +312,7 @@ secrets() {
 	secret() { awk -v name="$1" -v key="  $2: " '/^---/ { s = 0 } $0 == "  name: " name { s = 1 }
 		s && index($0, key) == 1 { print $2; exit }' "$3" | base64 -d; }
 	secret eim-signing-key signing.key "$1" >"$2/signing.key"
+	secret eim-signing-key secrets.key "$1" >"$2/secrets.key"
 	secret eim-agent-tls tls.crt "$1" >"$2/tls.crt"
 	secret eim-agent-tls tls.key "$1" >"$2/tls.key"
 	secret eim-agent-tls ca.crt "$1" >"$2/ca.crt"

@@ -30,10 +30,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The module contract: every module, the profiles, the southbound modules. */}}
 {{- define "eim.contract" -}}
-all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, webhooks, os, tenant, ui]
-southbound: [onboarding, provisioning, host, maintenance, telemetry]
+all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, clusters, webhooks, os, tenant, ui]
+southbound: [onboarding, provisioning, host, maintenance, telemetry, clusters]
 profiles:
-  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, webhooks, os, tenant, ui]
+  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, clusters, webhooks, os, tenant, ui]
   provisioning: [api, onboarding, provisioning, os, tenant, ui]
   observability: [api, host, telemetry, exporter, webhooks]
   day2: [api, host, maintenance, os, telemetry]
@@ -145,6 +145,9 @@ modules, the `eim server` selection flag, replicas and resources.
 {{- end -}}
 {{- define "eim.signingKey" -}}
 {{- if .Values.signingKey.existingSecret -}}{{- .Values.signingKey.key -}}{{- else -}}signing.key{{- end -}}
+{{- end -}}
+{{- define "eim.secretsKey" -}}
+{{- if .Values.signingKey.existingSecret -}}{{- .Values.signingKey.secretsKey | default "secrets.key" -}}{{- else -}}secrets.key{{- end -}}
 {{- end -}}
 
 {{- define "eim.agentTLSSecret" -}}
