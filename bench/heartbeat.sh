@@ -97,7 +97,7 @@ fi
 sample_servers >"$dir/samples.txt" &
 sampler=$!
 
-# A 30 s CPU profile of the server a minute into the steady phase; with
+# A 30 s CPU profile and the heap of the server a minute into the steady phase; with
 # PROFILE_SETTLE=1 also a 20 s one and a goroutine dump a few seconds into the
 # settle phase (the restart storm).
 profile() {
@@ -110,6 +110,7 @@ profile() {
 	while ! grep -q '] steady:' "$dir/progress.txt" 2>/dev/null; do sleep 2; done
 	sleep 60
 	curl -fsS -o "$dir/steady.pprof" "http://$debug/debug/pprof/profile?seconds=30" || true
+	curl -fsS -o "$dir/steady.heap" "http://$debug/debug/pprof/heap" || true
 }
 : >"$dir/progress.txt"
 profile &
@@ -151,6 +152,11 @@ if [ -s "$dir/steady.pprof" ]; then
 	go tool pprof -top -nodecount=25 "$dir/eim" "$dir/steady.pprof" 2>/dev/null | tail -n +4
 	go tool pprof -top -cum -nodecount=45 "$dir/eim" "$dir/steady.pprof" 2>/dev/null | tail -n +6 |
 		grep -E 'eim/|auth|jose|ed25519|database/sql|sqlite\.\(|http2serverConn\)\.(serve|runHandler)|gcBgMarkWorker|crypto/tls' || true
+fi
+if [ -s "$dir/steady.heap" ]; then
+	echo
+	echo "server heap in use, the steady phase (the largest):"
+	go tool pprof -sample_index=inuse_space -top -nodecount=20 "$dir/eim" "$dir/steady.heap" 2>/dev/null | tail -n +5
 fi
 if [ -s "$dir/settle.pprof" ]; then
 	echo

@@ -131,7 +131,7 @@ render() { # name, helm template args…
 }
 step "helm template: every layout and profile, and the ci/ variants"
 layouts="single profile modules"
-profiles="full provisioning observability day2 oob"
+profiles="full provisioning observability day2 clusters oob"
 n=0
 for l in $layouts; do
 	for p in $profiles; do
@@ -175,10 +175,27 @@ grep -q -- '- "--profile"' "$work/render-profile-day2.yaml" && grep -A1 -- '- "-
 	die "layout profile: no --profile day2 in the rendering"
 grep -A1 -- '- "--modules"' "$work/render-explicit-modules.yaml" | grep -q '"api,host"' ||
 	die "explicit modules: no --modules api,host in the rendering"
-for m in api onboarding provisioning host maintenance telemetry exporter clusters webhooks os tenant ui; do
+for m in api onboarding provisioning host maintenance telemetry exporter clusters,connect webhooks os tenant ui; do
 	grep -A1 -- '- "--modules"' "$work/render-modules-full.yaml" | grep -qx "            - \"$m\"" ||
 		die "layout modules: no Deployment with --modules $m"
 done
+# connect: in the clusters Deployment when both run (both serve under /v2/),
+# alone otherwise; every process of it says where its peers reach it.
+render modules-connect --set layout=modules --set 'modules={api,connect}' --set agent.ingress.enabled=true --set agent.ingress.host=agents.example.com
+grep -A1 -- '- "--modules"' "$work/render-modules-connect.yaml" | grep -qx '            - "connect"' ||
+	die "layout modules without clusters: no Deployment with --modules connect"
+for r in modules-full modules-connect profile-full; do
+	grep -q -- '--connect-peer-url=http://$(POD_IP):8080' "$work/render-$r.yaml" || die "$r: connect without --connect-peer-url from the pod's IP"
+	grep -A2 'name: POD_IP' "$work/render-$r.yaml" | grep -q 'fieldPath: status.podIP' || die "$r: no POD_IP from status.podIP"
+done
+grep -q -- '--connect-peer-url' "$work/render-modules-oob.yaml" && die "layout modules, profile oob: --connect-peer-url without connect"
+render modules-ingress --set layout=modules --set http.ingress.enabled=true --set agent.ingress.enabled=true --set agent.ingress.host=agents.example.com
+for p in /kubernetes /v2; do
+	grep -A4 -- "- path: $p\$" "$work/render-modules-ingress.yaml" | grep -q 'name: eim-clusters' ||
+		die "layout modules, full: $p does not go to the clusters Deployment (which runs connect)"
+done
+grep -A4 -- '- path: /eim.connect.v1$' "$work/render-modules-connect.yaml" | grep -q 'name: eim-connect' ||
+	die "layout modules without clusters: the tunnel path does not go to the connect Deployment"
 [ "$(grep -c -- '--agent-addr' "$work/render-modules-provisioning.yaml")" = 2 ] ||
 	die "layout modules, profile provisioning: want the agent listener in onboarding and provisioning only"
 grep -q 'EIM_DATABASE' "$work/render-ci-sqlite.yaml" && die "SQLite: the pods must not get EIM_DATABASE"
@@ -304,7 +321,7 @@ pod_args() {
 		a { sub(/^            - /, ""); gsub(/^"|"$/, ""); print }' "$1" |
 		sed -e "s#=:\([0-9]*\)\$#=127.0.0.1:0#" -e "s#/var/lib/eim\$#$work/data-$2#" \
 			-e "s#/etc/eim/signing/#$work/secrets-$3/#" -e "s#/etc/eim/agent-tls/#$work/secrets-$3/#" \
-			-e "s#\$(POD_NAME)#$2-0#"
+			-e "s#\$(POD_NAME)#$2-0#" -e "s#\$(POD_IP)#127.0.0.1#"
 }
 # secrets FILE DIR: the rendered Secrets' files, as the pods mount them.
 secrets() {

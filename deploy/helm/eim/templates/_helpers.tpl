@@ -30,13 +30,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The module contract: every module, the profiles, the southbound modules. */}}
 {{- define "eim.contract" -}}
-all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, clusters, webhooks, os, tenant, ui]
-southbound: [onboarding, provisioning, host, maintenance, telemetry, clusters]
+all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, connect, clusters, webhooks, os, tenant, ui]
+southbound: [onboarding, provisioning, host, maintenance, telemetry, connect, clusters]
 profiles:
-  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, clusters, webhooks, os, tenant, ui]
+  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, connect, clusters, webhooks, os, tenant, ui]
   provisioning: [api, onboarding, provisioning, os, tenant, ui]
   observability: [api, host, telemetry, exporter, webhooks]
   day2: [api, host, maintenance, os, telemetry]
+  clusters: [api, connect, clusters]
   oob: [api, host]
 {{- end -}}
 
@@ -75,11 +76,23 @@ modules, the `eim server` selection flag, replicas and resources.
 {{- end -}}
 {{- $sizes := get .Values.sizes (toString .Values.size) -}}
 {{- $units := list -}}
+{{- $unitOf := dict -}}
 {{- if eq .Values.layout "modules" -}}
+{{- /* connect runs in the clusters Deployment when both run: both serve
+under /v2/ (connect its tokens and kubeconfigs), which one Ingress prefix
+cannot split between two Services. */ -}}
+{{- $joined := and (has "connect" $set.modules) (has "clusters" $set.modules) -}}
 {{- range $m := $set.modules -}}
+{{- if and $joined (eq $m "connect") -}}
+{{- $_ := set $unitOf $m "clusters" -}}
+{{- else -}}
 {{- $s := merge (deepCopy (get $.Values.moduleSettings $m | default dict)) (deepCopy $.Values.moduleDefaults) -}}
 {{- $res := $s.resources | default (get $sizes $m) -}}
-{{- $units = append $units (dict "name" $m "modules" (list $m) "selector" (list "--modules" $m) "replicas" (int $s.replicas) "resources" $res "extraArgs" ($s.extraArgs | default list)) -}}
+{{- $mods := list $m -}}
+{{- if and $joined (eq $m "clusters") -}}{{- $mods = list "clusters" "connect" -}}{{- end -}}
+{{- $_ := set $unitOf $m $m -}}
+{{- $units = append $units (dict "name" $m "modules" $mods "selector" (list "--modules" (join "," $mods)) "replicas" (int $s.replicas) "resources" $res "extraArgs" ($s.extraArgs | default list)) -}}
+{{- end -}}
 {{- end -}}
 {{- else -}}
 {{- $sel := list "--profile" .Values.profile -}}
@@ -87,6 +100,7 @@ modules, the `eim server` selection flag, replicas and resources.
 {{- $replicas := int .Values.replicas -}}
 {{- if eq .Values.layout "single" -}}{{- $replicas = 1 -}}{{- end -}}
 {{- $units = append $units (dict "name" "server" "modules" $set.modules "selector" $sel "replicas" $replicas "resources" (.Values.resources | default $sizes.process) "extraArgs" list) -}}
+{{- range $set.modules -}}{{- $_ := set $unitOf . "server" -}}{{- end -}}
 {{- end -}}
 {{- $total := 0 -}}
 {{- range $units -}}{{- $total = add $total .replicas -}}{{- end -}}
@@ -99,7 +113,7 @@ modules, the `eim server` selection flag, replicas and resources.
 {{- if and (eq .Values.database.mode "external") (not .Values.database.external.existingSecret) -}}
 {{- fail "database.mode external: set database.external.existingSecret (and .key) to the Secret holding the PostgreSQL DSN" -}}
 {{- end -}}
-{{- dict "units" $units "totalReplicas" $total | toYaml -}}
+{{- dict "units" $units "totalReplicas" $total "unitOf" $unitOf | toYaml -}}
 {{- end -}}
 
 {{/* Whether a module list holds a southbound module ("true" or ""). */}}
