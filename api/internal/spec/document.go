@@ -57,19 +57,22 @@ func Build() ([]byte, error) {
 	}
 	sharedSchemas(schemas)
 	auditSchemas(schemas)
+	v2Schemas(schemas)
 	b.valueSchemas(schemas) // after the resources and before the enums: they reference both
 	b.enumSchemas(schemas)
 
 	params, resps, sec := o(), o(), o()
 	parameters(params)
+	v2Parameters(params)
 	responses(resps)
+	v2Responses(resps)
 	securitySchemes(sec)
 
 	ps := &pathSet{paths: o()}
 	addOperations(ps)
 
 	var tagList []any
-	for _, t := range tags {
+	for _, t := range append(tags, v2Tags...) {
 		tagList = append(tagList, o("name", t.name, "description", t.desc))
 	}
 
