@@ -274,9 +274,9 @@ func addConnect(ps *pathSet) {
 			ok: okJSON("The kubeconfig.", ref("Kubeconfig"))},
 	)
 	target := []any{
-		o("name", "project", "in", "path", "required", true, "description", "The project's ID (as kubeconfigs name it) or name.",
-			"schema", o("type", "string")),
-		o("name", "cluster", "in", "path", "required", true, "description", "Name of the cluster.", "schema", o("type", "string")),
+		o("name", "target", "in", "path", "required", true, "description", "{project}-{cluster}: the project's ID (as kubeconfigs "+
+			"name it) or name, a dash, and the cluster's name. A project name with dashes is tried at each of them.",
+			"schema", o("type", "string", "minLength", 3)),
 		o("name", "kubernetesPath", "in", "path", "required", true,
 			"description", "The rest of the path, any number of segments, as the cluster's Kubernetes API serves it (api/v1/namespaces, apis/apps/v1/…).",
 			"schema", o("type", "string")),
@@ -295,7 +295,7 @@ func addConnect(ps *pathSet) {
 			ok:     noBody("The cluster's answer, passed through (any status and content type)."),
 			errs:   []string{"401", "403", "500", "503"}})
 	}
-	ps.add("/kubernetes/{project}-{cluster}/{kubernetesPath}", proxy...)
+	ps.add("/kubernetes/{target}/{kubernetesPath}", proxy...)
 }
 
 // orderByPattern matches "field [asc|desc]" over fields, in quotes or
