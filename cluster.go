@@ -180,13 +180,22 @@ func jsonProblem(err error) string {
 	return err.Error()
 }
 
-// Limits and patterns of templates and clusters (the original's).
+// Patterns of templates and clusters (the original's), exported for the
+// API's OpenAPI document.
+const (
+	TemplateNamePattern      = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	TemplateVersionPattern   = `^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$`
+	KubernetesVersionPattern = `^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`
+	ClusterNamePattern       = `^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`
+	ClusterLabelValuePattern = `^$|^[a-zA-Z0-9]([a-zA-Z0-9._-]{0,61}[a-zA-Z0-9])?$`
+)
+
 var (
-	reTemplateName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	reTemplateVer  = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$`)
-	reKubeVersion  = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
-	reClusterName  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	reLabelValue   = regexp.MustCompile(`^$|^[a-zA-Z0-9]([a-zA-Z0-9._-]{0,61}[a-zA-Z0-9])?$`)
+	reTemplateName = regexp.MustCompile(TemplateNamePattern)
+	reTemplateVer  = regexp.MustCompile(TemplateVersionPattern)
+	reKubeVersion  = regexp.MustCompile(KubernetesVersionPattern)
+	reClusterName  = regexp.MustCompile(ClusterNamePattern)
+	reLabelValue   = regexp.MustCompile(ClusterLabelValuePattern)
 	reLabelName    = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9._-]{0,61}[a-zA-Z0-9])?$`)
 	reLabelPrefix  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
@@ -194,9 +203,9 @@ var (
 // Limits of templates and clusters.
 const (
 	MaxClusterNodes     = 1000
-	maxTemplateDesc     = 4096
+	MaxTemplateDesc     = 4096
 	maxTemplateConfig   = 256 << 10
-	maxClusterLabels    = 100
+	MaxClusterLabels    = 100
 	maxTemplateCommands = 100
 	maxTemplateFiles    = 100
 )
@@ -266,8 +275,8 @@ func (t *ClusterTemplate) Validate() error {
 	if t.InfraProvider != "intel" && t.InfraProvider != "docker" {
 		c.fail("infraprovidertype", "%q is not intel or docker", t.InfraProvider)
 	}
-	if len(t.Description) > maxTemplateDesc {
-		c.fail("description", "is %d bytes long, at most %d allowed", len(t.Description), maxTemplateDesc)
+	if len(t.Description) > MaxTemplateDesc {
+		c.fail("description", "is %d bytes long, at most %d allowed", len(t.Description), MaxTemplateDesc)
 	}
 	if len(t.Configuration) > maxTemplateConfig {
 		c.fail("clusterconfiguration", "is %d bytes long, at most %d allowed", len(t.Configuration), maxTemplateConfig)
@@ -385,8 +394,8 @@ func overlap(a, b []string) bool {
 // CheckClusterLabels checks Kubernetes labels: keys [prefix/]name, values
 // up to 63 characters.
 func CheckClusterLabels(field string, labels map[string]string) error {
-	if len(labels) > maxClusterLabels {
-		return Errorf(EINVALID, "%s: has %d labels, at most %d allowed", field, len(labels), maxClusterLabels)
+	if len(labels) > MaxClusterLabels {
+		return Errorf(EINVALID, "%s: has %d labels, at most %d allowed", field, len(labels), MaxClusterLabels)
 	}
 	for k, val := range labels {
 		name := k

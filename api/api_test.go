@@ -83,6 +83,10 @@ func TestOperations(t *testing.T) {
 				t.Errorf("%s: operationId %q also used by %s", where, op.OperationID, prev)
 			}
 			ids[op.OperationID] = where
+			if isV2(path) {
+				checkV2Operation(t, where, path, method, op)
+				continue
+			}
 			if op.Responses.Value("200") == nil {
 				t.Errorf("%s: no 200 response", where)
 			}
@@ -197,6 +201,62 @@ func TestHardwareIsReadOnly(t *testing.T) {
 		"IPAddressResource", "NetworkInterfaceLinkState"} {
 		if !seen["#/components/schemas/"+want] {
 			t.Errorf("%s: not reached from the host's hardware fields", want)
+		}
+	}
+}
+
+// isV2 reports whether a path is of the v2 API (the clusters and connect
+// modules), whose conventions are the original cluster manager's.
+func isV2(path string) bool {
+	return strings.HasPrefix(path, "/v2/") || strings.HasPrefix(path, "/kubernetes/")
+}
+
+// checkV2Operation checks what every v2 operation must have: one success
+// answer, the error answers its handlers can give, and the project named
+// by the path or the header.
+func checkV2Operation(t *testing.T, where, path, method string, op *openapi3.Operation) {
+	t.Helper()
+	var ok []string
+	for st := range op.Responses.Map() {
+		if strings.HasPrefix(st, "2") {
+			ok = append(ok, st)
+		}
+	}
+	if len(ok) != 1 {
+		t.Errorf("%s: success answers %v, want one", where, ok)
+	}
+	want := []string{"401", "403", "500", "503"}
+	if strings.HasPrefix(path, "/v2/") {
+		want = append(want, "400")
+		if strings.Count(path, "{") > strings.Count(path, "{projectName}") && !strings.Contains(path, "/connect/clusters/{cluster}/token") {
+			want = append(want, "404")
+		}
+		if method != "GET" {
+			want = append(want, "409")
+		}
+		switch {
+		case strings.HasPrefix(path, "/v2/projects/{projectName}/"):
+			if op.Parameters.GetByInAndName("path", "projectName") == nil {
+				t.Errorf("%s: no projectName parameter", where)
+			}
+		default:
+			if p := op.Parameters.GetByInAndName("header", "Activeprojectid"); p == nil || !p.Required {
+				t.Errorf("%s: no required Activeprojectid header", where)
+			}
+		}
+	}
+	for _, st := range want {
+		if op.Responses.Value(st) == nil {
+			t.Errorf("%s: no %s response", where, st)
+		}
+	}
+	if op.RequestBody != nil && op.Responses.Value("413") == nil {
+		t.Errorf("%s: takes a body but has no 413 response", where)
+	}
+	if p := op.Parameters.GetByInAndName("query", "pageSize"); p != nil {
+		s := p.Schema.Value
+		if s.Min == nil || *s.Min != 0 || s.Max == nil || *s.Max != 100 || s.Default != 20.0 {
+			t.Errorf("%s: pageSize: got min %v max %v default %v, want 0 (the default), 100, 20", where, s.Min, s.Max, s.Default)
 		}
 	}
 }

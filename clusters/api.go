@@ -537,9 +537,19 @@ type ClusterDetail struct {
 func info(c *eim.Cluster) ClusterInfo {
 	return ClusterInfo{
 		Name: c.Name, KubernetesVersion: c.Status.KubernetesVersion, Labels: orEmpty(c.Labels),
-		LifecyclePhase: c.Status.Lifecycle, ProviderStatus: c.Status.Provider, ControlPlaneReady: c.Status.ControlPlane,
-		InfrastructureReady: c.Status.Infrastructure, NodeHealth: c.Status.NodeHealth, NodeQuantity: len(liveNodes(c)),
+		LifecyclePhase: shown(c.Status.Lifecycle), ProviderStatus: shown(c.Status.Provider), ControlPlaneReady: shown(c.Status.ControlPlane),
+		InfrastructureReady: shown(c.Status.Infrastructure), NodeHealth: shown(c.Status.NodeHealth), NodeQuantity: len(liveNodes(c)),
 	}
+}
+
+// shown is a status as the API shows it: one the reconciler has not set
+// yet has the original's STATUS_INDICATION_UNSPECIFIED, not "", which is
+// none of the enum's values.
+func shown(st Status) Status {
+	if st.Indicator == "" {
+		st.Indicator = eim.StatusUnspecified
+	}
+	return st
 }
 
 func orEmpty(m map[string]string) map[string]string {

@@ -48,6 +48,9 @@ type env struct {
 	proj  *eim.Project
 	admin string
 	arts  string
+	// routes are the patterns mounted on api, as the server mounts the
+	// two modules' Routes.
+	routes []string
 }
 
 // engines runs f on SQLite and, with EIM_TEST_POSTGRES_URL, PostgreSQL.
@@ -101,10 +104,12 @@ func newEnv(t *testing.T, dsn string) *env {
 	mux := http.NewServeMux()
 	for p, h := range e.svc.Routes() {
 		mux.Handle(p, h)
+		e.routes = append(e.routes, p)
 	}
 	g := gateway.New(gateway.Options{Store: st, Authenticator: ver, Minter: e.iss, Replica: "r1", ClustersDeployed: func() bool { return true }})
 	for p, h := range g.Routes() {
 		mux.Handle(p, h)
+		e.routes = append(e.routes, p)
 	}
 	e.api = httptest.NewServer(mux)
 	t.Cleanup(e.api.Close)

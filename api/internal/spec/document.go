@@ -3,6 +3,9 @@
 // structs nested in them (value types, see values.go) from their json tags,
 // so a field added to a domain type shows up in the document on the next
 // `go generate ./api`; limits, descriptions and the paths are written here.
+// The v2 API's schemas (clusters.go) are written here too, from the types
+// the clusters and connect modules' handlers write and read;
+// clusters/openapi_test.go checks them against those handlers.
 //
 // It is internal to package api: the generator (api/internal/gen) writes
 // its output to api/openapi.yaml, and api's tests check that the committed
@@ -42,7 +45,16 @@ The original's legacy paths, /edge-infra.orchestrator.apis/v2/…, are
 served too: each repeats an operation under /v1/projects/{projectName}/…
 (its description names it), with the project named by the projectName
 query parameter or, when that is absent, by its UUID in the ActiveProjectID
-header.`
+header.
+
+The v2 API of the clusters and connect modules, the original cluster
+manager's, is described here too (tags Cluster templates, Clusters,
+Connect): under /v2/projects/{projectName}/… and, for most operations,
+under /v2/… with the project's ID in the Activeprojectid header. Its
+conventions are the original's, not the v1 API's: creates answer 201,
+deletes 204, some changes 200 or 202 without a body; pageSize 0 means 20
+and offset has no upper bound; FailedPrecondition is 409; a project that
+does not exist is 403; bodies are limited to 1 MiB.`
 
 // Build returns the document as YAML.
 func Build() ([]byte, error) {
@@ -57,19 +69,22 @@ func Build() ([]byte, error) {
 	}
 	sharedSchemas(schemas)
 	auditSchemas(schemas)
+	v2Schemas(schemas)
 	b.valueSchemas(schemas) // after the resources and before the enums: they reference both
 	b.enumSchemas(schemas)
 
 	params, resps, sec := o(), o(), o()
 	parameters(params)
+	v2Parameters(params)
 	responses(resps)
+	v2Responses(resps)
 	securitySchemes(sec)
 
 	ps := &pathSet{paths: o()}
 	addOperations(ps)
 
 	var tagList []any
-	for _, t := range tags {
+	for _, t := range append(tags, v2Tags...) {
 		tagList = append(tagList, o("name", t.name, "description", t.desc))
 	}
 

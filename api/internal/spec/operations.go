@@ -141,6 +141,10 @@ func addOperations(ps *pathSet) {
 
 	addAudit(ps)
 
+	addClusters(ps)
+
+	addConnect(ps)
+
 	addLegacy(ps) // last: it repeats the operations above
 }
 

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/eimhq/eim"
@@ -25,6 +26,8 @@ type op struct {
 	noProj  bool     // not under /v1/projects/{projectName}
 	no404   bool     // names nothing that could be missing
 	alias   string   // operationId of the primary operation this one repeats
+	status  string   // status of the success answer ok; "" for 200
+	v2      bool     // an operation of the v2 API: its error answers are v2Errors
 }
 
 func pref(name string) *obj { return o("$ref", "#/components/parameters/"+name) }
@@ -106,9 +109,16 @@ func (x op) render() *obj {
 	if x.body != nil {
 		out.set("requestBody", o("required", true, "content", o("application/json", o("schema", x.body))))
 	}
-	resp := o("200", x.ok)
+	resp := o(cmp.Or(x.status, "200"), x.ok)
 	if x.started != nil {
 		resp.set("202", x.started)
+	}
+	if x.v2 {
+		for _, st := range x.v2Statuses() {
+			resp.set(st, o("$ref", "#/components/responses/"+v2Errors[st].name))
+		}
+		out.set("responses", resp)
+		return out
 	}
 	if !x.public {
 		statuses := []string{"400", "401", "403"}
