@@ -14,6 +14,8 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
 	"github.com/eimhq/eim/clusters"
+	gateway "github.com/eimhq/eim/connect"
+	"github.com/eimhq/eim/connect/wire"
 	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
@@ -65,6 +67,7 @@ type Builder struct {
 	tel      *telemetry.Service
 	maint    *maintenance.Service
 	clusters *clusters.Service
+	gw       *gateway.Gateway
 	rpc      *metrics.RPC
 	api      http.Handler
 
@@ -212,6 +215,61 @@ func (b *Builder) Clusters() (*clusters.Service, error) {
 		})
 	}
 	return b.clusters, nil
+}
+
+// Connect is the connect module's gateway: its tunnels, proxy and API.
+// The UI calls its API (kubeconfigs, connections) in process too.
+func (b *Builder) Connect() *gateway.Gateway {
+	if b.gw == nil {
+		peer := b.cfg.ConnectPeerURL
+		b.gw = gateway.New(gateway.Options{
+			Store: b.Store, Authenticator: b.Verifier, Minter: b.Issuer, Logger: b.Log, Replica: b.cfg.ReplicaID,
+			PeerURL: func() string {
+				if peer != "" {
+					return peer
+				}
+				return peerURL(b.httpAddr)
+			},
+			Timing:   wire.Timing{Interval: b.cfg.ConnectPingInterval, Timeout: b.cfg.ConnectPingTimeout},
+			TokenTTL: b.cfg.ConnectTokenTTL,
+			// With the clusters module in the deployment, a kubeconfig is
+			// only for a cluster it knows.
+			ClustersDeployed: func() bool { return slices.Contains(b.deployment.Modules(), "clusters") },
+		})
+	}
+	return b.gw
+}
+
+// uiV2 is the v2 API (the clusters and connect modules' /v2/ routes) as
+// the UI's clusters pages call it, in process with the user's token, as
+// the server mounts it: the API's own checks apply. The clusters API is
+// there when this process runs the clusters module, or was given the
+// deployment's secrets key (--secrets-key: a cluster's join token is
+// sealed under it when it is created); without either, a UI-only process
+// would seal under a key of its own that no clusters module could open,
+// so its clusters pages answer what the fallback says instead.
+func (b *Builder) uiV2() (http.Handler, error) {
+	mux := http.NewServeMux()
+	if b.Selected("clusters") || b.cfg.SecretsKey != "" {
+		cl, err := b.Clusters()
+		if err != nil {
+			return nil, err
+		}
+		for p, h := range cl.Routes() {
+			mux.Handle(p, h)
+		}
+	}
+	for p, h := range b.Connect().Routes() {
+		if strings.Contains(p, "/v2/") {
+			mux.Handle(p, h)
+		}
+	}
+	mux.HandleFunc("/v2/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotImplemented)
+		_, _ = w.Write([]byte(`{"code":"Unimplemented","message":"this process does not serve the clusters API: run the ui module beside the clusters module, or give it the deployment's --secrets-key"}` + "\n"))
+	})
+	return mux, nil
 }
 
 // secretsKey loads the key that seals secrets at rest: the operator's

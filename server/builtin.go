@@ -12,8 +12,6 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/clusters"
-	gateway "github.com/eimhq/eim/connect"
-	"github.com/eimhq/eim/connect/wire"
 	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/exporter"
 	"github.com/eimhq/eim/hostmgr"
@@ -142,7 +140,11 @@ func buildAPI(b *Builder) (Parts, error) {
 func buildUI(b *Builder) (Parts, error) {
 	// The UI's forms write through the API, in process, whether or not
 	// this process serves the API to others.
-	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, API: b.API()}
+	v2, err := b.uiV2()
+	if err != nil {
+		return Parts{}, err
+	}
+	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, API: b.API(), V2: v2, Deployed: b.deployment.Modules}
 	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
 		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
 	}
@@ -282,21 +284,7 @@ func buildOS(b *Builder) (Parts, error) {
 }
 
 func buildConnect(b *Builder) (Parts, error) {
-	peer := b.cfg.ConnectPeerURL
-	g := gateway.New(gateway.Options{
-		Store: b.Store, Authenticator: b.Verifier, Minter: b.Issuer, Logger: b.Log, Replica: b.cfg.ReplicaID,
-		PeerURL: func() string {
-			if peer != "" {
-				return peer
-			}
-			return peerURL(b.httpAddr)
-		},
-		Timing:   wire.Timing{Interval: b.cfg.ConnectPingInterval, Timeout: b.cfg.ConnectPingTimeout},
-		TokenTTL: b.cfg.ConnectTokenTTL,
-		// With the clusters module in the deployment, a kubeconfig is
-		// only for a cluster it knows.
-		ClustersDeployed: func() bool { return slices.Contains(b.deployment.Modules(), "clusters") },
-	})
+	g := b.Connect()
 	var parts Parts
 	for pattern, h := range g.Routes() {
 		parts.Routes = append(parts.Routes, Route{pattern, h})

@@ -28,29 +28,48 @@ func (h *Handler) apiCall(ctx context.Context, r *http.Request, c *call, method,
 	if h.api == nil {
 		return eim.Errorf(eim.EUNIMPLEMENTED, "this server's UI has no API to write through")
 	}
+	return h.callAPI(ctx, r, c, h.api, method, "/v1/projects/"+url.PathEscape(c.project.Name)+path, body, out)
+}
+
+// v2Call is apiCall on the v2 API (clusters, connect): path is below
+// /v2/projects/{project}.
+func (h *Handler) v2Call(ctx context.Context, r *http.Request, c *call, method, path string, body, out any) error {
+	if h.v2 == nil {
+		return eim.Errorf(eim.EUNIMPLEMENTED, "this server's UI has no clusters API to call")
+	}
+	return h.callAPI(ctx, r, c, h.v2, method, "/v2/projects/"+url.PathEscape(c.project.Name)+path, body, out)
+}
+
+func (h *Handler) callAPI(ctx context.Context, r *http.Request, c *call, api http.Handler, method, target string, body, out any) error {
 	var rd *bytes.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("ui: encode %s %s: %w", method, path, err)
+			return fmt.Errorf("ui: encode %s %s: %w", method, target, err)
 		}
 		rd = bytes.NewReader(b)
 	} else {
 		rd = bytes.NewReader(nil)
 	}
-	target := "/v1/projects/" + url.PathEscape(c.project.Name) + path
 	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
-		return fmt.Errorf("ui: %s %s: %w", method, path, err)
+		return fmt.Errorf("ui: %s %s: %w", method, target, err)
 	}
 	req.Host, req.RemoteAddr = r.Host, r.RemoteAddr // the API's per-client limit is the user's
+	// A kubeconfig names the server as the user reached it.
+	req.TLS = r.TLS
+	for _, k := range []string{"X-Forwarded-Proto", "X-Forwarded-Host"} {
+		if v := r.Header.Get(k); v != "" {
+			req.Header.Set(k, v)
+		}
+	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	w := &apiAnswer{header: http.Header{}}
-	h.api.ServeHTTP(w, req)
+	api.ServeHTTP(w, req)
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -65,7 +84,7 @@ func (h *Handler) apiCall(ctx context.Context, r *http.Request, c *call, method,
 		return nil
 	}
 	if err := json.Unmarshal(w.body.Bytes(), out); err != nil {
-		return fmt.Errorf("ui: decode the answer to %s %s: %w", method, path, err)
+		return fmt.Errorf("ui: decode the answer to %s %s: %w", method, target, err)
 	}
 	return nil
 }
@@ -84,6 +103,8 @@ func codeOfStatus(status int) string {
 		return eim.ENOTFOUND
 	case http.StatusConflict:
 		return eim.ECONFLICT
+	case http.StatusPreconditionFailed:
+		return eim.EPRECONDITION
 	case http.StatusRequestEntityTooLarge:
 		return eim.ETOOLARGE
 	case http.StatusNotImplemented:

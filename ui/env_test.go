@@ -53,19 +53,24 @@ const (
 // env is the UI over a SQLite store, called in process.
 type env struct {
 	t     testing.TB
+	st    *sqlstore.Store
 	inv   *inventory.Service
 	h     *ui.Handler
 	close func()
 }
 
-func newEnv(t testing.TB, project string) *env {
+// envOption adds to the UI's options (the other modules' APIs, say),
+// given the env's store, inventory and token checker.
+type envOption func(st *sqlstore.Store, inv *inventory.Service, authn tokens, o *ui.Options)
+
+func newEnv(t testing.TB, project string, opts ...envOption) *env {
 	t.Helper()
-	return newEnvAt(t, project, filepath.Join(t.TempDir(), "eim.db"))
+	return newEnvAt(t, project, filepath.Join(t.TempDir(), "eim.db"), opts...)
 }
 
 // newEnvAt opens (or creates) the SQLite database at path; its projects
 // are made when missing.
-func newEnvAt(t testing.TB, project, path string) *env {
+func newEnvAt(t testing.TB, project, path string, opts ...envOption) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlstore.Open(ctx, path, sqlstore.Options{})
@@ -91,11 +96,15 @@ func newEnvAt(t testing.TB, project, path string) *env {
 		tokRO:    {Subject: "ro", Roles: []string{eim.ProjectRole(p, false)}},
 		tokOther: {Subject: "other", Roles: []string{eim.ProjectRole(other, true)}},
 	}
-	h, err := ui.New(inv, authn, ui.Options{Store: st, API: httpapi.New(inv, authn, httpapi.Options{})})
+	o := ui.Options{Store: st, API: httpapi.New(inv, authn, httpapi.Options{})}
+	for _, opt := range opts {
+		opt(st, inv, authn, &o)
+	}
+	h, err := ui.New(inv, authn, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, inv: inv, h: h, close: func() { st.Close() }}
+	return &env{t: t, st: st, inv: inv, h: h, close: func() { st.Close() }}
 }
 
 // get answers GET path with the session of token ("" = none).

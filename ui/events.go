@@ -27,7 +27,7 @@ const (
 
 // liveKinds are the kinds whose changes the pages show.
 var liveKinds = []eim.Kind{eim.KindHost, eim.KindInstance, eim.KindWorkflow, eim.KindSite, eim.KindRegion,
-	eim.KindSingleSchedule, eim.KindRepeatedSchedule, eim.KindOSUpdateRun}
+	eim.KindSingleSchedule, eim.KindRepeatedSchedule, eim.KindOSUpdateRun, eim.KindCluster, eim.KindClusterTemplate}
 
 // allLiveKinds are the kinds whose changes the audit log records: all
 // but the workflows' progress.

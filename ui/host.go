@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 
@@ -28,6 +29,38 @@ type hostData struct {
 	Runs      []*eim.OSUpdateRun
 	CanReprov bool
 	LogURL    string
+	// Membership is the host's cluster (nil: none) while the clusters
+	// module is deployed (Clusters); ClusterNote says why it is unknown.
+	Clusters    bool
+	Membership  *membership
+	ClusterNote string
+}
+
+// membership is a host's place in a cluster.
+type membership struct {
+	Cluster, Link, Template string
+	Lifecycle               eim.StatusText
+	Node                    clusterNode
+}
+
+// membershipOf reads the host's cluster from the v2 API
+// (GET /clusters/{nodeId}/clusterdetail): nil when it is in none.
+func (h *Handler) membershipOf(r *http.Request, c *call, hostID string) (*membership, error) {
+	var cl clusterStatus
+	err := h.v2Call(r.Context(), r, c, http.MethodGet, "/clusters/"+url.PathEscape(hostID)+"/clusterdetail", nil, &cl)
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := &membership{Cluster: cl.Name, Link: clusterURL(c, cl.Name), Template: cl.Template, Lifecycle: cl.LifecyclePhase}
+	for _, n := range cl.Nodes {
+		if n.ID == hostID {
+			m.Node = n
+		}
+	}
+	return m, nil
 }
 
 // logView is the provisioning log as the page shows it.
@@ -106,6 +139,12 @@ func (h *Handler) host(w http.ResponseWriter, r *http.Request, c *call) error {
 		return err
 	}
 	d.Schedules = scheduleRows(sch, h.now())
+	if d.Clusters = c.modules["clusters"]; d.Clusters {
+		// The rest of the page stands without it.
+		if d.Membership, err = h.membershipOf(r, c, id); err != nil {
+			d.ClusterNote = eim.ErrorMessage(err)
+		}
+	}
 	v := c.view("hosts", "Host "+host.Name, d)
 	v.Live = true
 	h.render(w, r, http.StatusOK, "host", v)

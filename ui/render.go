@@ -13,7 +13,7 @@ import (
 
 // pageNames are the templates/NAME.html pages, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings", "audit"}
+var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings", "audit", "clusters", "cluster", "clusternew", "clustertemplates"}
 
 // view is what the layout renders around a page.
 type view struct {
@@ -24,27 +24,30 @@ type view struct {
 	CanWrite bool
 	CSRF     string
 	User     string
-	Live     bool // the page refreshes itself from the change feed
-	LiveAll  bool // … on a change of any kind (else: of liveKinds)
+	Modules  map[string]bool // the optional modules deployed (navItem.Module)
+	Live     bool            // the page refreshes itself from the change feed
+	LiveAll  bool            // … on a change of any kind (else: of liveKinds)
 	Data     any
 }
 
 // navItem is an entry of the main menu: the page's Nav key, its title
-// and its path below the project. A page of another feature (clusters,
-// say) is one entry here and its routes.
+// and its path below the project. A page of another feature is one entry
+// here and its routes.
 type navItem struct {
 	Key, Title, Path string
-	Write            bool // shown to writers only
+	Write            bool   // shown to writers only
+	Module           string // shown while this module is deployed ("": always)
 }
 
 var navItems = []navItem{
-	{"overview", "Overview", "", false},
-	{"hosts", "Hosts", "hosts", false},
-	{"register", "Register", "register", true},
-	{"locations", "Locations", "locations", false},
-	{"schedules", "Schedules", "schedules", false},
-	{"resources", "Resources", "resources", false},
-	{"audit", "Audit log", "audit", false},
+	{"overview", "Overview", "", false, ""},
+	{"hosts", "Hosts", "hosts", false, ""},
+	{"register", "Register", "register", true, ""},
+	{"locations", "Locations", "locations", false, ""},
+	{"schedules", "Schedules", "schedules", false, ""},
+	{"clusters", "Clusters", "clusters", false, "clusters"},
+	{"resources", "Resources", "resources", false, ""},
+	{"audit", "Audit log", "audit", false, ""},
 }
 
 var funcs = template.FuncMap{
@@ -59,6 +62,13 @@ var funcs = template.FuncMap{
 	"short":   shortEnum,
 	"bytes":   humanBytes,
 	"nav":     func() []navItem { return navItems },
+	"args": func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[fmt.Sprint(kv[i])] = kv[i+1]
+		}
+		return m
+	},
 	"formArgs": func(f *resForm, csrf, id string) map[string]any {
 		return map[string]any{"F": f, "CSRF": csrf, "ID": id}
 	},
@@ -97,7 +107,7 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request, c *call, name, ti
 
 func (c *call) view(nav, title string, data any) *view {
 	return &view{Title: title, Nav: nav, Project: c.project.Name, Projects: c.projects, CanWrite: c.canWrite,
-		CSRF: c.csrf, User: c.p.Subject, Data: data}
+		CSRF: c.csrf, User: c.p.Subject, Modules: c.modules, Data: data}
 }
 
 type errorData struct {
@@ -193,7 +203,7 @@ func pct(n, total int) int {
 // shortEnum drops an enum's type prefix: HOST_STATE_ONBOARDED → ONBOARDED.
 func shortEnum(s any) string {
 	v := fmt.Sprint(s)
-	for _, p := range []string{"HOST_STATE_", "INSTANCE_STATE_", "POWER_STATE_", "WORKFLOW_STATE_", "ACTION_STATE_", "SCHEDULE_STATUS_", "SECURITY_FEATURE_", "INSTANCE_KIND_"} {
+	for _, p := range []string{"HOST_STATE_", "INSTANCE_STATE_", "POWER_STATE_", "WORKFLOW_STATE_", "ACTION_STATE_", "SCHEDULE_STATUS_", "SECURITY_FEATURE_", "INSTANCE_KIND_", "STATUS_CONDITION_"} {
 		if strings.HasPrefix(v, p) {
 			return strings.TrimPrefix(v, p)
 		}

@@ -27,8 +27,9 @@ type call struct {
 	p        *eim.Principal
 	canWrite bool
 	csrf     string
-	token    string   // the session's bearer token, for the API's calls
-	projects []string // the projects the user may read, for the switcher
+	token    string          // the session's bearer token, for the API's calls
+	projects []string        // the projects the user may read, for the switcher
+	modules  map[string]bool // the modules deployed (Options.Deployed)
 }
 
 // csrfToken is the form token of a session: a digest of its bearer token,
@@ -115,7 +116,10 @@ func (h *Handler) inProject(write bool, fn func(http.ResponseWriter, *http.Reque
 			h.renderError(w, r, nil, err)
 			return
 		}
-		c := &call{project: proj, p: p, canWrite: p.CanWrite(proj), csrf: csrfToken(tok), token: tok}
+		c := &call{project: proj, p: p, canWrite: p.CanWrite(proj), csrf: csrfToken(tok), token: tok, modules: map[string]bool{}}
+		for _, m := range h.deployed() {
+			c.modules[m] = true
+		}
 		if write {
 			switch {
 			case !sameOrigin(r):

@@ -68,6 +68,15 @@ type Options struct {
 	// and settings pages call in process with the session's token (see
 	// apiCall); nil: those pages show, and their forms are refused.
 	API http.Handler
+	// V2 is the v2 API (the clusters and connect modules' /v2/ routes),
+	// which the clusters pages read and write through in process with
+	// the session's token, as the forms call API; nil: those pages say
+	// the server has none.
+	V2 http.Handler
+	// Deployed returns the modules that run somewhere in the deployment:
+	// the clusters pages are in the menu while "clusters" is, and show
+	// the tunnels' state while "connect" is. nil: neither.
+	Deployed func() []string
 }
 
 // Handler serves the UI under /ui/ and the browser redirect of /.
@@ -84,11 +93,17 @@ type Handler struct {
 	fleet   *fleet
 	oidc    *oidcClient // nil: no sign-in through an issuer
 	api     http.Handler
+	v2      http.Handler
+	// store reads the clusters' nodes for the hosts picker (which hosts
+	// are free); nil: the picker lists every host.
+	store    eim.Store
+	deployed func() []string
 }
 
 // New returns the UI handler over inv, authenticating with authn.
 func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, error) {
-	h := &Handler{inv: inv, authn: authn, log: opts.Logger, reprov: opts.Reprovisioner, now: opts.Now, logWait: opts.LogWait, oidc: newOIDC(opts.OIDC), api: opts.API}
+	h := &Handler{inv: inv, authn: authn, log: opts.Logger, reprov: opts.Reprovisioner, now: opts.Now, logWait: opts.LogWait, oidc: newOIDC(opts.OIDC), api: opts.API,
+		v2: opts.V2, store: opts.Store, deployed: opts.Deployed}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -106,6 +121,9 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, e
 	sub, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
+	}
+	if h.deployed == nil {
+		h.deployed = func() []string { return nil }
 	}
 	h.static = http.StripPrefix("/ui/static/", http.FileServerFS(sub))
 	if opts.Store != nil {
@@ -178,6 +196,20 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"/settings", h.read(h.settings))
 	m.HandleFunc("POST "+p+"/settings", h.write(h.saveSettings))
 	m.HandleFunc("GET "+p+"/audit", h.read(h.audit))
+	m.HandleFunc("GET "+p+"/clusters", h.read(h.clusters))
+	m.HandleFunc("POST "+p+"/clusters", h.write(h.createCluster))
+	m.HandleFunc("GET "+p+"/newcluster", h.read(h.newCluster))
+	m.HandleFunc("GET "+p+"/clusters/{name}", h.read(h.cluster))
+	m.HandleFunc("GET "+p+"/clusters/{name}/kubeconfig", h.read(h.kubeconfig))
+	m.HandleFunc("POST "+p+"/clusters/{name}/nodes", h.write(h.addNodes))
+	m.HandleFunc("POST "+p+"/clusters/{name}/nodes/{id}/remove", h.write(h.removeNode))
+	m.HandleFunc("POST "+p+"/clusters/{name}/template", h.write(h.upgradeCluster))
+	m.HandleFunc("POST "+p+"/clusters/{name}/labels", h.write(h.clusterLabels))
+	m.HandleFunc("POST "+p+"/clusters/{name}/delete", h.write(h.deleteCluster))
+	m.HandleFunc("GET "+p+"/templates", h.read(h.clusterTemplates))
+	m.HandleFunc("POST "+p+"/templates", h.write(h.createTemplate))
+	m.HandleFunc("POST "+p+"/templates/{name}/{version}/delete", h.write(h.deleteTemplate))
+	m.HandleFunc("POST "+p+"/templates/{name}/{version}/default", h.write(h.defaultTemplate))
 	m.HandleFunc("/ui/", h.notFound)
 }
 

@@ -471,6 +471,33 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("a cluster created on a host through the form", func(t *testing.T) {
+		b.t = t
+		b.nav("/ui/p/default/clusters")
+		b.submit(`a[href$="/newcluster"]`)
+		hostID := eval[string](b, `(function(){var c=document.querySelector("input[name=node]"); c.checked=true; return c.value})()`)
+		b.set("#new-name", "edge-ui")
+		b.set("#new-labels", "env=lab")
+		b.submit(`form[action$="/clusters"] button[type=submit]`)
+		b.wait("the cluster listed with its phase", `location.pathname === "/ui/p/default/clusters" && /provisioning|active/.test((document.querySelector("tr[data-cluster=edge-ui] td.phase") || {}).innerText || "")`)
+		b.shot("clusters")
+		cl, err := s.admin.GetCluster(ctx, p, "edge-ui")
+		if err != nil || len(cl.Nodes) != 1 || cl.Nodes[0].ID != hostID || cl.Labels["env"] != "lab" {
+			t.Fatalf("the API's cluster edge-ui: %v %+v; want node %s, label env=lab", err, cl, hostID)
+		}
+		if got := b.text(`tr[data-cluster=edge-ui] td.phase`); !strings.Contains(got, cl.LifecyclePhase.Message) {
+			t.Errorf("the listed phase %q, the API's %q", got, cl.LifecyclePhase.Message)
+		}
+		b.submit(`tr[data-cluster=edge-ui] a`)
+		if n := b.count(`table.nodes a[href="/ui/p/default/hosts/` + hostID + `"]`); n != 1 {
+			t.Errorf("the cluster's page links its node's host %d times, want 1", n)
+		}
+		if n := b.count(`form[action$="/edge-ui/nodes"], form[action$="/edge-ui/template"], form[action$="/edge-ui/labels"], form[action$="/edge-ui/delete"]`); n != 4 {
+			t.Errorf("the cluster's page shows a writer %d of its 4 action forms", n)
+		}
+		b.shot("cluster")
+	})
+
 	t.Run("a read-only user sees no write controls and a forged write is refused", func(t *testing.T) {
 		ro := newBrowser(t, s.api)
 		roTok := mintToken(t, "--data-dir", s.dataDir, "--project", p, "--role", "r", "--ttl", "1h")
@@ -497,6 +524,13 @@ func TestUIBrowser(t *testing.T) {
 			t.Errorf("a policy's page shows a read-only user %d forms", n)
 		}
 		ro.shot("resource-read-only")
+		for _, path := range []string{"/ui/p/default/clusters", "/ui/p/default/clusters/edge-ui", "/ui/p/default/templates"} {
+			ro.nav(path)
+			if n := ro.count(`form[method=post]:not(.logout), a[href$="/newcluster"]`); n != 0 {
+				t.Errorf("%s: a read-only user sees %d write controls", path, n)
+			}
+		}
+		ro.shot("cluster-read-only")
 		// A write forged from the page itself, with the session's own CSRF
 		// token: the role is checked on the server.
 		status := eval[int](ro, `(async function(){
