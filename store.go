@@ -133,6 +133,11 @@ type Store interface {
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)
+	// AppendAudit records what is not a change of a resource (a user's
+	// request through a cluster's tunnel), in one transaction, dated now:
+	// each record's project, principal, action, kind, resource ID and
+	// changes as given (Seq and Time are the store's).
+	AppendAudit(ctx context.Context, recs []AuditRecord) error
 	// PruneAudit deletes the audit records older than before and returns
 	// how many went.
 	PruneAudit(ctx context.Context, before time.Time) (int64, error)

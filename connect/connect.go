@@ -76,7 +76,8 @@ type Options struct {
 	// in the deployment: the kubeconfig of a cluster it does not know is
 	// then 404 (without it any name is served: clusters made elsewhere).
 	ClustersDeployed func() bool
-	// Audit, when set, receives every proxied request.
+	// Audit, when set, receives every proxied request; otherwise they are
+	// written to the store's audit log (see audit.go).
 	Audit func(Record)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -94,6 +95,7 @@ type Gateway struct {
 	resolved   map[string]resolution             // by /kubernetes/{target}
 	closed     bool
 	wg         sync.WaitGroup // the tunnels' goroutines
+	audit      auditLog
 }
 
 // key names a cluster.
@@ -127,13 +129,14 @@ func New(opts Options) *Gateway {
 	if opts.Timing.Timeout <= 0 {
 		opts.Timing.Timeout = wire.DefaultTiming.Timeout
 	}
-	return &Gateway{opts: opts, log: opts.Logger, tunnels: map[key][]*tunnel{}}
+	return &Gateway{opts: opts, log: opts.Logger, tunnels: map[key][]*tunnel{}, audit: auditLog{wake: make(chan struct{}, 1)}}
 }
 
 // Run waits for ctx to end, then closes the tunnels this replica holds
 // (their agents reconnect to another replica) and waits for their
 // goroutines.
 func (g *Gateway) Run(ctx context.Context) error {
+	g.writeAudit(ctx) // until ctx ends (at once when Options.Audit takes the records)
 	<-ctx.Done()
 	g.mu.Lock()
 	g.closed = true

@@ -47,11 +47,13 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(time.Time{})
 	rec := &recorder{ResponseWriter: w}
 	holder := g.opts.Replica
+	forwarded, unanswered := false, new(bool)
 	defer func() {
-		if g.opts.Audit != nil {
-			g.opts.Audit(Record{Time: start, Subject: p.Subject, Project: k.project, Cluster: k.cluster, Method: r.Method,
-				Path: "/" + rest, Status: rec.status, Upgrade: r.Header.Get("Upgrade"), Replica: holder, Duration: g.opts.Now().Sub(start)})
+		if forwarded && !*unanswered {
+			return // the replica holding the tunnel recorded it
 		}
+		g.record(Record{Time: start, Subject: p.Subject, Project: k.project, Cluster: k.cluster, Method: r.Method,
+			Path: "/" + rest, Status: rec.status, Upgrade: r.Header.Get("Upgrade"), Replica: holder, Duration: g.opts.Now().Sub(start)})
 	}()
 
 	var t *tunnel
@@ -86,10 +88,15 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(rec, eim.Errorf(eim.EUNAVAILABLE, "cluster %q: its tunnel's replica %s: %v", k.cluster, reg.Replica, err))
 		return
 	}
-	out := r.Clone(r.Context())
+	out := r.Clone(context.WithValue(r.Context(), unansweredKey{}, unanswered))
 	out.Header.Set(forwardHeader, g.opts.Replica)
+	forwarded = true
 	fwd.ServeHTTP(rec, out)
 }
+
+// unansweredKey marks a forwarded request the holder's replica did not
+// answer (*bool in its context, set by the forwarder's error handler).
+type unansweredKey struct{}
 
 // forwarder returns the reverse proxy to a replica's address.
 func (g *Gateway) forwarder(addr string) (*httputil.ReverseProxy, error) {
@@ -114,6 +121,9 @@ func (g *Gateway) forwarder(addr string) (*httputil.ReverseProxy, error) {
 		Transport:     tr,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if u, ok := r.Context().Value(unansweredKey{}).(*bool); ok {
+				*u = true // the forwarding replica records the request
+			}
 			if r.Context().Err() == nil {
 				writeError(w, eim.Errorf(eim.EUNAVAILABLE, "the replica holding the tunnel (%s) did not answer: %v", addr, err))
 			}

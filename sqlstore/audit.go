@@ -253,6 +253,26 @@ func (t *tx) flushAudit(ctx context.Context, at int64) error {
 	return nil
 }
 
+// AppendAudit implements eim.Store.
+func (s *Store) AppendAudit(ctx context.Context, recs []eim.AuditRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	for _, r := range recs {
+		if r.Project == "" || r.Principal == "" || r.Action == "" || r.Kind == "" || r.ResourceID == "" {
+			return eim.Errorf(eim.EINVALID, "audit record: project, principal, action, kind and resourceId are required (got %q, %q, %q, %q, %q)",
+				r.Project, r.Principal, r.Action, r.Kind, r.ResourceID)
+		}
+	}
+	return s.Update(ctx, "", func(x eim.Tx) error {
+		t := x.(*tx)
+		for _, r := range recs {
+			t.audits = append(t.audits, pendingAudit{project: r.Project, actor: r.Principal, id: r.ResourceID, kind: r.Kind, op: eim.Op(r.Action), changes: r.Changes})
+		}
+		return nil
+	})
+}
+
 // Audit implements eim.Store: one page of a project's records, newest
 // first. It runs in the project's scope (on PostgreSQL as the tenant
 // role, whose row-level security shows the project's rows only).
