@@ -179,12 +179,29 @@ func testAudit(t *testing.T, s eim.Store) {
 		t.Errorf("settings change: got %+v, want user:alice UPDATED with the hash redacted and the interval 30", got)
 	}
 
+	// Records of what is not a resource's change (a request through a
+	// cluster's tunnel), appended as given, each to its project.
+	req := map[string]eim.Change{"request": {Old: json.RawMessage("null"), New: json.RawMessage(`{"method":"GET","status":200}`)}}
+	if err := s.AppendAudit(ctx(t), []eim.AuditRecord{
+		{Project: p, Principal: "user:carol", Action: "REQUEST", Kind: eim.KindCluster, ResourceID: "edge", Changes: req},
+		{Project: other, Principal: "user:carol", Action: "REQUEST", Kind: eim.KindCluster, ResourceID: "edge2", Changes: req},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := audit(t, s, p, eim.AuditQuery{Filter: `action = "REQUEST"`}); len(got) != 1 || got[0].Principal != "user:carol" ||
+		got[0].ResourceID != "edge" || got[0].Kind != eim.KindCluster || changesJSON(got[0].Changes) != changesJSON(req) {
+		t.Errorf("appended record: got %+v, want carol's request to edge", got)
+	}
+	if err := s.AppendAudit(ctx(t), []eim.AuditRecord{{Project: p, Principal: "user:carol", Action: "REQUEST", Kind: eim.KindCluster}}); eim.ErrorCode(err) != eim.EINVALID {
+		t.Errorf("a record without its resource: got %v, want EINVALID", err)
+	}
+
 	// Retention.
 	if n, err := s.PruneAudit(ctx(t), time.Now().Add(-time.Hour)); err != nil || n != 0 {
 		t.Errorf("PruneAudit(an hour ago): got %d, %v; want 0 deleted", n, err)
 	}
-	if n, err := s.PruneAudit(ctx(t), time.Now().Add(time.Second)); err != nil || n < 9 {
-		t.Errorf("PruneAudit(now): got %d, %v; want every record (at least 9) deleted", n, err)
+	if n, err := s.PruneAudit(ctx(t), time.Now().Add(time.Second)); err != nil || n < 10 {
+		t.Errorf("PruneAudit(now): got %d, %v; want every record (at least 10) deleted", n, err)
 	}
 	if got, total := audit(t, s, p, eim.AuditQuery{}); len(got) != 0 || total != 0 {
 		t.Errorf("after pruning: got %d records, want none", len(got))
