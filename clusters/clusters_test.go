@@ -239,7 +239,14 @@ func TestLifecycle(t *testing.T) {
 		if p := e.plan(n3, ""); p.Removal == nil || p.Removal.Drain {
 			t.Fatalf("force-removed node: %+v, want no drain", p)
 		}
-		e.report(n3, inactive, "")
+		// INACTIVE about a plan that is not the removal frees nothing; one
+		// naming the removal's version does, as one naming none.
+		e.reportAt(n3, inactive, p3.Version, "")
+		e.reconcile()
+		if d := e.clusterOf("line-1"); len(d.Nodes) != 3 {
+			t.Fatalf("after INACTIVE about an old plan: %d nodes listed, want 3", len(d.Nodes))
+		}
+		e.reportAt(n3, inactive, e.plan(n3, "").GetVersion(), "")
 		e.reconcile()
 		if d := e.clusterOf("line-1"); len(d.Nodes) != 2 || d.LifecyclePhase.Message != "active" {
 			t.Fatalf("after the removals: %d nodes, %s", len(d.Nodes), d.LifecyclePhase.Message)

@@ -40,9 +40,14 @@ func failed(c *eim.Cluster, n *eim.ClusterNode) bool {
 	return n.Plan.Gen > 0 && n.Report.State == eim.AgentError && n.Report.PlanVersion == n.Plan.Version(c.ID)
 }
 
-// removed: the node reported the end of its removal.
+// removed: the node reported the end of its removal. A node says INACTIVE
+// with no plan version once its removal is done (cluster.proto: it has no
+// plan left); one naming the removal's version is taken too.
 func removed(c *eim.Cluster, n *eim.ClusterNode) bool {
-	return n.Plan.Removal && n.Report.State == eim.AgentInactive && n.Report.PlanVersion == n.Plan.Version(c.ID)
+	if !n.Plan.Removal || n.Report.State != eim.AgentInactive {
+		return false
+	}
+	return n.Report.PlanVersion == "" || n.Report.PlanVersion == n.Plan.Version(c.ID)
 }
 
 // setPlan gives n plan p, bumping its generation when p differs from
