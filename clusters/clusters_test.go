@@ -239,7 +239,14 @@ func TestLifecycle(t *testing.T) {
 		if p := e.plan(n3, ""); p.Removal == nil || p.Removal.Drain {
 			t.Fatalf("force-removed node: %+v, want no drain", p)
 		}
-		e.report(n3, inactive, "")
+		// INACTIVE about a plan that is not the removal frees nothing; one
+		// naming the removal's version does, as one naming none.
+		e.reportAt(n3, inactive, p3.Version, "")
+		e.reconcile()
+		if d := e.clusterOf("line-1"); len(d.Nodes) != 3 {
+			t.Fatalf("after INACTIVE about an old plan: %d nodes listed, want 3", len(d.Nodes))
+		}
+		e.reportAt(n3, inactive, e.plan(n3, "").GetVersion(), "")
 		e.reconcile()
 		if d := e.clusterOf("line-1"); len(d.Nodes) != 2 || d.LifecyclePhase.Message != "active" {
 			t.Fatalf("after the removals: %d nodes, %s", len(d.Nodes), d.LifecyclePhase.Message)
@@ -596,6 +603,48 @@ func TestProjectDeletionCascade(t *testing.T) {
 		again := e.project(e.proj.Name)
 		if ts, _ := e.store.ClusterTemplates(e.ctx, again.Name); len(ts) != 3 {
 			t.Fatalf("templates of the new project: %d", len(ts))
+		}
+	})
+}
+
+// A control-plane node whose host reported no address cannot be joined:
+// the cluster says so instead of waiting in silence, and the joins go on
+// once the address is known.
+func TestJoinWithoutAddress(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		cp, w := e.host(e.proj.Name, ""), e.host(e.proj.Name, "192.0.2.42")
+		spec := map[string]any{"name": "noaddr", "nodes": []map[string]string{{"id": cp.id, "role": "all"}, {"id": w.id, "role": "worker"}}}
+		if s := e.call(e.admin, "POST", "/clusters", spec, nil); s != 201 {
+			t.Fatalf("create: %d", s)
+		}
+		e.reconcile()
+		e.report(cp, active, "")
+		e.reconcile()
+		d := e.clusterOf("noaddr")
+		if want := "in progress: no address known for control-plane node " + cp.id; !strings.HasPrefix(d.ProviderStatus.Message, want) {
+			t.Fatalf("providerStatus: got %q, want it to start %q", d.ProviderStatus.Message, want)
+		}
+		if p := e.plan(w, ""); p.Plan != nil {
+			t.Fatalf("worker planned without a server URL: %+v", p.Plan)
+		}
+		err := e.store.Update(e.ctx, e.proj.Name, func(tx eim.Tx) error {
+			r, err := tx.Get(e.ctx, eim.KindHost, cp.id)
+			if err != nil {
+				return err
+			}
+			h := r.(*eim.Host)
+			h.HostNics = eim.List[eim.HostNic]{{DeviceName: "eth0", IPAddresses: eim.List[eim.IPAddress]{{Address: "192.0.2.41/24"}}}}
+			return tx.Update(e.ctx, h)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.reconcile()
+		if p := e.plan(w, ""); p.Plan == nil || p.Plan.ServerUrl != "https://192.0.2.41:6443" {
+			t.Fatalf("worker once the address is known: %+v", p)
+		}
+		if d := e.clusterOf("noaddr"); strings.Contains(d.ProviderStatus.Message, "no address") {
+			t.Fatalf("providerStatus after: %q", d.ProviderStatus.Message)
 		}
 	})
 }

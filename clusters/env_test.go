@@ -202,10 +202,20 @@ func (e *env) plan(n *node, have string) *clusterv1.GetPlanResponse {
 	return res.Msg
 }
 
-// report sends the node's state about its current plan.
+// report sends the node's state about its current plan as agent.Node
+// does: INACTIVE (the end of a removal) names no version.
 func (e *env) report(n *node, state clusterv1.ReportStatusRequest_State, msg string) {
 	e.t.Helper()
-	ver := e.plan(n, "").GetVersion()
+	ver := ""
+	if state != clusterv1.ReportStatusRequest_STATE_INACTIVE {
+		ver = e.plan(n, "").GetVersion()
+	}
+	e.reportAt(n, state, ver, msg)
+}
+
+// reportAt sends the node's state about the plan version ver.
+func (e *env) reportAt(n *node, state clusterv1.ReportStatusRequest_State, ver, msg string) {
+	e.t.Helper()
 	if _, err := n.client.ReportStatus(e.ctx, connect.NewRequest(&clusterv1.ReportStatusRequest{State: state, PlanVersion: ver, Message: msg})); err != nil {
 		e.t.Fatalf("ReportStatus %s: %v", n.id, err)
 	}

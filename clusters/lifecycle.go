@@ -40,9 +40,14 @@ func failed(c *eim.Cluster, n *eim.ClusterNode) bool {
 	return n.Plan.Gen > 0 && n.Report.State == eim.AgentError && n.Report.PlanVersion == n.Plan.Version(c.ID)
 }
 
-// removed: the node reported the end of its removal.
+// removed: the node reported the end of its removal. A node says INACTIVE
+// with no plan version once its removal is done (cluster.proto: it has no
+// plan left); one naming the removal's version is taken too.
 func removed(c *eim.Cluster, n *eim.ClusterNode) bool {
-	return n.Plan.Removal && n.Report.State == eim.AgentInactive && n.Report.PlanVersion == n.Plan.Version(c.ID)
+	if !n.Plan.Removal || n.Report.State != eim.AgentInactive {
+		return false
+	}
+	return n.Report.PlanVersion == "" || n.Report.PlanVersion == n.Plan.Version(c.ID)
 }
 
 // setPlan gives n plan p, bumping its generation when p differs from
@@ -113,6 +118,9 @@ func step(c *eim.Cluster, w world) (gone bool) {
 		}
 		return p
 	}
+	// An active control-plane node without a known address holds the
+	// joins back: said in the status, else the nodes wait in silence.
+	noAddr := ""
 	if !c.Deleting && tmpl != nil {
 		// The node that initialises the cluster: the one planned so, else
 		// (nothing planned yet) the first control-plane node.
@@ -151,6 +159,14 @@ func step(c *eim.Cluster, w world) (gone bool) {
 			}
 		}
 		srv := server("")
+		if srv == "" && slices.ContainsFunc(live, func(n *eim.ClusterNode) bool { return n.Plan.Gen == 0 }) {
+			for _, n := range live {
+				if _, exists := w.hosts[n.HostID]; exists && n.Role.ControlPlane() && active(c, n) {
+					noAddr = n.HostID
+					break
+				}
+			}
+		}
 		if !stuck && srv != "" {
 			// Joins: workers all at once, control-plane nodes one at a time.
 			for _, n := range live {
@@ -194,7 +210,7 @@ func step(c *eim.Cluster, w world) (gone bool) {
 			}
 		}
 	}
-	status(c, w, tmpl, live)
+	status(c, w, tmpl, live, noAddr)
 	return false
 }
 
@@ -237,8 +253,10 @@ func setStatus(st *eim.StatusText, msg string, ind eim.StatusIndication, now tim
 	*st = eim.NewStatusText(msg, ind, now)
 }
 
-// status derives the cluster's status from its nodes.
-func status(c *eim.Cluster, w world, tmpl *eim.ClusterTemplate, live []*eim.ClusterNode) {
+// status derives the cluster's status from its nodes; noAddr is an
+// active control-plane node the others cannot join for want of an
+// address.
+func status(c *eim.Cluster, w world, tmpl *eim.ClusterTemplate, live []*eim.ClusterNode, noAddr string) {
 	st := &c.Status
 	now := w.now
 	var ready, cpReady, planned int
@@ -293,6 +311,8 @@ func status(c *eim.Cluster, w world, tmpl *eim.ClusterTemplate, live []*eim.Clus
 		setStatus(&st.Provider, "error: "+st.Error, eim.StatusError, now)
 	case all:
 		setStatus(&st.Provider, "ready", eim.StatusIdle, now)
+	case noAddr != "":
+		setStatus(&st.Provider, fmt.Sprintf("in progress: no address known for control-plane node %s (its hardware inventory has no IP address): the other nodes cannot join", noAddr), eim.StatusInProgress, now)
 	case upgrading:
 		setStatus(&st.Provider, fmt.Sprintf("in progress: upgrading to %s %s", c.TemplateName, c.TemplateVersion), eim.StatusInProgress, now)
 	default:

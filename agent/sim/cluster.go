@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	clusterv1 "github.com/eimhq/eim/proto/eim/cluster/v1"
+	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 )
 
 // Simulated cluster nodes: a node of the hold that hears a
@@ -179,6 +181,17 @@ func (h *holder) clusterStep(ctx context.Context, b *beater) {
 	fetch := len(c.steps) == 0
 	applied := c.applied
 	c.mu.Unlock()
+	if fetch && b.hwDigest.Load() == nil {
+		// The server joins nodes to a control-plane node at the address
+		// in its host's inventory, which agent.Node sends when a
+		// heartbeat's answer asks: a cluster node sends one first.
+		if err := h.reportHardware(ctx, b); err != nil {
+			if ctx.Err() == nil {
+				h.clusterRetry(b, c)
+			}
+			return
+		}
+	}
 	if fetch {
 		resp, err := h.getPlan(ctx, b, applied)
 		if ctx.Err() != nil {
@@ -334,6 +347,41 @@ func (h *holder) plan(b *beater, c *simCluster, resp *clusterv1.GetPlanResponse)
 		{state: uninstalling, plan: v, kube: c.kube, msg: "Uninstalling (simulated)", after: removal - d},
 		{state: inactive, msg: "Removed from the cluster"},
 	}
+}
+
+// reportHardware sends b's simulated inventory: one NIC with an address
+// of 10.0.0.0/8 made from the host's ID (the same in every simulator
+// process that holds the node).
+func (h *holder) reportHardware(ctx context.Context, b *beater) error {
+	tok, err := h.lockedToken(ctx, b)
+	if err != nil {
+		return err
+	}
+	f := fnv.New32a()
+	f.Write([]byte(b.hostID))
+	n := int(f.Sum32()&0xffffff) | 1 // never 10.x.y.0
+	hw := &hostv1.Hardware{Hostname: strings.ToLower(b.hostID), Nics: []*hostv1.Nic{{
+		DeviceName: "eth0", MacAddress: fmt.Sprintf("02:00:0a:%02x:%02x:%02x", n>>16&0xff, n>>8&0xff, n&0xff), LinkUp: true, Mtu: 1500,
+		IpAddresses: []*hostv1.IpAddress{{Address: fmt.Sprintf("10.%d.%d.%d/8", n>>16&0xff, n>>8&0xff, n&0xff), ConfigMethod: hostv1.IpAddress_CONFIG_METHOD_DYNAMIC}},
+	}}}
+	req := connect.NewRequest(&hostv1.ReportHardwareRequest{Hardware: hw})
+	req.Header().Set("Authorization", "Bearer "+tok)
+	start := h.clock()
+	resp, err := h.hosts[b.conn].ReportHardware(ctx, req)
+	h.cstats.rpc.Record(h.clock() - start)
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		// A server that takes no inventory: the node goes on without.
+		none := ""
+		b.hwDigest.Store(&none)
+		return nil
+	}
+	if err != nil {
+		h.clusterErr(b, fmt.Errorf("cluster: ReportHardware: %w", err))
+		return err
+	}
+	d := resp.Msg.GetDigest()
+	b.hwDigest.Store(&d)
+	return nil
 }
 
 func (h *holder) getPlan(ctx context.Context, b *beater, have string) (*clusterv1.GetPlanResponse, error) {

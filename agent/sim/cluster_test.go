@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -36,6 +37,28 @@ type fakeClusters struct {
 	answer  *clusterv1.GetPlanResponse
 	states  map[string][]string // host → "STATE version"
 	msgs    map[string]string   // host → the last message
+	addrs   map[string]string   // host → the address of its inventory
+	beats   map[string]string   // host → the hardware digest of its last heartbeat
+}
+
+func (f *fakeClusters) ReportHardware(_ context.Context, req *connect.Request[hostv1.ReportHardwareRequest]) (*connect.Response[hostv1.ReportHardwareResponse], error) {
+	id, err := f.host(req.Header())
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.states[id]) > 0 {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("inventory after a cluster report"))
+	}
+	var addrs []string
+	for _, n := range req.Msg.GetHardware().GetNics() {
+		for _, a := range n.GetIpAddresses() {
+			addrs = append(addrs, a.GetAddress())
+		}
+	}
+	f.addrs[id] = strings.Join(addrs, ",")
+	return connect.NewResponse(&hostv1.ReportHardwareResponse{Digest: "hw-" + id}), nil
 }
 
 func (f *fakeClusters) token(w http.ResponseWriter, r *http.Request) {
@@ -60,11 +83,13 @@ func (f *fakeClusters) host(h http.Header) (string, error) {
 }
 
 func (f *fakeClusters) Heartbeat(_ context.Context, req *connect.Request[hostv1.HeartbeatRequest]) (*connect.Response[hostv1.HeartbeatResponse], error) {
-	if _, err := f.host(req.Header()); err != nil {
+	id, err := f.host(req.Header())
+	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.beats[id] = req.Msg.HardwareDigest
 	return connect.NewResponse(&hostv1.HeartbeatResponse{IntervalSeconds: 1, ClusterVersion: f.version}), nil
 }
 
@@ -138,7 +163,7 @@ func waitFor[T any](t *testing.T, what string, f func() T, ok func(T) bool) T {
 // message and are not retried before the retry wait), an upgrade, and a
 // removal — the nodes that never installed just say INACTIVE.
 func TestClusterNodes(t *testing.T) {
-	f := &fakeClusters{tokens: map[string]string{}, states: map[string][]string{}, msgs: map[string]string{}}
+	f := &fakeClusters{tokens: map[string]string{}, states: map[string][]string{}, msgs: map[string]string{}, addrs: map[string]string{}, beats: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /oauth2/token", f.token)
 	mux.Handle(hostv1connect.NewHostServiceHandler(f))
@@ -192,6 +217,29 @@ func TestClusterNodes(t *testing.T) {
 	if len(failed) == 0 || len(active) == 0 {
 		t.Fatalf("%d active, %d failed: want some of each with a fail share of 0.25", len(active), len(failed))
 	}
+	// Before its first report, each node sent an inventory with an
+	// address of its own (others join a control-plane node there), and its
+	// heartbeats carry the inventory's digest after.
+	f.mu.Lock()
+	seen := map[string]bool{}
+	for id := range got {
+		a := f.addrs[id]
+		if ip, _, err := net.ParseCIDR(a); err != nil || !ip.IsGlobalUnicast() || !strings.HasPrefix(a, "10.") || seen[a] {
+			t.Errorf("%s: inventory address %q, want one 10.x.y.z/8 of its own", id, a)
+		}
+		seen[a] = true
+	}
+	f.mu.Unlock()
+	waitFor(t, "heartbeats with the inventory's digest", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for id := range got {
+			if f.beats[id] != "hw-"+id {
+				return false
+			}
+		}
+		return true
+	}, func(ok bool) bool { return ok })
 
 	// The upgrade: the active nodes upgrade; the faulty ones try the new
 	// version at once (the retry's wait is for the same version) and fail

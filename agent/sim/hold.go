@@ -77,6 +77,7 @@ type beater struct {
 	result   *hostv1.ActionResult // of a refused host action, until the server has it
 
 	cl       atomic.Pointer[simCluster] // nil until it heard a cluster version
+	hwDigest atomic.Pointer[string]     // of the inventory the server accepted; nil none sent
 	stopped  atomic.Bool
 	revoked  atomic.Bool
 	lastSent atomic.Int64 // holder clock of its last answered heartbeat's send
@@ -275,6 +276,9 @@ func (h *holder) beat(ctx context.Context, b *beater, due time.Duration) {
 		return
 	}
 	req := connect.NewRequest(&hostv1.HeartbeatRequest{AgentVersion: simVersion, BootId: simBootID, ActionResult: b.result})
+	if d := b.hwDigest.Load(); d != nil {
+		req.Msg.HardwareDigest = *d
+	}
 	req.Header().Set("Authorization", "Bearer "+tok)
 	cctx, cancel := context.WithTimeout(ctx, max(b.interval, 10*time.Second))
 	sent := h.clock()
