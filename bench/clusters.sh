@@ -16,12 +16,14 @@
 # Reported: the creations' latency, the time until all are ready (bounded
 # below by one heartbeat interval, when each node hears of its plan, plus
 # the simulated install), the deletions', and the server's CPU and memory
-# per phase.
+# per phase (idle: the fleet's heartbeats alone, for 15 s before the
+# creations).
 # Environment (defaults):
 #   INTERVAL=10        the default project's heartbeatIntervalSeconds
 #   CONCURRENCY=16     cluster creations (and deletions) in flight
 #   INSTALL=5s-20s     the simulated install time
 #   TIMEOUT=600        seconds to wait for each phase
+#   PROFILE=           1: print a CPU profile of the creations' first 20 s
 #   API_PORT=18180, AGENT_PORT=18543, DEBUG_PORT (pprof, 16060)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,14 +111,23 @@ latency() { # FILE WHAT
 }
 now() { date +%s.%N; }
 
+# The fleet's heartbeats alone, for comparison.
+i0=$(now)
+sleep 15
 t0=$(now)
+# PROFILE=1: a CPU profile of the server over the first 20 s of the creations.
+prof=
+if [ -n "${PROFILE:-}" ]; then
+	curl -fsS -o "$dir/create.pprof" "http://$debug/debug/pprof/profile?seconds=20" &
+	prof=$!
+fi
 jq -r --arg api "$api" '"http://\($api)/v2/projects/default/clusters {\"name\":\"c-\(.hostId | ascii_downcase | gsub("[^a-z0-9]"; "-"))\",\"nodes\":[{\"id\":\"\(.hostId)\",\"role\":\"all\"}]}"' \
 	"$dir/nodes.jsonl" | awk '{ print $1, "\x27" $2 "\x27" }' | requests POST >"$dir/create.txt"
 t1=$(now)
 wait_for ".ready == $nodes"
 t2=$(now)
-names=$(jq -r '"c-\(.hostId | ascii_downcase | gsub("[^a-z0-9]"; "-"))"' "$dir/nodes.jsonl")
-sed "s|^|http://$api/v2/projects/default/clusters/|" <<<"$names" | requests DELETE >"$dir/delete.txt"
+jq -r --arg api "$api" '"http://\($api)/v2/projects/default/clusters/c-\(.hostId | ascii_downcase | gsub("[^a-z0-9]"; "-"))"' \
+	"$dir/nodes.jsonl" | requests DELETE >"$dir/delete.txt"
 t3=$(now)
 wait_for '.totalClusters == 0'
 t4=$(now)
@@ -129,9 +140,15 @@ latency "$dir/delete.txt" "DELETE /clusters/{name}"
 echo "deleted in $(span "$t2" "$t3"); all gone $(span "$t2" "$t4") after the first deletion (the nodes' simulated removals)"
 echo
 echo "server resources per phase (CPU as cores; machine = all processes, $(nproc) cores):"
+phase_resources idle "$i0" "$t0"
 phase_resources create "$t0" "$t2"
 phase_resources delete "$t2" "$t4"
 final_resources
 kill "$sim" 2>/dev/null; wait "$sim" 2>/dev/null || true; sim=
 grep -E '^clusters:' "$dir/report.txt" || true
+if [ -n "$prof" ] && wait "$prof" && [ -s "$dir/create.pprof" ]; then
+	echo
+	echo "server CPU profile, the first 20 s of the creations:"
+	go tool pprof -top -cum -nodecount=60 "$dir/eim" "$dir/create.pprof" 2>/dev/null | tail -n +5 | grep -E 'Total|eim/|sqlite\.\(|pgx|crypto|gcBgMarkWorker' | head -45
+fi
 server_warnings
