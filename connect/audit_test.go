@@ -20,7 +20,7 @@ func TestProxiedRequestsAudited(t *testing.T) {
 	g0, g1 := e.gws[0], e.gws[1]
 	connected, _ := e.runAgent("edge", e.token(g1, "edge", ""))
 	<-connected // to g0, the first backend
-	waitFor(t, "r0 holds the tunnel", 5*time.Second, func() bool { return g0.g.Held() == 1 })
+	waitFor(t, "r0 holds the tunnel, in the registry", 5*time.Second, func() bool { return g0.g.Held() == 1 && e.registered("edge") == "r0" })
 	alice := e.mint("alice", "p-one_cl-rw")
 	for _, c := range []struct {
 		gw   *gateway

@@ -257,6 +257,16 @@ func (e *env) await(connected chan struct{}, _ func()) {
 	})
 }
 
+// registered is the replica the registry names for the cluster's tunnel
+// ("" when none): the other replicas forward to it only once it is there.
+func (e *env) registered(cluster string) string {
+	tun, err := e.store.FindTunnel(context.Background(), e.proj.Name, cluster)
+	if err != nil {
+		return ""
+	}
+	return tun.Replica
+}
+
 func waitFor(t testing.TB, what string, d time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -554,7 +564,7 @@ func TestReplicaForward(t *testing.T) {
 	g0, g1 := e.gws[0], e.gws[1]
 	connected, _ := e.runAgent("edge", e.token(g1, "edge", ""))
 	<-connected // through the relay: to g0, the first backend
-	waitFor(t, "r0 holds the tunnel", 5*time.Second, func() bool { return g0.g.Held() == 1 })
+	waitFor(t, "r0 holds the tunnel, in the registry", 5*time.Second, func() bool { return g0.g.Held() == 1 && e.registered("edge") == "r0" })
 	if g1.g.Held() != 0 {
 		t.Fatalf("r1 holds %d tunnels, want 0", g1.g.Held())
 	}
