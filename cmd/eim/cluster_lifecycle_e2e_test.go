@@ -133,9 +133,11 @@ func testClusterLifecycle(t *testing.T, database string) {
 	// The faulty node: ERROR with its message, in the node's status and the
 	// cluster's; retried by the node (--cluster-retry): a later ERROR.
 	var failedAt string
+	// The node's row shows its report at once; the cluster's status is the
+	// reconciler's, a moment later: wait for both.
 	fl := w.until("flaky", "the failure shown", func(c *client.Cluster) bool {
 		n := nodeOf(c, bad)
-		if n == nil || n.Status.Condition != "STATUS_CONDITION_NOTREADY" {
+		if n == nil || n.Status.Condition != "STATUS_CONDITION_NOTREADY" || c.LifecyclePhase.Message != "failed" {
 			return false
 		}
 		failedAt = n.Status.Timestamp
