@@ -340,8 +340,11 @@ func TestDeliveries(t *testing.T) {
 			}
 			for _, d := range ds {
 				if d.State == eim.DeliveryFailed {
-					if d.Attempts < 2 || d.LastError == "" || d.LastStatus != 0 {
-						t.Errorf("given-up delivery: got %+v, want several attempts, an error, no status", d)
+					// How many attempts fit in MaxAge depends on how soon the
+					// first came (on a loaded machine, late); retries are the
+					// flaky receiver's check above.
+					if d.Attempts < 1 || d.LastError == "" || d.LastStatus != 0 || time.Since(d.CreatedAt.Time) < 5*time.Second {
+						t.Errorf("given-up delivery: got %+v, want an attempt, an error, no status, given up once a next attempt would pass MaxAge (6 s)", d)
 					}
 					return true
 				}
