@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/eimhq/eim"
 )
 
 // The clusters module's v2 API (docs/clusters.md).
@@ -25,23 +27,12 @@ type ClusterTemplate struct {
 	Artifacts            []ClusterArtifact `json:"artifacts,omitempty"`
 }
 
-// ClusterNetwork is a template's pod and service CIDR blocks.
-type ClusterNetwork struct {
-	Pods     NetworkRanges `json:"pods"`
-	Services NetworkRanges `json:"services"`
-}
-
-// NetworkRanges are CIDR blocks.
-type NetworkRanges struct {
-	CIDRBlocks []string `json:"cidrBlocks"`
-}
-
-// ClusterArtifact is a download of a template (binary or images).
-type ClusterArtifact struct {
-	Kind   string `json:"kind"`
-	URL    string `json:"url"`
-	SHA256 string `json:"sha256"`
-}
+// The template's parts are the domain's own.
+type (
+	ClusterNetwork  = eim.ClusterNetwork
+	NetworkRanges   = eim.NetworkRanges
+	ClusterArtifact = eim.ClusterArtifact
+)
 
 // TemplateList is a page of templates and the project's default.
 type TemplateList struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -156,6 +157,7 @@ func (c *cli) server(args []string) error {
 		}
 	}
 	if cfg.ConnectPeerURL != "" {
+		cfg.ConnectPeerURL = bracketIPv6(cfg.ConnectPeerURL)
 		if u, err := url.Parse(cfg.ConnectPeerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
 			return usagef("--connect-peer-url %q: want http://HOST:PORT (this replica's HTTP listener as the others reach it)", cfg.ConnectPeerURL)
 		}
@@ -204,4 +206,23 @@ func printModules(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\nEvery process serves /healthz and /readyz on --http-addr; one with a module that serves\nnodes opens the agent listener (--agent-addr). Replicas of any module need PostgreSQL.")
 	return nil
+}
+
+// bracketIPv6 puts the IPv6 address of SCHEME://ADDRESS:PORT in brackets:
+// the Helm chart's http://$(POD_IP):8080 is http://fd00::1:8080 on an IPv6
+// pod network. Anything else is returned as it is.
+func bracketIPv6(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	i := strings.LastIndex(rest, ":")
+	if i < 0 {
+		return s
+	}
+	if ip := net.ParseIP(rest[:i]); ip != nil && ip.To4() == nil {
+		return scheme + "://[" + rest[:i] + "]" + rest[i:]
+	}
+	return s
 }

@@ -199,3 +199,21 @@ func TestServerAgentFlags(t *testing.T) {
 		})
 	}
 }
+
+// The chart's peer URL on an IPv6 pod network gets its address bracketed;
+// every other URL is left to the flag's check.
+func TestBracketIPv6(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://fd00::1:8080":      "http://[fd00::1]:8080",
+		"http://fd00::1:8080/":     "http://[fd00::1]:8080",
+		"http://[fd00::1]:8080":    "http://[fd00::1]:8080",
+		"http://10.0.0.1:8080":     "http://10.0.0.1:8080",
+		"http://eim-0.eim:8080":    "http://eim-0.eim:8080",
+		"10.0.0.1:8080":            "10.0.0.1:8080",
+		"http://::ffff:1.2.3.4:80": "http://::ffff:1.2.3.4:80",
+	} {
+		if got := bracketIPv6(in); got != want {
+			t.Errorf("bracketIPv6(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
