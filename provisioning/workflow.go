@@ -126,8 +126,11 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 	// No workflow yet (or, with concurrent writers, not looked for yet): render and
 	// create it in the write transaction, which reads again and answers
 	// with the workflow it finds, whether it was there or another call of
-	// the same node won the race.
-	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
+	// the same node won the race. With concurrent writers (PostgreSQL at
+	// READ COMMITTED, two batch workers) both calls may find none and
+	// the later insert conflicts: that call reads again, once, and
+	// answers with the winner's workflow.
+	create := func(tx eim.Tx) error {
 		var err error
 		st, err = s.load(ctx, tx, n, true)
 		if err != nil {
@@ -138,7 +141,11 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		}
 		st.workflow, err = s.create(ctx, tx, st)
 		return err
-	})
+	}
+	err = s.batch.DoIn(ctx, n.Project, create)
+	if eim.ErrorCode(err) == eim.ECONFLICT {
+		err = s.batch.DoIn(ctx, n.Project, create)
+	}
 	if err != nil {
 		return nil, s.rpcError(ctx, "create workflow", err)
 	}
