@@ -202,6 +202,13 @@ func CheckEventTypes(types []string) error {
 	return nil
 }
 
+// WebhookSecretPurpose is what a webhook's sealed secret is bound to (see
+// seal.Key.SealText): a sealed secret copied to another webhook's row
+// does not open there.
+func WebhookSecretPurpose(project, webhookID string) string {
+	return "webhook/" + project + "/" + webhookID + "/secret"
+}
+
 // CheckWebhookSecret validates a secret given by a user.
 func CheckWebhookSecret(s string) error {
 	if len(s) < MinWebhookSecret || len(s) > MaxWebhookSecret {

@@ -62,7 +62,8 @@ func (s *Service) CreateWebhook(ctx context.Context, project string, in WebhookI
 	} else if err := eim.CheckWebhookSecret(in.Secret); err != nil {
 		return nil, "", err
 	}
-	w := &eim.Webhook{Project: project, URL: strings.TrimSpace(in.URL), EventTypes: in.EventTypes, Secret: in.Secret}
+	w := &eim.Webhook{Project: project, URL: strings.TrimSpace(in.URL), EventTypes: in.EventTypes, ID: eim.NewID(eim.KindWebhook)}
+	w.Secret = s.secrets.SealText(in.Secret, eim.WebhookSecretPurpose(project, w.ID))
 	if err := s.store.CreateWebhook(ctx, w); err != nil {
 		return nil, "", err
 	}
@@ -104,12 +105,12 @@ func (s *Service) UpdateWebhook(ctx context.Context, project, id string, ch Webh
 	if ch.Secret != nil {
 		if *ch.Secret == NewSecret {
 			generated = newSecret()
-			w.Secret = generated
+			w.Secret = s.secrets.SealText(generated, eim.WebhookSecretPurpose(project, w.ID))
 		} else {
 			if err := eim.CheckWebhookSecret(*ch.Secret); err != nil {
 				return nil, "", err
 			}
-			w.Secret = *ch.Secret
+			w.Secret = s.secrets.SealText(*ch.Secret, eim.WebhookSecretPurpose(project, w.ID))
 		}
 	}
 	if err := s.store.UpdateWebhook(ctx, w); err != nil {

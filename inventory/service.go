@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/seal"
 )
 
 // Options configure a Service. Zero values select defaults.
@@ -33,6 +34,9 @@ type Options struct {
 	// WebhookURLs is what webhook URLs may point at (the server's
 	// --webhook-allow-private).
 	WebhookURLs eim.URLPolicy
+	// Secrets seals webhooks' secrets before they are stored (nil: kept
+	// as given).
+	Secrets *seal.Key
 }
 
 // Service applies the inventory's rules to a store.
@@ -43,11 +47,12 @@ type Service struct {
 	batcher *Batcher
 
 	webhookURLs eim.URLPolicy
+	secrets     *seal.Key
 }
 
 // New returns a Service over store.
 func New(store eim.Store, opts Options) *Service {
-	s := &Service{store: store, logger: opts.Logger, now: opts.Now, batcher: opts.Batcher, webhookURLs: opts.WebhookURLs}
+	s := &Service{store: store, logger: opts.Logger, now: opts.Now, batcher: opts.Batcher, webhookURLs: opts.WebhookURLs, secrets: opts.Secrets}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,5 +1,6 @@
 // Package seal encrypts the secrets EIM must be able to read back (a
-// cluster's join token and connect token, which nodes are given) before
+// cluster's join token and connect token, which nodes are given; a
+// webhook's secret, which signs its deliveries) before
 // they reach the database, so that a copy of the database — a backup, a
 // replica, a dump for support — does not carry them in the clear. Secrets
 // EIM only checks are stored as hashes instead (node credentials, connect
@@ -17,6 +18,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -143,3 +145,41 @@ func LoadDir(dataDir string) (*Key, error) {
 	}
 	return Load(path)
 }
+
+// textPrefix marks a value sealed by SealText: a stored value without it
+// was written before sealing existed (or without a key) and is its own
+// plaintext.
+const textPrefix = "eim-sealed:v1:"
+
+// SealText seals a secret kept in a text column: textPrefix and the
+// sealed bytes in base64. A nil Key returns s unchanged.
+func (k *Key) SealText(s, ad string) string {
+	if k == nil {
+		return s
+	}
+	return textPrefix + base64.RawStdEncoding.EncodeToString(k.Seal([]byte(s), ad))
+}
+
+// OpenText returns the secret SealText made for the same purpose; a value
+// that was stored unsealed is returned as it is.
+func (k *Key) OpenText(v, ad string) (string, error) {
+	rest, ok := strings.CutPrefix(v, textPrefix)
+	if !ok {
+		return v, nil
+	}
+	if k == nil {
+		return "", errors.New("seal: the value is sealed and no secrets key is loaded")
+	}
+	raw, err := base64.RawStdEncoding.DecodeString(rest)
+	if err != nil {
+		return "", errors.New("seal: not a sealed value")
+	}
+	pt, err := k.Open(raw, ad)
+	if err != nil {
+		return "", err
+	}
+	return string(pt), nil
+}
+
+// IsSealedText reports whether v is a value SealText made.
+func IsSealedText(v string) bool { return strings.HasPrefix(v, textPrefix) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/eimhq/eim/seal"
@@ -60,5 +61,41 @@ func TestLoadRefusesOpenFile(t *testing.T) {
 	os.Chmod(p, 0o600)
 	if _, err := seal.Load(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSealText(t *testing.T) {
+	k, err := seal.LoadDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret, ad = "whsec-0123456789abcdef", "webhook/p/webhook-1"
+	v := k.SealText(secret, ad)
+	if strings.Contains(v, secret) || !seal.IsSealedText(v) {
+		t.Fatalf("SealText gave %q", v)
+	}
+	if v2 := k.SealText(secret, ad); v2 == v {
+		t.Fatal("two seals of one secret are equal (no fresh nonce)")
+	}
+	if got, err := k.OpenText(v, ad); err != nil || got != secret {
+		t.Fatalf("OpenText: got %q, %v", got, err)
+	}
+	if _, err := k.OpenText(v, "webhook/p/webhook-2"); err == nil {
+		t.Fatal("OpenText with another purpose: got nil error")
+	}
+	// A value stored before sealing is its own plaintext.
+	if got, err := k.OpenText(secret, ad); err != nil || got != secret {
+		t.Fatalf("OpenText of an unsealed value: got %q, %v", got, err)
+	}
+	// Without a key nothing is sealed, and a sealed value does not open.
+	var none *seal.Key
+	if got := none.SealText(secret, ad); got != secret {
+		t.Fatalf("nil key SealText: got %q", got)
+	}
+	if _, err := none.OpenText(v, ad); err == nil || !strings.Contains(err.Error(), "no secrets key") {
+		t.Fatalf("nil key OpenText of a sealed value: got %v", err)
+	}
+	if _, err := k.OpenText(v[:len(v)-1]+"!", ad); err == nil {
+		t.Fatal("OpenText of a damaged value: got nil error")
 	}
 }

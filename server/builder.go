@@ -49,6 +49,7 @@ type Builder struct {
 	Metrics *prometheus.Registry
 
 	selected   []*Module
+	secrets    *seal.Key
 	deployment *deployment
 
 	// The agent side, set when a module of the process serves nodes.
@@ -272,13 +273,26 @@ func (b *Builder) uiV2() (http.Handler, error) {
 	return mux, nil
 }
 
-// secretsKey loads the key that seals secrets at rest: the operator's
-// file, else the data directory's (made on first start).
+// secretsKey is the key that seals secrets at rest (see loadSecretsKey),
+// loaded once.
 func (b *Builder) secretsKey() (*seal.Key, error) {
-	if b.cfg.SecretsKey != "" {
-		return seal.Load(b.cfg.SecretsKey)
+	if b.secrets == nil {
+		k, err := loadSecretsKey(b.cfg)
+		if err != nil {
+			return nil, err
+		}
+		b.secrets = k
 	}
-	return seal.LoadDir(b.cfg.DataDir)
+	return b.secrets, nil
+}
+
+// loadSecretsKey loads the key that seals secrets at rest: the operator's
+// file, else the data directory's (made on first start).
+func loadSecretsKey(cfg *Config) (*seal.Key, error) {
+	if cfg.SecretsKey != "" {
+		return seal.Load(cfg.SecretsKey) // its errors name the key
+	}
+	return seal.LoadDir(cfg.DataDir)
 }
 
 // loadCatalog reads the shipped OS profiles and the operator's manifests

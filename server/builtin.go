@@ -117,7 +117,11 @@ func init() {
 }
 
 func buildWebhooks(b *Builder) (Parts, error) {
-	wh := webhooks.New(webhooks.Options{Store: b.Store, Logger: b.Log.With("module", "webhooks"),
+	key, err := b.secretsKey()
+	if err != nil {
+		return Parts{}, err
+	}
+	wh := webhooks.New(webhooks.Options{Store: b.Store, Logger: b.Log.With("module", "webhooks"), Secrets: key,
 		URLs: eim.URLPolicy{AllowPrivate: b.cfg.WebhookAllowPrivate}, Timeout: b.cfg.WebhookTimeout})
 	return Parts{Loops: []Loop{
 		{Name: "follow", Once: true, Run: wh.Follow},

@@ -84,7 +84,14 @@ func Run(ctx context.Context, cfg Config) error {
 	apiBatcher := inventory.NewBatcher(store, inventory.BatcherOptions{Workers: 1, Logger: log})
 	defer apiBatcher.Close()
 	registerBatcher(reg, "api", apiBatcher)
-	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher, WebhookURLs: eim.URLPolicy{AllowPrivate: cfg.WebhookAllowPrivate}})
+	// The key that seals secrets at rest (webhooks' secrets here, clusters'
+	// tokens in that module): every process that writes or reads them
+	// must hold the same one (--secrets-key on a deployment of several).
+	secrets, err := loadSecretsKey(&cfg)
+	if err != nil {
+		return err
+	}
+	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher, WebhookURLs: eim.URLPolicy{AllowPrivate: cfg.WebhookAllowPrivate}, Secrets: secrets})
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
 		return err
 	}
@@ -108,7 +115,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	b := &Builder{
 		ctx: ctx, cfg: &cfg, Store: store, Inventory: inv, Log: log, Issuer: iss, Verifier: verifier,
-		Metrics: reg, selected: cfg.Modules,
+		Metrics: reg, selected: cfg.Modules, secrets: secrets,
 	}
 	defer func() {
 		for _, c := range slices.Backward(b.closers) {

@@ -45,7 +45,9 @@ func (s *Store) CreateWebhook(ctx context.Context, w *eim.Webhook) error {
 	if err != nil {
 		return err
 	}
-	w.ID = eim.NewID(eim.KindWebhook)
+	if w.ID == "" {
+		w.ID = eim.NewID(eim.KindWebhook)
+	}
 	w.CreatedAt = eim.NewTime(s.now())
 	return s.run(ctx, "", true, func(etx eim.Tx) error {
 		t := etx.(*tx)

@@ -161,7 +161,14 @@ func (s *Service) send(ctx context.Context, client *http.Client, d *eim.Delivery
 	req.Header.Set(HeaderEventID, eventID(d))
 	req.Header.Set(HeaderDeliveryID, d.ID)
 	req.Header.Set(HeaderEventType, d.EventType)
-	req.Header.Set(eim.SignatureHeader, eim.Sign(d.Secret, s.o.Now(), d.Body))
+	secret, err := s.o.Secrets.OpenText(d.Secret, eim.WebhookSecretPurpose(d.Project, d.WebhookID))
+	if err != nil {
+		// Not sent unsigned: the receiver would refuse it, or worse, not.
+		// A process given another key than the API's is a configuration
+		// error the operator can fix within the delivery's retries.
+		return 0, fmt.Errorf("the webhook's secret cannot be read, so the delivery cannot be signed (%v): give this process the same --secrets-key as the API's", err)
+	}
+	req.Header.Set(eim.SignatureHeader, eim.Sign(secret, s.o.Now(), d.Body))
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {

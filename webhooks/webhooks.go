@@ -24,6 +24,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
+	"github.com/eimhq/eim/seal"
 )
 
 // Options configure a Service.
@@ -44,6 +45,9 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// MaxAge is how long a delivery is retried (default eim.MaxDeliveryAge).
 	MaxAge time.Duration
+	// Secrets opens the webhooks' sealed secrets: the key the API sealed
+	// them with (the deployment's --secrets-key).
+	Secrets *seal.Key
 }
 
 // Service is the webhooks module.

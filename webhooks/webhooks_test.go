@@ -24,6 +24,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/seal"
 	"github.com/eimhq/eim/sqlstore"
 	"github.com/eimhq/eim/sqlstore/storetest"
 	"github.com/eimhq/eim/webhooks"
@@ -582,6 +583,109 @@ func TestNoWebhooksNoWork(t *testing.T) {
 		}
 		if !slices.Equal(types, []string{eim.EventInstanceRunning}) || len(errs) > 0 {
 			t.Errorf("delivered: got %v (%v), want only %s (the failure came before the webhook)", types, errs, eim.EventInstanceRunning)
+		}
+	})
+}
+
+// TestSealedSecrets: with a secrets key, a webhook's secret is stored
+// sealed (the database holds no copy in the clear) and deliveries are
+// signed with the secret as given; a secret stored before sealing is
+// still used; a deliverer holding another key signs nothing and says why.
+func TestSealedSecrets(t *testing.T) {
+	engines(t, func(t *testing.T, dsn string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		const p, given = "acme", "0123456789abcdef0123-given"
+		st := openProject(t, ctx, dsn, p, "2a9d3c9e-8c4f-4d5e-9a6b-000000000001")
+		key, err := seal.LoadDir(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv := inventory.New(st, inventory.Options{Secrets: key})
+		types := []string{eim.EventProjectDeleted}
+		rGiven := newReceiver(t, given, 0, false)
+		wGiven, _, err := inv.CreateWebhook(ctx, p, inventory.WebhookInput{URL: rGiven.srv.URL, EventTypes: types, Secret: given})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wGen, generated, err := inv.CreateWebhook(ctx, p, inventory.WebhookInput{URL: "http://127.0.0.1:1/", EventTypes: types})
+		if err != nil || generated == "" {
+			t.Fatalf("create with a generated secret: %q, %v", generated, err)
+		}
+		rGen := newReceiver(t, generated, 0, false)
+		// Stored before sealing existed: in the clear, still used.
+		const legacy = "0123456789abcdef0123-legacy"
+		rLegacy := newReceiver(t, legacy, 0, false)
+		wLegacy := &eim.Webhook{Project: p, URL: rLegacy.srv.URL, EventTypes: types, Secret: legacy}
+		if err := st.CreateWebhook(ctx, wLegacy); err != nil {
+			t.Fatal(err)
+		}
+		// A new URL keeps the sealed secret as it was; "new" seals a new one.
+		u := rGen.srv.URL
+		if _, _, err := inv.UpdateWebhook(ctx, p, wGen.ID, inventory.WebhookChange{URL: &u}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			id, secret string
+		}{{wGiven.ID, given}, {wGen.ID, generated}} {
+			w, err := st.FindWebhook(ctx, p, c.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !seal.IsSealedText(w.Secret) || strings.Contains(w.Secret, c.secret) {
+				t.Fatalf("webhook %s: stored secret %q is not sealed", c.id, w.Secret)
+			}
+		}
+
+		var upto int64
+		queue := func() {
+			t.Helper()
+			upto++
+			id := eim.NewEventID()
+			body, err := json.Marshal(webhooks.Payload{ID: id, Type: eim.EventProjectDeleted, Project: p, ResourceID: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.QueueEvents(ctx, p, []eim.CursorMove{{ResourceID: p, From: upto - 1, Upto: upto,
+				Events: []eim.Notification{{ID: id, Type: eim.EventProjectDeleted, Body: body}}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run := func(k *seal.Key) (stop func()) {
+			dctx, dcancel := context.WithCancel(ctx)
+			svc := webhooks.New(webhooks.Options{Store: st, Secrets: k, Poll: 20 * time.Millisecond, Timeout: 2 * time.Second})
+			var wg sync.WaitGroup
+			wg.Go(func() { _ = svc.Deliver(dctx) })
+			return func() { dcancel(); wg.Wait() }
+		}
+		queue()
+		stop := run(key)
+		for _, r := range []*receiver{rGiven, rGen, rLegacy} {
+			eventually(t, 10*time.Second, "each webhook's delivery", func() bool { got, _ := r.got(); return len(got) == 1 })
+			if _, errs := r.got(); len(errs) > 0 {
+				t.Fatalf("signature: %v", errs)
+			}
+		}
+		stop()
+
+		other, err := seal.LoadDir(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		queue()
+		stop = run(other)
+		defer stop()
+		eventually(t, 10*time.Second, "the legacy webhook's second delivery", func() bool { got, _ := rLegacy.got(); return len(got) == 2 })
+		eventually(t, 10*time.Second, "the failed attempt recorded", func() bool {
+			ds, _, err := st.Deliveries(ctx, p, wGiven.ID, 10, 0)
+			return err == nil && len(ds) == 2 && ds[0].Attempts > 0
+		})
+		ds, _, _ := st.Deliveries(ctx, p, wGiven.ID, 10, 0)
+		if d := ds[0]; d.State != eim.DeliveryPending || !strings.Contains(d.LastError, "--secrets-key") {
+			t.Errorf("delivery under another key: got %s, %q; want pending with an error naming --secrets-key", d.State, d.LastError)
+		}
+		if rGiven.count() != 1 || rGen.count() != 1 {
+			t.Errorf("requests sent unsigned or wrongly signed: %d, %d", rGiven.count()-1, rGen.count()-1)
 		}
 	})
 }

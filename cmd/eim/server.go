@@ -74,7 +74,7 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.ConnectPingInterval, "connect-ping-interval", 10*time.Second, "connect: how often each tunnel is pinged (its round-trip time recorded)")
 	fs.DurationVar(&cfg.ConnectPingTimeout, "connect-ping-timeout", 10*time.Second, "connect: a tunnel whose ping is not answered within this is closed (a dead tunnel is found within interval + timeout)")
 	fs.StringVar(&cfg.ClusterArtifacts, "cluster-artifacts", "", "clusters: directory of the artifact store served to cluster nodes (k3s/<version>/k3s and air-gap images; see docs/clusters.md)")
-	fs.StringVar(&cfg.SecretsKey, "secrets-key", "", "the key (64 hex digits) that seals secrets in the database (clusters' join tokens), e.g. a Secret every replica mounts; not readable by others (default: <data-dir>/secrets.key, created on first start)")
+	fs.StringVar(&cfg.SecretsKey, "secrets-key", "", "the key (64 hex digits) that seals secrets in the database (clusters' join and connect tokens, webhooks' secrets), e.g. a Secret every replica mounts; not readable by others (default: <data-dir>/secrets.key, created on first start)")
 	fs.DurationVar(&cfg.ConnectTokenTTL, "connect-token-ttl", 30*24*time.Hour, "connect: lifetime of the connect tokens issued (agents rotate theirs when a third is left)")
 	cfg.AuditRetention = inventory.DefaultAuditRetention
 	fs.Func("audit-retention", "how long audit records are kept, e.g. 90d or 720h (default 90d)", func(v string) error {
