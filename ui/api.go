@@ -153,3 +153,59 @@ func (a *apiAnswer) Write(b []byte) (int, error) {
 	}
 	return a.body.Write(b)
 }
+
+// wireFields is the named members of res as the API reads them (the
+// domain's JSON is the API's: the same names and enum spellings), for a
+// create or a change of just those fields. A name res does not have is a
+// mistake of this package.
+func wireFields(res any, names ...string) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("ui: encode %T: %w", res, err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, fmt.Errorf("ui: encode %T: %w", res, err)
+	}
+	out := make(map[string]json.RawMessage, len(names))
+	for _, n := range names {
+		v, ok := all[n]
+		if !ok {
+			return nil, fmt.Errorf("ui: %T has no field %q", res, n)
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+// apiCreate creates res through the API with the named fields (those
+// left empty are not sent) and returns the new resource's ID.
+func (h *Handler) apiCreate(r *http.Request, c *call, path string, res any, names ...string) (string, error) {
+	body, err := wireFields(res, names...)
+	if err != nil {
+		return "", err
+	}
+	for n, v := range body {
+		switch string(v) {
+		case `""`, "null", "[]", "{}", "0", "false":
+			delete(body, n)
+		}
+	}
+	var out struct {
+		ResourceID string `json:"resourceId"`
+	}
+	if err := h.apiCall(r.Context(), r, c, http.MethodPost, path, body, &out); err != nil {
+		return "", err
+	}
+	return out.ResourceID, nil
+}
+
+// apiPatch changes the named fields of the resource at path through the
+// API to res's values.
+func (h *Handler) apiPatch(r *http.Request, c *call, path string, res any, names ...string) error {
+	body, err := wireFields(res, names...)
+	if err != nil {
+		return err
+	}
+	return h.apiCall(r.Context(), r, c, http.MethodPatch, path, body, nil)
+}

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/eimhq/eim"
@@ -91,41 +92,41 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request, c *call) error {
 	return nil
 }
 
+// bulkOne applies action to one host through the API, as any client
+// would: the API's checks and audit records apply to each host.
 func (h *Handler) bulkOne(r *http.Request, c *call, action, id, reason, site string, power eim.PowerState) error {
 	ctx := r.Context()
-	proj := c.project.Name
+	path := "/compute/hosts/" + url.PathEscape(id)
 	switch action {
 	case "onboard":
-		return h.inv.OnboardHost(ctx, proj, id)
+		return h.apiCall(ctx, r, c, http.MethodPatch, path+"/onboard", nil, nil)
 	case "invalidate":
-		return h.inv.InvalidateHost(ctx, proj, id, reason)
+		return h.apiCall(ctx, r, c, http.MethodPut, path+"/invalidate?note="+url.QueryEscape(reason), nil, nil)
 	case "delete":
-		return h.inv.Delete(ctx, proj, eim.KindHost, id)
+		return h.apiCall(ctx, r, c, http.MethodDelete, path, nil, nil)
 	case "site":
-		_, err := h.inv.Update(ctx, proj, &eim.Host{Meta: eim.Meta{ResourceID: id}, SiteID: site}, []string{"siteId"})
-		return err
+		return h.apiPatch(r, c, path, &eim.Host{SiteID: site}, "siteId")
 	case "power":
-		_, err := h.inv.Update(ctx, proj, &eim.Host{Meta: eim.Meta{ResourceID: id}, DesiredPowerState: power}, []string{"desiredPowerState"})
-		return err
+		return h.apiPatch(r, c, path, &eim.Host{DesiredPowerState: power}, "desiredPowerState")
 	case "reprovision":
 		return h.reprovisionHost(r, c, id)
 	}
 	return eim.Errorf(eim.EINVALID, "unknown action %q", action)
 }
 
-// reprovisionHost retries the failed provisioning of the host's instance.
+// reprovisionHost retries the failed provisioning of the host's instance
+// through the API.
 func (h *Handler) reprovisionHost(r *http.Request, c *call, hostID string) error {
-	if h.reprov == nil {
-		return eim.Errorf(eim.EUNAVAILABLE, "provisioning is not running on this server")
+	var host struct {
+		Instance *struct {
+			ResourceID string `json:"resourceId"`
+		} `json:"instance"`
 	}
-	res, err := h.inv.Get(r.Context(), c.project.Name, eim.KindHost, hostID)
-	if err != nil {
+	if err := h.apiCall(r.Context(), r, c, http.MethodGet, "/compute/hosts/"+url.PathEscape(hostID), nil, &host); err != nil {
 		return err
 	}
-	host := res.(*eim.Host)
-	if host.Instance == nil {
+	if host.Instance == nil || host.Instance.ResourceID == "" {
 		return eim.Errorf(eim.EPRECONDITION, "host %s has no instance to provision", hostID)
 	}
-	_, err = h.reprov.Reprovision(r.Context(), c.project.Name, host.Instance.ResourceID, c.p.Subject)
-	return err
+	return h.apiCall(r.Context(), r, c, http.MethodPost, "/compute/instances/"+url.PathEscape(host.Instance.ResourceID)+"/reprovision", struct{}{}, nil)
 }

@@ -154,12 +154,12 @@ func (h *Handler) locationsData(r *http.Request, c *call) (*locationsData, error
 
 func (h *Handler) createRegion(w http.ResponseWriter, r *http.Request, c *call) error {
 	rg := &eim.Region{Name: strings.TrimSpace(r.PostFormValue("name")), ParentID: r.PostFormValue("parent")}
-	return h.createLocation(w, r, c, rg)
+	return h.createLocation(w, r, c, "/regions", rg, "name", "parentId")
 }
 
 func (h *Handler) createSite(w http.ResponseWriter, r *http.Request, c *call) error {
 	s := &eim.Site{Name: strings.TrimSpace(r.PostFormValue("name")), RegionID: r.PostFormValue("region")}
-	return h.createLocation(w, r, c, s)
+	return h.createLocation(w, r, c, "/sites", s, "name", "regionId")
 }
 
 // editRegion renames or moves a region: an empty name keeps its name,
@@ -177,7 +177,7 @@ func (h *Handler) editRegion(w http.ResponseWriter, r *http.Request, c *call) er
 	if rg.ParentID != "keep" {
 		mask = append(mask, "parentId")
 	}
-	return h.updateLocation(w, r, c, rg, mask)
+	return h.updateLocation(w, r, c, "/regions/"+url.PathEscape(id), rg, mask)
 }
 
 // editSite renames a site or moves it to another region, as editRegion.
@@ -194,18 +194,18 @@ func (h *Handler) editSite(w http.ResponseWriter, r *http.Request, c *call) erro
 	if s.RegionID != "keep" {
 		mask = append(mask, "regionId")
 	}
-	return h.updateLocation(w, r, c, s, mask)
+	return h.updateLocation(w, r, c, "/sites/"+url.PathEscape(id), s, mask)
 }
 
-func (h *Handler) updateLocation(w http.ResponseWriter, r *http.Request, c *call, res eim.Resource, mask []string) error {
+// updateLocation changes the fields of mask through the API.
+func (h *Handler) updateLocation(w http.ResponseWriter, r *http.Request, c *call, path string, res eim.Resource, mask []string) error {
 	if len(mask) == 0 {
 		return h.locationError(w, r, c, eim.Errorf(eim.EINVALID, "nothing to change: give a new name or another place"))
 	}
-	out, err := h.inv.Update(r.Context(), c.project.Name, res, mask)
-	if err != nil {
+	if err := h.apiPatch(r, c, path, res, mask...); err != nil {
 		return h.locationError(w, r, c, err)
 	}
-	http.Redirect(w, r, "/ui/p/"+url.PathEscape(c.project.Name)+"/locations?changed="+url.QueryEscape(out.Base().ResourceID), http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/p/"+url.PathEscape(c.project.Name)+"/locations?changed="+url.QueryEscape(res.Base().ResourceID), http.StatusSeeOther)
 	return nil
 }
 
@@ -224,11 +224,12 @@ func (h *Handler) locationError(w http.ResponseWriter, r *http.Request, c *call,
 	return nil
 }
 
-func (h *Handler) createLocation(w http.ResponseWriter, r *http.Request, c *call, res eim.Resource) error {
-	out, err := h.inv.Create(r.Context(), c.project.Name, res)
+// createLocation creates res with the named fields through the API.
+func (h *Handler) createLocation(w http.ResponseWriter, r *http.Request, c *call, path string, res eim.Resource, names ...string) error {
+	id, err := h.apiCreate(r, c, path, res, names...)
 	if err != nil {
 		return h.locationError(w, r, c, err)
 	}
-	http.Redirect(w, r, "/ui/p/"+url.PathEscape(c.project.Name)+"/locations?created="+url.QueryEscape(out.Base().ResourceID), http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/p/"+url.PathEscape(c.project.Name)+"/locations?created="+url.QueryEscape(id), http.StatusSeeOther)
 	return nil
 }

@@ -47,7 +47,6 @@ func (h *Handler) registerPage(w http.ResponseWriter, r *http.Request, c *call) 
 // its site, then its instance. A refused later step leaves the host
 // registered and says so.
 func (h *Handler) registerOne(w http.ResponseWriter, r *http.Request, c *call) error {
-	ctx := r.Context()
 	proj := c.project.Name
 	f := r.PostForm
 	reg := inventory.HostRegistration{
@@ -77,23 +76,47 @@ func (h *Handler) registerOne(w http.ResponseWriter, r *http.Request, c *call) e
 	if osID != "" && !eim.ValidID(eim.KindOS, osID) {
 		return fail(eim.Errorf(eim.EINVALID, "OS profile: %q is not an OS resource ID", osID))
 	}
-	host, err := h.inv.RegisterHost(ctx, proj, reg)
+	hostID, err := h.apiRegister(r, c, reg)
 	if err != nil {
 		return fail(err)
 	}
 	if site != "" {
-		if _, err := h.inv.Update(ctx, proj, &eim.Host{Meta: eim.Meta{ResourceID: host.ResourceID}, SiteID: site}, []string{"siteId"}); err != nil {
-			return fail(eim.Errorf(eim.ErrorCode(err), "host %s is registered, but its site was refused: %s", host.ResourceID, eim.ErrorMessage(err)))
+		if err := h.apiPatch(r, c, "/compute/hosts/"+url.PathEscape(hostID), &eim.Host{SiteID: site}, "siteId"); err != nil {
+			return fail(eim.Errorf(eim.ErrorCode(err), "host %s is registered, but its site was refused: %s", hostID, eim.ErrorMessage(err)))
 		}
 	}
 	if osID != "" {
-		in := &eim.Instance{Kind: eim.InstanceKindMetal, Name: firstNonEmpty(reg.Name, reg.SerialNumber, strings.ToLower(reg.UUID)), HostID: host.ResourceID, OSID: osID}
-		if _, err := h.inv.Create(ctx, proj, in); err != nil {
-			return fail(eim.Errorf(eim.ErrorCode(err), "host %s is registered, but its instance was refused: %s", host.ResourceID, eim.ErrorMessage(err)))
+		in := &eim.Instance{Kind: eim.InstanceKindMetal, Name: firstNonEmpty(reg.Name, reg.SerialNumber, strings.ToLower(reg.UUID)), HostID: hostID, OSID: osID}
+		if _, err := h.apiCreate(r, c, "/compute/instances", in, "kind", "name", "hostID", "osID"); err != nil {
+			return fail(eim.Errorf(eim.ErrorCode(err), "host %s is registered, but its instance was refused: %s", hostID, eim.ErrorMessage(err)))
 		}
 	}
-	http.Redirect(w, r, "/ui/p/"+url.PathEscape(proj)+"/register?registered="+url.QueryEscape(host.ResourceID), http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/p/"+url.PathEscape(proj)+"/register?registered="+url.QueryEscape(hostID), http.StatusSeeOther)
 	return nil
+}
+
+// apiRegister registers a host through the API and returns its ID.
+func (h *Handler) apiRegister(r *http.Request, c *call, reg inventory.HostRegistration) (string, error) {
+	body := map[string]any{"name": reg.Name, "autoOnboard": reg.AutoOnboard}
+	if reg.SerialNumber != "" {
+		body["serialNumber"] = reg.SerialNumber
+	}
+	if reg.UUID != "" {
+		body["uuid"] = reg.UUID
+	}
+	if reg.EnableVpro {
+		body["enableVpro"] = true
+	}
+	if reg.UserLvmSize != 0 {
+		body["userLvmSize"] = reg.UserLvmSize
+	}
+	var out struct {
+		ResourceID string `json:"resourceId"`
+	}
+	if err := h.apiCall(r.Context(), r, c, http.MethodPost, "/compute/hosts/register", body, &out); err != nil {
+		return "", err
+	}
+	return out.ResourceID, nil
 }
 
 func firstNonEmpty(ss ...string) string {

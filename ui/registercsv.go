@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/eimhq/eim"
@@ -112,7 +113,7 @@ func (h *Handler) registerCSV(w http.ResponseWriter, r *http.Request, c *call) e
 	auto := r.PostFormValue("autoOnboard") != ""
 	for i, l := range f.Lines {
 		res := &out.Lines[i]
-		id, err := h.registerLine(r, proj, l, auto)
+		id, err := h.registerLine(r, c, l, auto)
 		res.HostID, res.Link = id, hostURL(proj, id)
 		if err != nil {
 			res.OK, res.Message = false, eim.ErrorMessage(err)
@@ -209,12 +210,12 @@ func (h *Handler) csvExisting(r *http.Request, proj string, f *hostcsv.File) err
 	return nil
 }
 
-// registerLine makes the host of a checked line: registered, placed at
-// its site with its metadata, then given its instance. It returns the
-// host's ID once registered, with the error of a later step.
-func (h *Handler) registerLine(r *http.Request, proj string, l *hostcsv.Line, auto bool) (string, error) {
-	ctx := r.Context()
-	host, err := h.inv.RegisterHost(ctx, proj, inventory.HostRegistration{
+// registerLine makes the host of a checked line through the API:
+// registered, placed at its site with its metadata, then given its
+// instance. It returns the host's ID once registered, with the error of a
+// later step.
+func (h *Handler) registerLine(r *http.Request, c *call, l *hostcsv.Line, auto bool) (string, error) {
+	id, err := h.apiRegister(r, c, inventory.HostRegistration{
 		Name: cmp.Or(l.Serial, strings.ToLower(l.UUID)), SerialNumber: l.Serial, UUID: l.UUID,
 		AutoOnboard: auto, EnableVpro: l.AMTOn, UserLvmSize: l.LVMGB,
 	})
@@ -222,7 +223,6 @@ func (h *Handler) registerLine(r *http.Request, proj string, l *hostcsv.Line, au
 		return "", err
 	}
 	var mask []string
-	upd := &eim.Host{Meta: eim.Meta{ResourceID: host.ResourceID}, SiteID: l.SiteID, Metadata: l.MD}
 	if l.SiteID != "" {
 		mask = append(mask, "siteId")
 	}
@@ -230,16 +230,16 @@ func (h *Handler) registerLine(r *http.Request, proj string, l *hostcsv.Line, au
 		mask = append(mask, "metadata")
 	}
 	if len(mask) > 0 {
-		if _, err := h.inv.Update(ctx, proj, upd, mask); err != nil {
-			return host.ResourceID, fmt.Errorf("place the host: %w", err)
+		if err := h.apiPatch(r, c, "/compute/hosts/"+url.PathEscape(id), &eim.Host{SiteID: l.SiteID, Metadata: l.MD}, mask...); err != nil {
+			return id, fmt.Errorf("place the host: %w", err)
 		}
 	}
 	if l.OSID != "" {
-		in := &eim.Instance{Kind: eim.InstanceKindMetal, Name: cmp.Or(l.Serial, strings.ToLower(l.UUID)), HostID: host.ResourceID,
+		in := &eim.Instance{Kind: eim.InstanceKindMetal, Name: cmp.Or(l.Serial, strings.ToLower(l.UUID)), HostID: id,
 			OSID: l.OSID, SecurityFeature: l.SecFeature, LocalAccountID: l.AccountID, CustomConfigIDs: l.ConfigIDs}
-		if _, err := h.inv.Create(ctx, proj, in); err != nil {
-			return host.ResourceID, fmt.Errorf("create the instance: %w", err)
+		if _, err := h.apiCreate(r, c, "/compute/instances", in, "kind", "name", "hostID", "osID", "securityFeature", "localAccountID", "customConfigID"); err != nil {
+			return id, fmt.Errorf("create the instance: %w", err)
 		}
 	}
-	return host.ResourceID, nil
+	return id, nil
 }

@@ -245,6 +245,8 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request, c *call
 		return h.scheduleFormError(w, r, c, eim.Errorf(eim.EINVALID, "target: choose a region, a site or a host"))
 	}
 	var res eim.Resource
+	var path string
+	names := []string{"name", "scheduleStatus", "targetHostId", "targetSiteId", "targetRegionId"}
 	switch f.Get("kind") {
 	case "repeated":
 		dur, err := strconv.ParseUint(f.Get("durationMinutes"), 10, 32)
@@ -255,6 +257,8 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request, c *call
 			CronMinutes: cmp.Or(strings.TrimSpace(f.Get("cronMinutes")), "0"), CronHours: cmp.Or(strings.TrimSpace(f.Get("cronHours")), "*"),
 			CronDayMonth: cmp.Or(strings.TrimSpace(f.Get("cronDayMonth")), "*"), CronMonth: cmp.Or(strings.TrimSpace(f.Get("cronMonth")), "*"),
 			CronDayWeek: cmp.Or(strings.TrimSpace(f.Get("cronDayWeek")), "*"), TargetHostID: host, TargetSiteID: site, TargetRegionID: region}
+		path = "/schedules/repeated"
+		names = append(names, "durationSeconds", "cronMinutes", "cronHours", "cronDayMonth", "cronMonth", "cronDayWeek")
 	case "single":
 		start, err := time.Parse("2006-01-02T15:04", f.Get("start"))
 		if err != nil {
@@ -269,14 +273,16 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request, c *call
 			s.EndSeconds = uint32(end.Unix())
 		}
 		res = s
+		path = "/schedules/single"
+		names = append(names, "startSeconds", "endSeconds")
 	default:
 		return h.scheduleFormError(w, r, c, eim.Errorf(eim.EINVALID, "kind: single or repeated"))
 	}
-	out, err := h.inv.Create(r.Context(), proj, res)
+	id, err := h.apiCreate(r, c, path, res, names...)
 	if err != nil {
 		return h.scheduleFormError(w, r, c, err)
 	}
-	http.Redirect(w, r, "/ui/p/"+url.PathEscape(proj)+"/schedules?created="+url.QueryEscape(out.Base().ResourceID), http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/p/"+url.PathEscape(proj)+"/schedules?created="+url.QueryEscape(id), http.StatusSeeOther)
 	return nil
 }
 

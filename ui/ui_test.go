@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/sqlstore"
 	"github.com/eimhq/eim/ui"
 )
 
@@ -596,5 +599,95 @@ func TestLoaded(t *testing.T) {
 	}
 	if !h.Loaded() {
 		t.Errorf("a UI without a store to summarise is not Loaded")
+	}
+}
+
+// TestFormsWriteThroughTheAPI: the locations, registration, bulk and
+// schedule forms write through the API as the user: their changes land,
+// and an operation of a module that runs nowhere is refused by the API
+// (501, naming the module) with nothing written.
+func TestFormsWriteThroughTheAPI(t *testing.T) {
+	e := newEnv(t, proj)
+	ctx := context.Background()
+	send := func(e *env, page, path string, form url.Values) *httptest.ResponseRecorder {
+		t.Helper()
+		form.Set("csrf", e.csrf(tokRW, page))
+		return e.post(tokRW, "http://eim.test", path, form)
+	}
+	created := func(w *httptest.ResponseRecorder, key string) string {
+		t.Helper()
+		loc, err := url.Parse(w.Header().Get("Location"))
+		if w.Code != http.StatusSeeOther || err != nil || loc.Query().Get(key) == "" {
+			t.Fatalf("got %d to %q: %.400s", w.Code, w.Header().Get("Location"), w.Body.String())
+		}
+		return loc.Query().Get(key)
+	}
+	region := created(send(e, "/ui/p/acme/locations", "/ui/p/acme/regions", url.Values{"name": {"north"}}), "created")
+	site := created(send(e, "/ui/p/acme/locations", "/ui/p/acme/sites", url.Values{"name": {"plant-1"}, "region": {region}}), "created")
+	if got, err := e.inv.Get(ctx, proj, eim.KindSite, site); err != nil || got.(*eim.Site).RegionID != region || got.(*eim.Site).Name != "plant-1" {
+		t.Fatalf("the site made by the form: %+v %v", got, err)
+	}
+	hostID := created(send(e, "/ui/p/acme/register", "/ui/p/acme/register", url.Values{"serial": {"SNFORM0001"}, "name": {"press-7"}, "site": {site}}), "registered")
+	got, err := e.inv.Get(ctx, proj, eim.KindHost, hostID)
+	if h, _ := got.(*eim.Host); err != nil || h.SiteID != site || h.Name != "press-7" || h.SerialNumber != "SNFORM0001" {
+		t.Fatalf("the host registered by the form: %+v %v", got, err)
+	}
+	// A refused step says which, and what the API said.
+	w := send(e, "/ui/p/acme/register", "/ui/p/acme/register", url.Values{"serial": {"SNFORM0002"}, "site": {"site-0000dead"}})
+	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "is registered, but its site was refused") {
+		t.Errorf("a registration with a missing site: got %d %.300s", w.Code, w.Body.String())
+	}
+
+	other := registerHosts(t, e, 1, "bulk-")[0]
+	bulk := func(action string, extra ...string) {
+		t.Helper()
+		v := url.Values{"action": {action}, "id": {other.ResourceID}}
+		for i := 0; i < len(extra); i += 2 {
+			v.Set(extra[i], extra[i+1])
+		}
+		w := send(e, "/ui/p/acme/hosts", "/ui/p/acme/hosts/bulk", v)
+		if w.Code != 200 || strings.Count(w.Body.String(), `<tr class="ok">`) != 1 {
+			t.Fatalf("bulk %s: got %d %.600s", action, w.Code, w.Body.String())
+		}
+	}
+	host := func() *eim.Host {
+		t.Helper()
+		got, err := e.inv.Get(ctx, proj, eim.KindHost, other.ResourceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.(*eim.Host)
+	}
+	bulk("site", "site", site)
+	bulk("power", "power", string(eim.PowerStateOn))
+	if h := host(); h.SiteID != site || h.DesiredPowerState != eim.PowerStateOn {
+		t.Errorf("after set site and power on: site %q power %q", h.SiteID, h.DesiredPowerState)
+	}
+	bulk("invalidate", "reason", "stolen from the plant")
+	if h := host(); h.DesiredState != eim.HostStateUntrusted || !strings.Contains(h.Note, "stolen") {
+		t.Errorf("after invalidate: %s %q", h.DesiredState, h.Note)
+	}
+	bulk("delete")
+	if got, err := e.inv.Get(ctx, proj, eim.KindHost, other.ResourceID); err == nil && got.(*eim.Host).DesiredState != eim.HostStateDeleted {
+		t.Errorf("after delete: %s", got.(*eim.Host).DesiredState)
+	}
+
+	sched := url.Values{"name": {"nightly"}, "kind": {"repeated"}, "target": {site}, "durationMinutes": {"90"}, "cronHours": {"2"}}
+	id := created(send(e, "/ui/p/acme/schedules", "/ui/p/acme/schedules", sched), "created")
+	if got, err := e.inv.Get(ctx, proj, eim.KindRepeatedSchedule, id); err != nil || got.(*eim.RepeatedSchedule).DurationSeconds != 5400 || got.(*eim.RepeatedSchedule).TargetSiteID != site {
+		t.Errorf("the schedule made by the form: %+v %v", got, err)
+	}
+
+	// A deployment without the maintenance module: the API refuses the
+	// schedule, and the form shows why.
+	apiOnly := newEnvAt(t, proj, filepath.Join(t.TempDir(), "eim.db"), func(st *sqlstore.Store, inv *inventory.Service, authn tokens, o *ui.Options) {
+		o.API = httpapi.New(inv, authn, httpapi.Options{Deployed: func() []string { return []string{"api", "onboarding", "provisioning"} }})
+	})
+	w = send(apiOnly, "/ui/p/acme/schedules", "/ui/p/acme/schedules", sched)
+	if w.Code != http.StatusNotImplemented || !strings.Contains(w.Body.String(), "maintenance") {
+		t.Errorf("a schedule where maintenance runs nowhere: got %d %.400s", w.Code, w.Body.String())
+	}
+	if p, err := apiOnly.inv.List(ctx, proj, eim.KindRepeatedSchedule, inventory.ListQuery{}); err != nil || p.Total != 0 {
+		t.Errorf("schedules written anyway: %d %v", p.Total, err)
 	}
 }
