@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/clusters"
@@ -646,5 +647,56 @@ func TestJoinWithoutAddress(t *testing.T) {
 		if d := e.clusterOf("noaddr"); strings.Contains(d.ProviderStatus.Message, "no address") {
 			t.Fatalf("providerStatus after: %q", d.ProviderStatus.Message)
 		}
+	})
+}
+
+// TestHostChangeWakesItsCluster: the running reconciler (re-listing only
+// hourly here) acts on a node's host as it changes: the control-plane
+// node's address learnt lets the worker join at once, not at the next
+// re-list; a change of a host in no cluster reconciles nothing.
+func TestHostChangeWakesItsCluster(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		svc := e.service(func(o *clusters.Options) { o.Relist = time.Hour })
+		ctx, cancel := context.WithCancel(e.ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = svc.Reconcile(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+
+		cp, w := e.host(e.proj.Name, ""), e.host(e.proj.Name, "192.0.2.42")
+		spec := map[string]any{"name": "wake", "nodes": []map[string]string{{"id": cp.id, "role": "all"}, {"id": w.id, "role": "worker"}}}
+		if s := e.call(e.admin, "POST", "/clusters", spec, nil); s != 201 {
+			t.Fatalf("create: %d", s)
+		}
+		waitFor := func(what string, cond func() bool) {
+			t.Helper()
+			deadline := time.Now().Add(15 * time.Second)
+			for !cond() {
+				if time.Now().After(deadline) {
+					t.Fatalf("after 15 s: %s", what)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		waitFor("the control-plane node planned", func() bool { return e.plan(cp, "").Plan != nil })
+		e.report(cp, active, "")
+		waitFor("no address for the control plane said", func() bool {
+			return strings.Contains(e.clusterOf("wake").ProviderStatus.Message, "no address known")
+		})
+		err := e.store.Update(e.ctx, e.proj.Name, func(tx eim.Tx) error {
+			r, err := tx.Get(e.ctx, eim.KindHost, cp.id)
+			if err != nil {
+				return err
+			}
+			h := r.(*eim.Host)
+			h.HostNics = eim.List[eim.HostNic]{{DeviceName: "eth0", IPAddresses: eim.List[eim.IPAddress]{{Address: "192.0.2.41/24"}}}}
+			return tx.Update(e.ctx, h)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor("the worker planned with the server's address", func() bool {
+			p := e.plan(w, "")
+			return p.Plan != nil && p.Plan.ServerUrl == "https://192.0.2.41:6443"
+		})
 	})
 }

@@ -41,6 +41,7 @@ type env struct {
 	store *sqlstore.Store
 	inv   *inventory.Service
 	svc   *clusters.Service
+	opts  clusters.Options
 	iss   *auth.Issuer
 	key   *seal.Key
 	api   *httptest.Server
@@ -93,8 +94,9 @@ func newEnv(t *testing.T, dsn string) *env {
 		}
 	}
 	sb := southbound.New(southbound.Options{Store: st, Issuer: e.iss})
-	e.svc = clusters.New(clusters.Options{Store: st, Inventory: e.inv, Authenticator: ver, Key: e.key, AgentURL: "https://eim.example:8443",
-		Artifacts: e.arts, Connect: func() bool { return true }})
+	e.opts = clusters.Options{Store: st, Inventory: e.inv, Authenticator: ver, Key: e.key, AgentURL: "https://eim.example:8443",
+		Artifacts: e.arts, Connect: func() bool { return true }}
+	e.svc = clusters.New(e.opts)
 	sb.Mount(clusterv1connect.NewClusterServiceHandler(e.svc, connect.WithInterceptors(sb.Interceptor())))
 	sb.Mount(clusters.ArtifactsPath, sb.NodeHTTP(e.svc.ArtifactHandler()))
 	e.agent = httptest.NewServer(sb)
@@ -122,6 +124,14 @@ func newEnv(t *testing.T, dsn string) *env {
 	go func() { defer close(done); e.svc.Versions().Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return e
+}
+
+// service returns another Service on the env's store, with the env's
+// options as edit changes them (its reconciler, say).
+func (e *env) service(edit func(*clusters.Options)) *clusters.Service {
+	o := e.opts
+	edit(&o)
+	return clusters.New(o)
 }
 
 // project makes a project with its tenant defaults (the templates).

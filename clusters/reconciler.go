@@ -20,21 +20,30 @@ const feedConsumer = "clusters"
 
 // Reconcile runs the reconciler until ctx ends: every cluster whose
 // events arrive (the API's writes, the nodes' reports, its own writes,
-// which then change nothing) and every cluster at each re-list. It is a
-// run-once loop (server.Loop.Once): one process runs it at a time.
+// which then change nothing), the cluster of a node's host that changed
+// (an address learnt, the host deleted), and every cluster at each
+// re-list. It is a run-once loop (server.Loop.Once): one process runs it
+// at a time.
 func (s *Service) Reconcile(ctx context.Context) error {
-	r := &reconciler{s: s, synced: map[string]string{}}
+	r := newReconciler(s)
 	return feed.New(feed.Options{Store: s.o.Store, Name: feedConsumer, Logger: s.log, Metrics: s.o.Metrics, Durable: true, MinWait: s.o.RetryWait,
-		Kinds: []eim.Kind{eim.KindCluster},
+		Kinds: []eim.Kind{eim.KindCluster, eim.KindHost},
 		Handle: func(ctx context.Context, evs []eim.Event) error {
 			seen := map[string]bool{}
 			for _, ev := range evs {
-				k := ev.Project + "/" + ev.ID
+				id := ev.ID
+				if ev.Kind == eim.KindHost {
+					// A host in no cluster known here costs a map read.
+					if id = r.clusterOf(ev.Project, ev.ID); id == "" {
+						continue
+					}
+				}
+				k := ev.Project + "/" + id
 				if seen[k] {
 					continue
 				}
 				seen[k] = true
-				if err := r.cluster(ctx, ev.Project, ev.ID); err != nil {
+				if err := r.cluster(ctx, ev.Project, id); err != nil {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
@@ -57,12 +66,53 @@ type reconciler struct {
 	// reads no workload.
 	mu     sync.Mutex
 	synced map[string]string
+	// hosts is the cluster of each node's host ("project/host" to the
+	// cluster's ID) and nodes each cluster's hosts, as last read: a host's
+	// change wakes its cluster. Filled by the re-list the feed runner
+	// makes at the start, kept by every reconcile of a cluster after.
+	hosts map[string]string
+	nodes map[string][]string
+}
+
+func newReconciler(s *Service) *reconciler {
+	return &reconciler{s: s, synced: map[string]string{}, hosts: map[string]string{}, nodes: map[string][]string{}}
 }
 
 // ReconcileOnce reconciles every cluster once (tests, tools).
 func (s *Service) ReconcileOnce(ctx context.Context) error {
-	r := &reconciler{s: s, synced: map[string]string{}}
-	return r.all(ctx)
+	return newReconciler(s).all(ctx)
+}
+
+// track records the hosts of a cluster's nodes (none: the cluster is
+// gone).
+func (r *reconciler) track(project, id string, nodes []*eim.ClusterNode) {
+	ck := project + "/" + id
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, hk := range r.nodes[ck] {
+		if r.hosts[hk] == id {
+			delete(r.hosts, hk)
+		}
+	}
+	if len(nodes) == 0 {
+		delete(r.nodes, ck)
+		return
+	}
+	hks := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		hk := project + "/" + n.HostID
+		r.hosts[hk] = id
+		hks = append(hks, hk)
+	}
+	r.nodes[ck] = hks
+}
+
+// clusterOf returns the ID of the cluster the host is a node of, "" for
+// none.
+func (r *reconciler) clusterOf(project, hostID string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hosts[project+"/"+hostID]
 }
 
 func (r *reconciler) all(ctx context.Context) error {
@@ -91,11 +141,13 @@ func (r *reconciler) cluster(ctx context.Context, project, id string) error {
 	s := r.s
 	c, err := s.o.Store.FindCluster(ctx, project, id)
 	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		r.track(project, id, nil)
 		return r.dropWorkload(ctx, project, id)
 	}
 	if err != nil {
 		return err
 	}
+	r.track(project, id, c.Nodes)
 	w, err := r.world(ctx, c)
 	if err != nil {
 		return err
