@@ -491,10 +491,18 @@ func k3sDropInOf(p *clusterv1.Plan, server bool) string {
 	return b.String()
 }
 
+// NodeDrainManifest is the manifest the control-plane nodes install so
+// that every node can drain itself (tests apply it to a real API server).
+func NodeDrainManifest() string { return drainRBAC }
+
 // drainRBAC lets every node drain itself with its kubelet's credentials
 // (cordon, list and evict the pods on it): a worker has no other
 // credentials, and EIM drains a worker from the worker. k3s applies
-// manifests of this directory at start.
+// manifests of this directory at start. It does not let a node evict
+// another node's pods: the API server's NodeRestriction admission (on in
+// k3s) refuses a node's eviction of a pod not bound to it, and the Node
+// authorizer a node's change of another Node (its cordon); tested on a
+// real API server (cmd/eim TestNodeDrainRBAC).
 const drainRBAC = `# Written by eim-agent: nodes drain themselves before an upgrade or a removal.
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole

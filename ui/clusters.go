@@ -334,6 +334,9 @@ func (h *Handler) clusterData(r *http.Request, c *call, name string) (*clusterDa
 		return nil, err
 	}
 	for i, n := range d.Cluster.Nodes {
+		if c.clustersOnly {
+			break // a cluster role reads no hosts: the nodes by ID
+		}
 		if res, err := h.inv.Get(ctx, c.project.Name, eim.KindHost, n.ID); err == nil {
 			d.Cluster.Nodes[i].Host = res.(*eim.Host).Name
 		}
@@ -380,6 +383,9 @@ const maxFreeHosts = 100
 // are in no cluster and not being deleted or invalidated; picked are the
 // form's choices (host → role) to keep.
 func (h *Handler) freeHosts(ctx context.Context, c *call, picked map[string]string) ([]freeHost, error) {
+	if c.clustersOnly {
+		return nil, nil // a cluster role reads no hosts: they are named in the text box
+	}
 	member := map[string]bool{}
 	if h.store != nil {
 		cs, err := h.store.ListClusters(ctx, c.project.Name)

@@ -270,3 +270,57 @@ func TestClusterPages(t *testing.T) {
 		t.Errorf("the cluster after its deletion: %v %+v", err, cl)
 	}
 }
+
+// TestClusterRoleOnly: a user whose only role in the project is a cluster
+// role (the original's `<project>_cl-r` / `_cl-rw`) gets the clusters
+// pages and no other: the project opens on its clusters, the menu holds
+// Clusters alone, the host pages and forms are refused, no host is shown
+// (nodes by ID, no picker), and the cluster writer's forms work through
+// the API while the cluster reader has none.
+func TestClusterRoleOnly(t *testing.T) {
+	e := newEnv(t, proj, withClusters(t))
+	hosts := registerHosts(t, e, 2, "node-")
+	if w := e.get(tokClRW, "/ui/p/acme/"); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/ui/p/acme/clusters" {
+		t.Fatalf("the project's home for a cluster role: got %d to %q, want 303 to its clusters", w.Code, w.Header().Get("Location"))
+	}
+	for _, path := range []string{"/ui/p/acme/hosts", "/ui/p/acme/hosts/" + hosts[0].ResourceID, "/ui/p/acme/locations", "/ui/p/acme/audit", "/ui/p/acme/resources?kind=os"} {
+		if w := e.get(tokClRW, path); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "clusters only") {
+			t.Errorf("%s for a cluster role: got %d, want 403 saying why", path, w.Code)
+		}
+	}
+	page := e.get(tokClRW, "/ui/p/acme/clusters")
+	body := page.Body.String()
+	if page.Code != 200 || strings.Contains(body, `href="/ui/p/acme/hosts"`) || strings.Contains(body, `href="/ui/p/acme/locations"`) || !strings.Contains(body, `href="/ui/p/acme/clusters"`) {
+		t.Errorf("the clusters page's menu for a cluster role: got %d\n%.1500s", page.Code, body)
+	}
+	form := e.get(tokClRW, "/ui/p/acme/newcluster").Body.String()
+	if strings.Contains(form, `value="`+hosts[0].ResourceID+`"`) || strings.Contains(form, "node-000") || !strings.Contains(form, "shows no hosts") {
+		t.Errorf("the create form shows hosts to a cluster role:\n%.2000s", form)
+	}
+	csrf := e.csrf(tokClRW, "/ui/p/acme/newcluster")
+	w := e.post(tokClRW, "http://eim.test", "/ui/p/acme/clusters", url.Values{"csrf": {csrf}, "name": {"edge"}, "more": {hosts[0].ResourceID + ":all"}})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("a cluster created by a cluster writer: got %d %.600s", w.Code, w.Body.String())
+	}
+	cl := e.get(tokClRW, "/ui/p/acme/clusters/edge").Body.String()
+	if !strings.Contains(cl, hosts[0].ResourceID) || strings.Contains(cl, `href="/ui/p/acme/hosts/`) || strings.Contains(cl, "node-000") {
+		t.Errorf("the cluster's page for a cluster role: nodes should be IDs without host links or names\n%.3000s", cl)
+	}
+	if w := e.post(tokClRW, "http://eim.test", "/ui/p/acme/hosts/bulk", url.Values{"csrf": {csrf}, "action": {"onboard"}, "id": {hosts[1].ResourceID}}); w.Code != http.StatusForbidden {
+		t.Errorf("a host form sent by a cluster role: got %d, want 403", w.Code)
+	}
+
+	// The cluster reader: the pages, no write control, a forged write refused.
+	ro := e.get(tokClR, "/ui/p/acme/clusters/edge").Body.String()
+	if writeForms(ro) != 0 || !strings.Contains(ro, hosts[0].ResourceID) {
+		t.Errorf("the cluster's page for a cluster reader: %d write forms", writeForms(ro))
+	}
+	w = e.post(tokClR, "http://eim.test", "/ui/p/acme/clusters/edge/delete", url.Values{"csrf": {e.csrf(tokClR, "/ui/p/acme/clusters")}})
+	if w.Code != http.StatusForbidden {
+		t.Errorf("a cluster reader's forged delete: got %d, want 403", w.Code)
+	}
+	// Another project is not listed, nor open.
+	if w := e.get(tokClRW, "/ui/p/other/clusters"); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "no access") {
+		t.Errorf("another project's clusters for a cluster role: got %d", w.Code)
+	}
+}

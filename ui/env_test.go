@@ -48,6 +48,8 @@ const (
 	tokRW    = "rw-token"
 	tokRO    = "ro-token"
 	tokOther = "other-token" // read-write in another project only
+	tokClRW  = "cl-rw-token" // the project's cluster write role alone
+	tokClR   = "cl-r-token"  // the project's cluster read role alone
 )
 
 // env is the UI over a SQLite store, called in process.
@@ -95,6 +97,8 @@ func newEnvAt(t testing.TB, project, path string, opts ...envOption) *env {
 		tokRW:    {Subject: "rw", Roles: []string{eim.ProjectRole(p, true)}},
 		tokRO:    {Subject: "ro", Roles: []string{eim.ProjectRole(p, false)}},
 		tokOther: {Subject: "other", Roles: []string{eim.ProjectRole(other, true)}},
+		tokClRW:  {Subject: "cl-rw", Roles: []string{eim.ClusterRoleName(p, true)}},
+		tokClR:   {Subject: "cl-r", Roles: []string{eim.ClusterRoleName(p, false)}},
 	}
 	o := ui.Options{Store: st, API: httpapi.New(inv, authn, httpapi.Options{})}
 	for _, opt := range opts {

@@ -29,6 +29,10 @@ const (
 var liveKinds = []eim.Kind{eim.KindHost, eim.KindInstance, eim.KindWorkflow, eim.KindSite, eim.KindRegion,
 	eim.KindSingleSchedule, eim.KindRepeatedSchedule, eim.KindOSUpdateRun, eim.KindCluster, eim.KindClusterTemplate}
 
+// clusterKinds are the kinds the clusters pages show, all a user with
+// only a cluster role is told of.
+var clusterKinds = []eim.Kind{eim.KindCluster, eim.KindClusterTemplate}
+
 // allLiveKinds are the kinds whose changes the audit log records: all
 // but the workflows' progress.
 var allLiveKinds = slices.DeleteFunc(eim.Kinds(), func(k eim.Kind) bool { return k == eim.KindWorkflow })
@@ -55,7 +59,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, c *call) error 
 	_ = rc.Flush()
 
 	kinds := liveKinds
-	if r.URL.Query().Get("all") != "" {
+	switch {
+	case c.clustersOnly:
+		kinds = clusterKinds // what a cluster role may see change
+	case r.URL.Query().Get("all") != "":
 		kinds = allLiveKinds // the audit log
 	}
 	changes := make(chan int64, 1)

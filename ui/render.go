@@ -22,7 +22,10 @@ type view struct {
 	Project  string
 	Projects []string
 	CanWrite bool
-	CSRF     string
+	// ClustersOnly: the user may see the project's clusters pages and no
+	// other (a cluster role alone).
+	ClustersOnly bool
+	CSRF         string
 	User     string
 	Modules  map[string]bool // the optional modules deployed (navItem.Module)
 	Live     bool            // the page refreshes itself from the change feed
@@ -106,7 +109,7 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request, c *call, name, ti
 }
 
 func (c *call) view(nav, title string, data any) *view {
-	return &view{Title: title, Nav: nav, Project: c.project.Name, Projects: c.projects, CanWrite: c.canWrite,
+	return &view{Title: title, Nav: nav, Project: c.project.Name, Projects: c.projects, CanWrite: c.canWrite, ClustersOnly: c.clustersOnly,
 		CSRF: c.csrf, User: c.p.Subject, Modules: c.modules, Data: data}
 }
 

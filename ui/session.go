@@ -26,7 +26,10 @@ type call struct {
 	project  *eim.Project
 	p        *eim.Principal
 	canWrite bool
-	csrf     string
+	// clustersOnly: the user's role in the project is a cluster role
+	// alone, which opens the clusters pages and no other.
+	clustersOnly bool
+	csrf         string
 	token    string          // the session's bearer token, for the API's calls
 	projects []string        // the projects the user may read, for the switcher
 	modules  map[string]bool // the modules deployed (Options.Deployed)
@@ -85,16 +88,31 @@ func (h *Handler) principal(r *http.Request) (*eim.Principal, string) {
 
 // read wraps a project page that only reads: the project's read role.
 func (h *Handler) read(fn func(http.ResponseWriter, *http.Request, *call) error) http.HandlerFunc {
-	return h.inProject(false, fn)
+	return h.inProject(false, false, fn)
+}
+
+// clusterRead wraps a clusters page that only reads: the project's read
+// role or a cluster role (`<project>_cl-r`, `_cl-rw`), as the v2 API it
+// calls allows.
+func (h *Handler) clusterRead(fn func(http.ResponseWriter, *http.Request, *call) error) http.HandlerFunc {
+	return h.inProject(false, true, fn)
+}
+
+// clusterWrite wraps a clusters form's target: as write, with the
+// project's write role or the cluster write role.
+func (h *Handler) clusterWrite(fn func(http.ResponseWriter, *http.Request, *call) error) http.HandlerFunc {
+	return h.inProject(true, true, fn)
 }
 
 // write wraps a form's target: same origin, the session's CSRF token and
 // the project's write role, whatever the page that sent it showed.
 func (h *Handler) write(fn func(http.ResponseWriter, *http.Request, *call) error) http.HandlerFunc {
-	return h.inProject(true, fn)
+	return h.inProject(true, false, fn)
 }
 
-func (h *Handler) inProject(write bool, fn func(http.ResponseWriter, *http.Request, *call) error) http.HandlerFunc {
+// inProject checks the session and the user's role in the page's project
+// (clusters: a clusters page, open to the cluster roles too) before fn.
+func (h *Handler) inProject(write, clusters bool, fn func(http.ResponseWriter, *http.Request, *call) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, tok := h.principal(r)
 		if p == nil {
@@ -107,7 +125,7 @@ func (h *Handler) inProject(write bool, fn func(http.ResponseWriter, *http.Reque
 		}
 		name := r.PathValue("project")
 		proj, err := h.inv.FindProject(r.Context(), name)
-		if eim.ErrorCode(err) == eim.ENOTFOUND || (err == nil && !p.CanRead(proj)) {
+		if eim.ErrorCode(err) == eim.ENOTFOUND || (err == nil && !p.CanReadClusters(proj)) {
 			// Not found and not allowed look alike: names cannot be probed.
 			h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "no access to project %q", name))
 			return
@@ -116,7 +134,21 @@ func (h *Handler) inProject(write bool, fn func(http.ResponseWriter, *http.Reque
 			h.renderError(w, r, nil, err)
 			return
 		}
-		c := &call{project: proj, p: p, canWrite: p.CanWrite(proj), csrf: csrfToken(tok), token: tok, modules: map[string]bool{}}
+		// A user with only a cluster role sees the clusters pages alone.
+		clustersOnly := !p.CanRead(proj)
+		if clustersOnly && !clusters {
+			if r.Method == http.MethodGet && r.URL.Path == "/ui/p/"+proj.Name+"/" {
+				http.Redirect(w, r, "/ui/p/"+url.PathEscape(proj.Name)+"/clusters", http.StatusSeeOther)
+				return
+			}
+			h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "your role in project %q gives access to its clusters only", proj.Name))
+			return
+		}
+		canWrite := p.CanWrite(proj)
+		if clusters {
+			canWrite = p.CanWriteClusters(proj)
+		}
+		c := &call{project: proj, p: p, canWrite: canWrite, clustersOnly: clustersOnly, csrf: csrfToken(tok), token: tok, modules: map[string]bool{}}
 		for _, m := range h.deployed() {
 			c.modules[m] = true
 		}
@@ -147,7 +179,8 @@ func (h *Handler) inProject(write bool, fn func(http.ResponseWriter, *http.Reque
 	}
 }
 
-// readableProjects lists the names of the projects p may read.
+// readableProjects lists the names of the projects p may read (some only
+// their clusters).
 func (h *Handler) readableProjects(r *http.Request, p *eim.Principal) []string {
 	all, err := h.inv.ListProjects(r.Context())
 	if err != nil {
@@ -155,7 +188,7 @@ func (h *Handler) readableProjects(r *http.Request, p *eim.Principal) []string {
 	}
 	var out []string
 	for _, pr := range all {
-		if p.CanRead(pr) {
+		if p.CanReadClusters(pr) {
 			out = append(out, pr.Name)
 		}
 	}

@@ -121,6 +121,19 @@ func randomHex(t *testing.T) string {
 // loopback and waits until it is ready.
 func startKube(t *testing.T) *kube {
 	t.Helper()
+	return startKubeWith(t, kubeSetup{})
+}
+
+// kubeSetup adds to startKube's API server: more static tokens (lines of
+// its token file: token,user,uid,"group,…") and flags (a later flag
+// overrides an earlier one).
+type kubeSetup struct {
+	tokens []string
+	args   []string
+}
+
+func startKubeWith(t *testing.T, setup kubeSetup) *kube {
+	t.Helper()
 	apiserver, etcd, kubectl := kubeTools(t)
 	dir := t.TempDir()
 	k := &kube{kubectl: kubectl, dir: dir, adminToken: randomHex(t), agentToken: randomHex(t), agentUser: "eim-connect-agent"}
@@ -176,15 +189,19 @@ func startKube(t *testing.T) *kube {
 	}
 	saKey := write("sa.key", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	saPub := write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
-	tokens := write("tokens.csv", []byte(fmt.Sprintf("%s,eim-test-admin,eim-test-admin,system:masters\n%s,%s,%s\n", k.adminToken, k.agentToken, k.agentUser, k.agentUser)))
+	tokenLines := fmt.Sprintf("%s,eim-test-admin,eim-test-admin,system:masters\n%s,%s,%s\n", k.adminToken, k.agentToken, k.agentUser, k.agentUser)
+	for _, l := range setup.tokens {
+		tokenLines += l + "\n"
+	}
+	tokens := write("tokens.csv", []byte(tokenLines))
 	certDir := filepath.Join(dir, "certs")
-	start("kube-apiserver", apiserver, "--etcd-servers="+etcdURL,
+	start("kube-apiserver", apiserver, append([]string{"--etcd-servers=" + etcdURL,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
-		"--token-auth-file="+tokens, "--authorization-mode=RBAC",
-		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir="+certDir,
+		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
+		"--token-auth-file=" + tokens, "--authorization-mode=RBAC",
+		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir=" + certDir,
 		"--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", "--endpoint-reconciler-type=none",
-		"--service-cluster-ip-range=10.96.0.0/24")
+		"--service-cluster-ip-range=10.96.0.0/24"}, setup.args...)...)
 	k.url = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	k.caFile = filepath.Join(certDir, "apiserver.crt")
 
