@@ -25,7 +25,7 @@ func TestNodeDrainRBAC(t *testing.T) {
 	for n, tok := range nodeTok {
 		lines = append(lines, fmt.Sprintf(`%s,system:node:%s,%s,"system:nodes,system:authenticated"`, tok, n, n))
 	}
-	k := startKubeWith(t, kubeSetup{tokens: lines, args: []string{"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"}})
+	k := startKubeWith(t, kubeSetup{tokens: lines, authz: "Node,RBAC", args: []string{"--enable-admission-plugins=NodeRestriction"}})
 	kc := func(node string) string {
 		p := filepath.Join(k.dir, node+".kubeconfig")
 		conf := fmt.Sprintf(`apiVersion: v1
@@ -43,8 +43,24 @@ current-context: c
 	a, b := kc("edge-a"), kc("edge-b")
 
 	k.apply(t, agent.NodeDrainManifest())
+	// The pods' controller (kubectl drain leaves pods without one, unless
+	// forced): a ReplicaSet, which no controller manager runs here.
+	k.apply(t, `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: default, namespace: default}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: app, namespace: default}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec: {containers: [{name: app, image: registry.invalid/app:1}]}
+`)
+	uid := k.must(t, k.adminKC, "get", "replicaset", "app", "-n", "default", "-o", "jsonpath={.metadata.uid}")
 	var objs strings.Builder
-	objs.WriteString("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: default, namespace: default}\n")
 	for _, n := range []string{"edge-a", "edge-b"} {
 		// No kubelet runs here: a pod with no grace period goes at once
 		// when evicted.
@@ -55,13 +71,17 @@ metadata: {name: %[1]s}
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: app-on-%[1]s, namespace: default}
+metadata:
+  name: app-on-%[1]s
+  namespace: default
+  labels: {app: app}
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: app, uid: %[2]q, controller: true}]
 spec:
   nodeName: %[1]s
   terminationGracePeriodSeconds: 0
   automountServiceAccountToken: false
   containers: [{name: app, image: registry.invalid/app:1}]
-`, n)
+`, n, uid)
 	}
 	k.apply(t, objs.String())
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -125,10 +126,11 @@ func startKube(t *testing.T) *kube {
 }
 
 // kubeSetup adds to startKube's API server: more static tokens (lines of
-// its token file: token,user,uid,"group,…") and flags (a later flag
-// overrides an earlier one).
+// its token file: token,user,uid,"group,…"), the authorizers (default
+// RBAC) and more flags.
 type kubeSetup struct {
 	tokens []string
+	authz  string
 	args   []string
 }
 
@@ -198,7 +200,7 @@ func startKubeWith(t *testing.T, setup kubeSetup) *kube {
 	start("kube-apiserver", apiserver, append([]string{"--etcd-servers=" + etcdURL,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
-		"--token-auth-file=" + tokens, "--authorization-mode=RBAC",
+		"--token-auth-file=" + tokens, "--authorization-mode=" + cmp.Or(setup.authz, "RBAC"),
 		fmt.Sprintf("--secure-port=%d", apiPort), "--cert-dir=" + certDir,
 		"--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		"--service-cluster-ip-range=10.96.0.0/24"}, setup.args...)...)
