@@ -171,6 +171,7 @@ func (c *cli) server(args []string) error {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Stdout = c.stdout
+	setMemoryLimit(cfg.Logger)
 	return server.Run(c.ctx, cfg)
 }
 
