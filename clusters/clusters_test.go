@@ -628,18 +628,7 @@ func TestJoinWithoutAddress(t *testing.T) {
 		if p := e.plan(w, ""); p.Plan != nil {
 			t.Fatalf("worker planned without a server URL: %+v", p.Plan)
 		}
-		err := e.store.Update(e.ctx, e.proj.Name, func(tx eim.Tx) error {
-			r, err := tx.Get(e.ctx, eim.KindHost, cp.id)
-			if err != nil {
-				return err
-			}
-			h := r.(*eim.Host)
-			h.HostNics = eim.List[eim.HostNic]{{DeviceName: "eth0", IPAddresses: eim.List[eim.IPAddress]{{Address: "192.0.2.41/24"}}}}
-			return tx.Update(e.ctx, h)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e.setAddress(cp, "192.0.2.41")
 		e.reconcile()
 		if p := e.plan(w, ""); p.Plan == nil || p.Plan.ServerUrl != "https://192.0.2.41:6443" {
 			t.Fatalf("worker once the address is known: %+v", p)
@@ -667,34 +656,13 @@ func TestHostChangeWakesItsCluster(t *testing.T) {
 		if s := e.call(e.admin, "POST", "/clusters", spec, nil); s != 201 {
 			t.Fatalf("create: %d", s)
 		}
-		waitFor := func(what string, cond func() bool) {
-			t.Helper()
-			deadline := time.Now().Add(15 * time.Second)
-			for !cond() {
-				if time.Now().After(deadline) {
-					t.Fatalf("after 15 s: %s", what)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
-		waitFor("the control-plane node planned", func() bool { return e.plan(cp, "").Plan != nil })
+		eventually(t, "the control-plane node planned", func() bool { return e.plan(cp, "").Plan != nil })
 		e.report(cp, active, "")
-		waitFor("no address for the control plane said", func() bool {
+		eventually(t, "no address for the control plane said", func() bool {
 			return strings.Contains(e.clusterOf("wake").ProviderStatus.Message, "no address known")
 		})
-		err := e.store.Update(e.ctx, e.proj.Name, func(tx eim.Tx) error {
-			r, err := tx.Get(e.ctx, eim.KindHost, cp.id)
-			if err != nil {
-				return err
-			}
-			h := r.(*eim.Host)
-			h.HostNics = eim.List[eim.HostNic]{{DeviceName: "eth0", IPAddresses: eim.List[eim.IPAddress]{{Address: "192.0.2.41/24"}}}}
-			return tx.Update(e.ctx, h)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor("the worker planned with the server's address", func() bool {
+		e.setAddress(cp, "192.0.2.41")
+		eventually(t, "the worker planned with the server's address", func() bool {
 			p := e.plan(w, "")
 			return p.Plan != nil && p.Plan.ServerUrl == "https://192.0.2.41:6443"
 		})

@@ -174,6 +174,23 @@ type node struct {
 	token  string
 }
 
+// setAddress makes addr the address the node's host reported.
+func (e *env) setAddress(n *node, addr string) {
+	e.t.Helper()
+	err := e.store.Update(e.ctx, e.proj.Name, func(tx eim.Tx) error {
+		r, err := tx.Get(e.ctx, eim.KindHost, n.id)
+		if err != nil {
+			return err
+		}
+		h := r.(*eim.Host)
+		h.HostNics = eim.List[eim.HostNic]{{DeviceName: "eth0", IPAddresses: eim.List[eim.IPAddress]{{Address: addr + "/24"}}}}
+		return tx.Update(e.ctx, h)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *env) host(project string, addr string) *node {
 	e.t.Helper()
 	_, hash := southbound.NewSecret()
