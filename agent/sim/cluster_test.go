@@ -272,6 +272,12 @@ func TestClusterNodes(t *testing.T) {
 			t.Errorf("%s never installed: removal states %q", id, s)
 		}
 	}
+	// The server has every node's last report; the simulator takes its
+	// answer a moment later: closed before, a node's last call would be
+	// cut (an error) and it would end busy.
+	waitFor(t, "the simulator's own view of the removals", h.clusterReport, func(r *ClusterReport) bool {
+		return r != nil && r.Final["INACTIVE"] == nodes && r.Busy == 0
+	})
 	h.close()
 	rep := h.report(context.Background()).Clusters
 	if rep == nil || rep.Nodes != nodes || rep.Faulty == 0 || rep.Final["INACTIVE"] != nodes || rep.Busy != 0 {
