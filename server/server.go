@@ -91,6 +91,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if IsPostgres(dsn) {
+		// A database of several processes: each made its own keys in its
+		// data directory unless they were given, and a token one signs or a
+		// secret one seals would not open in the others.
+		var own []string
+		if cfg.SigningKey == "" {
+			own = append(own, "--signing-key")
+		}
+		if cfg.SecretsKey == "" {
+			own = append(own, "--secrets-key")
+		}
+		if len(own) > 0 {
+			log.Warn("keys of this process's data directory in use: on a deployment of several processes give every one the same files", "flags", strings.Join(own, ","), "dataDir", cfg.DataDir)
+		}
+	}
 	inv := inventory.New(store, inventory.Options{Logger: log, Batcher: apiBatcher, WebhookURLs: eim.URLPolicy{AllowPrivate: cfg.WebhookAllowPrivate}, Secrets: secrets})
 	if err := ensureDefaultProject(ctx, inv, log); err != nil {
 		return err
