@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim/agent"
 )
@@ -90,7 +91,18 @@ spec:
 	if err := os.WriteFile(ev, []byte(`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"app-on-edge-b","namespace":"default"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, err := k.run(t, a, "create", "--raw", "/api/v1/namespaces/default/pods/app-on-edge-b/eviction", "-f", ev)
+	// NodeRestriction reads the pod from the API server's informer cache:
+	// until the new pod is there it answers "not found" (which a drain
+	// would take for the pod gone), so this waits for it — and so for
+	// edge-b's drain below.
+	var errOut string
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, errOut, err = k.run(t, a, "create", "--raw", "/api/v1/namespaces/default/pods/app-on-edge-b/eviction", "-f", ev)
+		if err == nil || !strings.Contains(errOut, "not found") || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err == nil || !strings.Contains(errOut, "can only evict pods with spec.nodeName set to itself") {
 		t.Errorf("edge-a evicting edge-b's pod: err %v, %s; want it refused by NodeRestriction", err, errOut)
 	}
