@@ -26,11 +26,11 @@ type view struct {
 	// other (a cluster role alone).
 	ClustersOnly bool
 	CSRF         string
-	User     string
-	Modules  map[string]bool // the optional modules deployed (navItem.Module)
-	Live     bool            // the page refreshes itself from the change feed
-	LiveAll  bool            // … on a change of any kind (else: of liveKinds)
-	Data     any
+	User         string
+	Modules      map[string]bool // the optional modules deployed (navItem.Module)
+	Live         bool            // the page refreshes itself from the change feed
+	LiveAll      bool            // … on a change of any kind (else: of liveKinds)
+	Data         any
 }
 
 // navItem is an entry of the main menu: the page's Nav key, its title

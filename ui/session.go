@@ -30,9 +30,9 @@ type call struct {
 	// alone, which opens the clusters pages and no other.
 	clustersOnly bool
 	csrf         string
-	token    string          // the session's bearer token, for the API's calls
-	projects []string        // the projects the user may read, for the switcher
-	modules  map[string]bool // the modules deployed (Options.Deployed)
+	token        string          // the session's bearer token, for the API's calls
+	projects     []string        // the projects the user may read, for the switcher
+	modules      map[string]bool // the modules deployed (Options.Deployed)
 }
 
 // csrfToken is the form token of a session: a digest of its bearer token,
