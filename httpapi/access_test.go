@@ -189,6 +189,31 @@ func TestLimits(t *testing.T) {
 			t.Errorf("Retry-After: got %q, want 1000 (one token at 0.001/s)", got)
 		}
 	})
+	t.Run("in-process calls are not limited again", func(t *testing.T) {
+		// The UI's calls on a user's behalf: many per form, none refused;
+		// the same client's own calls still are.
+		e := newEnv(t, httpapi.Options{RateLimit: 0.001})
+		in := httpapi.InProcess(e.h)
+		for i := range 5 {
+			req := httptest.NewRequest("GET", "/healthz", nil)
+			req.RemoteAddr = "192.0.2.7:4000"
+			rec := httptest.NewRecorder()
+			in.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("in-process call %d: got %d %s", i, rec.Code, rec.Body)
+			}
+		}
+		direct := func() int {
+			req := httptest.NewRequest("GET", "/healthz", nil)
+			req.RemoteAddr = "192.0.2.7:4000"
+			rec := httptest.NewRecorder()
+			e.h.ServeHTTP(rec, req)
+			return rec.Code
+		}
+		if a, b := direct(), direct(); a != http.StatusOK || b != http.StatusTooManyRequests {
+			t.Fatalf("the client's own calls: got %d then %d, want 200 then 429", a, b)
+		}
+	})
 	t.Run("body limit option", func(t *testing.T) {
 		e := newEnv(t, httpapi.Options{MaxBodyBytes: 64})
 		wantError(t, e.do(t, "POST", "~/regions", tokRW, `{"name":"`+strings.Repeat("a", 100)+`"}`), 413, "ResourceExhausted")

@@ -125,6 +125,19 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 }
 
 // ServeHTTP applies the limits every request is subject to, then routes.
+type inProcessKey struct{}
+
+// InProcess returns api (a handler New made) for a module of the same
+// process that calls it on a user's behalf — the web UI, whose one form
+// may make many calls (a bulk action, a CSV file's lines): its calls are
+// not counted against the user's per-client rate limit again. Everything
+// else applies: authentication, roles, checks, audit.
+func InProcess(api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), inProcessKey{}, true)))
+	})
+}
+
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rid := requestID(r)
@@ -135,7 +148,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 
 	switch {
-	case h.limiter != nil && !h.limiter.allow(clientIP(r), start):
+	case h.limiter != nil && r.Context().Value(inProcessKey{}) == nil && !h.limiter.allow(clientIP(r), start):
 		// Refused before anything ran: a client may send it again as is.
 		sw.Header().Set("Retry-After", h.limiter.retryAfter())
 		h.writeError(sw, r, eim.Errorf(codeRateLimited, "too many requests from this client; slow down"))

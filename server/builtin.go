@@ -15,6 +15,7 @@ import (
 	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/exporter"
 	"github.com/eimhq/eim/hostmgr"
+	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
@@ -148,7 +149,7 @@ func buildUI(b *Builder) (Parts, error) {
 	if err != nil {
 		return Parts{}, err
 	}
-	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, API: b.API(), V2: v2, Deployed: b.deployment.Modules}
+	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, API: httpapi.InProcess(b.API()), V2: v2, Deployed: b.deployment.Modules}
 	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
 		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
 	}

@@ -100,7 +100,7 @@ func newEnvAt(t testing.TB, project, path string, opts ...envOption) *env {
 		tokClRW:  {Subject: "cl-rw", Roles: []string{eim.ClusterRoleName(p, true)}},
 		tokClR:   {Subject: "cl-r", Roles: []string{eim.ClusterRoleName(p, false)}},
 	}
-	o := ui.Options{Store: st, API: httpapi.New(inv, authn, httpapi.Options{})}
+	o := ui.Options{Store: st, API: httpapi.InProcess(httpapi.New(inv, authn, httpapi.Options{}))}
 	for _, opt := range opts {
 		opt(st, inv, authn, &o)
 	}

@@ -681,7 +681,7 @@ func TestFormsWriteThroughTheAPI(t *testing.T) {
 	// A deployment without the maintenance module: the API refuses the
 	// schedule, and the form shows why.
 	apiOnly := newEnvAt(t, proj, filepath.Join(t.TempDir(), "eim.db"), func(st *sqlstore.Store, inv *inventory.Service, authn tokens, o *ui.Options) {
-		o.API = httpapi.New(inv, authn, httpapi.Options{Deployed: func() []string { return []string{"api", "onboarding", "provisioning"} }})
+		o.API = httpapi.InProcess(httpapi.New(inv, authn, httpapi.Options{Deployed: func() []string { return []string{"api", "onboarding", "provisioning"} }}))
 	})
 	w = send(apiOnly, "/ui/p/acme/schedules", "/ui/p/acme/schedules", sched)
 	if w.Code != http.StatusNotImplemented || !strings.Contains(w.Body.String(), "maintenance") {
