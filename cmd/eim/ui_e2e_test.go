@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -582,4 +583,84 @@ func TestUIBrowser(t *testing.T) {
 		b.wait("the new host counted without a reload", `window.__samePage === true && document.querySelector("#states-h").innerText !== `+jsq(before))
 		b.shot("overview-live")
 	})
+
+	t.Run("every page passes axe-core's WCAG 2.1 A and AA rules", func(t *testing.T) {
+		b.t = t
+		src := axeSource(t)
+		// The detail pages: the first of each list's links.
+		first := func(list, sel string) string {
+			t.Helper()
+			b.nav(list)
+			href := eval[string](b, fmt.Sprintf(`(function(){var a=document.querySelector(%s); return a ? a.getAttribute("href") : ""})()`, jsq(sel)))
+			if href == "" {
+				t.Fatalf("no link %s on %s", sel, list)
+			}
+			return href
+		}
+		pages := []string{"/ui/p/default/", "/ui/p/default/hosts", "/ui/p/default/register", "/ui/p/default/locations",
+			"/ui/p/default/schedules", "/ui/p/default/resources", "/ui/p/default/settings", "/ui/p/default/audit",
+			"/ui/p/default/clusters", "/ui/p/default/newcluster", "/ui/p/default/templates"}
+		pages = append(pages,
+			first("/ui/p/default/hosts", `td a[href^="/ui/p/default/hosts/host-"]`),
+			first("/ui/p/default/resources?kind=os", `td a[href^="/ui/p/default/resources/"]`),
+			first("/ui/p/default/clusters", `a[href^="/ui/p/default/clusters/"]`))
+		// The checker checks: an image without a text alternative, put on a
+		// page, is found.
+		b.nav("/ui/p/default/")
+		eval[bool](b, `(function(){var i=document.createElement("img"); i.src="/ui/static/none.png"; document.querySelector("main").appendChild(i); return true})()`)
+		if vs := b.axe(src); !slices.ContainsFunc(vs, func(v axeViolation) bool { return v.ID == "image-alt" }) {
+			t.Fatalf("axe-core found no image-alt violation on a page given an image without alt: %+v", vs)
+		}
+		for _, page := range pages {
+			b.nav(page)
+			b.wait("the page "+page, `document.readyState === "complete"`)
+			for _, v := range b.axe(src) {
+				t.Errorf("%s: %s (%s): %s — %s", page, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "; "))
+			}
+		}
+		// The sign-in page, in a browser of its own (signed out).
+		out := newBrowser(t, s.api)
+		out.nav("/ui/login")
+		out.wait("the sign-in page", `document.readyState === "complete" && !!document.querySelector("#token")`)
+		for _, v := range out.axe(src) {
+			t.Errorf("/ui/login: %s (%s): %s — %s", v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "; "))
+		}
+	})
+}
+
+// axeSource is axe-core's script ($EIM_AXE_JS, which .ci/run fetches and
+// pins), or the test is skipped (failed under EIM_REQUIRE_CHROMIUM).
+func axeSource(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("EIM_AXE_JS")
+	if path == "" {
+		path = filepath.Join(os.Getenv("HOME"), ".cache", "eim-ci", "axe-core-4.14.1", "axe.min.js")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if os.Getenv("EIM_REQUIRE_CHROMIUM") != "" {
+			t.Fatalf("axe-core: %v (.ci/run fetches it; EIM_AXE_JS names it)", err)
+		}
+		t.Skipf("axe-core: %v (.ci/run fetches it; EIM_AXE_JS names it)", err)
+	}
+	return string(b)
+}
+
+// axeViolation is one rule a page breaks, with up to three of its
+// elements.
+type axeViolation struct {
+	ID     string   `json:"id"`
+	Impact string   `json:"impact"`
+	Help   string   `json:"help"`
+	Nodes  []string `json:"nodes"`
+}
+
+// axe runs axe-core on the page (injected over the DevTools protocol,
+// which the page's Content-Security-Policy does not govern) with the
+// WCAG 2.0/2.1 A and AA rules.
+func (b *browser) axe(src string) []axeViolation {
+	b.t.Helper()
+	eval[bool](b, src+";true")
+	return eval[[]axeViolation](b, `axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}, resultTypes: ["violations"]})
+		.then(r => r.violations.map(v => ({id: v.id, impact: v.impact || "", help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.target.join(" "))})))`)
 }
