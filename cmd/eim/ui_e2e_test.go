@@ -260,7 +260,7 @@ func TestUIBrowser(t *testing.T) {
 		if got := b.text("#states-h"); !strings.Contains(got, "10 hosts") {
 			t.Errorf("overview total: got %q, want 10 hosts", got)
 		}
-		if got := b.count("#fail-h + table tbody tr"); got != 2 {
+		if got := b.count("#fail-h + .table-wrap table tbody tr"); got != 2 {
 			t.Errorf("recent failures: got %d rows, want 2", got)
 		}
 		b.shot("overview")
@@ -617,6 +617,28 @@ func TestUIBrowser(t *testing.T) {
 			for _, v := range b.axe(src) {
 				t.Errorf("%s: %s (%s): %s — %s", page, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "; "))
 			}
+		}
+		// Readable on a phone: at 390 × 844 CSS pixels no page is wider than
+		// the screen (wide tables scroll inside their own box). A mobile
+		// browser zooms out to show a page wider than its screen, so the
+		// page's width is compared with the layout viewport's.
+		if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)); err != nil {
+			t.Fatal(err)
+		}
+		for _, page := range pages {
+			b.nav(page)
+			b.wait("the page "+page, `document.readyState === "complete"`)
+			if w := eval[[]int](b, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); w[0] > w[1] {
+				wide := eval[string](b, `(function(){var out=[]; document.querySelectorAll("body *").forEach(function(e){var r=e.getBoundingClientRect(); if(r.right>document.documentElement.clientWidth+1 && out.length<8){out.push(e.tagName.toLowerCase()+(e.className?"."+e.className:"")+(e.id?"#"+e.id:"")+" to "+Math.round(r.right))}}); return out.join(", ")})()`)
+				t.Errorf("%s on a phone: %d CSS pixels wide on a %d-pixel screen: %s", page, w[0], w[1], wide)
+				b.shot("phone-" + page)
+			}
+			if page == "/ui/p/default/hosts" {
+				b.shot("phone-hosts")
+			}
+		}
+		if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+			t.Fatal(err)
 		}
 		// The sign-in page, in a browser of its own (signed out).
 		out := newBrowser(t, s.api)
