@@ -618,6 +618,26 @@ func TestUIBrowser(t *testing.T) {
 				t.Errorf("%s: %s (%s): %s — %s", page, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "; "))
 			}
 		}
+		// By keyboard: the first Tab reaches "Skip to content", which takes
+		// the focus past the menu to the page's content.
+		b.nav("/ui/p/default/hosts")
+		b.wait("the hosts page", `document.readyState === "complete"`)
+		if err := chromedp.Do(b.ctx, chromedp.KeyEvent("\t")); err != nil {
+			t.Fatal(err)
+		}
+		if got := eval[string](b, `document.activeElement.className + " " + document.activeElement.innerText`); got != "skip Skip to content" {
+			t.Errorf("the first Tab focuses %q, want the skip link", got)
+		}
+		if err := chromedp.Do(b.ctx, chromedp.KeyEvent("\r")); err != nil {
+			t.Fatal(err)
+		}
+		b.wait("the focus on the content", `document.activeElement.id === "main"`)
+		if err := chromedp.Do(b.ctx, chromedp.KeyEvent("\t")); err != nil {
+			t.Fatal(err)
+		}
+		if got := eval[bool](b, `document.querySelector("main").contains(document.activeElement) && document.activeElement !== document.querySelector("main")`); !got {
+			t.Errorf("Tab after the skip link: focus on %q, want a control of the content", eval[string](b, `document.activeElement.outerHTML.slice(0, 120)`))
+		}
 		// Readable on a phone: at 390 × 844 CSS pixels no page is wider than
 		// the screen (wide tables scroll inside their own box). A mobile
 		// browser zooms out to show a page wider than its screen, so the
