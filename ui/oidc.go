@@ -25,7 +25,11 @@ import (
 // and code challenge, kept meanwhile in a short-lived HttpOnly cookie; the
 // issuer sends it back to /ui/oidc/callback with a code, which the server
 // exchanges (with the verifier) for an access token. That token is checked
-// by the same Authenticator as a pasted one and becomes the session.
+// by the same Authenticator as a pasted one and becomes the session. The
+// refresh token that comes with it is kept in a cookie of its own: when
+// the access token is refused (it expired: Keycloak's last five minutes),
+// the server trades the refresh token for a new one and the user stays
+// signed in, for as long as the issuer lets the session live.
 
 // OIDC configures sign-in through an external issuer.
 type OIDC struct {
@@ -42,8 +46,13 @@ type OIDC struct {
 }
 
 const (
-	oidcCookie = "eim_oidc"
-	oidcFlow   = 10 * time.Minute // how long a sign-in at the issuer may take
+	oidcCookie    = "eim_oidc"
+	refreshCookie = "eim_refresh"
+	// refreshShare is how long a refresh's result answers the other
+	// requests that came with the same refresh token (a page and its
+	// event stream): an issuer that rotates refresh tokens takes each once.
+	refreshShare = time.Minute
+	oidcFlow     = 10 * time.Minute // how long a sign-in at the issuer may take
 )
 
 // oidcClient runs the flow.
@@ -54,6 +63,16 @@ type oidcClient struct {
 	mu        sync.Mutex
 	endpoints *oidcEndpoints
 	fetched   time.Time
+	refreshes map[[32]byte]*refreshCall // by the refresh token's digest
+}
+
+// refreshCall is one trade of a refresh token, shared by the requests
+// that bring the same one meanwhile.
+type refreshCall struct {
+	done            chan struct{}
+	access, refresh string
+	err             error
+	at              time.Time
 }
 
 type oidcEndpoints struct {
@@ -196,7 +215,7 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "the identity provider sent no code")
 		return
 	}
-	tok, err := h.oidcExchange(r, code, verifier)
+	tok, refresh, err := h.oidcExchange(r, code, verifier)
 	if err != nil {
 		h.log.Warn("ui: OIDC code exchange", "issuer", h.oidc.cfg.Issuer, "error", err)
 		fail(http.StatusBadGateway, "the identity provider did not give a token for the sign-in; try again")
@@ -212,6 +231,11 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setSession(w, r, tok, 0)
+	if refresh != "" && len(refresh) <= maxTokenLen {
+		setRefresh(w, r, refresh, 0)
+	} else {
+		setRefresh(w, r, "", -1)
+	}
 	if next == "" {
 		next = "/ui/"
 	}
@@ -221,34 +245,108 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "signedin", &view{Title: "Signed in", Data: template.URL(next)})
 }
 
-// oidcExchange trades the code for an access token at the token endpoint.
-func (h *Handler) oidcExchange(r *http.Request, code, verifier string) (string, error) {
-	ep, err := h.oidc.discover(r.Context())
+// oidcExchange trades the code for an access token (and the refresh
+// token, when the issuer gives one) at the token endpoint.
+func (h *Handler) oidcExchange(r *http.Request, code, verifier string) (string, string, error) {
+	return h.oidc.token(r.Context(), url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirectURI(r)},
+		"client_id": {h.oidc.cfg.ClientID}, "code_verifier": {verifier}})
+}
+
+// token posts a grant to the issuer's token endpoint and returns the
+// access token and the refresh token (if any).
+func (c *oidcClient) token(ctx context.Context, form url.Values) (string, string, error) {
+	ep, err := c.discover(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirectURI(r)},
-		"client_id": {h.oidc.cfg.ClientID}, "code_verifier": {verifier}}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, ep.Token, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.Token, strings.NewReader(form.Encode()))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	res, err := h.oidc.hc.Do(req)
+	res, err := c.hc.Do(req)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer res.Body.Close()
 	var out struct {
-		AccessToken string `json:"access_token"`
-		Error       string `json:"error"`
+		AccessToken  string `json:"access_token"`
+		RefreshToken string `json:"refresh_token"`
+		Error        string `json:"error"`
 	}
 	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&out); err != nil {
-		return "", fmt.Errorf("token endpoint: %s: %w", res.Status, err)
+		return "", "", fmt.Errorf("token endpoint: %s: %w", res.Status, err)
 	}
 	if res.StatusCode != http.StatusOK || out.AccessToken == "" {
-		return "", fmt.Errorf("token endpoint: %s %s", res.Status, out.Error)
+		return "", "", fmt.Errorf("token endpoint: %s %s", res.Status, out.Error)
 	}
-	return out.AccessToken, nil
+	return out.AccessToken, out.RefreshToken, nil
+}
+
+// refreshSession trades the session's refresh token for a new access
+// token when the issuer is configured and the browser has one; it sets
+// the new session (and the new refresh token, if the issuer rotated it)
+// in w's cookies. A refresh token the issuer no longer takes is dropped:
+// the user signs in again.
+func (h *Handler) refreshSession(w http.ResponseWriter, r *http.Request) (*eim.Principal, string) {
+	if h.oidc == nil {
+		return nil, ""
+	}
+	ck, err := r.Cookie(refreshCookie)
+	if err != nil || ck.Value == "" {
+		return nil, ""
+	}
+	access, refresh, err := h.oidc.refresh(r.Context(), ck.Value)
+	if err != nil {
+		h.log.Info("ui: session not refreshed: sign in again", "issuer", h.oidc.cfg.Issuer, "error", err)
+		setRefresh(w, r, "", -1)
+		return nil, ""
+	}
+	p, err := h.authn.Authenticate(r.Context(), access)
+	if err != nil || p == nil || len(access) > maxTokenLen {
+		setRefresh(w, r, "", -1)
+		return nil, ""
+	}
+	setSession(w, r, access, 0)
+	if refresh != "" && refresh != ck.Value && len(refresh) <= maxTokenLen {
+		setRefresh(w, r, refresh, 0)
+	}
+	return p, access
+}
+
+// refresh trades a refresh token once for the requests that bring it
+// within refreshShare.
+func (c *oidcClient) refresh(ctx context.Context, token string) (string, string, error) {
+	key := sha256.Sum256([]byte(token))
+	now := time.Now()
+	c.mu.Lock()
+	if c.refreshes == nil {
+		c.refreshes = map[[32]byte]*refreshCall{}
+	}
+	for k, rc := range c.refreshes {
+		if now.Sub(rc.at) > refreshShare {
+			delete(c.refreshes, k)
+		}
+	}
+	rc, ok := c.refreshes[key]
+	if !ok {
+		rc = &refreshCall{done: make(chan struct{}), at: now}
+		c.refreshes[key] = rc
+	}
+	c.mu.Unlock()
+	if ok {
+		select {
+		case <-rc.done:
+			return rc.access, rc.refresh, rc.err
+		case <-ctx.Done():
+			return "", "", ctx.Err()
+		}
+	}
+	// Not the request's context: the others wait on this trade too.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	rc.access, rc.refresh, rc.err = c.token(tctx, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {token}, "client_id": {c.cfg.ClientID}})
+	close(rc.done)
+	return rc.access, rc.refresh, rc.err
 }

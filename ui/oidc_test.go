@@ -1,19 +1,24 @@
 package ui_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/ui"
 )
 
@@ -143,5 +148,161 @@ func TestOIDCSignIn(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusBadGateway || len(jar2.Cookies(u)) != 0 {
 		t.Errorf("a refused code exchange: got %d with cookies %v, want 502 and no session", res.StatusCode, jar2.Cookies(u))
+	}
+}
+
+// liveTokens is an Authenticator whose tokens can expire while the test
+// runs.
+type liveTokens struct {
+	mu sync.Mutex
+	ok map[string]bool
+}
+
+func (lt *liveTokens) set(tok string, valid bool) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.ok[tok] = valid
+}
+
+func (lt *liveTokens) Authenticate(_ context.Context, tok string) (*eim.Principal, error) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if !lt.ok[tok] {
+		return nil, eim.Errorf(eim.EUNAUTHORIZED, "token expired")
+	}
+	return &eim.Principal{Subject: "oidc-user", Roles: []string{eim.RoleAdmin}}, nil
+}
+
+// TestOIDCRefresh: a session signed in through the issuer outlives its
+// access token: the server trades the refresh token (once for requests
+// that come together, rotated as the issuer rotates it) and the user
+// stays on the page; a form made before the refresh is still taken; a
+// refresh token the issuer refuses ends the session.
+func TestOIDCRefresh(t *testing.T) {
+	e := newEnv(t, proj)
+	lt := &liveTokens{ok: map[string]bool{"acc-1": true}}
+	var mu sync.Mutex
+	grants, refuse := 0, false
+	next := 1
+	mux := http.NewServeMux()
+	var iss *httptest.Server
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": iss.URL, "authorization_endpoint": iss.URL + "/auth", "token_endpoint": iss.URL + "/token"})
+	})
+	mux.HandleFunc("GET /auth", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {"c"}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
+	})
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r.PostFormValue("grant_type") {
+		case "authorization_code":
+			_ = json.NewEncoder(w).Encode(map[string]string{"access_token": "acc-1", "refresh_token": "ref-1"})
+		case "refresh_token":
+			grants++
+			if refuse || r.PostFormValue("refresh_token") != fmt.Sprintf("ref-%d", next) || r.PostFormValue("client_id") != "eim-ui" {
+				w.WriteHeader(http.StatusBadRequest)
+				_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant"})
+				return
+			}
+			next++
+			acc := fmt.Sprintf("acc-%d", next)
+			lt.set(acc, true)
+			_ = json.NewEncoder(w).Encode(map[string]string{"access_token": acc, "refresh_token": fmt.Sprintf("ref-%d", next)})
+		}
+	})
+	iss = httptest.NewServer(mux)
+	defer iss.Close()
+	h, err := ui.New(e.inv, lt, ui.Options{OIDC: &ui.OIDC{Issuer: iss.URL, ClientID: "eim-ui"}, API: httpapi.InProcess(httpapi.New(e.inv, lt, httpapi.Options{}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	u, _ := url.Parse(srv.URL + "/ui/")
+	cookie := func(name string) string {
+		for _, ck := range jar.Cookies(u) {
+			if ck.Name == name {
+				return ck.Value
+			}
+		}
+		return ""
+	}
+	get := func(path string) (int, string, string) {
+		t.Helper()
+		res, err := c.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res.StatusCode, res.Request.URL.Path, string(b)
+	}
+	if code, _, _ := get("/ui/oidc/start"); code != 200 || cookie("eim_session") != "acc-1" || cookie("eim_refresh") != "ref-1" {
+		t.Fatalf("sign-in: %d, session %q, refresh %q", code, cookie("eim_session"), cookie("eim_refresh"))
+	}
+
+	// The access token expires; three requests come at once (a page, its
+	// event stream, another tab): one trade, all served.
+	lt.set("acc-1", false)
+	var wg sync.WaitGroup
+	paths := make([]string, 3)
+	for i := range paths {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/p/acme/hosts", nil)
+			req.AddCookie(&http.Cookie{Name: "eim_session", Value: "acc-1"})
+			req.AddCookie(&http.Cookie{Name: "eim_refresh", Value: "ref-1"})
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				paths[i] = res.Request.URL.Path
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	if grants != 1 || !slices.Equal(paths, []string{"/ui/p/acme/hosts", "/ui/p/acme/hosts", "/ui/p/acme/hosts"}) {
+		t.Errorf("three requests with an expired token: %d refresh grants, served %q; want one grant, all served", grants, paths)
+	}
+	mu.Unlock()
+	// The browser's own request: refreshed in place, the new tokens kept.
+	if code, path, _ := get("/ui/p/acme/hosts"); code != 200 || path != "/ui/p/acme/hosts" || cookie("eim_session") != "acc-2" || cookie("eim_refresh") != "ref-2" {
+		t.Fatalf("a page after the access token expired: %d at %s, session %q, refresh %q; want the page, acc-2 and ref-2", code, path, cookie("eim_session"), cookie("eim_refresh"))
+	}
+
+	// A form made before the next expiry is taken after the refresh.
+	_, _, page := get("/ui/p/acme/locations")
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no CSRF token on the locations page")
+	}
+	lt.set("acc-2", false)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ui/p/acme/regions", strings.NewReader(url.Values{"csrf": {m[1]}, "name": {"after-refresh"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", srv.URL)
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	c.CheckRedirect = nil
+	if res.StatusCode != http.StatusSeeOther || cookie("eim_session") != "acc-3" {
+		t.Errorf("a form sent after its session's token expired: got %d, session %q; want 303 and acc-3", res.StatusCode, cookie("eim_session"))
+	}
+
+	// The issuer ends the session: the next page asks to sign in again.
+	lt.set("acc-3", false)
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	if code, path, _ := get("/ui/p/acme/hosts"); code != 200 || path != "/ui/login" || cookie("eim_refresh") != "" {
+		t.Errorf("a refused refresh: %d at %s, refresh cookie %q; want the sign-in page and no refresh cookie", code, path, cookie("eim_refresh"))
 	}
 }

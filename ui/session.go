@@ -66,6 +66,23 @@ func sessionToken(r *http.Request) string {
 	return c.Value
 }
 
+// setRefresh keeps (or, maxAge -1, drops) the refresh token of a session
+// signed in through the issuer: HttpOnly as the session, sent only to the
+// UI's pages.
+func setRefresh(w http.ResponseWriter, r *http.Request, token string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name: refreshCookie, Value: token, Path: "/ui/", MaxAge: maxAge,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// dropRefresh drops the refresh token the browser sent, if any.
+func dropRefresh(w http.ResponseWriter, r *http.Request) {
+	if _, err := r.Cookie(refreshCookie); err == nil {
+		setRefresh(w, r, "", -1)
+	}
+}
+
 func setSession(w http.ResponseWriter, r *http.Request, token string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: token, Path: "/ui/", MaxAge: maxAge,
@@ -84,6 +101,22 @@ func (h *Handler) principal(r *http.Request) (*eim.Principal, string) {
 		return nil, ""
 	}
 	return p, tok
+}
+
+// session is principal, and for a session signed in through the issuer
+// whose access token was refused (expired, most often) a new one from
+// its refresh token (see refreshSession), set in w's cookies. prev is the
+// refused token when it was replaced, whose CSRF tokens this request still
+// takes (the form was made before).
+func (h *Handler) session(w http.ResponseWriter, r *http.Request) (p *eim.Principal, tok, prev string) {
+	if p, tok = h.principal(r); p != nil {
+		return p, tok, ""
+	}
+	old := sessionToken(r)
+	if p, tok = h.refreshSession(w, r); p != nil {
+		return p, tok, old
+	}
+	return nil, "", ""
 }
 
 // read wraps a project page that only reads: the project's read role.
@@ -114,7 +147,7 @@ func (h *Handler) write(fn func(http.ResponseWriter, *http.Request, *call) error
 // (clusters: a clusters page, open to the cluster roles too) before fn.
 func (h *Handler) inProject(write, clusters bool, fn func(http.ResponseWriter, *http.Request, *call) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, tok := h.principal(r)
+		p, tok, prev := h.session(w, r)
 		if p == nil {
 			if r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/events") && !strings.HasSuffix(r.URL.Path, "/log") {
 				http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -157,7 +190,8 @@ func (h *Handler) inProject(write, clusters bool, fn func(http.ResponseWriter, *
 			case !sameOrigin(r):
 				h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "refused: the form was sent from another site"))
 				return
-			case subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf)) != 1:
+			case subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf)) != 1 &&
+				(prev == "" || subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(csrfToken(prev))) != 1):
 				h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "refused: the form's security token is missing or stale; reload the page and try again"))
 				return
 			case !c.canWrite:
@@ -198,7 +232,7 @@ func (h *Handler) readableProjects(r *http.Request, p *eim.Principal) []string {
 
 // home sends a signed-in user to their first project.
 func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
-	p, _ := h.principal(r)
+	p, _, _ := h.session(w, r)
 	if p == nil {
 		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 		return
@@ -260,6 +294,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setSession(w, r, tok, 0)
+	dropRefresh(w, r) // a pasted token is not refreshed
 	if next == "" {
 		next = "/ui/"
 	}
@@ -273,6 +308,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setSession(w, r, "", -1)
+	dropRefresh(w, r)
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 
