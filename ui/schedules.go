@@ -234,7 +234,17 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request, c *call
 	name := strings.TrimSpace(f.Get("name"))
 	status := eim.ScheduleStatus(cmp.Or(f.Get("status"), "SCHEDULE_STATUS_MAINTENANCE"))
 	var host, site, region string
-	switch tgt := f.Get("target"); {
+	tgt := f.Get("target")
+	if one := strings.TrimSpace(f.Get("host")); one != "" {
+		if !eim.ValidID(eim.KindHost, one) {
+			if len(one) > 32 {
+				one = one[:32] + "…"
+			}
+			return h.scheduleFormError(w, r, c, eim.Errorf(eim.EINVALID, "host: %q is not a host ID (host- and 8 hex digits)", one))
+		}
+		tgt = one
+	}
+	switch {
 	case strings.HasPrefix(tgt, "site-"):
 		site = tgt
 	case strings.HasPrefix(tgt, "region-"):

@@ -678,6 +678,17 @@ func TestFormsWriteThroughTheAPI(t *testing.T) {
 		t.Errorf("the schedule made by the form: %+v %v", got, err)
 	}
 
+	// A single window of one host.
+	one := url.Values{"name": {"swap-disk"}, "kind": {"single"}, "host": {hostID}, "target": {site}, "start": {"2026-12-01T02:00"}, "end": {"2026-12-01T04:00"}}
+	id = created(send(e, "/ui/p/acme/schedules", "/ui/p/acme/schedules", one), "created")
+	if got, err := e.inv.Get(ctx, proj, eim.KindSingleSchedule, id); err != nil || got.(*eim.SingleSchedule).TargetHostID != hostID || got.(*eim.SingleSchedule).TargetSiteID != "" || got.(*eim.SingleSchedule).EndSeconds-got.(*eim.SingleSchedule).StartSeconds != 7200 {
+		t.Errorf("the host's window made by the form: %+v %v", got, err)
+	}
+	one.Set("host", "plant-1")
+	if w := send(e, "/ui/p/acme/schedules", "/ui/p/acme/schedules", one); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "not a host ID") {
+		t.Errorf("a window of a host named wrongly: got %d", w.Code)
+	}
+
 	// A deployment without the maintenance module: the API refuses the
 	// schedule, and the form shows why.
 	apiOnly := newEnvAt(t, proj, filepath.Join(t.TempDir(), "eim.db"), func(st *sqlstore.Store, inv *inventory.Service, authn tokens, o *ui.Options) {
