@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -24,6 +25,12 @@ type Tree struct {
 	siteRegion   map[string]string
 	policies     map[string]*eim.OSUpdatePolicy
 	oses         map[string]*eim.OS
+
+	// plans holds one plan of each version made from this tree: the
+	// hosts of a site with one OS and policy share their plan instead of
+	// a copy each (100,000 of them kept on the host view).
+	mu    sync.Mutex
+	plans map[string]*maintenancev1.GetPlanResponse
 }
 
 // Facts are what one host's plan depends on: its site, and its
@@ -158,7 +165,16 @@ func (t *Tree) Plan(f Facts) (*maintenancev1.GetPlanResponse, string) {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(p)
 	sum := sha256.Sum256(b)
 	v := hex.EncodeToString(sum[:16])
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if same, ok := t.plans[v]; ok {
+		return same, same.Version // read only from here on, as every plan
+	}
+	if t.plans == nil {
+		t.plans = map[string]*maintenancev1.GetPlanResponse{}
+	}
 	p.Version = v
+	t.plans[v] = p
 	return p, v
 }
 
