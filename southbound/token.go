@@ -125,7 +125,10 @@ func (s *Server) issue(r *http.Request, req tokenRequest) (tokenResponse, *oauth
 	if cred.Revoked() {
 		return tokenResponse{}, badCredentials("credentials revoked")
 	}
-	claims := auth.NodeClaims{Subject: req.ClientID, HostID: cred.HostID, Project: cred.Project, Gen: cred.Gen}
+	// The claims outlive the request (the verifier remembers them): the
+	// client ID is copied out of the form body, which holds the secret
+	// too and would otherwise stay in memory with it.
+	claims := auth.NodeClaims{Subject: strings.Clone(req.ClientID), HostID: cred.HostID, Project: cred.Project, Gen: cred.Gen}
 	tok, exp, err := s.issuer.MintNode(claims, s.ttl)
 	if err != nil {
 		s.log.Error("token request: mint", "host", hostID, "error", err)
