@@ -149,9 +149,12 @@ func testClusterLifecycle(t *testing.T, database string) {
 		!strings.Contains(fl.NodeHealth.Message, msg) || !strings.Contains(nodeOf(fl, bad).Status.Reason, msg) {
 		t.Errorf("flaky after the failure: %s\nwant failed, an error naming %s and %q", asJSON(fl), bad, msg)
 	}
-	w.until("flaky", "the failed install retried", func(c *client.Cluster) bool {
+	// Retried, and failed again: the node's failure is reported anew (a
+	// later time), not only its new attempt (which the simulator would be
+	// stopped in the middle of).
+	w.until("flaky", "the failed install retried and failed again", func(c *client.Cluster) bool {
 		n := nodeOf(c, bad)
-		return n != nil && n.Status.Condition == "STATUS_CONDITION_NOTREADY" && n.Status.Timestamp != failedAt
+		return n != nil && n.Status.Condition == "STATUS_CONDITION_NOTREADY" && n.Status.Timestamp != failedAt && strings.Contains(n.Status.Reason, msg)
 	})
 	// The node healed (its simulator replaced by a healthy one): ACTIVE at
 	// the version it failed, and the cluster is ready without a new request.
