@@ -124,7 +124,6 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 	return h
 }
 
-// ServeHTTP applies the limits every request is subject to, then routes.
 type inProcessKey struct{}
 
 // InProcess returns api (a handler New made) for a module of the same
@@ -138,6 +137,7 @@ func InProcess(api http.Handler) http.Handler {
 	})
 }
 
+// ServeHTTP applies the limits every request is subject to, then routes.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rid := requestID(r)

@@ -51,7 +51,9 @@ const (
 	// refreshShare is how long a refresh's result answers the other
 	// requests that came with the same refresh token (a page and its
 	// event stream): an issuer that rotates refresh tokens takes each once.
-	refreshShare = time.Minute
+	// Short, as it is also how long a replayed old refresh token would be
+	// answered without the issuer seeing it.
+	refreshShare = 10 * time.Second
 	oidcFlow     = 10 * time.Minute // how long a sign-in at the issuer may take
 )
 

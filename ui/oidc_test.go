@@ -30,6 +30,11 @@ type fakeIssuer struct {
 	challenge map[string]string // code → code_challenge
 	token     string            // the access token it gives
 	lastAuth  url.Values
+	// refresh is the refresh token it gives with the access token (none
+	// when empty); onRefresh answers a refresh_token grant (the access and
+	// refresh tokens, or ok false for invalid_grant).
+	refresh   string
+	onRefresh func(token, clientID string) (access, refresh string, ok bool)
 }
 
 func newFakeIssuer(t *testing.T, token string) *fakeIssuer {
@@ -53,6 +58,16 @@ func newFakeIssuer(t *testing.T, token string) *fakeIssuer {
 		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {code}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
 	})
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		if r.PostFormValue("grant_type") == "refresh_token" && fi.onRefresh != nil {
+			access, refresh, ok := fi.onRefresh(r.PostFormValue("refresh_token"), r.PostFormValue("client_id"))
+			if !ok {
+				w.WriteHeader(http.StatusBadRequest)
+				_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant"})
+				return
+			}
+			_ = json.NewEncoder(w).Encode(map[string]string{"access_token": access, "refresh_token": refresh})
+			return
+		}
 		fi.mu.Lock()
 		want := fi.challenge[r.PostFormValue("code")]
 		fi.mu.Unlock()
@@ -62,7 +77,11 @@ func newFakeIssuer(t *testing.T, token string) *fakeIssuer {
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant"})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"access_token": fi.token, "token_type": "Bearer"})
+		answer := map[string]string{"access_token": fi.token, "token_type": "Bearer"}
+		if fi.refresh != "" {
+			answer["refresh_token"] = fi.refresh
+		}
+		_ = json.NewEncoder(w).Encode(answer)
 	})
 	fi.srv = httptest.NewServer(mux)
 	t.Cleanup(fi.srv.Close)
@@ -184,36 +203,21 @@ func TestOIDCRefresh(t *testing.T) {
 	var mu sync.Mutex
 	grants, refuse := 0, false
 	next := 1
-	mux := http.NewServeMux()
-	var iss *httptest.Server
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": iss.URL, "authorization_endpoint": iss.URL + "/auth", "token_endpoint": iss.URL + "/token"})
-	})
-	mux.HandleFunc("GET /auth", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {"c"}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
-	})
-	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+	fi := newFakeIssuer(t, "acc-1")
+	fi.refresh = "ref-1"
+	fi.onRefresh = func(token, clientID string) (string, string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		switch r.PostFormValue("grant_type") {
-		case "authorization_code":
-			_ = json.NewEncoder(w).Encode(map[string]string{"access_token": "acc-1", "refresh_token": "ref-1"})
-		case "refresh_token":
-			grants++
-			if refuse || r.PostFormValue("refresh_token") != fmt.Sprintf("ref-%d", next) || r.PostFormValue("client_id") != "eim-ui" {
-				w.WriteHeader(http.StatusBadRequest)
-				_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant"})
-				return
-			}
-			next++
-			acc := fmt.Sprintf("acc-%d", next)
-			lt.set(acc, true)
-			_ = json.NewEncoder(w).Encode(map[string]string{"access_token": acc, "refresh_token": fmt.Sprintf("ref-%d", next)})
+		grants++
+		if refuse || token != fmt.Sprintf("ref-%d", next) || clientID != "eim-ui" {
+			return "", "", false
 		}
-	})
-	iss = httptest.NewServer(mux)
-	defer iss.Close()
+		next++
+		acc := fmt.Sprintf("acc-%d", next)
+		lt.set(acc, true)
+		return acc, fmt.Sprintf("ref-%d", next), true
+	}
+	iss := fi.srv
 	h, err := ui.New(e.inv, lt, ui.Options{OIDC: &ui.OIDC{Issuer: iss.URL, ClientID: "eim-ui"}, API: httpapi.InProcess(httpapi.New(e.inv, lt, httpapi.Options{}))})
 	if err != nil {
 		t.Fatal(err)
