@@ -29,8 +29,9 @@
 //   - enums: exact names, checked against the enum's values (the
 //     unspecified one also matches the unset, empty value);
 //   - integers, booleans, and times (RFC 3339 or unix seconds);
-//   - metadata='{"key":"k","value":"v"}' or '{"key":"k"}' for labels, and
-//     list=value for a list of strings that holds value.
+//   - metadata='{"key":"k","value":"v"}' or '{"key":"k"}' for labels, or
+//     several of them separated by commas for a resource holding them all,
+//     and list=value for a list of strings that holds value.
 //
 // The ":" operator, functions other than has, and global text search are
 // rejected with EINVALID, as are unknown fields, unstored fields and

@@ -3,6 +3,7 @@ package filter
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -196,36 +197,64 @@ func jsonArray(col string) string {
 	return "CASE WHEN json_valid(" + col + ") THEN " + col + " ELSE '[]' END"
 }
 
-// metadataPredicate matches a label: metadata='{"key":"k","value":"v"}', or
-// only the key. Keys and values compare exactly.
+// metadataPredicate matches labels: metadata='{"key":"k","value":"v"}', or
+// only the key, or several of either separated by commas
+// ('{"key":"k1","value":"v1"},{"key":"k2"}', as the original's clients send
+// them), which match a resource holding every one of them. Keys and values
+// compare exactly, against the resource's own labels (not inherited ones).
 func (c *compiler) metadataPredicate(col, name, op string, v literal) (string, error) {
 	if op != fnEq && op != fnNe {
 		return "", eim.Errorf(eim.EINVALID, "filter: %s: only = and != apply, not %s", name, op)
 	}
-	var item struct {
+	type item struct {
 		Key   *string `json:"key"`
 		Value *string `json:"value"`
 	}
-	dec := json.NewDecoder(strings.NewReader(v.text))
+	var items []item
+	dec := json.NewDecoder(strings.NewReader("[" + v.text + "]"))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&item); err != nil || dec.More() || item.Key == nil || *item.Key == "" {
-		return "", eim.Errorf(eim.EINVALID, `filter: %s: want '{"key":"k","value":"v"}' or '{"key":"k"}', got %q`, name, v.text)
+	err := dec.Decode(&items)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data")
+	}
+	if err == nil && len(items) == 0 {
+		err = errors.New("no label")
+	}
+	for _, it := range items {
+		if err == nil && (it.Key == nil || *it.Key == "") {
+			err = errors.New("no key")
+		}
+	}
+	if err != nil {
+		return "", eim.Errorf(eim.EINVALID, `filter: %s: want '{"key":"k","value":"v"}' or '{"key":"k"}', or several of them separated by commas, got %q`, name, v.text)
 	}
 	var sql string
 	if c.d == Postgres {
-		probe := map[string]string{"key": *item.Key}
-		if item.Value != nil {
-			probe["value"] = *item.Value
+		// Containment of an array: every probe is in the labels.
+		probes := make([]any, 0, len(items))
+		for _, it := range items {
+			probe := map[string]string{"key": *it.Key}
+			if it.Value != nil {
+				probe["value"] = *it.Value
+			}
+			probes = append(probes, probe)
 		}
-		sql = col + " @> " + c.arg(mustJSON([]any{probe})) + "::jsonb"
+		sql = col + " @> " + c.arg(mustJSON(probes)) + "::jsonb"
 	} else {
-		t := c.newAlias()
-		sql = "EXISTS (SELECT 1 FROM json_each(" + jsonArray(col) + ") " + t +
-			" WHERE json_extract(" + t + ".value, '$.key') = " + c.arg(*item.Key)
-		if item.Value != nil {
-			sql += " AND json_extract(" + t + ".value, '$.value') = " + c.arg(*item.Value)
+		terms := make([]string, 0, len(items))
+		for _, it := range items {
+			t := c.newAlias()
+			term := "EXISTS (SELECT 1 FROM json_each(" + jsonArray(col) + ") " + t +
+				" WHERE json_extract(" + t + ".value, '$.key') = " + c.arg(*it.Key)
+			if it.Value != nil {
+				term += " AND json_extract(" + t + ".value, '$.value') = " + c.arg(*it.Value)
+			}
+			terms = append(terms, term+")")
 		}
-		sql += ")"
+		sql = strings.Join(terms, " AND ")
+		if len(terms) > 1 {
+			sql = "(" + sql + ")"
+		}
 	}
 	if op == fnNe {
 		sql = "NOT COALESCE(" + sql + ", FALSE)"

@@ -176,6 +176,13 @@ var whereCases = []whereCase{
 	{eim.KindHost, `metadata='{"key":"role","value":"GW"}'`, hosts()},
 	{eim.KindHost, `site.metadata='{"key":"env"}'`, hosts("1")},
 	{eim.KindRegion, `metadata='{"key":"geo","value":"eu"}'`, region("1")},
+	// Several labels in one value, as the original's clients send them:
+	// every one must be held, in any order.
+	{eim.KindHost, `metadata='{"key":"env","value":"prod"},{"key":"role","value":"gw"}'`, hosts("1")},
+	{eim.KindHost, `metadata='{"key":"role","value":"gw"}, {"key":"env"}'`, hosts("1")},
+	{eim.KindHost, `metadata='{"key":"role"},{"key":"env","value":"dev"}'`, hosts()},
+	{eim.KindHost, `metadata!='{"key":"role"},{"key":"env"}'`, hosts("2", "3", "4")},
+	{eim.KindHost, `site.metadata='{"key":"env","value":"prod"},{"key":"env"}'`, hosts("1")},
 	{eim.KindInstance, `customConfigID="customconfig-00000001"`, insts("1")},
 	{eim.KindInstance, `customConfigID!="customconfig-00000001"`, insts("2")},
 	// Empty.
@@ -302,6 +309,10 @@ func TestWhereErrors(t *testing.T) {
 		{eim.KindHost, `name.first="x"`, `"name" of hosts is not a reference`},
 		{eim.KindHost, `metadata="foo"`, `metadata: want '{"key":"k","value":"v"}'`},
 		{eim.KindHost, `metadata='{"value":"v"}'`, `metadata: want`},
+		{eim.KindHost, `metadata='{"key":"a"},{"value":"v"}'`, `metadata: want`},
+		{eim.KindHost, `metadata='{"key":"a"},'`, `several of them separated by commas`},
+		{eim.KindHost, `metadata='{"key":"a"} {"key":"b"}'`, `metadata: want`},
+		{eim.KindHost, `metadata='{"key":"a","other":"b"}'`, `metadata: want`},
 		{eim.KindHost, `metadata>'{"key":"k"}'`, `metadata: only = and != apply`},
 		{eim.KindHost, `createdAt > "yesterday"`, `createdAt: "yesterday" is not an RFC 3339 time or unix seconds`},
 		{eim.KindHost, `name`, `"name" at position 1 is not a restriction`},
