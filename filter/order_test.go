@@ -37,6 +37,31 @@ func TestOrderBySQL(t *testing.T) {
 		{eim.KindHost, "site.resource_id desc", "hosts.site_id DESC NULLS LAST, hosts.id"},
 		{eim.KindInstance, "host.resourceId, os.os_resource_id", "instances.host_id ASC NULLS FIRST, instances.os_id ASC NULLS FIRST, instances.id"},
 		{eim.KindRegion, "parent_region.region_id", "regions.parent_id ASC NULLS FIRST, regions.id"},
+		// The columns of the original's tables (its ent schema), in lists:
+		// foreign keys, its row number, the tenant, columns EIM does not
+		// keep (the same in every row: no key), lists it stored as text.
+		{eim.KindSite, "site_resource_region desc, resource_id", "sites.region_id DESC NULLS LAST, sites.id"},
+		{eim.KindSite, "siteResourceRegion, site_resource_ou, site_resource_provider desc, name", "sites.region_id ASC NULLS FIRST, sites.name, sites.id"},
+		{eim.KindSite, "id desc", "sites.created_at DESC, sites.id"},
+		{eim.KindSite, "tenant_id, dns_servers, name", "sites.name, sites.id"},
+		{eim.KindRegion, "region_resource_parent_region, region_kind", "regions.parent_id ASC NULLS FIRST, regions.id"},
+		{eim.KindHost, "host_resource_site desc, host_resource_provider", "hosts.site_id DESC NULLS LAST, hosts.provider_id ASC NULLS FIRST, hosts.id"},
+		{eim.KindHost, "instance_resource_host", "(SELECT o.id FROM instances o WHERE o.host_id = hosts.id) ASC NULLS FIRST, hosts.id"},
+		{eim.KindHost, "metadata desc, pxe_mac", "COALESCE(CAST(hosts.metadata AS TEXT), '') DESC, hosts.id"},
+		{eim.KindInstance, "instance_resource_os, instance_resource_localaccount desc, instance_resource_os_update_policy, vm_cpu_cores",
+			"instances.os_id ASC NULLS FIRST, instances.local_account_id DESC NULLS LAST, instances.os_update_policy_id ASC NULLS FIRST, instances.id"},
+		{eim.KindSingleSchedule, "single_schedule_resource_target_host, single_schedule_resource_target_workload",
+			"single_schedules.target_host_id ASC NULLS FIRST, single_schedules.id"},
+		{eim.KindRepeatedSchedule, "repeated_schedule_resource_target_region desc",
+			"repeated_schedules.target_region_id DESC NULLS LAST, repeated_schedules.id"},
+		{eim.KindTelemetryProfile, "telemetry_profile_group, kind",
+			"telemetry_profiles.logs_group_id ASC NULLS FIRST, telemetry_profiles.metrics_group_id ASC NULLS FIRST, telemetry_profiles.id"},
+		{eim.KindTelemetryGroup, "groups", "COALESCE(CAST(telemetry_groups.group_items AS TEXT), ''), telemetry_groups.id"},
+		{eim.KindOSUpdatePolicy, "os_update_policy_resource_target_os", "os_update_policies.target_os_id ASC NULLS FIRST, os_update_policies.id"},
+		{eim.KindOSUpdateRun, "os_update_run_resource_instance, os_update_run_resource_applied_policy desc",
+			"os_update_runs.instance_id ASC NULLS FIRST, os_update_runs.applied_policy_id DESC NULLS LAST, os_update_runs.id"},
+		{eim.KindWorkloadMember, "workload_member_workload, workload_member_instance",
+			"workload_members.workload_id ASC NULLS FIRST, workload_members.instance_id ASC NULLS FIRST, workload_members.id"},
 	} {
 		got, err := filter.OrderBy(tc.kind, tc.orderBy)
 		if err != nil {
@@ -65,6 +90,13 @@ func TestOrderByRows(t *testing.T) {
 			{"siteId", hosts("3", "4", "1", "2")},
 			{"siteId desc", hosts("2", "1", "3", "4")},
 			{"createdAt desc, resourceId desc", hosts("2", "1", "4", "3")},
+			// The original's columns.
+			{"host_resource_site", hosts("3", "4", "1", "2")},
+			{"host_resource_site desc, tenant_id, pxe_mac", hosts("2", "1", "3", "4")},
+			{"id desc", hosts("2", "1", "3", "4")},
+			{"instance_resource_host", hosts("3", "4", "1", "2")},
+			{"instance_resource_host desc", hosts("2", "1", "3", "4")},
+			{"metadata", hosts("4", "3", "1", "2")},
 		} {
 			order, err := filter.OrderBy(eim.KindHost, tc.orderBy)
 			if err != nil {
@@ -90,7 +122,8 @@ func TestOrderByErrors(t *testing.T) {
 		{"foo", `orderBy: unknown field "foo" for hosts (known: resourceId`},
 		{"name up", `orderBy: "name up": direction must be asc or desc, not "up"`},
 		{"name desc desc", `orderBy: "name desc desc": want "field", "field asc" or "field desc"`},
-		{"metadata", `orderBy: "metadata" of hosts is a list and cannot be sorted on`},
+		{"hostNics", `orderBy: "hostNics" of hosts is a list and cannot be sorted on`},
+		{"site_resource_region", `orderBy: unknown field "site_resource_region" for hosts`},
 		{"site", `orderBy: "site" of hosts is not stored`},
 		{",name", `orderBy: empty key at position 1`},
 		{"name,", `orderBy: empty key at position 2`},
