@@ -43,6 +43,7 @@ func (s *Service) Create(ctx context.Context, project string, r eim.Resource) (e
 	}
 	nr := eim.NewResource(r.ResourceKind())
 	copyWritable(nr, r, nil)
+	noneRefs(nr)
 	if vf := eim.SchemaOf(r.ResourceKind()).Variant; vf != nil {
 		vf.Value(nr).Set(vf.Value(r))
 	}
@@ -252,6 +253,7 @@ func (s *Service) Update(ctx context.Context, project string, r eim.Resource, fi
 		}
 		nr := clone(old)
 		copyWritable(nr, r, mask)
+		noneRefs(nr)
 		if err := s.checkUpdate(old, nr, mask); err != nil {
 			return err
 		}

@@ -255,3 +255,26 @@ func TestDeleteThenRegisterAgain(t *testing.T) {
 		e.create(&eim.Host{Name: "again", UUID: h.UUID})
 	})
 }
+
+// TestInstanceNoneRefs: empty optional references mean none, in lists too
+// (customConfigID [""] from a client reusing its request object).
+func TestInstanceNoneRefs(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h, o := e.host("h", ""), e.os("ubuntu")
+		cc := e.create(&eim.CustomConfig{Name: "cfg", Config: "#cloud-config"}).(*eim.CustomConfig)
+		in := e.create(&eim.Instance{HostID: h.ResourceID, OSID: o.ResourceID, LocalAccountID: "", OSUpdatePolicyID: "",
+			CustomConfigIDs: []string{""}}).(*eim.Instance)
+		if len(in.CustomConfigIDs) != 0 || in.LocalAccountID != "" {
+			t.Errorf("created: customConfigID %q localAccountID %q, want none", in.CustomConfigIDs, in.LocalAccountID)
+		}
+		ids := []string{"", cc.ResourceID, ""}
+		up, err := e.svc.Update(e.ctx, e.proj, &eim.Instance{Meta: eim.Meta{ResourceID: in.ResourceID}, CustomConfigIDs: ids}, []string{"customConfigID"})
+		noErr(t, err)
+		if got := up.(*eim.Instance).CustomConfigIDs; len(got) != 1 || got[0] != cc.ResourceID {
+			t.Errorf("patched: customConfigID %q, want [%s]", got, cc.ResourceID)
+		}
+		if ids[0] != "" || len(ids) != 3 {
+			t.Errorf("the caller's list changed: %q", ids)
+		}
+	})
+}

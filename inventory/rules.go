@@ -41,6 +41,24 @@ func (s *Service) applyDefaults(r eim.Resource) error {
 	return nil
 }
 
+// noneRefs drops the empty entries of a list of references, which mean
+// "none" as an empty single reference does: a client that reuses one
+// request object may send customConfigID [""] for no custom config, which
+// the original took.
+func noneRefs(r eim.Resource) {
+	in, ok := r.(*eim.Instance)
+	if !ok || !slices.Contains(in.CustomConfigIDs, "") {
+		return
+	}
+	ids := make([]string, 0, len(in.CustomConfigIDs))
+	for _, id := range in.CustomConfigIDs {
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	in.CustomConfigIDs = ids
+}
+
 func hostDefaults(h *eim.Host) {
 	if h.DesiredPowerState == "" || h.DesiredPowerState == eim.PowerStateUnspecified {
 		h.DesiredPowerState = eim.PowerStateOn
