@@ -1,9 +1,12 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/eimhq/eim"
 )
@@ -89,10 +92,15 @@ const MaxLocationMatches = 50
 // regions, so that a UI can draw the branches of the tree that lead to the
 // matches. With neither ShowSites nor ShowRegions both are searched.
 //
-// The order is the original's: the matching regions, then the matching
-// sites, each kind by name; each match is followed by those of its
-// ancestors (parent first, up to the root) not listed yet. OutputElements
-// counts the matches returned, TotalElements all matches.
+// The matches are the first MaxLocationMatches of each kind by name; the
+// list is ordered as the original's tree query ordered it (its inventory's
+// GetTreeHierarchy, descending): deepest first, sites being one level below
+// the deepest region, so the matching sites come first, then the regions
+// from the deepest level up to the roots; within a level, in creation order
+// (the original's row numbers; here creation time, then ID). The regions
+// are the matching ones, the regions of the matching sites, and all their
+// ancestors, each once. OutputElements counts the matches returned,
+// TotalElements all matches.
 func (s *Service) Locations(ctx context.Context, project string, q LocationQuery) (*Locations, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
@@ -136,30 +144,53 @@ func (s *Service) Locations(ctx context.Context, project string, q LocationQuery
 		if err := e.loadRegionChains(want); err != nil {
 			return err
 		}
-		listed := map[string]bool{}
-		add := func(n LocationNode) {
-			if !listed[n.ResourceID] {
-				listed[n.ResourceID] = true
-				out.Nodes = append(out.Nodes, n)
-			}
+		slices.SortStableFunc(matchSites, func(a, b *eim.Site) int { return byCreation(&a.Meta, &b.Meta) })
+		for _, st := range matchSites {
+			out.Nodes = append(out.Nodes, LocationNode{ResourceID: st.ResourceID, ParentID: st.RegionID, Name: st.Name, Type: NodeSite})
 		}
-		ancestors := func(id string) {
+		// The matching regions, the sites' regions and their ancestors.
+		tree := map[string]*eim.Region{}
+		climb := func(id string) {
 			for depth := 0; id != "" && depth < eim.MaxRegionDepth; depth++ {
 				r := e.regions[id]
-				if r == nil {
+				if r == nil || tree[id] != nil {
 					return
 				}
-				add(LocationNode{ResourceID: r.ResourceID, ParentID: r.ParentID, Name: r.Name, Type: NodeRegion})
+				tree[id] = r
 				id = r.ParentID
 			}
 		}
 		for _, r := range matchRegions {
-			add(LocationNode{ResourceID: r.ResourceID, ParentID: r.ParentID, Name: r.Name, Type: NodeRegion})
-			ancestors(r.ParentID)
+			climb(r.ResourceID)
 		}
 		for _, st := range matchSites {
-			add(LocationNode{ResourceID: st.ResourceID, ParentID: st.RegionID, Name: st.Name, Type: NodeSite})
-			ancestors(st.RegionID)
+			climb(st.RegionID)
+		}
+		depth := func(r *eim.Region) int {
+			d := 0
+			for p := r.ParentID; p != "" && d <= eim.MaxRegionDepth; d++ {
+				pr := e.regions[p]
+				if pr == nil {
+					break
+				}
+				p = pr.ParentID
+			}
+			return d
+		}
+		regions := make([]*eim.Region, 0, len(tree))
+		depths := make(map[string]int, len(tree))
+		for id, r := range tree {
+			regions = append(regions, r)
+			depths[id] = depth(r)
+		}
+		slices.SortFunc(regions, func(a, b *eim.Region) int {
+			if c := cmp.Compare(depths[b.ResourceID], depths[a.ResourceID]); c != 0 {
+				return c
+			}
+			return byCreation(&a.Meta, &b.Meta)
+		})
+		for _, r := range regions {
+			out.Nodes = append(out.Nodes, LocationNode{ResourceID: r.ResourceID, ParentID: r.ParentID, Name: r.Name, Type: NodeRegion})
 		}
 		out.OutputElements = len(matchRegions) + len(matchSites)
 		return nil
@@ -168,4 +199,13 @@ func (s *Service) Locations(ctx context.Context, project string, q LocationQuery
 		return nil, err
 	}
 	return out, nil
+}
+
+// byCreation orders resources as the original's row numbers did: by
+// creation time, then (for those created in the same millisecond) by ID.
+func byCreation(a, b *eim.Meta) int {
+	if c := a.Timestamps.CreatedAt.Compare(b.Timestamps.CreatedAt.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ResourceID, b.ResourceID)
 }

@@ -1,12 +1,17 @@
 package inventory_test
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/sqlstore"
 )
 
 func TestRegionTree(t *testing.T) {
@@ -208,22 +213,53 @@ func TestListPagingAndBatching(t *testing.T) {
 	})
 }
 
+// runTicking is run with a store whose clock moves 1 ms at each reading,
+// so that resources created one after another have distinct creation
+// times (the locations list orders by them, as the original by its row
+// numbers).
+func runTicking(t *testing.T, f func(t *testing.T, e *env)) {
+	dsns := map[string]string{"sqlite": ""}
+	if pgURL != "" {
+		dsns["postgres"] = pgURL
+	}
+	for name, dsn := range dsns {
+		t.Run(name, func(t *testing.T) {
+			if dsn == "" {
+				dsn = filepath.Join(t.TempDir(), "eim.db")
+			}
+			start := time.Now()
+			var ticks atomic.Int64
+			st, err := sqlstore.Open(context.Background(), dsn, sqlstore.Options{Now: func() time.Time {
+				return start.Add(time.Duration(ticks.Add(1)) * time.Millisecond)
+			}})
+			if err != nil {
+				t.Fatalf("open store %s: %v", dsn, err)
+			}
+			t.Cleanup(func() { st.Close() })
+			e := &env{t: t, ctx: context.Background(), store: st, svc: inventory.New(st, inventory.Options{})}
+			e.proj = e.newProject()
+			f(t, e)
+		})
+	}
+}
+
+func locationNodes(l *inventory.Locations) []string {
+	var out []string
+	for _, n := range l.Nodes {
+		out = append(out, n.Type[len("RESOURCE_KIND_"):]+":"+n.Name+"<"+n.ParentID)
+	}
+	return out
+}
+
 func TestLocations(t *testing.T) {
-	run(t, func(t *testing.T, e *env) {
+	runTicking(t, func(t *testing.T, e *env) {
 		eu := e.region("Europe", "")
 		de := e.region("Germany", eu.ResourceID)
 		us := e.region("Americas", "")
-		ber := e.site("Berlin-1", de.ResourceID)
+		e.site("Berlin-1", de.ResourceID)
 		e.site("Boston", us.ResourceID)
 		e.site("Loose", "")
 
-		ids := func(l *inventory.Locations) []string {
-			var out []string
-			for _, n := range l.Nodes {
-				out = append(out, n.Type[len("RESOURCE_KIND_"):]+":"+n.Name+"<"+n.ParentID)
-			}
-			return out
-		}
 		cases := []struct {
 			q         inventory.LocationQuery
 			want      []string
@@ -234,11 +270,12 @@ func TestLocations(t *testing.T) {
 			{inventory.LocationQuery{Name: "ERMA", ShowRegions: true},
 				[]string{"REGION:Germany<" + eu.ResourceID, "REGION:Europe<"}, 1},
 			{inventory.LocationQuery{Name: "ERMA", ShowSites: true}, nil, 0},
+			// The sites first (in creation order), then the regions.
 			{inventory.LocationQuery{Name: "o", ShowSites: true},
-				[]string{"SITE:Boston<" + us.ResourceID, "REGION:Americas<", "SITE:Loose<"}, 2},
-			// Regions match first, each followed by the ancestors not yet listed.
+				[]string{"SITE:Boston<" + us.ResourceID, "SITE:Loose<", "REGION:Americas<"}, 2},
+			// Regions deepest first, each level in creation order.
 			{inventory.LocationQuery{Name: "e"},
-				[]string{"REGION:Americas<", "REGION:Europe<", "REGION:Germany<" + eu.ResourceID, "SITE:Berlin-1<" + de.ResourceID, "SITE:Loose<"}, 5},
+				[]string{"SITE:Berlin-1<" + de.ResourceID, "SITE:Loose<", "REGION:Germany<" + eu.ResourceID, "REGION:Europe<", "REGION:Americas<"}, 5},
 			{inventory.LocationQuery{}, nil, 6},
 		}
 		for _, c := range cases {
@@ -249,28 +286,62 @@ func TestLocations(t *testing.T) {
 					t.Errorf("got total %d output %d (%d nodes), want total and output %d", got.TotalElements, got.OutputElements, len(got.Nodes), c.wantTotal)
 				}
 				if c.want != nil || c.wantTotal == 0 {
-					g := ids(got)
+					g := locationNodes(got)
 					if !slices.Equal(g, c.want) {
 						t.Errorf("got %v, want %v", g, c.want)
 					}
 				}
 			})
 		}
-		_ = ber
 
-		// At most 50 matches of each kind; totalElements counts them all.
+		// At most 50 matches of each kind (the first by name);
+		// totalElements counts them all.
 		for i := range 55 {
-			e.site(fmt.Sprintf("many-%02d", i), de.ResourceID)
+			e.site(fmt.Sprintf("many-%02d", 54-i), de.ResourceID)
 		}
 		got := ok(e.svc.Locations(e.ctx, e.proj, inventory.LocationQuery{Name: "many", ShowSites: true})).get(t)
 		if got.TotalElements != 55 || got.OutputElements != inventory.MaxLocationMatches || len(got.Nodes) != inventory.MaxLocationMatches+2 {
 			t.Errorf("55 matches: got total %d output %d nodes %d, want 55, %d, %d", got.TotalElements, got.OutputElements, len(got.Nodes), inventory.MaxLocationMatches, inventory.MaxLocationMatches+2)
 		}
-		if g := ids(got); len(g) > 3 && (g[0] != "SITE:many-00<"+de.ResourceID || g[1] != "REGION:Germany<"+eu.ResourceID || g[2] != "REGION:Europe<" || g[3] != "SITE:many-01<"+de.ResourceID) {
-			t.Errorf("55 matches: got %v…, want many-00, its regions, then many-01", g[:4])
+		// many-49 … many-00 (created in that order), then the regions.
+		if g := locationNodes(got); len(g) == inventory.MaxLocationMatches+2 &&
+			(g[0] != "SITE:many-49<"+de.ResourceID || g[49] != "SITE:many-00<"+de.ResourceID || g[50] != "REGION:Germany<"+eu.ResourceID || g[51] != "REGION:Europe<") {
+			t.Errorf("55 matches: got %v … %v, want many-49 … many-00, Germany, Europe", g[:2], g[49:])
 		}
 		_, err := e.svc.Locations(e.ctx, e.proj, inventory.LocationQuery{Name: "a;b"})
 		wantErr(t, err, eim.EINVALID, "name")
+	})
+}
+
+// TestLocationsTreeOrder: the original's order for regions r1 ⊃ r2 ⊃ r3,
+// site s1 in r1, s2 in r2, s3 in no region: the matching sites, then the
+// regions deepest first (r3 named otherwise: not listed, being neither a
+// match nor an ancestor of one).
+func TestLocationsTreeOrder(t *testing.T) {
+	runTicking(t, func(t *testing.T, e *env) {
+		r1 := e.region("common-r1", "")
+		r2 := e.region("common-r2", r1.ResourceID)
+		e.region("other-r3", r2.ResourceID)
+		e.site("common-s1", r1.ResourceID)
+		e.site("common-s2", r2.ResourceID)
+		e.site("common-s3", "")
+		e.site("solo-s4", r1.ResourceID)
+		e.region("solo-r4", "")
+
+		got := ok(e.svc.Locations(e.ctx, e.proj, inventory.LocationQuery{Name: "common", ShowSites: true, ShowRegions: true})).get(t)
+		want := []string{"SITE:common-s1<" + r1.ResourceID, "SITE:common-s2<" + r2.ResourceID, "SITE:common-s3<",
+			"REGION:common-r2<" + r1.ResourceID, "REGION:common-r1<"}
+		if g := locationNodes(got); !slices.Equal(g, want) || got.TotalElements != 5 || got.OutputElements != 5 {
+			t.Errorf("common: got %v (total %d, output %d), want %v (5, 5)", g, got.TotalElements, got.OutputElements, want)
+		}
+		// A site and a region: the site first, then the roots in creation
+		// order, the site's region (an ancestor, not a match) before the
+		// matching region created after it.
+		got = ok(e.svc.Locations(e.ctx, e.proj, inventory.LocationQuery{Name: "solo", ShowSites: true, ShowRegions: true})).get(t)
+		want = []string{"SITE:solo-s4<" + r1.ResourceID, "REGION:common-r1<", "REGION:solo-r4<"}
+		if g := locationNodes(got); !slices.Equal(g, want) || got.TotalElements != 2 {
+			t.Errorf("solo: got %v (total %d), want %v (2)", g, got.TotalElements, want)
+		}
 	})
 }
 
