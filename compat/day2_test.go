@@ -141,30 +141,35 @@ func TestOSUpdatePoliciesAndRuns(t *testing.T) {
 	call(c.OSUpdatePolicyDeleteOSUpdatePolicy3WithResponse(ctx, p.name, str(pol.ResourceId))).ok(t)
 }
 
-// TestLocations: each match, then its ancestors; outputElements counts
-// the matches.
+// TestLocations: the matching sites, then their regions deepest first;
+// outputElements counts the matches.
 func TestLocations(t *testing.T) {
 	p := newProject(t)
 	c := p.c
 	eu := ok(c.RegionServiceCreateRegionWithResponse(ctx, p.name, rc.RegionResource{Name: ptr("europe")})).get(t)
 	de := ok(c.RegionServiceCreateRegionWithResponse(ctx, p.name, rc.RegionResource{Name: ptr("germany"), ParentId: eu.ResourceId})).get(t)
-	ok(c.SiteServiceCreateSite3WithResponse(ctx, p.name, nil, rc.SiteResource{Name: ptr("berlin-1"), RegionId: de.ResourceId})).get(t)
-	ok(c.SiteServiceCreateSite3WithResponse(ctx, p.name, nil, rc.SiteResource{Name: ptr("berlin-2")})).get(t)
+	b1 := ok(c.SiteServiceCreateSite3WithResponse(ctx, p.name, nil, rc.SiteResource{Name: ptr("berlin-1"), RegionId: de.ResourceId})).get(t)
+	b2 := ok(c.SiteServiceCreateSite3WithResponse(ctx, p.name, nil, rc.SiteResource{Name: ptr("berlin-2")})).get(t)
 
 	l := ok(c.LocationServiceListLocationsWithResponse(ctx, p.name, &rc.LocationServiceListLocationsParams{Name: ptr("berlin"), ShowSites: ptr(true), ShowRegions: ptr(true)})).get(t)
 	var got []string
 	for _, n := range l.Nodes {
 		got = append(got, n.Name)
 	}
-	want := []string{"berlin-1", "germany", "europe", "berlin-2"}
+	want := append(byCreation(*b1, *b2), "germany", "europe") // berlin-1, berlin-2 unless created in the same millisecond
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
 		t.Errorf("locations: got %v, want %v", got, want)
 	}
 	if *l.OutputElements != 2 || *l.TotalElements != 2 {
 		t.Errorf("locations: output %d total %d, want 2 and 2", *l.OutputElements, *l.TotalElements)
 	}
-	if l.Nodes[0].ParentId != str(de.ResourceId) || l.Nodes[1].Type != rc.RESOURCEKINDREGION {
-		t.Errorf("locations: first parent %q, second type %s", l.Nodes[0].ParentId, l.Nodes[1].Type)
+	if l.Nodes[2].ParentId != str(eu.ResourceId) || l.Nodes[2].Type != rc.RESOURCEKINDREGION || l.Nodes[3].ParentId != "" {
+		t.Errorf("locations: third parent %q type %s, fourth parent %q", l.Nodes[2].ParentId, l.Nodes[2].Type, l.Nodes[3].ParentId)
+	}
+	for _, n := range l.Nodes[:2] {
+		if want := map[string]string{"berlin-1": str(de.ResourceId), "berlin-2": ""}[n.Name]; n.ParentId != want || n.Type != rc.RESOURCEKINDSITE {
+			t.Errorf("locations: %s parent %q type %s, want %q and a site", n.Name, n.ParentId, n.Type, want)
+		}
 	}
 	call(c.LocationServiceListLocationsWithResponse(ctx, p.name, &rc.LocationServiceListLocationsParams{Name: ptr("a;b")})).fails(t, 400, "InvalidArgument", "name")
 }
