@@ -191,6 +191,9 @@ func (b *BMC) Actions() []Action {
 // Sessions returns the number of open sessions.
 func (b *BMC) Sessions() int { return b.sessions.count() }
 
+// SessionsOpened returns the number of sessions opened so far.
+func (b *BMC) SessionsOpened() int { return b.sessions.opened() }
+
 // BootOverride returns a system's boot override settings as the BMC holds
 // them: target, enabled (Disabled, Once, Continuous) and mode.
 func (b *BMC) BootOverride(systemID string) (target, enabled, mode string, ok bool) {

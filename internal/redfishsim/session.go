@@ -56,6 +56,12 @@ func (ss *sessions) count() int {
 	return len(ss.byID)
 }
 
+func (ss *sessions) opened() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.next
+}
+
 func (ss *sessions) create(user string) (*session, *apiError) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
