@@ -268,6 +268,25 @@ func TestQEMUMachine(t *testing.T) {
 	if m.PID() == third || m.PID() == 0 {
 		t.Errorf("power cycle: pid %d, want a new one (was %d)", m.PID(), third)
 	}
+
+	// A graceful restart: the power button, then, once the guest is off
+	// (here quit from outside, as a guest that shuts down ends its QEMU),
+	// a new start.
+	before := m.PID()
+	reset("GracefulRestart")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q, err := redfishsim.DialQMP(ctx, "unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Status(ctx); err != nil || st != "running" {
+		t.Fatalf("after the power button: got %q, %v, want running", st, err)
+	}
+	_, _ = q.Execute(ctx, "quit", nil)
+	q.Close()
+	eventually(t, 30*time.Second, "the restarted VM", func() bool { return m.PID() != 0 && m.PID() != before && state() == "On" })
+
 	a := e.do(t, "POST", sys1+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "Nmi"}, nil)
 	if a.status != 500 || !strings.Contains(string(a.raw), "not currently supported") {
 		t.Errorf("NMI on a machine without CPUs: got %d %s, want 500 with QEMU's error", a.status, a.raw)
