@@ -76,6 +76,12 @@ func (e *emitRefs) emptyInstance() *eim.Instance {
 }
 
 func (e *emitRefs) region(r *eim.Region) {
+	if r == e.noRegion {
+		// The shared empty region ends the chain (its parentRegion is
+		// null, as the original's): filling it in would make it its own
+		// parent, a cycle, when a second path reaches it.
+		return
+	}
 	if r.TotalSites == nil {
 		r.TotalSites = &e.zero
 	}
