@@ -99,3 +99,21 @@ func TestNestedReadOnlyTypes(t *testing.T) {
 		})
 	}
 }
+
+// Every field type of every kind has a type check: whatever JSON a client
+// sends on a read-only field, the answer is ok or a 400, never the 500 of
+// a type without a decoder.
+func TestReadOnlyCheckCoversEveryType(t *testing.T) {
+	for _, k := range eim.Kinds() {
+		for _, f := range eim.SchemaOf(k).Fields {
+			if f.Name == "" {
+				continue
+			}
+			for _, raw := range []string{`12`, `"x"`, `true`, `{}`, `[]`, `[{}]`, `null`} {
+				if err := checkReadOnly(f.Name, f.Type, json.RawMessage(raw), 0); err != nil && eim.ErrorCode(err) != eim.EINVALID {
+					t.Errorf("%s.%s (%s) = %s: got %v, want ok or %s", k, f.Name, f.Type, raw, err, eim.EINVALID)
+				}
+			}
+		}
+	}
+}
