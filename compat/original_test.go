@@ -259,3 +259,48 @@ func metadata(md *[]rc.MetadataItem) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// TestMemberOfHostAtSite is issue 31's scenario as a client of the original
+// drives it: a workload member whose instance's host is at a site answered
+// 500 (its answer could not be encoded) although it was created, and from
+// then on every list and get of the project's members answered 500 too, on
+// both path families. The member's answer shows the host's site and region.
+func TestMemberOfHostAtSite(t *testing.T) {
+	p := newProject(t)
+	c := p.c
+	r := ok(c.RegionServiceCreateRegionWithResponse(ctx, p.name, rc.RegionResource{Name: ptr("r")})).get(t)
+	s := ok(c.SiteServiceCreateSiteWithResponse(ctx, p.name, str(r.ResourceId), rc.SiteResource{Name: ptr("s"), RegionId: r.ResourceId})).get(t)
+	h := ok(c.HostServiceCreateHostWithResponse(ctx, p.name, rc.HostResource{Name: "h", Uuid: ptr(newUUID()), SiteId: s.ResourceId})).get(t)
+	os1 := ok(c.OperatingSystemServiceCreateOperatingSystemWithResponse(ctx, p.name, rc.OperatingSystemResource{Name: ptr("os"), Sha256: sha})).get(t)
+	in := ok(c.InstanceServiceCreateInstanceWithResponse(ctx, p.name, rc.InstanceResource{Name: ptr("i"), Kind: ptr(rc.INSTANCEKINDMETAL),
+		HostID: h.ResourceId, OsID: os1.ResourceId})).get(t)
+	w := ok(c.WorkloadServiceCreateWorkload3WithResponse(ctx, p.name, rc.WorkloadResource{Kind: rc.WORKLOADKINDCLUSTER,
+		Name: ptr("w"), ExternalId: ptr("w"), Status: ptr("ok")})).get(t)
+
+	m := ok(c.WorkloadMemberServiceCreateWorkloadMemberWithResponse(ctx, p.name, rc.WorkloadMember{Kind: rc.WORKLOADMEMBERKINDCLUSTERNODE,
+		WorkloadId: w.ResourceId, InstanceId: in.ResourceId})).get(t)
+	mid := str(m.ResourceId)
+	for name, got := range map[string]*rc.WorkloadMember{
+		"create":     m,
+		"get":        ok(c.WorkloadMemberServiceGetWorkloadMemberWithResponse(ctx, p.name, mid)).get(t),
+		"legacy get": ok(c.WorkloadMemberServiceGetWorkloadMember2WithResponse(ctx, mid, &rc.WorkloadMemberServiceGetWorkloadMember2Params{ProjectName: p.name})).get(t),
+	} {
+		if got.Member == nil || got.Instance == nil {
+			t.Fatalf("%s: member or instance missing", name)
+		}
+		for _, inst := range []*rc.InstanceResource{got.Instance, got.Member} {
+			site := inst.Host.Site
+			if str(site.ResourceId) != str(s.ResourceId) || str(site.Region.ResourceId) != str(r.ResourceId) {
+				t.Errorf("%s: instance's host's site %q region %q, want %s in %s", name, str(site.ResourceId), str(site.Region.ResourceId), str(s.ResourceId), str(r.ResourceId))
+			}
+		}
+	}
+	if l := ok(c.WorkloadMemberServiceListWorkloadMembersWithResponse(ctx, p.name, nil)).get(t); len(l.WorkloadMembers) != 1 || str(l.WorkloadMembers[0].ResourceId) != mid {
+		t.Errorf("members: %d", len(l.WorkloadMembers))
+	}
+	if l := ok(c.WorkloadMemberServiceListWorkloadMembers2WithResponse(ctx, &rc.WorkloadMemberServiceListWorkloadMembers2Params{ProjectName: p.name})).get(t); len(l.WorkloadMembers) != 1 {
+		t.Errorf("members over the legacy path: %d", len(l.WorkloadMembers))
+	}
+	call(c.WorkloadMemberServiceCreateWorkloadMemberWithResponse(ctx, p.name, rc.WorkloadMember{Kind: rc.WORKLOADMEMBERKINDCLUSTERNODE,
+		WorkloadId: w.ResourceId, InstanceId: in.ResourceId})).fails(t, 409, "AlreadyExists")
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -18,8 +19,11 @@ import (
 // Request bodies are decoded against the kind's eim.Schema rather than
 // into the Go struct directly, so that:
 //   - a field unknown to the schema is a 400 naming it;
-//   - read-only fields are skipped without looking at their values (clients
-//     PUT back what they GET, including status fields and nested objects);
+//   - read-only fields are ignored (clients PUT back what they GET,
+//     including status fields and nested objects), but their values must
+//     have the JSON type the field has, as in the original, whose gateway
+//     (protojson) refuses a wrong type on any field it knows: a 400 naming
+//     the field, down into nested objects (checkReadOnly);
 //   - the set of fields present is known (PATCH without fieldMask);
 //   - camelCase and snake_case names are both accepted, as protojson does;
 //   - 64-bit integers may be sent as JSON strings, as protojson allows
@@ -27,14 +31,23 @@ import (
 
 // ignoredFields are names a client of the original may send back that our
 // schema does not model: read-only in the original (or, for site.provider,
-// a writable field we do not support). They are accepted and ignored.
+// a writable field we do not support). They are ignored if their values
+// are of the JSON type the original declares (an object, here).
 var ignoredFields = map[eim.Kind][]string{
-	eim.KindHost: {"hostStorages", "host_storages", "hostNics", "host_nics", "hostUsbs", "host_usbs", "hostGpus", "host_gpus"},
 	eim.KindSite: {"provider"},
 }
 
-func ignored(k eim.Kind, name string) bool {
-	return name == "timestamps" || slices.Contains(ignoredFields[k], name)
+// ignored reports whether key is a field of kind k that is ignored, and
+// checks its value's type; name is the field's path in messages.
+func ignored(k eim.Kind, key, name string, raw json.RawMessage) (bool, error) {
+	switch {
+	case key == "timestamps":
+		return true, checkTimestamps(name, raw)
+	case slices.Contains(ignoredFields[k], key):
+		_, err := jsonObject(name, raw)
+		return true, err
+	}
+	return false, nil
 }
 
 // decodeResource decodes a JSON object into a new resource of kind k and,
@@ -53,15 +66,13 @@ func decodeResource(k eim.Kind, variant string, body []byte) (eim.Resource, []st
 	err := decodeObject(body, func(key string, raw json.RawMessage) error {
 		f, ok := s.Field(key)
 		if !ok || !f.In(variant) {
-			if ignored(k, key) {
-				return nil
+			if ok, err := ignored(k, key, key, raw); ok {
+				return err
 			}
 			return eim.Errorf(eim.EINVALID, "unknown field %q", key)
 		}
 		if !f.Writable || f.Alias {
-			// Read-only: ignored, but an enum's value must still be one
-			// of its names (or empty).
-			return checkReadOnly(f.Name, rv.FieldByIndex(f.Index), raw)
+			return checkReadOnly(f.Name, f.Type, raw, 0)
 		}
 		if slices.Contains(fields, f.Name) {
 			return eim.Errorf(eim.EINVALID, "field %q is given twice", f.Name)
@@ -75,13 +86,111 @@ func decodeResource(k eim.Kind, variant string, body []byte) (eim.Resource, []st
 	return r, fields, nil
 }
 
-// checkReadOnly checks the value of a read-only field that is an enum,
-// without setting it.
-func checkReadOnly(name string, v reflect.Value, raw json.RawMessage) error {
-	if !v.Type().Implements(enumType) {
+// checkReadOnly checks the value of a read-only field of type t, without
+// setting it: it must have the field's JSON type (an enum's value must be
+// one of its names); a nested resource's known fields are checked the same
+// way, its other members ignored. JSON null is accepted for any field.
+//
+// depth is the number of nested resources around the value; past
+// maxNestedDepth values are not looked into (an answer nests a few levels:
+// a member's instance's host's site's region's parent), so that a body
+// nesting objects deeply costs no more than a few passes over it.
+func checkReadOnly(name string, t reflect.Type, raw json.RawMessage, depth int) error {
+	if string(raw) == "null" || depth > maxNestedDepth {
 		return nil
 	}
-	return setField(name, reflect.New(v.Type()).Elem(), raw)
+	switch {
+	case t == timeType:
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return eim.Errorf(eim.EINVALID, "%s: want a string (a time)", name)
+		}
+	case t.Kind() == reflect.String && !t.Implements(enumType):
+		// Not checked for printable text: it is not kept.
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return eim.Errorf(eim.EINVALID, "%s: want a string", name)
+		}
+	case t.Kind() == reflect.Pointer && t.Implements(resourceType):
+		return checkNested(name, reflect.Zero(t).Interface().(eim.Resource).ResourceKind(), raw, depth+1)
+	case t.Kind() == reflect.Pointer:
+		return checkReadOnly(name, t.Elem(), raw, depth)
+	case t.Kind() == reflect.Slice && t != metadataType && t.Elem().Kind() != reflect.String:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return eim.Errorf(eim.EINVALID, "%s: want an array", name)
+		}
+		for i, it := range items {
+			item := fmt.Sprintf("%s[%d]", name, i)
+			var err error
+			if t.Elem().Implements(resourceType) {
+				err = checkReadOnly(item, t.Elem(), it, depth)
+			} else if string(it) != "null" {
+				_, err = jsonObject(item, it)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	default:
+		// Enums, numbers, booleans, metadata and string lists: decoded
+		// into a scratch value, as a writable field's would be.
+		return setField(name, reflect.New(t).Elem(), raw)
+	}
+	return nil
+}
+
+// checkNested checks a nested resource of kind k, read-only: an object
+// whose members the kind knows have their JSON types. Members it does not
+// know are ignored: the original's nested messages have fields this
+// server does not model, which a client may send back.
+func checkNested(name string, k eim.Kind, raw json.RawMessage, depth int) error {
+	members, err := jsonObject(name, raw)
+	if err != nil {
+		return err
+	}
+	s := eim.SchemaOf(k)
+	for _, key := range slices.Sorted(maps.Keys(members)) {
+		v := members[key]
+		if f, ok := s.Field(key); ok {
+			err = checkReadOnly(name+"."+f.Name, f.Type, v, depth)
+		} else {
+			_, err = ignored(k, key, name+"."+key, v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTimestamps checks a timestamps object: createdAt and updatedAt are
+// times (strings).
+func checkTimestamps(name string, raw json.RawMessage) error {
+	if string(raw) == "null" {
+		return nil
+	}
+	members, err := jsonObject(name, raw)
+	if err != nil {
+		return err
+	}
+	for _, key := range []string{"createdAt", "updatedAt"} {
+		if v, ok := members[key]; ok {
+			if err := checkReadOnly(name+"."+key, timeType, v, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonObject decodes raw, which must be a JSON object (or null, for none).
+func jsonObject(name string, raw json.RawMessage) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil, eim.Errorf(eim.EINVALID, "%s: want an object", name)
+	}
+	return m, nil
 }
 
 // decodeObject checks that body is one JSON object of valid UTF-8 and calls
@@ -129,9 +238,14 @@ func syntaxError(err error) error {
 	return eim.Errorf(eim.EINVALID, "request body is not valid JSON: %v", err)
 }
 
+// maxNestedDepth is how many nested resources deep checkReadOnly looks.
+const maxNestedDepth = 8
+
 var (
 	enumType     = reflect.TypeFor[eim.Enum]()
 	metadataType = reflect.TypeFor[eim.Metadata]()
+	timeType     = reflect.TypeFor[eim.Time]()
+	resourceType = reflect.TypeFor[eim.Resource]()
 )
 
 // setField decodes raw into v, the field called name.

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/metrics"
@@ -55,6 +57,9 @@ type Options struct {
 	Initialisers []string
 	// Version is the server's version, shown by GET /v1/orchestrator.
 	Version string
+	// Metrics is where the handler's own series are registered
+	// (docs/metrics.md); nil keeps them unexposed.
+	Metrics prometheus.Registerer
 }
 
 const (
@@ -80,6 +85,8 @@ type handler struct {
 	deployed    func() []string
 	deployedNow func(context.Context) []string
 	inits       []string
+	// encodeFailures counts the answers that could not be encoded.
+	encodeFailures *prometheus.CounterVec
 	// cur is the module whose routes are being registered (routes only).
 	cur string
 
@@ -107,6 +114,10 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 		deployedNow: opts.DeployedNow,
 		inits:       opts.Initialisers,
 		projects:    map[string]cachedProject{},
+		encodeFailures: metrics.Register(opts.Metrics, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eim_http_encode_failures_total",
+			Help: "API answers that could not be encoded (a bug: answered 500, after any write the request made), by method and route.",
+		}, []string{"method", "route"})),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -158,6 +169,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mux.ServeHTTP(sw, r)
 		// The operation's template, for the listener's request metrics.
 		metrics.SetRoute(w, r.Pattern)
+		if sw.encodeErr != nil {
+			h.encodeFailed(r, sw.encodeErr)
+		}
 	}
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.LogAttrs(ctx, slog.LevelDebug, "http request",
@@ -167,10 +181,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// statusWriter remembers the status for the request log.
+// statusWriter remembers the status for the request log, and an answer
+// that could not be encoded.
 type statusWriter struct {
 	http.ResponseWriter
-	code int
+	code      int
+	encodeErr error
+}
+
+// encodeFailed logs and counts an answer that could not be encoded (it
+// was answered 500). The request may have changed something before: a
+// write is committed by then, which the log says, so that it is never
+// silent.
+func (h *handler) encodeFailed(r *http.Request, err error) {
+	route := metrics.RouteLabel(r.Pattern)
+	h.encodeFailures.WithLabelValues(metrics.MethodLabel(r.Method), route).Inc()
+	h.log.LogAttrs(r.Context(), slog.LevelError, "encode response: answered 500; any write the request made is committed",
+		slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
+		slog.String("request_id", ridFrom(r.Context())), slog.String("err", err.Error()))
 }
 
 func (w *statusWriter) WriteHeader(code int) {

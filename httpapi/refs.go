@@ -19,11 +19,29 @@ import "github.com/eimhq/eim"
 //
 // The empty objects of one response are shared: encoding only reads them.
 type emitRefs struct {
+	// depth is how deep the walk is; it stops at maxRefDepth, so that
+	// a cycle (a bug) is left to the encoder, which refuses it with an
+	// error, rather than recursing here until the stack overflows, which
+	// would end the process.
+	depth      int
 	zero       int
 	noRegion   *eim.Region
 	noInstance *eim.Instance
 	noPolicy   *eim.OSUpdatePolicy
 }
+
+// maxRefDepth bounds the walk: an answer nests a few levels deep (a
+// member's instance's host's site's region's parent).
+const maxRefDepth = 32
+
+// enter descends one level, and reports whether the walk may go on; the
+// caller leaves with defer e.leave() either way.
+func (e *emitRefs) enter() bool {
+	e.depth++
+	return e.depth <= maxRefDepth
+}
+
+func (e *emitRefs) leave() { e.depth-- }
 
 func (e *emitRefs) resource(r eim.Resource) {
 	switch v := r.(type) {
@@ -76,6 +94,16 @@ func (e *emitRefs) emptyInstance() *eim.Instance {
 }
 
 func (e *emitRefs) region(r *eim.Region) {
+	defer e.leave()
+	if !e.enter() {
+		return
+	}
+	if r == e.noRegion {
+		// The shared empty region ends the chain (its parentRegion is
+		// null, as the original's): filling it in would make it its own
+		// parent, a cycle, when a second path reaches it.
+		return
+	}
 	if r.TotalSites == nil {
 		r.TotalSites = &e.zero
 	}
@@ -95,6 +123,10 @@ func (e *emitRefs) site(s *eim.Site) {
 }
 
 func (e *emitRefs) host(h *eim.Host) {
+	defer e.leave()
+	if !e.enter() {
+		return
+	}
 	if h.Site != nil {
 		e.site(h.Site)
 	}
@@ -104,6 +136,10 @@ func (e *emitRefs) host(h *eim.Host) {
 }
 
 func (e *emitRefs) instance(in *eim.Instance) {
+	defer e.leave()
+	if !e.enter() {
+		return
+	}
 	if in.CustomConfigIDs == nil {
 		in.CustomConfigIDs = []string{}
 	}
@@ -128,6 +164,10 @@ func (e *emitRefs) workload(w *eim.Workload) {
 }
 
 func (e *emitRefs) member(m *eim.WorkloadMember) {
+	defer e.leave()
+	if !e.enter() {
+		return
+	}
 	for _, in := range []*eim.Instance{m.Instance, m.Member} {
 		if in != nil {
 			e.instance(in)

@@ -63,3 +63,43 @@ func TestEmitRefsRunsAndInstances(t *testing.T) {
 		})
 	}
 }
+
+// TestEmitRefsSharedRegion: a region without a parent reached by two paths
+// of one answer (two sites of one region, say) gets the shared empty
+// parentRegion once; the second visit must not fill in the empty region
+// itself, which would make it its own parent: a cycle the encoder refuses
+// (issue 31: workload members of a host at a site answered 500).
+func TestEmitRefsSharedRegion(t *testing.T) {
+	h := &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	region := &eim.Region{Meta: eim.Meta{ResourceID: "region-00000001"}}
+	host := &eim.Host{Meta: eim.Meta{ResourceID: "host-00000001"}, Site: &eim.Site{Meta: eim.Meta{ResourceID: "site-00000001"}, Region: region}}
+	inst := &eim.Instance{Meta: eim.Meta{ResourceID: "inst-00000001"}, Host: host}
+	m := &eim.WorkloadMember{Meta: eim.Meta{ResourceID: "workloadmember-00000001"}, Instance: inst, Member: inst}
+	w := httptest.NewRecorder()
+	h.writeJSON(w, 200, m)
+	if w.Code != 200 {
+		t.Fatalf("got %d %s, want 200", w.Code, w.Body)
+	}
+	var got struct {
+		Member struct {
+			Host struct {
+				Site struct {
+					Region struct {
+						ResourceID   string `json:"resourceId"`
+						ParentRegion *struct {
+							ResourceID   string          `json:"resourceId"`
+							ParentRegion json.RawMessage `json:"parentRegion"`
+						} `json:"parentRegion"`
+					} `json:"region"`
+				} `json:"site"`
+			} `json:"host"`
+		} `json:"member"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	r := got.Member.Host.Site.Region
+	if r.ResourceID != "region-00000001" || r.ParentRegion == nil || r.ParentRegion.ResourceID != "" || string(r.ParentRegion.ParentRegion) != "null" {
+		t.Errorf("member's host's region: got %+v, want its empty parentRegion with parentRegion null", r)
+	}
+}

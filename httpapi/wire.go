@@ -39,12 +39,30 @@ func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		// Only a bug in a domain type gets here.
-		h.log.Error("encode response", "err", err)
+		h.noteEncodeFailure(w, err)
 		buf.Reset()
 		buf.WriteString(`{"code":"Internal","message":"internal error"}`)
 		status = http.StatusInternalServerError
 	}
 	h.writeBytes(w, status, buf.Bytes())
+}
+
+// noteEncodeFailure hands an encoding failure to ServeHTTP, which logs
+// and counts it with the request's route once the handler has returned;
+// a writer not of ServeHTTP (a test's) gets it logged here.
+func (h *handler) noteEncodeFailure(w http.ResponseWriter, err error) {
+	for {
+		switch x := w.(type) {
+		case *statusWriter:
+			x.encodeErr = err
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+			continue
+		}
+		h.log.Error("encode response", "err", err)
+		return
+	}
 }
 
 func (h *handler) writeBytes(w http.ResponseWriter, status int, b []byte) {
@@ -77,7 +95,7 @@ func (h *handler) writeList(w http.ResponseWriter, plural string, items []eim.Re
 		refs.resource(r)
 	}
 	if err := enc.Encode(items); err != nil {
-		h.log.Error("encode list", "err", err)
+		h.noteEncodeFailure(w, err)
 		h.writeBytes(w, http.StatusInternalServerError, []byte(`{"code":"Internal","message":"internal error"}`))
 		return
 	}

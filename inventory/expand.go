@@ -173,7 +173,8 @@ func (e *expander) effectiveSite(id string) eim.Metadata {
 	return s.Metadata.Inherit(e.effectiveRegion(s.RegionID))
 }
 
-// The views below return copies, so nested objects never form cycles.
+// The views below return fresh copies, each nested object its own, so that
+// an answer is a tree: no cycle, and no object reached by two paths.
 
 func (e *expander) region(r *eim.Region, withParent bool) *eim.Region {
 	out := clone(r)
@@ -367,9 +368,11 @@ func (e *expander) expandMembers(ms []*eim.WorkloadMember) ([]eim.Resource, erro
 		mc.Workload = e.workloadByID(m.WorkloadID)
 		mc.Instance, mc.Member = nil, nil
 		if in := e.insts[m.InstanceID]; in != nil {
-			mc.Instance = e.instance(in)
-			mc.Instance.WorkloadMembers = nil
-			mc.Member = clone(mc.Instance)
+			// Two expansions, not one and its shallow copy: the answer
+			// is a tree, so that nothing that fills in or trims the
+			// copy for the wire (httpapi's emitRefs) meets a node twice.
+			mc.Instance, mc.Member = e.instance(in), e.instance(in)
+			mc.Instance.WorkloadMembers, mc.Member.WorkloadMembers = nil, nil
 		}
 		out[i] = mc
 	}

@@ -90,7 +90,7 @@ func (m *HTTP) Wrap(next http.Handler) http.Handler {
 
 // observe counts a request.
 func (m *HTTP) observe(method, pattern string, code int, took time.Duration) {
-	k := httpKey{method: methodLabel(method), route: routeLabel(pattern), code: code}
+	k := httpKey{method: MethodLabel(method), route: RouteLabel(pattern), code: code}
 	m.mu.RLock()
 	c := m.children[k]
 	m.mu.RUnlock()
@@ -116,9 +116,9 @@ func (m *HTTP) child(k httpKey) *httpChild {
 	return c
 }
 
-// routeLabel is a ServeMux pattern without its method ("GET /v1/x" →
+// RouteLabel is a ServeMux pattern without its method ("GET /v1/x" →
 // "/v1/x"); the catch-all "/" and no pattern are Unmatched.
-func routeLabel(pattern string) string {
+func RouteLabel(pattern string) string {
 	if i := strings.IndexByte(pattern, ' '); i >= 0 {
 		pattern = strings.TrimLeft(pattern[i+1:], " \t")
 	}
@@ -128,9 +128,9 @@ func routeLabel(pattern string) string {
 	return pattern
 }
 
-// methodLabel keeps the standard methods and folds the rest, which a
+// MethodLabel keeps the standard methods and folds the rest, which a
 // client may make up, into "other".
-func methodLabel(m string) string {
+func MethodLabel(m string) string {
 	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
 		return m

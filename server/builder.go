@@ -149,6 +149,7 @@ func (b *Builder) API() http.Handler {
 		b.api = httpapi.New(b.Inventory, b.Verifier, httpapi.Options{
 			Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: b.Provisioning(),
 			Deployed: b.deployment.Modules, DeployedNow: b.deployment.Fresh, Initialisers: Initialisers(), Version: buildVersion(),
+			Metrics: b.Metrics,
 		})
 	}
 	return b.api
