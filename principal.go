@@ -74,6 +74,44 @@ func (p *Principal) has(proj *Project, suffix string) bool {
 	return false
 }
 
+// The original's project roles besides EIM's own (its Keycloak tenant
+// controller gave each project's groups these, "<projectID>_<suffix>"),
+// which its web UI looks for to show a page (a read role) and its write
+// controls (a write role): cluster templates, alerts, the application
+// catalog, application orchestration and telemetry. EIM serves the
+// cluster templates (under the cluster roles, which every group of the
+// original that had a template role had too); the others name services
+// EIM does not have, and it grants nothing by them.
+var (
+	uiReadRoles  = []string{"_cl-r", "_cl-tpl-r", "_alrt-r", "_cat-r", "_tc-r"}
+	uiWriteRoles = []string{"_cl-rw", "_cl-tpl-rw", "_alrt-rw", "_cat-rw", "_ao-rw", "_tc-r"}
+)
+
+// ProjectRoles returns the roles of a token minted for a project's writer
+// (write) or reader: EIM's own role (ProjectRole: _im-rw, _im-r) first,
+// then the original's other project roles of the same kind, each keyed by
+// the project's ID as the original's are, so that the original's web UI
+// shows a writer its write controls and a reader none. A writer's set
+// holds _im-r too (the original's managers had it); a reader's holds no
+// write role (the original's operator group had _ao-rw, for application
+// deployments, which EIM does not have).
+func ProjectRoles(proj *Project, write bool) []string {
+	key := proj.ID
+	if key == "" {
+		key = proj.Name
+	}
+	out := []string{ProjectRole(proj, write)}
+	suffixes := uiReadRoles
+	if write {
+		out = append(out, ProjectRole(proj, false))
+		suffixes = uiWriteRoles
+	}
+	for _, s := range suffixes {
+		out = append(out, key+s)
+	}
+	return out
+}
+
 // ProjectRole returns the role name granting access to a project.
 func ProjectRole(proj *Project, write bool) string {
 	key := proj.ID
