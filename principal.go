@@ -15,6 +15,10 @@ const (
 	// connect gateway with a write role).
 	roleClusterRead  = "_cl-r"
 	roleClusterWrite = "_cl-rw"
+	// The original's cluster template roles: "_cl-tpl-r" reads a
+	// project's cluster templates, "_cl-tpl-rw" changes them.
+	roleTemplateRead  = "_cl-tpl-r"
+	roleTemplateWrite = "_cl-tpl-rw"
 )
 
 // Principal is an authenticated caller: a user, a tool or a node.
@@ -49,6 +53,19 @@ func (p *Principal) CanWriteClusters(proj *Project) bool {
 	return p.CanWrite(proj) || p.has(proj, roleClusterWrite)
 }
 
+// CanReadTemplates reports whether the principal may read the project's
+// cluster templates: a role that reads its clusters or a template role.
+func (p *Principal) CanReadTemplates(proj *Project) bool {
+	return p.CanWriteTemplates(proj) || p.CanReadClusters(proj) || p.has(proj, roleTemplateRead)
+}
+
+// CanWriteTemplates reports whether the principal may change the
+// project's cluster templates: a role that changes its clusters or the
+// template write role.
+func (p *Principal) CanWriteTemplates(proj *Project) bool {
+	return p.CanWriteClusters(proj) || p.has(proj, roleTemplateWrite)
+}
+
 // ClusterRoleName returns the cluster role name of a project (ID-keyed, as
 // the original's).
 func ClusterRoleName(proj *Project, write bool) string {
@@ -72,6 +89,43 @@ func (p *Principal) has(proj *Project, suffix string) bool {
 		}
 	}
 	return false
+}
+
+// The original's project roles besides EIM's own (its Keycloak tenant
+// controller gave each project's groups these, "<projectID>_<suffix>"),
+// which its web UI looks for to show a page (a read role) and its write
+// controls (a write role): cluster templates, alerts, the application
+// catalog, application orchestration and telemetry. EIM serves the
+// cluster templates (CanReadTemplates); the others name services EIM
+// does not have, and it grants nothing by them.
+var (
+	uiReadRoles  = []string{roleClusterRead, roleTemplateRead, "_alrt-r", "_cat-r", "_tc-r"}
+	uiWriteRoles = []string{roleClusterWrite, roleTemplateWrite, "_alrt-rw", "_cat-rw", "_ao-rw", "_tc-r"}
+)
+
+// ProjectRoles returns the roles of a token minted for a project's writer
+// (write) or reader: EIM's own role (ProjectRole: _im-rw, _im-r) first,
+// then the original's other project roles of the same kind, each keyed by
+// the project's ID as the original's are, so that the original's web UI
+// shows a writer its write controls and a reader none. A writer's set
+// holds _im-r too (the original's managers had it); a reader's holds no
+// write role (the original's operator group had _ao-rw, for application
+// deployments, which EIM does not have).
+func ProjectRoles(proj *Project, write bool) []string {
+	key := proj.ID
+	if key == "" {
+		key = proj.Name
+	}
+	out := []string{ProjectRole(proj, write)}
+	suffixes := uiReadRoles
+	if write {
+		out = append(out, ProjectRole(proj, false))
+		suffixes = uiWriteRoles
+	}
+	for _, s := range suffixes {
+		out = append(out, key+s)
+	}
+	return out
 }
 
 // ProjectRole returns the role name granting access to a project.

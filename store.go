@@ -411,7 +411,14 @@ type ProjectSettings struct {
 	// per-host series (edge_host_*), which cost ~27 series a host; the
 	// aggregates (eim_hosts …) still count them.
 	ExporterPerHostOff bool `json:"exporterPerHostOff,omitempty"`
+	// Description is the project's display name: the original tenant
+	// manager's spec.description, which its web UI shows in place of the
+	// name ("" shows the name). Set by PUT /v1/projects/{name}.
+	Description string `json:"description,omitempty"`
 }
+
+// MaxProjectDescription bounds ProjectSettings.Description, in bytes.
+const MaxProjectDescription = 256
 
 // Bounds of the heartbeat settings. The timeout must cover at least two
 // intervals, or one late heartbeat would flag a healthy host.

@@ -94,6 +94,26 @@ func ClusterAccess(p *eim.Principal, proj *eim.Project, method string) error {
 	return eim.Errorf(eim.EFORBIDDEN, "no access to the clusters of project %q", proj.Name)
 }
 
+// TemplateAccess checks the caller's role on the project's cluster
+// templates for a request of method: reads need a role that reads the
+// project's clusters or the template read role (<project>_cl-tpl-r),
+// anything else one that changes them or the template write role
+// (_cl-tpl-rw), as the original's cluster manager took them.
+func TemplateAccess(p *eim.Principal, proj *eim.Project, method string) error {
+	read := method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+	if p.CanWriteTemplates(proj) || (read && p.CanReadTemplates(proj)) {
+		return nil
+	}
+	if p.CanReadTemplates(proj) {
+		key := proj.ID
+		if key == "" {
+			key = proj.Name
+		}
+		return eim.Errorf(eim.EFORBIDDEN, "%s needs a write role on project %q (%s or %s_cl-tpl-rw)", method, proj.Name, eim.ClusterRoleName(proj, true), key)
+	}
+	return eim.Errorf(eim.EFORBIDDEN, "no access to the cluster templates of project %q", proj.Name)
+}
+
 // errorBody is the API's error shape.
 type errorBody struct {
 	Code    string `json:"code"`

@@ -9,12 +9,13 @@ import (
 )
 
 // ListProjects returns the projects the caller can read (all of them for an
-// administrator).
+// administrator). It asks for EIM's list (view=eim): without it the server
+// answers as the original's tenant manager did, a JSON array.
 func (c *Client) ListProjects(ctx context.Context) ([]*eim.Project, error) {
 	var out struct {
 		Projects []*eim.Project `json:"projects"`
 	}
-	if err := c.Do(ctx, http.MethodGet, "/v1/projects", nil, &out); err != nil {
+	if err := c.Do(ctx, http.MethodGet, "/v1/projects?view=eim", nil, &out); err != nil {
 		return nil, err
 	}
 	return out.Projects, nil

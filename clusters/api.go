@@ -69,15 +69,16 @@ func (s *Service) Routes() map[string]http.Handler {
 	}
 	out := map[string]http.Handler{}
 	for _, r := range routes {
-		h := s.api(handlers[r.method+" "+r.path])
+		h := s.api(handlers[r.method+" "+r.path], strings.HasPrefix(r.path, "/templates"))
 		out[r.method+" /v2/projects/{projectName}"+r.path] = h
 		out[r.method+" /v2"+r.path] = h
 	}
 	return out
 }
 
-// api wraps a handler: authenticate, find the project, check the role.
-func (s *Service) api(fn func(http.ResponseWriter, *http.Request, *call) error) http.Handler {
+// api wraps a handler: authenticate, find the project, check the role
+// (the cluster template roles count on the templates' paths).
+func (s *Service) api(fn func(http.ResponseWriter, *http.Request, *call) error, templates bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := func() error {
 			p, err := apiv2.Authenticate(r, s.o.Authenticator)
@@ -88,7 +89,11 @@ func (s *Service) api(fn func(http.ResponseWriter, *http.Request, *call) error) 
 			if err != nil {
 				return err
 			}
-			if err := apiv2.ClusterAccess(p, proj, r.Method); err != nil {
+			access := apiv2.ClusterAccess
+			if templates {
+				access = apiv2.TemplateAccess
+			}
+			if err := access(p, proj, r.Method); err != nil {
 				return err
 			}
 			if proj.Deleting && r.Method != http.MethodGet {

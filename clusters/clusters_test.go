@@ -113,6 +113,22 @@ func TestTemplates(t *testing.T) {
 		if s := e.call(reader, "POST", "/templates", tmpl, nil); s != 403 {
 			t.Fatalf("reader create: %d, want 403", s)
 		}
+		// The original's template roles: the read role reads templates
+		// only, the write role changes them, neither reaches clusters.
+		tplReader := e.token(e.proj.ID + "_cl-tpl-r")
+		if s := e.call(tplReader, "GET", "/templates", nil, nil); s != 200 {
+			t.Fatalf("template reader list: %d, want 200", s)
+		}
+		if s := e.call(tplReader, "POST", "/templates", tmpl, nil); s != 403 {
+			t.Fatalf("template reader create: %d, want 403", s)
+		}
+		tplWriter := e.token(e.proj.ID + "_cl-tpl-rw")
+		if s := e.call(tplWriter, "DELETE", "/templates/edge/v1.10.0", nil, nil); s != 204 {
+			t.Fatalf("template writer delete: %d, want 204", s)
+		}
+		if s := e.call(tplWriter, "GET", "/clusters", nil, nil); s != 403 {
+			t.Fatalf("template writer lists clusters: %d, want 403", s)
+		}
 		other := e.project("other")
 		stranger := e.token(other.ID + "_im-rw")
 		if s := e.call(stranger, "GET", "/templates", nil, nil); s != 403 {

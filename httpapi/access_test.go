@@ -59,11 +59,11 @@ func TestProjects(t *testing.T) {
 	}
 	wantError(t, e.do(t, "POST", "/v1/projects", tokAdmin, map[string]any{"name": "p3"}), 409, "AlreadyExists")
 	wantError(t, e.do(t, "POST", "/v1/projects", tokAdmin, map[string]any{"title": "x"}), 400, "InvalidArgument", "title")
-	all := e.must(t, 200, "GET", "/v1/projects", tokAdmin, nil)
+	all := e.must(t, 200, "GET", "/v1/projects?view=eim", tokAdmin, nil)
 	if n := len(all.items("projects")); n < 3 {
 		t.Errorf("admin sees %d projects, want ≥ 3: %s", n, all.raw)
 	}
-	mine := e.must(t, 200, "GET", "/v1/projects", tokRO, nil)
+	mine := e.must(t, 200, "GET", "/v1/projects?view=eim", tokRO, nil)
 	if items := mine.items("projects"); len(items) != 1 || items[0].(map[string]any)["name"] != "p1" {
 		t.Errorf("read-only caller sees %s, want only p1", mine.raw)
 	}

@@ -19,15 +19,16 @@ import (
 // projectView is the wire shape of a project with its settings. The
 // enrollment token's hash is never shown, only whether there is one.
 type projectView struct {
-	Name      string              `json:"name"`
-	ID        string              `json:"id"`
-	CreatedAt eim.Time            `json:"createdAt"`
-	Settings  projectSettingsView `json:"settings"`
+	Name      string   `json:"name"`
+	ID        string   `json:"id"`
+	CreatedAt eim.Time `json:"createdAt"`
+	// Spec is the original tenant manager's spec (its description).
+	Spec     tenancySpec         `json:"spec"`
+	Settings projectSettingsView `json:"settings"`
 	// EnrollmentToken is set once, in the answer to the change that
 	// generated it.
 	EnrollmentToken string `json:"enrollmentToken,omitempty"`
-	// Status is shown by GET /v1/projects/{name} (and the answer to its
-	// DELETE), not by lists.
+	// Status is shown by every answer (see viewWithStatus).
 	Status *projectStatusView `json:"status,omitempty"`
 }
 
@@ -35,9 +36,12 @@ type projectView struct {
 // modules that initialise projects and run in the deployment, and while
 // it is being deleted the deletion's progress.
 type projectStatusView struct {
-	Ready      bool            `json:"ready"`
-	Conditions []conditionView `json:"conditions"`
-	Deletion   *deletionView   `json:"deletion,omitempty"`
+	// ProjectStatus is the status as the original's tenant manager
+	// showed it, for its clients (see tenancy.go).
+	ProjectStatus tenancyStatus   `json:"projectStatus"`
+	Ready         bool            `json:"ready"`
+	Conditions    []conditionView `json:"conditions"`
+	Deletion      *deletionView   `json:"deletion,omitempty"`
 }
 
 type conditionView struct {
@@ -80,12 +84,17 @@ func (h *handler) projectWithStatus(ctx context.Context, name string) (*projectV
 	if err != nil {
 		return nil, err
 	}
-	st, err := h.inv.ProjectStatus(ctx, name, h.initialisers())
+	return h.viewWithStatus(ctx, p)
+}
+
+// viewWithStatus returns the view of p with its status.
+func (h *handler) viewWithStatus(ctx context.Context, p *eim.Project) (*projectView, error) {
+	st, err := h.inv.ProjectStatus(ctx, p.Name, h.initialisers())
 	if err != nil {
 		return nil, err
 	}
 	v := viewProject(p)
-	v.Status = &projectStatusView{Ready: st.Ready, Conditions: make([]conditionView, len(st.Conditions))}
+	v.Status = &projectStatusView{ProjectStatus: tenancyStatusOf(p, st), Ready: st.Ready, Conditions: make([]conditionView, len(st.Conditions))}
 	for i, c := range st.Conditions {
 		v.Status.Conditions[i] = conditionView(c)
 	}
@@ -125,6 +134,7 @@ func viewProject(p *eim.Project) *projectView {
 		Name:      p.Name,
 		ID:        p.ID,
 		CreatedAt: p.CreatedAt,
+		Spec:      tenancySpec{Description: p.Settings.Description},
 		Settings: projectSettingsView{
 			DefaultOSID:            p.Settings.DefaultOSID,
 			DefaultLocalAccountID:  p.Settings.DefaultLocalAccountID,
@@ -170,7 +180,10 @@ func (h *handler) updateProjectSettings(w http.ResponseWriter, r *http.Request, 
 		return err
 	}
 	h.forgetProject(c.project)
-	out := viewProject(p)
+	out, err := h.viewWithStatus(r.Context(), p)
+	if err != nil {
+		return err
+	}
 	out.EnrollmentToken = token
 	h.writeJSON(w, http.StatusOK, out)
 	return nil

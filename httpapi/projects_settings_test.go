@@ -138,7 +138,7 @@ func TestEnrollmentToken(t *testing.T) {
 		t.Fatalf("GET: got %s, want enrollment true", g.raw)
 	}
 	for _, tk := range []string{tokAdmin, tokRO} {
-		l := e.must(t, 200, "GET", "/v1/projects", tk, nil)
+		l := e.must(t, 200, "GET", "/v1/projects?view=eim", tk, nil)
 		for _, body := range [][]byte{g.raw, l.raw} {
 			for _, secret := range []string{tok, p.Settings.EnrollmentTokenHash, "enrollmentToken", "Hash"} {
 				if strings.Contains(string(body), secret) {

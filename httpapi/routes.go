@@ -65,6 +65,7 @@ func (h *handler) routes() {
 
 	h.mux.HandleFunc("GET /v1/projects", h.admin(h.listProjects))
 	h.mux.HandleFunc("POST /v1/projects", h.admin(h.createProject))
+	h.mux.HandleFunc("PUT /v1/projects/{projectName}", h.admin(h.putProject))
 	h.mux.HandleFunc("DELETE /v1/projects/{projectName}", h.admin(h.deleteProject))
 	h.mux.HandleFunc("GET /v1/orchestrator", h.orchestrator)
 	h.mux.HandleFunc("GET /healthz", h.healthz)

@@ -68,7 +68,7 @@ func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request, c *call)
 	return nil
 }
 
-// projectsBody is the wire shape of GET /v1/projects.
+// projectsBody is the wire shape of GET /v1/projects?view=eim.
 type projectsBody struct {
 	Projects      []*projectView `json:"projects"`
 	TotalElements int            `json:"totalElements"`
@@ -76,22 +76,47 @@ type projectsBody struct {
 }
 
 // listProjects lists every project to an administrator and the projects a
-// caller can read to anyone else.
+// caller can read to anyone else, each with its status: as the original's
+// tenant manager answered (a JSON array), or with view=eim in EIM's list
+// envelope (see tenancy.go).
 func (h *handler) listProjects(w http.ResponseWriter, r *http.Request, p *eim.Principal) error {
+	q := r.URL.Query()
+	eimView, err := projectsView(q)
+	if err != nil {
+		return err
+	}
+	// member-role=true (the original UI's project switcher) asks for the
+	// projects the caller is a member of: in EIM those it has a role on,
+	// which is the list anyway. org names the original's organisation:
+	// EIM has one.
+	if _, err := boolParam(q, "member-role"); err != nil {
+		return err
+	}
 	all, err := h.inv.ListProjects(r.Context())
 	if err != nil {
 		return err
 	}
-	out := projectsBody{Projects: make([]*projectView, 0, len(all))}
+	list := make([]*projectView, 0, len(all))
 	for _, proj := range all {
-		if p.CanRead(proj) {
-			// The view, never the stored project: it holds the
-			// enrollment token's hash.
-			out.Projects = append(out.Projects, viewProject(proj))
+		if !p.CanRead(proj) {
+			continue
 		}
+		// The view, never the stored project: it holds the enrollment
+		// token's hash.
+		v, err := h.viewWithStatus(r.Context(), proj)
+		if eim.ErrorCode(err) == eim.ENOTFOUND {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		list = append(list, v)
 	}
-	out.TotalElements = len(out.Projects)
-	h.writeJSON(w, http.StatusOK, out)
+	if !eimView {
+		h.writeJSON(w, http.StatusOK, list)
+		return nil
+	}
+	h.writeJSON(w, http.StatusOK, projectsBody{Projects: list, TotalElements: len(list)})
 	return nil
 }
 
@@ -124,7 +149,11 @@ func (h *handler) createProject(w http.ResponseWriter, r *http.Request, p *eim.P
 		return err
 	}
 	h.forgetProject(name)
-	h.writeJSON(w, http.StatusOK, viewProject(proj))
+	v, err := h.viewWithStatus(r.Context(), proj)
+	if err != nil {
+		return err
+	}
+	h.writeJSON(w, http.StatusOK, v)
 	return nil
 }
 

@@ -8,6 +8,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/eimhq/eim"
 )
@@ -38,6 +41,8 @@ type SettingsChange struct {
 	OSSecurityFeatureEnable *bool
 	// ExporterPerHostOff: see eim.ProjectSettings.
 	ExporterPerHostOff *bool
+	// Description: see eim.ProjectSettings.
+	Description *string
 }
 
 // UpdateProjectSettings applies ch to the project's settings and returns
@@ -98,6 +103,9 @@ func (s *Service) updateSettings(ctx context.Context, project string, ch Setting
 	if ch.ExporterPerHostOff != nil {
 		set.ExporterPerHostOff = *ch.ExporterPerHostOff
 	}
+	if ch.Description != nil {
+		set.Description = *ch.Description
+	}
 	if err := checkHeartbeat(set); err != nil {
 		return nil, "", err
 	}
@@ -121,6 +129,22 @@ func (s *Service) updateSettings(ctx context.Context, project string, ch Setting
 		return nil, "", fmt.Errorf("default provider: %w", err)
 	}
 	return p, token, nil
+}
+
+// CheckDescription checks a project's description (nil: no change): at
+// most eim.MaxProjectDescription bytes of UTF-8 without control
+// characters.
+func CheckDescription(d *string) error {
+	if d == nil {
+		return nil
+	}
+	if len(*d) > eim.MaxProjectDescription {
+		return eim.Errorf(eim.EINVALID, "description: at most %d bytes, got %d", eim.MaxProjectDescription, len(*d))
+	}
+	if !utf8.ValidString(*d) || strings.IndexFunc(*d, unicode.IsControl) >= 0 {
+		return eim.Errorf(eim.EINVALID, "description: must be UTF-8 text without control characters")
+	}
+	return nil
 }
 
 // checkHeartbeat checks the heartbeat settings together: the timeout must
@@ -148,6 +172,9 @@ func checkHeartbeat(set eim.ProjectSettings) error {
 
 // checkSettingsChange validates the form of ch (no store access).
 func checkSettingsChange(ch SettingsChange) error {
+	if err := CheckDescription(ch.Description); err != nil {
+		return err
+	}
 	if ch.DefaultOSID != nil && *ch.DefaultOSID != "" {
 		if err := eim.CheckID(eim.KindOS, "defaultOsId", *ch.DefaultOSID); err != nil {
 			return err

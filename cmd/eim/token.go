@@ -18,7 +18,8 @@ import (
 // token runs "eim token create": it mints a token with the signing key of a
 // server's data directory. Project roles carry the project's ID (as the
 // original's Keycloak roles do), so the command looks the project up in the
-// server's database; it does not fall back to name-based roles, because a
+// server's database (with the original's other project roles, which its
+// web UI looks for: eim.ProjectRoles); it does not fall back to name-based roles, because a
 // project deleted and created again under the same name must not inherit
 // old tokens.
 func (c *cli) token(args []string) error {
@@ -31,7 +32,9 @@ func (c *cli) token(args []string) error {
 	}
 	fs := c.flagSet("eim token create", "eim token create (--project P --role r|rw | --admin) [flags]",
 		"Mints a bearer token signed with the server's key from its data directory. The token is the\n"+
-			"last line of the output. Project roles name the project's ID, read from the server's database.")
+			"last line of the output. Project roles name the project's ID, read from the server's database:\n"+
+			"r gives <id>_im-r and the original web UI's other read roles (_cl-r, _cl-tpl-r, _alrt-r, _cat-r, _tc-r),\n"+
+			"rw gives <id>_im-rw, _im-r and its write roles (_cl-rw, _cl-tpl-rw, _alrt-rw, _cat-rw, _ao-rw, _tc-r).")
 	var (
 		dataDir, database, project, role, subject, keyFile string
 		admin                                              bool
@@ -67,7 +70,7 @@ func (c *cli) token(args []string) error {
 		if err != nil {
 			return err
 		}
-		roles = []string{eim.ProjectRole(proj, role == "rw")}
+		roles = eim.ProjectRoles(proj, role == "rw")
 		subject = orDefault(subject, project+"-"+role)
 	case role == "":
 		return usagef("token create: --role r|rw (with --project) or --admin is required")

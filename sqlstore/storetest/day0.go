@@ -16,6 +16,7 @@ func testProjectSettings(t *testing.T, s eim.Store) {
 		DefaultCustomConfigIDs: []string{"customconfig-12345678", "customconfig-87654321"},
 		EnrollmentTokenHash:    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 		AutoOnboardEnrolled:    true,
+		Description:            "Shop floor: line 2",
 	}
 	p := &eim.Project{Name: "settings", ID: "44444444-4444-4444-8444-444444444444", Settings: want}
 	if err := s.CreateProject(c, p); err != nil {

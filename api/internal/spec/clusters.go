@@ -25,10 +25,11 @@ const (
 var v2Tags = []struct{ name, desc string }{
 	{tagTemplates, "The v2 API of the clusters module (docs/clusters.md): named, versioned recipes of k3s clusters. A template is " +
 		"never changed: a new version is a new template. Reads need a read role on the project's clusters (<project>_im-r, _im-rw, " +
-		"_cl-r, _cl-rw, by name or ID, or eim-admin), writes a write role (_im-rw, _cl-rw, eim-admin)."},
+		"_cl-r, _cl-rw, by name or ID, or eim-admin, or the template read role _cl-tpl-r), writes a write role (_im-rw, _cl-rw, " +
+		"eim-admin, or the template write role _cl-tpl-rw)."},
 	{tagClusters, "The v2 API of the clusters module (docs/clusters.md): Kubernetes (k3s) clusters built from the project's hosts. " +
 		"The API writes what a cluster should be; a reconciler installs, joins, drains, upgrades and removes nodes and derives the status. " +
-		"Roles as for templates."},
+		"Roles as for templates, without the template roles."},
 	{tagConnect, "The connect module (docs/connect.md): the tunnel an edge cluster's agent opens to the server, the tokens it presents, " +
 		"kubeconfigs, and users' requests to a cluster's Kubernetes API through the tunnel."},
 }

@@ -166,11 +166,13 @@ func sharedSchemas(into *obj) {
 	))
 	into.set("ProjectDetail", o(
 		"type", "object",
-		"description", "A project with its settings.",
+		"description", "A project with its settings; spec and status.projectStatus are the original tenant manager's, for its clients.",
 		"properties", o(
 			"name", o("type", "string", "description", "Name of the project."),
 			"id", o("type", "string", "format", "uuid", "description", "ID of the project."),
 			"createdAt", o("type", "string", "format", "date-time", "readOnly", true, "description", "When the project was created."),
+			"spec", o("type", "object", "description", "The tenant manager's spec.", "properties", o(
+				"description", o("type", "string", "description", "Display name (set by putProject); absent when none is set."))),
 			"settings", ref("ProjectSettings"),
 			"enrollmentToken", o("type", "string", "readOnly", true,
 				"description", "Only in the answer to the change that generated it (enrollmentToken \"new\"); never shown again."),
@@ -180,14 +182,22 @@ func sharedSchemas(into *obj) {
 	))
 	into.set("ProjectStatus", o(
 		"type", "object", "readOnly", true,
-		"description", "A project's readiness and deletion; shown by GET /v1/projects/{projectName} and DELETE's 202 answer, not by lists.",
+		"description", "A project's readiness and deletion, and its status as the original's tenant manager showed it.",
 		"properties", o(
+			"projectStatus", o("type", "object", "description", "The status as the original's tenant manager showed it.", "properties", o(
+				"statusIndicator", o("type", "string", "enum", []string{"STATUS_INDICATION_IDLE", "STATUS_INDICATION_IN_PROGRESS", "STATUS_INDICATION_ERROR"},
+					"description", "In progress while a module that initialises projects has not done so, or while the project is being deleted; "+
+						"error when the deletion's last attempt failed (it is retried); idle otherwise."),
+				"message", o("type", "string", "description", "\"waiting for: <modules>\", \"deleting: <phase>[: <error>]\", or empty."),
+				"timeStamp", o("type", "integer", "format", "int64", "description", "Unix time in seconds of the status's last change."),
+				"uID", o("type", "string", "format", "uuid", "description", "The project's ID, which its roles are keyed with."),
+			), "required", []string{"statusIndicator", "message", "timeStamp", "uID"}),
 			"ready", o("type", "boolean", "description", "Every condition is ready and the project is not being deleted."),
 			"conditions", o("type", "array", "description", "One per module that initialises projects and runs in the deployment, by module.",
 				"items", ref("ProjectCondition")),
 			"deletion", ref("ProjectDeletion"),
 		),
-		"required", []string{"ready", "conditions"},
+		"required", []string{"projectStatus", "ready", "conditions"},
 	))
 	into.set("ProjectCondition", o(
 		"type", "object",

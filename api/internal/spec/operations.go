@@ -278,8 +278,18 @@ func addUpdates(ps *pathSet) {
 func addProjects(ps *pathSet) {
 	ps.add("/v1/projects",
 		op{method: "get", id: "listProjects", tag: tagProjects, summary: "List projects", noProj: true, no404: true,
-			desc: "Lists the projects the caller may read; all of them for eim-admin.",
-			ok:   okJSON("The projects.", ref("ListProjectsResponse"))},
+			desc: "Lists the projects the caller may read (all of them for eim-admin), each with its status. Without view the " +
+				"answer is a JSON array, as the original's tenant manager answered on this path for its web UI and CLI; " +
+				"view=eim answers EIM's list envelope instead (what EIM's CLI and Go client ask for).",
+			params: []any{
+				o("name", "view", "in", "query", "description", "eim: EIM's envelope {projects, totalElements, hasNext}; absent: the tenant manager's array.",
+					"schema", o("type", "string", "enum", []string{"eim"})),
+				o("name", "member-role", "in", "query", "description", "The original's web UI asks for the projects the caller is a member of: "+
+					"in EIM the list is those the caller has a role on (eim-admin: all) either way.", "schema", o("type", "boolean")),
+				o("name", "org", "in", "query", "description", "The original's organisation; EIM has one, and ignores it.", "schema", o("type", "string")),
+			},
+			ok: okJSON("The projects: an array, or with view=eim EIM's envelope.", o("oneOf", []any{
+				o("type", "array", "items", ref("ProjectDetail")), ref("ListProjectsResponse")}))},
 		op{method: "post", id: "createProject", tag: tagProjects, summary: "Create a project", noProj: true, no404: true, write: true,
 			desc: "Creates a project. Needs eim-admin.",
 			body: o("type", "object", "properties", o(
@@ -296,6 +306,17 @@ func addProjects(ps *pathSet) {
 				"project (or eim-admin). The enrollment token is never shown, only whether one is set.",
 			params: []any{pref("projectName")},
 			ok:     okJSON("The project.", ref("ProjectDetail"))},
+		op{method: "put", id: "putProject", tag: tagProjects, summary: "Create a project, or change its description", noProj: true, no404: true, write: true,
+			desc: "The original tenant manager's create-or-update, as its web UI calls it: creates the project (a new UUID), or " +
+				"changes the description of an existing one (its display name in that UI), and answers the project with its " +
+				"status as GET shows it: status.projectStatus.statusIndicator is STATUS_INDICATION_IN_PROGRESS until every module " +
+				"that initialises projects has done so. With update_if_exists=false an existing project is 409. Needs eim-admin.",
+			params: []any{pref("projectName"), o("name", "update_if_exists", "in", "query", "description", "false: an existing project is 409.",
+				"schema", o("type", "boolean", "default", true))},
+			body: o("type", "object", "properties", o(
+				"description", o("type", "string", "maxLength", eim.MaxProjectDescription, "description", "Display name of the project; absent keeps it."),
+			)),
+			ok: okJSON("The project.", ref("ProjectDetail"))},
 		op{method: "delete", id: "deleteProject", tag: tagProjects, summary: "Delete a project", noProj: true, write: true,
 			desc: "Deletes a project. Needs eim-admin. A project that holds resources other than its defaults (the default " +
 				"provider, the OS catalog's profiles, the default telemetry groups) is answered with 400 (FailedPrecondition, " +
