@@ -123,3 +123,39 @@ func TestWebUIAnyRegion(t *testing.T) {
 		t.Errorf("sites under region \"any\": got %d %s, want 400", code, raw)
 	}
 }
+
+// TestWebUIRegionWithoutID: with no region chosen the UI asks
+// GET …/regions/ (an empty ID); the original's server dropped a trailing
+// slash before routing, which makes it the list of regions.
+func TestWebUIRegionWithoutID(t *testing.T) {
+	p := newProject(t)
+	ok(p.c.RegionServiceCreateRegionWithResponse(ctx, p.name, rc.RegionResource{Name: ptr("emea")})).get(t)
+	var list rc.ListRegionsResponse
+	p.uiGet(t, "GET", "/v1/projects/"+p.name+"/regions/", nil, &list)
+	if list.TotalElements != 1 || len(list.Regions) != 1 || str(list.Regions[0].Name) != "emea" {
+		t.Errorf("GET …/regions/: got %d regions, want emea", list.TotalElements)
+	}
+	// Any path alike: …/sites/ lists the sites.
+	var sites rc.ListSitesResponse
+	p.uiGet(t, "GET", "/v1/projects/"+p.name+"/sites/", nil, &sites)
+}
+
+// TestWebUITotalSites: the location tree shows each region's site count
+// from showTotalSites, which counts the sites of its sub-regions too (a
+// region whose one site is in a sub-region shows "1 Sites").
+func TestWebUITotalSites(t *testing.T) {
+	p := newProject(t)
+	c := p.c
+	root := ok(c.RegionServiceCreateRegionWithResponse(ctx, p.name, rc.RegionResource{Name: ptr("emea")})).get(t)
+	sub := ok(c.RegionServiceCreateRegionWithResponse(ctx, p.name, rc.RegionResource{Name: ptr("germany"), ParentId: root.ResourceId})).get(t)
+	ok(c.SiteServiceCreateSiteWithResponse(ctx, p.name, str(sub.ResourceId), rc.SiteResource{Name: ptr("berlin")})).get(t)
+	l := ok(c.RegionServiceListRegionsWithResponse(ctx, p.name, &rc.RegionServiceListRegionsParams{PageSize: ptr(100), ShowTotalSites: ptr(true)})).get(t)
+	for _, r := range l.Regions {
+		if *r.TotalSites != 1 {
+			t.Errorf("region %s: totalSites %d, want 1", str(r.Name), *r.TotalSites)
+		}
+	}
+	if len(l.Regions) != 2 {
+		t.Errorf("regions: got %d, want 2", len(l.Regions))
+	}
+}
