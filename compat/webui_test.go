@@ -159,3 +159,55 @@ func TestWebUITotalSites(t *testing.T) {
 		t.Errorf("regions: got %d, want 2", len(l.Regions))
 	}
 }
+
+// brokerResponse is the original metadata broker's MetadataResponse, as
+// the UI's generated client (library/apis/metadata-broker) types it.
+type brokerResponse struct {
+	Metadata []struct {
+		Key    string   `json:"key"`
+		Values []string `json:"values"`
+	} `json:"metadata"`
+}
+
+func (b brokerResponse) String() string {
+	out := ""
+	for _, m := range b.Metadata {
+		out += m.Key + "="
+		for i, v := range m.Values {
+			if i > 0 {
+				out += ","
+			}
+			out += v
+		}
+		out += ";"
+	}
+	return out
+}
+
+// TestWebUIMetadata: the UI reads the project's label keys and values for
+// suggestions and, saving a host or a region, posts its labels and waits
+// for the answer, both at the original's metadata broker's
+// /v1/projects/{p}/metadata.
+func TestWebUIMetadata(t *testing.T) {
+	p := newProject(t)
+	c := p.c
+	ok(c.RegionServiceCreateRegionWithResponse(ctx, p.name, rc.RegionResource{Name: ptr("emea"),
+		Metadata: &[]rc.MetadataItem{{Key: "zone", Value: "eu"}}})).get(t)
+	ok(c.HostServiceCreateHostWithResponse(ctx, p.name, rc.HostResource{Name: "h", Uuid: ptr(newUUID()),
+		Metadata: &[]rc.MetadataItem{{Key: "customer", Value: "acme"}}})).get(t)
+	path := "/v1/projects/" + p.name + "/metadata"
+	var got brokerResponse
+	p.uiGet(t, "GET", path, nil, &got)
+	if got.String() != "customer=acme;zone=eu;" {
+		t.Errorf("GET metadata: got %s, want the labels in use", got)
+	}
+	body := map[string]any{"metadata": []map[string]string{{"key": "customer", "value": "globex"}, {"key": "rack", "value": "r1"}}}
+	p.uiGet(t, "POST", path, body, &got)
+	if got.String() != "customer=acme,globex;rack=r1;zone=eu;" {
+		t.Errorf("POST metadata: got %s", got)
+	}
+	p.uiGet(t, "GET", path, nil, &got)
+	if got.String() != "customer=acme,globex;rack=r1;zone=eu;" {
+		t.Errorf("GET after POST: got %s", got)
+	}
+}
