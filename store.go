@@ -87,6 +87,18 @@ type Store interface {
 	// need not wait for its announcement to expire.
 	Leave(ctx context.Context, id string) error
 
+	// MetadataPairs returns the metadata pairs recorded for project's
+	// label suggestions (RecordMetadataPairs), by key and value.
+	MetadataPairs(ctx context.Context, project string) ([]MetadataItem, error)
+	// RecordMetadataPairs remembers pairs for project's label
+	// suggestions (the original's metadata broker); a pair recorded
+	// already stays as it is. ENOTFOUND when the project does not exist.
+	// The pairs go with their project.
+	RecordMetadataPairs(ctx context.Context, project string, pairs []MetadataItem) error
+	// ForgetMetadataPair removes a recorded pair; ENOTFOUND when it is not
+	// recorded.
+	ForgetMetadataPair(ctx context.Context, project string, pair MetadataItem) error
+
 	CreateProject(ctx context.Context, p *Project) error
 	// UpdateProject stores p.Settings of the existing project p.Name
 	// (ENOTFOUND when there is none).
@@ -232,7 +244,9 @@ type Tx interface {
 	// CountBy returns how many resources of kind k match q (paging
 	// ignored) for each combination of the values of fields that occurs:
 	// JSON names of stored text, enum or reference fields (an absent
-	// reference is ""). The order of the groups is unspecified.
+	// reference is ""), or of stored JSON fields (metadata), whose value is
+	// their stored JSON text (equal lists are one group; the text need not
+	// be the one written). The order of the groups is unspecified.
 	CountBy(ctx context.Context, k Kind, q Query, fields ...string) ([]Group, error)
 
 	// Create stores a new resource. When its ResourceID is empty a fresh ID is

@@ -138,13 +138,30 @@ func (c *v) metadata(field string, md Metadata) {
 			c.fail(f+".key", "is required")
 			return
 		}
-		c.str(f+".key", it.Key, 316, reMetaKey)
-		c.str(f+".value", it.Value, 63, reMetaValue)
+		c.pair(f, it)
 		if seen[it.Key] {
 			c.fail(f+".key", "%q appears more than once", it.Key)
 		}
 		seen[it.Key] = true
 	}
+}
+
+// pair checks one metadata item's key and value.
+func (c *v) pair(field string, it MetadataItem) {
+	c.str(field+".key", it.Key, 316, reMetaKey)
+	c.str(field+".value", it.Value, 63, reMetaValue)
+}
+
+// CheckMetadataItem checks one label as the items of a resource's metadata
+// are checked: a key is required, and key and value follow the patterns
+// and lengths of the original's schemas. field names it in the error.
+func CheckMetadataItem(field string, it MetadataItem) error {
+	var c v
+	if it.Key == "" {
+		c.fail(field+".key", "is required")
+	}
+	c.pair(field, it)
+	return c.err
 }
 
 // statuses checks the lengths of status texts, given as name, value pairs.

@@ -46,6 +46,11 @@ var ourOperations = []string{
 	"PATCH /v1/projects/{projectName}/webhooks/{webhookId}",
 	"DELETE /v1/projects/{projectName}/webhooks/{webhookId}",
 	"GET /v1/projects/{projectName}/webhooks/{webhookId}/deliveries",
+	// The original's metadata broker (another component there), which
+	// its web UI calls beside the API.
+	"GET /v1/projects/{projectName}/metadata",
+	"POST /v1/projects/{projectName}/metadata",
+	"DELETE /v1/projects/{projectName}/metadata",
 }
 
 // ourV2Operations are the v2 API's operations (the clusters and connect

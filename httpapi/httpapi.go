@@ -13,6 +13,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,7 +157,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), ridKey{}, rid), h.timeoutOf(r))
 	defer cancel()
-	r = r.WithContext(ctx)
+	r = trimSlash(r.WithContext(ctx))
 
 	switch {
 	case h.limiter != nil && r.Context().Value(inProcessKey{}) == nil && !h.limiter.allow(clientIP(r), start):
@@ -179,6 +180,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Int("status", sw.status()), slog.Duration("took", time.Since(start)),
 			slog.String("request_id", rid))
 	}
+}
+
+// trimSlash drops one trailing slash from r's path, as the original's API
+// server did before routing: its web UI asks GET …/regions/ (no region
+// chosen), which is the list of regions there. r is a copy of the
+// caller's request (WithContext), so its URL is copied before the change.
+func trimSlash(r *http.Request) *http.Request {
+	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+		u := *r.URL
+		u.Path = strings.TrimSuffix(p, "/")
+		u.RawPath = strings.TrimSuffix(u.RawPath, "/")
+		r.URL = &u
+	}
+	return r
 }
 
 // statusWriter remembers the status for the request log, and an answer

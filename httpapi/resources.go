@@ -226,14 +226,24 @@ func clip(s string) string {
 	return strings.ToValidUTF8(s[:most], "") + "…"
 }
 
+// anyRegion is the regionId that scopes a site route to no region: the
+// original's web UI asks /regions/*/sites/{id} for a site whose region it
+// does not know, and the original never read regionId on its site
+// operations.
+const anyRegion = "*"
+
 // regionScope returns the region a site route is scoped to: the path's
-// {regionId} or the ?regionId query parameter; "" when neither is given.
+// {regionId} or the ?regionId query parameter; "" when neither is given or
+// it is anyRegion.
 func regionScope(r *http.Request) (string, error) {
 	if id := r.PathValue("regionId"); id != "" {
+		if id == anyRegion {
+			return "", nil
+		}
 		return id, checkPathID(eim.KindRegion, "regionId", id)
 	}
 	id := r.URL.Query().Get("regionId")
-	if id == "" {
+	if id == "" || id == anyRegion {
 		return "", nil
 	}
 	return id, eim.CheckID(eim.KindRegion, "regionId", id)
@@ -241,7 +251,11 @@ func regionScope(r *http.Request) (string, error) {
 
 // scoped reports whether a site route names a region.
 func scoped(r *http.Request) bool {
-	return r.PathValue("regionId") != "" || r.URL.Query().Has("regionId")
+	if id := r.PathValue("regionId"); id != "" {
+		return id != anyRegion
+	}
+	q := r.URL.Query()
+	return q.Has("regionId") && q.Get("regionId") != anyRegion
 }
 
 // setSiteRegion applies the route's region to a site being written: it

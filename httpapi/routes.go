@@ -37,6 +37,7 @@ func (h *handler) routes() {
 	h.handle("GET /compute/hosts_summary", h.hostSummary)
 	h.handle("GET /locations", h.locations)
 	h.projectSettingsRoutes()
+	h.metadataRoutes()
 	h.auditRoutes()
 	h.in(ModuleOnboarding, func() {
 		h.crud(eim.KindProvider, "/providers", crudOps{})

@@ -191,18 +191,57 @@ func (s *Service) List(ctx context.Context, project string, k eim.Kind, q ListQu
 	return &page, nil
 }
 
-// fillTotalSites sets TotalSites of each region to the number of sites
-// directly in it, with one query for the page.
+// fillTotalSites sets TotalSites of each region to the number of sites in
+// it and in the regions below it, as the original counted them (its
+// inventory walked each region's subtree). The subtrees are read a level
+// at a time (regions nest at most eim.MaxRegionDepth deep), and the sites
+// counted per region with one grouped count.
 func fillTotalSites(ctx context.Context, tx eim.Tx, regions []eim.Resource) error {
-	rids := ids(regions, func(r eim.Resource) string { return r.Base().ResourceID })
-	counts := map[string]int{}
-	if len(rids) > 0 {
-		sites, _, err := tx.List(ctx, eim.KindSite, eim.Query{Where: []eim.Cond{{Field: "regionId", Value: rids}}})
+	// parent of every region of the page's subtrees; a page's region
+	// points at its own parent, which may lie outside them.
+	parent := make(map[string]string, len(regions))
+	page := make(map[string]bool, len(regions))
+	level := make([]string, 0, len(regions))
+	for _, r := range regions {
+		id := r.Base().ResourceID
+		parent[id] = r.(*eim.Region).ParentID
+		page[id] = true
+		level = append(level, id)
+	}
+	for depth := 1; depth < eim.MaxRegionDepth && len(level) > 0; depth++ {
+		children, err := tx.CountBy(ctx, eim.KindRegion, eim.Query{Where: []eim.Cond{{Field: "parentId", Value: level}}}, "resourceId", "parentId")
+		if err != nil {
+			return fmt.Errorf("count sites: sub-regions: %w", err)
+		}
+		level = level[:0]
+		for _, g := range children {
+			if id := g.Values[0]; !page[id] {
+				parent[id] = g.Values[1]
+				level = append(level, id)
+			}
+		}
+	}
+	counts := make(map[string]int, len(regions))
+	if len(parent) > 0 {
+		all := make([]string, 0, len(parent))
+		for id := range parent {
+			all = append(all, id)
+		}
+		groups, err := tx.CountBy(ctx, eim.KindSite, eim.Query{Where: []eim.Cond{{Field: "regionId", Value: all}}}, "regionId")
 		if err != nil {
 			return fmt.Errorf("count sites: %w", err)
 		}
-		for _, st := range sites {
-			counts[st.(*eim.Site).RegionID]++
+		// A region's sites count for it and for each of the page's
+		// regions above it.
+		for _, g := range groups {
+			for id, n := g.Values[0], 0; id != "" && n <= eim.MaxRegionDepth; id, n = parent[id], n+1 {
+				if page[id] {
+					counts[id] += g.Count
+				}
+				if _, known := parent[id]; !known {
+					break
+				}
+			}
 		}
 	}
 	for _, r := range regions {

@@ -251,6 +251,47 @@ func locationNodes(l *inventory.Locations) []string {
 	return out
 }
 
+// TestTotalSitesOfSubtree: showTotalSites counts the sites of a region and
+// of every region below it, as the original did (a region whose one site is
+// in a sub-region shows 1), also when the page holds only part of the tree.
+func TestTotalSitesOfSubtree(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		eu := e.region("europe", "")
+		de := e.region("germany", eu.ResourceID)
+		by := e.region("bavaria", de.ResourceID)
+		mu := e.region("munich", by.ResourceID)
+		fr := e.region("france", eu.ResourceID)
+		us := e.region("americas", "")
+		e.site("berlin", de.ResourceID)
+		e.site("munich-1", mu.ResourceID)
+		e.site("munich-2", mu.ResourceID)
+		e.site("lyon", fr.ResourceID)
+		e.site("loose", "")
+		want := map[string]int{eu.ResourceID: 4, de.ResourceID: 3, by.ResourceID: 2, mu.ResourceID: 2, fr.ResourceID: 1, us.ResourceID: 0}
+		check := func(q inventory.ListQuery) {
+			t.Helper()
+			q.ShowTotalSites = true
+			page := ok(e.svc.List(e.ctx, e.proj, eim.KindRegion, q)).get(t)
+			for _, it := range page.Items {
+				r := it.(*eim.Region)
+				got := -1
+				if r.TotalSites != nil {
+					got = *r.TotalSites
+				}
+				if got != want[r.ResourceID] {
+					t.Errorf("page %d+%d: region %s totalSites %d, want %d", q.Offset, q.PageSize, r.Name, got, want[r.ResourceID])
+				}
+			}
+		}
+		check(inventory.ListQuery{PageSize: 100})
+		for off := 0; off < len(want); off++ {
+			check(inventory.ListQuery{PageSize: 1, Offset: off})
+			check(inventory.ListQuery{PageSize: 2, Offset: off})
+		}
+		check(inventory.ListQuery{Filter: `name="munich" OR name="europe"`})
+	})
+}
+
 func TestLocations(t *testing.T) {
 	runTicking(t, func(t *testing.T, e *env) {
 		eu := e.region("Europe", "")

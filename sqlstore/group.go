@@ -30,8 +30,8 @@ func (t *tx) CountBy(ctx context.Context, k eim.Kind, q eim.Query, fields ...str
 			return nil, eim.Errorf(eim.EINVALID, "%s: not a stored field of %s", name, k)
 		}
 		col := c.byColumn[f.Column]
-		if col.kind != colString && col.kind != colEdge {
-			return nil, eim.Errorf(eim.EINVALID, "%s: %s cannot be grouped by (not text, an enum or a reference)", name, k)
+		if col.kind != colString && col.kind != colEdge && col.kind != colJSON {
+			return nil, eim.Errorf(eim.EINVALID, "%s: %s cannot be grouped by (not text, an enum, a reference or JSON)", name, k)
 		}
 		cols[i] = c.table + "." + col.name
 	}

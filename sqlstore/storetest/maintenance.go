@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -213,10 +214,96 @@ func testCountBy(t *testing.T, s eim.Store) {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 	}
-	for _, fields := range [][]string{nil, {"nosuch"}, {"updateStatusTimestamp"}, {"customConfigID"}, {"host"}} {
+	for _, fields := range [][]string{nil, {"nosuch"}, {"updateStatusTimestamp"}, {"host"}} {
 		_, err := count(eim.Query{}, fields...)
 		wantCode(t, err, eim.EINVALID)
 	}
 	_, err := count(eim.Query{Filter: "name=("}, "osID")
 	wantCode(t, err, eim.EINVALID)
+
+	// A JSON field groups by its stored JSON: equal lists together.
+	md := func(kv ...string) eim.Metadata {
+		var m eim.Metadata
+		for i := 0; i+1 < len(kv); i += 2 {
+			m = append(m, eim.MetadataItem{Key: kv[i], Value: kv[i+1]})
+		}
+		return m
+	}
+	for _, m := range []eim.Metadata{md("a", "1"), md("a", "1"), md("a", "1", "b", "2"), nil} {
+		create(t, s, p, &eim.Region{Name: "r", Metadata: m})
+	}
+	create(t, s, other, &eim.Region{Name: "r", Metadata: md("c", "3")})
+	var gs []eim.Group
+	if err := s.View(ctx(t), p, func(tx eim.Tx) error {
+		var err error
+		gs, err = tx.CountBy(ctx(t), eim.KindRegion, eim.Query{}, "metadata")
+		return err
+	}); err != nil {
+		t.Fatalf("count by metadata: %v", err)
+	}
+	byLabels := map[string]int{}
+	for _, g := range gs {
+		var m eim.Metadata
+		if err := json.Unmarshal([]byte(g.Values[0]), &m); err != nil {
+			t.Fatalf("count by metadata: group %q: %v", g.Values[0], err)
+		}
+		key := ""
+		for _, it := range m {
+			key += it.Key + "=" + it.Value + ";"
+		}
+		byLabels[key] += g.Count
+	}
+	if want := map[string]int{"a=1;": 2, "a=1;b=2;": 1, "": 1}; !maps.Equal(byLabels, want) {
+		t.Errorf("count by metadata: got %v, want %v", byLabels, want)
+	}
+}
+
+// Metadata pairs are recorded per project, once each, and go with it.
+func testMetadataPairs(t *testing.T, s eim.Store) {
+	p, other := project(t, s), project(t, s)
+	pairs := func(project string) string {
+		got, err := s.MetadataPairs(ctx(t), project)
+		if err != nil {
+			t.Fatalf("metadata pairs: %v", err)
+		}
+		out := ""
+		for _, it := range got {
+			out += it.Key + "=" + it.Value + ";"
+		}
+		return out
+	}
+	rec := func(project string, kv ...string) error {
+		var m []eim.MetadataItem
+		for i := 0; i+1 < len(kv); i += 2 {
+			m = append(m, eim.MetadataItem{Key: kv[i], Value: kv[i+1]})
+		}
+		return s.RecordMetadataPairs(ctx(t), project, m)
+	}
+	if err := rec(p, "zone", "b", "zone", "a", "customer", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec(p, "zone", "a", "customer", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec(other, "zone", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pairs(p), "customer=;customer=x;zone=a;zone=b;"; got != want {
+		t.Errorf("pairs: got %s, want %s", got, want)
+	}
+	wantCode(t, rec("no-such-project", "a", "b"), eim.ENOTFOUND)
+	if err := s.ForgetMetadataPair(ctx(t), p, eim.MetadataItem{Key: "zone", Value: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, s.ForgetMetadataPair(ctx(t), p, eim.MetadataItem{Key: "zone", Value: "a"}), eim.ENOTFOUND)
+	wantCode(t, s.ForgetMetadataPair(ctx(t), p, eim.MetadataItem{Key: "zone", Value: "c"}), eim.ENOTFOUND)
+	if got, want := pairs(p), "customer=;customer=x;zone=b;"; got != want {
+		t.Errorf("pairs after forgetting zone=a: got %s, want %s", got, want)
+	}
+	if err := s.DeleteProject(ctx(t), other); err != nil {
+		t.Fatal(err)
+	}
+	if got := pairs(other); got != "" {
+		t.Errorf("pairs of a deleted project: got %s, want none", got)
+	}
 }

@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"OSUpdateReferences", testOSUpdateReferences},
 		{"OSUpdateRuns", testOSUpdateRuns},
 		{"CountBy", testCountBy},
+		{"MetadataPairs", testMetadataPairs},
 		{"Workloads", testWorkloads},
 		{"ConnectCredentials", testConnectCredentials},
 		{"Tunnels", testTunnels},

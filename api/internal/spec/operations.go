@@ -46,6 +46,7 @@ var tags = []struct{ name, desc string }{
 	{tagWorkloads, "Named groups of instances, such as clusters, and their members. Workloads are served under /compute/workloads and /workloads."},
 	{tagProjects, "Tenants and their onboarding settings. Creating and deleting them needs the eim-admin role."},
 	{tagAudit, "EIM's additions: the project's audit log (who changed what, old → new) and its webhooks (signed event notifications). See docs/audit.md."},
+	{tagMetadata, "The original's metadata broker, as its web UI calls it: the label keys and values a project uses, for suggestions."},
 	{tagService, "Health and this document; no token needed."},
 }
 
@@ -140,6 +141,7 @@ func addOperations(ps *pathSet) {
 	addProjects(ps)
 
 	addAudit(ps)
+	addMetadata(ps)
 
 	addClusters(ps)
 

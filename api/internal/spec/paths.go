@@ -53,15 +53,20 @@ func idParamOf(rd resourceDoc) *obj {
 func regionPathParam() *obj {
 	return o("name", "regionId", "in", "path", "required", true,
 		"description", "ID of the region the sites are in. Listing shows only its sites; a site written here gets this "+
-			"region (a different regionId in the body is 400); a site of another region is 404.",
-		"schema", o("type", "string", "pattern", idPattern(eim.KindRegion)))
+			"region (a different regionId in the body is 400); a site of another region is 404. "+
+			"`*` is any region, as in the original (whose web UI sends it for a site whose region it does not know): "+
+			"every site of the project, and a site created here takes the body's regionId.",
+		"schema", o("type", "string", "pattern", anyRegionPattern()))
 }
 
 func regionQueryParam() *obj {
 	return o("name", "regionId", "in", "query",
-		"description", "Optional region scope, with the same effect as the region-scoped paths.",
-		"schema", o("type", "string", "pattern", idPattern(eim.KindRegion)))
+		"description", "Optional region scope, with the same effect as the region-scoped paths (`*`: any region).",
+		"schema", o("type", "string", "pattern", anyRegionPattern()))
 }
+
+// anyRegionPattern is a region ID or `*`.
+func anyRegionPattern() string { return `^\*$|` + idPattern(eim.KindRegion) }
 
 // pathSet collects operations by path, in insertion order.
 type pathSet struct {

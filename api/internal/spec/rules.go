@@ -42,8 +42,8 @@ var rules = map[eim.Kind]map[string]rule{
 		"name":     resourceName,
 		"parentId": {desc: "ID of the parent region; empty for a root region. Regions nest at most 5 deep."},
 		"metadata": {desc: "Labels of this region. Sites and hosts below inherit them."},
-		"totalSites": {desc: "Number of sites directly in this region; " +
-			"present only when the list was asked for with showTotalSites=true.", min: bound(0)},
+		"totalSites": {desc: "Number of sites in this region and in the regions below it, as the original counted them; " +
+			"counted only when the list was asked for with showTotalSites=true (0 otherwise).", min: bound(0)},
 		"parentRegion": {desc: "The parent region, expanded on read (with its own parent)."},
 	},
 	eim.KindSite: {
