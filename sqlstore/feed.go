@@ -109,7 +109,7 @@ func (t *tx) flushPostgres(ctx context.Context, at int64) error {
 		if _, err := t.q.ExecContext(ctx, q, append(args, aargs...)...); err != nil {
 			return t.s.d.translate(fmt.Errorf("record events and audit: %w", err), nil)
 		}
-		t.audits = nil
+		t.audits, t.audited = nil, true
 		return nil
 	}
 	if _, err := t.q.ExecContext(ctx, eventsInsertPG(1), t.eventArgs(at)...); err != nil {

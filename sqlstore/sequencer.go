@@ -81,8 +81,9 @@ func (s *Store) sequenced(ctx context.Context) error {
 	return nil
 }
 
-// sequenceRound numbers the committed unsequenced events: one call of the
-// eim_sequence_events function (migration 0009), in its own implicit
+// sequenceRound numbers the committed unsequenced events, and the audit
+// records per project: one call of the eim_sequence_events function
+// (migrations 0009 and 0019), in its own implicit
 // transaction, which takes the sequencer's advisory lock, numbers the
 // events from eim_revision and, when it numbered any, notifies the other
 // processes' listeners.
@@ -97,8 +98,8 @@ func (s *Store) sequenceRound(ctx context.Context) error {
 	return nil
 }
 
-// sequenceLoop runs a round now and then, for events whose writer died
-// between its commit and a round.
+// sequenceLoop runs a round now and then, for events (and audit records)
+// whose writer died between its commit and a round.
 func (s *Store) sequenceLoop(ctx context.Context) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
@@ -108,7 +109,7 @@ func (s *Store) sequenceLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			var pending bool
-			err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT FROM events WHERE revision IS NULL)").Scan(&pending)
+			err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT FROM events WHERE revision IS NULL) OR EXISTS (SELECT FROM audit_log WHERE seq IS NULL)").Scan(&pending)
 			if err == nil && pending {
 				err = s.sequenced(ctx)
 			}
