@@ -26,7 +26,9 @@ import (
 // died between its commit and a round are picked up by the next round or by
 // sequenceLoop. Only the sequencer NOTIFYs: PostgreSQL serializes the
 // commits of notifying transactions. A round is one call of the database
-// function eim_sequence_events (migration 0009), one round trip.
+// function eim_sequence_events (migration 0009), one round trip. The same
+// round numbers the committed audit records, per project (migration 0019,
+// audit.go).
 
 // sequencer coordinates this process's rounds and the writers waiting for
 // them.
