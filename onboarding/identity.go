@@ -151,10 +151,10 @@ func (c *claim) hosts() []*eim.Host {
 // is when one of them is onboarded already (the device proved its project
 // then, or was registered there alone: a later registration elsewhere does
 // not disturb it). Otherwise every registration is held (the device is
-// told to retry). So a project
-// that registers another's machine — before or after its owner — never
-// gets it without the owner's token, and nothing a project does shows
-// another project's hosts or name to the device or to anyone else.
+// told to retry). So a project that registers another's machine — before
+// or after its owner — never gets it without the owner's token, and
+// nothing a project does shows another project's hosts or name to the
+// device or to anyone else.
 func lookup(ctx context.Context, tx eim.Tx, id identity, proof string) (match, error) {
 	claims := map[string]*claim{}
 	claimOf := func(h *eim.Host) *claim {
