@@ -17,8 +17,11 @@ type Action = Op
 
 // AuditRecord is one change of one resource.
 type AuditRecord struct {
-	// Seq orders the records (higher is later); it is what a follower
-	// resumes after.
+	// Seq numbers the project's records 1, 2, 3… (higher is later),
+	// whatever other projects write; a project's records become visible
+	// in Seq order, so it is what a follower resumes after ("seq>N")
+	// without missing one. Numbers are not reused: records pruned by age
+	// leave the next one where it was.
 	Seq     int64  `json:"seq" db:"seq"`
 	Project string `json:"-" db:"project"`
 	Time    Time   `json:"time" db:"at"`

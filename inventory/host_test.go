@@ -394,8 +394,8 @@ func TestUUIDCase(t *testing.T) {
 		wantErr(t, err, eim.ECONFLICT, "uuid")
 		_, err = e.svc.RegisterHost(e.ctx, e.proj, inventory.HostRegistration{UUID: lower})
 		wantErr(t, err, eim.ECONFLICT, "uuid")
-		// Another project may claim it too (onboarding gives the device to
-		// the earliest registration: docs/compatibility.md).
+		// Another project may claim it too (onboarding then needs the
+		// device to prove its project: docs/compatibility.md).
 		if _, err = e.svc.Create(e.ctx, e.newProject(), &eim.Host{Name: "other", UUID: lower}); err != nil {
 			t.Fatalf("the same UUID in another project: %v", err)
 		}

@@ -3,6 +3,8 @@ package onboarding
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/eimhq/eim"
@@ -93,35 +95,38 @@ type match struct {
 	// differ (registration error on both).
 	mismatch []*eim.Host
 	// conflict holds the registrations of the device in other projects
-	// than the one that claimed it first (see lookup).
+	// than the one the device proved it belongs to (see lookup).
 	conflict []*eim.Host
+	// held holds every registration of a device registered in more than
+	// one project that proved none of them its own: it is held.
+	held []*eim.Host
 }
 
-// maxClaims bounds the hosts read for one UUID or serial number: a device
-// registered in more projects than this is settled among the earliest.
+// maxClaims bounds the hosts read for one UUID or serial number: the
+// earliest registrations count.
 const maxClaims = 16
 
 // claim is one project's registrations of a device.
 type claim struct {
 	byUUID   *eim.Host
 	bySerial []*eim.Host
-	first    *eim.Host // the earliest of them
 }
 
-func (c *claim) add(h *eim.Host) {
-	if c.first == nil || earlier(h, c.first) {
-		c.first = h
+// onboardedClaim returns the one claim whose host has been onboarded (the
+// device proved its project then, or was registered in it alone), or nil.
+func onboardedClaim(claims map[string]*claim) *claim {
+	var found *claim
+	for _, c := range claims {
+		for _, h := range c.hosts() {
+			if h.CurrentState == eim.HostStateOnboarded {
+				if found != nil && found != c {
+					return nil
+				}
+				found = c
+			}
+		}
 	}
-}
-
-// earlier orders registrations by creation, then by ID (a tie needs the
-// same millisecond).
-func earlier(a, b *eim.Host) bool {
-	ta, tb := a.Timestamps.CreatedAt.Time, b.Timestamps.CreatedAt.Time
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
-	}
-	return a.ResourceID < b.ResourceID
+	return found
 }
 
 // hosts returns every host of the claim.
@@ -138,13 +143,19 @@ func (c *claim) hosts() []*eim.Host {
 //
 // A machine's identity is claimed per project: each project may register
 // a UUID or serial number once, whatever other projects registered. When
-// registrations of more than one project match the device, the project
-// whose registration is the earliest has it; the others' hosts are
-// conflicts (their registration status says so, in their own project).
-// So a later registration in another project never changes how an earlier
-// one onboards, and nothing a project does shows another project's hosts
-// to the device or to anyone else.
-func lookup(ctx context.Context, tx eim.Tx, id identity) (match, error) {
+// registrations of more than one project match the device, the device
+// must prove which project it belongs to: proof is the name of the project
+// whose enrollment token it carries (its boot configuration's eim.enroll),
+// or "". With proof of one of them, that project's registration is
+// matched as if it were alone and the others' hosts are conflicts; so it
+// is when one of them is onboarded already (the device proved its project
+// then, or was registered there alone: a later registration elsewhere does
+// not disturb it). Otherwise every registration is held (the device is
+// told to retry). So a project that registers another's machine — before
+// or after its owner — never gets it without the owner's token, and
+// nothing a project does shows another project's hosts or name to the
+// device or to anyone else.
+func lookup(ctx context.Context, tx eim.Tx, id identity, proof string) (match, error) {
 	claims := map[string]*claim{}
 	claimOf := func(h *eim.Host) *claim {
 		c := claims[h.Project]
@@ -152,7 +163,6 @@ func lookup(ctx context.Context, tx eim.Tx, id identity) (match, error) {
 			c = &claim{}
 			claims[h.Project] = c
 		}
-		c.add(h)
 		return c
 	}
 	if id.uuid != "" {
@@ -187,13 +197,24 @@ func lookup(ctx context.Context, tx eim.Tx, id identity) (match, error) {
 		}
 	}
 	var win *claim
-	for _, c := range claims {
-		if win == nil || earlier(c.first, win.first) {
+	switch len(claims) {
+	case 0:
+		return match{}, nil
+	case 1:
+		for _, c := range claims {
 			win = c
 		}
-	}
-	if win == nil {
-		return match{}, nil
+	default:
+		if win = claims[proof]; win == nil {
+			win = onboardedClaim(claims)
+		}
+		if win == nil {
+			var m match
+			for _, p := range slices.Sorted(maps.Keys(claims)) {
+				m.held = append(m.held, claims[p].hosts()...)
+			}
+			return m, nil
+		}
 	}
 	var m match
 	for _, c := range claims {

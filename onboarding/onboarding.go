@@ -34,8 +34,14 @@ const (
 	StatusRegistered = "Host is Registered"
 	StatusMismatch   = "Host Registration Failed due to mismatch of UUID/Serial Number"
 	// StatusClaimed is the registration status of a host whose device
-	// another project registered first (ours: see lookup).
-	StatusClaimed = "Host Registration Failed: the device is registered earlier in another project"
+	// another project registered too and which carried that project's
+	// enrollment token (ours: see lookup).
+	StatusClaimed = "Host Registration Failed: the device is registered in another project, whose enrollment token it carries"
+	// StatusHeld is the registration status of the hosts of a device
+	// registered in more than one project that carried none of their
+	// enrollment tokens: it is held until it does, or until only one
+	// registration is left (ours: see lookup).
+	StatusHeld = "Host Registration Held: the device is claimed by more than one project; boot it with this project's enrollment token"
 )
 
 // Options configure a Service. Store, Batcher and TokenURL are required.
@@ -110,6 +116,19 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 		return nil, err
 	}
 	token := req.GetEnrollmentToken()
+	// The project of the token, if any: it enrolls an unknown device, and
+	// proves which project a device registered in several belongs to.
+	var (
+		project  *eim.Project
+		tokenErr error
+		proof    string
+	)
+	if token != "" {
+		project, tokenErr = s.projectOfToken(ctx, token)
+		if project != nil {
+			proof = project.Name
+		}
+	}
 	// With one writer (SQLite), a read-only look first: refusals and
 	// unchanged answers then cost the writer nothing. With concurrent
 	// writers the batched transaction below decides alone.
@@ -117,7 +136,7 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 		var d decision
 		err = s.store.View(ctx, "", func(tx eim.Tx) error {
 			var err error
-			d, err = s.decide(ctx, tx, id)
+			d, err = s.decide(ctx, tx, id, proof)
 			return err
 		})
 		if err != nil {
@@ -126,20 +145,13 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 		if d.enroll == nil && !d.writes() {
 			return d.answer(s, "")
 		}
-		if d.enroll == nil {
-			token = "" // a known device: its token, if any, is not used
-		} else if token == "" {
-			return nil, unknownDevice(id)
-		}
-	}
-	var (
-		project  *eim.Project
-		tokenErr error
-	)
-	if token != "" {
-		project, tokenErr = s.projectOfToken(ctx, token)
-		if tokenErr != nil && !s.direct {
-			return nil, tokenErr
+		if d.enroll != nil {
+			if token == "" {
+				return nil, unknownDevice(id)
+			}
+			if tokenErr != nil {
+				return nil, tokenErr
+			}
 		}
 	}
 	// Decide (again) in the write transaction, which is authoritative.
@@ -151,7 +163,7 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 	)
 	err = s.batch.Do(ctx, func(tx eim.Tx) error {
 		resp, answer = nil, nil
-		d, err := s.decide(ctx, tx, id)
+		d, err := s.decide(ctx, tx, id, proof)
 		if err != nil {
 			if refusal(err) {
 				answer = err
@@ -210,15 +222,20 @@ func refusal(err error) bool {
 type decision struct {
 	host     *eim.Host   // the device's host, when matched
 	mismatch []*eim.Host // UUID and serial point at different hosts
-	conflict []*eim.Host // later registrations of the device in other projects
+	conflict []*eim.Host // registrations of the device in other projects than the one it proved
+	held     []*eim.Host // registrations in several projects, none proved: held
 	enroll   *struct{}   // unknown device: enroll it if it has a token
 }
 
-// decide looks the device up and applies the rules that refuse it.
-func (s *Service) decide(ctx context.Context, tx eim.Tx, id identity) (decision, error) {
-	m, err := lookup(ctx, tx, id)
+// decide looks the device up and applies the rules that refuse it; proof
+// is the project whose enrollment token the device carries, if any.
+func (s *Service) decide(ctx context.Context, tx eim.Tx, id identity, proof string) (decision, error) {
+	m, err := lookup(ctx, tx, id, proof)
 	if err != nil {
 		return decision{}, err
+	}
+	if len(m.held) > 0 {
+		return decision{held: m.held}, nil
 	}
 	if len(m.mismatch) > 0 {
 		return decision{mismatch: m.mismatch, conflict: m.conflict}, nil
@@ -265,6 +282,11 @@ func (d decision) writes() bool {
 			return true
 		}
 	}
+	for _, h := range d.held {
+		if h.RegistrationStatus != StatusHeld || h.RegistrationStatusIndicator != eim.StatusError {
+			return true
+		}
+	}
 	if h := d.host; h != nil {
 		return h.RegistrationStatus != StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle
 	}
@@ -282,6 +304,11 @@ func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity)
 	}
 	for _, h := range d.conflict {
 		if err := setRegistrationError(ctx, tx, h, StatusClaimed, now); err != nil {
+			return "", err
+		}
+	}
+	for _, h := range d.held {
+		if err := setRegistrationError(ctx, tx, h, StatusHeld, now); err != nil {
 			return "", err
 		}
 	}
@@ -321,11 +348,16 @@ func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverRespo
 	if len(d.mismatch) > 0 {
 		return nil, eim.Errorf(eim.EINVALID, "the device's UUID and serial number match different registrations, or a registration with another serial number; correct the registration")
 	}
+	if len(d.held) > 0 {
+		// Retry later, as a registered device does; the answer names no
+		// host or project (the caller is not authenticated).
+		return &onboardingv1.DiscoverResponse{Status: onboardingv1.DiscoverResponse_STATUS_REGISTERED, RetryAfterSeconds: retryAfter()}, nil
+	}
 	h := d.host
 	resp := &onboardingv1.DiscoverResponse{HostId: h.ResourceID, Project: h.Project}
 	if !d.onboarding() {
 		resp.Status = onboardingv1.DiscoverResponse_STATUS_REGISTERED
-		resp.RetryAfterSeconds = uint32(minRetrySeconds + rand.IntN(maxRetrySeconds-minRetrySeconds+1))
+		resp.RetryAfterSeconds = retryAfter()
 		return resp, nil
 	}
 	resp.Status = onboardingv1.DiscoverResponse_STATUS_ONBOARDED
@@ -333,6 +365,12 @@ func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverRespo
 	resp.ClientSecret = secret
 	resp.TokenUrl = s.tokenURL
 	return resp, nil
+}
+
+// retryAfter is how long a device not onboarded yet waits before it calls
+// again (spread, so that a fleet powered on at once does not call at once).
+func retryAfter() uint32 {
+	return uint32(minRetrySeconds + rand.IntN(maxRetrySeconds-minRetrySeconds+1))
 }
 
 func unknownDevice(id identity) error {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -536,13 +535,20 @@ func TestDiscoverConcurrent(t *testing.T) {
 	})
 }
 
-// A device's identity is claimed per project: registrations of it in two
-// projects never block it; the earliest has it, and the later one shows the
-// conflict in its own project, whichever identity (UUID or serial) each
-// registered.
+// A device's identity is claimed per project: any project may register it,
+// whatever UUID or serial number each registered and in whichever order.
+// Registered in two projects, the device is held without proof: both hosts
+// show it (without naming the other project) and the device is told to
+// retry, as a registered one is; a token of neither project proves
+// nothing. With one project's enrollment token it onboards into that
+// project only, and the other's host shows it went to another project.
+// Once one registration is left, the device onboards without a token.
 func TestDiscoverClaimedInTwoProjects(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		other := e.newProject()
+		other, third := e.newProject(), e.newProject()
+		e.setSettings(e.proj, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash("token-of-a") })
+		e.setSettings(other, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash("token-of-b") })
+		e.setSettings(third, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash("token-of-c") })
 		regIn := func(project string, reg inventory.HostRegistration) *eim.Host {
 			t.Helper()
 			h, err := e.inv.RegisterHost(e.ctx, project, reg)
@@ -551,24 +557,24 @@ func TestDiscoverClaimedInTwoProjects(t *testing.T) {
 			}
 			return h
 		}
-		wantClaimed := func(h *eim.Host) {
+		wantStatus := func(h *eim.Host, status string) {
 			t.Helper()
 			got := e.host(h.ResourceID)
-			if got.RegistrationStatus != onboarding.StatusClaimed || got.RegistrationStatusIndicator != eim.StatusError || got.NodeSecretHash != "" || got.CurrentState == eim.HostStateOnboarded {
-				t.Errorf("later claim %s: registration %q/%s, current %s, credentials %v; want %q ERROR, not onboarded",
-					h.ResourceID, got.RegistrationStatus, got.RegistrationStatusIndicator, got.CurrentState, got.NodeSecretHash != "", onboarding.StatusClaimed)
+			if got.RegistrationStatus != status || got.RegistrationStatusIndicator != eim.StatusError || got.NodeSecretHash != "" || got.CurrentState == eim.HostStateOnboarded {
+				t.Errorf("host %s of %s: registration %q/%s, current %s, credentials %v; want %q ERROR, not onboarded",
+					h.ResourceID, h.Project, got.RegistrationStatus, got.RegistrationStatusIndicator, got.CurrentState, got.NodeSecretHash != "", status)
 			}
 		}
 		tests := []struct {
-			name         string
-			first, later inventory.HostRegistration
-			firstInOther bool // the earlier registration is the other project's
+			name          string
+			first, second inventory.HostRegistration
+			token         string // the token that proves the device's project
+			secondWins    bool   // it is the second registration's project
 		}{
-			{"same serial", inventory.HostRegistration{SerialNumber: "SERIALA"}, inventory.HostRegistration{SerialNumber: "SERIALA"}, false},
-			{"same uuid", inventory.HostRegistration{UUID: "UUIDA"}, inventory.HostRegistration{UUID: "UUIDA"}, false},
-			{"uuid first, then serial", inventory.HostRegistration{UUID: "UUIDA"}, inventory.HostRegistration{SerialNumber: "SERIALA"}, false},
-			{"serial first, then uuid", inventory.HostRegistration{SerialNumber: "SERIALA"}, inventory.HostRegistration{UUID: "UUIDA"}, false},
-			{"other project first", inventory.HostRegistration{SerialNumber: "SERIALA"}, inventory.HostRegistration{SerialNumber: "SERIALA"}, true},
+			{"same serial, the first's token", inventory.HostRegistration{SerialNumber: "SERIALA"}, inventory.HostRegistration{SerialNumber: "SERIALA"}, "token-of-a", false},
+			{"same uuid, the later's token", inventory.HostRegistration{UUID: "UUIDA"}, inventory.HostRegistration{UUID: "UUIDA"}, "token-of-b", true},
+			{"uuid first, then serial", inventory.HostRegistration{UUID: "UUIDA"}, inventory.HostRegistration{SerialNumber: "SERIALA"}, "token-of-a", false},
+			{"serial first, then uuid", inventory.HostRegistration{SerialNumber: "SERIALA"}, inventory.HostRegistration{UUID: "UUIDA"}, "token-of-b", true},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -583,38 +589,58 @@ func TestDiscoverClaimedInTwoProjects(t *testing.T) {
 					r.AutoOnboard = true
 					return r
 				}
-				firstP, laterP := e.proj, other
-				if tt.firstInOther {
-					firstP, laterP = other, e.proj
-				}
-				first := regIn(firstP, fill(tt.first))
-				// Creation times are milliseconds: make the order plain.
-				for ms := time.Now().UnixMilli(); time.Now().UnixMilli() <= ms+1; {
-					runtime.Gosched()
-				}
-				later := regIn(laterP, fill(tt.later))
-				req := &onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial}
-				for range 2 { // the answer holds, and the status is written once
+				a := regIn(e.proj, fill(tt.first))
+				b := regIn(other, fill(tt.second))
+				for _, token := range []string{"", "", "token-of-c", "no-such-token"} { // the answer holds, the status is written once
+					req := &onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial, EnrollmentToken: token}
 					resp, err := e.discover(req)
 					if err != nil {
-						t.Fatalf("discover: %v, want the earlier registration onboarded", err)
+						t.Fatalf("discover (token %q): %v, want the device held (REGISTERED, retry)", token, err)
 					}
-					if resp.GetHostId() != first.ResourceID || resp.GetProject() != firstP || resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_ONBOARDED {
-						t.Fatalf("discover: got %v, want %s of %s onboarded", resp, first.ResourceID, firstP)
+					if resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_REGISTERED || resp.GetRetryAfterSeconds() == 0 || resp.GetHostId() != "" || resp.GetProject() != "" || resp.GetClientSecret() != "" {
+						t.Fatalf("discover (token %q): got %v, want REGISTERED with a retry and no host or project", token, resp)
 					}
-					wantClaimed(later)
+					wantStatus(a, onboarding.StatusHeld)
+					wantStatus(b, onboarding.StatusHeld)
 				}
-				// The earlier registration goes: the later one has the device.
-				e.edit2(firstP, first.ResourceID, func(h *eim.Host) { h.DesiredState = eim.HostStateDeleted })
-				if err := e.inv.ConfirmDeleted(e.ctx, firstP, eim.KindHost, first.ResourceID); err != nil {
+				if strings.Contains(onboarding.StatusHeld, other) || strings.Contains(onboarding.StatusHeld, e.proj) {
+					t.Errorf("the held status names a project: %q", onboarding.StatusHeld)
+				}
+
+				// The proof: one project's token.
+				win, winP, lose := a, e.proj, b
+				if tt.secondWins {
+					win, winP, lose = b, other, a
+				}
+				req := &onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial, EnrollmentToken: tt.token}
+				resp, err := e.discover(req)
+				if err != nil || resp.GetHostId() != win.ResourceID || resp.GetProject() != winP || resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_ONBOARDED {
+					t.Fatalf("discover with %s: got %v, %v; want %s of %s onboarded", tt.token, resp, err, win.ResourceID, winP)
+				}
+				if got := e.host(win.ResourceID); got.RegistrationStatus != onboarding.StatusRegistered || got.CurrentState != eim.HostStateOnboarded {
+					t.Errorf("the proved registration: %q, current %s; want %q, onboarded", got.RegistrationStatus, got.CurrentState, onboarding.StatusRegistered)
+				}
+				wantStatus(lose, onboarding.StatusClaimed)
+				// Onboarded, the registration keeps the device: a call
+				// without the token is its project's, not held.
+				resp, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial})
+				if err != nil || resp.GetHostId() != win.ResourceID {
+					t.Fatalf("discover without the token once onboarded: got %v, %v; want %s", resp, err, win.ResourceID)
+				}
+				wantStatus(lose, onboarding.StatusClaimed)
+
+				// The proved registration goes: the other one, alone now,
+				// has the device without a token.
+				e.edit2(winP, win.ResourceID, func(h *eim.Host) { h.DesiredState = eim.HostStateDeleted })
+				if err := e.inv.ConfirmDeleted(e.ctx, winP, eim.KindHost, win.ResourceID); err != nil {
 					t.Fatal(err)
 				}
-				resp, err := e.discover(req)
-				if err != nil || resp.GetHostId() != later.ResourceID {
-					t.Fatalf("after the earlier registration was deleted: got %v, %v; want %s", resp, err, later.ResourceID)
+				resp, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial})
+				if err != nil || resp.GetHostId() != lose.ResourceID || resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_ONBOARDED {
+					t.Fatalf("after the proved registration was deleted: got %v, %v; want %s onboarded", resp, err, lose.ResourceID)
 				}
-				if got := e.host(later.ResourceID); got.RegistrationStatus != onboarding.StatusRegistered || got.CurrentState != eim.HostStateOnboarded {
-					t.Errorf("later registration once alone: %q, current %s", got.RegistrationStatus, got.CurrentState)
+				if got := e.host(lose.ResourceID); got.RegistrationStatus != onboarding.StatusRegistered || got.CurrentState != eim.HostStateOnboarded {
+					t.Errorf("the other registration once alone: %q, current %s", got.RegistrationStatus, got.CurrentState)
 				}
 			})
 		}

@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,18 +182,34 @@ func (t *tx) currentCols(ctx context.Context, c *codec, sc *scanner, id string) 
 	return found, nil
 }
 
-const auditInsert1 = "INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes) VALUES (?, ?, ?, ?, ?, ?, ?)"
+const auditInsert1 = "INSERT INTO audit_log (project, seq, at, principal, action, kind, resource_id, changes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 // auditBatch bounds the rows of one INSERT (SQLite's parameter limit).
 const auditBatch = 400
 
+// A record's seq is its project's (audit_seqs): 1, 2, 3… On SQLite the
+// writer takes the next numbers of each project it records in, as part of
+// its transaction (one writer: they commit in order). On PostgreSQL it
+// inserts its records without a seq (NULL, not shown by the readers), and
+// the change feed's sequencer numbers the committed ones per project in
+// the round that numbers its events (see sequencer.go): rounds are
+// serialized, each commits before the next begins, so a project's numbers
+// become visible in order — a reader that has seen seq n of a project will
+// never later find a lower one appear, and a cursor over seq skips
+// nothing — while writers commit without waiting for each other. A writer
+// returns once a round after its commit has run, so its records are
+// numbered by then.
+
 // auditInsertPG inserts t.auditArgs's records in one statement, its
-// parameters numbered from first.
-func auditInsertPG(first int) string {
-	return fmt.Sprintf(`INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes)
+// parameters numbered from first, after the common table expressions
+// with (each followed by a comma), if any.
+func auditInsertPG(first int, with string) string {
+	return fmt.Sprintf(`WITH %sa AS (
+  SELECT * FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[]) WITH ORDINALITY AS a(project, principal, action, kind, resource_id, changes, n)
+)
+INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes)
 SELECT a.project, $%d, a.principal, a.action, a.kind, a.resource_id, a.changes::jsonb
-FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[]) WITH ORDINALITY AS a(project, principal, action, kind, resource_id, changes, n)
-ORDER BY a.n`, first+6, first, first+1, first+2, first+3, first+4, first+5)
+FROM a ORDER BY a.n`, with, first, first+1, first+2, first+3, first+4, first+5, first+6)
 }
 
 // auditArgs are the parameters of auditInsertPG.
@@ -212,6 +230,41 @@ func (t *tx) auditArgs(at int64) ([]any, error) {
 	return []any{projects, principals, actions, kinds, ids, changes, at}, nil
 }
 
+const auditSeqTake = "INSERT INTO audit_seqs (project, seq) VALUES (?, ?) ON CONFLICT (project) DO UPDATE SET seq = seq + excluded.seq RETURNING seq"
+
+// takeSeqs hands out the seqs of t's records (SQLite): the next numbers
+// of each project, in the order of the records.
+func (t *tx) takeSeqs(ctx context.Context) ([]int64, error) {
+	count := map[string]int64{}
+	for _, a := range t.audits {
+		count[a.project]++
+	}
+	next := make(map[string]int64, len(count))
+	for _, p := range slices.Sorted(maps.Keys(count)) {
+		var last int64
+		rows, err := t.query(ctx, auditSeqTake, p, count[p])
+		if err == nil {
+			for rows.Next() {
+				err = rows.Scan(&last)
+			}
+			if err == nil {
+				err = rows.Err()
+			}
+			rows.Close()
+		}
+		if err != nil {
+			return nil, t.s.d.translate(fmt.Errorf("record audit: number %s's records: %w", p, err), nil)
+		}
+		next[p] = last - count[p] + 1
+	}
+	out := make([]int64, len(t.audits))
+	for i, a := range t.audits {
+		out[i] = next[a.project]
+		next[a.project]++
+	}
+	return out, nil
+}
+
 // flushAudit inserts t's audit records, dated at.
 func (t *tx) flushAudit(ctx context.Context, at int64) error {
 	if len(t.audits) == 0 {
@@ -225,17 +278,21 @@ func (t *tx) flushAudit(ctx context.Context, at int64) error {
 		if err != nil {
 			return err
 		}
-		if _, err := t.exec(ctx, auditInsertPG(1), args...); err != nil {
+		if _, err := t.exec(ctx, auditInsertPG(1, ""), args...); err != nil {
 			return t.s.d.translate(fmt.Errorf("record audit: %w", err), nil)
 		}
-		t.audits = nil
+		t.audits, t.audited = nil, true
 		return nil
+	}
+	seqs, err := t.takeSeqs(ctx)
+	if err != nil {
+		return err
 	}
 	for start := 0; start < len(t.audits); start += auditBatch {
 		batch := t.audits[start:min(start+auditBatch, len(t.audits))]
-		q := auditInsert1 + strings.Repeat(", (?, ?, ?, ?, ?, ?, ?)", len(batch)-1)
-		vals := make([]any, 0, 7*len(batch))
-		for _, a := range batch {
+		q := auditInsert1 + strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?)", len(batch)-1)
+		vals := make([]any, 0, 8*len(batch))
+		for i, a := range batch {
 			ch := a.changes
 			if ch == nil {
 				ch = map[string]eim.Change{}
@@ -244,7 +301,7 @@ func (t *tx) flushAudit(ctx context.Context, at int64) error {
 			if err != nil {
 				return fmt.Errorf("record audit: %w", err)
 			}
-			vals = append(vals, a.project, at, a.actor, string(a.op), string(a.kind), a.id, string(b))
+			vals = append(vals, a.project, seqs[start+i], at, a.actor, string(a.op), string(a.kind), a.id, string(b))
 		}
 		if _, err := t.exec(ctx, q, vals...); err != nil {
 			return t.s.d.translate(fmt.Errorf("record audit: %w", err), nil)
@@ -281,7 +338,8 @@ func (s *Store) Audit(ctx context.Context, project string, q eim.AuditQuery) ([]
 		return nil, 0, eim.Errorf(eim.EINVALID, "project: required")
 	}
 	a := &args{pg: s.d.pg}
-	cond := "audit_log.project = " + a.add(project)
+	// Not yet numbered (PostgreSQL): not shown yet.
+	cond := "audit_log.project = " + a.add(project) + " AND audit_log.seq IS NOT NULL"
 	where, fargs, err := filter.WhereSchema(s.d.filter, eim.AuditSchema(), q.Filter, len(a.list))
 	if err != nil {
 		return nil, 0, err

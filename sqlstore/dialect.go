@@ -195,7 +195,7 @@ func (c *stmtCache) close() {
 
 // preparedWrites and preparedReads are the statements worth preparing.
 func preparedWrites() []string {
-	qs := []string{revisionUpdate, eventInsert1}
+	qs := []string{revisionUpdate, eventInsert1, auditSeqTake}
 	for _, k := range eim.Kinds() {
 		c := codecOf(k)
 		qs = append(qs, c.insert, c.update, c.updateScoped, c.updateIf, c.updateIfScoped, c.del, c.delScoped, c.get, c.getScoped)

@@ -101,7 +101,7 @@ func (t *tx) flushPostgres(ctx context.Context, at int64) error {
 	if len(t.audits) > 0 {
 		// The audit records in the same round trip (audit.go).
 		args := t.eventArgs(at)
-		q := "WITH ev AS (" + eventsInsertPG(1) + ") " + auditInsertPG(len(args)+1)
+		q := auditInsertPG(len(args)+1, "ev AS ("+eventsInsertPG(1)+"), ")
 		aargs, err := t.auditArgs(at)
 		if err != nil {
 			return err
@@ -109,7 +109,7 @@ func (t *tx) flushPostgres(ctx context.Context, at int64) error {
 		if _, err := t.q.ExecContext(ctx, q, append(args, aargs...)...); err != nil {
 			return t.s.d.translate(fmt.Errorf("record events and audit: %w", err), nil)
 		}
-		t.audits = nil
+		t.audits, t.audited = nil, true
 		return nil
 	}
 	if _, err := t.q.ExecContext(ctx, eventsInsertPG(1), t.eventArgs(at)...); err != nil {

@@ -341,9 +341,10 @@ func (s *Store) deleteProject(ctx context.Context, t *tx, name string) error {
 			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
 		}
 	}
-	// The project's audit records and audit cursors go with it: a project
-	// created later under the name must not see them.
-	for _, q := range []string{"DELETE FROM audit_log WHERE project = ?", "DELETE FROM webhook_cursors WHERE project = ?", "DELETE FROM metadata_pairs WHERE project = ?"} {
+	// The project's audit records, its audit numbering and audit cursors
+	// go with it: a project created later under the name must not see
+	// them, and numbers its records from 1.
+	for _, q := range []string{"DELETE FROM audit_log WHERE project = ?", "DELETE FROM audit_seqs WHERE project = ?", "DELETE FROM webhook_cursors WHERE project = ?", "DELETE FROM metadata_pairs WHERE project = ?"} {
 		if _, err := t.exec(ctx, q, name); err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
 		}

@@ -26,7 +26,9 @@ import (
 // died between its commit and a round are picked up by the next round or by
 // sequenceLoop. Only the sequencer NOTIFYs: PostgreSQL serializes the
 // commits of notifying transactions. A round is one call of the database
-// function eim_sequence_events (migration 0009), one round trip.
+// function eim_sequence_events (migration 0009), one round trip. The same
+// round numbers the committed audit records, per project (migration 0020,
+// audit.go).
 
 // sequencer coordinates this process's rounds and the writers waiting for
 // them.
@@ -81,8 +83,9 @@ func (s *Store) sequenced(ctx context.Context) error {
 	return nil
 }
 
-// sequenceRound numbers the committed unsequenced events: one call of the
-// eim_sequence_events function (migration 0009), in its own implicit
+// sequenceRound numbers the committed unsequenced events, and the audit
+// records per project: one call of the eim_sequence_events function
+// (migrations 0009 and 0020), in its own implicit
 // transaction, which takes the sequencer's advisory lock, numbers the
 // events from eim_revision and, when it numbered any, notifies the other
 // processes' listeners.
@@ -97,8 +100,8 @@ func (s *Store) sequenceRound(ctx context.Context) error {
 	return nil
 }
 
-// sequenceLoop runs a round now and then, for events whose writer died
-// between its commit and a round.
+// sequenceLoop runs a round now and then, for events (and audit records)
+// whose writer died between its commit and a round.
 func (s *Store) sequenceLoop(ctx context.Context) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
@@ -108,7 +111,7 @@ func (s *Store) sequenceLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			var pending bool
-			err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT FROM events WHERE revision IS NULL)").Scan(&pending)
+			err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT FROM events WHERE revision IS NULL) OR EXISTS (SELECT FROM audit_log WHERE seq IS NULL)").Scan(&pending)
 			if err == nil && pending {
 				err = s.sequenced(ctx)
 			}

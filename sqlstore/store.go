@@ -420,6 +420,13 @@ func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool
 			}, nil
 		}
 		s.wake.broadcast()
+	} else if t.audited {
+		// Records but no events (AppendAudit): numbered by a round too.
+		return func() {
+			if err := s.sequenced(ctx); err != nil {
+				s.log.Warn("sequence audit records", "err", err)
+			}
+		}, nil
 	}
 	return func() {}, nil
 }

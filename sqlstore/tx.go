@@ -21,6 +21,7 @@ type tx struct {
 	write   bool
 	events  []pendingEvent
 	audits  []pendingAudit
+	audited bool   // PostgreSQL: t inserted audit records, numbered by the sequencer
 	actor   string // who acts, from the context of Store.Update (see audit.go)
 	err     error  // sticky: the first failed statement aborts the transaction
 	// refs holds the rows of reference kinds read in this transaction

@@ -89,19 +89,22 @@ func (c *cli) audit(args []string) error {
 		}
 		return c.printAudit(page.Records, true)
 	}
-	// Follow: read what is new since the last record seen, with an
-	// overlap (records commit slightly out of order on PostgreSQL), and
-	// print each record once.
-	seen := map[int64]bool{}
+	// Follow: first what matches since --since (a minute by default), then
+	// by cursor: the records after the last seq seen. A project's seqs
+	// become visible in order, so nothing after it can appear later below
+	// it.
 	last := from
 	if last.IsZero() {
 		last = time.Now().Add(-time.Minute)
 	}
+	cond := filter(last)
+	var after int64
 	header := true
 	for {
 		var fresh []eim.AuditRecord
+		seen := map[int64]bool{} // a page may repeat records pushed down by new ones
 		for off := 0; ; off += 100 {
-			page, err := cl.Audit(c.ctx, c.g.project, filter(last.Add(-10*time.Second)), 100, off)
+			page, err := cl.Audit(c.ctx, c.g.project, cond, 100, off)
 			if err != nil {
 				if c.ctx.Err() != nil {
 					return nil
@@ -109,7 +112,7 @@ func (c *cli) audit(args []string) error {
 				return err
 			}
 			for _, r := range page.Records {
-				if !seen[r.Seq] {
+				if r.Seq > after && !seen[r.Seq] {
 					seen[r.Seq] = true
 					fresh = append(fresh, r)
 				}
@@ -124,9 +127,10 @@ func (c *cli) audit(args []string) error {
 				return err
 			}
 			header = false
-			if t := fresh[len(fresh)-1].Time.Time; t.After(last) {
-				last = t
-			}
+			after = fresh[len(fresh)-1].Seq
+		}
+		if after > 0 {
+			cond = strings.Join(append(slices.Clone(conds), fmt.Sprintf("seq>%d", after)), " AND ")
 		}
 		select {
 		case <-c.ctx.Done():

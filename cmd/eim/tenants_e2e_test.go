@@ -15,11 +15,13 @@ import (
 	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 )
 
-// One tenant cannot block another's machines: project B registering the
-// identity of a machine project A registered earlier (its serial number,
-// or its serial where A gave the UUID) changes nothing for A, whose
-// machine, a simulated node with that fixed identity, is provisioned to
-// RUNNING; B's host shows the conflict, in B only.
+// One tenant cannot take another's machines: with project B registering
+// the identity of a machine project A registered (its serial number, or
+// its serial where A gave the UUID), the machine is held until it proves
+// its project — both hosts say so, the machine is told to retry — and,
+// booted with A's enrollment token, a simulated node with that fixed
+// identity is provisioned to RUNNING in A; B's host shows the conflict,
+// in B only.
 func TestCrossTenantOnboardingSQLite(t *testing.T) { testCrossTenantOnboarding(t, startDay0(t)) }
 
 func TestCrossTenantOnboardingPostgres(t *testing.T) {
@@ -37,6 +39,10 @@ func testCrossTenantOnboarding(t *testing.T, s *day0Server) {
 		}
 	}
 	osA, osB := s.createOS(t, "proja"), s.createOS(t, "projb")
+	pa, err := s.admin.UpdateProjectSettings(ctx, "proja", client.SettingsChange{EnrollmentToken: "new"})
+	if err != nil || pa.EnrollmentToken == "" {
+		t.Fatalf("proja's enrollment token: %v, %v", pa, err)
+	}
 	tests := []struct {
 		name string
 		// the machine, and what each project registers of it
@@ -66,16 +72,34 @@ func testCrossTenantOnboarding(t *testing.T, s *day0Server) {
 
 			machine := tt.machine
 			machine.Hostname = "machine"
-			rep := s.fleet(t, ctx, []sim.Identity{machine}, sim.Options{Seed: 7})
+			status := func(project, id string) eim.Host {
+				t.Helper()
+				var h eim.Host
+				if err := s.admin.Get(ctx, project, eim.KindHost, id, &h); err != nil {
+					t.Fatal(err)
+				}
+				return h
+			}
+			// Without proof of its project the machine is held: told to
+			// retry, naming nothing, and both projects see it.
+			ob := onboardingv1connect.NewOnboardingServiceClient(s.agentClient(t), s.agentURL)
+			resp, err := ob.Discover(ctx, connect.NewRequest(&onboardingv1.DiscoverRequest{Uuid: machine.UUID, Serial: machine.Serial}))
+			if err != nil || resp.Msg.GetStatus() != onboardingv1.DiscoverResponse_STATUS_REGISTERED || resp.Msg.GetHostId() != "" || resp.Msg.GetProject() != "" {
+				t.Fatalf("discover without a token: got %v, %v; want REGISTERED naming no host or project", resp, err)
+			}
+			for _, h := range []struct{ project, id string }{{"proja", hostA}, {"projb", hostB}} {
+				if got := status(h.project, h.id); got.RegistrationStatus != onboarding.StatusHeld || got.CurrentState == eim.HostStateOnboarded {
+					t.Errorf("%s's host while held: registration %q, current %s; want %q, not onboarded", h.project, got.RegistrationStatus, got.CurrentState, onboarding.StatusHeld)
+				}
+			}
+
+			// Booted with A's enrollment token it is A's.
+			rep := s.fleet(t, ctx, []sim.Identity{machine}, sim.Options{Seed: 7, EnrollToken: pa.EnrollmentToken})
 			wantReport(t, rep, 1, 0)
 			s.checkRunning(t, "proja", []string{hostA})
 
-			var b eim.Host
-			if err := s.admin.Get(ctx, "projb", eim.KindHost, hostB, &b); err != nil {
-				t.Fatal(err)
-			}
-			if b.RegistrationStatus != "Host Registration Failed: the device is registered earlier in another project" || b.RegistrationStatusIndicator != eim.StatusError || b.CurrentState == eim.HostStateOnboarded {
-				t.Errorf("B's host: registration %q %s, current %s; want %q ERROR, not onboarded", b.RegistrationStatus, b.RegistrationStatusIndicator, b.CurrentState, "Host Registration Failed: the device is registered earlier in another project")
+			if b := status("projb", hostB); b.RegistrationStatus != onboarding.StatusClaimed || b.RegistrationStatusIndicator != eim.StatusError || b.CurrentState == eim.HostStateOnboarded {
+				t.Errorf("B's host: registration %q %s, current %s; want %q ERROR, not onboarded", b.RegistrationStatus, b.RegistrationStatusIndicator, b.CurrentState, onboarding.StatusClaimed)
 			}
 			// A sees nothing of B.
 			hosts, _, err := client.ListOf[eim.Host](ctx, s.admin, "proja", client.ListOptions{PageSize: 100})
@@ -90,7 +114,6 @@ func testCrossTenantOnboarding(t *testing.T, s *day0Server) {
 
 			// The machine calling again (an unauthenticated caller) is
 			// refused as provisioned, naming no host.
-			ob := onboardingv1connect.NewOnboardingServiceClient(s.agentClient(t), s.agentURL)
 			_, err = ob.Discover(ctx, connect.NewRequest(&onboardingv1.DiscoverRequest{Uuid: machine.UUID, Serial: machine.Serial}))
 			if connect.CodeOf(err) != connect.CodeFailedPrecondition || namesHostRE.MatchString(err.Error()) {
 				t.Errorf("discover of the provisioned machine: got %v, want FailedPrecondition naming no host", err)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,11 +195,34 @@ func testWebhooksAndAudit(t *testing.T, bin string, s *day0Server) {
 		}
 	}
 
-	// The follower has printed the instances' records as they came.
-	for time.Now().Before(deadline) && strings.Count(followed.String(), `"kind":"inst"`) < nodes {
+	// The follower has printed the instances' records as they came: every
+	// one the log holds now, each once, in seq order (its cursor skipped
+	// none).
+	logged, err := s.admin.Audit(t.Context(), project, `kind="inst"`, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printedSeqs := func() []int64 {
+		var out []int64
+		for _, line := range strings.Split(strings.TrimSpace(followed.String()), "\n") {
+			var r eim.AuditRecord
+			if json.Unmarshal([]byte(line), &r) == nil && r.Seq > 0 {
+				out = append(out, r.Seq)
+			}
+		}
+		return out
+	}
+	for time.Now().Before(deadline) && len(printedSeqs()) < len(logged.Records) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stopFollow()
+	var want []int64
+	for _, r := range slices.Backward(logged.Records) {
+		want = append(want, r.Seq)
+	}
+	if got := printedSeqs(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Errorf("audit list -f printed seqs %v; want first those of the log, oldest first: %v", got, want)
+	}
 	if err := <-followDone; err != nil {
 		t.Errorf("audit list -f: %v", err)
 	}

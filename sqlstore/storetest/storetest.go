@@ -71,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"ConnectCredentials", testConnectCredentials},
 		{"Tunnels", testTunnels},
 		{"Audit", testAudit},
+		{"AuditSeqPerProject", testAuditSeqPerProject},
 		{"WebhookQueue", testWebhookQueue},
 		{"TenantRecords", testTenantRecords},
 	}

@@ -57,7 +57,7 @@ func auditSchemas(into *obj) {
 		"type", "object",
 		"description", "One change of one resource.",
 		"properties", o(
-			"seq", o("type", "integer", "format", "int64", "description", "Order of the records; higher is later."),
+			"seq", o("type", "integer", "format", "int64", "description", "Number of the record in its project, from 1, whatever other projects write (higher is later); records become visible in this order, so filter=seq>N resumes after N without missing one."),
 			"time", o("type", "string", "format", "date-time", "description", "When the change committed."),
 			"principal", str("Who made it: user:<token subject>, node:<host ID>, module:<name> or system."),
 			"action", o("type", "string", "enum", []string{string(eim.OpCreated), string(eim.OpUpdated), string(eim.OpDeleted)}),

@@ -28,8 +28,10 @@ type DiscoverResponse_Status int32
 
 const (
 	DiscoverResponse_STATUS_UNSPECIFIED DiscoverResponse_Status = 0
-	// The host is known but waits for a user's onboard (desired REGISTERED).
-	// The node calls Discover again after retry_after_seconds.
+	// The host is known but waits for a user's onboard (desired REGISTERED),
+	// or the device is registered in several projects and carried none of
+	// their enrollment tokens (held: host_id and project empty). The node
+	// calls Discover again after retry_after_seconds.
 	DiscoverResponse_STATUS_REGISTERED DiscoverResponse_Status = 1
 	// The host is onboarded; credentials follow.
 	DiscoverResponse_STATUS_ONBOARDED DiscoverResponse_Status = 2
@@ -90,7 +92,8 @@ type DiscoverRequest struct {
 	// Version of eim-agent, e.g. "v0.3.0".
 	AgentVersion string `protobuf:"bytes,5,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// The project's enrollment token from the kernel command line, if any. It
-	// lets a project accept devices that were not pre-registered.
+	// lets a project accept devices that were not pre-registered, and proves
+	// which project a device registered in several projects belongs to.
 	EnrollmentToken string `protobuf:"bytes,6,opt,name=enrollment_token,json=enrollmentToken,proto3" json:"enrollment_token,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
