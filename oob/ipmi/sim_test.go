@@ -104,6 +104,9 @@ func startSim(t *testing.T, cfg simConfig) *sim {
 		fmt.Fprintf(&conf, "  chassis_control \"%s 0x20\"\n", script)
 	}
 	if cfg.startcmd != "" {
+		// ipmi_sim manages a startcmd only with a VM serial interface
+		// configured; nothing need connect to it.
+		fmt.Fprintf(&conf, "  serial 15 127.0.0.1 %d codec VM\n", freeTCPPort(t))
 		fmt.Fprintf(&conf, "  startcmd \"%s\"\n  startnow false\n  poweroff_wait 1\n  kill_wait 5\n", cfg.startcmd)
 	}
 	fmt.Fprintf(&conf, "  user 2 true \"%s\" \"%s\" admin 10 md5\n", simUser, simPassword)
@@ -179,6 +182,17 @@ func freeUDPPort(t *testing.T) int {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+// freeTCPPort returns a TCP port nothing listens on at the moment.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // eventually polls cond until it returns nil, failing with its last error
