@@ -95,6 +95,13 @@ func TestPowerAndBoot(t *testing.T) {
 			t.Fatalf("BootDevice after %s: got %v", c.dev, boot)
 		}
 	}
+	// No override, which the typed interface does not set.
+	if err := ipmi.RunForTest(ctx, bmc, "chassis", "bootdev", "none"); err != nil {
+		t.Fatalf("bootdev none: %v", err)
+	}
+	if boot, err := bmc.BootDevice(ctx); err != nil || boot.Device != ipmi.BootNone {
+		t.Fatalf("BootDevice after none: got %v, %v, want none", boot, err)
+	}
 }
 
 // TestUnsupported: a command the BMC refuses as unknown or out of its range
