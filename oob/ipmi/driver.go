@@ -182,7 +182,9 @@ func (b *BMC) run(ctx context.Context, op string, args ...string) (string, error
 	}
 	unlock, err := b.d.lock(ctx, b.addr)
 	if err != nil {
-		return "", fail(Unreachable, "waiting for an earlier command to this BMC: "+err.Error(), err)
+		// Not an answer from the BMC: the caller gave up while another
+		// command to it ran.
+		return "", fail(Failed, "waiting for an earlier command to this BMC: "+err.Error(), err)
 	}
 	defer unlock()
 
@@ -204,11 +206,12 @@ func (b *BMC) run(ctx context.Context, op string, args ...string) (string, error
 	if err == nil {
 		return stdout.String(), nil
 	}
-	if ctx.Err() != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return "", fail(Unreachable, fmt.Sprintf("no answer within %s", b.cfg.Timeout), ctx.Err())
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return "", fail(Unreachable, fmt.Sprintf("no answer within %s", b.cfg.Timeout), err)
 		}
-		return "", fail(Unreachable, "cancelled", ctx.Err())
+		// The caller cancelled: nothing is known of the BMC.
+		return "", fail(Failed, "cancelled", err)
 	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
