@@ -475,10 +475,13 @@ func (c *simConfig) preRegister(ctx context.Context, ids []sim.Identity, stderr 
 			}
 		}
 	}()
+	var retried atomic.Int64
 	reg := sim.Registration{
 		Client:  client.New(c.api, strings.TrimSpace(string(tok)), nil),
 		Project: c.project, OSID: c.osID, Concurrency: 32,
-		OnHost: func() { done.Add(1) },
+		Backoff: agent.Backoff{Min: c.backoffMin, Max: c.backoffMax},
+		OnHost:  func() { done.Add(1) },
+		OnRetry: func(error) { retried.Add(1) },
 	}
 	_, err = reg.Register(ctx, ids)
 	close(stop)
@@ -487,7 +490,7 @@ func (c *simConfig) preRegister(ctx context.Context, ids []sim.Identity, stderr 
 		return fmt.Errorf("simulate: pre-register: %w", err)
 	}
 	if !c.jsonOut {
-		fmt.Fprintf(stderr, "registered %d hosts in %.1fs\n", len(ids), time.Since(start).Seconds())
+		fmt.Fprintf(stderr, "registered %d hosts in %.1fs (%d calls retried)\n", len(ids), time.Since(start).Seconds(), retried.Load())
 	}
 	return nil
 }
