@@ -254,7 +254,7 @@ func TestSimulateRegisterRestartE2E(t *testing.T) {
 	go func() {
 		done <- runSimulate(ctx, []string{"--server", srv.agent, "--ca", filepath.Join(data, "ca.crt"), "--nodes", strconv.Itoa(nodes), "--seed", "26",
 			"--register", "--api", srv.api, "--token-file", tokFile, "--os", osRes.ResourceID, "--report", report,
-			"--action-time", "5ms", "--backoff-min", "200ms", "--backoff-max", "2s", "--timeout", "180s"}, &stdout, &stderr)
+			"--action-time", "5ms", "--backoff-min", "200ms", "--backoff-max", "2s", "--timeout", "180s", "--exit-after-day0"}, &stdout, &stderr)
 	}()
 	hosts := func() int {
 		page, err := admin.List(ctx, "default", eim.KindHost, client.ListOptions{PageSize: 1})
