@@ -88,6 +88,35 @@ func TestCSP(t *testing.T) {
 		"/ui/p/acme/audit?filter=nosuch%3D1")
 }
 
+// TestForbiddenKeepsHeader: a signed-in user refused a page keeps the
+// header: the project switcher and the sign-out, and in a project it may
+// read, the menu.
+func TestForbiddenKeepsHeader(t *testing.T) {
+	e := newEnv(t, proj)
+	for _, path := range []string{"/ui/p/nosuch/hosts", "/ui/?project=nosuch"} {
+		w := e.get(tokRO, path)
+		body := w.Body.String()
+		if w.Code != http.StatusForbidden || !strings.Contains(body, `no access to project &#34;nosuch&#34;`) {
+			t.Fatalf("%s: got %d, want 403 no access:\n%.400s", path, w.Code, body)
+		}
+		for _, want := range []string{`id="project-switch"`, `<option value="acme">acme</option>`, `Choose a project`, `action="/ui/logout"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: the 403 page has no %q", path, want)
+			}
+		}
+	}
+	w := e.post(tokRO, "http://eim.test", "/ui/p/acme/regions", url.Values{"name": {"r"}, "csrf": {e.csrf(tokRO, "/ui/p/acme/locations")}})
+	body := w.Body.String()
+	if w.Code != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Fatalf("a read-only write: got %d:\n%.400s", w.Code, body)
+	}
+	for _, want := range []string{`<nav aria-label="Main">`, `href="/ui/p/acme/hosts"`, `id="project-switch"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a read-only write: the 403 page has no %q", want)
+		}
+	}
+}
+
 // TestFilterErrorAlone: a list whose filter is wrong shows the error alone,
 // not a count or a "none" of a filter that did not run.
 func TestFilterErrorAlone(t *testing.T) {
