@@ -22,7 +22,8 @@
 #      Deployment of layout modules as a process on one database, each until
 #      /readyz answers 200.
 # Installs what it needs (apt: etcd-server, kubectl from kubernetes-client
-# when none is on PATH; go install: helm) and caches the built tools in
+# when none is on PATH; go install: helm, and crane at the version
+# docs/deploy.md runs) and caches the built tools in
 # $EIM_CI_CACHE (default ~/.cache/eim-ci). Measured 2026-11-26 on the 2-core
 # machine: warm 26 s; cold (empty tool and Go build caches) 26 min on a machine
 # busy with other work (load 9-15), 11 min of CPU, nearly all of it building
