@@ -136,15 +136,36 @@ func (p *Provisioner) Run(ctx context.Context) (Result, error) {
 		}
 		p.log().Info("onboarded", "host", res.HostID, "project", res.Project)
 		p.phase("onboarded")
-		tk := &tokens{client: p.Client, url: res.TokenURL, clientID: res.ClientID, clientSecret: res.ClientSecret, now: p.now}
-		pc := provisioningv1connect.NewProvisioningServiceClient(p.Client, base, connect.WithInterceptors(tk.interceptor()))
-		err = p.provision(ctx, pc, &res)
+		err = p.provisionWith(ctx, base, &res)
 		if errors.Is(err, errInvalidClient) {
 			p.log().Warn("credentials refused; discovering again")
 			continue
 		}
 		return res, err
 	}
+}
+
+// Resume goes on with a machine onboarded by an earlier Run, which
+// returned res (a *WorkflowFailedError with StopOnFailed): it asks for the
+// workflow with res's credentials, as Run does after Discover, until it ran
+// or ctx ends; credentials refused send it back to Discover.
+func (p *Provisioner) Resume(ctx context.Context, res Result) (Result, error) {
+	if p.Client == nil || p.URL == "" || p.Exec == nil {
+		return Result{}, errors.New("provisioner: Client, URL and Exec are required")
+	}
+	err := p.provisionWith(ctx, strings.TrimSuffix(p.URL, "/"), &res)
+	if errors.Is(err, errInvalidClient) {
+		p.log().Warn("credentials refused; discovering again")
+		return p.Run(ctx)
+	}
+	return res, err
+}
+
+// provisionWith runs provision with res's client credentials.
+func (p *Provisioner) provisionWith(ctx context.Context, base string, res *Result) error {
+	tk := &tokens{client: p.Client, url: res.TokenURL, clientID: res.ClientID, clientSecret: res.ClientSecret, now: p.now}
+	pc := provisioningv1connect.NewProvisioningServiceClient(p.Client, base, connect.WithInterceptors(tk.interceptor()))
+	return p.provision(ctx, pc, res)
 }
 
 // discover calls Discover until the host is onboarded.

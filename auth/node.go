@@ -189,7 +189,7 @@ func (v *NodeVerifier) prune(now time.Time) {
 func (v *NodeVerifier) verify(token string, now time.Time) (NodeClaims, error) {
 	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
-		return NodeClaims{}, unauthorized("malformed token or unsupported signature algorithm")
+		return NodeClaims{}, malformed(token, []jose.SignatureAlgorithm{jose.EdDSA})
 	}
 	if len(tok.Headers) != 1 || tok.Headers[0].KeyID != v.iss.kid {
 		return NodeClaims{}, unauthorized("token signed by an unknown key (was it minted by another server?)")

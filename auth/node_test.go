@@ -69,7 +69,7 @@ func TestNodeVerifierRefuses(t *testing.T) {
 		want        string
 	}{
 		{"empty", "", now, "missing"},
-		{"garbage", "a.b.c", now, "malformed"},
+		{"garbage", "a.b.c", now, "not a valid token"},
 		{"other server", foreign, now, "unknown key"},
 		{"user token", user, now, "not a node token"},
 		{"expired", good, now.Add(2 * time.Minute), "expired"},

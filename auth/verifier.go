@@ -3,8 +3,11 @@ package auth
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,7 +132,7 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*eim.Princip
 	}
 	tok, err := jwt.ParseSigned(token, algorithms)
 	if err != nil {
-		return nil, unauthorized("malformed token or unsupported signature algorithm")
+		return nil, malformed(token, algorithms)
 	}
 	if len(tok.Headers) != 1 {
 		return nil, unauthorized("malformed token: want one signature")
@@ -199,6 +202,23 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*eim.Princip
 	p := &eim.Principal{Subject: subject, Roles: extra.RealmAccess.Roles}
 	v.cache.put(token, p, std.Expiry.Time().Add(v.leeway), now)
 	return p, nil
+}
+
+// malformed says why a token did not parse: not a token at all (a JWT is
+// three base64url parts whose header names its algorithm), or one signed
+// with an algorithm not accepted.
+func malformed(token string, accepted []jose.SignatureAlgorithm) error {
+	parts := strings.Split(token, ".")
+	var hdr struct {
+		Alg string `json:"alg"`
+	}
+	if len(parts) == 3 {
+		if b, err := base64.RawURLEncoding.DecodeString(parts[0]); err == nil && json.Unmarshal(b, &hdr) == nil &&
+			hdr.Alg != "" && !slices.Contains(accepted, jose.SignatureAlgorithm(hdr.Alg)) {
+			return unauthorized("token signed with %q, an algorithm EIM does not accept", hdr.Alg)
+		}
+	}
+	return unauthorized("not a valid token: a JWT was expected")
 }
 
 func unauthorized(format string, args ...any) error {

@@ -136,13 +136,13 @@ func TestAuthenticateRejects(t *testing.T) {
 		wantMsg string
 	}{
 		{"empty", "", time.Time{}, "missing bearer token"},
-		{"garbage", "not-a-jwt", time.Time{}, "malformed"},
+		{"garbage", "not-a-jwt", time.Time{}, "not a valid token"},
 		{"expired", good, time.Now().Add(2 * time.Hour), "token expired"},
 		{"tampered payload", tampered, time.Time{}, "bad token signature"},
 		{"flipped signature bit", badSig, time.Time{}, "bad token signature"},
 		{"wrong key", fromOther, time.Time{}, "unknown key"},
 		{"unknown issuer", unknownIss, time.Time{}, "unknown issuer"},
-		{"alg none", noneTok, time.Time{}, "malformed"},
+		{"alg none", noneTok, time.Time{}, `signed with "none"`},
 		{"no expiry", noExp, time.Time{}, "no expiry"},
 		{"unknown kid", otherKid, time.Time{}, "unknown key"},
 	}

@@ -55,7 +55,7 @@ t0=$(date +%s.%N)
 /usr/bin/time -f "simulator: %e s wall (including registration), %U s user, %S s sys, %M KiB max RSS" \
 	"$dir/eim-agent" simulate --server "https://$agent" --ca "$dir/data/ca.crt" --nodes "$nodes" \
 	--register --api "http://$api" --token-file "$dir/data/admin.token" --project default --os "$os" \
-	"$@" >"$dir/report.txt" || rc=$?
+	--exit-after-day0 "$@" >"$dir/report.txt" || rc=$?
 t1=$(date +%s.%N)
 cat "$dir/report.txt"
 echo "server resources over the run (registration and Day 0; CPU as cores; machine = all processes, $(nproc) cores):"

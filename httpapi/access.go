@@ -80,6 +80,11 @@ func (h *handler) serveInProject(w http.ResponseWriter, r *http.Request, fn func
 		allowed = p.CanRead(proj)
 	}
 	if !allowed {
+		if p.CanRead(proj) {
+			// The caller sees the project: say what it lacks.
+			return eim.Errorf(eim.EFORBIDDEN, "%s needs a write role on project %q (%s); this token may only read it",
+				r.Method, name, eim.ProjectRole(proj, true))
+		}
 		return noAccess(name)
 	}
 	if proj.Deleting && r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodDelete {

@@ -25,6 +25,7 @@ import (
 // formField is one input of a form.
 type formField struct {
 	Name    string // the JSON name: the input's name and id
+	Label   string // what the label says; empty: Name
 	Input   string // text | textarea | number | checkbox | select
 	Value   string
 	Checked bool

@@ -115,6 +115,23 @@ func TestResourceForms(t *testing.T) {
 
 // TestSettingsForm: the settings change through the API, its errors beside
 // their field; a new enrollment token is shown once.
+// TestSettingsLabels: the settings form labels every field in words, not
+// with its JSON name.
+func TestSettingsLabels(t *testing.T) {
+	e := newEnv(t, proj)
+	body := e.get(tokRW, "/ui/p/acme/settings").Body.String()
+	labels := regexp.MustCompile(`<label for="set-([A-Za-z]+)">([^<(]*)|<input type="checkbox" id="set-([A-Za-z]+)"[^>]*> ([^<]*)</label>`).FindAllStringSubmatch(body, -1)
+	if len(labels) < 8 {
+		t.Fatalf("settings form: got %d labelled fields, want 8:\n%s", len(labels), body)
+	}
+	for _, m := range labels {
+		name, text := m[1]+m[3], strings.TrimSpace(m[2]+m[4])
+		if text == name || !strings.Contains(text, " ") {
+			t.Errorf("setting %s: labelled %q, want words", name, text)
+		}
+	}
+}
+
 func TestSettingsForm(t *testing.T) {
 	e := newEnv(t, proj)
 	csrf := e.csrf(tokRW, "/ui/p/acme/settings")

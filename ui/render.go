@@ -133,6 +133,14 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, c *call, e
 	h.render(w, r, status, "error", v)
 }
 
+// renderSignedInError answers err as a page for a signed-in user outside
+// any project: the header keeps the project switcher and the sign-out.
+func (h *Handler) renderSignedInError(w http.ResponseWriter, r *http.Request, p *eim.Principal, tok string, err error) {
+	status := statusOf(err)
+	h.render(w, r, status, "error", &view{Title: http.StatusText(status), Projects: h.readableProjects(r, p),
+		CSRF: csrfToken(tok), User: p.Subject, Data: errorData{Status: status, Message: eim.ErrorMessage(err)}})
+}
+
 func statusOf(err error) int {
 	switch eim.ErrorCode(err) {
 	case eim.EINVALID, eim.ETOOLARGE:

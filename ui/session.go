@@ -160,7 +160,8 @@ func (h *Handler) inProject(write, clusters bool, fn func(http.ResponseWriter, *
 		proj, err := h.inv.FindProject(r.Context(), name)
 		if eim.ErrorCode(err) == eim.ENOTFOUND || (err == nil && !p.CanReadClusters(proj)) {
 			// Not found and not allowed look alike: names cannot be probed.
-			h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "no access to project %q", name))
+			// The page keeps the project switcher and the sign-out.
+			h.renderSignedInError(w, r, p, tok, eim.Errorf(eim.EFORBIDDEN, "no access to project %q", name))
 			return
 		}
 		if err != nil {
@@ -195,7 +196,8 @@ func (h *Handler) inProject(write, clusters bool, fn func(http.ResponseWriter, *
 				h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "refused: the form's security token is missing or stale; reload the page and try again"))
 				return
 			case !c.canWrite:
-				h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "your role in project %q is read-only", proj.Name))
+				c.projects = h.readableProjects(r, p) // the page keeps the menu
+				h.renderError(w, r, c, eim.Errorf(eim.EFORBIDDEN, "your role in project %q is read-only", proj.Name))
 				return
 			case proj.Deleting:
 				h.renderError(w, r, nil, eim.Errorf(eim.ECONFLICT, "project %s is being deleted", proj.Name))
@@ -241,7 +243,8 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
 	if want := r.URL.Query().Get("project"); want != "" {
 		// The project switcher's form.
 		if !slices.Contains(ps, want) {
-			h.renderError(w, r, nil, eim.Errorf(eim.EFORBIDDEN, "no access to project %q", want))
+			_, tok, _ := h.session(w, r)
+			h.renderSignedInError(w, r, p, tok, eim.Errorf(eim.EFORBIDDEN, "no access to project %q", want))
 			return
 		}
 		http.Redirect(w, r, "/ui/p/"+url.PathEscape(want)+"/", http.StatusSeeOther)

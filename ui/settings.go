@@ -32,6 +32,19 @@ var settingRefs = map[string]eim.Kind{
 	"defaultCustomConfigIds": eim.KindCustomConfig,
 }
 
+// settingLabels are the settings' labels in the form, as the page's list
+// names them.
+var settingLabels = map[string]string{
+	"defaultOsId":              "Zero-touch default OS",
+	"defaultLocalAccountId":    "Default local account",
+	"defaultCustomConfigIds":   "Default custom configs",
+	"autoOnboardEnrolled":      "Onboard devices that present the enrollment token (else register them)",
+	"heartbeatIntervalSeconds": "Heartbeat interval",
+	"heartbeatTimeoutSeconds":  "Heartbeat timeout",
+	"osSecurityFeatureEnable":  "OS security feature on zero-touch instances",
+	"exporterPerHostOff":       "Per-host metrics off",
+}
+
 // settingFields are the settings the form changes: every member of
 // eim.ProjectSettings but the enrollment token's hash (its own buttons).
 func settingFields() []reflect.StructField {
@@ -80,7 +93,7 @@ func (h *Handler) settingsData(r *http.Request, c *call, sent url.Values) (*sett
 	cur := reflect.ValueOf(p.Settings)
 	for _, sf := range settingFields() {
 		name := jsonName(sf)
-		ff := formField{Name: name, Value: formValue(cur.FieldByIndex(sf.Index))}
+		ff := formField{Name: name, Label: settingLabels[name], Value: formValue(cur.FieldByIndex(sf.Index))}
 		switch k := settingRefs[name]; {
 		case k != "":
 			items, err := h.refOptions(r, c, k)

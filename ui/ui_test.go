@@ -88,6 +88,58 @@ func TestCSP(t *testing.T) {
 		"/ui/p/acme/audit?filter=nosuch%3D1")
 }
 
+// TestForbiddenKeepsHeader: a signed-in user refused a page keeps the
+// header: the project switcher and the sign-out, and in a project it may
+// read, the menu.
+func TestForbiddenKeepsHeader(t *testing.T) {
+	e := newEnv(t, proj)
+	for _, path := range []string{"/ui/p/nosuch/hosts", "/ui/?project=nosuch"} {
+		w := e.get(tokRO, path)
+		body := w.Body.String()
+		if w.Code != http.StatusForbidden || !strings.Contains(body, `no access to project &#34;nosuch&#34;`) {
+			t.Fatalf("%s: got %d, want 403 no access:\n%.400s", path, w.Code, body)
+		}
+		for _, want := range []string{`id="project-switch"`, `<option value="acme">acme</option>`, `Choose a project`, `action="/ui/logout"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: the 403 page has no %q", path, want)
+			}
+		}
+	}
+	w := e.post(tokRO, "http://eim.test", "/ui/p/acme/regions", url.Values{"name": {"r"}, "csrf": {e.csrf(tokRO, "/ui/p/acme/locations")}})
+	body := w.Body.String()
+	if w.Code != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Fatalf("a read-only write: got %d:\n%.400s", w.Code, body)
+	}
+	for _, want := range []string{`<nav aria-label="Main">`, `href="/ui/p/acme/hosts"`, `id="project-switch"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a read-only write: the 403 page has no %q", want)
+		}
+	}
+}
+
+// TestFilterErrorAlone: a list whose filter is wrong shows the error alone,
+// not a count or a "none" of a filter that did not run.
+func TestFilterErrorAlone(t *testing.T) {
+	e := newEnv(t, proj)
+	registerHosts(t, e, 2, "node-")
+	for path, none := range map[string][]string{
+		"/ui/p/acme/hosts?filter=nosuch%3D1": {" match</span>", "No hosts match"},
+		"/ui/p/acme/audit?filter=nosuch%3D1": {"records match", "No records"},
+	} {
+		w := e.get(tokAdmin, path)
+		body := w.Body.String()
+		if w.Code != http.StatusBadRequest && w.Code != http.StatusOK || !strings.Contains(body, `role="alert"`) {
+			t.Errorf("%s: got %d without an error shown:\n%s", path, w.Code, body)
+			continue
+		}
+		for _, s := range none {
+			if strings.Contains(body, s) {
+				t.Errorf("%s: the page says %q beside the filter's error", path, s)
+			}
+		}
+	}
+}
+
 var reInline = regexp.MustCompile(`(?i)<script(\s[^>]*)?>|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
 
 // checkCSP checks that the pages, as an admin sees them (every control),
@@ -197,6 +249,9 @@ func TestHostList(t *testing.T) {
 	}
 	if code, _, body := page(tokRW, "filter="+url.QueryEscape("colour=blue")); code != http.StatusBadRequest || !strings.Contains(body, `unknown field &#34;colour&#34;`) {
 		t.Errorf("a wrong filter: got %d", code)
+	} else if strings.Contains(body, " match</span>") || strings.Contains(body, "No hosts match") {
+		// The error alone: no count of what a filter that did not run matched.
+		t.Errorf("a wrong filter: the page says how many hosts match:\n%s", body)
 	}
 	if code, _, _ := page(tokRW, "q="+url.QueryEscape(`x" OR name="`)); code != http.StatusBadRequest {
 		t.Errorf("a search that tries to extend the filter: got %d, want 400", code)

@@ -60,7 +60,11 @@ type Options struct {
 
 	// Hold, when positive, keeps every node that reached RUNNING
 	// heartbeating (from its report-in on) and, once Day 0 is over, for
-	// Hold more; the report then has a Hold section.
+	// Hold more (HoldUntilCancelled: until ctx ends); the report then has
+	// a Hold section. During the hold a node whose workflow failed keeps
+	// asking for it, as a real one does, and runs it again (without its
+	// injected fault: its cause was fixed) once a user reprovisions its
+	// instance; then it heartbeats too (HoldReport.Recovered).
 	Hold time.Duration
 	// StopShare of the nodes stop heartbeating StopAfter into the hold,
 	// to measure how the server flags them "No Connection".
@@ -184,8 +188,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			res, interval, ok := runNode(day0, o, n, pool[i%len(pool)])
-			if ok && hold != nil {
+			switch {
+			case hold == nil:
+			case ok:
 				hold.add(i, i%len(pool), res, interval)
+			case n.ended() == OutcomeFailed:
+				hold.awaitReprovision(n, i%len(pool), res)
 			}
 		}()
 	}
@@ -232,7 +240,7 @@ func runNode(ctx context.Context, o Options, n *node, hc *http.Client) (agent.Re
 			continue
 		case errors.As(err, new(*agent.WorkflowFailedError)):
 			n.finish(OutcomeFailed, err)
-			return res, 0, false
+			return r, 0, false // its credentials, to ask again in the hold
 		case err != nil:
 			n.finish(OutcomeStuck, fmt.Errorf("in phase %s: %w", n.phase(), err))
 			return res, 0, false

@@ -50,6 +50,12 @@ const (
 	detectionMargin = 10 * time.Second
 	// defaultInterval applies until the server has said one.
 	defaultInterval = 30 * time.Second
+	// HoldUntilCancelled as Options.Hold holds until the run's context
+	// ends (eim-agent simulate's default: until interrupted).
+	HoldUntilCancelled = time.Duration(math.MaxInt64)
+	// finalCheckTimeout bounds the last count of the hosts "No
+	// Connection", made after the hold even when it ended by interruption.
+	finalCheckTimeout = 30 * time.Second
 )
 
 // The simulated installed OS, as its heartbeats say.
@@ -120,7 +126,9 @@ type holder struct {
 	live      atomic.Int64 // nodes heartbeating
 	interval  atomic.Int64 // the last interval the server answered
 	stopping  atomic.Bool
-	detected  atomic.Bool // every stopped node was seen flagged
+	detected  atomic.Bool   // every stopped node was seen flagged
+	recovered atomic.Int64  // failed nodes RUNNING after a reprovision
+	held      time.Duration // how long the hold lasted, once over
 
 	mu      sync.Mutex
 	rnd     *rand.Rand
@@ -135,6 +143,7 @@ type holder struct {
 	answered     chan struct{}
 	answeredOnce sync.Once
 
+	ctx    context.Context // the holder's: ends at close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -167,6 +176,7 @@ func (h *holder) clock() time.Duration { return h.o.Now().Sub(h.epoch) }
 // start runs the schedule, the workers and the monitor until close.
 func (h *holder) start(ctx context.Context) {
 	ctx, h.cancel = context.WithCancel(ctx)
+	h.ctx = ctx
 	jobs := make(chan entry[*beater])
 	h.wg.Add(1)
 	go func() {
@@ -225,6 +235,35 @@ func (h *holder) add(idx int, conn int, res agent.Result, interval time.Duration
 	first := time.Duration(h.rnd.Int64N(int64(b.interval)))
 	h.mu.Unlock()
 	h.sched.Add(b, h.clock()+first)
+}
+
+// awaitReprovision takes a node whose workflow failed on Day 0 (res: its
+// credentials) through what a real one does next: it asks for its
+// workflow until a user reprovisions the instance, runs the new attempt
+// (its injected fault no longer applies), reports in and heartbeats.
+func (h *holder) awaitReprovision(n *node, conn int, res agent.Result) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		o, hc := h.o, h.pool[conn]
+		logger := o.Logger.With("node", n.id.Hostname)
+		p := &agent.Provisioner{
+			Client: hc, URL: o.URL, EnrollToken: o.EnrollToken,
+			Identity: agent.Identity{UUID: n.id.UUID, Serial: n.id.Serial, Hostname: n.id.Hostname,
+				Interfaces: []agent.Interface{{Name: "eth0", MAC: n.id.MAC, Addrs: []string{n.id.Addr}}}},
+			Exec: &Executor{Delay: jitter(n.rnd, o.ActionTime)}, Logger: logger, Backoff: o.Backoff, Now: o.Now,
+		}
+		r, err := p.Resume(h.ctx, res)
+		if err != nil {
+			return // the hold ended
+		}
+		interval, err := reportIn(h.ctx, hc, o.URL, r, n.id.Hostname, o.Backoff, logger)
+		if err != nil {
+			return
+		}
+		h.recovered.Add(1)
+		h.add(n.idx, conn, r, interval)
+	}()
 }
 
 // enlist returns the beater of a node in node mode, counted as
@@ -491,7 +530,10 @@ func (h *holder) hold(ctx context.Context) *HoldReport {
 	start := h.clock()
 	interval := time.Duration(h.interval.Load())
 	h.setPhase(PhaseSettle)
-	end := start + h.o.Hold
+	end := HoldUntilCancelled
+	if h.o.Hold < HoldUntilCancelled-start {
+		end = start + h.o.Hold
+	}
 	stopAt := time.Duration(-1)
 	if h.o.StopShare > 0 && h.o.StopAfter < h.o.Hold {
 		stopAt = start + h.o.StopAfter
@@ -514,9 +556,13 @@ func (h *holder) hold(ctx context.Context) *HoldReport {
 		h.waitUntil(ctx, end)
 	}
 	h.setPhase("end")
+	h.held = h.clock() - start
 	h.close()
 	prog()
-	return h.report(ctx)
+	// The last check is made when interrupted too.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCheckTimeout)
+	defer cancel()
+	return h.report(rctx)
 }
 
 // waitUntil waits until the holder clock reads at; false if ctx ended.
@@ -585,6 +631,10 @@ type HoldReport struct {
 	Tokens Latency `json:"tokens"`
 	// Revoked counts nodes whose credentials the server refused.
 	Revoked int64 `json:"revoked"`
+	// Recovered counts the nodes whose workflow failed on Day 0 that ran
+	// it again after a reprovision and reached RUNNING during the hold
+	// (they are among Nodes).
+	Recovered int64 `json:"recovered"`
 	// Monitored tells whether "No Connection" was checked through the API.
 	Monitored bool `json:"monitored"`
 	// FalseNoConnection is the most hosts seen "No Connection" that
@@ -658,8 +708,8 @@ func (h *holder) report(ctx context.Context) *HoldReport {
 	defer h.mu.Unlock()
 	interval := time.Duration(h.interval.Load())
 	r := &HoldReport{
-		Nodes: len(h.beaters), IntervalSeconds: interval.Seconds(), HoldSeconds: round3(h.o.Hold.Seconds()),
-		Workers: h.o.Workers, Tokens: h.tokens.summary(h.tokenErrs.Load()), Revoked: h.revoked.Load(),
+		Nodes: len(h.beaters), IntervalSeconds: interval.Seconds(), HoldSeconds: round3(min(h.o.Hold, h.held).Seconds()),
+		Workers: h.o.Workers, Tokens: h.tokens.summary(h.tokenErrs.Load()), Revoked: h.revoked.Load(), Recovered: h.recovered.Load(),
 		Monitored: h.o.Monitor != nil,
 	}
 	if r.Workers <= 0 {

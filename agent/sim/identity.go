@@ -70,6 +70,14 @@ func fill(id Identity, i int) Identity {
 	return id
 }
 
+// Name gives the identities the hostnames prefix00001, prefix00002 … in
+// order (Generate and ReadCSV name them sim-00001 …).
+func Name(ids []Identity, prefix string) {
+	for i := range ids {
+		ids[i].Hostname = fmt.Sprintf("%s%05d", prefix, i+1)
+	}
+}
+
 // ReadCSV reads identities from lines of "uuid,serial" (either may be empty,
 // not both); empty lines and lines starting with # are skipped. A first
 // line naming the columns is a header, and then the columns are found by

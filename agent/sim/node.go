@@ -55,6 +55,13 @@ func (n *node) finish(outcome string, err error) {
 	n.outcome, n.err = outcome, err
 }
 
+// ended returns the node's outcome, "" while it runs.
+func (n *node) ended() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.outcome
+}
+
 func (n *node) events() []event {
 	n.mu.Lock()
 	defer n.mu.Unlock()

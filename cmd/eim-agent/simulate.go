@@ -25,6 +25,7 @@ type simConfig struct {
 	server, ca           string
 	nodes                int
 	identities, writeIDs string
+	namePrefix           string
 	nodesFile            string
 	seed                 uint64
 	register, nzt        bool
@@ -44,6 +45,7 @@ type simConfig struct {
 	verbose              bool
 
 	hold        time.Duration
+	exitDay0    bool
 	stopShare   float64
 	stopAfter   time.Duration
 	settle      time.Duration
@@ -80,15 +82,23 @@ const simulateUsage = `usage: eim-agent simulate --server URL --ca FILE --nodes 
 Runs N simulated nodes in one process. Each has its own identity and goes
 through the southbound calls of a real node (discover, token, workflow,
 action reports, then ReportIn from its "installed OS"); actions only sleep.
-Exits 0 only if every node reached RUNNING.
+Hosts are named PREFIX00001 … (--name-prefix; by default sim-XXXXXX- from
+the seed, so that two runs do not share names).
 
-With --hold, every node that reached RUNNING goes on as a node: Heartbeat
-every interval the server answers (its own token, refreshed), from a shared
-schedule; once every node finished Day 0 the fleet holds for that long,
---stop-share of it going silent --stop-after into the hold. With
---token-file the hosts "No Connection" are counted through the REST API
-during the hold; then the exit status is 0 only if none was flagged
-wrongly and the stopped ones all were within the timeout + 10 s.
+Then the fleet holds until interrupted (Ctrl-C; or for --hold DURATION, or
+not at all with --exit-after-day0): every node that reached RUNNING goes on
+as a node: Heartbeat every interval the server answers (its own token,
+refreshed), from a shared schedule, so the hosts stay "Running";
+--stop-share of it goes silent --stop-after into the hold. A node whose
+workflow failed keeps asking for it, as a real one, and runs it again when
+its instance is reprovisioned ("eim instance reprovision"), then
+heartbeats too. With --token-file the hosts "No Connection" are counted
+through the REST API during the hold.
+
+The report comes after the hold. The exit status is 0 only if every node
+reached RUNNING (on Day 0, or after a reprovision during the hold), and
+with --token-file none was flagged "No Connection" wrongly and the stopped
+ones all were within the timeout + 10 s.
 
 With --nodes-file (and --hold), the nodes are already provisioned: the file
 (JSON Lines of hostId, project, clientId, clientSecret, [tokenUrl], as
@@ -120,6 +130,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.IntVar(&c.nodes, "nodes", 0, "number of nodes (default: every identity of --identities)")
 	fs.StringVar(&c.identities, "identities", "", "CSV file of uuid,serial lines (or with a header naming its uuid and serial columns, e.g. an eim host import file): the fleet's identities")
 	fs.StringVar(&c.writeIDs, "write-identities", "", "write the generated identities to this CSV file")
+	fs.StringVar(&c.namePrefix, "name-prefix", "", "hostnames are this prefix and a 5-digit number (default sim-XXXXXX- from the seed)")
 	fs.StringVar(&c.nodesFile, "nodes-file", "", "with --hold: nodes already provisioned, from this JSON Lines file (bench/seed); no Day 0")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of generated identities and fault assignment (default: from the clock)")
 	fs.BoolVar(&c.register, "register", false, "pre-register the nodes through the REST API first (autoOnboard)")
@@ -140,7 +151,8 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.StringVar(&c.reportFile, "report", "", "also write the report as JSON to this file")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on nodes not RUNNING after this long")
 	fs.BoolVar(&c.verbose, "verbose", false, "print the agents' warnings and errors on stderr")
-	fs.DurationVar(&c.hold, "hold", 0, "after Day 0, keep the running nodes heartbeating this long (0: stop after Day 0)")
+	fs.DurationVar(&c.hold, "hold", 0, "after Day 0, keep the running nodes heartbeating this long (default: until interrupted)")
+	fs.BoolVar(&c.exitDay0, "exit-after-day0", false, "no hold: report and exit once Day 0 is over (the hosts then go \"No Connection\")")
 	fs.Float64Var(&c.stopShare, "stop-share", 0, "with --hold: share of the nodes that stop heartbeating (0..1)")
 	fs.DurationVar(&c.stopAfter, "stop-after", 0, "with --stop-share: when they stop, into the hold")
 	fs.DurationVar(&c.settle, "settle", 0, "with --hold: the start of the hold reported apart from the steady phase (default one heartbeat interval)")
@@ -169,9 +181,12 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	if c.nodes < 0 || (c.nodes == 0 && c.identities == "" && c.nodesFile == "") {
 		problems = append(problems, "--nodes must be positive (or give --identities or --nodes-file)")
 	}
+	if c.exitDay0 && c.hold != 0 {
+		problems = append(problems, "--exit-after-day0 holds not at all: not with --hold")
+	}
 	if c.nodesFile != "" {
-		if c.hold <= 0 {
-			problems = append(problems, "--nodes-file needs --hold")
+		if c.exitDay0 {
+			problems = append(problems, "--nodes-file has no Day 0: not with --exit-after-day0")
 		}
 		if c.nodes != 0 {
 			// The server expects every seeded node: the others would be
@@ -219,9 +234,9 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 		problems = append(problems, "--cluster-fail-share is between 0 and 1")
 	case c.clusterRetry <= 0:
 		problems = append(problems, "--cluster-retry must be positive")
-	case c.stopShare > 0 && c.hold == 0:
-		problems = append(problems, "--stop-share goes with --hold")
-	case c.stopShare > 0 && c.stopAfter >= c.hold:
+	case c.stopShare > 0 && c.exitDay0:
+		problems = append(problems, "--stop-share needs a hold: not with --exit-after-day0")
+	case c.stopShare > 0 && c.hold > 0 && c.stopAfter >= c.hold:
 		problems = append(problems, "--stop-after must fall within --hold")
 	}
 	if len(problems) > 0 {
@@ -229,6 +244,12 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
+	}
+	if c.namePrefix == "" {
+		c.namePrefix = fmt.Sprintf("sim-%06x-", c.seed*0x9e3779b97f4a7c15>>40)
+	}
+	if c.hold == 0 && !c.exitDay0 {
+		c.hold = sim.HoldUntilCancelled
 	}
 	return c, nil
 }
@@ -310,7 +331,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	} else {
 		printReport(stdout, rep)
 	}
-	if n := rep.Final[sim.OutcomeRunning]; n != rep.Nodes {
+	n := rep.Final[sim.OutcomeRunning]
+	if rep.Hold != nil {
+		n += int(rep.Hold.Recovered) // failed on Day 0, RUNNING after a reprovision
+	}
+	if n != rep.Nodes {
 		return fmt.Errorf("simulate: %d of %d nodes did not reach RUNNING (%d injected failures, %d unexpected outcomes)",
 			rep.Nodes-n, rep.Nodes, rep.Injected["fail"], rep.Unexpected)
 	}
@@ -433,6 +458,7 @@ func (c *simConfig) fleet() ([]sim.Identity, error) {
 	} else {
 		ids = sim.Generate(c.nodes, c.seed)
 	}
+	sim.Name(ids, c.namePrefix)
 	if c.writeIDs != "" {
 		f, err := os.Create(c.writeIDs)
 		if err != nil {
@@ -475,10 +501,13 @@ func (c *simConfig) preRegister(ctx context.Context, ids []sim.Identity, stderr 
 			}
 		}
 	}()
+	var retried atomic.Int64
 	reg := sim.Registration{
 		Client:  client.New(c.api, strings.TrimSpace(string(tok)), nil),
 		Project: c.project, OSID: c.osID, Concurrency: 32,
-		OnHost: func() { done.Add(1) },
+		Backoff: agent.Backoff{Min: c.backoffMin, Max: c.backoffMax},
+		OnHost:  func() { done.Add(1) },
+		OnRetry: func(error) { retried.Add(1) },
 	}
 	_, err = reg.Register(ctx, ids)
 	close(stop)
@@ -487,7 +516,7 @@ func (c *simConfig) preRegister(ctx context.Context, ids []sim.Identity, stderr 
 		return fmt.Errorf("simulate: pre-register: %w", err)
 	}
 	if !c.jsonOut {
-		fmt.Fprintf(stderr, "registered %d hosts in %.1fs\n", len(ids), time.Since(start).Seconds())
+		fmt.Fprintf(stderr, "registered %d hosts in %.1fs (%d calls retried)\n", len(ids), time.Since(start).Seconds(), retried.Load())
 	}
 	return nil
 }
@@ -531,6 +560,9 @@ func printHold(w io.Writer, h *sim.HoldReport, after string) {
 		}
 		fmt.Fprintf(w, "%-8s %7.1f %7d %9d %8.1f %7d %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %6s\n",
 			p.Name, p.Seconds, p.Nodes, l.Count, p.Rate, l.Errors, l.P50, l.P90, l.P99, l.P999, l.Max, p.Lag.P99, nc)
+	}
+	if h.Recovered > 0 {
+		fmt.Fprintf(w, "recovered: %d nodes whose workflow failed ran it again after a reprovision and are RUNNING\n", h.Recovered)
 	}
 	t := h.Tokens
 	fmt.Fprintf(w, "tokens: %d fetched, %d errors, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d nodes revoked\n", t.Count, t.Errors, t.P50, t.P99, t.Max, h.Revoked)

@@ -23,7 +23,7 @@ func TestParseSimulateNodesFile(t *testing.T) {
 		args []string
 		want string
 	}{
-		{ok[:6], "--nodes-file needs --hold"},
+		{append(ok[:6:6], "--exit-after-day0"), "--nodes-file has no Day 0: not with --exit-after-day0"},
 		{append(ok, "--register", "--token-file", "t", "--nzt"), "--nodes-file has no Day 0: not with --register"},
 		{append(ok, "--identities", "ids.csv", "--fail-share", "0.1"), "not with --identities, --fail-share"},
 		{append(ok, "--enroll", "tok", "--reboot-share", "0.5", "--write-identities", "w.csv"), "not with --write-identities, --enroll, --reboot-share"},

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestParseSimulate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.nodes != 10 || c.project != "default" || c.connections != 0 || c.seed == 0 {
+	if c.nodes != 10 || c.project != "default" || c.connections != 0 || c.seed == 0 || c.hold != sim.HoldUntilCancelled || !strings.HasPrefix(c.namePrefix, "sim-") {
 		t.Errorf("defaults: got %+v", c)
 	}
 	if _, err := parseSimulate([]string{"-h"}, &bytes.Buffer{}); !errors.Is(err, flag.ErrHelp) {
@@ -39,7 +40,8 @@ func TestParseSimulate(t *testing.T) {
 		append(ok, "--register", "--token-file", "t", "--os", "os-1", "--nzt"),
 		append(ok, "--os", "os-1"),
 		append(ok, "extra"),
-		append(ok, "--stop-share", "0.1"),
+		append(ok, "--exit-after-day0", "--stop-share", "0.1"),
+		append(ok, "--exit-after-day0", "--hold", "1m"),
 		append(ok, "--hold", "10s", "--stop-share", "0.1", "--stop-after", "10s"),
 		append(ok, "--hold", "10s", "--stop-share", "1.1", "--stop-after", "5s"),
 		append(ok, "--hold", "-1s"),
@@ -105,7 +107,7 @@ func TestSimulateIdentitiesFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := parseSimulate([]string{"--server", "https://x", "--ca", "c", "--identities", out, "--nodes", "3"}, &bytes.Buffer{})
+	c2, err := parseSimulate([]string{"--server", "https://x", "--ca", "c", "--identities", out, "--nodes", "3", "--seed", "9"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func TestSimulateUnreachableServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	err := runSimulate(context.Background(), []string{"--server", "https://127.0.0.1:1", "--ca", ca, "--nodes", "2"}, &stdout, &stderr)
+	err := runSimulate(context.Background(), []string{"--server", "https://127.0.0.1:1", "--ca", ca, "--nodes", "2", "--exit-after-day0"}, &stdout, &stderr)
 	if err == nil {
 		t.Fatal("got no error with a CA file that holds no certificate")
 	}
@@ -152,5 +154,38 @@ func TestPrintReport(t *testing.T) {
 	}
 	if _, err := json.Marshal(r); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSimulateNames checks that hosts are named after the run (its seed)
+// unless --name-prefix says otherwise, so that two rehearsals in one
+// project do not share host names.
+func TestSimulateNames(t *testing.T) {
+	names := func(args ...string) []string {
+		t.Helper()
+		c, err := parseSimulate(append([]string{"--server", "https://127.0.0.1:8443", "--ca", "ca.crt", "--nodes", "2"}, args...), &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := c.fleet()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []string{ids[0].Hostname, ids[1].Hostname}
+	}
+	a, b := names("--seed", "1"), names("--seed", "2")
+	if a[0] == b[0] || a[1] == b[1] || a[0] == a[1] {
+		t.Errorf("seeds 1 and 2: got %q and %q, want distinct names", a, b)
+	}
+	if again := names("--seed", "1"); again[0] != a[0] {
+		t.Errorf("seed 1 twice: got %q and %q, want the same fleet", a, again)
+	}
+	if got := names("--seed", "1", "--name-prefix", "line-a-"); got[0] != "line-a-00001" || got[1] != "line-a-00002" {
+		t.Errorf("--name-prefix line-a-: got %q", got)
+	}
+	for _, n := range a {
+		if !regexp.MustCompile(`^sim-[0-9a-f]{6}-0000[12]$`).MatchString(n) {
+			t.Errorf("name %q: want sim-XXXXXX-0000N", n)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestAgentSimulate(t *testing.T) {
 		args := append([]string{"simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
 			"--nodes", strconv.Itoa(n), "--seed", seed, "--register", "--api", s.api,
 			"--token-file", filepath.Join(s.dataDir, adminTokenFile), "--project", project, "--os", osID,
-			"--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s"}, extra...)
+			"--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s", "--exit-after-day0"}, extra...)
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		var stdout, stderr bytes.Buffer
@@ -139,6 +140,129 @@ func TestAgentSimulate(t *testing.T) {
 		}
 	})
 
+	// The README's rehearsal: without --exit-after-day0 the fleet holds
+	// until interrupted, so its hosts stay "Running" past the heartbeat
+	// timeout; a node whose workflow failed runs it again once its
+	// instance is reprovisioned with the CLI, as README says to retry.
+	t.Run("held until interrupted, a failed node reprovisioned", func(t *testing.T) {
+		const project = "sim-hold"
+		ctx := context.Background()
+		s := startDay0(t, "--heartbeat-interval", "1s", "--heartbeat-timeout", "3s")
+		if _, err := s.admin.CreateProject(ctx, project); err != nil {
+			t.Fatal(err)
+		}
+		osID := s.createOS(t, project)
+		tokenFile := filepath.Join(s.dataDir, adminTokenFile)
+		var stdout, stderr syncBuffer
+		// Seed 23 with --fail-share 0.5: the third node's stream-image fails.
+		cmd := exec.Command(bin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
+			"--nodes", "3", "--seed", "23", "--fail-share", "0.5", "--register", "--api", s.api, "--token-file", tokenFile,
+			"--project", project, "--os", osID, "--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		defer func() {
+			cmd.Process.Kill()
+			<-exited
+		}()
+		hosts := func() []*eim.Host {
+			t.Helper()
+			hs, _, err := client.ListOf[eim.Host](ctx, s.admin, project, client.ListOptions{PageSize: 100, OrderBy: "name"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return hs
+		}
+		failed := func(h *eim.Host) bool {
+			return h.Instance != nil && strings.HasPrefix(h.Instance.ProvisioningStatus, "Provisioning Failed")
+		}
+		until := func(what string, d time.Duration, cond func([]*eim.Host) bool) []*eim.Host {
+			t.Helper()
+			deadline := time.Now().Add(d)
+			for {
+				hs := hosts()
+				if cond(hs) {
+					return hs
+				}
+				select {
+				case <-exited:
+					t.Fatalf("simulate exited while waiting for %s; stdout:\n%s\nstderr:\n%s", what, stdout.String(), stderr.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no %s within %s: hosts %+v\nstderr:\n%s", what, d, hs, stderr.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		hs := until("Day 0 over (2 running, 1 failed)", 60*time.Second, func(hs []*eim.Host) bool {
+			running, nFailed := 0, 0
+			for _, h := range hs {
+				if h.HostStatus == "Running" {
+					running++
+				}
+				if failed(h) {
+					nFailed++
+				}
+			}
+			return len(hs) == 3 && running == 2 && nFailed == 1
+		})
+		name := regexp.MustCompile(`^sim-[0-9a-f]{6}-0000[1-3]$`)
+		for _, h := range hs {
+			if !name.MatchString(h.Name) {
+				t.Errorf("host name %q: want sim-XXXXXX-0000N (the run's prefix)", h.Name)
+			}
+		}
+		// Twice the timeout and more: the running hosts stay "Running".
+		heldSince := time.Now()
+		for time.Since(heldSince) < 7*time.Second {
+			for _, h := range hosts() {
+				if !failed(h) && h.HostStatus != "Running" {
+					t.Fatalf("%.1fs after Day 0, host %s is %q, want Running (the simulator holds); stderr:\n%s", time.Since(heldSince).Seconds(), h.Name, h.HostStatus, stderr.String())
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		admin := cliRunner{t: t, url: s.api, tokenFile: tokenFile}
+		for _, h := range hs {
+			if failed(h) {
+				admin.must("--project", project, "instance", "reprovision", h.Instance.ResourceID)
+			}
+		}
+		// The node asks again at the interval the server gives a failed
+		// workflow (60 s).
+		until("every host running", 150*time.Second, func(hs []*eim.Host) bool {
+			for _, h := range hs {
+				if h.HostStatus != "Running" || h.Instance == nil || h.Instance.CurrentState != eim.InstanceStateRunning {
+					return false
+				}
+			}
+			return len(hs) == 3
+		})
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("simulate did not exit within 60 s of an interrupt; stderr:\n%s", stderr.String())
+		}
+		noChildRace(t, "eim-agent simulate", []byte(stderr.String()))
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("exit status %d, want 0; stderr:\n%s", code, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		var rep sim.Report
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+			t.Fatalf("report: %v\n%s", err, stdout.String())
+		}
+		wantReport(t, &rep, 2, 1)
+		if h := rep.Hold; h == nil || h.Recovered != 1 || h.Nodes != 3 {
+			t.Errorf("hold: got %+v, want 3 nodes heartbeating, 1 recovered", h)
+		}
+	})
+
 	// An OEM's rehearsal: the fleet registered with "eim host import" from
 	// a bulk import file, then simulated from that same file.
 	t.Run("a fleet from its bulk import file", func(t *testing.T) {
@@ -167,7 +291,7 @@ func TestAgentSimulate(t *testing.T) {
 		defer cancel()
 		var stdout, stderr bytes.Buffer
 		cmd := exec.CommandContext(ctx, bin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
-			"--identities", file, "--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s")
+			"--identities", file, "--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s", "--exit-after-day0")
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		noChildRace(t, "eim-agent simulate", stderr.Bytes())

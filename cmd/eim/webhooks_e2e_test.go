@@ -98,7 +98,7 @@ func testWebhooksAndAudit(t *testing.T, bin string, s *day0Server) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
 		"--nodes", "3", "--seed", "31", "--register", "--api", s.api, "--token-file", tokenFile, "--project", project, "--os", osID,
-		"--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s")
+		"--json", "--action-time", "5ms", "--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "60s", "--exit-after-day0")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("eim-agent simulate: %v\n%s", err, stderr.String())

@@ -12,13 +12,18 @@
 #   5. helm install, upgrade and uninstall on that API server: the shared
 #      secrets are made once and kept, the agent certificate re-issued under
 #      the same CA when its names change;
-#   6. the rendered pods run: eim server with a pod's rendered arguments and
+#   6. docs/deploy.md's commands, run as written (the block marked for this
+#      check): the image built and pushed with crane to a registry of this
+#      check's own (crane registry serve), helm template without a cluster
+#      nor --kube-version, helm install on the API server;
+#   7. the rendered pods run: eim server with a pod's rendered arguments and
 #      the generated secrets (its CA fingerprint as pinned, a token minted
 #      from the rendered key accepted), and, with EIM_TEST_POSTGRES_URL, every
 #      Deployment of layout modules as a process on one database, each until
 #      /readyz answers 200.
 # Installs what it needs (apt: etcd-server, kubectl from kubernetes-client
-# when none is on PATH; go install: helm) and caches the built tools in
+# when none is on PATH; go install: helm, and crane at the version
+# docs/deploy.md runs) and caches the built tools in
 # $EIM_CI_CACHE (default ~/.cache/eim-ci). Measured 2026-11-26 on the 2-core
 # machine: warm 26 s; cold (empty tool and Go build caches) 26 min on a machine
 # busy with other work (load 9-15), 11 min of CPU, nearly all of it building
@@ -29,7 +34,8 @@ root=$PWD
 chart=deploy/helm/eim
 HELM_VERSION=v3.22.0
 # The Kubernetes version .ci/kube builds; the chart is rendered for it (a helm
-# built with go install does not know a default) and the API server reports it.
+# built with go install knows no recent default: v1.20.0, which the chart lets
+# through for offline rendering) and the API server reports it.
 KUBE_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' .ci/kube/go.mod)
 cache=${EIM_CI_CACHE:-$HOME/.cache/eim-ci}
 mkdir -p "$cache/bin"
@@ -231,6 +237,7 @@ refuse "database.external.existingSecret" --set database.mode=external
 refuse "image.digest" --set image.digest=sha256:xyz
 refuse "agent.url" --set agent.url=http://eim.example.com
 refuse 'size: "1m"' --set size=1m
+refuse "the chart needs 1.27 or later" --kube-version 1.26.0
 
 # --- a real API server accepts every object ------------------------------
 step "waiting for kube-apiserver"
@@ -310,6 +317,33 @@ helm uninstall eim -n "$life" >/dev/null
 kubectl -n "$life" get secret eim-signing-key eim-agent-ca >/dev/null 2>&1 || die "helm uninstall deleted the signing key or the CA"
 kubectl -n "$life" get secret eim-agent-tls >/dev/null 2>&1 && die "helm uninstall left the agent certificate"
 echo "install, upgrade (same names: nothing new; new agent URL: new certificate, same CA and key), uninstall (key and CA kept): ok"
+
+# --- docs/deploy.md's commands, as written ---------------------------------
+# The block marked for this check, every line as it is but the one setting
+# REGISTRY (the reader's registry): here a registry of this check's own.
+step "docs/deploy.md: build, push, template and install, as written"
+doc=$(awk '/^<!-- deploy\/helm\/check.sh runs the next block/ { f = 1; next }
+	f && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' docs/deploy.md)
+[ -n "$doc" ] || die "docs/deploy.md: no block marked for this check"
+grep -q '^REGISTRY=' <<<"$doc" || die "docs/deploy.md: the block sets no REGISTRY"
+crane_mod=$(grep -o 'github.com/google/go-containerregistry/cmd/crane@[^ ]*' <<<"$doc" | head -n 1)
+[ -n "$crane_mod" ] || die "docs/deploy.md: the block pushes with no crane@VERSION"
+(cd /tmp && GOBIN="$work/bin" CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install "$crane_mod")
+reg_port=$(free_port)
+"$work/bin/crane" registry serve --address "127.0.0.1:$reg_port" >"$work/registry.log" 2>&1 &
+eim_pids+=($!)
+for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$reg_port/v2/" && break; sleep 0.1; done
+export REGISTRY=127.0.0.1:$reg_port/edge
+grep -v '^REGISTRY=' <<<"$doc" >"$work/doc.sh"
+(cd "$root" && bash -euo pipefail "$work/doc.sh") >"$work/doc.log" 2>&1 || { cat "$work/doc.sh" "$work/doc.log"; die "docs/deploy.md's commands failed"; }
+"$work/bin/crane" digest "$REGISTRY/eim:v0.1.0" >/dev/null || die "docs/deploy.md: the image is not in the registry"
+grep -q "image: \"$REGISTRY/eim:v0.1.0\"" /tmp/eim.yaml || die "docs/deploy.md: helm template did not render the pushed image"
+helm status eim -n eim >/dev/null || die "docs/deploy.md: no release eim after helm install"
+kubectl -n eim get deployment eim-server -o jsonpath='{.spec.template.spec.containers[0].image}' | grep -qx "$REGISTRY/eim:v0.1.0" ||
+	die "docs/deploy.md: the installed Deployment does not run the pushed image"
+helm uninstall eim -n eim >/dev/null
+unset REGISTRY
+echo "docs/deploy.md's commands: image pushed, rendered offline, installed: ok"
 
 # --- the rendered pods run ------------------------------------------------
 # pod_args FILE DEPLOYMENT: the eim container's arguments in a rendering,

@@ -66,6 +66,17 @@ The Deployments to render: a list of units, each with its name suffix, its
 modules, the `eim server` selection flag, replicas and resources.
 */}}
 {{- define "eim.units" -}}
+{{- /*
+Kubernetes 1.27 or later. Not Chart.yaml's kubeVersion: helm checks that
+against its built-in default too when it renders without a cluster (helm
+template), and a helm built from source (go install) defaults to v1.20.0, so
+the chart would not render offline. That default is let through here; a real
+cluster's version is checked.
+*/ -}}
+{{- $kube := .Capabilities.KubeVersion.Version -}}
+{{- if and (semverCompare "<1.27.0-0" $kube) (ne $kube "v1.20.0") -}}
+{{- fail (printf "Kubernetes %s: the chart needs 1.27 or later" $kube) -}}
+{{- end -}}
 {{- $c := include "eim.contract" . | fromYaml -}}
 {{- $set := include "eim.moduleSet" . | fromYaml -}}
 {{- if not (has .Values.layout (list "single" "profile" "modules")) -}}
