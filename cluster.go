@@ -64,8 +64,10 @@ type ClusterTemplate struct {
 	Version           string `json:"version"`
 	KubernetesVersion string `json:"kubernetesVersion"`
 	Description       string `json:"description,omitempty"`
-	// ControlPlaneProvider is "k3s" (the only distribution EIM installs);
-	// InfraProvider is the original's "intel" (EIM's hosts) or "docker".
+	// ControlPlaneProvider is "k3s" (the only distribution EIM installs)
+	// or the original's "kubeadm" (imported and kept, refused when a
+	// cluster would use it: Installable); InfraProvider is the original's
+	// "intel" (EIM's hosts) or "docker".
 	ControlPlaneProvider string `json:"controlplaneprovidertype"`
 	InfraProvider        string `json:"infraprovidertype"`
 	// Configuration is the original's clusterconfiguration: a
@@ -113,13 +115,85 @@ type K3sConfig struct {
 	Version         string          `json:"version"`
 }
 
-// K3sFile is a file written on every node before the installation.
+// K3sFile is a file written on every node before the installation: its
+// content, or (the original's templates) contentFrom a Kubernetes secret
+// or config map of the original's management cluster, which EIM resolves
+// (FileSourceContent) when it makes the nodes' plans.
 type K3sFile struct {
-	Path        string          `json:"path"`
-	Content     string          `json:"content"`
-	Permissions string          `json:"permissions"`
-	Owner       string          `json:"owner"`
-	ContentFrom json.RawMessage `json:"contentFrom"`
+	Path        string         `json:"path"`
+	Content     string         `json:"content"`
+	Permissions string         `json:"permissions"`
+	Owner       string         `json:"owner"`
+	ContentFrom *K3sFileSource `json:"contentFrom"`
+}
+
+// K3sFileSource is where a file's content comes from: one key of a
+// secret or of a config map.
+type K3sFileSource struct {
+	Secret    *ObjectKeyRef `json:"secret,omitempty"`
+	ConfigMap *ObjectKeyRef `json:"configMap,omitempty"`
+}
+
+// ObjectKeyRef names one key of a secret or config map.
+type ObjectKeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+func (s *K3sFileSource) String() string {
+	switch {
+	case s.Secret != nil:
+		return fmt.Sprintf("secret %s key %s", s.Secret.Name, s.Secret.Key)
+	case s.ConfigMap != nil:
+		return fmt.Sprintf("config map %s key %s", s.ConfigMap.Name, s.ConfigMap.Key)
+	}
+	return "nothing"
+}
+
+// PodSecuritySecret is the secret of the original's management cluster
+// its shipped templates take their PodSecurity admission configuration
+// from (keys baseline.yaml, privileged.yaml, restricted.yaml).
+const PodSecuritySecret = "pod-security-admission-config"
+
+// FileSourceContent is the content of a file source EIM provides: the
+// keys of the original's PodSecuritySecret, the same PodSecurity
+// configuration EIM's default templates write. There is no management
+// cluster holding other secrets: any other source is not found.
+func FileSourceContent(s *K3sFileSource) (string, bool) {
+	if s == nil || s.Secret == nil || s.Secret.Name != PodSecuritySecret {
+		return "", false
+	}
+	switch s.Secret.Key {
+	case "baseline.yaml", "privileged.yaml", "restricted.yaml":
+		return PodSecurityAdmission(strings.TrimSuffix(s.Secret.Key, ".yaml")), true
+	}
+	return "", false
+}
+
+// PodSecurityAdmission is the API server's admission configuration
+// enforcing the Pod Security Standard level (baseline, restricted,
+// privileged) by default, with the kube-system namespace exempt (the
+// cluster's own components).
+func PodSecurityAdmission(level string) string {
+	return fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: %[1]q
+      enforce-version: "latest"
+      audit: %[1]q
+      audit-version: "latest"
+      warn: %[1]q
+      warn-version: "latest"
+    exemptions:
+      usernames: []
+      runtimeClasses: []
+      namespaces: [kube-system]
+`, level)
 }
 
 // K3sAgentConfig is the configuration of every node's kubelet.
@@ -184,9 +258,9 @@ func jsonProblem(err error) string {
 // API's OpenAPI document.
 const (
 	TemplateNamePattern      = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
-	TemplateVersionPattern   = `^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$`
+	TemplateVersionPattern   = `^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-dev)?$`
 	KubernetesVersionPattern = `^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`
-	ClusterNamePattern       = `^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`
+	ClusterNamePattern       = `^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,61}[a-zA-Z0-9])?$`
 	ClusterLabelValuePattern = `^$|^[a-zA-Z0-9]([a-zA-Z0-9._-]{0,61}[a-zA-Z0-9])?$`
 )
 
@@ -210,11 +284,13 @@ const (
 	maxTemplateFiles    = 100
 )
 
-// ValidTemplateVersion reports whether s is a template version (vX.Y.Z).
+// ValidTemplateVersion reports whether s is a template version (vX.Y.Z,
+// or the original's pre-release vX.Y.Z-dev).
 func ValidTemplateVersion(s string) bool { return reTemplateVer.MatchString(s) }
 
 // CompareTemplateVersions orders two template versions (vX.Y.Z) by their
-// numbers; a malformed one sorts by its text.
+// numbers, vX.Y.Z-dev before vX.Y.Z (a pre-release); a malformed one
+// sorts by its text.
 func CompareTemplateVersions(a, b string) int {
 	pa, pb := versionParts(a), versionParts(b)
 	if pa == nil || pb == nil {
@@ -228,6 +304,12 @@ func CompareTemplateVersions(a, b string) int {
 			return 1
 		}
 	}
+	switch da, db := strings.HasSuffix(a, "-dev"), strings.HasSuffix(b, "-dev"); {
+	case da && !db:
+		return -1
+	case db && !da:
+		return 1
+	}
 	return 0
 }
 
@@ -236,7 +318,7 @@ func versionParts(s string) []int {
 		return nil
 	}
 	out := make([]int, 0, 3)
-	for p := range strings.SplitSeq(s[1:], ".") {
+	for p := range strings.SplitSeq(strings.TrimSuffix(s[1:], "-dev"), ".") {
 		n := 0
 		for _, r := range p {
 			n = n*10 + int(r-'0')
@@ -249,8 +331,10 @@ func versionParts(s string) []int {
 // ValidTemplateName reports whether s is a template name.
 func ValidTemplateName(s string) bool { return len(s) <= 50 && reTemplateName.MatchString(s) }
 
-// ValidClusterName reports whether s is a cluster name: a DNS label (the
-// connect gateway's URLs and the kubeconfig carry it).
+// ValidClusterName reports whether s is a cluster name, as the
+// original's: letters (either case), digits, '-' and '.', starting and
+// ending with a letter or digit, at most 63 (the connect gateway's URL
+// paths and the kubeconfig carry it).
 func ValidClusterName(s string) bool { return reClusterName.MatchString(s) }
 
 // Validate checks a template as the API takes it, naming the first field
@@ -263,14 +347,14 @@ func (t *ClusterTemplate) Validate() error {
 	}
 	c.required("version", t.Version)
 	if t.Version != "" && !reTemplateVer.MatchString(t.Version) {
-		c.fail("version", "%q is not a version vX.Y.Z", t.Version)
+		c.fail("version", "%q is not a version vX.Y.Z (or vX.Y.Z-dev)", t.Version)
 	}
 	c.required("kubernetesVersion", t.KubernetesVersion)
 	if t.KubernetesVersion != "" && (len(t.KubernetesVersion) > 63 || !reKubeVersion.MatchString(t.KubernetesVersion)) {
 		c.fail("kubernetesVersion", "%q is not a Kubernetes version (e.g. v1.33.5+k3s1)", t.KubernetesVersion)
 	}
-	if t.ControlPlaneProvider != "k3s" {
-		c.fail("controlplaneprovidertype", "%q: EIM installs k3s", t.ControlPlaneProvider)
+	if t.ControlPlaneProvider != "k3s" && t.ControlPlaneProvider != "kubeadm" {
+		c.fail("controlplaneprovidertype", "%q is not k3s or kubeadm", t.ControlPlaneProvider)
 	}
 	if t.InfraProvider != "intel" && t.InfraProvider != "docker" {
 		c.fail("infraprovidertype", "%q is not intel or docker", t.InfraProvider)
@@ -302,11 +386,36 @@ func (t *ClusterTemplate) Validate() error {
 	if c.err != nil {
 		return c.err
 	}
+	if t.ControlPlaneProvider == "kubeadm" {
+		return nil // kept as imported: no cluster is made of it (Installable)
+	}
 	k, err := t.K3s()
 	if err != nil {
 		return err
 	}
 	return k.validate()
+}
+
+// Installable reports whether EIM can make a cluster of t: a k3s
+// template whose files' sources it provides (FileSourceContent).
+func (t *ClusterTemplate) Installable() error {
+	if t.ControlPlaneProvider != "k3s" {
+		return Errorf(EINVALID, "template %s-%s: controlplaneprovidertype %s: EIM installs k3s clusters only (choose a k3s template)", t.Name, t.Version, t.ControlPlaneProvider)
+	}
+	k, err := t.K3s()
+	if err != nil {
+		return err
+	}
+	for i, f := range k.Files {
+		if f.ContentFrom == nil || f.Content != "" {
+			continue
+		}
+		if _, ok := FileSourceContent(f.ContentFrom); !ok {
+			return Errorf(EINVALID, "template %s-%s: files[%d] (%s): its contentFrom, %s, is not one EIM provides (there is no management cluster: only secret %s keys baseline.yaml, privileged.yaml and restricted.yaml are known); give the file's content in a new template version",
+				t.Name, t.Version, i, f.Path, f.ContentFrom, PodSecuritySecret)
+		}
+	}
+	return nil
 }
 
 func (k *K3sConfig) validate() error {
@@ -317,14 +426,23 @@ func (k *K3sConfig) validate() error {
 	}
 	for i, f := range k.Files {
 		fp := fmt.Sprintf("%sfiles[%d]", pre, i)
-		if f.Path == "" && f.Content == "" && len(f.ContentFrom) == 0 {
+		if f.Path == "" && f.Content == "" && f.ContentFrom == nil {
 			continue // the original's templates carry an empty file: nothing to write
 		}
 		if !strings.HasPrefix(f.Path, "/") || strings.Contains(f.Path, "..") {
 			c.fail(fp+".path", "%q is not an absolute path", f.Path)
 		}
-		if len(f.ContentFrom) > 0 && string(f.ContentFrom) != "null" {
-			c.fail(fp+".contentFrom", "is not supported by EIM (no management cluster holds secrets): give the content")
+		if src := f.ContentFrom; src != nil {
+			switch {
+			case f.Content != "":
+				c.fail(fp+".contentFrom", "a file has content or contentFrom, not both")
+			case (src.Secret == nil) == (src.ConfigMap == nil):
+				c.fail(fp+".contentFrom", "want one of secret or configMap")
+			case src.Secret != nil && (src.Secret.Name == "" || src.Secret.Key == ""):
+				c.fail(fp+".contentFrom.secret", "want a name and a key")
+			case src.ConfigMap != nil && (src.ConfigMap.Name == "" || src.ConfigMap.Key == ""):
+				c.fail(fp+".contentFrom.configMap", "want a name and a key")
+			}
 		}
 		if f.Permissions != "" {
 			if _, err := parseMode(f.Permissions); err != nil {

@@ -72,6 +72,7 @@ var ourV2Operations = []string{
 	"GET /v2/clusters/{cluster}/kubeconfigs",
 	"GET /v2/clusters/{name}",
 	"GET /v2/clusters/{nodeId}/clusterdetail",
+	"GET /v2/healthz",
 	"GET /v2/projects/{projectName}/clusters",
 	"GET /v2/projects/{projectName}/clusters/summary",
 	"GET /v2/projects/{projectName}/clusters/{cluster}/kubeconfigs",

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/eimhq/eim"
 )
@@ -176,10 +177,12 @@ func (c *Client) GetCluster(ctx context.Context, project, name string) (*Cluster
 	return &out, c.Do(ctx, http.MethodGet, v2(project, "/clusters/"+url.PathEscape(name)), nil, &out)
 }
 
-// CreateCluster creates a cluster and returns its name.
+// CreateCluster creates a cluster and returns its name (the answer is
+// the original's "successfully created cluster NAME").
 func (c *Client) CreateCluster(ctx context.Context, project string, s *ClusterSpec) (string, error) {
-	var name string
-	return name, c.Do(ctx, http.MethodPost, v2(project, "/clusters"), s, &name)
+	var msg string
+	err := c.Do(ctx, http.MethodPost, v2(project, "/clusters"), s, &msg)
+	return strings.TrimPrefix(msg, "successfully created cluster "), err
 }
 
 // DeleteCluster deletes a cluster (its nodes uninstall first; force: its

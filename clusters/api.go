@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +72,11 @@ func (s *Service) Routes() map[string]http.Handler {
 		out[r.method+" /v2/projects/{projectName}"+r.path] = h
 		out[r.method+" /v2"+r.path] = h
 	}
+	// The original's health check, without authentication: the API
+	// answers when the process serves it.
+	out["GET /v2/healthz"] = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		apiv2.WriteJSON(w, http.StatusOK, "clusters API is healthy")
+	})
 	return out
 }
 
@@ -107,36 +111,6 @@ func (s *Service) api(fn func(http.ResponseWriter, *http.Request, *call) error, 
 	})
 }
 
-// page reads pageSize (default 20, at most 100) and offset.
-func page(r *http.Request) (size, offset int, err error) {
-	size, offset = 20, 0
-	q := r.URL.Query()
-	if v := q.Get("pageSize"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 100 {
-			return 0, 0, eim.Errorf(eim.EINVALID, "pageSize: %q is not a number from 0 to 100", v)
-		}
-		if n > 0 {
-			size = n
-		}
-	}
-	if v := q.Get("offset"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return 0, 0, eim.Errorf(eim.EINVALID, "offset: %q is not a number from 0", v)
-		}
-		offset = n
-	}
-	return size, offset, nil
-}
-
-func pageOf[T any](items []T, size, offset int) []T {
-	if offset >= len(items) {
-		return []T{}
-	}
-	return items[offset:min(len(items), offset+size)]
-}
-
 // --- templates
 
 // TemplateList is the answer of GET /templates.
@@ -153,11 +127,11 @@ type DefaultTemplate struct {
 }
 
 // templateFields are what the templates' filter and orderBy name.
-var templateFields = map[string]func(*eim.ClusterTemplate) string{
-	"name":              func(t *eim.ClusterTemplate) string { return t.Name },
-	"version":           func(t *eim.ClusterTemplate) string { return t.Version },
-	"kubernetesVersion": func(t *eim.ClusterTemplate) string { return t.KubernetesVersion },
-	"description":       func(t *eim.ClusterTemplate) string { return t.Description },
+var templateFields = map[string]field[*eim.ClusterTemplate]{
+	"name":              {get: func(t *eim.ClusterTemplate) string { return t.Name }},
+	"version":           {get: func(t *eim.ClusterTemplate) string { return t.Version }, cmp: eim.CompareTemplateVersions},
+	"kubernetesVersion": {get: func(t *eim.ClusterTemplate) string { return t.KubernetesVersion }},
+	"description":       {get: func(t *eim.ClusterTemplate) string { return t.Description }},
 }
 
 func (s *Service) listTemplates(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -193,7 +167,9 @@ func (s *Service) listTemplates(w http.ResponseWriter, r *http.Request, c *call)
 		return err
 	}
 	out.TotalElements = len(ts)
-	out.TemplateInfoList = pageOf(ts, size, offset)
+	for _, t := range pageOf(ts, size, offset) {
+		out.TemplateInfoList = append(out.TemplateInfoList, shownTemplate(t))
+	}
 	apiv2.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -216,8 +192,24 @@ func (s *Service) createTemplate(w http.ResponseWriter, r *http.Request, c *call
 	if err := s.o.Store.CreateClusterTemplate(r.Context(), &t); err != nil {
 		return err
 	}
-	apiv2.WriteJSON(w, http.StatusCreated, fmt.Sprintf("template %s %s created", t.Name, t.Version))
+	// The original's words (its clients show them).
+	apiv2.WriteJSON(w, http.StatusCreated, "successfully imported template "+t.Name)
 	return nil
+}
+
+// shownTemplate is a template as the API shows it: the members the
+// original's document gives as objects and arrays are {} and [], never
+// null.
+func shownTemplate(t *eim.ClusterTemplate) *eim.ClusterTemplate {
+	c := *t
+	c.Labels = orEmpty(t.Labels)
+	if c.Network.Pods.CIDRBlocks == nil {
+		c.Network.Pods.CIDRBlocks = []string{}
+	}
+	if c.Network.Services.CIDRBlocks == nil {
+		c.Network.Services.CIDRBlocks = []string{}
+	}
+	return &c
 }
 
 // template returns the project's template.
@@ -226,7 +218,7 @@ func (s *Service) template(ctx context.Context, project, name, version string) (
 		return nil, eim.Errorf(eim.EINVALID, "name: %q is not a template name", name)
 	}
 	if !eim.ValidTemplateVersion(version) {
-		return nil, eim.Errorf(eim.EINVALID, "version: %q is not a version vX.Y.Z", version)
+		return nil, eim.Errorf(eim.EINVALID, "version: %q is not a version vX.Y.Z (or vX.Y.Z-dev)", version)
 	}
 	ts, err := s.o.Store.ClusterTemplates(ctx, project)
 	if err != nil {
@@ -245,7 +237,7 @@ func (s *Service) getTemplate(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	apiv2.WriteJSON(w, http.StatusOK, t)
+	apiv2.WriteJSON(w, http.StatusOK, shownTemplate(t))
 	return nil
 }
 
@@ -310,7 +302,7 @@ func (s *Service) setDefault(w http.ResponseWriter, r *http.Request, c *call) er
 	if d.Version == "" {
 		d.Version = vs[len(vs)-1] // the latest
 	} else if !eim.ValidTemplateVersion(d.Version) {
-		return eim.Errorf(eim.EINVALID, "version: %q is not a version vX.Y.Z", d.Version)
+		return eim.Errorf(eim.EINVALID, "version: %q is not a version vX.Y.Z (or vX.Y.Z-dev)", d.Version)
 	}
 	if err := s.o.Store.SetDefaultClusterTemplate(r.Context(), c.proj.Name, name, d.Version); err != nil {
 		return err
@@ -371,14 +363,15 @@ func (s *Service) resolveNodes(ctx context.Context, project, field string, specs
 }
 
 // host finds a host of the transaction's project by ID or UUID. One of
-// another project is not found, as one that does not exist.
+// another project is not found (404, as the original's), as one that does
+// not exist; a string that is neither form is 400.
 func (s *Service) host(ctx context.Context, tx eim.Tx, id string) (*eim.Host, error) {
 	var h *eim.Host
 	switch {
 	case eim.ValidID(eim.KindHost, id):
 		res, err := tx.Get(ctx, eim.KindHost, id)
 		if eim.ErrorCode(err) == eim.ENOTFOUND {
-			return nil, eim.Errorf(eim.EINVALID, "host %s not found", id)
+			return nil, eim.Errorf(eim.ENOTFOUND, "host %s not found", id)
 		}
 		if err != nil {
 			return nil, err
@@ -390,7 +383,7 @@ func (s *Service) host(ctx context.Context, tx eim.Tx, id string) (*eim.Host, er
 			return nil, err
 		}
 		if len(items) == 0 {
-			return nil, eim.Errorf(eim.EINVALID, "no host has UUID %s", id)
+			return nil, eim.Errorf(eim.ENOTFOUND, "host %s not found (no host of the project has this UUID)", id)
 		}
 		h = items[0].(*eim.Host)
 	default:
@@ -424,6 +417,9 @@ func (s *Service) templateOf(ctx context.Context, project, ref string) (*eim.Clu
 			return nil, eim.Errorf(eim.EINVALID, "template: the project has no default template: name one")
 		}
 		return nil, eim.Errorf(eim.EINVALID, "template: %q names no template of the project (name-vX.Y.Z, or a name)", ref)
+	}
+	if err := pick.Installable(); err != nil {
+		return nil, eim.Errorf(eim.EINVALID, "template: %s", eim.ErrorMessage(err))
 	}
 	return pick, nil
 }
@@ -480,13 +476,14 @@ func (s *Service) createCluster(w http.ResponseWriter, r *http.Request, c *call)
 		return err
 	}
 	s.log.Info("clusters: cluster created", "project", c.proj.Name, "cluster", cl.Name, "id", cl.ID, "nodes", len(nodes), "template", t.Name+"-"+t.Version, "by", c.p.Subject)
-	apiv2.WriteJSON(w, http.StatusCreated, cl.Name)
+	// The original's words (its clients show them).
+	apiv2.WriteJSON(w, http.StatusCreated, "successfully created cluster "+cl.Name)
 	return nil
 }
 
 func checkClusterName(field, name string) error {
 	if !eim.ValidClusterName(name) {
-		return eim.Errorf(eim.EINVALID, "%s: %q is not a cluster name (lower-case letters, digits and '-', at most 63)", field, name)
+		return eim.Errorf(eim.EINVALID, "%s: %q is not a cluster name (letters, digits, '-' and '.', starting and ending with a letter or digit, at most 63)", field, name)
 	}
 	if eim.ValidID(eim.KindCluster, name) {
 		return eim.Errorf(eim.EINVALID, "%s: %q has the form of a cluster ID: choose another name", field, name)
@@ -606,11 +603,11 @@ type ClusterList struct {
 }
 
 // clusterFields are what the clusters' filter and orderBy name.
-var clusterFields = map[string]func(*eim.Cluster) string{
-	"name":              func(c *eim.Cluster) string { return c.Name },
-	"kubernetesVersion": func(c *eim.Cluster) string { return c.Status.KubernetesVersion },
-	"providerStatus":    func(c *eim.Cluster) string { return c.Status.Provider.Message },
-	"lifecyclePhase":    func(c *eim.Cluster) string { return c.Status.Lifecycle.Message },
+var clusterFields = map[string]field[*eim.Cluster]{
+	"name":              {get: func(c *eim.Cluster) string { return c.Name }},
+	"kubernetesVersion": {get: func(c *eim.Cluster) string { return c.Status.KubernetesVersion }},
+	"providerStatus":    {get: func(c *eim.Cluster) string { return c.Status.Provider.Message }},
+	"lifecyclePhase":    {get: func(c *eim.Cluster) string { return c.Status.Lifecycle.Message }},
 }
 
 func (s *Service) listClusters(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -689,9 +686,6 @@ func (s *Service) clusterOfNode(w http.ResponseWriter, r *http.Request, c *call)
 		return nil
 	})
 	if err != nil {
-		if eim.ErrorCode(err) == eim.EINVALID && (eim.ValidID(eim.KindHost, r.PathValue("nodeId")) || apiv2.UUID.MatchString(r.PathValue("nodeId"))) {
-			return eim.Errorf(eim.ENOTFOUND, "nodeId: %s", eim.ErrorMessage(err))
-		}
 		return eim.Errorf(eim.ErrorCode(err), "nodeId: %s", eim.ErrorMessage(err))
 	}
 	cl, err := s.o.Store.ClusterOfHost(r.Context(), c.proj.Name, hostID)
@@ -836,6 +830,13 @@ func (s *Service) removeNode(w http.ResponseWriter, r *http.Request, c *call) er
 		}
 		n.Removing = true
 		n.Force = n.Force || force
+		if !slices.ContainsFunc(cur.Nodes, func(o *eim.ClusterNode) bool { return !o.Removing }) {
+			// The last node leaving deletes the cluster, as the original
+			// does for its single-node clusters: none is left without
+			// nodes, holding its template.
+			cur.Deleting = true
+			cur.ForceDelete = cur.ForceDelete || force
+		}
 		return nil
 	})
 	if err != nil {
@@ -895,6 +896,9 @@ func (s *Service) putTemplate(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
+	if err := t.Installable(); err != nil {
+		return err
+	}
 	err = s.update(r.Context(), c.proj.Name, r.PathValue("name"), func(cur *eim.Cluster) error {
 		cur.TemplateName, cur.TemplateVersion = t.Name, t.Version
 		cur.TemplateGen++
@@ -904,106 +908,5 @@ func (s *Service) putTemplate(w http.ResponseWriter, r *http.Request, c *call) e
 		return err
 	}
 	w.WriteHeader(http.StatusAccepted)
-	return nil
-}
-
-// parseFilter reads the original's filter: field=value terms (a value
-// ending in * matches as a prefix) joined by OR or AND (AND first), over
-// fields; "" matches everything.
-func parseFilter[T any](f string, fields map[string]func(T) string) (func(T) bool, error) {
-	f = strings.TrimSpace(strings.Trim(strings.TrimSpace(f), `"`))
-	if f == "" {
-		return func(T) bool { return true }, nil
-	}
-	type term struct {
-		get    func(T) string
-		value  string
-		prefix bool
-	}
-	var ors [][]term
-	for _, or := range splitWord(f, "OR") {
-		var ands []term
-		for _, t := range splitWord(or, "AND") {
-			k, v, ok := strings.Cut(t, "=")
-			k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"`)
-			if k == "kubernetes_version" {
-				k = "kubernetesVersion"
-			}
-			get, known := fields[k]
-			if !ok || !known {
-				names := make([]string, 0, len(fields))
-				for n := range fields {
-					names = append(names, n)
-				}
-				sort.Strings(names)
-				return nil, eim.Errorf(eim.EINVALID, "filter: %q is not field=value over %s", strings.TrimSpace(t), strings.Join(names, ", "))
-			}
-			prefix := strings.HasSuffix(v, "*")
-			ands = append(ands, term{get: get, value: strings.TrimSuffix(v, "*"), prefix: prefix})
-		}
-		ors = append(ors, ands)
-	}
-	return func(x T) bool {
-		for _, ands := range ors {
-			all := true
-			for _, t := range ands {
-				got := t.get(x)
-				if (t.prefix && !strings.HasPrefix(got, t.value)) || (!t.prefix && got != t.value) {
-					all = false
-					break
-				}
-			}
-			if all {
-				return true
-			}
-		}
-		return false
-	}, nil
-}
-
-// splitWord splits s at the word w (any case) between spaces.
-func splitWord(s, w string) []string {
-	var out []string
-	fs := strings.Fields(s)
-	cur := []string{}
-	for _, f := range fs {
-		if strings.EqualFold(f, w) {
-			out = append(out, strings.Join(cur, " "))
-			cur = cur[:0]
-			continue
-		}
-		cur = append(cur, f)
-	}
-	return append(out, strings.Join(cur, " "))
-}
-
-// orderBy sorts items by "field [asc|desc]" (the name when empty).
-func orderBy[T any](o string, fields map[string]func(T) string, items []T) error {
-	o = strings.TrimSpace(strings.Trim(strings.TrimSpace(o), `"`))
-	if o == "" {
-		o = "name"
-	}
-	parts := strings.Fields(o)
-	get, ok := fields[parts[0]]
-	desc := false
-	if ok && len(parts) == 2 {
-		switch strings.ToLower(parts[1]) {
-		case "asc":
-		case "desc":
-			desc = true
-		default:
-			ok = false
-		}
-	}
-	if !ok || len(parts) > 2 {
-		return eim.Errorf(eim.EINVALID, "orderBy: %q is not a field (name, …) and asc or desc", o)
-	}
-	slices.SortStableFunc(items, func(a, b T) int {
-		c := strings.Compare(get(a), get(b))
-		if desc {
-			return -c
-		}
-		return c
-	})
 	return nil
 }

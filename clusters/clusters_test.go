@@ -160,9 +160,9 @@ func TestLifecycle(t *testing.T) {
 		n1, n2, n3 := e.host(e.proj.Name, "192.0.2.11"), e.host(e.proj.Name, "192.0.2.12"), e.host(e.proj.Name, "192.0.2.13")
 		spec := map[string]any{"name": "line-1", "labels": map[string]string{"site": "berlin"}, "nodes": []map[string]string{
 			{"id": n1.id, "role": "all"}, {"id": n2.uuid, "role": "controlplane"}, {"id": n3.id, "role": "worker"}}}
-		var name string
-		if s := e.call(e.admin, "POST", "/clusters", spec, &name); s != 201 || name != "line-1" {
-			t.Fatalf("create: %d %q", s, name)
+		var created string
+		if s := e.call(e.admin, "POST", "/clusters", spec, &created); s != 201 || created != "successfully created cluster line-1" {
+			t.Fatalf("create: %d %q, want the original's message", s, created)
 		}
 		e.reconcile()
 		p1 := e.plan(n1, "")
@@ -468,10 +468,8 @@ func TestClusterErrorsAndIsolation(t *testing.T) {
 			`{"name":"Bad_Name","nodes":[{"id":"` + n.id + `"}]}`:               "name",
 			`{"name":"x","nodes":[]}`:                                           "nodes",
 			`{"name":"x","nodes":[{"id":"` + n.id + `","role":"boss"}]}`:        "nodes[0].role",
-			`{"name":"x","nodes":[{"id":"host-00000000"}]}`:                     "nodes[0].id",
 			`{"name":"x","nodes":[{"id":"` + n.id + `","role":"worker"}]}`:      "nodes",
 			`{"name":"x","template":"nope","nodes":[{"id":"` + n.id + `"}]}`:    "template",
-			`{"name":"x","colour":"red","nodes":[{"id":"` + n.id + `"}]}`:       "colour",
 			`{"name":"x","labels":{"a b":"c"},"nodes":[{"id":"` + n.id + `"}]}`: "labels",
 		} {
 			eb = errBody{}
@@ -549,8 +547,8 @@ func TestClusterErrorsAndIsolation(t *testing.T) {
 			t.Fatalf("this project's cluster in another: %d, want 404", s)
 		}
 		eb = errBody{}
-		if s := e.callIn(other, true, ot, "POST", "/clusters", map[string]any{"name": "steal", "nodes": []map[string]string{{"id": w.id}}}, &eb); s != 400 || !strings.Contains(eb.Message, "not found") {
-			t.Fatalf("another project's host: %d %q, want 400 not found", s, eb.Message)
+		if s := e.callIn(other, true, ot, "POST", "/clusters", map[string]any{"name": "steal", "nodes": []map[string]string{{"id": w.id}}}, &eb); s != 404 || !strings.Contains(eb.Message, "not found") {
+			t.Fatalf("another project's host: %d %q, want 404 not found", s, eb.Message)
 		}
 		// Its own host, by UUID too: fine.
 		o := e.host(other.Name, "192.0.2.41")
@@ -682,5 +680,47 @@ func TestHostChangeWakesItsCluster(t *testing.T) {
 			p := e.plan(w, "")
 			return p.Plan != nil && p.Plan.ServerUrl == "https://192.0.2.41:6443"
 		})
+	})
+}
+
+// TestContentFrom: a template file contentFrom the original's
+// pod-security-admission-config secret reaches the node's plan with the
+// PodSecurity configuration of its level; a cluster of a template naming
+// a secret EIM does not provide is refused, naming the file, as is one of
+// a kubeadm template (which imports).
+func TestContentFrom(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		tmpl := func(name, provider string, file map[string]any) map[string]any {
+			return map[string]any{"name": name, "version": "v0.0.10", "kubernetesVersion": "v1.33.5+k3s1", "controlplaneprovidertype": provider,
+				"clusterconfiguration": map[string]any{"kind": "KThreesControlPlaneTemplate", "spec": map[string]any{"template": map[string]any{
+					"spec": map[string]any{"kthreesConfigSpec": map[string]any{"files": []map[string]any{file}}}}}}}
+		}
+		psa := map[string]any{"path": "/var/lib/rancher/k3s/server/psa.yaml", "contentFrom": map[string]any{"secret": map[string]string{"name": eim.PodSecuritySecret, "key": "restricted.yaml"}}}
+		other := map[string]any{"path": "/etc/x", "contentFrom": map[string]any{"configMap": map[string]string{"name": "mine", "key": "x"}}}
+		for _, b := range []map[string]any{tmpl("psa-k3s", "k3s", psa), tmpl("other-k3s", "k3s", other), tmpl("kubeadm-k3s", "kubeadm", other)} {
+			if s := e.call(e.admin, "POST", "/templates", b, nil); s != 201 {
+				t.Fatalf("import %s: %d", b["name"], s)
+			}
+		}
+		var eb errBody
+		if s := e.call(e.admin, "POST", "/templates", tmpl("both", "k3s", map[string]any{"path": "/etc/y", "content": "y", "contentFrom": psa["contentFrom"]}), &eb); s != 400 || !strings.Contains(eb.Message, "files[0].contentFrom") {
+			t.Errorf("content and contentFrom: %d %q, want 400 naming files[0].contentFrom", s, eb.Message)
+		}
+		n := e.host(e.proj.Name, "192.0.2.51")
+		for tpl, words := range map[string]string{"other-k3s-v0.0.10": "config map mine key x", "kubeadm-k3s-v0.0.10": "kubeadm"} {
+			eb = errBody{}
+			if s := e.call(e.admin, "POST", "/clusters", map[string]any{"name": "c", "template": tpl, "nodes": []map[string]string{{"id": n.id}}}, &eb); s != 400 || !strings.Contains(eb.Message, words) {
+				t.Errorf("cluster of %s: %d %q, want 400 saying %q", tpl, s, eb.Message, words)
+			}
+		}
+		if s := e.call(e.admin, "POST", "/clusters", map[string]any{"name": "psa", "template": "psa-k3s-v0.0.10", "nodes": []map[string]string{{"id": n.id}}}, nil); s != 201 {
+			t.Fatalf("create: %d", s)
+		}
+		e.reconcile()
+		p := e.plan(n, "")
+		files := p.Plan.GetFiles()
+		if len(files) != 1 || files[0].Path != "/var/lib/rancher/k3s/server/psa.yaml" || files[0].Content != eim.PodSecurityAdmission("restricted") {
+			t.Fatalf("plan's files: %+v, want the restricted PodSecurity configuration", files)
+		}
 	})
 }

@@ -88,7 +88,9 @@ func step(c *eim.Cluster, w world) (gone bool) {
 		keep = append(keep, n)
 	}
 	c.Nodes = keep
-	if c.Deleting && len(c.Nodes) == 0 {
+	if len(c.Nodes) == 0 {
+		// Deleted, or its last node left (which deletes it): no cluster
+		// is kept without nodes.
 		return true
 	}
 

@@ -96,7 +96,16 @@ func (s *Service) render(ctx context.Context, c *eim.Cluster, n *eim.ClusterNode
 			continue
 		}
 		mode, _ := eim.ParseFileMode(f.Permissions)
-		p.Files = append(p.Files, &clusterv1.File{Path: f.Path, Content: f.Content, Mode: mode})
+		content := f.Content
+		if f.ContentFrom != nil && content == "" {
+			// The original's secret reference, resolved here (the
+			// cluster's creation checked that it resolves).
+			var ok bool
+			if content, ok = eim.FileSourceContent(f.ContentFrom); !ok {
+				return nil, eim.Errorf(eim.EINVALID, "template %s-%s: file %s: %s is not one EIM provides", t.Name, t.Version, f.Path, f.ContentFrom)
+			}
+		}
+		p.Files = append(p.Files, &clusterv1.File{Path: f.Path, Content: content, Mode: mode})
 	}
 	if p.Artifacts, err = s.artifacts(t); err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package connect
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -48,13 +47,11 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request, fn func(http.
 		return err
 	}
 	c := &call{p: p, proj: proj, cluster: r.PathValue("cluster")}
-	if c.cluster != "" && !clusterName.MatchString(c.cluster) {
-		return eim.Errorf(eim.EINVALID, "cluster: %q is not a cluster name (lower-case letters, digits and '-', at most 63)", c.cluster)
+	if c.cluster != "" && !eim.ValidClusterName(c.cluster) {
+		return eim.Errorf(eim.EINVALID, "cluster: %q is not a cluster name (letters, digits, '-' and '.', at most 63)", c.cluster)
 	}
 	return fn(w, r, c)
 }
-
-var clusterName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // IssuedToken is the answer of a token issue: the token is shown once.
 type IssuedToken struct {
@@ -207,6 +204,10 @@ func (g *Gateway) kubeconfig(w http.ResponseWriter, r *http.Request, c *call) er
 	}
 	if g.opts.ClustersDeployed != nil && g.opts.ClustersDeployed() {
 		if _, err := g.opts.Store.FindCluster(r.Context(), c.proj.Name, c.cluster); err != nil {
+			if eim.ErrorCode(err) == eim.ENOTFOUND {
+				// The original's words.
+				return eim.Errorf(eim.ENOTFOUND, "kubeconfig not found: project %q has no cluster %q", c.proj.Name, c.cluster)
+			}
 			return err
 		}
 	}

@@ -92,7 +92,7 @@ func (s *Store) DeleteClusterTemplate(ctx context.Context, project, name, versio
 		var cluster string
 		err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT name FROM clusters WHERE project = ? AND template_name = ? AND template_version = ? LIMIT 1"), project, name, version).Scan(&cluster)
 		if err == nil {
-			return eim.Errorf(eim.ECONFLICT, "template %s version %s is in use by cluster %s", name, version, cluster)
+			return eim.Errorf(eim.ECONFLICT, "clusterTemplate is in use: template %s version %s by cluster %s", name, version, cluster)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return t.fail(s.d.translate(fmt.Errorf("delete cluster template: %w", err), nil))
@@ -100,7 +100,7 @@ func (s *Store) DeleteClusterTemplate(ctx context.Context, project, name, versio
 		err = t.q.QueryRowContext(ctx, s.d.rebind("SELECT c.name FROM cluster_nodes n JOIN clusters c ON c.project = n.project AND c.id = n.cluster_id WHERE n.project = ? AND n.plan_template = ? LIMIT 1"),
 			project, eim.ClusterTemplateKey(name, version)).Scan(&cluster)
 		if err == nil {
-			return eim.Errorf(eim.ECONFLICT, "template %s version %s is in use by nodes of cluster %s (an upgrade from it is under way)", name, version, cluster)
+			return eim.Errorf(eim.ECONFLICT, "clusterTemplate is in use: template %s version %s by nodes of cluster %s (an upgrade from it is under way)", name, version, cluster)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return t.fail(s.d.translate(fmt.Errorf("delete cluster template: %w", err), nil))

@@ -2,7 +2,6 @@ package tenant
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/eimhq/eim"
 )
@@ -23,30 +22,6 @@ const DefaultClusterTemplate = "baseline"
 // psaFile is where the control plane reads its admission configuration.
 const psaFile = "/var/lib/rancher/k3s/server/psa.yaml"
 
-// psa is the PodSecurity admission configuration enforcing level,
-// with the kube-system namespace exempt (the cluster's own components).
-func psa(level string) string {
-	return fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
-kind: AdmissionConfiguration
-plugins:
-- name: PodSecurity
-  configuration:
-    apiVersion: pod-security.admission.config.k8s.io/v1
-    kind: PodSecurityConfiguration
-    defaults:
-      enforce: %[1]q
-      enforce-version: "latest"
-      audit: %[1]q
-      audit-version: "latest"
-      warn: %[1]q
-      warn-version: "latest"
-    exemptions:
-      usernames: []
-      runtimeClasses: []
-      namespaces: [kube-system]
-`, level)
-}
-
 // tlsCiphers are the TLS suites the API server and kubelets accept.
 const tlsCiphers = "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
 
@@ -65,7 +40,7 @@ func clusterTemplate(name, desc, level string, disable []string) eim.ClusterTemp
 		"version": K3sVersion,
 	}
 	if level != "privileged" {
-		spec["files"] = []map[string]any{{"path": psaFile, "content": psa(level), "permissions": "0600"}}
+		spec["files"] = []map[string]any{{"path": psaFile, "content": eim.PodSecurityAdmission(level), "permissions": "0600"}}
 		sc := spec["serverConfig"].(map[string]any)
 		sc["kubeApiServerArg"] = []string{tlsCiphers, "--admission-control-config-file=" + psaFile}
 	}

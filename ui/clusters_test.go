@@ -111,8 +111,8 @@ func TestClusterPages(t *testing.T) {
 		t.Errorf("the picked role is not kept after an error")
 	}
 	code, _, body = send(tokRW, "/ui/p/acme/clusters", url.Values{"name": {"c1"}, "more": {"host-00000000"}})
-	if code != http.StatusBadRequest || !strings.HasPrefix(errBeside(body, "new-nodes"), "nodes[0].id: ") {
-		t.Errorf("an unknown host: got %d, error beside the nodes %q", code, errBeside(body, "new-nodes"))
+	if code != http.StatusNotFound || !strings.HasPrefix(errBeside(body, "new-nodes"), "nodes[0].id: host host-00000000 not found") {
+		t.Errorf("an unknown host: got %d, error beside the nodes %q, want 404 beside them", code, errBeside(body, "new-nodes"))
 	}
 	code, loc, _ := send(tokRW, "/ui/p/acme/clusters", url.Values{"name": {"c1"}, "node": {hosts[0].ResourceID}, "role-" + hosts[0].ResourceID: {"all"},
 		"labels": {"env=lab"}})

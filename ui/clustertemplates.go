@@ -109,6 +109,8 @@ func (h *Handler) createCluster(w http.ResponseWriter, r *http.Request, c *call)
 	var created string
 	apiErr := h.v2Call(r.Context(), r, c, http.MethodPost, "/clusters", body, &created)
 	if apiErr == nil {
+		// The answer is the original's "successfully created cluster NAME".
+		created = strings.TrimPrefix(created, "successfully created cluster ")
 		http.Redirect(w, r, clustersBase(c)+"?created="+url.QueryEscape(created), http.StatusSeeOther)
 		return nil
 	}

@@ -69,6 +69,12 @@ func TestV2RoutesServed(t *testing.T) {
 	}
 	for _, op := range ops {
 		method, path, _ := strings.Cut(op, " ")
+		if op == "GET /v2/healthz" { // the original's health check: no project, no token needed
+			if st, _ := ask(method, path); st != http.StatusOK {
+				t.Errorf("%s: got %d, want 200", op, st)
+			}
+			continue
+		}
 		st, msg := ask(method, fill.Replace(path))
 		if st != http.StatusForbidden || !strings.Contains(msg, "no access to project") {
 			t.Errorf("%s: got %d %q, want 403 from a v2 handler (no access to project)", op, st, msg)

@@ -92,7 +92,8 @@ func v2Parameters(into *obj) {
 		"schema", o("type", "integer", "minimum", 0, "default", 0)))
 	into.set("v2Filter", o("name", "filter", "in", "query",
 		"description", "The original's filter: field=value terms joined by AND and OR (AND binds first; the words in any case, "+
-			"between spaces); a value ending in * matches as a prefix; quotes around the whole or a value are dropped. An unknown field is 400.",
+			"between spaces); a value matches any part of the field, as the original's (name=k3s finds baseline-k3s); a value ending in * "+
+			"matches as a prefix; quotes around the whole or a value are dropped. An unknown field is 400.",
 		"schema", o("type", "string")))
 	into.set("force", o("name", "force", "in", "query",
 		"description", "Forget the nodes at once, without waiting for them to uninstall (drain).",
@@ -145,17 +146,19 @@ func addClusters(ps *pathSet) {
 			params: []any{
 				o("name", "default", "in", "query", "description", "Only the project's default template.", "schema", o("type", "boolean", "default", false)),
 				pref("v2Filter"),
-				o("name", "orderBy", "in", "query", "description", "\"field [asc|desc]\" over name, version, kubernetesVersion, description; name when absent.",
+				o("name", "orderBy", "in", "query", "description", "\"field [asc|desc]\", or several separated by commas, over name, version, kubernetesVersion, description; name when absent.",
 					"schema", o("type", "string", "pattern", orderByPattern("name", "version", "kubernetesVersion", "description"))),
 				pref("v2PageSize"), pref("v2Offset"),
 			},
 			ok: okJSON("A page of templates.", ref("ClusterTemplateList"))},
 		op{method: "post", id: "createClusterTemplate", tag: tagTemplates, summary: "Create a cluster template", write: true, no404: true,
 			desc: "Stores a template. controlplaneprovidertype defaults to k3s and infraprovidertype to intel; the pods' and the " +
-				"services' CIDR blocks must not overlap; a clusterconfiguration file contentFrom a secret is refused (give the content). " +
+				"services' CIDR blocks must not overlap. A file contentFrom a secret or config map is kept as given; EIM resolves the original's " +
+				"pod-security-admission-config secret (keys baseline.yaml, privileged.yaml, restricted.yaml) and refuses a cluster of a " +
+				"template with another (there is no management cluster). A kubeadm template is kept; a cluster of it is 400. " +
 				"A name and version that exist are 409: a template is never changed.",
 			body:   ref("ClusterTemplateCreate"),
-			status: "201", ok: okJSON("Created; the body says so in words (\"template NAME VERSION created\").", o("type", "string"))},
+			status: "201", ok: okJSON("Created; the body is the original's message, \"successfully imported template NAME\".", o("type", "string"))},
 	)
 	ps.addV2("/templates/{name}/{version}", true,
 		op{method: "get", id: "getClusterTemplate", tag: tagTemplates, summary: "Get a cluster template", params: []any{tmpl, tver},
@@ -184,7 +187,7 @@ func addClusters(ps *pathSet) {
 			desc: "The project's clusters, by name unless orderBy says otherwise. The filter reaches name, kubernetesVersion " +
 				"(also kubernetes_version), providerStatus and lifecyclePhase (their messages).",
 			params: []any{pref("v2Filter"),
-				o("name", "orderBy", "in", "query", "description", "\"field [asc|desc]\" over name, kubernetesVersion, providerStatus, lifecyclePhase; name when absent.",
+				o("name", "orderBy", "in", "query", "description", "\"field [asc|desc]\", or several separated by commas, over name, kubernetesVersion, providerStatus, lifecyclePhase; name when absent.",
 					"schema", o("type", "string", "pattern", orderByPattern("name", "kubernetesVersion", "providerStatus", "lifecyclePhase"))),
 				pref("v2PageSize"), pref("v2Offset")},
 			ok: okJSON("A page of clusters.", ref("ClusterList"))},
@@ -193,7 +196,7 @@ func addClusters(ps *pathSet) {
 				"reconciler then installs it, the first control-plane node first. At least one node must run the control plane " +
 				"(role all or controlplane). The template's cluster-labels are the cluster's, with labels over them.",
 			body:   ref("ClusterCreate"),
-			status: "201", ok: okJSON("Created; the body is the cluster's name.", o("type", "string", "pattern", eim.ClusterNamePattern))},
+			status: "201", ok: okJSON("Created; the body is the original's message, \"successfully created cluster NAME\".", o("type", "string"))},
 	)
 	ps.addV2("/clusters/summary", true,
 		op{method: "get", id: "getClustersSummary", tag: tagClusters, summary: "Count clusters by provider status", no404: true,
@@ -297,12 +300,17 @@ func addConnect(ps *pathSet) {
 			errs:   []string{"401", "403", "500", "503"}})
 	}
 	ps.add("/kubernetes/{target}/{kubernetesPath}", proxy...)
+	ps.add(v2Prefix+"/healthz", op{method: "get", id: "getClustersHealth", tag: tagClusters, summary: "Health check of the clusters API",
+		noProj: true, public: true, no404: true,
+		desc: "The original cluster manager's health check: 200 with a short message while the server serves the clusters API. No authentication.",
+		ok:   okJSON("Up.", o("type", "string"))})
 }
 
 // orderByPattern matches "field [asc|desc]" over fields, in quotes or
 // not, or "".
 func orderByPattern(fields ...string) string {
-	return `^$|^"?\s*(` + strings.Join(fields, "|") + `)(\s+([aA][sS][cC]|[dD][eE][sS][cC]))?\s*"?$`
+	one := `\s*(` + strings.Join(fields, "|") + `)(\s+([aA][sS][cC]|[dD][eE][sS][cC]))?\s*`
+	return `^$|^"?` + one + `(,` + one + `)*"?$`
 }
 
 // v2Schemas are the bodies of the v2 API, as the handlers in clusters/
@@ -330,20 +338,20 @@ func v2Schemas(into *obj) {
 		x := closed(o("type", "object",
 			"properties", o(
 				"name", o("type", "string", "maxLength", 50, "pattern", eim.TemplateNamePattern, "description", "Name: lower-case letters, digits, '-' and '.'."),
-				"version", o("type", "string", "pattern", eim.TemplateVersionPattern, "description", "Version, vX.Y.Z."),
+				"version", o("type", "string", "pattern", eim.TemplateVersionPattern, "description", "Version, vX.Y.Z or the original's vX.Y.Z-dev."),
 				"kubernetesVersion", o("type", "string", "maxLength", 63, "pattern", eim.KubernetesVersionPattern,
 					"description", "The k3s release the nodes install, e.g. v1.33.5+k3s1."),
 				"description", o("type", "string", "maxLength", eim.MaxTemplateDesc),
-				"controlplaneprovidertype", o("type", "string", "enum", []string{"k3s"}, "default", "k3s",
-					"description", "The distribution: EIM installs k3s."),
+				"controlplaneprovidertype", o("type", "string", "enum", []string{"k3s", "kubeadm"}, "default", "k3s",
+					"description", "The distribution: EIM installs k3s; a kubeadm template is kept, and a cluster of it refused."),
 				"infraprovidertype", o("type", "string", "enum", []string{"intel", "docker"}, "default", "intel",
 					"description", "The original's infrastructure provider: intel (EIM's hosts) or docker."),
 				"clusterconfiguration", o("type", []string{"object", "null"},
 					"description", "The original's KThreesControlPlaneTemplate object, at most 256 KiB. EIM applies its "+
 						"spec.template.spec.kthreesConfigSpec: serverConfig (kubeApiServerArg, kubeControllerManagerArgs, kubeSchedulerArgs, "+
 						"clusterDomain, disableComponents, disableCloudController, tlsSan), agentConfig (kubeletArgs, nodeLabels, nodeTaints), "+
-						"files (path, content, permissions; contentFrom is refused) and preK3sCommands; postK3sCommands are kept, not run. "+
-						"A kind other than KThreesControlPlaneTemplate is 400."),
+						"files (path, content or contentFrom, permissions) and preK3sCommands; postK3sCommands are kept, not run. "+
+						"A kind other than KThreesControlPlaneTemplate is 400 (but for a kubeadm template, kept as given)."),
 				"clusterNetwork", closed(o("type", "object", "description", "The pods' and the services' networks; they must not overlap.",
 					"properties", o("pods", ranges, "services", ranges))),
 				"cluster-labels", labels(nullable(answer, "object"), "Labels every cluster made from the template gets."),
@@ -397,7 +405,7 @@ func v2Schemas(into *obj) {
 	into.set("ClusterNodeList", o("type", "array", "minItems", 1, "maxItems", eim.MaxClusterNodes, "items", ref("ClusterNodeSpec")))
 	into.set("ClusterCreate", o("type", "object", "additionalProperties", false,
 		"properties", o(
-			"name", o("type", "string", "pattern", eim.ClusterNamePattern, "description", "A DNS label, not of the form of a cluster ID "+
+			"name", o("type", "string", "pattern", eim.ClusterNamePattern, "description", "Letters (either case), digits, '-' and '.', as the original's, not of the form of a cluster ID "+
 				"(cluster-…); absent: edge-<8 hex digits>."),
 			"template", str("The template: name-vX.Y.Z, a name (its latest version), or absent (the project's default)."),
 			"nodes", ref("ClusterNodeList"),
