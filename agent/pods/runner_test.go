@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,9 +19,9 @@ import (
 	"github.com/eimhq/eim/agent/pods"
 )
 
-// The tests run real podman (Debian's 4.3.1 with runc, see
-// docs of containers-notes): an image of busybox-static built offline once
-// per run, pods named t<run>-<test> so runs never meet.
+// The tests run real podman (Debian's 4.3.1 with runc): an image of
+// busybox-static built offline once per run, pods named t<run>-<test> so
+// runs never meet.
 var (
 	runID    string
 	image    string
@@ -49,8 +50,8 @@ func run(m *testing.M) int {
 		return m.Run()
 	}
 	busybox, err := exec.LookPath("busybox")
-	if err != nil {
-		skipWhy = "busybox (busybox-static) is not installed"
+	if err != nil || !static(busybox) {
+		skipWhy = "a static busybox (busybox-static) is not installed"
 		return m.Run()
 	}
 	// crun cannot raise rlimits nor use the hybrid cgroup layout of these
@@ -69,6 +70,21 @@ runtime = "runc"
 		}
 	}
 	return m.Run()
+}
+
+// static reports whether the ELF file at path needs no dynamic loader.
+func static(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return true
 }
 
 // buildImage packs busybox FROM scratch, without network.
