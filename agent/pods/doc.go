@@ -19,7 +19,10 @@
 // volume names are rewritten to match), so two workloads' secrets of the
 // same name never meet; they are replaced on every new revision and
 // removed with the pod. Config maps are passed to `kube play --configmap`.
-// Remove of an absent workload is success.
+// A play that fails (an image missing, a container that cannot start) is
+// undone, pod and secrets, so that the next Apply tries again rather than
+// finding the revision's label on a half-made pod. Remove of an absent
+// workload is success.
 //
 // # Status
 //

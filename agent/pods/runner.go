@@ -107,10 +107,14 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 		args = append(args, "--configmap", f)
 	}
 	if _, err := r.podman(ctx, append(args, podFile)...); err != nil {
-		// A pod half made (an image missing, a container that failed to
-		// start) is left for List to report as Error; the next Apply of
-		// this revision leaves it, a new revision replaces it.
-		return fmt.Errorf("apply %s revision %d: %w", p.Workload, p.Revision, err)
+		// kube play leaves a pod half made (an image missing, a container
+		// that failed to start): were it kept, its revision label would
+		// make the next Apply a no-op. Removed, the next Apply tries again.
+		err = fmt.Errorf("apply %s revision %d: %w", p.Workload, p.Revision, err)
+		if rerr := r.Remove(context.WithoutCancel(ctx), p.Workload); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
 	}
 	return nil
 }

@@ -392,6 +392,43 @@ data:
 	}
 }
 
+func TestApplyFailureLeavesNothing(t *testing.T) {
+	r, w := setup(t, "fail")
+	ctx := context.Background()
+	p := pods.Pod{
+		Workload: w,
+		Revision: 1,
+		Secrets:  map[string]map[string][]byte{"creds": {"k": []byte("v")}},
+		YAML: []byte(`apiVersion: v1
+kind: Pod
+spec:
+  containers:
+  - name: main
+    image: localhost/eim-pods-test-nosuch:` + runID + `
+    env:
+    - name: K
+      valueFrom:
+        secretKeyRef: {name: creds, key: k}
+`),
+	}
+	if err := r.Apply(ctx, p); err == nil {
+		t.Fatal("Apply of a missing image: got nil, want an error")
+	}
+	if info, ok := find(t, r, w); ok {
+		t.Fatalf("after a failed Apply: got pod %+v, want none (so that the next Apply tries again)", info)
+	}
+	out, err := podmanCmd("secret", "ls", "--format", "{{.Name}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte(w)) {
+		t.Errorf("secrets after a failed Apply: got %q, want none of %s", out, w)
+	}
+	if err := r.Apply(ctx, p); err == nil {
+		t.Fatal("second Apply of a missing image: got nil, want an error (tried again)")
+	}
+}
+
 func TestApplyInvalid(t *testing.T) {
 	r := pods.New(pods.Config{Podman: "/nonexistent/podman"})
 	ctx := context.Background()

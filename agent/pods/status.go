@@ -91,8 +91,8 @@ func (r *Runner) List(ctx context.Context) ([]Info, error) {
 	if len(ids) > 0 {
 		out, err := r.podman(ctx, append([]string{"container", "inspect", "--format", "json"}, ids...)...)
 		if err != nil {
-			// A container removed between the two calls: list again
-			// next time rather than fail on a race with podman.
+			// A container removed between the two calls fails this
+			// listing; the caller lists again on its next tick.
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
 		var list []inspectJSON
