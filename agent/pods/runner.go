@@ -38,6 +38,9 @@ type Config struct {
 	ContainersConf string
 	// Env is the environment of podman calls (the agent's own when nil).
 	Env []string
+	// Network is kube play's --network ("none", a network's name); podman's
+	// default bridge when empty.
+	Network string
 	// TempDir holds the config map files of a kube play while it runs
 	// (the system's temporary directory when empty).
 	TempDir string
@@ -98,7 +101,10 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 	if err := os.WriteFile(podFile, doc, 0o600); err != nil {
 		return fmt.Errorf("apply %s: %w", p.Workload, err)
 	}
-	args := []string{"kube", "play", "--network=none"}
+	args := []string{"kube", "play"}
+	if r.cfg.Network != "" {
+		args = append(args, "--network", r.cfg.Network)
+	}
 	for i, cm := range p.ConfigMaps {
 		f := filepath.Join(dir, "configmap-"+strconv.Itoa(i)+".yaml")
 		if err := os.WriteFile(f, cm, 0o600); err != nil {

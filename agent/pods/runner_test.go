@@ -146,7 +146,7 @@ func setup(t *testing.T, name string) (*pods.Runner, string) {
 }
 
 func newRunner(t *testing.T) *pods.Runner {
-	return pods.New(pods.Config{ContainersConf: conf, TempDir: t.TempDir()})
+	return pods.New(pods.Config{ContainersConf: conf, Network: "none", TempDir: t.TempDir()})
 }
 
 func podYAML(workload, containers string) []byte {
