@@ -128,6 +128,10 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 // Remove removes the workload's pods, containers and secrets. Removing
 // an absent workload is success.
 func (r *Runner) Remove(ctx context.Context, workload string) error {
+	if !nameRE.MatchString(workload) {
+		// Also keeps "" from selecting every workload's pods.
+		return eim.Errorf(eim.EINVALID, "workload: %q is not a DNS label", workload)
+	}
 	pods, err := r.podsOf(ctx, workload)
 	if err != nil {
 		return err

@@ -456,4 +456,9 @@ func TestApplyInvalid(t *testing.T) {
 			}
 		})
 	}
+	for _, w := range []string{"", "a_b", "UPPER"} {
+		if err := r.Remove(ctx, w); eim.ErrorCode(err) != eim.EINVALID {
+			t.Errorf("Remove(%q): got %v, want %s", w, err, eim.EINVALID)
+		}
+	}
 }
