@@ -35,10 +35,10 @@
 // rule that holds:
 //
 //   - Error: the pod status is Error or Dead, or a container is in state
-//     error/dead or carries an error from podman (e.g. its start failed),
-//     or the pod has no container of the workload.
-//   - Deploying: the pod status is Created, or a container is
-//     created/configured/initialized (not started yet).
+//     error/dead or carries an error from podman (e.g. its start failed).
+//   - Deploying: the pod status is Created (kube play is making it), or a
+//     container is created/configured/initialized (not started yet).
+//   - Error, again: the pod has no container of the workload.
 //   - Stopped: the pod status is Stopped, every container is in state
 //     stopped, or every container exited by SIGTERM or SIGKILL (exit code
 //     143 or 137: what `podman pod stop` and a shutdown do).
