@@ -1,0 +1,63 @@
+// Package pods runs an edge workload on its device as a podman pod: the
+// lowest layer of device workloads, below the agent's workload module.
+//
+// A Runner drives the podman CLI (`podman kube play`, `podman pod rm`,
+// `podman pod ps`, `podman container inspect`, `podman logs`). Podman's
+// own state is the only state: every pod the runner creates is named
+// after its workload and labelled eim.io/edge-workload=<workload> and
+// eim.io/revision=<revision>, so List finds them after the agent restarts
+// or the device reboots, without a file of the agent's.
+//
+// # Apply, Remove
+//
+// Apply is idempotent. A pod of the workload at the same revision is left
+// as it is, whatever its state (not recreated, not restarted); a pod at
+// another revision is removed first and the new one played (podman 4.3's
+// `kube play --replace` is not used: the runner decides by the label).
+// The workload's secrets become podman secrets named
+// eim_<workload>_<secret> (the pod's secretKeyRef, secretRef and secret
+// volume names are rewritten to match), so two workloads' secrets of the
+// same name never meet; they are replaced on every new revision and
+// removed with the pod. Config maps are passed to `kube play --configmap`.
+// A play that fails (an image missing, a container that cannot start) is
+// undone, pod and secrets, so that the next Apply tries again rather than
+// finding the revision's label on a half-made pod. Remove of an absent
+// workload is success.
+//
+// # Status
+//
+// Podman's pod status (Created, Running, Degraded, Exited, Stopped,
+// Paused, Error, Dead) counts the pod's infra container, so a pod whose
+// only container has exited may read "Degraded" while the infra runs, or
+// "Exited" once kube play's exit policy stops the infra too. The runner
+// derives the workload's status from podman's pod status and the states
+// of the workload's own containers (the infra is not counted), the first
+// rule that holds:
+//
+//   - Error: the pod status is Error or Dead, or a container is in state
+//     error/dead or carries an error from podman (e.g. its start failed).
+//   - Deploying: the pod status is Created (kube play is making it), or a
+//     container is created/configured/initialized (not started yet).
+//   - Error, again: the pod has no container of the workload.
+//   - Stopped: the pod status is Stopped, every container is in state
+//     stopped, or every container exited by SIGTERM or SIGKILL (exit code
+//     143 or 137: what `podman pod stop` and a shutdown do).
+//   - Running: every container is running.
+//   - Exited: every container exited (on its own: its exit code tells
+//     success from failure).
+//   - Degraded: anything else: some containers running and some not, or
+//     paused.
+//
+// Each container reports podman's state (running, exited, …), exit code,
+// restart count (podman restarts containers by the pod's restartPolicy)
+// and start/finish times.
+//
+// # Left to the workload module
+//
+// Rendering the pod YAML from the edge workload's spec, choosing the
+// revision, pulling images with registry credentials, hostPath data
+// directories, restarting a stopped pod after a reboot (Apply leaves a
+// pod at the same revision alone), removing pods no longer wanted (List
+// then Remove), status transition times, change detection for
+// heartbeats, and retries with back-off all belong to the module above.
+package pods

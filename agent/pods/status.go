@@ -1,0 +1,196 @@
+package pods
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Status is an edge workload's state on its device.
+type Status string
+
+// The statuses of a workload's pod; the package doc says how each is
+// derived.
+const (
+	Deploying Status = "Deploying"
+	Running   Status = "Running"
+	Degraded  Status = "Degraded"
+	Exited    Status = "Exited"
+	Error     Status = "Error"
+	Stopped   Status = "Stopped"
+)
+
+// Info is an EIM-managed pod as podman reports it.
+type Info struct {
+	Workload   string
+	Revision   int64
+	PodID      string
+	PodStatus  string // podman's, e.g. "Degraded"
+	Status     Status
+	Containers []Container // by name
+}
+
+// Container is one container of a workload's pod (the infra container is
+// not listed).
+type Container struct {
+	Name     string // as in the pod YAML
+	State    string // podman's: created, running, exited, stopped, paused, …
+	ExitCode int
+	Restarts int
+	Error    string // podman's, when it could not run the container
+	Started  time.Time
+	Finished time.Time
+}
+
+// podJSON is a pod of `podman pod ps --format json`.
+type podJSON struct {
+	ID         string `json:"Id"`
+	Name       string
+	Status     string
+	InfraID    string `json:"InfraId"`
+	Labels     map[string]string
+	Containers []struct {
+		ID string `json:"Id"`
+	}
+}
+
+// inspectJSON is a container of `podman container inspect`.
+type inspectJSON struct {
+	ID           string `json:"Id"`
+	Name         string
+	Pod          string
+	IsInfra      bool
+	RestartCount int
+	State        struct {
+		Status     string
+		ExitCode   int
+		Error      string
+		StartedAt  time.Time
+		FinishedAt time.Time
+	}
+}
+
+// List returns the pods the runner made (found by their label), by
+// workload.
+func (r *Runner) List(ctx context.Context) ([]Info, error) {
+	pods, err := r.pods(ctx, "label="+LabelWorkload)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, p := range pods {
+		for _, c := range p.Containers {
+			ids = append(ids, c.ID)
+		}
+	}
+	ctrs := map[string]inspectJSON{}
+	if len(ids) > 0 {
+		out, err := r.podman(ctx, append([]string{"container", "inspect", "--format", "json"}, ids...)...)
+		if err != nil {
+			// A container removed between the two calls fails this
+			// listing; the caller lists again on its next tick.
+			return nil, fmt.Errorf("list pods: %w", err)
+		}
+		var list []inspectJSON
+		if err := json.Unmarshal(out, &list); err != nil {
+			return nil, fmt.Errorf("list pods: container inspect: %w", err)
+		}
+		for _, c := range list {
+			ctrs[c.ID] = c
+		}
+	}
+	infos := make([]Info, 0, len(pods))
+	for _, p := range pods {
+		rev, _ := strconv.ParseInt(p.Labels[LabelRevision], 10, 64)
+		info := Info{Workload: p.Labels[LabelWorkload], Revision: rev, PodID: p.ID, PodStatus: p.Status}
+		for _, pc := range p.Containers {
+			c, ok := ctrs[pc.ID]
+			if !ok {
+				continue
+			}
+			if c.IsInfra || c.ID == p.InfraID {
+				continue
+			}
+			info.Containers = append(info.Containers, Container{
+				Name:     strings.TrimPrefix(c.Name, p.Name+"-"),
+				State:    c.State.Status,
+				ExitCode: c.State.ExitCode,
+				Restarts: c.RestartCount,
+				Error:    c.State.Error,
+				Started:  c.State.StartedAt,
+				Finished: c.State.FinishedAt,
+			})
+		}
+		sort.Slice(info.Containers, func(i, j int) bool { return info.Containers[i].Name < info.Containers[j].Name })
+		info.Status = derive(p.Status, info.Containers)
+		infos = append(infos, info)
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Workload < infos[j].Workload })
+	return infos, nil
+}
+
+// derive maps podman's pod status and the containers' states to a
+// workload status (the order is the package doc's).
+func derive(podStatus string, ctrs []Container) Status {
+	if podStatus == "Error" || podStatus == "Dead" {
+		return Error
+	}
+	for _, c := range ctrs {
+		if c.State == "error" || c.State == "dead" || c.Error != "" {
+			return Error
+		}
+	}
+	if podStatus == "Created" {
+		return Deploying
+	}
+	running, exited, killed, stopped := 0, 0, 0, 0
+	for _, c := range ctrs {
+		switch c.State {
+		case "created", "configured", "initialized":
+			return Deploying
+		case "running":
+			running++
+		case "exited":
+			exited++
+			if c.ExitCode == 128+15 || c.ExitCode == 128+9 {
+				killed++
+			}
+		case "stopped":
+			stopped++
+		}
+	}
+	n := len(ctrs)
+	switch {
+	case n == 0:
+		return Error
+	case podStatus == "Stopped", stopped == n, killed == n:
+		return Stopped
+	case running == n:
+		return Running
+	case exited+stopped == n:
+		return Exited
+	default:
+		return Degraded
+	}
+}
+
+// podsOf returns the pods of workload.
+func (r *Runner) podsOf(ctx context.Context, workload string) ([]podJSON, error) {
+	return r.pods(ctx, "label="+LabelWorkload+"="+workload)
+}
+
+func (r *Runner) pods(ctx context.Context, filter string) ([]podJSON, error) {
+	out, err := r.podman(ctx, "pod", "ps", "--filter", filter, "--format", "json")
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	var pods []podJSON
+	if err := json.Unmarshal(out, &pods); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	return pods, nil
+}
