@@ -757,3 +757,34 @@ func TestFormsWriteThroughTheAPI(t *testing.T) {
 		t.Errorf("schedules written anyway: %d %v", p.Total, err)
 	}
 }
+
+// TestSecondRegionSameNameWarns: the API allows two regions of one name
+// (as the original's does), so a second "north" is made, but the page it
+// lands on says which region already has the name; a first one does not.
+func TestSecondRegionSameNameWarns(t *testing.T) {
+	e := newEnv(t, proj)
+	create := func(name string) (id, body string) {
+		t.Helper()
+		w := e.post(tokRW, "http://eim.test", "/ui/p/acme/regions", url.Values{"name": {name}, "csrf": {e.csrf(tokRW, "/ui/p/acme/locations")}})
+		loc, err := url.Parse(w.Header().Get("Location"))
+		if w.Code != http.StatusSeeOther || err != nil || loc.Query().Get("created") == "" {
+			t.Fatalf("create %s: got %d to %q", name, w.Code, w.Header().Get("Location"))
+		}
+		return loc.Query().Get("created"), e.get(tokRW, loc.RequestURI()).Body.String()
+	}
+	first, body := create("north")
+	if strings.Contains(body, `class="warn"`) {
+		t.Errorf("the first region named north warns:\n%s", body)
+	}
+	if _, body = create("south"); strings.Contains(body, `class="warn"`) {
+		t.Errorf("a region of another name warns")
+	}
+	_, body = create("north")
+	if !strings.Contains(body, `<p class="warn" role="status">Another region is also named &#34;north&#34; (`+first+`)`) {
+		t.Errorf("the second region named north: no warning naming %s:\n%s", first, body)
+	}
+	// The pickers tell the two apart.
+	if !strings.Contains(body, `>north (`+first+`)</option>`) {
+		t.Errorf("the region pickers do not show IDs")
+	}
+}
