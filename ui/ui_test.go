@@ -788,3 +788,48 @@ func TestSecondRegionSameNameWarns(t *testing.T) {
 		t.Errorf("the region pickers do not show IDs")
 	}
 }
+
+// TestLastHeard: the host page and the host table (a default column) say
+// when the host module last recorded hearing from each node, relative to
+// now, with the absolute time in <time datetime> and its title; a host
+// never heard from says so. The CSV export has the absolute time.
+func TestLastHeard(t *testing.T) {
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	e := newEnv(t, proj, func(_ *sqlstore.Store, _ *inventory.Service, _ tokens, o *ui.Options) {
+		o.Now = func() time.Time { return now }
+	})
+	hs := registerHosts(t, e, 3, "heard-")
+	if err := e.st.SaveLastSeen(context.Background(), []eim.LastSeen{
+		{Project: proj, HostID: hs[0].ResourceID, At: now.Add(-12 * time.Second)},
+		{Project: proj, HostID: hs[1].ResourceID, At: now.Add(-3 * time.Hour)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	heard0 := `<time datetime="2026-12-02T07:59:48Z" title="2026-12-02 07:59:48Z">12 s ago</time>`
+	heard1 := `<time datetime="2026-12-02T05:00:00Z" title="2026-12-02 05:00:00Z">3 h ago</time>`
+	if body := e.get(tokRO, "/ui/p/acme/hosts/"+hs[0].ResourceID).Body.String(); !strings.Contains(body, "<dt>Last heard</dt><dd>"+heard0) {
+		t.Errorf("host page: no last heard %s:\n%s", heard0, body)
+	}
+	if body := e.get(tokRO, "/ui/p/acme/hosts/"+hs[2].ResourceID).Body.String(); !strings.Contains(body, "<dt>Last heard</dt><dd>never</dd>") {
+		t.Errorf("host page of a host never heard from: no \"never\"")
+	}
+	body := e.get(tokRO, "/ui/p/acme/hosts?q=heard").Body.String()
+	if !strings.Contains(body, ">Last heard<") {
+		t.Errorf("host table: no Last heard column by default")
+	}
+	for i, want := range []string{heard0, heard1, "<td>never</td>"} {
+		var row string
+		for _, r := range strings.Split(body, "<tr") {
+			if strings.Contains(r, hs[i].ResourceID) {
+				row = r
+			}
+		}
+		if !strings.Contains(row, want) {
+			t.Errorf("host table, %s: want %s in\n%s", hs[i].Name, want, row)
+		}
+	}
+	csv := e.get(tokRO, "/ui/p/acme/hosts.csv?q=heard&col=name&col=lastheard").Body.String()
+	if !strings.Contains(csv, "heard-000,2026-12-02 07:59:48Z") || !strings.Contains(csv, "heard-002,\n") { // never: empty
+		t.Errorf("CSV: %s", csv)
+	}
+}
