@@ -63,6 +63,7 @@ var funcs = template.FuncMap{
 	"sub":     func(a, b int) int { return a - b },
 	"mul":     func(a, b int) int { return a * b },
 	"short":   shortEnum,
+	"bmcKind": bmcKind,
 	"bytes":   humanBytes,
 	"nav":     func() []navItem { return navItems },
 	"args": func(kv ...any) map[string]any {
@@ -248,6 +249,23 @@ func shortEnum(s any) string {
 		}
 	}
 	return v
+}
+
+// bmcKind is a host's baseboard management controller in words.
+func bmcKind(k eim.BaremetalControllerKind) string {
+	switch k {
+	case eim.BaremetalControllerKindNone:
+		return "None"
+	case "BAREMETAL_CONTROLLER_KIND_IPMI":
+		return "IPMI"
+	case "BAREMETAL_CONTROLLER_KIND_VPRO":
+		return "Intel vPro (AMT)"
+	case "BAREMETAL_CONTROLLER_KIND_PDU":
+		return "PDU"
+	case "", eim.BaremetalControllerKindUnspecified:
+		return "not reported"
+	}
+	return string(k)
 }
 
 func humanBytes(n uint64) string {

@@ -833,3 +833,27 @@ func TestLastHeard(t *testing.T) {
 		t.Errorf("CSV: %s", csv)
 	}
 }
+
+// TestBMCKindInWords: the host page names the BMC in words, not with the
+// API's enum value.
+func TestBMCKindInWords(t *testing.T) {
+	e := newEnv(t, proj)
+	h := registerHosts(t, e, 1, "bmc-")[0]
+	for kind, want := range map[eim.BaremetalControllerKind]string{
+		"BAREMETAL_CONTROLLER_KIND_IPMI":       "<dt>BMC</dt><dd>IPMI, 192.0.2.7</dd>",
+		"BAREMETAL_CONTROLLER_KIND_VPRO":       "<dt>BMC</dt><dd>Intel vPro (AMT), 192.0.2.7</dd>",
+		"BAREMETAL_CONTROLLER_KIND_PDU":        "<dt>BMC</dt><dd>PDU, 192.0.2.7</dd>",
+		eim.BaremetalControllerKindNone:        "<dt>BMC</dt><dd>None, 192.0.2.7</dd>",
+		eim.BaremetalControllerKindUnspecified: "<dt>BMC</dt><dd>not reported, 192.0.2.7</dd>",
+	} {
+		err := e.inv.Store().Update(context.Background(), proj, func(tx eim.Tx) error {
+			return tx.UpdateFields(context.Background(), &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, BmcKind: kind, BmcIP: "192.0.2.7"}, "bmcKind", "bmcIp")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := e.get(tokRO, "/ui/p/acme/hosts/"+h.ResourceID).Body.String(); !strings.Contains(body, want) {
+			t.Errorf("%s: want %s in\n%s", kind, want, body)
+		}
+	}
+}
