@@ -51,6 +51,7 @@ var navItems = []navItem{
 	{"clusters", "Clusters", "clusters", false, "clusters"},
 	{"resources", "Resources", "resources", false, ""},
 	{"audit", "Audit log", "audit", false, ""},
+	{"settings", "Settings", "settings", false, ""},
 }
 
 var funcs = template.FuncMap{

@@ -857,3 +857,17 @@ func TestBMCKindInWords(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsInMenu: the main menu has Settings for every reader of the
+// project, marked as the current page on the settings page.
+func TestSettingsInMenu(t *testing.T) {
+	e := newEnv(t, proj)
+	for _, tok := range []string{tokRO, tokRW} {
+		if body := e.get(tok, "/ui/p/acme/").Body.String(); !regexp.MustCompile(`(?s)<nav aria-label="Main">.*<a href="/ui/p/acme/settings">Settings</a>.*</nav>`).MatchString(body) {
+			t.Errorf("%s: the main menu has no Settings", tok)
+		}
+	}
+	if body := e.get(tokRO, "/ui/p/acme/settings").Body.String(); !strings.Contains(body, `<a href="/ui/p/acme/settings" aria-current="page">Settings</a>`) {
+		t.Errorf("the settings page: Settings is not the current menu entry")
+	}
+}
