@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -291,9 +292,13 @@ func (d *clusterData) ErrAt(action, field string) string {
 
 // freeHost is a host of the project in no cluster, for the pickers.
 type freeHost struct {
-	ID, Name, State string
-	Role            string // the role picked (a form sent back)
-	Picked          bool
+	ID, Name string
+	// Status is the host's liveness as the agent last reported it (Running,
+	// No Connection …), with its indicator: whether it can take a node,
+	// which its desired state does not tell.
+	Status, StatusClass, StatusTitle string
+	Role                             string // the role picked (a form sent back)
+	Picked                           bool
 }
 
 type templateChoice struct {
@@ -410,7 +415,8 @@ func (h *Handler) freeHosts(ctx context.Context, c *call, picked map[string]stri
 				continue
 			}
 			role, ok := picked[ho.ResourceID]
-			out = append(out, freeHost{ID: ho.ResourceID, Name: ho.Name, State: shortEnum(ho.CurrentState), Role: role, Picked: ok})
+			out = append(out, freeHost{ID: ho.ResourceID, Name: ho.Name, Role: role, Picked: ok,
+				Status: cmp.Or(ho.HostStatus, "—"), StatusClass: indicatorClass(ho.HostStatusIndicator), StatusTitle: indicatorText(ho.HostStatusIndicator)})
 			if len(out) == maxFreeHosts {
 				break
 			}

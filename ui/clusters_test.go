@@ -2,12 +2,14 @@ package ui_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/auth"
 	"github.com/eimhq/eim/clusters"
 	gateway "github.com/eimhq/eim/connect"
@@ -322,5 +324,55 @@ func TestClusterRoleOnly(t *testing.T) {
 	// Another project is not listed, nor open.
 	if w := e.get(tokClRW, "/ui/p/other/clusters"); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "no access") {
 		t.Errorf("another project's clusters for a cluster role: got %d", w.Code)
+	}
+}
+
+// TestHostPickerShowsLiveness: the new-cluster picker shows each host's
+// liveness (Running, No Connection, from its status) with its indicator,
+// not its desired state, which says nothing of whether it can take a node.
+func TestHostPickerShowsLiveness(t *testing.T) {
+	e := newEnv(t, proj, withClusters(t))
+	hosts := registerHosts(t, e, 3, "pick-")
+	set := func(h *eim.Host, st inventory.Status) {
+		t.Helper()
+		err := e.inv.Store().Update(context.Background(), proj, func(tx eim.Tx) error {
+			hs, err := tx.GetMany(context.Background(), eim.KindHost, []string{h.ResourceID})
+			if err != nil || len(hs) != 1 {
+				return fmt.Errorf("read %s: %v", h.ResourceID, err)
+			}
+			return inventory.SetHostStatus(context.Background(), tx, hs[0].(*eim.Host), st)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(hosts[0], inventory.Status{Text: "Running", Indicator: eim.StatusIdle, Timestamp: 1 << 30})
+	set(hosts[1], inventory.Status{Text: "No Connection", Indicator: eim.StatusError, Timestamp: 1 << 30})
+	form := e.get(tokRW, "/ui/p/acme/newcluster").Body.String()
+	row := func(id string) string {
+		m := regexp.MustCompile(`(?s)value="` + id + `".*?</tr>`).FindString(form)
+		if m == "" {
+			t.Fatalf("no picker row for %s:\n%.3000s", id, form)
+		}
+		return m
+	}
+	for _, c := range []struct {
+		h         *eim.Host
+		text, ind string
+	}{
+		{hosts[0], "Running", `class="ind st-idle" title="ok"`},
+		{hosts[1], "No Connection", `class="ind st-error" title="error"`},
+		{hosts[2], "Not Connected", `class="ind st-unknown" title="unknown"`}, // registered, never seen
+	} {
+		r := row(c.h.ResourceID)
+		if !strings.Contains(r, "</span>"+c.text+"</td>") || !strings.Contains(r, c.ind) {
+			t.Errorf("%s: want %q with %s in\n%s", c.h.Name, c.text, c.ind, r)
+		}
+		if strings.Contains(strings.ToLower(r), "onboarded") || strings.Contains(r, ">registered<") {
+			t.Errorf("%s: the picker shows a desired state:\n%s", c.h.Name, r)
+		}
+	}
+	if !strings.Contains(form, `<th scope="col">Status</th>`) {
+		t.Errorf("the picker's column is not Status")
 	}
 }

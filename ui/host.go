@@ -29,6 +29,9 @@ type hostData struct {
 	Runs      []*eim.OSUpdateRun
 	CanReprov bool
 	LogURL    string
+	// LastHeard is when the host module last recorded hearing from the
+	// node; nil when the UI has no store to read it from.
+	LastHeard *heardView
 	// Membership is the host's cluster (nil: none) while the clusters
 	// module is deployed (Clusters); ClusterNote says why it is unknown.
 	Clusters    bool
@@ -107,6 +110,10 @@ func (h *Handler) host(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 	host := res.(*eim.Host)
 	d := &hostData{Host: host, LogURL: hostURL(proj, id) + "/log"}
+	if h.store != nil {
+		hv := heardOf(h.lastHeard(ctx, []eim.Resource{host})[id], h.now())
+		d.LastHeard = &hv
+	}
 	d.Statuses = []statusTriple{
 		{"Host", host.HostStatus, host.HostStatusIndicator, host.HostStatusTimestamp},
 		{"Onboarding", host.OnboardingStatus, host.OnboardingStatusIndicator, host.OnboardingStatusTimestamp},

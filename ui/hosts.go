@@ -2,6 +2,7 @@ package ui
 
 import (
 	"cmp"
+	"context"
 	"encoding/csv"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
@@ -50,6 +52,7 @@ var hostColumns = []hostColumn{
 	{"provisioning", "Provisioning", "", true},
 	{"update", "Update", "", false},
 	{"lastseen", "Last change", "hostStatusTimestamp", false},
+	{"lastheard", "Last heard", "", true},
 }
 
 const (
@@ -251,6 +254,30 @@ type hostRow struct {
 
 type cell struct {
 	Text, Class, Title, Link string
+	DateTime                 string // a time: Text relative, Title absolute
+}
+
+// lastHeard reads when the host module last recorded hearing from each
+// of the hosts' nodes (the store's last-seen times: any replica's). A
+// failure leaves the times out, not the page.
+func (h *Handler) lastHeard(ctx context.Context, hosts []eim.Resource) map[string]time.Time {
+	if h.store == nil || len(hosts) == 0 {
+		return nil
+	}
+	ids := make([]string, len(hosts))
+	for i, it := range hosts {
+		ids[i] = it.Base().ResourceID
+	}
+	seen, err := h.store.LastSeenOf(ctx, ids)
+	if err != nil {
+		h.log.Warn("ui: read last-seen times", "error", err)
+		return nil
+	}
+	out := make(map[string]time.Time, len(seen))
+	for _, ls := range seen {
+		out[ls.HostID] = ls.At
+	}
+	return out
 }
 
 func (h *Handler) hosts(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -271,7 +298,7 @@ func (h *Handler) hosts(w http.ResponseWriter, r *http.Request, c *call) error {
 		d.Error = eim.ErrorMessage(qerr)
 		status = http.StatusBadRequest
 	}
-	h.fillHostsData(d, proj, page)
+	h.fillHostsData(r.Context(), d, proj, page)
 	regions, _, err := listAll[*eim.Region](r, h.inv, proj, eim.KindRegion)
 	if err != nil {
 		return err
@@ -316,7 +343,7 @@ func (h *Handler) hostPage(r *http.Request, proj string, hq hostQuery) (*invento
 	return h.inv.List(r.Context(), proj, eim.KindHost, inventory.ListQuery{Filter: f, OrderBy: hq.orderBy(), PageSize: hq.Size, Offset: hq.Offset})
 }
 
-func (h *Handler) fillHostsData(d *hostsData, proj string, page *inventory.Page) {
+func (h *Handler) fillHostsData(ctx context.Context, d *hostsData, proj string, page *inventory.Page) {
 	hq := d.Q
 	d.Self = hostsURL(proj, hq.values())
 	for _, t := range hostTabs {
@@ -381,10 +408,20 @@ func (h *Handler) fillHostsData(d *hostsData, proj string, page *inventory.Page)
 		q.Offset = hq.Offset + hq.Size
 		d.Next = hostsURL(proj, q.values())
 	}
+	var heard map[string]time.Time
+	if slices.Contains(hq.Cols, "lastheard") {
+		heard = h.lastHeard(ctx, page.Items)
+	}
+	now := h.now()
 	for _, it := range page.Items {
 		host := it.(*eim.Host)
 		row := hostRow{ID: host.ResourceID, Link: hostURL(proj, host.ResourceID)}
 		for _, key := range hq.Cols {
+			if key == "lastheard" {
+				hv := heardOf(heard[host.ResourceID], now)
+				row.Cells = append(row.Cells, cell{Text: hv.Ago, Title: hv.Abs, DateTime: hv.DateTime})
+				continue
+			}
 			row.Cells = append(row.Cells, hostCell(key, host))
 		}
 		d.Rows = append(d.Rows, row)
@@ -482,9 +519,17 @@ func (h *Handler) hostsCSV(w http.ResponseWriter, r *http.Request, c *call) erro
 	_ = cw.Write(head)
 	page := first
 	for offset := 0; ; {
+		var heard map[string]time.Time
+		if slices.Contains(hq.Cols, "lastheard") {
+			heard = h.lastHeard(r.Context(), page.Items)
+		}
 		for _, it := range page.Items {
 			var rec []string
 			for _, k := range hq.Cols {
+				if k == "lastheard" {
+					rec = append(rec, heardOf(heard[it.Base().ResourceID], time.Time{}).Abs)
+					continue
+				}
 				rec = append(rec, csvSafe(hostCell(k, it.(*eim.Host)).Text))
 			}
 			_ = cw.Write(rec)

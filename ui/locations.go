@@ -31,6 +31,7 @@ type locationsData struct {
 	Unallocated int
 	Truncated   bool
 	Msg, Error  string
+	Warn        string // a region that shares its name with another
 	Form        url.Values
 }
 
@@ -49,10 +50,37 @@ func (h *Handler) locations(w http.ResponseWriter, r *http.Request, c *call) err
 	if id := r.URL.Query().Get("changed"); id != "" {
 		d.Msg = "Changed " + id + "."
 	}
+	for _, k := range []string{"created", "changed"} {
+		if id := r.URL.Query().Get(k); id != "" {
+			d.Warn = sameNameWarning(d.Regions, id)
+		}
+	}
 	v := c.view("locations", "Locations", d)
 	v.Live = true
 	h.render(w, r, http.StatusOK, "locations", v)
 	return nil
+}
+
+// sameNameWarning tells, when region id shares its name with other
+// regions, which: the API allows it (as the original's does), but a
+// second "Berlin" is more often a slip than a wish.
+func sameNameWarning(regions []*eim.Region, id string) string {
+	var name string
+	for _, rg := range regions {
+		if rg.ResourceID == id {
+			name = rg.Name
+		}
+	}
+	var others []string
+	for _, rg := range regions {
+		if name != "" && rg.Name == name && rg.ResourceID != id {
+			others = append(others, rg.ResourceID)
+		}
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Another region is also named %q (%s). Names need not be unique; the lists below tell the regions apart by ID.", name, strings.Join(others, ", "))
 }
 
 func listAll[T eim.Resource](r *http.Request, inv *inventory.Service, project string, k eim.Kind) ([]T, bool, error) {

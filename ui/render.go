@@ -51,6 +51,7 @@ var navItems = []navItem{
 	{"clusters", "Clusters", "clusters", false, "clusters"},
 	{"resources", "Resources", "resources", false, ""},
 	{"audit", "Audit log", "audit", false, ""},
+	{"settings", "Settings", "settings", false, ""},
 }
 
 var funcs = template.FuncMap{
@@ -63,6 +64,7 @@ var funcs = template.FuncMap{
 	"sub":     func(a, b int) int { return a - b },
 	"mul":     func(a, b int) int { return a * b },
 	"short":   shortEnum,
+	"bmcKind": bmcKind,
 	"bytes":   humanBytes,
 	"nav":     func() []navItem { return navItems },
 	"args": func(kv ...any) map[string]any {
@@ -189,6 +191,34 @@ func indicatorText(s eim.StatusIndication) string {
 	return "unknown"
 }
 
+// heardView is when a host's node was last heard from: relative ("12 s
+// ago"), with the absolute time for <time datetime> and its title.
+type heardView struct {
+	Ago, Abs, DateTime string
+}
+
+func heardOf(t, now time.Time) heardView {
+	if t.IsZero() {
+		return heardView{Ago: "never"}
+	}
+	return heardView{Ago: ago(now.Sub(t)), Abs: t.UTC().Format("2006-01-02 15:04:05Z"), DateTime: t.UTC().Format(time.RFC3339)}
+}
+
+// ago says how long ago d was, in its largest whole unit.
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%d s ago", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%d d ago", int(d/(24*time.Hour)))
+}
+
 func unixTime(sec uint64) string {
 	if sec == 0 {
 		return "—"
@@ -220,6 +250,23 @@ func shortEnum(s any) string {
 		}
 	}
 	return v
+}
+
+// bmcKind is a host's baseboard management controller in words.
+func bmcKind(k eim.BaremetalControllerKind) string {
+	switch k {
+	case eim.BaremetalControllerKindNone:
+		return "None"
+	case "BAREMETAL_CONTROLLER_KIND_IPMI":
+		return "IPMI"
+	case "BAREMETAL_CONTROLLER_KIND_VPRO":
+		return "Intel vPro (AMT)"
+	case "BAREMETAL_CONTROLLER_KIND_PDU":
+		return "PDU"
+	case "", eim.BaremetalControllerKindUnspecified:
+		return "not reported"
+	}
+	return string(k)
 }
 
 func humanBytes(n uint64) string {

@@ -75,7 +75,7 @@ func (h *Handler) settings(w http.ResponseWriter, r *http.Request, c *call) erro
 	if r.URL.Query().Get("changed") != "" {
 		d.Msg = "Saved."
 	}
-	h.render(w, r, http.StatusOK, "settings", c.view("resources", "Project settings", d))
+	h.render(w, r, http.StatusOK, "settings", c.view("settings", "Project settings", d))
 	return nil
 }
 
@@ -218,7 +218,7 @@ func (h *Handler) saveSettings(w http.ResponseWriter, r *http.Request, c *call) 
 				}
 				d.Token = out.EnrollmentToken
 				c.projects = h.readableProjects(r, c.p)
-				h.render(w, r, http.StatusOK, "settings", c.view("resources", "Project settings", d))
+				h.render(w, r, http.StatusOK, "settings", c.view("settings", "Project settings", d))
 				return nil
 			}
 		}
@@ -242,6 +242,6 @@ func (h *Handler) saveSettings(w http.ResponseWriter, r *http.Request, c *call) 
 		d.Form.setErrors(errs)
 	}
 	c.projects = h.readableProjects(r, c.p)
-	h.render(w, r, status, "settings", c.view("resources", "Project settings", d))
+	h.render(w, r, status, "settings", c.view("settings", "Project settings", d))
 	return nil
 }

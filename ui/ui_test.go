@@ -757,3 +757,117 @@ func TestFormsWriteThroughTheAPI(t *testing.T) {
 		t.Errorf("schedules written anyway: %d %v", p.Total, err)
 	}
 }
+
+// TestSecondRegionSameNameWarns: the API allows two regions of one name
+// (as the original's does), so a second "north" is made, but the page it
+// lands on says which region already has the name; a first one does not.
+func TestSecondRegionSameNameWarns(t *testing.T) {
+	e := newEnv(t, proj)
+	create := func(name string) (id, body string) {
+		t.Helper()
+		w := e.post(tokRW, "http://eim.test", "/ui/p/acme/regions", url.Values{"name": {name}, "csrf": {e.csrf(tokRW, "/ui/p/acme/locations")}})
+		loc, err := url.Parse(w.Header().Get("Location"))
+		if w.Code != http.StatusSeeOther || err != nil || loc.Query().Get("created") == "" {
+			t.Fatalf("create %s: got %d to %q", name, w.Code, w.Header().Get("Location"))
+		}
+		return loc.Query().Get("created"), e.get(tokRW, loc.RequestURI()).Body.String()
+	}
+	first, body := create("north")
+	if strings.Contains(body, `class="warn"`) {
+		t.Errorf("the first region named north warns:\n%s", body)
+	}
+	if _, body = create("south"); strings.Contains(body, `class="warn"`) {
+		t.Errorf("a region of another name warns")
+	}
+	_, body = create("north")
+	if !strings.Contains(body, `<p class="warn" role="status">Another region is also named &#34;north&#34; (`+first+`)`) {
+		t.Errorf("the second region named north: no warning naming %s:\n%s", first, body)
+	}
+	// The pickers tell the two apart.
+	if !strings.Contains(body, `>north (`+first+`)</option>`) {
+		t.Errorf("the region pickers do not show IDs")
+	}
+}
+
+// TestLastHeard: the host page and the host table (a default column) say
+// when the host module last recorded hearing from each node, relative to
+// now, with the absolute time in <time datetime> and its title; a host
+// never heard from says so. The CSV export has the absolute time.
+func TestLastHeard(t *testing.T) {
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	e := newEnv(t, proj, func(_ *sqlstore.Store, _ *inventory.Service, _ tokens, o *ui.Options) {
+		o.Now = func() time.Time { return now }
+	})
+	hs := registerHosts(t, e, 3, "heard-")
+	if err := e.st.SaveLastSeen(context.Background(), []eim.LastSeen{
+		{Project: proj, HostID: hs[0].ResourceID, At: now.Add(-12 * time.Second)},
+		{Project: proj, HostID: hs[1].ResourceID, At: now.Add(-3 * time.Hour)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	heard0 := `<time datetime="2026-12-02T07:59:48Z" title="2026-12-02 07:59:48Z">12 s ago</time>`
+	heard1 := `<time datetime="2026-12-02T05:00:00Z" title="2026-12-02 05:00:00Z">3 h ago</time>`
+	if body := e.get(tokRO, "/ui/p/acme/hosts/"+hs[0].ResourceID).Body.String(); !strings.Contains(body, "<dt>Last heard</dt><dd>"+heard0) {
+		t.Errorf("host page: no last heard %s:\n%s", heard0, body)
+	}
+	if body := e.get(tokRO, "/ui/p/acme/hosts/"+hs[2].ResourceID).Body.String(); !strings.Contains(body, "<dt>Last heard</dt><dd>never</dd>") {
+		t.Errorf("host page of a host never heard from: no \"never\"")
+	}
+	body := e.get(tokRO, "/ui/p/acme/hosts?q=heard").Body.String()
+	if !strings.Contains(body, ">Last heard<") {
+		t.Errorf("host table: no Last heard column by default")
+	}
+	for i, want := range []string{heard0, heard1, "<td>never</td>"} {
+		var row string
+		for _, r := range strings.Split(body, "<tr") {
+			if strings.Contains(r, hs[i].ResourceID) {
+				row = r
+			}
+		}
+		if !strings.Contains(row, want) {
+			t.Errorf("host table, %s: want %s in\n%s", hs[i].Name, want, row)
+		}
+	}
+	csv := e.get(tokRO, "/ui/p/acme/hosts.csv?q=heard&col=name&col=lastheard").Body.String()
+	if !strings.Contains(csv, "heard-000,2026-12-02 07:59:48Z") || !strings.Contains(csv, "heard-002,\n") { // never: empty
+		t.Errorf("CSV: %s", csv)
+	}
+}
+
+// TestBMCKindInWords: the host page names the BMC in words, not with the
+// API's enum value.
+func TestBMCKindInWords(t *testing.T) {
+	e := newEnv(t, proj)
+	h := registerHosts(t, e, 1, "bmc-")[0]
+	for kind, want := range map[eim.BaremetalControllerKind]string{
+		"BAREMETAL_CONTROLLER_KIND_IPMI":       "<dt>BMC</dt><dd>IPMI, 192.0.2.7</dd>",
+		"BAREMETAL_CONTROLLER_KIND_VPRO":       "<dt>BMC</dt><dd>Intel vPro (AMT), 192.0.2.7</dd>",
+		"BAREMETAL_CONTROLLER_KIND_PDU":        "<dt>BMC</dt><dd>PDU, 192.0.2.7</dd>",
+		eim.BaremetalControllerKindNone:        "<dt>BMC</dt><dd>None, 192.0.2.7</dd>",
+		eim.BaremetalControllerKindUnspecified: "<dt>BMC</dt><dd>not reported, 192.0.2.7</dd>",
+	} {
+		err := e.inv.Store().Update(context.Background(), proj, func(tx eim.Tx) error {
+			return tx.UpdateFields(context.Background(), &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, BmcKind: kind, BmcIP: "192.0.2.7"}, "bmcKind", "bmcIp")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := e.get(tokRO, "/ui/p/acme/hosts/"+h.ResourceID).Body.String(); !strings.Contains(body, want) {
+			t.Errorf("%s: want %s in\n%s", kind, want, body)
+		}
+	}
+}
+
+// TestSettingsInMenu: the main menu has Settings for every reader of the
+// project, marked as the current page on the settings page.
+func TestSettingsInMenu(t *testing.T) {
+	e := newEnv(t, proj)
+	for _, tok := range []string{tokRO, tokRW} {
+		if body := e.get(tok, "/ui/p/acme/").Body.String(); !regexp.MustCompile(`(?s)<nav aria-label="Main">.*<a href="/ui/p/acme/settings">Settings</a>.*</nav>`).MatchString(body) {
+			t.Errorf("%s: the main menu has no Settings", tok)
+		}
+	}
+	if body := e.get(tokRO, "/ui/p/acme/settings").Body.String(); !strings.Contains(body, `<a href="/ui/p/acme/settings" aria-current="page">Settings</a>`) {
+		t.Errorf("the settings page: Settings is not the current menu entry")
+	}
+}

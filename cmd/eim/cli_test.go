@@ -165,3 +165,20 @@ type wrapped struct {
 
 func (w *wrapped) Error() string { return w.msg + ": " + w.err.Error() }
 func (w *wrapped) Unwrap() error { return w.err }
+
+func TestSplitTemplateRef(t *testing.T) {
+	tests := []struct{ ref, name, version string }{
+		{"baseline-v0.1.0", "baseline", "v0.1.0"},
+		{"my-vm-v1.2.3", "my-vm", "v1.2.3"},
+		{"lab-v1.0.0-dev", "lab", "v1.0.0-dev"},
+		{"lab", "", ""},
+		{"lab-v1", "", ""},
+		{"-v1.0.0", "", ""},
+	}
+	for _, tt := range tests {
+		name, version, ok := splitTemplateRef(tt.ref)
+		if ok != (tt.name != "") || name != tt.name || version != tt.version {
+			t.Errorf("splitTemplateRef(%q) = %q, %q, %v; want %q, %q", tt.ref, name, version, ok, tt.name, tt.version)
+		}
+	}
+}

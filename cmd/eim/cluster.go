@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
 )
 
@@ -34,16 +35,17 @@ kubeconfig that reaches the cluster through EIM's connect gateway.
 
 const templateUsage = `Usage:
   eim cluster-template list [--filter F] [--order-by O]
-  eim cluster-template get NAME VERSION
+  eim cluster-template get NAME-vX.Y.Z | NAME VERSION
   eim cluster-template create FILE.json
-  eim cluster-template delete NAME VERSION
+  eim cluster-template delete NAME-vX.Y.Z | NAME VERSION
   eim cluster-template set-default NAME [VERSION]
 
 Cluster templates (the original cluster manager's): name, version vX.Y.Z,
 kubernetesVersion (v1.33.5+k3s1), clusterconfiguration, clusterNetwork.
 Every project has baseline, privileged and restricted. A template is never
 changed: create a new version. "set-default" without a version takes the
-latest.
+latest. "get" and "delete" take a template as "cluster create --template"
+and "list -o id" write it (baseline-v0.1.0) or as a name and a version.
 `
 
 // multi is a repeatable flag.
@@ -238,7 +240,7 @@ func (c *cli) clusterTemplate(args []string) error {
 	fs := c.flagSet("eim cluster-template "+verb, "eim cluster-template "+verb+" …", templateUsage)
 	c.globalFlags(fs)
 	var q client.ClusterQuery
-	want := map[string][2]int{"list": {0, 0}, "get": {2, 2}, "create": {1, 1}, "delete": {2, 2}, "set-default": {1, 2}}
+	want := map[string][2]int{"list": {0, 0}, "get": {1, 2}, "create": {1, 1}, "delete": {1, 2}, "set-default": {1, 2}}
 	n, ok := want[verb]
 	if !ok {
 		return usagef("cluster-template: unknown verb %q (list, get, create, delete, set-default)", verb)
@@ -254,6 +256,13 @@ func (c *cli) clusterTemplate(args []string) error {
 	}
 	if len(pos) < n[0] || len(pos) > n[1] {
 		return usagef("cluster-template %s: wrong number of arguments (eim cluster-template -h)", verb)
+	}
+	if (verb == "get" || verb == "delete") && len(pos) == 1 {
+		name, version, ok := splitTemplateRef(pos[0])
+		if !ok {
+			return usagef("cluster-template %s: %q is not NAME-vX.Y.Z (or give NAME VERSION)", verb, pos[0])
+		}
+		pos = []string{name, version}
 	}
 	cl, err := c.clientFor()
 	if err != nil {
@@ -314,6 +323,18 @@ func (c *cli) clusterTemplate(args []string) error {
 		return cl.SetDefaultClusterTemplate(c.ctx, p, pos[0], v)
 	}
 	return nil
+}
+
+// splitTemplateRef splits "name-vX.Y.Z" (the form "cluster create
+// --template" takes and "list -o id" writes) at the last "-v" that starts
+// a valid version; a name may itself hold "-v" (my-vm-v1.0.0).
+func splitTemplateRef(ref string) (name, version string, ok bool) {
+	for i := strings.LastIndex(ref, "-v"); i > 0; i = strings.LastIndex(ref[:i], "-v") {
+		if v := ref[i+1:]; eim.ValidTemplateVersion(v) {
+			return ref[:i], v, true
+		}
+	}
+	return "", "", false
 }
 
 var _ flag.Value = (*multi)(nil)

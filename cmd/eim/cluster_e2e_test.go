@@ -34,6 +34,17 @@ func TestClusterCLI(t *testing.T) {
 	if out := cli.must("cluster-template", "create", tf); strings.TrimSpace(out) != "lab-v1.0.0" {
 		t.Fatalf("create template: %q", out)
 	}
+	// get takes the template as create --template and list -o id name it.
+	for _, args := range [][]string{{"lab-v1.0.0"}, {"lab", "v1.0.0"}} {
+		var tpl client.ClusterTemplate
+		cli.json(&tpl, append([]string{"cluster-template", "get"}, args...)...)
+		if tpl.Name != "lab" || tpl.Version != "v1.0.0" {
+			t.Fatalf("get %v: %+v", args, tpl)
+		}
+	}
+	if _, err := cli.run("cluster-template", "get", "lab"); err == nil {
+		t.Fatal("get lab (no version): no error")
+	}
 	cli.must("cluster-template", "set-default", "lab")
 	if out := cli.must("cluster-template", "list"); !strings.Contains(out, "lab") || !strings.Contains(out, "*") {
 		t.Fatalf("list:\n%s", out)

@@ -293,10 +293,39 @@ func (c *cli) resCreate(n *noun, args []string) error {
 	if err := cl.CreateAt(c.ctx, c.g.project, n.collection(), b, &raw); err != nil {
 		return err
 	}
+	if n.kind == eim.KindRegion {
+		c.warnSameName(cl, n, raw)
+	}
 	if c.g.output == "table" {
 		return c.printRows(n, []json.RawMessage{raw})
 	}
 	return c.printOne(n, raw)
+}
+
+// warnSameName writes to stderr which other regions have the name of the
+// one just created: the API allows it (as the original's does), but a
+// second "berlin" is more often a slip than a wish. A failure to look is
+// not the command's failure: the region is made.
+func (c *cli) warnSameName(cl *client.Client, n *noun, raw json.RawMessage) {
+	var made struct{ ResourceID, Name string }
+	if json.Unmarshal(raw, &made) != nil || made.Name == "" {
+		return
+	}
+	// Names hold no quote (eim.ValidName): the filter needs no escaping.
+	page, err := cl.ListAt(c.ctx, c.g.project, n.collection(), client.ListOptions{Filter: fmt.Sprintf("name=%q", made.Name), PageSize: 100})
+	if err != nil {
+		return
+	}
+	var others []string
+	for _, it := range page.Items {
+		var o struct{ ResourceID, Name string }
+		if json.Unmarshal(it, &o) == nil && o.Name == made.Name && o.ResourceID != made.ResourceID {
+			others = append(others, o.ResourceID)
+		}
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(c.stderr, "warning: another region is also named %q (%s); names need not be unique, IDs tell them apart\n", made.Name, strings.Join(others, ", "))
+	}
 }
 
 func (c *cli) resUpdate(n *noun, verb string, args []string) error {
