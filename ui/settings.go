@@ -43,6 +43,7 @@ var settingLabels = map[string]string{
 	"heartbeatTimeoutSeconds":  "Heartbeat timeout",
 	"osSecurityFeatureEnable":  "OS security feature on zero-touch instances",
 	"exporterPerHostOff":       "Per-host metrics off",
+	"description":              "Project description (its display name in the original's web UI)",
 }
 
 // settingFields are the settings the form changes: every member of
