@@ -83,6 +83,6 @@ func (s *Service) deleteBMC(w http.ResponseWriter, r *http.Request, c *call) err
 	if err := s.o.Store.DeleteBMC(r.Context(), c.project, c.hostID); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	apiv2.WriteJSON(w, http.StatusOK, struct{}{}) // {}, as the v1 API's deletes
 	return nil
 }
