@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -94,6 +95,24 @@ func testBMCs(t *testing.T, s eim.Store) {
 	}
 	if _, ok := recs[2].Changes["password"]; ok || string(recs[2].Changes["address"].New) != `"10.0.0.2:623"` {
 		t.Fatalf("audit of a replace keeping the password: got %+v, want no password change, the new address", recs[2].Changes)
+	}
+
+	// Puts racing to create one host's BMC all succeed: one creates it,
+	// the others replace it.
+	h3 := create(t, s, p1, &eim.Host{Name: "h3"}).(*eim.Host).ResourceID
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			errs <- s.PutBMC(ctx(t), &eim.BMC{Project: p1, HostID: h3, Protocol: eim.BMCIPMI, Address: "10.0.0.3", Username: "u", SealedPassword: fmt.Sprint("s", i)})
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatalf("racing puts: %v", err)
+		}
+	}
+	if err := s.DeleteBMC(ctx(t), p1, h3); err != nil {
+		t.Fatal(err)
 	}
 
 	if err := s.DeleteBMC(ctx(t), p1, h2); err != nil {
