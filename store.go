@@ -142,6 +142,8 @@ type Store interface {
 	ConnectStore
 	// The clusters module's templates and clusters.
 	ClusterStore
+	// The oob module's BMCs of hosts.
+	BMCStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)

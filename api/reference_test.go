@@ -51,6 +51,10 @@ var ourOperations = []string{
 	"GET /v1/projects/{projectName}/metadata",
 	"POST /v1/projects/{projectName}/metadata",
 	"DELETE /v1/projects/{projectName}/metadata",
+	// A host's BMC (the oob module).
+	"GET /v1/projects/{projectName}/compute/hosts/{hostId}/bmc",
+	"PUT /v1/projects/{projectName}/compute/hosts/{hostId}/bmc",
+	"DELETE /v1/projects/{projectName}/compute/hosts/{hostId}/bmc",
 }
 
 // ourV2Operations are the v2 API's operations (the clusters and connect

@@ -17,6 +17,7 @@ import (
 	"github.com/eimhq/eim/hostmgr"
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/oob"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
@@ -92,6 +93,11 @@ func init() {
 		Build: buildClusters,
 	})
 	register(&Module{
+		Name:    "oob",
+		Summary: "hosts' BMCs (Redfish, IPMI, AMT) as resources of the API (…/hosts/{hostId}/bmc), their passwords sealed; power and boot through them are not built yet",
+		Build:   buildOOB,
+	})
+	register(&Module{
 		Name:    "webhooks",
 		Summary: "a project's events (host onboarded or lost, instance running or failed, project deleted) delivered to its webhooks, signed, retried for a day",
 		Build:   buildWebhooks,
@@ -128,6 +134,23 @@ func buildWebhooks(b *Builder) (Parts, error) {
 		{Name: "follow", Once: true, Run: wh.Follow},
 		{Name: "deliver", Once: true, Run: wh.Deliver},
 	}}, nil
+}
+
+func buildOOB(b *Builder) (Parts, error) {
+	key, err := b.secretsKey()
+	if err != nil {
+		return Parts{}, err
+	}
+	svc, err := oob.New(oob.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, Logger: b.Log.With("module", "oob")})
+	if err != nil {
+		return Parts{}, err
+	}
+	var parts Parts
+	for pattern, h := range svc.Routes() {
+		parts.Routes = append(parts.Routes, Route{pattern, h})
+	}
+	slices.SortFunc(parts.Routes, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	return parts, nil
 }
 
 func buildAPI(b *Builder) (Parts, error) {

@@ -25,7 +25,7 @@ func TestSelect(t *testing.T) {
 		{"", "provisioning", []string{"api", "onboarding", "provisioning", "os", "tenant", "ui"}, ""},
 		{"", "observability", []string{"api", "host", "telemetry", "exporter", "webhooks"}, ""},
 		{"", "day2", []string{"api", "host", "maintenance", "telemetry", "os"}, ""},
-		{"", "oob", []string{"api", "host"}, ""},
+		{"", "oob", []string{"api", "host", "oob"}, ""},
 		{"api,hosts", "", nil, `no module "hosts" (modules: api, onboarding`},
 		{",", "", nil, "name at least one module"},
 		{"", "edge", nil, `no profile "edge" (profiles: full, provisioning`},

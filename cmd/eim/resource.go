@@ -49,6 +49,8 @@ func (c *cli) resource(n *noun, args []string) error {
 			return c.hostInvalidate(rest)
 		case "summary":
 			return c.hostSummary(rest)
+		case "bmc":
+			return c.hostBMC(rest)
 		}
 	}
 	if n.kind == eim.KindInstance {
@@ -85,6 +87,7 @@ func (n *noun) usage() string {
 	if n.kind == eim.KindHost {
 		b.WriteString("  eim host register --serial S | --uuid U [--name N] [--auto-onboard] [--enable-vpro]\n")
 		b.WriteString("  eim host onboard ID\n  eim host invalidate ID [--note N]\n  eim host summary [--filter F]\n")
+		b.WriteString("  eim host bmc set|get|delete ID …   the host's BMC (\"eim host bmc help\")\n")
 	}
 	if n.kind == eim.KindInstance {
 		b.WriteString("  eim instance log ID [-f]   provisioning log (-f: follow until it ends)\n")

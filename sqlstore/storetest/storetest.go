@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"AuditSeqPerProject", testAuditSeqPerProject},
 		{"WebhookQueue", testWebhookQueue},
 		{"TenantRecords", testTenantRecords},
+		{"BMCs", testBMCs},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -70,6 +70,7 @@ func Build() ([]byte, error) {
 	sharedSchemas(schemas)
 	auditSchemas(schemas)
 	metadataSchemas(schemas)
+	bmcSchemas(schemas)
 	v2Schemas(schemas)
 	b.valueSchemas(schemas) // after the resources and before the enums: they reference both
 	b.enumSchemas(schemas)

@@ -81,6 +81,7 @@ func addOperations(ps *pathSet) {
 		ok: okJSON("The matching nodes.", ref("ListLocationsResponse"))})
 
 	addHosts(ps)
+	addBMC(ps)
 
 	inst := full
 	inst.listParams = queryParams
