@@ -170,11 +170,22 @@ const MaxBody = 1 << 20
 // Decode reads a JSON body into v. Members v does not have are ignored,
 // as the original's gateway ignores them (its clients send the members of
 // their own versions of the document).
-func Decode(r *http.Request, v any) error {
+func Decode(r *http.Request, v any) error { return decode(r, v, false) }
+
+// DecodeStrict reads a JSON body into v and refuses members v does not
+// have, naming them, so that a misspelt field is not silently dropped: for
+// EIM's own operations, which no client of the original calls (the v1 API
+// refuses unknown members alike).
+func DecodeStrict(r *http.Request, v any) error { return decode(r, v, true) }
+
+func decode(r *http.Request, v any, strict bool) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return eim.Errorf(eim.EINVALID, "Content-Type: %q, want application/json", ct)
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, MaxBody))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		var mbe *http.MaxBytesError
@@ -183,6 +194,8 @@ func Decode(r *http.Request, v any) error {
 			return eim.Errorf(eim.ETOOLARGE, "the body is over %d bytes", MaxBody)
 		case asErr(err, &te):
 			return eim.Errorf(eim.EINVALID, "%s: want a %s", te.Field, te.Type.Kind())
+		case strict && strings.HasPrefix(err.Error(), "json: unknown field "):
+			return eim.Errorf(eim.EINVALID, "%s: not a field of this request", strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
 		}
 		return eim.Errorf(eim.EINVALID, "body: not valid JSON: %v", err)
 	}

@@ -49,7 +49,7 @@ func view(b *eim.BMC) *BMCView {
 
 func (s *Service) putBMC(w http.ResponseWriter, r *http.Request, c *call) error {
 	var in BMCInput
-	if err := apiv2.Decode(r, &in); err != nil {
+	if err := apiv2.DecodeStrict(r, &in); err != nil {
 		return err
 	}
 	b := &eim.BMC{Project: c.project, HostID: c.hostID, Protocol: eim.BMCProtocol(strings.ToUpper(strings.TrimSpace(in.Protocol))),
