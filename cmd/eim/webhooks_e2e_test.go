@@ -137,12 +137,19 @@ func testWebhooksAndAudit(t *testing.T, bin string, s *day0Server) {
 	}
 	mu.Unlock()
 
-	out, err = cli(t.Context(), "webhook", "deliveries", hookID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Count(out, "DELIVERED") < 2*nodes {
-		t.Errorf("eim webhook deliveries: got\n%s\nwant %d delivered", out, 2*nodes)
+	// The receiver has every event; the deliverer records a delivery once
+	// its answer came back, so the last record may follow a moment later.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err = cli(t.Context(), "webhook", "deliveries", hookID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(out, "DELIVERED") >= 2*nodes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("eim webhook deliveries: got\n%s\nwant %d delivered", out, 2*nodes)
+		}
 	}
 
 	// A change through the CLI, and a new secret shown once.
