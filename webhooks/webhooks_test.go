@@ -666,6 +666,16 @@ func TestSealedSecrets(t *testing.T) {
 				t.Fatalf("signature: %v", errs)
 			}
 		}
+		// The deliverer records a delivery once its answer came back: stopped
+		// before that, the delivery stays due and is sent again later, ahead
+		// of the next one of its resource (at least once, in order), which
+		// would hold the second round back.
+		for _, id := range []string{wGiven.ID, wGen.ID, wLegacy.ID} {
+			eventually(t, 10*time.Second, "each delivery recorded", func() bool {
+				ds, _, err := st.Deliveries(ctx, p, id, 10, 0)
+				return err == nil && len(ds) == 1 && ds[0].State == eim.DeliveryDelivered
+			})
+		}
 		stop()
 
 		other, err := seal.LoadDir(t.TempDir())
