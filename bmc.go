@@ -253,3 +253,39 @@ func checkCABundle(s string) error {
 	}
 	return nil
 }
+
+// BMCInput is the body of PUT …/compute/hosts/{hostId}/bmc: the BMC's
+// settings, which replace those stored. A nil Password keeps the stored one.
+type BMCInput struct {
+	Protocol string  `json:"protocol"`
+	Address  string  `json:"address"`
+	SystemID string  `json:"systemId,omitempty"`
+	Username string  `json:"username"`
+	Password *string `json:"password,omitempty"`
+	CACert   string  `json:"caCert,omitempty"`
+	Insecure bool    `json:"insecure,omitempty"`
+}
+
+// BMCView is a BMC as the API answers it: never its password, only
+// whether one is set.
+type BMCView struct {
+	HostID       string          `json:"hostId"`
+	Protocol     string          `json:"protocol"`
+	Address      string          `json:"address"`
+	SystemID     string          `json:"systemId,omitempty"`
+	Username     string          `json:"username"`
+	PasswordSet  bool            `json:"passwordSet"`
+	CACert       string          `json:"caCert,omitempty"`
+	Insecure     bool            `json:"insecure"`
+	Capabilities BMCCapabilities `json:"capabilities"`
+	Reachable    BMCReachable    `json:"reachable"`
+	Timestamps   Timestamps      `json:"timestamps"`
+}
+
+// View is b as the API answers it.
+func (b *BMC) View() *BMCView {
+	return &BMCView{HostID: b.HostID, Protocol: string(b.Protocol), Address: b.Address, SystemID: b.SystemID,
+		Username: b.Username, PasswordSet: b.SealedPassword != "", CACert: b.CACert, Insecure: b.Insecure,
+		Capabilities: b.Capabilities, Reachable: b.Reachable,
+		Timestamps: Timestamps{CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt}}
+}

@@ -8,32 +8,12 @@ import (
 	"github.com/eimhq/eim"
 )
 
-// BMCInput is the body of PUT …/compute/hosts/{hostId}/bmc (the oob
-// module): a nil Password keeps the stored one.
-type BMCInput struct {
-	Protocol string  `json:"protocol"`
-	Address  string  `json:"address"`
-	SystemID string  `json:"systemId,omitempty"`
-	Username string  `json:"username"`
-	Password *string `json:"password,omitempty"`
-	CACert   string  `json:"caCert,omitempty"`
-	Insecure bool    `json:"insecure,omitempty"`
-}
+// BMCInput is the body of PutBMC (the oob module's): a nil Password keeps
+// the stored one.
+type BMCInput = eim.BMCInput
 
 // BMC is a host's BMC as the API answers it (never its password).
-type BMC struct {
-	HostID       string              `json:"hostId"`
-	Protocol     string              `json:"protocol"`
-	Address      string              `json:"address"`
-	SystemID     string              `json:"systemId,omitempty"`
-	Username     string              `json:"username"`
-	PasswordSet  bool                `json:"passwordSet"`
-	CACert       string              `json:"caCert,omitempty"`
-	Insecure     bool                `json:"insecure"`
-	Capabilities eim.BMCCapabilities `json:"capabilities"`
-	Reachable    eim.BMCReachable    `json:"reachable"`
-	Timestamps   eim.Timestamps      `json:"timestamps"`
-}
+type BMC = eim.BMCView
 
 func bmcPath(project, host string) string {
 	return ProjectPath(project) + "/compute/hosts/" + url.PathEscape(host) + "/bmc"

@@ -175,7 +175,7 @@ func TestBMC(t *testing.T) {
 		if strings.Contains(b, password) || strings.Contains(b, `"password"`) {
 			t.Fatalf("PUT answered the password: %s", b)
 		}
-		var v oob.BMCView
+		var v eim.BMCView
 		b = e.want("reader", "GET", p, nil, http.StatusOK, `"passwordSet":true`, `"address":"https://10.1.2.3:8443"`, `"insecure":true`)
 		if err := json.Unmarshal([]byte(b), &v); err != nil {
 			t.Fatal(err)
