@@ -1,6 +1,6 @@
 // Package proto holds the southbound protocol: one versioned protobuf
 // package per server module (eim.onboarding.v1, eim.provisioning.v1,
-// eim.host.v1, eim.maintenance.v1, eim.cluster.v1). The .proto files are the source of truth; the Go code beside
+// eim.host.v1, eim.maintenance.v1, eim.cluster.v1, eim.workloads.v1). The .proto files are the source of truth; the Go code beside
 // them is generated and committed, so a plain go build needs no generator.
 //
 // # Regenerating
@@ -36,4 +36,4 @@
 // and commit released.binpb on its own, saying which release it is.
 package proto
 
-//go:generate protoc --proto_path=. --go_out=. --go_opt=paths=source_relative --connect-go_out=. --connect-go_opt=paths=source_relative eim/onboarding/v1/onboarding.proto eim/provisioning/v1/provisioning.proto eim/host/v1/host.proto eim/maintenance/v1/maintenance.proto eim/cluster/v1/cluster.proto
+//go:generate protoc --proto_path=. --go_out=. --go_opt=paths=source_relative --connect-go_out=. --connect-go_opt=paths=source_relative eim/onboarding/v1/onboarding.proto eim/provisioning/v1/provisioning.proto eim/host/v1/host.proto eim/maintenance/v1/maintenance.proto eim/cluster/v1/cluster.proto eim/workloads/v1/workloads.proto

@@ -620,8 +620,15 @@ type HeartbeatResponse struct {
 	// has, call eim.cluster.v1.ClusterService.GetPlan. "" when the server
 	// offers none (no clusters module, or the host was never in a cluster).
 	ClusterVersion string `protobuf:"bytes,7,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The version of the device's set of edge workloads: when it is not the
+	// one the device has applied, call eim.workloads.v1.WorkloadService.
+	// GetWorkloads. "" when the server offers none (no workloads module).
+	WorkloadsVersion string `protobuf:"bytes,8,opt,name=workloads_version,json=workloadsVersion,proto3" json:"workloads_version,omitempty"`
+	// The server holds no status of the device's workloads (it restarted, or
+	// lost a report): send a full eim.workloads.v1 ReportStatus.
+	WorkloadsStatusWanted bool `protobuf:"varint,9,opt,name=workloads_status_wanted,json=workloadsStatusWanted,proto3" json:"workloads_status_wanted,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -701,6 +708,20 @@ func (x *HeartbeatResponse) GetClusterVersion() string {
 		return x.ClusterVersion
 	}
 	return ""
+}
+
+func (x *HeartbeatResponse) GetWorkloadsVersion() string {
+	if x != nil {
+		return x.WorkloadsVersion
+	}
+	return ""
+}
+
+func (x *HeartbeatResponse) GetWorkloadsStatusWanted() bool {
+	if x != nil {
+		return x.WorkloadsStatusWanted
+	}
+	return false
 }
 
 // HostAction is an in-band host action: the host's desired power state as
@@ -1920,7 +1941,7 @@ const file_eim_host_v1_host_proto_rawDesc = "" +
 	"\vnode_health\x18\x04 \x01(\v2\x13.eim.host.v1.HealthR\n" +
 	"nodeHealth\x12'\n" +
 	"\x0fhardware_digest\x18\x05 \x01(\tR\x0ehardwareDigest\x12>\n" +
-	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xd7\x02\n" +
+	"\raction_result\x18\x06 \x01(\v2\x19.eim.host.v1.ActionResultR\factionResult\"\xbc\x03\n" +
 	"\x11HeartbeatResponse\x12)\n" +
 	"\x10interval_seconds\x18\x01 \x01(\rR\x0fintervalSeconds\x12#\n" +
 	"\rsend_hardware\x18\x02 \x01(\bR\fsendHardware\x12/\n" +
@@ -1928,7 +1949,9 @@ const file_eim_host_v1_host_proto_rawDesc = "" +
 	"\x19hardware_interval_seconds\x18\x04 \x01(\rR\x17hardwareIntervalSeconds\x12+\n" +
 	"\x11telemetry_version\x18\x05 \x01(\tR\x10telemetryVersion\x12/\n" +
 	"\x13maintenance_version\x18\x06 \x01(\tR\x12maintenanceVersion\x12'\n" +
-	"\x0fcluster_version\x18\a \x01(\tR\x0eclusterVersion\"\x90\x01\n" +
+	"\x0fcluster_version\x18\a \x01(\tR\x0eclusterVersion\x12+\n" +
+	"\x11workloads_version\x18\b \x01(\tR\x10workloadsVersion\x126\n" +
+	"\x17workloads_status_wanted\x18\t \x01(\bR\x15workloadsStatusWanted\"\x90\x01\n" +
 	"\n" +
 	"HostAction\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.eim.host.v1.HostAction.KindR\x04kind\x12\x0e\n" +
