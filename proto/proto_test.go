@@ -23,6 +23,7 @@ import (
 	_ "github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 	_ "github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 	_ "github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
+	_ "github.com/eimhq/eim/proto/eim/workloads/v1/workloadsv1connect"
 )
 
 // protoFiles returns the .proto sources, relative to this directory.

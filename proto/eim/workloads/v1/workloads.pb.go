@@ -79,7 +79,7 @@ func (x DataPath_Direction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DataPath_Direction.Descriptor instead.
 func (DataPath_Direction) EnumDescriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{5, 0}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type WorkloadStatus_Phase int32
@@ -144,7 +144,7 @@ func (x WorkloadStatus_Phase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WorkloadStatus_Phase.Descriptor instead.
 func (WorkloadStatus_Phase) EnumDescriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{8, 0}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{9, 0}
 }
 
 type GetWorkloadsRequest struct {
@@ -279,9 +279,9 @@ type Workload struct {
 	PodYaml []byte `protobuf:"bytes,3,opt,name=pod_yaml,json=podYaml,proto3" json:"pod_yaml,omitempty"`
 	// Kubernetes ConfigMap manifests (one YAML document each).
 	ConfigMaps [][]byte `protobuf:"bytes,4,rep,name=config_maps,json=configMaps,proto3" json:"config_maps,omitempty"`
-	// The workload's secrets, by name: key → value. Sent to the device only,
-	// over the node's TLS channel; never logged.
-	Secrets map[string]*SecretData `protobuf:"bytes,5,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The workload's secrets. Sent to the device only, over the node's TLS
+	// channel; never logged.
+	Secrets []*Secret `protobuf:"bytes,5,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	// Credentials for the image registries the pod pulls from.
 	RegistryAuth []*RegistryAuth `protobuf:"bytes,6,rep,name=registry_auth,json=registryAuth,proto3" json:"registry_auth,omitempty"`
 	// Directories of the pod synchronised with object storage.
@@ -348,7 +348,7 @@ func (x *Workload) GetConfigMaps() [][]byte {
 	return nil
 }
 
-func (x *Workload) GetSecrets() map[string]*SecretData {
+func (x *Workload) GetSecrets() []*Secret {
 	if x != nil {
 		return x.Secrets
 	}
@@ -369,27 +369,28 @@ func (x *Workload) GetDataPaths() []*DataPath {
 	return nil
 }
 
-type SecretData struct {
+type Secret struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Data          map[string][]byte      `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Items         []*SecretItem          `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SecretData) Reset() {
-	*x = SecretData{}
+func (x *Secret) Reset() {
+	*x = Secret{}
 	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SecretData) String() string {
+func (x *Secret) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SecretData) ProtoMessage() {}
+func (*Secret) ProtoMessage() {}
 
-func (x *SecretData) ProtoReflect() protoreflect.Message {
+func (x *Secret) ProtoReflect() protoreflect.Message {
 	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -401,14 +402,73 @@ func (x *SecretData) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SecretData.ProtoReflect.Descriptor instead.
-func (*SecretData) Descriptor() ([]byte, []int) {
+// Deprecated: Use Secret.ProtoReflect.Descriptor instead.
+func (*Secret) Descriptor() ([]byte, []int) {
 	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *SecretData) GetData() map[string][]byte {
+func (x *Secret) GetName() string {
 	if x != nil {
-		return x.Data
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Secret) GetItems() []*SecretItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type SecretItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretItem) Reset() {
+	*x = SecretItem{}
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretItem) ProtoMessage() {}
+
+func (x *SecretItem) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretItem.ProtoReflect.Descriptor instead.
+func (*SecretItem) Descriptor() ([]byte, []int) {
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SecretItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SecretItem) GetValue() []byte {
+	if x != nil {
+		return x.Value
 	}
 	return nil
 }
@@ -424,7 +484,7 @@ type RegistryAuth struct {
 
 func (x *RegistryAuth) Reset() {
 	*x = RegistryAuth{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[4]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +496,7 @@ func (x *RegistryAuth) String() string {
 func (*RegistryAuth) ProtoMessage() {}
 
 func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[4]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +509,7 @@ func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryAuth.ProtoReflect.Descriptor instead.
 func (*RegistryAuth) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{4}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegistryAuth) GetRegistry() string {
@@ -490,7 +550,7 @@ type DataPath struct {
 
 func (x *DataPath) Reset() {
 	*x = DataPath{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[5]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +562,7 @@ func (x *DataPath) String() string {
 func (*DataPath) ProtoMessage() {}
 
 func (x *DataPath) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[5]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +575,7 @@ func (x *DataPath) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataPath.ProtoReflect.Descriptor instead.
 func (*DataPath) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{5}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DataPath) GetDirection() DataPath_Direction {
@@ -568,7 +628,7 @@ type LogRequest struct {
 
 func (x *LogRequest) Reset() {
 	*x = LogRequest{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[6]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +640,7 @@ func (x *LogRequest) String() string {
 func (*LogRequest) ProtoMessage() {}
 
 func (x *LogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[6]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +653,7 @@ func (x *LogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRequest.ProtoReflect.Descriptor instead.
 func (*LogRequest) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{6}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LogRequest) GetId() string {
@@ -637,7 +697,7 @@ type ReportStatusRequest struct {
 
 func (x *ReportStatusRequest) Reset() {
 	*x = ReportStatusRequest{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[7]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +709,7 @@ func (x *ReportStatusRequest) String() string {
 func (*ReportStatusRequest) ProtoMessage() {}
 
 func (x *ReportStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[7]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +722,7 @@ func (x *ReportStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReportStatusRequest) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{7}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReportStatusRequest) GetVersion() string {
@@ -697,7 +757,7 @@ type WorkloadStatus struct {
 
 func (x *WorkloadStatus) Reset() {
 	*x = WorkloadStatus{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[8]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +769,7 @@ func (x *WorkloadStatus) String() string {
 func (*WorkloadStatus) ProtoMessage() {}
 
 func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[8]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +782,7 @@ func (x *WorkloadStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadStatus.ProtoReflect.Descriptor instead.
 func (*WorkloadStatus) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{8}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkloadStatus) GetName() string {
@@ -783,7 +843,7 @@ type ContainerStatus struct {
 
 func (x *ContainerStatus) Reset() {
 	*x = ContainerStatus{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[9]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +855,7 @@ func (x *ContainerStatus) String() string {
 func (*ContainerStatus) ProtoMessage() {}
 
 func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[9]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +868,7 @@ func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
 func (*ContainerStatus) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{9}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ContainerStatus) GetName() string {
@@ -868,7 +928,7 @@ type ReportStatusResponse struct {
 
 func (x *ReportStatusResponse) Reset() {
 	*x = ReportStatusResponse{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[10]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +940,7 @@ func (x *ReportStatusResponse) String() string {
 func (*ReportStatusResponse) ProtoMessage() {}
 
 func (x *ReportStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[10]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +953,7 @@ func (x *ReportStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportStatusResponse) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{10}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{11}
 }
 
 type ReportLogsRequest struct {
@@ -908,7 +968,7 @@ type ReportLogsRequest struct {
 
 func (x *ReportLogsRequest) Reset() {
 	*x = ReportLogsRequest{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[11]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +980,7 @@ func (x *ReportLogsRequest) String() string {
 func (*ReportLogsRequest) ProtoMessage() {}
 
 func (x *ReportLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[11]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +993,7 @@ func (x *ReportLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLogsRequest.ProtoReflect.Descriptor instead.
 func (*ReportLogsRequest) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{11}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReportLogsRequest) GetId() string {
@@ -968,7 +1028,7 @@ type ContainerLog struct {
 
 func (x *ContainerLog) Reset() {
 	*x = ContainerLog{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[12]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1040,7 @@ func (x *ContainerLog) String() string {
 func (*ContainerLog) ProtoMessage() {}
 
 func (x *ContainerLog) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[12]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1053,7 @@ func (x *ContainerLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerLog.ProtoReflect.Descriptor instead.
 func (*ContainerLog) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{12}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ContainerLog) GetContainer() string {
@@ -1018,7 +1078,7 @@ type ReportLogsResponse struct {
 
 func (x *ReportLogsResponse) Reset() {
 	*x = ReportLogsResponse{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[13]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1090,7 @@ func (x *ReportLogsResponse) String() string {
 func (*ReportLogsResponse) ProtoMessage() {}
 
 func (x *ReportLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[13]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1103,7 @@ func (x *ReportLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLogsResponse.ProtoReflect.Descriptor instead.
 func (*ReportLogsResponse) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{13}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{14}
 }
 
 type GrantUploadsRequest struct {
@@ -1060,7 +1120,7 @@ type GrantUploadsRequest struct {
 
 func (x *GrantUploadsRequest) Reset() {
 	*x = GrantUploadsRequest{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[14]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1132,7 @@ func (x *GrantUploadsRequest) String() string {
 func (*GrantUploadsRequest) ProtoMessage() {}
 
 func (x *GrantUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[14]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1145,7 @@ func (x *GrantUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantUploadsRequest.ProtoReflect.Descriptor instead.
 func (*GrantUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{14}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GrantUploadsRequest) GetWorkload() string {
@@ -1123,7 +1183,7 @@ type FileChange struct {
 
 func (x *FileChange) Reset() {
 	*x = FileChange{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[15]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1195,7 @@ func (x *FileChange) String() string {
 func (*FileChange) ProtoMessage() {}
 
 func (x *FileChange) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[15]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1208,7 @@ func (x *FileChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
 func (*FileChange) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{15}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FileChange) GetPath() string {
@@ -1190,7 +1250,7 @@ type GrantUploadsResponse struct {
 
 func (x *GrantUploadsResponse) Reset() {
 	*x = GrantUploadsResponse{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[16]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1262,7 @@ func (x *GrantUploadsResponse) String() string {
 func (*GrantUploadsResponse) ProtoMessage() {}
 
 func (x *GrantUploadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[16]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1275,7 @@ func (x *GrantUploadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantUploadsResponse.ProtoReflect.Descriptor instead.
 func (*GrantUploadsResponse) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{16}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GrantUploadsResponse) GetGrants() []*Grant {
@@ -1232,6 +1292,58 @@ func (x *GrantUploadsResponse) GetExpiresTime() int64 {
 	return 0
 }
 
+type Header struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Header) Reset() {
+	*x = Header{}
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Header) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Header) ProtoMessage() {}
+
+func (x *Header) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Header.ProtoReflect.Descriptor instead.
+func (*Header) Descriptor() ([]byte, []int) {
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Header) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Header) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // Grant is leave to send one HTTP request: a PUT of the file's content to
 // url with the headers given, or a DELETE.
 type Grant struct {
@@ -1239,7 +1351,7 @@ type Grant struct {
 	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Method  string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"` // PUT or DELETE
 	Url     string                 `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
-	Headers map[string]string      `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers []*Header              `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
 	// Set, instead of a url, when this file may not be sent (e.g. too big).
 	Refused       string `protobuf:"bytes,5,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1248,7 +1360,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[17]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1372,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[17]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1385,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{17}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Grant) GetPath() string {
@@ -1297,7 +1409,7 @@ func (x *Grant) GetUrl() string {
 	return ""
 }
 
-func (x *Grant) GetHeaders() map[string]string {
+func (x *Grant) GetHeaders() []*Header {
 	if x != nil {
 		return x.Headers
 	}
@@ -1318,14 +1430,14 @@ type ReportUploadsRequest struct {
 	// Paths sent (uploaded or deleted) with success.
 	Done []string `protobuf:"bytes,3,rep,name=done,proto3" json:"done,omitempty"`
 	// Paths that failed, with the reason.
-	Failed        map[string]string `protobuf:"bytes,4,rep,name=failed,proto3" json:"failed,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Failed        []*UploadFailure `protobuf:"bytes,4,rep,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportUploadsRequest) Reset() {
 	*x = ReportUploadsRequest{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[18]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1449,7 @@ func (x *ReportUploadsRequest) String() string {
 func (*ReportUploadsRequest) ProtoMessage() {}
 
 func (x *ReportUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[18]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1462,7 @@ func (x *ReportUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUploadsRequest.ProtoReflect.Descriptor instead.
 func (*ReportUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{18}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReportUploadsRequest) GetWorkload() string {
@@ -1374,11 +1486,63 @@ func (x *ReportUploadsRequest) GetDone() []string {
 	return nil
 }
 
-func (x *ReportUploadsRequest) GetFailed() map[string]string {
+func (x *ReportUploadsRequest) GetFailed() []*UploadFailure {
 	if x != nil {
 		return x.Failed
 	}
 	return nil
+}
+
+type UploadFailure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadFailure) Reset() {
+	*x = UploadFailure{}
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadFailure) ProtoMessage() {}
+
+func (x *UploadFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadFailure.ProtoReflect.Descriptor instead.
+func (*UploadFailure) Descriptor() ([]byte, []int) {
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *UploadFailure) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *UploadFailure) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 type ReportUploadsResponse struct {
@@ -1389,7 +1553,7 @@ type ReportUploadsResponse struct {
 
 func (x *ReportUploadsResponse) Reset() {
 	*x = ReportUploadsResponse{}
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[19]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1565,7 @@ func (x *ReportUploadsResponse) String() string {
 func (*ReportUploadsResponse) ProtoMessage() {}
 
 func (x *ReportUploadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[19]
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1578,7 @@ func (x *ReportUploadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUploadsResponse.ProtoReflect.Descriptor instead.
 func (*ReportUploadsResponse) Descriptor() ([]byte, []int) {
-	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{19}
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{22}
 }
 
 var File_eim_workloads_v1_workloads_proto protoreflect.FileDescriptor
@@ -1428,26 +1592,24 @@ const file_eim_workloads_v1_workloads_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x128\n" +
 	"\tworkloads\x18\x03 \x03(\v2\x1a.eim.workloads.v1.WorkloadR\tworkloads\x12?\n" +
-	"\flog_requests\x18\x04 \x03(\v2\x1c.eim.workloads.v1.LogRequestR\vlogRequests\"\x93\x03\n" +
+	"\flog_requests\x18\x04 \x03(\v2\x1c.eim.workloads.v1.LogRequestR\vlogRequests\"\xaa\x02\n" +
 	"\bWorkload\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x19\n" +
 	"\bpod_yaml\x18\x03 \x01(\fR\apodYaml\x12\x1f\n" +
 	"\vconfig_maps\x18\x04 \x03(\fR\n" +
-	"configMaps\x12A\n" +
-	"\asecrets\x18\x05 \x03(\v2'.eim.workloads.v1.Workload.SecretsEntryR\asecrets\x12C\n" +
+	"configMaps\x122\n" +
+	"\asecrets\x18\x05 \x03(\v2\x18.eim.workloads.v1.SecretR\asecrets\x12C\n" +
 	"\rregistry_auth\x18\x06 \x03(\v2\x1e.eim.workloads.v1.RegistryAuthR\fregistryAuth\x129\n" +
 	"\n" +
-	"data_paths\x18\a \x03(\v2\x1a.eim.workloads.v1.DataPathR\tdataPaths\x1aX\n" +
-	"\fSecretsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
-	"\x05value\x18\x02 \x01(\v2\x1c.eim.workloads.v1.SecretDataR\x05value:\x028\x01\"\x81\x01\n" +
+	"data_paths\x18\a \x03(\v2\x1a.eim.workloads.v1.DataPathR\tdataPaths\"P\n" +
+	"\x06Secret\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
+	"\x05items\x18\x02 \x03(\v2\x1c.eim.workloads.v1.SecretItemR\x05items\"4\n" +
 	"\n" +
-	"SecretData\x12:\n" +
-	"\x04data\x18\x01 \x03(\v2&.eim.workloads.v1.SecretData.DataEntryR\x04data\x1a7\n" +
-	"\tDataEntry\x12\x10\n" +
+	"SecretItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"b\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"b\n" +
 	"\fRegistryAuth\x12\x1a\n" +
 	"\bregistry\x18\x01 \x01(\tR\bregistry\x12\x1a\n" +
 	"\busername\x18\x02 \x01(\tR\busername\x12\x1a\n" +
@@ -1520,24 +1682,24 @@ const file_eim_workloads_v1_workloads_proto_rawDesc = "" +
 	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"j\n" +
 	"\x14GrantUploadsResponse\x12/\n" +
 	"\x06grants\x18\x01 \x03(\v2\x17.eim.workloads.v1.GrantR\x06grants\x12!\n" +
-	"\fexpires_time\x18\x02 \x01(\x03R\vexpiresTime\"\xdb\x01\n" +
+	"\fexpires_time\x18\x02 \x01(\x03R\vexpiresTime\"2\n" +
+	"\x06Header\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x93\x01\n" +
 	"\x05Grant\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x10\n" +
-	"\x03url\x18\x03 \x01(\tR\x03url\x12>\n" +
-	"\aheaders\x18\x04 \x03(\v2$.eim.workloads.v1.Grant.HeadersEntryR\aheaders\x12\x18\n" +
-	"\arefused\x18\x05 \x01(\tR\arefused\x1a:\n" +
-	"\fHeadersEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe5\x01\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x122\n" +
+	"\aheaders\x18\x04 \x03(\v2\x18.eim.workloads.v1.HeaderR\aheaders\x12\x18\n" +
+	"\arefused\x18\x05 \x01(\tR\arefused\"\x97\x01\n" +
 	"\x14ReportUploadsRequest\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x12\n" +
-	"\x04done\x18\x03 \x03(\tR\x04done\x12J\n" +
-	"\x06failed\x18\x04 \x03(\v22.eim.workloads.v1.ReportUploadsRequest.FailedEntryR\x06failed\x1a9\n" +
-	"\vFailedEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x17\n" +
+	"\x04done\x18\x03 \x03(\tR\x04done\x127\n" +
+	"\x06failed\x18\x04 \x03(\v2\x1f.eim.workloads.v1.UploadFailureR\x06failed\";\n" +
+	"\rUploadFailure\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x17\n" +
 	"\x15ReportUploadsResponse2\xe9\x03\n" +
 	"\x0fWorkloadService\x12]\n" +
 	"\fGetWorkloads\x12%.eim.workloads.v1.GetWorkloadsRequest\x1a&.eim.workloads.v1.GetWorkloadsResponse\x12]\n" +
@@ -1560,67 +1722,65 @@ func file_eim_workloads_v1_workloads_proto_rawDescGZIP() []byte {
 }
 
 var file_eim_workloads_v1_workloads_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_eim_workloads_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_eim_workloads_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_eim_workloads_v1_workloads_proto_goTypes = []any{
 	(DataPath_Direction)(0),       // 0: eim.workloads.v1.DataPath.Direction
 	(WorkloadStatus_Phase)(0),     // 1: eim.workloads.v1.WorkloadStatus.Phase
 	(*GetWorkloadsRequest)(nil),   // 2: eim.workloads.v1.GetWorkloadsRequest
 	(*GetWorkloadsResponse)(nil),  // 3: eim.workloads.v1.GetWorkloadsResponse
 	(*Workload)(nil),              // 4: eim.workloads.v1.Workload
-	(*SecretData)(nil),            // 5: eim.workloads.v1.SecretData
-	(*RegistryAuth)(nil),          // 6: eim.workloads.v1.RegistryAuth
-	(*DataPath)(nil),              // 7: eim.workloads.v1.DataPath
-	(*LogRequest)(nil),            // 8: eim.workloads.v1.LogRequest
-	(*ReportStatusRequest)(nil),   // 9: eim.workloads.v1.ReportStatusRequest
-	(*WorkloadStatus)(nil),        // 10: eim.workloads.v1.WorkloadStatus
-	(*ContainerStatus)(nil),       // 11: eim.workloads.v1.ContainerStatus
-	(*ReportStatusResponse)(nil),  // 12: eim.workloads.v1.ReportStatusResponse
-	(*ReportLogsRequest)(nil),     // 13: eim.workloads.v1.ReportLogsRequest
-	(*ContainerLog)(nil),          // 14: eim.workloads.v1.ContainerLog
-	(*ReportLogsResponse)(nil),    // 15: eim.workloads.v1.ReportLogsResponse
-	(*GrantUploadsRequest)(nil),   // 16: eim.workloads.v1.GrantUploadsRequest
-	(*FileChange)(nil),            // 17: eim.workloads.v1.FileChange
-	(*GrantUploadsResponse)(nil),  // 18: eim.workloads.v1.GrantUploadsResponse
-	(*Grant)(nil),                 // 19: eim.workloads.v1.Grant
-	(*ReportUploadsRequest)(nil),  // 20: eim.workloads.v1.ReportUploadsRequest
-	(*ReportUploadsResponse)(nil), // 21: eim.workloads.v1.ReportUploadsResponse
-	nil,                           // 22: eim.workloads.v1.Workload.SecretsEntry
-	nil,                           // 23: eim.workloads.v1.SecretData.DataEntry
-	nil,                           // 24: eim.workloads.v1.Grant.HeadersEntry
-	nil,                           // 25: eim.workloads.v1.ReportUploadsRequest.FailedEntry
+	(*Secret)(nil),                // 5: eim.workloads.v1.Secret
+	(*SecretItem)(nil),            // 6: eim.workloads.v1.SecretItem
+	(*RegistryAuth)(nil),          // 7: eim.workloads.v1.RegistryAuth
+	(*DataPath)(nil),              // 8: eim.workloads.v1.DataPath
+	(*LogRequest)(nil),            // 9: eim.workloads.v1.LogRequest
+	(*ReportStatusRequest)(nil),   // 10: eim.workloads.v1.ReportStatusRequest
+	(*WorkloadStatus)(nil),        // 11: eim.workloads.v1.WorkloadStatus
+	(*ContainerStatus)(nil),       // 12: eim.workloads.v1.ContainerStatus
+	(*ReportStatusResponse)(nil),  // 13: eim.workloads.v1.ReportStatusResponse
+	(*ReportLogsRequest)(nil),     // 14: eim.workloads.v1.ReportLogsRequest
+	(*ContainerLog)(nil),          // 15: eim.workloads.v1.ContainerLog
+	(*ReportLogsResponse)(nil),    // 16: eim.workloads.v1.ReportLogsResponse
+	(*GrantUploadsRequest)(nil),   // 17: eim.workloads.v1.GrantUploadsRequest
+	(*FileChange)(nil),            // 18: eim.workloads.v1.FileChange
+	(*GrantUploadsResponse)(nil),  // 19: eim.workloads.v1.GrantUploadsResponse
+	(*Header)(nil),                // 20: eim.workloads.v1.Header
+	(*Grant)(nil),                 // 21: eim.workloads.v1.Grant
+	(*ReportUploadsRequest)(nil),  // 22: eim.workloads.v1.ReportUploadsRequest
+	(*UploadFailure)(nil),         // 23: eim.workloads.v1.UploadFailure
+	(*ReportUploadsResponse)(nil), // 24: eim.workloads.v1.ReportUploadsResponse
 }
 var file_eim_workloads_v1_workloads_proto_depIdxs = []int32{
 	4,  // 0: eim.workloads.v1.GetWorkloadsResponse.workloads:type_name -> eim.workloads.v1.Workload
-	8,  // 1: eim.workloads.v1.GetWorkloadsResponse.log_requests:type_name -> eim.workloads.v1.LogRequest
-	22, // 2: eim.workloads.v1.Workload.secrets:type_name -> eim.workloads.v1.Workload.SecretsEntry
-	6,  // 3: eim.workloads.v1.Workload.registry_auth:type_name -> eim.workloads.v1.RegistryAuth
-	7,  // 4: eim.workloads.v1.Workload.data_paths:type_name -> eim.workloads.v1.DataPath
-	23, // 5: eim.workloads.v1.SecretData.data:type_name -> eim.workloads.v1.SecretData.DataEntry
+	9,  // 1: eim.workloads.v1.GetWorkloadsResponse.log_requests:type_name -> eim.workloads.v1.LogRequest
+	5,  // 2: eim.workloads.v1.Workload.secrets:type_name -> eim.workloads.v1.Secret
+	7,  // 3: eim.workloads.v1.Workload.registry_auth:type_name -> eim.workloads.v1.RegistryAuth
+	8,  // 4: eim.workloads.v1.Workload.data_paths:type_name -> eim.workloads.v1.DataPath
+	6,  // 5: eim.workloads.v1.Secret.items:type_name -> eim.workloads.v1.SecretItem
 	0,  // 6: eim.workloads.v1.DataPath.direction:type_name -> eim.workloads.v1.DataPath.Direction
-	10, // 7: eim.workloads.v1.ReportStatusRequest.workloads:type_name -> eim.workloads.v1.WorkloadStatus
+	11, // 7: eim.workloads.v1.ReportStatusRequest.workloads:type_name -> eim.workloads.v1.WorkloadStatus
 	1,  // 8: eim.workloads.v1.WorkloadStatus.phase:type_name -> eim.workloads.v1.WorkloadStatus.Phase
-	11, // 9: eim.workloads.v1.WorkloadStatus.containers:type_name -> eim.workloads.v1.ContainerStatus
-	14, // 10: eim.workloads.v1.ReportLogsRequest.logs:type_name -> eim.workloads.v1.ContainerLog
-	17, // 11: eim.workloads.v1.GrantUploadsRequest.changes:type_name -> eim.workloads.v1.FileChange
-	19, // 12: eim.workloads.v1.GrantUploadsResponse.grants:type_name -> eim.workloads.v1.Grant
-	24, // 13: eim.workloads.v1.Grant.headers:type_name -> eim.workloads.v1.Grant.HeadersEntry
-	25, // 14: eim.workloads.v1.ReportUploadsRequest.failed:type_name -> eim.workloads.v1.ReportUploadsRequest.FailedEntry
-	5,  // 15: eim.workloads.v1.Workload.SecretsEntry.value:type_name -> eim.workloads.v1.SecretData
-	2,  // 16: eim.workloads.v1.WorkloadService.GetWorkloads:input_type -> eim.workloads.v1.GetWorkloadsRequest
-	9,  // 17: eim.workloads.v1.WorkloadService.ReportStatus:input_type -> eim.workloads.v1.ReportStatusRequest
-	13, // 18: eim.workloads.v1.WorkloadService.ReportLogs:input_type -> eim.workloads.v1.ReportLogsRequest
-	16, // 19: eim.workloads.v1.WorkloadService.GrantUploads:input_type -> eim.workloads.v1.GrantUploadsRequest
-	20, // 20: eim.workloads.v1.WorkloadService.ReportUploads:input_type -> eim.workloads.v1.ReportUploadsRequest
-	3,  // 21: eim.workloads.v1.WorkloadService.GetWorkloads:output_type -> eim.workloads.v1.GetWorkloadsResponse
-	12, // 22: eim.workloads.v1.WorkloadService.ReportStatus:output_type -> eim.workloads.v1.ReportStatusResponse
-	15, // 23: eim.workloads.v1.WorkloadService.ReportLogs:output_type -> eim.workloads.v1.ReportLogsResponse
-	18, // 24: eim.workloads.v1.WorkloadService.GrantUploads:output_type -> eim.workloads.v1.GrantUploadsResponse
-	21, // 25: eim.workloads.v1.WorkloadService.ReportUploads:output_type -> eim.workloads.v1.ReportUploadsResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	12, // 9: eim.workloads.v1.WorkloadStatus.containers:type_name -> eim.workloads.v1.ContainerStatus
+	15, // 10: eim.workloads.v1.ReportLogsRequest.logs:type_name -> eim.workloads.v1.ContainerLog
+	18, // 11: eim.workloads.v1.GrantUploadsRequest.changes:type_name -> eim.workloads.v1.FileChange
+	21, // 12: eim.workloads.v1.GrantUploadsResponse.grants:type_name -> eim.workloads.v1.Grant
+	20, // 13: eim.workloads.v1.Grant.headers:type_name -> eim.workloads.v1.Header
+	23, // 14: eim.workloads.v1.ReportUploadsRequest.failed:type_name -> eim.workloads.v1.UploadFailure
+	2,  // 15: eim.workloads.v1.WorkloadService.GetWorkloads:input_type -> eim.workloads.v1.GetWorkloadsRequest
+	10, // 16: eim.workloads.v1.WorkloadService.ReportStatus:input_type -> eim.workloads.v1.ReportStatusRequest
+	14, // 17: eim.workloads.v1.WorkloadService.ReportLogs:input_type -> eim.workloads.v1.ReportLogsRequest
+	17, // 18: eim.workloads.v1.WorkloadService.GrantUploads:input_type -> eim.workloads.v1.GrantUploadsRequest
+	22, // 19: eim.workloads.v1.WorkloadService.ReportUploads:input_type -> eim.workloads.v1.ReportUploadsRequest
+	3,  // 20: eim.workloads.v1.WorkloadService.GetWorkloads:output_type -> eim.workloads.v1.GetWorkloadsResponse
+	13, // 21: eim.workloads.v1.WorkloadService.ReportStatus:output_type -> eim.workloads.v1.ReportStatusResponse
+	16, // 22: eim.workloads.v1.WorkloadService.ReportLogs:output_type -> eim.workloads.v1.ReportLogsResponse
+	19, // 23: eim.workloads.v1.WorkloadService.GrantUploads:output_type -> eim.workloads.v1.GrantUploadsResponse
+	24, // 24: eim.workloads.v1.WorkloadService.ReportUploads:output_type -> eim.workloads.v1.ReportUploadsResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_eim_workloads_v1_workloads_proto_init() }
@@ -1634,7 +1794,7 @@ func file_eim_workloads_v1_workloads_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_workloads_v1_workloads_proto_rawDesc), len(file_eim_workloads_v1_workloads_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
