@@ -191,8 +191,16 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request, s *system) *apiError
 	if !slices.Contains(s.resetTypes, ResetType(v)) {
 		return errActionParamValue(action, "ResetType", v)
 	}
+	if b.taskFailing() {
+		writeAccepted(w, b.asyncTask("ComputerSystem.Reset", errTaskAborted("ComputerSystem.Reset")))
+		return nil
+	}
 	if aerr := b.doReset(r.Context(), s, ResetType(v)); aerr != nil {
 		return aerr
+	}
+	if t := b.asyncTask("ComputerSystem.Reset", nil); t != nil {
+		writeAccepted(w, t)
+		return nil
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -366,12 +374,20 @@ func (b *BMC) insertMedia(w http.ResponseWriter, r *http.Request, s *system) *ap
 	if image == "" {
 		return errActionParamMissing(action, "Image")
 	}
+	if b.taskFailing() {
+		writeAccepted(w, b.asyncTask("VirtualMedia.InsertMedia", errTaskAborted("VirtualMedia.InsertMedia")))
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inserted {
 		return errInUse() // eject first, as BMCs ask
 	}
 	s.image, s.inserted, s.writeProtected = image, inserted, writeProtected
+	if t := b.asyncTask("VirtualMedia.InsertMedia", nil); t != nil {
+		writeAccepted(w, t)
+		return nil
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -54,6 +54,13 @@ type Faults struct {
 	OnceIgnored bool
 	// NoBootMode: the system has no BootSourceOverrideMode (Supermicro).
 	NoBootMode bool
+	// AsyncTasks: resets and virtual media actions answer 202 with a task
+	// monitor, which answers 202 (Running) this many times before the task
+	// reads Completed (tasks.go).
+	AsyncTasks int
+	// TaskException: with AsyncTasks, an accepted action is not done and
+	// its task ends in the Exception state.
+	TaskException bool
 }
 
 // Action is one reset request the BMC received, with what it did.
@@ -77,6 +84,8 @@ type BMC struct {
 	mu      sync.Mutex
 	faults  Faults
 	actions []Action
+	tasks   map[string]*task
+	taskSeq int
 }
 
 // system is a ComputerSystem, its manager, chassis and virtual CD.
@@ -308,6 +317,8 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request) *apiError {
 		return b.routeManagers(w, r, method, seg[1:])
 	case "Chassis":
 		return b.routeChassis(w, method, seg[1:])
+	case "TaskService":
+		return b.routeTasks(w, method, seg[1:])
 	}
 	return errNotFound("Resource", p)
 }
