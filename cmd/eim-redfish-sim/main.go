@@ -52,6 +52,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		onceCont  = fs.Bool("once-as-continuous", false, "a one-time boot override reads back as Continuous")
 		onceIgn   = fs.Bool("once-ignored", false, "a one-time boot override is accepted but not used")
 		noMode    = fs.Bool("no-boot-mode", false, "no BootSourceOverrideMode, as Supermicro")
+		tasks     = fs.Int("async-tasks", 0, "resets and virtual media actions answer 202 with a task monitor that reads Running N times")
+		taskExc   = fs.Bool("task-exception", false, "with -async-tasks, accepted actions are not done and their task ends in Exception")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -62,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := redfishsim.Config{
 		Username: *user, Password: *password, MaxSessions: *maxSess,
 		Faults: redfishsim.Faults{DropPowerOns: *drop, ConflictInState: *conflict, OnceAsContinuous: *onceCont,
-			OnceIgnored: *onceIgn, NoBootMode: *noMode},
+			OnceIgnored: *onceIgn, NoBootMode: *noMode, AsyncTasks: *tasks, TaskException: *taskExc},
 	}
 	if *limit400 {
 		cfg.SessionLimitStatus = 400
