@@ -5,7 +5,9 @@
 // deployment's secrets key, never answered, redacted in the audit log) and
 // the TLS trust — and nothing talks to the BMCs yet: power jobs, boot
 // overrides and the capabilities and Reachable condition they fill come
-// next (docs/oob.md). Its drivers are packages below it (oob/ipmi).
+// next (docs/oob.md). Its drivers are packages below it (oob/ipmi,
+// oob/redfish, oob/amt), each adapted to Driver by a file of this package
+// (redfishdriver.go, amtdriver.go).
 package oob
 
 import (
