@@ -19,17 +19,16 @@ package amt
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/eimhq/eim/oob/bmchttp"
 )
 
 // DefaultTimeout bounds each request when Config.Timeout is zero.
@@ -122,19 +121,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if strings.HasSuffix(c.base, "/mps") {
 		c.login = c.base + "/login/api/v1/authorize"
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.Insecure} //nolint:gosec // the operator's explicit choice
-	if len(cfg.CABundle) > 0 && !cfg.Insecure {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(cfg.CABundle) {
-			return nil, errors.New("amt: the CA bundle holds no PEM certificate")
-		}
-		tc.RootCAs = pool
-	}
-	dialer := &net.Dialer{Timeout: cfg.Timeout}
-	c.hc = &http.Client{
-		Timeout:       cfg.Timeout,
-		Transport:     &http.Transport{DialContext: dialer.DialContext, TLSClientConfig: tc, TLSHandshakeTimeout: cfg.Timeout, MaxIdleConns: 2, IdleConnTimeout: time.Minute},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	if c.hc, err = bmchttp.Client(bmchttp.Options{CABundle: cfg.CABundle, Insecure: cfg.Insecure, Timeout: cfg.Timeout}); err != nil {
+		return nil, fmt.Errorf("amt: %w", err)
 	}
 	if err := c.authorize(ctx); err != nil {
 		c.hc.CloseIdleConnections()

@@ -2,13 +2,11 @@ package amt
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
+
+	"github.com/eimhq/eim/oob/bmchttp"
 )
 
 // Kind classifies a failure, for a caller to branch on with errors.Is.
@@ -114,24 +112,13 @@ func (c *Client) classify(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fail(Failed, "cancelled: "+ctx.Err().Error())
 	}
-	var unknownCA x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var verify *tls.CertificateVerificationError
-	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify) {
-		msg := err.Error()
-		if i := strings.LastIndex(msg, "tls: "); i >= 0 {
-			msg = msg[i:]
-		}
-		return fail(BadCertificate, msg+" (give the MPS's CA bundle, or choose insecure)")
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	switch f, detail := bmchttp.Classify(err); f {
+	case bmchttp.BadCertificate:
+		return fail(BadCertificate, detail+" (give the MPS's CA bundle, or choose insecure)")
+	case bmchttp.NoAnswer:
 		return fail(Unreachable, fmt.Sprintf("no answer within %s", c.cfg.Timeout))
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		return fail(Unreachable, oe.Error())
+	case bmchttp.Refused:
+		return fail(Unreachable, detail)
 	}
 	return fail(Failed, err.Error())
 }

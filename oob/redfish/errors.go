@@ -2,14 +2,12 @@ package redfish
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 
+	"github.com/eimhq/eim/oob/bmchttp"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
@@ -123,32 +121,15 @@ func (c *Client) classify(ctx context.Context, op string, err error) error {
 		k, detail := classifyAnswer(rf.HTTPReturnedStatusCode, rf.Code, rf.Message, extendedIDs(rf), extendedMessages(rf))
 		return fail(k, rf.HTTPReturnedStatusCode, detail)
 	}
-	var unknownCA x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var verify *tls.CertificateVerificationError
-	switch {
-	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid), errors.As(err, &verify):
-		return fail(BadCertificate, 0, certDetail(err))
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	switch f, detail := bmchttp.Classify(err); f {
+	case bmchttp.BadCertificate:
+		return fail(BadCertificate, 0, detail+" (give the BMC's CA bundle, or choose insecure)")
+	case bmchttp.NoAnswer:
 		return fail(Unreachable, 0, fmt.Sprintf("no answer within %s", c.cfg.Timeout))
-	}
-	var op2 *net.OpError
-	if errors.As(err, &op2) {
-		return fail(Unreachable, 0, op2.Error())
+	case bmchttp.Refused:
+		return fail(Unreachable, 0, detail)
 	}
 	return fail(Failed, 0, err.Error())
-}
-
-// certDetail is the verification failure without the url.Error's prefix.
-func certDetail(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, "tls: "); i >= 0 {
-		msg = msg[i:]
-	}
-	return msg + " (give the BMC's CA bundle, or choose insecure)"
 }
 
 func extendedIDs(e *schemas.Error) []string {

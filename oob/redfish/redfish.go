@@ -17,17 +17,15 @@ package redfish
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/eimhq/eim/oob/bmchttp"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -143,29 +141,11 @@ func normalise(raw string) (string, error) {
 }
 
 func httpClient(cfg Config) (*http.Client, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.Insecure} //nolint:gosec // the operator's explicit choice
-	if len(cfg.CABundle) > 0 && !cfg.Insecure {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(cfg.CABundle) {
-			return nil, errors.New("redfish: the CA bundle holds no PEM certificate")
-		}
-		tc.RootCAs = pool
+	hc, err := bmchttp.Client(bmchttp.Options{CABundle: cfg.CABundle, Insecure: cfg.Insecure, Timeout: cfg.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("redfish: %w", err)
 	}
-	dialer := &net.Dialer{Timeout: cfg.Timeout}
-	return &http.Client{
-		Timeout: cfg.Timeout,
-		Transport: &http.Transport{
-			DialContext:         dialer.DialContext,
-			TLSClientConfig:     tc,
-			TLSHandshakeTimeout: cfg.Timeout,
-			MaxIdleConns:        2,
-			IdleConnTimeout:     time.Minute,
-			ForceAttemptHTTP2:   true,
-		},
-		// A BMC has no reason to redirect an API call elsewhere; following
-		// one would send the credentials there.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, nil
+	return hc, nil
 }
 
 func (c *Client) with(ctx context.Context) *gofish.APIClient { return c.api.WithContext(ctx) }
