@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/eimhq/eim/oob/redfish"
@@ -115,35 +114,15 @@ func resetFor(a Action, allowed []redfish.ResetType) (redfish.ResetType, bool) {
 // none is ErrUnsupported naming what the system allows.
 func (r *redfishConn) Power(ctx context.Context, a Action) error {
 	op := "power " + string(a)
-	if _, known := redfishResets[a]; !known {
+	candidates, known := redfishResets[a]
+	if !known {
 		return &Error{Kind: Unsupported, Op: "redfish " + op, Detail: "unknown action"}
 	}
-	s, err := r.c.System(ctx)
-	if err != nil {
-		return redfishError(op, err)
+	if len(candidates) == 0 {
+		return &Error{Kind: Unsupported, Op: "redfish " + op, Detail: "Redfish has no reset type for it"}
 	}
-	t, ok := resetFor(a, s.ResetTypes)
-	if !ok {
-		allowed := make([]string, len(s.ResetTypes))
-		for i, t := range s.ResetTypes {
-			allowed[i] = string(t)
-		}
-		want := "no reset type does it"
-		if c := redfishResets[a]; len(c) > 0 {
-			want = "needs ResetType " + joinResets(c)
-		}
-		return &Error{Kind: Unsupported, Op: "redfish " + op,
-			Detail: fmt.Sprintf("%s; the system allows %s", want, strings.Join(allowed, ", "))}
-	}
-	return redfishError(op, r.c.Reset(ctx, t))
-}
-
-func joinResets(ts []redfish.ResetType) string {
-	s := make([]string, len(ts))
-	for i, t := range ts {
-		s[i] = string(t)
-	}
-	return strings.Join(s, " or ")
+	_, err := r.c.ResetFirst(ctx, candidates...)
+	return redfishError(op, err)
 }
 
 // The boot targets of each side.
@@ -189,7 +168,10 @@ func (r *redfishConn) Boot(ctx context.Context) (Boot, error) {
 	if rb.Enabled == "Disabled" || rb.Target == "None" {
 		return Boot{Target: BootNone}, nil
 	}
-	b := Boot{Target: BootTarget(rb.Target), Once: rb.Enabled == "Once", UEFI: rb.Mode == "UEFI", URL: rb.HTTPBootURI}
+	b := Boot{Target: BootTarget(rb.Target), Once: rb.Enabled == "Once", UEFI: rb.Mode == "UEFI"}
+	if rb.Target == "UefiHttp" {
+		b.URL = rb.HTTPBootURI // BMCs keep the URI when another target is set
+	}
 	for t, name := range redfishTargets {
 		if name == rb.Target {
 			b.Target = t

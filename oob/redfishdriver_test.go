@@ -108,8 +108,22 @@ func TestRedfishDriver(t *testing.T) {
 	if b, _ := c.Boot(ctx); b != (oob.Boot{Target: oob.BootHTTP, Once: true, UEFI: true, URL: "https://127.0.0.1:8443/boot.ipxe"}) {
 		t.Errorf("HTTP boot read back: %+v", b)
 	}
+	for target, name := range map[oob.BootTarget]string{oob.BootCD: "Cd", oob.BootDisk: "Hdd", oob.BootBIOS: "BiosSetup"} {
+		if err := c.SetBoot(ctx, oob.Boot{Target: target, UEFI: true}); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := c.Boot(ctx); b != (oob.Boot{Target: target, UEFI: true}) {
+			t.Errorf("%s read back: %+v", target, b)
+		}
+		if got, enabled, _, _ := sim.BootOverride("1"); got != name || enabled != "Continuous" {
+			t.Errorf("%s: the BMC holds %s %s, want %s Continuous", target, got, enabled, name)
+		}
+	}
 	if err := c.SetBoot(ctx, oob.Boot{Target: oob.BootNone}); err != nil {
 		t.Fatal(err)
+	}
+	if _, enabled, _, _ := sim.BootOverride("1"); enabled != "Disabled" {
+		t.Errorf("after NONE: %s", enabled)
 	}
 	if err := c.InsertMedia(ctx, "http://127.0.0.1:8080/micro-os.iso"); err != nil {
 		t.Fatal(err)

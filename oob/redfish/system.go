@@ -128,33 +128,54 @@ func (c *Client) PowerState(ctx context.Context) (PowerState, error) {
 // answers) is ErrAlreadyInState. The service acknowledges before the
 // machine has changed state: read PowerState to confirm.
 func (c *Client) Reset(ctx context.Context, t ResetType) error {
-	op := "reset " + string(t)
+	_, err := c.ResetFirst(ctx, t)
+	return err
+}
+
+// ResetFirst is Reset with the first of candidates that the system allows
+// (the first, when the system does not say), which it returns; none
+// allowed is ErrUnsupported naming the candidates and what is allowed.
+func (c *Client) ResetFirst(ctx context.Context, candidates ...ResetType) (ResetType, error) {
+	if len(candidates) == 0 {
+		return "", errors.New("redfish: no reset type")
+	}
+	op := "reset " + string(candidates[0])
 	s, cs, err := c.system(ctx, op)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if len(s.ResetTypes) > 0 && !slices.Contains(s.ResetTypes, t) {
-		return &Error{Kind: Unsupported, Op: op, URL: c.root,
-			Detail: fmt.Sprintf("the system allows %s", joinTypes(s.ResetTypes))}
+	t, ok := candidates[0], len(s.ResetTypes) == 0
+	for _, cand := range candidates {
+		if ok {
+			break
+		}
+		if slices.Contains(s.ResetTypes, cand) {
+			t, ok = cand, true
+		}
 	}
+	if !ok {
+		return "", &Error{Kind: Unsupported, Op: op, URL: c.root,
+			Detail: fmt.Sprintf("needs ResetType %s; the system allows %s", joinTypes(candidates, " or "), joinTypes(s.ResetTypes, ", "))}
+	}
+	op = "reset " + string(t)
 	info, err := cs.Reset(schemas.ResetType(t))
 	if err != nil {
 		var rf *schemas.Error
 		if errors.As(err, &rf) && rf.HTTPReturnedStatusCode == http.StatusConflict {
 			_, detail := classifyAnswer(rf.HTTPReturnedStatusCode, rf.Code, rf.Message, extendedIDs(rf), extendedMessages(rf))
-			return &Error{Kind: AlreadyInState, Op: op, URL: c.root, Status: http.StatusConflict, Detail: c.redact(detail), cause: err}
+			return t, &Error{Kind: AlreadyInState, Op: op, URL: c.root, Status: http.StatusConflict, Detail: c.redact(detail), cause: err}
 		}
-		return c.classify(ctx, op, err)
+		return t, c.classify(ctx, op, err)
 	}
-	return c.follow(ctx, op, info)
+	return t, c.follow(ctx, op, info)
 }
 
-func joinTypes(ts []ResetType) string {
+func joinTypes(ts []ResetType, sep string) string {
 	s := make([]string, len(ts))
 	for i, t := range ts {
 		s[i] = string(t)
 	}
-	return strings.Join(s, ", ")
+	return strings.Join(s, sep)
 }
 
 // SetBoot sets the boot source override and reads it back. A target the
