@@ -195,6 +195,10 @@ func (a *amtConn) Capabilities(ctx context.Context) (Capabilities, error) {
 	}
 	codes := mapValues(caps)
 	var out Capabilities
+	for name := range caps {
+		out.ResetTypes = append(out.ResetTypes, name)
+	}
+	sort.Strings(out.ResetTypes)
 	for _, act := range []Action{ActionOn, ActionGracefulOff, ActionForceOff, ActionReset, ActionPowerCycle, ActionSleep, ActionHibernate} {
 		if slices.Contains(codes, amtActions[act]) {
 			out.Actions = append(out.Actions, act)

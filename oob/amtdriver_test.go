@@ -50,6 +50,9 @@ func TestAMTDriver(t *testing.T) {
 		!slices.Equal(caps.BootTargets, []oob.BootTarget{oob.BootPXE, oob.BootCD, oob.BootBIOS}) || caps.VirtualMedia {
 		t.Errorf("capabilities without LMS: %+v", caps)
 	}
+	if len(caps.ResetTypes) != 10 || caps.ResetTypes[0] != "Power cycle" {
+		t.Errorf("the device's own names: %v", caps.ResetTypes)
+	}
 	// A one-time PXE boot goes with the power on: action 401.
 	if err := c.SetBoot(ctx, oob.Boot{Target: oob.BootPXE, Once: true}); err != nil {
 		t.Fatal(err)

@@ -60,7 +60,12 @@ type Boot struct {
 
 // Capabilities are what a BMC says it allows.
 type Capabilities struct {
-	Actions      []Action
+	Actions []Action
+	// ResetTypes are the BMC's own names of the power actions it allows:
+	// Redfish's ResetType@Redfish.AllowableValues, the AMT device's power
+	// capabilities ("Power up", "Reset to PXE"…). Added for the API's
+	// capabilities.resetTypes; empty when the BMC does not say.
+	ResetTypes   []string
 	BootTargets  []BootTarget
 	VirtualMedia bool
 	// Systems are the IDs of the machines a Redfish service manages, when it

@@ -189,6 +189,9 @@ func (r *redfishConn) Capabilities(ctx context.Context) (Capabilities, error) {
 		return Capabilities{}, redfishError("read capabilities", err)
 	}
 	var caps Capabilities
+	for _, t := range s.ResetTypes {
+		caps.ResetTypes = append(caps.ResetTypes, string(t))
+	}
 	for _, a := range []Action{ActionOn, ActionGracefulOff, ActionForceOff, ActionReset, ActionPowerCycle, ActionSleep, ActionHibernate} {
 		if _, ok := resetFor(a, s.ResetTypes); ok {
 			caps.Actions = append(caps.Actions, a)

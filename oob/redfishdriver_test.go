@@ -66,6 +66,9 @@ func TestRedfishDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantActions := []oob.Action{oob.ActionOn, oob.ActionGracefulOff, oob.ActionForceOff, oob.ActionReset, oob.ActionPowerCycle}
+	if !slices.Equal(caps.ResetTypes, []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "Nmi", "ForceOn", "PushPowerButton", "PowerCycle"}) {
+		t.Errorf("reset types: got %v", caps.ResetTypes)
+	}
 	if !slices.Equal(caps.Actions, wantActions) || len(caps.BootTargets) != 5 || !caps.VirtualMedia || caps.Systems != nil {
 		t.Errorf("capabilities: got %+v, want actions %v, 5 boot targets, virtual media, no systems list", caps, wantActions)
 	}
