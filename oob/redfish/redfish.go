@@ -96,19 +96,37 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.TaskPoll <= 0 {
 		cfg.TaskPoll = DefaultTaskPoll
 	}
-	c := &Client{cfg: cfg, root: root, session: !cfg.BasicAuth}
+	c := &Client{cfg: cfg, root: root}
 	hc, err := httpClient(cfg)
 	if err != nil {
 		return nil, err
 	}
+	// Basic credentials first (reading the service root needs none), then
+	// a session when the service has a SessionService (some older BMCs
+	// have none: they keep Basic).
 	api, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint: root, Username: cfg.Username, Password: cfg.Password,
-		HTTPClient: hc, NoModifyTransport: true, BasicAuth: cfg.BasicAuth,
+		HTTPClient: hc, NoModifyTransport: true, BasicAuth: true,
 		ReuseConnections: true,
 	})
 	if err != nil {
 		hc.CloseIdleConnections()
-		return nil, c.classify(ctx, "log in", err)
+		return nil, c.classify(ctx, "read service root", err)
+	}
+	if !cfg.BasicAuth {
+		has, err := hasSessions(ctx, api)
+		if err != nil {
+			hc.CloseIdleConnections()
+			return nil, c.classify(ctx, "read service root", err)
+		}
+		if has {
+			sess, err := api.WithContext(ctx).CloneWithSession()
+			if err != nil {
+				hc.CloseIdleConnections()
+				return nil, c.classify(ctx, "log in", err)
+			}
+			api, c.session = sess, true
+		}
 	}
 	c.api = api
 	if err := c.findSystem(ctx); err != nil {
@@ -116,6 +134,25 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// hasSessions says whether the service root links a sessions collection.
+func hasSessions(ctx context.Context, api *gofish.APIClient) (bool, error) {
+	resp, err := api.WithContext(ctx).Get("/redfish/v1/")
+	if err != nil {
+		return false, err
+	}
+	var root struct {
+		Links struct {
+			Sessions struct {
+				ID string `json:"@odata.id"`
+			}
+		}
+	}
+	if err := decode(resp, &root); err != nil {
+		return false, err
+	}
+	return root.Links.Sessions.ID != "", nil
 }
 
 // normalise checks the service's URL and reduces it to scheme://host[:port].

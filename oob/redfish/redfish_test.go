@@ -2,8 +2,11 @@ package redfish_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -414,5 +417,46 @@ func TestCancelled(t *testing.T) {
 	_, err := c.PowerState(ctx)
 	if err == nil || errors.Is(err, redfish.ErrUnreachable) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: got %v, want a cancellation that is not Unreachable", err)
+	}
+}
+
+// TestNoSessionService: a service whose root links no sessions collection
+// (older BMCs) is used with Basic authentication.
+func TestNoSessionService(t *testing.T) {
+	sim, err := redfishsim.New(redfishsim.Config{Username: user, Password: password,
+		Systems: []redfishsim.SystemConfig{{Machine: redfishsim.NewMemory(redfishsim.MemoryConfig{})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The simulator's service root without Links.Sessions.
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.TrimSuffix(r.URL.Path, "/") != "/redfish/v1" {
+			sim.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		sim.ServeHTTP(rec, r)
+		var root map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &root)
+		delete(root, "Links")
+		delete(root, "SessionService")
+		_ = json.NewEncoder(w).Encode(root)
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c, err := redfish.Dial(context.Background(), redfish.Config{URL: srv.URL, Username: user, Password: password, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.PowerState(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := sim.SessionsOpened(); n != 0 {
+		t.Errorf("sessions opened: %d, want 0 (Basic)", n)
+	}
+	_, err = redfish.Dial(context.Background(), redfish.Config{URL: srv.URL, Username: user, Password: "wrong", Timeout: 5 * time.Second})
+	if !errors.Is(err, redfish.ErrBadCredentials) {
+		t.Errorf("wrong password with Basic: %v", err)
 	}
 }
