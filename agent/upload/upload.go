@@ -128,7 +128,7 @@ const maxReason = 500
 // be made at all (the directory unreadable, the server unreachable);
 // files that failed are in Result.Failed and were reported.
 func (s *Syncer) Sync(ctx context.Context, p Path) (Result, error) {
-	if p.Workload == "" || p.Target == "" || !filepath.IsAbs(p.Source) {
+	if p.Workload == "" || strings.ContainsAny(p.Workload, `/\`) || p.Workload == "." || p.Workload == ".." || p.Target == "" || !filepath.IsAbs(p.Source) {
 		return Result{}, fmt.Errorf("data path %q of %q: workload, target and an absolute source are required", p.Target, p.Workload)
 	}
 	st, err := s.load(p)
@@ -436,11 +436,11 @@ func (s *Syncer) now() time.Time {
 	return time.Now()
 }
 
-// stateName is the state file of p: the workload and a digest of the
-// target (targets are paths).
+// stateName is the state file of p: a directory per workload, a file
+// named by a digest of the target (targets are paths).
 func stateName(p Path) string {
 	sum := sha256.Sum256([]byte(p.Target))
-	return p.Workload + "-" + hex.EncodeToString(sum[:8]) + ".json"
+	return filepath.Join(p.Workload, hex.EncodeToString(sum[:8])+".json")
 }
 
 func (s *Syncer) load(p Path) (*state, error) {
@@ -483,15 +483,19 @@ func (s *Syncer) save(p Path, st *state) error {
 	return nil
 }
 
-// Forget drops the state of a data path (its workload was removed).
-func (s *Syncer) Forget(p Path) error {
+// Forget drops the state of a workload's data paths (it was removed): a
+// workload of that name starts afresh.
+func (s *Syncer) Forget(workload string) error {
+	if workload == "" || strings.ContainsAny(workload, `/\.`) {
+		return fmt.Errorf("forget uploads: bad workload name %q", workload)
+	}
 	if s.StateDir == "" {
-		delete(s.mem, stateName(p))
+		for k := range s.mem {
+			if strings.HasPrefix(k, workload+string(filepath.Separator)) {
+				delete(s.mem, k)
+			}
+		}
 		return nil
 	}
-	err := os.Remove(filepath.Join(s.StateDir, stateName(p)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
+	return os.RemoveAll(filepath.Join(s.StateDir, workload))
 }
