@@ -402,6 +402,31 @@ spec:
 	}
 	waitFor(t, "a.txt uploaded", objectIs(key+"a.txt", "one"))
 	waitFor(t, "sub/b.txt uploaded", objectIs(key+"sub/b.txt", "bee"))
+	// A status is sent when it changed, and in full when the server asks.
+	s.mu.Lock()
+	reports := len(s.statuses)
+	s.mu.Unlock()
+	for range 3 {
+		runner.mu.Lock()
+		lists := runner.lists
+		runner.mu.Unlock()
+		waitFor(t, "two podman checks", func() (bool, string) {
+			runner.mu.Lock()
+			defer runner.mu.Unlock()
+			return runner.lists >= lists+2, fmt.Sprint(runner.lists)
+		})
+	}
+	s.mu.Lock()
+	if got := len(s.statuses); got != reports {
+		t.Errorf("reports while nothing changed: got %d more, want none", got-reports)
+	}
+	s.wantFull = true
+	s.mu.Unlock()
+	waitFor(t, "a full report asked for", func() (bool, string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.statuses) > reports, fmt.Sprintf("%d reports, want more than %d", len(s.statuses), reports)
+	})
 	first := podsOf(name)
 	if len(first) != 1 {
 		t.Fatalf("pods of %s: got %d, want 1", name, len(first))

@@ -88,6 +88,12 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 	if err != nil {
 		return err
 	}
+	var auth []byte
+	if len(p.Registries) > 0 {
+		if auth, err = authFile(p.Registries); err != nil {
+			return err
+		}
+	}
 	pods, err := r.podsOf(ctx, p.Workload)
 	if err != nil {
 		return err
@@ -117,13 +123,9 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 	if r.cfg.Network != "" {
 		args = append(args, "--network", r.cfg.Network)
 	}
-	if len(p.Registries) > 0 {
+	if auth != nil {
 		f := filepath.Join(dir, "auth.json")
-		b, err := authFile(p.Registries)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(f, b, 0o600); err != nil {
+		if err := os.WriteFile(f, auth, 0o600); err != nil {
 			return fmt.Errorf("apply %s: %w", p.Workload, err)
 		}
 		args = append(args, "--authfile", f)
