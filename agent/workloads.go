@@ -111,7 +111,6 @@ type edgeRun struct {
 	apply      map[string]*applyState // by workload
 	removing   map[string]string      // pods being removed → last error
 	lastSent   *workloadsv1.ReportStatusRequest
-	statusDue  bool // a report failed: send again
 	lastListed time.Time
 }
 

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 )
 
 //go:embed prog/main.go
@@ -63,11 +62,7 @@ runtime = "runc"
 	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module prog\n\ngo 1.22\n"), 0o644); err != nil {
 		return env, err
 	}
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goCmd); err != nil {
-		goCmd = "go"
-	}
-	build := exec.Command(goCmd, "build", "-trimpath", "-o", filepath.Join(ctx, "prog"), ".")
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(ctx, "prog"), ".")
 	build.Dir = src
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
