@@ -394,8 +394,10 @@ spec:
 
 	// Revision 1 runs; its file reaches the store.
 	s.publish("1", nil, workload(1, pod(1, "Always", `main "echo:started", "write:/export/a.txt=one", "write:/export/sub/b.txt=bee", "forever"`)))
+	began := time.Now()
 	stop := start("boot-1")
 	waitFor(t, "revision 1 Running", phase(1, workloadsv1.WorkloadStatus_PHASE_RUNNING))
+	t.Logf("revision 1 reported Running %v after the agent started", time.Since(began).Round(time.Millisecond))
 	st, version := s.status(name)
 	if version != "1" || len(st.Containers) != 1 || st.Containers[0].Name != "main" || st.Containers[0].State != "running" || st.TransitionTime == 0 {
 		t.Errorf("status of revision 1: got %v (version %q), want container main running, a transition time, version 1", st, version)
@@ -452,7 +454,9 @@ spec:
 
 	// Revision 2 replaces the pod; its changed file is uploaded again.
 	s.publish("3", nil, workload(2, pod(2, "Always", `main "write:/export/a.txt=two", "forever"`)))
+	began = time.Now()
 	waitFor(t, "revision 2 Running", phase(2, workloadsv1.WorkloadStatus_PHASE_RUNNING))
+	t.Logf("revision 2 reported Running %v after it was published", time.Since(began).Round(time.Millisecond))
 	if got := podsOf(name); len(got) != 1 || got[0].PodID == first[0].PodID || got[0].Revision != 2 {
 		t.Errorf("pods after revision 2: got %+v, want one new pod at revision 2", got)
 	}
@@ -488,6 +492,7 @@ spec:
 	runner.mu.Lock()
 	lists := runner.lists
 	runner.mu.Unlock()
+	t.Logf("%d heartbeats, %d podman listings", hb, lists)
 	if lists*2 > hb {
 		t.Errorf("podman listed %d times in %d heartbeats, want far fewer (a bounded rate)", lists, hb)
 	}
@@ -595,5 +600,58 @@ spec:
 	info, err := os.Stat(filepath.Join(state, "workloads.json"))
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("workloads.json: %v, mode %v; want 0600", err, info)
+	}
+}
+
+// A server without the workloads service: the agent asks once, then
+// leaves workloads alone (and never touches podman).
+func TestWorkloadsServerWithout(t *testing.T) {
+	ca := newTestCA(t)
+	s := &southbound{}
+	s.reportIn = func(int) (*hostv1.ReportInResponse, error) {
+		return &hostv1.ReportInResponse{HeartbeatIntervalSeconds: 1}, nil
+	}
+	s.heartbeat = func(int, *hostv1.HeartbeatRequest) (*hostv1.HeartbeatResponse, error) {
+		return &hostv1.HeartbeatResponse{IntervalSeconds: 1, WorkloadsVersion: "7"}, nil
+	}
+	var mu sync.Mutex
+	asked := 0
+	mux := http.NewServeMux()
+	mux.Handle(hostv1connect.NewHostServiceHandler(s))
+	mux.HandleFunc("/oauth2/token", s.serveToken)
+	mux.HandleFunc(workloadsv1connect.WorkloadServiceGetWorkloadsProcedure, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		http.NotFound(w, r)
+	})
+	url := ca.startTLS(t, mux).URL
+	client, err := agent.Dial(url, ca.pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(t.Context())
+	n := &agent.Node{
+		Client: client, StateDir: t.TempDir(),
+		Pods:   pods.New(pods.Config{Podman: "/nonexistent/podman"}),
+		Config: agent.NodeConfig{URL: url, CACertPEM: ca.pem, ClientID: "edgenode-host-1", ClientSecret: "sec", HostID: "host-1", Project: "p1"},
+		Wait:   func(ctx context.Context, d time.Duration) error { return sleepCtx(ctx, 5*time.Millisecond) },
+		OnHeartbeat: func(*hostv1.HeartbeatResponse) {
+			mu.Lock()
+			k := asked
+			mu.Unlock()
+			if k > 0 && s.calls("heartbeat") >= 50 {
+				cancel()
+			}
+		},
+	}
+	if err := n.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Errorf("GetWorkloads asked %d times in %d heartbeats of a server without it, want 1", asked, s.calls("heartbeat"))
 	}
 }
