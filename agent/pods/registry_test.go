@@ -51,7 +51,7 @@ func TestRegistryLogin(t *testing.T) {
 		Env: append(os.Environ(), "CONTAINERS_REGISTRIES_CONF="+regConf)})
 	err := r.Apply(context.Background(), pods.Pod{Workload: w, Revision: 1,
 		Registries: []pods.Registry{{Server: host, Username: "device", Password: "pa55word"}},
-		YAML: []byte("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: main\n    image: " + host + "/private/app:1\n"),
+		YAML:       []byte("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: main\n    image: " + host + "/private/app:1\n"),
 	})
 	if err == nil {
 		t.Fatal("Apply of an image the registry lacks: got nil, want an error")

@@ -12,13 +12,23 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 func main() {
+	// As PID 1 of its container the program gets no default action for
+	// SIGTERM: it would wait out podman's stop timeout and be killed.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		os.Exit(128 + int(syscall.SIGTERM))
+	}()
 	for _, arg := range os.Args[1:] {
 		op, val, _ := strings.Cut(arg, ":")
 		switch op {
