@@ -35,3 +35,23 @@ spec:
 		t.Errorf("relative hostPath: got %v, want an error naming volume rel", err)
 	}
 }
+
+// FuzzHostPaths: pod YAML comes from the server; whatever it is, HostPaths
+// neither panics nor returns a relative path.
+func FuzzHostPaths(f *testing.F) {
+	f.Add([]byte("spec:\n  volumes:\n  - name: a\n    hostPath: {path: /x}\n"))
+	f.Add([]byte("spec:\n  volumes:\n  - name: a\n    hostPath: {path: x, type: Directory}\n"))
+	f.Add([]byte("spec: [1, 2]\n"))
+	f.Add([]byte("{{{"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dirs, err := pods.HostPaths(b)
+		if err != nil {
+			return
+		}
+		for _, d := range dirs {
+			if !strings.HasPrefix(d, "/") {
+				t.Fatalf("HostPaths(%q) returned a relative path %q", b, d)
+			}
+		}
+	})
+}
