@@ -2,11 +2,11 @@ package agent
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/eimhq/eim/internal/atomicfile"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 )
 
@@ -84,40 +84,8 @@ func (l *actionLog) add(r *hostv1.ActionResult) error {
 	return writeFileAtomic(l.path, b, 0o600, 0o700)
 }
 
-// writeFileAtomic replaces path with b atomically and durably: a
-// temporary file in the same directory (created with dirMode if missing),
-// synced, renamed over path, then the directory synced (best effort: some
-// file systems refuse to sync a directory). A reader never sees half a
-// file.
+// writeFileAtomic replaces path with b atomically and durably (see
+// atomicfile.Write).
 func writeFileAtomic(path string, b []byte, mode, dirMode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, dirMode); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after a successful rename: nothing to remove
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, b, mode, dirMode)
 }

@@ -19,6 +19,7 @@ import (
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
+	"github.com/eimhq/eim/proto/eim/workloads/v1/workloadsv1connect"
 )
 
 // NodeConfig is the agent's configuration on the installed OS
@@ -109,6 +110,23 @@ type Node struct {
 	// loop looks for retries and reports to deliver (default 15 s).
 	ClusterRetry Backoff
 	ClusterCheck time.Duration
+	// Pods runs the node's edge workloads (a *pods.Runner on podman)
+	// when a heartbeat's answer names a workloads_version the node has not
+	// applied; nil takes none (the node does not ask for its workloads).
+	// See workloads.go.
+	Pods PodRunner
+	// WorkloadCheck is how often podman is asked how the pods are, and a
+	// changed status reported (default 10 s; every second while a
+	// workload deploys); WorkloadRetry bounds the waits before a workload
+	// that failed to deploy is tried again (default DefaultWorkloadRetry).
+	WorkloadCheck time.Duration
+	WorkloadRetry Backoff
+	// UploadClient sends the data paths' files where the upload grants
+	// say (default: the system's roots and EIM's CA); UploadRetry bounds
+	// the waits before a failed pass is tried again (default
+	// DefaultUploadRetry).
+	UploadClient *http.Client
+	UploadRetry  Backoff
 
 	// OnReportIn, if set, is called after every accepted ReportIn, and
 	// OnHeartbeat after every answered heartbeat.
@@ -123,8 +141,10 @@ type Node struct {
 	hc     hostv1connect.HostServiceClient
 	mc     maintenancev1connect.MaintenanceServiceClient
 	cc     clusterv1connect.ClusterServiceClient
+	wc     workloadsv1connect.WorkloadServiceClient
 	maint  *maintenance // nil without Updaters
 	clus   *clusterRun  // nil without Cluster
+	edge   *edgeRun     // nil without Pods
 }
 
 // Actions carries out host actions on the node. Both return once the
@@ -155,6 +175,7 @@ func (n *Node) init() {
 	n.hc = hostv1connect.NewHostServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
 	n.mc = maintenancev1connect.NewMaintenanceServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
 	n.cc = clusterv1connect.NewClusterServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
+	n.wc = workloadsv1connect.NewWorkloadServiceClient(n.Client, strings.TrimSuffix(n.Config.URL, "/"), connect.WithInterceptors(n.tokens.interceptor()))
 }
 
 func (n *Node) log() *slog.Logger {
@@ -211,6 +232,25 @@ func (n *Node) Run(ctx context.Context) error {
 			n.runCluster(cctx)
 		}()
 		defer func() { cancel(); <-done }()
+	}
+	if n.Pods != nil {
+		e, err := loadEdge(n.StateDir, n.BootID)
+		if err != nil {
+			return err
+		}
+		e.retry = retrier{b: n.Backoff}
+		n.edge = e
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{}, 2)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			n.runWorkloads(wctx)
+		}()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			n.runUploads(wctx)
+		}()
+		defer func() { cancel(); <-done; <-done }()
 	}
 	r := retrier{b: n.Backoff}
 	for {
@@ -377,6 +417,7 @@ func (n *Node) heartbeat(ctx context.Context, st *beatState) (*hostv1.HeartbeatR
 	n.telemetry(ctx, &st.tel, m.GetTelemetryVersion())
 	n.maintenancePlan(ctx, m.GetMaintenanceVersion())
 	n.clusterVersion(m.GetClusterVersion())
+	n.workloadsVersion(m.GetWorkloadsVersion(), m.GetWorkloadsStatusWanted())
 	return m, nil
 }
 

@@ -19,6 +19,10 @@
 // volume names are rewritten to match), so two workloads' secrets of the
 // same name never meet; they are replaced on every new revision and
 // removed with the pod. Config maps are passed to `kube play --configmap`.
+// Registry logins (Pod.Registries) exist only for the play: an auth file
+// (mode 0600) in the play's temporary directory, passed with --authfile
+// and removed with it; podman pulls an image only when it lacks it, so a
+// pod started again later needs no login.
 // A play that fails (an image missing, a container that cannot start) is
 // undone, pod and secrets, so that the next Apply tries again rather than
 // finding the revision's label on a half-made pod. Remove of an absent
@@ -52,12 +56,13 @@
 // restart count (podman restarts containers by the pod's restartPolicy)
 // and start/finish times.
 //
-// # Left to the workload module
+// # Left to the agent
 //
-// Rendering the pod YAML from the edge workload's spec, choosing the
-// revision, pulling images with registry credentials, hostPath data
-// directories, restarting a stopped pod after a reboot (Apply leaves a
-// pod at the same revision alone), removing pods no longer wanted (List
-// then Remove), status transition times, change detection for
-// heartbeats, and retries with back-off all belong to the module above.
+// Rendering the pod YAML from the edge workload's spec and choosing the
+// revision are the server's; creating the hostPath directories
+// (HostPaths says which) before the play, starting a stopped pod again
+// (Start: Apply leaves a pod at the same revision alone), removing pods
+// no longer wanted (List then Remove), status transition times, change
+// detection for the reports, and retries with back-off are the agent's
+// (agent/workloads.go).
 package pods

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -121,4 +122,42 @@ func mapAt(v any, keys ...string) (map[string]any, bool) {
 		m, ok = m[k].(map[string]any)
 	}
 	return m, ok
+}
+
+// HostPaths returns the directories of the pod's hostPath volumes that
+// podman expects to exist or creates (type "", Directory or
+// DirectoryOrCreate), so that the caller creates them before the play:
+// kube play refuses a missing directory of type Directory.
+func HostPaths(podYAML []byte) ([]string, error) {
+	var doc struct {
+		Spec struct {
+			Volumes []struct {
+				Name     string
+				HostPath *struct {
+					Path string
+					Type string
+				} `yaml:"hostPath"`
+			}
+		}
+	}
+	if err := yaml.Unmarshal(podYAML, &doc); err != nil {
+		return nil, eim.Errorf(eim.EINVALID, "pod YAML: %v", err)
+	}
+	var dirs []string
+	for _, v := range doc.Spec.Volumes {
+		h := v.HostPath
+		if h == nil {
+			continue
+		}
+		switch h.Type {
+		case "", "Directory", "DirectoryOrCreate":
+		default:
+			continue
+		}
+		if !strings.HasPrefix(h.Path, "/") {
+			return nil, eim.Errorf(eim.EINVALID, "pod YAML: volume %s: hostPath %q is not absolute", v.Name, h.Path)
+		}
+		dirs = append(dirs, h.Path)
+	}
+	return dirs, nil
 }

@@ -3,6 +3,7 @@ package pods
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,17 @@ type Pod struct {
 	// Secrets maps a secret's name, as the pod refers to it, to its
 	// data (key → value).
 	Secrets map[string]map[string][]byte
+	// Registries are the credentials kube play pulls the pod's images
+	// with. They exist only for the play: in an auth file of the play's
+	// temporary directory (mode 0600), passed with --authfile.
+	Registries []Registry
+}
+
+// Registry is a login to an image registry.
+type Registry struct {
+	Server   string // host[:port], as in the image reference
+	Username string
+	Password string
 }
 
 // Config is what a Runner needs of its machine.
@@ -76,6 +88,12 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 	if err != nil {
 		return err
 	}
+	var auth []byte
+	if len(p.Registries) > 0 {
+		if auth, err = authFile(p.Registries); err != nil {
+			return err
+		}
+	}
 	pods, err := r.podsOf(ctx, p.Workload)
 	if err != nil {
 		return err
@@ -104,6 +122,13 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 	args := []string{"kube", "play"}
 	if r.cfg.Network != "" {
 		args = append(args, "--network", r.cfg.Network)
+	}
+	if auth != nil {
+		f := filepath.Join(dir, "auth.json")
+		if err := os.WriteFile(f, auth, 0o600); err != nil {
+			return fmt.Errorf("apply %s: %w", p.Workload, err)
+		}
+		args = append(args, "--authfile", f)
 	}
 	for i, cm := range p.ConfigMaps {
 		f := filepath.Join(dir, "configmap-"+strconv.Itoa(i)+".yaml")
@@ -154,6 +179,47 @@ func (r *Runner) Remove(ctx context.Context, workload string) error {
 		}
 	}
 	return nil
+}
+
+// Start starts the workload's pod again (stopped by an operator, or not
+// started since the device rebooted). Starting a running pod is success.
+func (r *Runner) Start(ctx context.Context, workload string) error {
+	if !nameRE.MatchString(workload) {
+		return eim.Errorf(eim.EINVALID, "workload: %q is not a DNS label", workload)
+	}
+	pods, err := r.podsOf(ctx, workload)
+	if err != nil {
+		return err
+	}
+	if len(pods) == 0 {
+		return eim.Errorf(eim.ENOTFOUND, "start: workload %s has no pod", workload)
+	}
+	for _, p := range pods {
+		if _, err := r.podman(ctx, "pod", "start", p.ID); err != nil {
+			return fmt.Errorf("start %s: %w", workload, err)
+		}
+	}
+	return nil
+}
+
+// authFile is the containers-auth.json of regs: base64 of user:password
+// per registry.
+func authFile(regs []Registry) ([]byte, error) {
+	type entry struct {
+		Auth string `json:"auth"`
+	}
+	auths := map[string]entry{}
+	for i, g := range regs {
+		if g.Server == "" || strings.ContainsAny(g.Server, "/ ") || g.Username == "" {
+			return nil, eim.Errorf(eim.EINVALID, "registries[%d]: a server (host[:port]) and a username are required", i)
+		}
+		auths[g.Server] = entry{Auth: base64.StdEncoding.EncodeToString([]byte(g.Username + ":" + g.Password))}
+	}
+	b, err := json.Marshal(map[string]any{"auths": auths})
+	if err != nil {
+		return nil, fmt.Errorf("auth file: %w", err)
+	}
+	return b, nil
 }
 
 // Logs returns the last tail lines (all when tail <= 0) a container of

@@ -3,6 +3,7 @@ package pods
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -77,6 +78,18 @@ type inspectJSON struct {
 // List returns the pods the runner made (found by their label), by
 // workload.
 func (r *Runner) List(ctx context.Context) ([]Info, error) {
+	// A container removed between the listing of the pods and their
+	// inspection fails the inspection: listed again, a few times.
+	for i := 0; ; i++ {
+		infos, err := r.list(ctx)
+		var pe *podmanError
+		if err == nil || i == 2 || !errors.As(err, &pe) || !strings.Contains(pe.stderr, "no such container") {
+			return infos, err
+		}
+	}
+}
+
+func (r *Runner) list(ctx context.Context) ([]Info, error) {
 	pods, err := r.pods(ctx, "label="+LabelWorkload)
 	if err != nil {
 		return nil, err
@@ -91,8 +104,6 @@ func (r *Runner) List(ctx context.Context) ([]Info, error) {
 	if len(ids) > 0 {
 		out, err := r.podman(ctx, append([]string{"container", "inspect", "--format", "json"}, ids...)...)
 		if err != nil {
-			// A container removed between the two calls fails this
-			// listing; the caller lists again on its next tick.
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
 		var list []inspectJSON

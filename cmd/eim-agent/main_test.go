@@ -56,6 +56,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"frobnicate"}, true},
 		{[]string{"node", "--nope"}, true},
 		{[]string{"node", "extra"}, true},
+		{[]string{"node", "--workload-check", "10ms"}, true},
 		{[]string{"discover", "--ca", "/does/not/exist", "--url", "https://x"}, true},
 		{[]string{"node", "--config", "/does/not/exist"}, false},
 		{[]string{"discover", "--cmdline", "/does/not/exist"}, false},

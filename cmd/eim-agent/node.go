@@ -3,15 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/eimhq/eim/agent"
 	"github.com/eimhq/eim/agent/hardware"
+	"github.com/eimhq/eim/agent/pods"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 )
 
@@ -25,9 +28,17 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 	updates := fs.Bool("updates", true, "carry out OS updates in maintenance windows (apt on a package-based OS, the A/B slots on an image-based one)")
 	clusters := fs.Bool("clusters", true, "apply the node's cluster install plan when the server gives one (k3s; docs/clusters-node.md)")
 	readyTimeout := fs.Duration("cluster-ready-timeout", 10*time.Minute, "how long a cluster install waits for the node to be Ready")
+	workloads := fs.Bool("workloads", true, "run the device's edge workloads as podman pods when the server gives them and podman is installed (docs/workloads-agent.md)")
+	podman := fs.String("podman", "podman", "the podman binary that runs the edge workloads")
+	containersConf := fs.String("containers-conf", "", "a containers.conf for podman (passed as CONTAINERS_CONF: runtime, ulimits); \"\" keeps podman's own")
+	podNetwork := fs.String("pod-network", "", "the network of the workloads' pods (kube play --network; \"\" for podman's default bridge, \"none\" for none)")
+	workloadCheck := fs.Duration("workload-check", 10*time.Second, "how often podman is asked how the workloads' pods are (a changed status is reported then)")
 	debug := fs.Bool("debug", false, "log debug messages")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *workloadCheck < time.Second {
+		return usagef("--workload-check: %v is below 1s", *workloadCheck)
 	}
 	cfg, err := agent.LoadNodeConfig(*config)
 	if err != nil {
@@ -60,6 +71,28 @@ func runNode(ctx context.Context, args []string, _, stderr io.Writer) error {
 		n.Cluster = &agent.K3s{
 			StateDir: *stateDir, NodeName: host, AgentPath: self, Project: cfg.Project, CACertPEM: cfg.CACertPEM,
 			ReadyTimeout: *readyTimeout, Logger: log.With("part", "cluster"),
+		}
+	}
+	if *workloads {
+		path, err := exec.LookPath(*podman)
+		switch {
+		case err == nil:
+			// kube play's files (config maps, registry logins) live in
+			// the state directory, root's alone; a crash's leftovers go.
+			tmp := filepath.Join(*stateDir, "tmp")
+			if err := os.RemoveAll(tmp); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(tmp, 0o700); err != nil {
+				return err
+			}
+			n.Pods = pods.New(pods.Config{Podman: path, ContainersConf: *containersConf, Network: *podNetwork, TempDir: tmp})
+			n.WorkloadCheck = *workloadCheck
+			log.Info("device workloads with podman", "podman", path, "containers_conf", *containersConf)
+		case *podman != "podman":
+			return fmt.Errorf("--podman %s: %w", *podman, err)
+		default:
+			log.Info("podman is not installed: device workloads off")
 		}
 	}
 	if *updates {

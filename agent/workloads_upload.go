@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/eimhq/eim/agent/upload"
+	workloadsv1 "github.com/eimhq/eim/proto/eim/workloads/v1"
+	"github.com/eimhq/eim/proto/eim/workloads/v1/workloadsv1connect"
+)
+
+// The upload loop sends the files of the workloads' egress data paths
+// (package upload), each path every interval it sets (default 15 s, as
+// Flotta's), one pass at a time: the device's uplink is one. A pass that
+// fails is tried again with back-off.
+
+// defaultUploadInterval is a data path's interval when it sets none.
+const defaultUploadInterval = 15 * time.Second
+
+// DefaultUploadRetry bounds the waits before a failed pass is tried
+// again.
+var DefaultUploadRetry = Backoff{Min: 5 * time.Second, Max: 5 * time.Minute}
+
+// dataPath is an egress data path of the set.
+type dataPath struct {
+	upload.Path
+	every time.Duration
+}
+
+func dataPaths(set []*workloadsv1.Workload) []dataPath {
+	var out []dataPath
+	for _, w := range set {
+		for _, d := range w.DataPaths {
+			if d.Direction != workloadsv1.DataPath_DIRECTION_EGRESS || !filepath.IsAbs(d.Source) || d.Target == "" {
+				continue
+			}
+			every := time.Duration(d.IntervalSeconds) * time.Second
+			if every <= 0 {
+				every = defaultUploadInterval
+			}
+			out = append(out, dataPath{Path: upload.Path{Workload: w.Name, Source: d.Source, Target: d.Target,
+				BytesPerSecond: int64(min(d.BandwidthBytesPerSecond, 1<<62))}, every: every})
+		}
+	}
+	return out
+}
+
+// grants is the server's side of upload passes.
+type grants struct {
+	wc workloadsv1connect.WorkloadServiceClient
+}
+
+func (g grants) Grant(ctx context.Context, workload, target string, changes []upload.Change) ([]upload.Grant, time.Time, error) {
+	req := &workloadsv1.GrantUploadsRequest{Workload: workload, Target: target}
+	for _, c := range changes {
+		req.Changes = append(req.Changes, &workloadsv1.FileChange{Path: c.Path, Present: c.Present, Size: c.Size, Sha256: c.SHA256})
+	}
+	resp, err := g.wc.GrantUploads(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var out []upload.Grant
+	for _, gr := range resp.Msg.Grants {
+		u := upload.Grant{Path: gr.Path, Method: gr.Method, URL: gr.Url, Refused: gr.Refused}
+		for _, h := range gr.Headers {
+			u.Headers = append(u.Headers, [2]string{h.Name, h.Value})
+		}
+		out = append(out, u)
+	}
+	var expires time.Time
+	if s := resp.Msg.ExpiresTime; s > 0 {
+		expires = time.Unix(s, 0)
+	}
+	return out, expires, nil
+}
+
+func (g grants) Report(ctx context.Context, workload, target string, done []string, failed []upload.Failure) error {
+	req := &workloadsv1.ReportUploadsRequest{Workload: workload, Target: target, Done: done}
+	for _, f := range failed {
+		req.Failed = append(req.Failed, &workloadsv1.UploadFailure{Path: f.Path, Reason: f.Reason})
+	}
+	_, err := g.wc.ReportUploads(ctx, connect.NewRequest(req))
+	return err
+}
+
+// uploadDir is where the upload passes keep what they sent.
+func (n *Node) uploadDir() string {
+	if n.StateDir == "" {
+		return ""
+	}
+	return filepath.Join(n.StateDir, "uploads")
+}
+
+// runUploads is the upload loop.
+func (n *Node) runUploads(ctx context.Context) {
+	e := n.edge
+	client := n.UploadClient
+	if client == nil {
+		client = n.urlClient()
+	}
+	syncer := &upload.Syncer{Granter: grants{wc: n.wc}, Client: client, StateDir: n.uploadDir(), Now: n.Now}
+	type due struct {
+		at    time.Time
+		retry retrier
+	}
+	next := map[upload.Path]*due{}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-e.pathsSet:
+		}
+		e.mu.Lock()
+		paths := e.paths
+		e.mu.Unlock()
+		now := n.now()
+		wait := time.Minute
+		seen := map[upload.Path]bool{}
+		workloads := map[string]bool{}
+		for _, p := range paths {
+			seen[p.Path] = true
+			workloads[p.Workload] = true
+			d := next[p.Path]
+			if d == nil {
+				d = &due{retry: retrier{b: n.uploadRetry()}}
+				next[p.Path] = d
+			}
+			if now.Before(d.at) {
+				wait = min(wait, d.at.Sub(now))
+				continue
+			}
+			res, err := syncer.Sync(ctx, p.Path)
+			if ctx.Err() != nil {
+				return
+			}
+			now = n.now()
+			switch {
+			case err != nil:
+				r := d.retry.next(err)
+				d.at = now.Add(r)
+				n.log().Warn("data upload failed", "workload", p.Workload, "target", p.Target, "err", err, "retry_in", r)
+			case len(res.Failed) > 0:
+				r := min(d.retry.next(nil), p.every)
+				d.at = now.Add(r)
+				n.log().Warn("data upload incomplete", "workload", p.Workload, "target", p.Target,
+					"sent", len(res.Sent), "failed", len(res.Failed), "first", res.Failed[0].Path+": "+res.Failed[0].Reason, "retry_in", r)
+			default:
+				d.retry.reset()
+				d.at = now.Add(p.every)
+				if len(res.Sent) > 0 {
+					n.log().Info("data uploaded", "workload", p.Workload, "target", p.Target, "files", len(res.Sent))
+				}
+			}
+			wait = min(wait, d.at.Sub(now))
+		}
+		for p := range next {
+			if seen[p] {
+				continue
+			}
+			delete(next, p)
+			// Its workload was removed, or the data path: a workload
+			// of that name deployed again starts afresh.
+			if !workloads[p.Workload] {
+				if err := syncer.Forget(p.Workload); err != nil {
+					n.log().Warn("cannot drop a data path's upload state", "workload", p.Workload, "err", err)
+				}
+			}
+		}
+		t.Reset(max(wait, 10*time.Millisecond))
+	}
+}
+
+func (n *Node) uploadRetry() Backoff {
+	if n.UploadRetry.Min > 0 {
+		return n.UploadRetry
+	}
+	return DefaultUploadRetry
+}
+
+var _ upload.Granter = grants{}
