@@ -223,12 +223,12 @@ type ResourceRequirements struct {
 
 // SecurityContext is the part of Kubernetes' that podman honours.
 type SecurityContext struct {
-	Privileged               *bool         `json:"privileged,omitempty"`
-	RunAsUser                *int64        `json:"runAsUser,omitempty"`
-	RunAsGroup               *int64        `json:"runAsGroup,omitempty"`
-	RunAsNonRoot             *bool         `json:"runAsNonRoot,omitempty"`
-	ReadOnlyRootFilesystem   *bool         `json:"readOnlyRootFilesystem,omitempty"`
-	AllowPrivilegeEscalation *bool         `json:"allowPrivilegeEscalation,omitempty"`
+	Privileged               *bool            `json:"privileged,omitempty"`
+	RunAsUser                *int64           `json:"runAsUser,omitempty"`
+	RunAsGroup               *int64           `json:"runAsGroup,omitempty"`
+	RunAsNonRoot             *bool            `json:"runAsNonRoot,omitempty"`
+	ReadOnlyRootFilesystem   *bool            `json:"readOnlyRootFilesystem,omitempty"`
+	AllowPrivilegeEscalation *bool            `json:"allowPrivilegeEscalation,omitempty"`
 	Capabilities             *PodCapabilities `json:"capabilities,omitempty"`
 }
 
@@ -278,7 +278,7 @@ type ConfigMap struct {
 // Value is sealed; in an API request a Value left out (null) keeps the
 // previous revision's value of the same secret and key.
 type EdgeSecret struct {
-	Name  string       `json:"name"`
+	Name  string           `json:"name"`
 	Items []EdgeSecretItem `json:"items"`
 }
 
@@ -361,6 +361,52 @@ type ContainerState struct {
 	Error    string `json:"error,omitempty"`
 	Started  Time   `json:"startedAt"`
 	Finished Time   `json:"finishedAt"`
+}
+
+// Summaries of a device's state of a workload (EdgeWorkloadSummary): the
+// workload's status counts its devices by them, and so does the exporter
+// (eim_workload_devices).
+const (
+	SummaryRunning  = "running"
+	SummaryDegraded = "degraded"
+	SummaryFailed   = "failed"
+	SummaryUpdating = "updating"
+	SummaryUnknown  = "unknown"
+	SummaryRemoving = "removing"
+)
+
+// EdgeWorkloadSummary classes a device's state of a workload from its
+// target revision (0: none, the workload is being removed from it) and
+// what it last reported (revision and phase; phase "" before any report):
+// updating while it does not run the target yet or deploys it, unknown
+// before any report, failed in Error or Exited, degraded in Degraded or
+// Stopped.
+func EdgeWorkloadSummary(target, revision int64, phase string) string {
+	switch {
+	case target == 0:
+		return SummaryRemoving
+	case phase == "":
+		return SummaryUnknown
+	case revision != target || phase == PhaseDeploying:
+		return SummaryUpdating
+	case phase == PhaseRunning:
+		return SummaryRunning
+	case phase == PhaseError || phase == PhaseExited:
+		return SummaryFailed
+	}
+	return SummaryDegraded
+}
+
+// EdgeWorkloadDeviceCount is a number of devices of a workload in one
+// state: their target revision (0: removing), the revision and phase they
+// report ("" none).
+type EdgeWorkloadDeviceCount struct {
+	Project  string
+	Workload string
+	Target   int64
+	Revision int64
+	Phase    string
+	Devices  int
 }
 
 // DeviceWorkloads is what one device must run: its version, its targets
@@ -450,6 +496,11 @@ type EdgeWorkloadStore interface {
 	// when the request is not the device's.
 	AnswerEdgeWorkloadLogRequest(ctx context.Context, project, hostID, id string, logs []ContainerLog, errText string) error
 	FindEdgeWorkloadLogRequest(ctx context.Context, project, id string) (*EdgeWorkloadLogRequest, error)
+
+	// EdgeWorkloadDeviceCounts counts every project's devices by
+	// workload, target, reported revision and phase (one grouped read, for
+	// the exporter).
+	EdgeWorkloadDeviceCounts(ctx context.Context) ([]EdgeWorkloadDeviceCount, error)
 }
 
 // EdgeWorkloadSecretPurpose binds a sealed value of a workload (a secret's

@@ -602,3 +602,34 @@ func (s *Store) FindEdgeWorkloadLogRequest(ctx context.Context, project, id stri
 	})
 	return out, err
 }
+
+// EdgeWorkloadDeviceCounts implements eim.EdgeWorkloadStore.
+func (s *Store) EdgeWorkloadDeviceCounts(ctx context.Context) ([]eim.EdgeWorkloadDeviceCount, error) {
+	var out []eim.EdgeWorkloadDeviceCount
+	err := s.run(ctx, "", false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = nil
+		rows, err := t.query(ctx, "SELECT t.project, t.name, t.revision, COALESCE(s.revision, 0), COALESCE(s.phase, ''), COUNT(*)"+
+			" FROM edge_workload_targets t LEFT JOIN edge_workload_status s ON s.project = t.project AND s.name = t.name AND s.host_id = t.host_id"+
+			" GROUP BY t.project, t.name, t.revision, COALESCE(s.revision, 0), COALESCE(s.phase, '')"+
+			" UNION ALL SELECT s.project, s.name, 0, s.revision, s.phase, COUNT(*) FROM edge_workload_status s"+
+			" WHERE NOT EXISTS (SELECT 1 FROM edge_workload_targets t WHERE t.project = s.project AND t.name = s.name AND t.host_id = s.host_id)"+
+			" GROUP BY s.project, s.name, s.revision, s.phase")
+		if err != nil {
+			return s.failf(t, "count edge workload devices: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c eim.EdgeWorkloadDeviceCount
+			if err := rows.Scan(&c.Project, &c.Workload, &c.Target, &c.Revision, &c.Phase, &c.Devices); err != nil {
+				return t.fail(err)
+			}
+			out = append(out, c)
+		}
+		if err := rows.Err(); err != nil {
+			return s.failf(t, "count edge workload devices: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}

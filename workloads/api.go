@@ -268,32 +268,21 @@ type DeviceView struct {
 	UploadErrors   []string             `json:"uploadErrors,omitempty"`
 }
 
-// Summaries of a device's state of a workload, which the status counts.
+// Summaries, as the status counts them.
 const (
-	sumRunning  = "running"
-	sumDegraded = "degraded"
-	sumFailed   = "failed"
-	sumUpdating = "updating"
-	sumUnknown  = "unknown"
-	sumRemoving = "removing"
+	sumRunning  = eim.SummaryRunning
+	sumDegraded = eim.SummaryDegraded
+	sumFailed   = eim.SummaryFailed
+	sumUpdating = eim.SummaryUpdating
+	sumUnknown  = eim.SummaryUnknown
+	sumRemoving = eim.SummaryRemoving
 )
 
-// summary classes a device's state: updating while it does not run the
-// target revision yet (or deploys it), unknown before any report.
 func summary(target int64, st *eim.EdgeWorkloadStatus) string {
-	switch {
-	case target == 0:
-		return sumRemoving
-	case st == nil || st.Phase == "":
-		return sumUnknown
-	case st.Revision != target || st.Phase == eim.PhaseDeploying:
-		return sumUpdating
-	case st.Phase == eim.PhaseRunning:
-		return sumRunning
-	case st.Phase == eim.PhaseError || st.Phase == eim.PhaseExited:
-		return sumFailed
+	if st == nil {
+		return eim.EdgeWorkloadSummary(target, 0, "")
 	}
-	return sumDegraded // Degraded, Stopped, Removing
+	return eim.EdgeWorkloadSummary(target, st.Revision, st.Phase)
 }
 
 // deviceViews joins a workload's targets and statuses.

@@ -3,6 +3,7 @@ package workloads_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/exporter"
 	"github.com/eimhq/eim/inventory"
 	workloadsv1 "github.com/eimhq/eim/proto/eim/workloads/v1"
 	"github.com/eimhq/eim/workloads"
@@ -285,6 +287,12 @@ func TestDevices(t *testing.T) {
 			}
 		}
 		report(d1, 1, workloadsv1.WorkloadStatus_PHASE_RUNNING)
+		// The exporter's series, a projection of the same tables.
+		rec := httptest.NewRecorder()
+		exporter.New(exporter.Options{Store: e.store}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if want := `eim_workload_devices{project="acme",revision="1",status="running",workload="camera"} 1`; !strings.Contains(rec.Body.String(), want) {
+			t.Fatalf("/metrics lacks %s:\n%s", want, rec.Body.String())
+		}
 		var st workloads.StatusView
 		e.want(e.call(p, "GET", "/camera/status", nil), 200, "status").decode(t, &st)
 		if st.Devices.Total != 1 || st.Devices.Running != 1 || len(st.ByRevision) != 1 || st.ByRevision[0].Revision != 1 {

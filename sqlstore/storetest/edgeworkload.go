@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -170,6 +171,23 @@ func testEdgeWorkloads(t *testing.T, s eim.Store) {
 	sts, _ = s.EdgeWorkloadStatuses(ctx(t), p1, "cam")
 	if len(sts) != 1 || sts[0].HostID != h1 || !sts[0].LastDataUpload.Equal(now.Time) || len(sts[0].UploadErrors) != 1 {
 		t.Fatalf("statuses after h2 reported none: got %+v, want h1's with its upload", sts)
+	}
+
+	// Counts, for the exporter: h1 runs revision 2, h2 reported nothing.
+	counts, err := s.EdgeWorkloadDeviceCounts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []eim.EdgeWorkloadDeviceCount
+	for _, c := range counts {
+		if c.Project == p1 {
+			mine = append(mine, c)
+		}
+	}
+	slices.SortFunc(mine, func(a, b eim.EdgeWorkloadDeviceCount) int { return int(a.Revision - b.Revision) })
+	if len(mine) != 2 || mine[0] != (eim.EdgeWorkloadDeviceCount{Project: p1, Workload: "cam", Target: 2, Devices: 1}) ||
+		mine[1] != (eim.EdgeWorkloadDeviceCount{Project: p1, Workload: "cam", Target: 2, Revision: 2, Phase: eim.PhaseRunning, Devices: 1}) {
+		t.Fatalf("counts: got %+v", mine)
 	}
 
 	// Log requests.
