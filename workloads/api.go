@@ -17,23 +17,17 @@ import (
 // its warnings (an image without a tag or digest, …) in "warnings" and,
 // as Kubernetes does, in Warning headers (299).
 
-// View is the wire shape of a workload (secret values and registry
-// passwords left out).
-type View struct {
-	Name      string               `json:"name"`
-	Revision  int64                `json:"revision"`
-	Spec      eim.EdgeWorkloadSpec `json:"spec"`
-	CreatedAt eim.Time             `json:"createdAt"`
-	UpdatedAt eim.Time             `json:"updatedAt"`
-	Warnings  []string             `json:"warnings,omitempty"`
-}
-
-// Input is the body of a create (name and spec) and of a replace (spec;
-// a name, if given, must be the path's).
-type Input struct {
-	Name string               `json:"name"`
-	Spec eim.EdgeWorkloadSpec `json:"spec"`
-}
+// The API's wire shapes, declared in the root package (the Go client
+// shares them).
+type (
+	View           = eim.EdgeWorkloadView
+	Input          = eim.EdgeWorkloadInput
+	DeviceView     = eim.EdgeWorkloadDeviceView
+	Counts         = eim.EdgeWorkloadCounts
+	StatusView     = eim.EdgeWorkloadStatusView
+	RevisionCounts = eim.EdgeWorkloadRevisionCounts
+	LogView        = eim.EdgeWorkloadLogView
+)
 
 func viewOf(w *eim.EdgeWorkload) *View {
 	return &View{Name: w.Name, Revision: w.Revision, Spec: redact(w.Spec), CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
@@ -250,24 +244,6 @@ func (s *Service) revisions(w http.ResponseWriter, r *http.Request, c *call) err
 	return nil
 }
 
-// DeviceView is one device's state of a workload.
-type DeviceView struct {
-	HostID string `json:"hostId"`
-	// TargetRevision is the revision the device must run (0: it must run
-	// none: the workload is being removed from it).
-	TargetRevision int64 `json:"targetRevision"`
-	// Revision, Phase, … are what the device last reported.
-	Revision       int64                `json:"revision"`
-	Phase          string               `json:"phase"`
-	Summary        string               `json:"summary"`
-	LastError      string               `json:"lastError,omitempty"`
-	TransitionTime eim.Time             `json:"lastTransitionTime"`
-	ReportedAt     eim.Time             `json:"reportedAt"`
-	Containers     []eim.ContainerState `json:"containers"`
-	LastDataUpload eim.Time             `json:"lastDataUpload"`
-	UploadErrors   []string             `json:"uploadErrors,omitempty"`
-}
-
 // Summaries, as the status counts them.
 const (
 	sumRunning  = eim.SummaryRunning
@@ -347,18 +323,7 @@ func (s *Service) devices(w http.ResponseWriter, r *http.Request, c *call) error
 	return nil
 }
 
-// Counts are the devices of a workload by summary.
-type Counts struct {
-	Total    int `json:"total"`
-	Running  int `json:"running"`
-	Degraded int `json:"degraded"`
-	Failed   int `json:"failed"`
-	Updating int `json:"updating"`
-	Unknown  int `json:"unknown"`
-	Removing int `json:"removing"`
-}
-
-func (c *Counts) add(sum string) {
+func add(c *Counts, sum string) {
 	c.Total++
 	switch sum {
 	case sumRunning:
@@ -374,21 +339,6 @@ func (c *Counts) add(sum string) {
 	case sumRemoving:
 		c.Removing++
 	}
-}
-
-// StatusView is a workload's status: its devices counted by summary, in
-// all and by the revision they report running.
-type StatusView struct {
-	Name       string           `json:"name"`
-	Revision   int64            `json:"revision"`
-	Devices    Counts           `json:"devices"`
-	ByRevision []RevisionCounts `json:"byRevision"`
-}
-
-// RevisionCounts are the devices that report running one revision.
-type RevisionCounts struct {
-	Revision int64 `json:"revision"`
-	Counts
 }
 
 func (s *Service) status(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -409,15 +359,15 @@ func aggregate(ew *eim.EdgeWorkload, ds []DeviceView) *StatusView {
 	byRev := map[int64]*Counts{}
 	var revs []int64
 	for _, d := range ds {
-		out.Devices.add(d.Summary)
+		add(&out.Devices, d.Summary)
 		if byRev[d.Revision] == nil {
 			byRev[d.Revision] = &Counts{}
 			revs = append(revs, d.Revision)
 		}
-		byRev[d.Revision].add(d.Summary)
+		add(byRev[d.Revision], d.Summary)
 	}
 	for _, rv := range revs {
-		out.ByRevision = append(out.ByRevision, RevisionCounts{rv, *byRev[rv]})
+		out.ByRevision = append(out.ByRevision, RevisionCounts{Revision: rv, EdgeWorkloadCounts: *byRev[rv]})
 	}
 	return out
 }

@@ -18,18 +18,6 @@ import (
 // logs, or 202 with the request's id to poll at …/logs/{id} (200 once
 // answered, 202 while pending).
 
-// LogView is a log request and, once answered, its logs.
-type LogView struct {
-	ID        string             `json:"id"`
-	HostID    string             `json:"hostId"`
-	Container string             `json:"container,omitempty"`
-	Tail      uint32             `json:"tail"`
-	State     string             `json:"state"` // pending, answered
-	Logs      []eim.ContainerLog `json:"logs"`
-	Error     string             `json:"error,omitempty"`
-	CreatedAt eim.Time           `json:"createdAt"`
-}
-
 func logView(r *eim.EdgeWorkloadLogRequest) *LogView {
 	v := &LogView{ID: r.ID, HostID: r.HostID, Container: r.Container, Tail: r.Tail, State: "pending", Logs: []eim.ContainerLog{}, Error: r.Error, CreatedAt: r.CreatedAt}
 	if r.Answered {
