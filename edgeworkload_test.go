@@ -99,7 +99,9 @@ func TestCheckEdgeWorkloadSpec(t *testing.T) {
 		{"device", func(s *eim.EdgeWorkloadSpec) { s.Device = "host-1" }},
 		{"type", func(s *eim.EdgeWorkloadSpec) { s.Type = "vm" }},
 		{"pod.spec.containers", func(s *eim.EdgeWorkloadSpec) { s.Pod.Spec.Containers = nil }},
-		{"pod.spec.containers[1].name", func(s *eim.EdgeWorkloadSpec) { s.Pod.Spec.Containers = append(s.Pod.Spec.Containers, s.Pod.Spec.Containers[0]) }},
+		{"pod.spec.containers[1].name", func(s *eim.EdgeWorkloadSpec) {
+			s.Pod.Spec.Containers = append(s.Pod.Spec.Containers, s.Pod.Spec.Containers[0])
+		}},
 		{"pod.spec.restartPolicy", func(s *eim.EdgeWorkloadSpec) { s.Pod.Spec.RestartPolicy = "Sometimes" }},
 		{"pod.spec.containers[0].securityContext.privileged", func(s *eim.EdgeWorkloadSpec) {
 			s.Pod.Spec.Containers[0].SecurityContext = &eim.SecurityContext{Privileged: &yes}

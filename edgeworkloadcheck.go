@@ -14,7 +14,7 @@ import (
 var (
 	reDNSLabel    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	reLabelKey    = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
-	reSelValue  = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
+	reSelValue    = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
 	reEnvName     = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
 	reDataKey     = regexp.MustCompile(`^[-._a-zA-Z0-9]{1,253}$`)
 	reQuantity    = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$`)

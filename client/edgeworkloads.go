@@ -233,7 +233,7 @@ func fromFlotta(j []byte, generic map[string]any) (*EdgeWorkloadInput, error) {
 	}
 	var f flottaDoc
 	if err := strict(j, &f); err != nil {
-		return nil, fmt.Errorf("Flotta EdgeWorkload: %w", err)
+		return nil, eim.Errorf(eim.EINVALID, "Flotta EdgeWorkload: %s", eim.ErrorMessage(err))
 	}
 	refuse := func(field, why string) error {
 		return eim.Errorf(eim.EINVALID, "Flotta EdgeWorkload: %s: %s", field, why)

@@ -334,10 +334,7 @@ func TestDevices(t *testing.T) {
 		}
 
 		// Log tail: the request moves the version; the device answers.
-		type logResult struct {
-			r   resp
-			err error
-		}
+		type logResult struct{ r resp }
 		done := make(chan logResult, 1)
 		go func() {
 			r := e.call(p, "GET", "/camera/logs?host="+d1.id+"&container=reader&tail=5&wait=10", nil)
