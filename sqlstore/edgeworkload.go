@@ -14,7 +14,9 @@ import (
 
 // Edge workloads (eim.EdgeWorkloadStore): the tables of migration 0023,
 // scoped to the project (row-level security on PostgreSQL). A workload's
-// write records an event (KindEdgeWorkload, its name); a change of
+// write records an event and an audit record (KindEdgeWorkload, its name;
+// the audit names the revision, not the spec, which holds sealed
+// secrets); a change of
 // devices' versions one event for the project (KindEdgeDevices, the
 // project's name), which the versions caches follow.
 
@@ -48,6 +50,7 @@ func (s *Store) CreateEdgeWorkload(ctx context.Context, w *eim.EdgeWorkload) err
 			return s.failf(t, "create edge workload revision: %w", err)
 		}
 		t.addEvent(w.Project, eim.KindEdgeWorkload, w.Name, eim.OpCreated)
+		t.addAudit(ctx, w.Project, eim.KindEdgeWorkload, w.Name, eim.OpCreated, revisionChange(0, 1))
 		w.Revision, w.CreatedAt, w.UpdatedAt = 1, now, now
 		return nil
 	})
@@ -79,6 +82,7 @@ func (s *Store) ReviseEdgeWorkload(ctx context.Context, project, name string, pr
 			return s.failf(t, "revise edge workload: %w", err)
 		}
 		t.addEvent(project, eim.KindEdgeWorkload, name, eim.OpUpdated)
+		t.addAudit(ctx, project, eim.KindEdgeWorkload, name, eim.OpUpdated, revisionChange(prev, prev+1))
 		ws, err := s.edgeWorkloadsWhere(ctx, t, "project = ? AND name = ?", project, name)
 		if err != nil {
 			return err
@@ -115,6 +119,16 @@ func (s *Store) edgeWorkloadsWhere(ctx context.Context, t *tx, where string, arg
 		return nil, s.failf(t, "read edge workloads: %w", err)
 	}
 	return out, nil
+}
+
+// revisionChange is the audit record's change of a workload's revision
+// (0: none).
+func revisionChange(old, rev int64) map[string]eim.Change {
+	o := jsonNull
+	if old > 0 {
+		o = mustJSON(old)
+	}
+	return map[string]eim.Change{"revision": {Old: o, New: mustJSON(rev)}}
 }
 
 // FindEdgeWorkload implements eim.EdgeWorkloadStore.
@@ -238,6 +252,7 @@ func (s *Store) DeleteEdgeWorkload(ctx context.Context, project, name string) er
 			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", name)
 		}
 		t.addEvent(project, eim.KindEdgeWorkload, name, eim.OpDeleted)
+		t.addAudit(ctx, project, eim.KindEdgeWorkload, name, eim.OpDeleted, nil)
 		return s.bumpDevices(ctx, t, project, hosts)
 	})
 }

@@ -74,6 +74,15 @@ func testEdgeWorkloads(t *testing.T, s eim.Store) {
 		t.Fatalf("list of every project: got %d, want at least 2", len(all))
 	}
 
+	// Every write is audited, by revision.
+	recs, _, err := s.Audit(ctx(t), p1, eim.AuditQuery{Filter: `kind = "edgeworkload" AND resourceId = "cam"`, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("audit records of cam: got %d, want 2 (create, revise)", len(recs))
+	}
+
 	// Targets and versions.
 	version := func(p, h string) int64 {
 		t.Helper()
