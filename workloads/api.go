@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -366,6 +367,7 @@ func aggregate(ew *eim.EdgeWorkload, ds []DeviceView) *StatusView {
 		}
 		add(byRev[d.Revision], d.Summary)
 	}
+	slices.Sort(revs)
 	for _, rv := range revs {
 		out.ByRevision = append(out.ByRevision, RevisionCounts{Revision: rv, EdgeWorkloadCounts: *byRev[rv]})
 	}
