@@ -144,6 +144,8 @@ type Store interface {
 	ClusterStore
 	// The oob module's BMCs of hosts.
 	BMCStore
+	// The workloads module's edge workloads.
+	EdgeWorkloadStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)
@@ -427,6 +429,10 @@ type ProjectSettings struct {
 	// per-host series (edge_host_*), which cost ~27 series a host; the
 	// aggregates (eim_hosts …) still count them.
 	ExporterPerHostOff bool `json:"exporterPerHostOff,omitempty"`
+	// EdgeWorkloadsAllowPrivileged lets the project's edge workloads run
+	// privileged containers and use the host's network (refused
+	// otherwise: such a pod owns the device).
+	EdgeWorkloadsAllowPrivileged bool `json:"edgeWorkloadsAllowPrivileged,omitempty"`
 	// Description is the project's display name: the original tenant
 	// manager's spec.description, which its web UI shows in place of the
 	// name ("" shows the name). Set by PUT /v1/projects/{name}.

@@ -3,6 +3,7 @@ package eim
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -139,6 +140,9 @@ func (c *v) metadata(field string, md Metadata) {
 			return
 		}
 		c.pair(f, it)
+		if strings.HasPrefix(it.Key, DeviceLabelPrefix) {
+			c.fail(f+".key", "%q: the prefix %s is reserved for the labels EIM derives from what it knows of a device", it.Key, DeviceLabelPrefix)
+		}
 		if seen[it.Key] {
 			c.fail(f+".key", "%q appears more than once", it.Key)
 		}

@@ -65,6 +65,9 @@ type ProjectSettings struct {
 	// ExporterPerHostOff: the exporter shows no per-host series of the
 	// project's hosts.
 	ExporterPerHostOff bool `json:"exporterPerHostOff"`
+	// EdgeWorkloadsAllowPrivileged: the project's edge workloads may run
+	// privileged containers and use the host's network.
+	EdgeWorkloadsAllowPrivileged bool `json:"edgeWorkloadsAllowPrivileged"`
 }
 
 // Project is a project with its settings (GET /v1/projects/{name}).
@@ -117,9 +120,10 @@ type SettingsChange struct {
 	DefaultCustomConfigIDs *[]string `json:"defaultCustomConfigIds,omitempty"`
 	AutoOnboardEnrolled    *bool     `json:"autoOnboardEnrolled,omitempty"`
 	// Heartbeat settings in seconds; 0 restores the server's default.
-	HeartbeatIntervalSeconds *uint32 `json:"heartbeatIntervalSeconds,omitempty"`
-	HeartbeatTimeoutSeconds  *uint32 `json:"heartbeatTimeoutSeconds,omitempty"`
-	ExporterPerHostOff       *bool   `json:"exporterPerHostOff,omitempty"`
+	HeartbeatIntervalSeconds     *uint32 `json:"heartbeatIntervalSeconds,omitempty"`
+	HeartbeatTimeoutSeconds      *uint32 `json:"heartbeatTimeoutSeconds,omitempty"`
+	ExporterPerHostOff           *bool   `json:"exporterPerHostOff,omitempty"`
+	EdgeWorkloadsAllowPrivileged *bool   `json:"edgeWorkloadsAllowPrivileged,omitempty"`
 	// EnrollmentToken is "" (keep), "new" (generate one; the answer holds
 	// it) or "none" (clear: unknown devices are refused).
 	EnrollmentToken string `json:"enrollmentToken,omitempty"`

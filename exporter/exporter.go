@@ -124,6 +124,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(fleetCollector{v: v, live: s.live.Load()})
+	reg.MustRegister(workloadCollector{ctx: r.Context(), store: s.store, log: s.log})
 	var g prometheus.Gatherer = reg
 	if s.own != nil {
 		g = prometheus.Gatherers{s.own, reg}

@@ -76,6 +76,14 @@ type Clusters interface {
 	Version(ctx context.Context, project, hostID string) string
 }
 
+// Workloads is the workloads module, as heartbeats carry it.
+type Workloads interface {
+	// Version returns the version of the device's set of edge workloads,
+	// "" when it has none (or it is not known). It is called on every
+	// heartbeat: it must answer from memory.
+	Version(ctx context.Context, project, hostID string) string
+}
+
 // Options configure a Service. Store and ReportIn are required; zero values
 // select defaults.
 type Options struct {
@@ -98,6 +106,9 @@ type Options struct {
 	// Clusters, when set, puts the node's cluster plan version in
 	// heartbeat answers.
 	Clusters Clusters
+	// Workloads, when set, puts the device's edge workloads version in
+	// heartbeat answers.
+	Workloads Workloads
 
 	// Interval and Timeout apply to projects whose settings name none
 	// (defaults eim.DefaultHeartbeatInterval seconds, and that times
@@ -154,6 +165,7 @@ type Service struct {
 	telemetry   Telemetry
 	maintenance Maintenance
 	clusters    Clusters
+	workloads   Workloads
 	log         *slog.Logger
 	now         func() time.Time
 	interval    time.Duration
@@ -191,7 +203,7 @@ func New(opts Options) *Service {
 	}
 	s := &Service{
 		metrics: newServiceMetrics(opts.Metrics), reg: opts.Metrics,
-		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, clusters: opts.Clusters, log: opts.Logger, now: opts.Now,
+		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, clusters: opts.Clusters, workloads: opts.Workloads, log: opts.Logger, now: opts.Now,
 		interval: opts.Interval, timeout: opts.Timeout, hwEvery: opts.HardwareInterval,
 		rebootMax: opts.RebootTimeout, updateMax: opts.UpdateTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
 	}

@@ -121,6 +121,9 @@ type projectSettingsView struct {
 	HeartbeatTimeoutSeconds  uint32 `json:"heartbeatTimeoutSeconds"`
 	OSSecurityFeatureEnable  bool   `json:"osSecurityFeatureEnable"`
 	ExporterPerHostOff       bool   `json:"exporterPerHostOff"`
+	// EdgeWorkloadsAllowPrivileged admits privileged containers and the
+	// host's network in the project's edge workloads.
+	EdgeWorkloadsAllowPrivileged bool `json:"edgeWorkloadsAllowPrivileged"`
 }
 
 // viewProject returns the wire shape of p (which may be shown to anyone
@@ -142,10 +145,11 @@ func viewProject(p *eim.Project) *projectView {
 			Enrollment:             p.Settings.EnrollmentTokenHash != "",
 			AutoOnboardEnrolled:    p.Settings.AutoOnboardEnrolled,
 
-			HeartbeatIntervalSeconds: p.Settings.HeartbeatIntervalSeconds,
-			HeartbeatTimeoutSeconds:  p.Settings.HeartbeatTimeoutSeconds,
-			OSSecurityFeatureEnable:  p.Settings.OSSecurityFeatureEnable,
-			ExporterPerHostOff:       p.Settings.ExporterPerHostOff,
+			HeartbeatIntervalSeconds:     p.Settings.HeartbeatIntervalSeconds,
+			HeartbeatTimeoutSeconds:      p.Settings.HeartbeatTimeoutSeconds,
+			OSSecurityFeatureEnable:      p.Settings.OSSecurityFeatureEnable,
+			ExporterPerHostOff:           p.Settings.ExporterPerHostOff,
+			EdgeWorkloadsAllowPrivileged: p.Settings.EdgeWorkloadsAllowPrivileged,
 		},
 	}
 }
@@ -192,24 +196,26 @@ func (h *handler) updateProjectSettings(w http.ResponseWriter, r *http.Request, 
 // settingsFields maps the body's member names (camelCase and snake_case)
 // to one canonical name each.
 var settingsFields = map[string]string{
-	"defaultOsId":                "defaultOsId",
-	"default_os_id":              "defaultOsId",
-	"defaultLocalAccountId":      "defaultLocalAccountId",
-	"default_local_account_id":   "defaultLocalAccountId",
-	"defaultCustomConfigIds":     "defaultCustomConfigIds",
-	"default_custom_config_ids":  "defaultCustomConfigIds",
-	"autoOnboardEnrolled":        "autoOnboardEnrolled",
-	"auto_onboard_enrolled":      "autoOnboardEnrolled",
-	"heartbeatIntervalSeconds":   "heartbeatIntervalSeconds",
-	"heartbeat_interval_seconds": "heartbeatIntervalSeconds",
-	"heartbeatTimeoutSeconds":    "heartbeatTimeoutSeconds",
-	"heartbeat_timeout_seconds":  "heartbeatTimeoutSeconds",
-	"osSecurityFeatureEnable":    "osSecurityFeatureEnable",
-	"os_security_feature_enable": "osSecurityFeatureEnable",
-	"exporterPerHostOff":         "exporterPerHostOff",
-	"exporter_per_host_off":      "exporterPerHostOff",
-	"enrollmentToken":            "enrollmentToken",
-	"enrollment_token":           "enrollmentToken",
+	"defaultOsId":                     "defaultOsId",
+	"default_os_id":                   "defaultOsId",
+	"defaultLocalAccountId":           "defaultLocalAccountId",
+	"default_local_account_id":        "defaultLocalAccountId",
+	"defaultCustomConfigIds":          "defaultCustomConfigIds",
+	"default_custom_config_ids":       "defaultCustomConfigIds",
+	"autoOnboardEnrolled":             "autoOnboardEnrolled",
+	"auto_onboard_enrolled":           "autoOnboardEnrolled",
+	"heartbeatIntervalSeconds":        "heartbeatIntervalSeconds",
+	"heartbeat_interval_seconds":      "heartbeatIntervalSeconds",
+	"heartbeatTimeoutSeconds":         "heartbeatTimeoutSeconds",
+	"heartbeat_timeout_seconds":       "heartbeatTimeoutSeconds",
+	"osSecurityFeatureEnable":         "osSecurityFeatureEnable",
+	"os_security_feature_enable":      "osSecurityFeatureEnable",
+	"exporterPerHostOff":              "exporterPerHostOff",
+	"exporter_per_host_off":           "exporterPerHostOff",
+	"edgeWorkloadsAllowPrivileged":    "edgeWorkloadsAllowPrivileged",
+	"edge_workloads_allow_privileged": "edgeWorkloadsAllowPrivileged",
+	"enrollmentToken":                 "enrollmentToken",
+	"enrollment_token":                "enrollmentToken",
 }
 
 // decodeSettingsChange decodes a PATCH …/settings body. Members absent keep
@@ -256,6 +262,9 @@ func decodeSettingsChange(body []byte) (inventory.SettingsChange, error) {
 		case "exporterPerHostOff":
 			ch.ExporterPerHostOff = new(bool)
 			return decodeBool(name, raw, ch.ExporterPerHostOff)
+		case "edgeWorkloadsAllowPrivileged":
+			ch.EdgeWorkloadsAllowPrivileged = new(bool)
+			return decodeBool(name, raw, ch.EdgeWorkloadsAllowPrivileged)
 		}
 		// enrollmentToken: "" (or null) would silently keep the token.
 		if err := decodeString(name, raw, &ch.EnrollmentToken); err != nil {

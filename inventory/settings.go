@@ -41,6 +41,8 @@ type SettingsChange struct {
 	OSSecurityFeatureEnable *bool
 	// ExporterPerHostOff: see eim.ProjectSettings.
 	ExporterPerHostOff *bool
+	// EdgeWorkloadsAllowPrivileged: see eim.ProjectSettings.
+	EdgeWorkloadsAllowPrivileged *bool
 	// Description: see eim.ProjectSettings.
 	Description *string
 }
@@ -99,6 +101,9 @@ func (s *Service) updateSettings(ctx context.Context, project string, ch Setting
 	}
 	if ch.OSSecurityFeatureEnable != nil {
 		set.OSSecurityFeatureEnable = *ch.OSSecurityFeatureEnable
+	}
+	if ch.EdgeWorkloadsAllowPrivileged != nil {
+		set.EdgeWorkloadsAllowPrivileged = *ch.EdgeWorkloadsAllowPrivileged
 	}
 	if ch.ExporterPerHostOff != nil {
 		set.ExporterPerHostOff = *ch.ExporterPerHostOff

@@ -28,6 +28,7 @@ import (
 	"github.com/eimhq/eim/seal"
 	"github.com/eimhq/eim/southbound"
 	"github.com/eimhq/eim/telemetry"
+	"github.com/eimhq/eim/workloads"
 )
 
 // Builder holds what the modules of a process share: the store, the
@@ -68,6 +69,7 @@ type Builder struct {
 	tel      *telemetry.Service
 	maint    *maintenance.Service
 	clusters *clusters.Service
+	edge     *workloads.Service
 	gw       *gateway.Gateway
 	rpc      *metrics.RPC
 	api      http.Handler
@@ -217,6 +219,24 @@ func (b *Builder) Clusters() (*clusters.Service, error) {
 		})
 	}
 	return b.clusters, nil
+}
+
+// Workloads is the workloads module: its API, its devices' service, its
+// targets loop and the heartbeats' versions of the devices' sets.
+func (b *Builder) Workloads() (*workloads.Service, error) {
+	if b.edge == nil {
+		key, err := b.secretsKey()
+		if err != nil {
+			return nil, err
+		}
+		// Uploads (eim.UploadGranter) stays nil until the object storage
+		// module is wired: GrantUploads then answers FailedPrecondition.
+		if b.edge, err = workloads.New(workloads.Options{Store: b.Store, FeedStore: b.Store, Inventory: b.Inventory,
+			Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics}); err != nil {
+			return nil, err
+		}
+	}
+	return b.edge, nil
 }
 
 // Connect is the connect module's gateway: its tunnels, proxy and API.

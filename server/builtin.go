@@ -25,6 +25,7 @@ import (
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
+	"github.com/eimhq/eim/proto/eim/workloads/v1/workloadsv1connect"
 	"github.com/eimhq/eim/provisioning"
 	"github.com/eimhq/eim/tenant"
 	"github.com/eimhq/eim/ui"
@@ -91,6 +92,13 @@ func init() {
 			{"tenant", "projects get the baseline cluster templates from its defaults"}},
 		Agent: true,
 		Build: buildClusters,
+	})
+	register(&Module{
+		Name:    "workloads",
+		Summary: "edge workloads: containers run as podman pods on devices (hosts) selected by label, their revisions, per-device targets and status, log tails, upload grants",
+		Needs:   []Need{{"host", "devices learn of changes of their workloads in heartbeat answers"}},
+		Agent:   true,
+		Build:   buildWorkloads,
 	})
 	register(&Module{
 		Name:    "oob",
@@ -258,6 +266,13 @@ func buildHost(b *Builder) (Parts, error) {
 		}
 		opts.Clusters = cl
 	}
+	if b.Selected("workloads") {
+		wl, err := b.Workloads()
+		if err != nil {
+			return Parts{}, err
+		}
+		opts.Workloads = wl
+	}
 	hosts := hostmgr.New(opts)
 	return Parts{
 		Agent: []Route{route(hostv1connect.NewHostServiceHandler(hosts, b.rpcMetrics(), b.nodeAuth(), small))},
@@ -356,6 +371,24 @@ func buildClusters(b *Builder) (Parts, error) {
 	parts.Loops = []Loop{
 		{Name: "reconciler", Once: true, Run: cl.Reconcile},
 		{Name: "versions", Run: cl.Versions().Run, Ready: cl.Versions().Live},
+	}
+	return parts, nil
+}
+
+func buildWorkloads(b *Builder) (Parts, error) {
+	wl, err := b.Workloads()
+	if err != nil {
+		return Parts{}, err
+	}
+	var parts Parts
+	for pattern, h := range wl.Routes() {
+		parts.Routes = append(parts.Routes, Route{pattern, h})
+	}
+	slices.SortFunc(parts.Routes, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	parts.Agent = []Route{route(workloadsv1connect.NewWorkloadServiceHandler(wl, b.rpcMetrics(), b.nodeAuth(), small))}
+	parts.Loops = []Loop{
+		{Name: "targets", Once: true, Run: wl.Reconcile},
+		{Name: "versions", Run: wl.Versions().Run, Ready: wl.Versions().Live},
 	}
 	return parts, nil
 }

@@ -123,6 +123,7 @@ var Profiles = []Profile{
 	{"observability", "liveness, hardware and telemetry configuration of running nodes, the fleet's Prometheus metrics and the projects' webhooks", []string{"api", "host", "telemetry", "exporter", "webhooks"}},
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
 	{"clusters", "edge Kubernetes clusters: cluster templates, clusters built from hosts, and the connect tunnel to their API behind NAT", []string{"api", "connect", "clusters"}},
+	{"devices", "devices running containers: edge workloads deployed by label to hosts with an installed OS, their status and log tails, with liveness and heartbeats", []string{"api", "host", "workloads"}},
 	{"oob", "power and reboot of hosts: in-band through the agent today; hosts' BMCs kept as resources (power and boot through them are not built yet)", []string{"api", "host", "oob"}},
 }
 

@@ -302,6 +302,11 @@ func (s *Store) DeleteProject(ctx context.Context, name string) error {
 // deleteProject removes the existing project name and all its resources
 // in t.
 func (s *Store) deleteProject(ctx context.Context, t *tx, name string) error {
+	// Its edge workloads (not resources): their revisions, targets,
+	// statuses and log requests go with them.
+	if _, err := t.exec(ctx, "DELETE FROM edge_workloads WHERE project = ?", name); err != nil {
+		return t.fail(s.d.translate(fmt.Errorf("delete project %s: %w", name, err), nil))
+	}
 	for _, k := range deletionOrder() {
 		c := codecOf(k)
 		// References within one table (region → parent region) would

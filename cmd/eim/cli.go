@@ -99,6 +99,8 @@ func (c *cli) run(args []string) error {
 		return c.audit(rest)
 	case "webhook":
 		return c.webhook(rest)
+	case "edgeworkload":
+		return c.edgeWorkload(rest)
 	case "microos":
 		return c.microos(rest)
 	case "testos":
@@ -128,6 +130,8 @@ Usage:
   eim host register --serial S | --uuid U [--name N] [--auto-onboard]
   eim host import FILE.csv [--check] [--site S] [--os-profile O] …   bulk registration (eim host import -h)
   eim host onboard ID | invalidate ID [--note N] | summary [--filter F]
+  eim edgeworkload apply -f FILE | list | get NAME | delete NAME | status NAME | logs NAME --host H
+                                           edge workloads on devices (eim edgeworkload -h)
   eim instance log ID [-f]                 provisioning log; -f follows it to the end
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
   eim instance updates-summary [--filter F]  instances by OS update state, per OS profile

@@ -91,7 +91,7 @@ func (c *cli) server(args []string) error {
 	fs.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "webhook URLs may point at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, metadata.google.internal …); loopback and private networks are allowed anyway")
 	fs.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "how long one webhook delivery attempt may take before it counts as failed (and is retried)")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
-	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters or oob (see --list-modules)")
+	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters, devices or oob (see --list-modules)")
 	fs.BoolVar(&listModules, "list-modules", false, "print the modules, what each needs and the profiles that hold it, and exit")
 	fs.StringVar(&cfg.ReplicaID, "replica-id", "", "this process's name among the deployment's processes, in leases and logs (default hostname-pid-random)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 10*time.Second, "how long leases on run-once work and on shares of the fleet's liveness last unrenewed: a process that dies hands its work on within about that")

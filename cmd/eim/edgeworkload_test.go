@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/seal"
+	"github.com/eimhq/eim/sqlstore"
+	"github.com/eimhq/eim/workloads"
+)
+
+// flottaDoc is a Flotta EdgeWorkload as its users have them.
+const flottaDoc = `apiVersion: management.project-flotta.io/v1alpha1
+kind: EdgeWorkload
+metadata:
+  name: nginx
+  namespace: default
+spec:
+  deviceSelector:
+    matchLabels:
+      app: web
+  type: pod
+  data:
+    egress:
+      - source: logs
+        target: nginx-logs
+  pod:
+    spec:
+      containers:
+        - name: nginx
+          image: docker.io/library/nginx:1.27
+          ports:
+            - containerPort: 80
+              hostPort: 9090
+`
+
+// TestEdgeWorkloadCLI: eim edgeworkload apply (a Flotta document
+// unchanged, then EIM's own YAML with a new revision and a warning),
+// list, get, status, a document EIM cannot map refused naming the field,
+// delete; against the workloads module's API on a real store.
+func TestEdgeWorkloadCLI(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateProject(ctx, &eim.Project{Name: "default", ID: "00000000-0000-4000-8000-000000000001"}); err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	key, _ := seal.New(raw)
+	svc, err := workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: inventory.New(st, inventory.Options{}), Key: key, Authenticator: oneToken{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	for p, hd := range svc.Routes() {
+		mux.Handle(p, hd)
+	}
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	if err := os.WriteFile(tok, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin string, args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		c := &cli{ctx: ctx, stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
+		err := c.run(append([]string{"--server", hs.URL, "--token-file", tok, "edgeworkload"}, args...))
+		return out.String() + errOut.String(), err
+	}
+	out, err := run(flottaDoc, "apply", "-f", "-")
+	if err != nil || !strings.Contains(out, "nginx") || !strings.Contains(out, "app=web") {
+		t.Fatalf("apply a Flotta document: %v\n%s", err, out)
+	}
+	w, err := st.FindEdgeWorkload(ctx, "default", "nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Spec.Pod.Spec.Containers[0].Ports[0].HostPort != 9090 || w.Spec.Data.Egress[0].Target != "nginx-logs" {
+		t.Fatalf("Flotta fields not mapped: %+v", w.Spec)
+	}
+	own := filepath.Join(dir, "nginx.yaml")
+	if err := os.WriteFile(own, []byte(`name: nginx
+spec:
+  deviceSelector: {matchLabels: {app: web}}
+  pod:
+    spec:
+      containers:
+        - {name: nginx, image: docker.io/library/nginx}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run("", "apply", "-f", own)
+	if err != nil || !strings.Contains(out, "warning: pod.spec.containers[0].image") {
+		t.Fatalf("apply EIM's own YAML: %v\n%s", err, out)
+	}
+	out, err = run("", "list")
+	if err != nil || !strings.Contains(out, "nginx") || !strings.Contains(out, " 2 ") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	if out, err = run("", "get", "nginx"); err != nil || !strings.Contains(out, `"revision": 2`) {
+		t.Fatalf("get: %v\n%s", err, out)
+	}
+	if out, err = run("", "status", "nginx"); err != nil || !strings.Contains(out, "0 devices") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	bad := strings.Replace(flottaDoc, "  type: pod\n", "  type: pod\n  imageRegistries:\n    secretRef:\n      name: pull\n", 1)
+	if out, err = run(bad, "apply", "-f", "-"); err == nil || !strings.Contains(err.Error(), "spec.imageRegistries.secretRef") {
+		t.Fatalf("a Flotta document with a secretRef: got %v %s, want it refused naming the field", err, out)
+	}
+	unknown := strings.Replace(flottaDoc, "  type: pod\n", "  type: pod\n  colour: red\n", 1)
+	if _, err = run(unknown, "apply", "-f", "-"); err == nil || !strings.Contains(err.Error(), "colour") {
+		t.Fatalf("a Flotta document with an unknown field: got %v, want it refused naming the field", err)
+	}
+	if out, err = run("", "delete", "nginx"); err != nil {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	if _, err := st.FindEdgeWorkload(ctx, "default", "nginx"); eim.ErrorCode(err) != eim.ENOTFOUND {
+		t.Fatalf("after delete: %v", err)
+	}
+}

@@ -1,0 +1,78 @@
+package eim
+
+// The wire shapes of the edge workloads' API (the workloads module's; the
+// Go client and the CLI share them).
+
+// EdgeWorkloadView is the wire shape of a workload (secret values and registry
+// passwords left out).
+type EdgeWorkloadView struct {
+	Name      string           `json:"name"`
+	Revision  int64            `json:"revision"`
+	Spec      EdgeWorkloadSpec `json:"spec"`
+	CreatedAt Time             `json:"createdAt"`
+	UpdatedAt Time             `json:"updatedAt"`
+	Warnings  []string         `json:"warnings,omitempty"`
+}
+
+// EdgeWorkloadInput is the body of a create (name and spec) and of a replace (spec;
+// a name, if given, must be the path's).
+type EdgeWorkloadInput struct {
+	Name string           `json:"name"`
+	Spec EdgeWorkloadSpec `json:"spec"`
+}
+
+// EdgeWorkloadDeviceView is one device's state of a workload.
+type EdgeWorkloadDeviceView struct {
+	HostID string `json:"hostId"`
+	// TargetRevision is the revision the device must run (0: it must run
+	// none: the workload is being removed from it).
+	TargetRevision int64 `json:"targetRevision"`
+	// Revision, Phase, … are what the device last reported.
+	Revision       int64            `json:"revision"`
+	Phase          string           `json:"phase"`
+	Summary        string           `json:"summary"`
+	LastError      string           `json:"lastError,omitempty"`
+	TransitionTime Time             `json:"lastTransitionTime"`
+	ReportedAt     Time             `json:"reportedAt"`
+	Containers     []ContainerState `json:"containers"`
+	LastDataUpload Time             `json:"lastDataUpload"`
+	UploadErrors   []string         `json:"uploadErrors,omitempty"`
+}
+
+// EdgeWorkloadCounts are the devices of a workload by summary.
+type EdgeWorkloadCounts struct {
+	Total    int `json:"total"`
+	Running  int `json:"running"`
+	Degraded int `json:"degraded"`
+	Failed   int `json:"failed"`
+	Updating int `json:"updating"`
+	Unknown  int `json:"unknown"`
+	Removing int `json:"removing"`
+}
+
+// EdgeWorkloadStatusView is a workload's status: its devices counted by summary, in
+// all and by the revision they report running.
+type EdgeWorkloadStatusView struct {
+	Name       string                       `json:"name"`
+	Revision   int64                        `json:"revision"`
+	Devices    EdgeWorkloadCounts           `json:"devices"`
+	ByRevision []EdgeWorkloadRevisionCounts `json:"byRevision"`
+}
+
+// EdgeWorkloadRevisionCounts are the devices that report running one revision.
+type EdgeWorkloadRevisionCounts struct {
+	Revision int64 `json:"revision"`
+	EdgeWorkloadCounts
+}
+
+// EdgeWorkloadLogView is a log request and, once answered, its logs.
+type EdgeWorkloadLogView struct {
+	ID        string         `json:"id"`
+	HostID    string         `json:"hostId"`
+	Container string         `json:"container,omitempty"`
+	Tail      uint32         `json:"tail"`
+	State     string         `json:"state"` // pending, answered
+	Logs      []ContainerLog `json:"logs"`
+	Error     string         `json:"error,omitempty"`
+	CreatedAt Time           `json:"createdAt"`
+}

@@ -1,0 +1,650 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/eimhq/eim"
+)
+
+// Edge workloads (eim.EdgeWorkloadStore): the tables of migration 0023,
+// scoped to the project (row-level security on PostgreSQL). A workload's
+// write records an event and an audit record (KindEdgeWorkload, its name;
+// the audit names the revision, not the spec, which holds sealed
+// secrets); a change of
+// devices' versions one event for the project (KindEdgeDevices, the
+// project's name), which the versions caches follow.
+
+var _ eim.EdgeWorkloadStore = (*Store)(nil)
+
+func (s *Store) failf(t *tx, format string, err error) error {
+	return t.fail(s.d.translate(fmt.Errorf(format, err), nil))
+}
+
+// CreateEdgeWorkload implements eim.EdgeWorkloadStore.
+func (s *Store) CreateEdgeWorkload(ctx context.Context, w *eim.EdgeWorkload) error {
+	if w.Project == "" || w.Name == "" {
+		return eim.Errorf(eim.EINVALID, "edge workload: project and name required")
+	}
+	spec, err := json.Marshal(w.Spec)
+	if err != nil {
+		return err
+	}
+	now := eim.NewTime(s.now())
+	return s.run(ctx, w.Project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if t.exists(ctx, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?", w.Project, w.Name) {
+			return eim.Errorf(eim.ECONFLICT, "edge workload %s exists already", w.Name)
+		}
+		if _, err := t.exec(ctx, "INSERT INTO edge_workloads (project, name, revision, spec, created_at, updated_at) VALUES (?, ?, 1, ?, ?, ?)",
+			w.Project, w.Name, string(spec), now.UnixMilli(), now.UnixMilli()); err != nil {
+			return s.failf(t, "create edge workload: %w", err)
+		}
+		if _, err := t.exec(ctx, "INSERT INTO edge_workload_revisions (project, name, revision, spec, created_at) VALUES (?, ?, 1, ?, ?)",
+			w.Project, w.Name, string(spec), now.UnixMilli()); err != nil {
+			return s.failf(t, "create edge workload revision: %w", err)
+		}
+		t.addEvent(w.Project, eim.KindEdgeWorkload, w.Name, eim.OpCreated)
+		t.addAudit(ctx, w.Project, eim.KindEdgeWorkload, w.Name, eim.OpCreated, revisionChange(0, 1))
+		w.Revision, w.CreatedAt, w.UpdatedAt = 1, now, now
+		return nil
+	})
+}
+
+// ReviseEdgeWorkload implements eim.EdgeWorkloadStore.
+func (s *Store) ReviseEdgeWorkload(ctx context.Context, project, name string, prev int64, spec eim.EdgeWorkloadSpec) (*eim.EdgeWorkload, error) {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	now := eim.NewTime(s.now())
+	var out *eim.EdgeWorkload
+	err = s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		res, err := t.exec(ctx, "UPDATE edge_workloads SET revision = revision + 1, spec = ?, updated_at = ? WHERE project = ? AND name = ? AND revision = ?",
+			string(body), now.UnixMilli(), project, name, prev)
+		if err != nil {
+			return s.failf(t, "revise edge workload: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			if !t.exists(ctx, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?", project, name) {
+				return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", name)
+			}
+			return eim.Errorf(eim.ECONFLICT, "edge workload %s changed meanwhile (its latest revision is not %d any more): read it again", name, prev)
+		}
+		if _, err := t.exec(ctx, "INSERT INTO edge_workload_revisions (project, name, revision, spec, created_at) VALUES (?, ?, ?, ?, ?)",
+			project, name, prev+1, string(body), now.UnixMilli()); err != nil {
+			return s.failf(t, "revise edge workload: %w", err)
+		}
+		t.addEvent(project, eim.KindEdgeWorkload, name, eim.OpUpdated)
+		t.addAudit(ctx, project, eim.KindEdgeWorkload, name, eim.OpUpdated, revisionChange(prev, prev+1))
+		ws, err := s.edgeWorkloadsWhere(ctx, t, "project = ? AND name = ?", project, name)
+		if err != nil {
+			return err
+		}
+		out = ws[0]
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) edgeWorkloadsWhere(ctx context.Context, t *tx, where string, args ...any) ([]*eim.EdgeWorkload, error) {
+	rows, err := t.query(ctx, "SELECT project, name, revision, spec, created_at, updated_at FROM edge_workloads WHERE "+where+" ORDER BY project, name", args...)
+	if err != nil {
+		return nil, s.failf(t, "read edge workloads: %w", err)
+	}
+	defer rows.Close()
+	var out []*eim.EdgeWorkload
+	for rows.Next() {
+		var (
+			w                eim.EdgeWorkload
+			spec             string
+			created, updated int64
+		)
+		if err := rows.Scan(&w.Project, &w.Name, &w.Revision, &spec, &created, &updated); err != nil {
+			return nil, t.fail(err)
+		}
+		if err := json.Unmarshal([]byte(spec), &w.Spec); err != nil {
+			return nil, t.fail(fmt.Errorf("edge workload %s: spec: %w", w.Name, err))
+		}
+		w.CreatedAt, w.UpdatedAt = eim.TimeFromUnixMilli(created), eim.TimeFromUnixMilli(updated)
+		out = append(out, &w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.failf(t, "read edge workloads: %w", err)
+	}
+	return out, nil
+}
+
+// revisionChange is the audit record's change of a workload's revision
+// (0: none).
+func revisionChange(old, rev int64) map[string]eim.Change {
+	o := jsonNull
+	if old > 0 {
+		o = mustJSON(old)
+	}
+	return map[string]eim.Change{"revision": {Old: o, New: mustJSON(rev)}}
+}
+
+// FindEdgeWorkload implements eim.EdgeWorkloadStore.
+func (s *Store) FindEdgeWorkload(ctx context.Context, project, name string) (*eim.EdgeWorkload, error) {
+	var out *eim.EdgeWorkload
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		ws, err := s.edgeWorkloadsWhere(ctx, etx.(*tx), "project = ? AND name = ?", project, name)
+		if err != nil {
+			return err
+		}
+		if len(ws) == 0 {
+			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", name)
+		}
+		out = ws[0]
+		return nil
+	})
+	return out, err
+}
+
+// ListEdgeWorkloads implements eim.EdgeWorkloadStore.
+func (s *Store) ListEdgeWorkloads(ctx context.Context, project string) ([]*eim.EdgeWorkload, error) {
+	var out []*eim.EdgeWorkload
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		var err error
+		if project == "" {
+			out, err = s.edgeWorkloadsWhere(ctx, etx.(*tx), "1 = 1")
+		} else {
+			out, err = s.edgeWorkloadsWhere(ctx, etx.(*tx), "project = ?", project)
+		}
+		return err
+	})
+	return out, err
+}
+
+// EdgeWorkloadRevisions implements eim.EdgeWorkloadStore.
+func (s *Store) EdgeWorkloadRevisions(ctx context.Context, project, name string) ([]*eim.EdgeWorkloadRevision, error) {
+	var out []*eim.EdgeWorkloadRevision
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = nil
+		if !t.exists(ctx, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?", project, name) {
+			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", name)
+		}
+		rows, err := t.query(ctx, "SELECT revision, spec, created_at FROM edge_workload_revisions WHERE project = ? AND name = ? ORDER BY revision", project, name)
+		if err != nil {
+			return s.failf(t, "read edge workload revisions: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r := &eim.EdgeWorkloadRevision{Project: project, Name: name}
+			var (
+				spec    string
+				created int64
+			)
+			if err := rows.Scan(&r.Revision, &spec, &created); err != nil {
+				return t.fail(err)
+			}
+			if err := json.Unmarshal([]byte(spec), &r.Spec); err != nil {
+				return t.fail(fmt.Errorf("edge workload %s revision %d: %w", name, r.Revision, err))
+			}
+			r.CreatedAt = eim.TimeFromUnixMilli(created)
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil {
+			return s.failf(t, "read edge workload revisions: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// bumpDevices gives each host of hosts (existing ones) a new version.
+func (s *Store) bumpDevices(ctx context.Context, t *tx, project string, hosts []string) error {
+	slices.Sort(hosts)
+	hosts = slices.Compact(hosts)
+	for _, h := range hosts {
+		if _, err := t.exec(ctx, "INSERT INTO edge_devices (project, host_id, version) VALUES (?, ?, 1) ON CONFLICT (project, host_id) DO UPDATE SET version = edge_devices.version + 1",
+			project, h); err != nil {
+			return s.failf(t, "bump device version: %w", err)
+		}
+	}
+	if len(hosts) > 0 {
+		t.addEvent(project, eim.KindEdgeDevices, project, eim.OpUpdated)
+	}
+	return nil
+}
+
+func (s *Store) column(ctx context.Context, t *tx, q string, args ...any) ([]string, error) {
+	rows, err := t.query(ctx, q, args...)
+	if err != nil {
+		return nil, s.failf(t, "read: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, t.fail(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.failf(t, "read: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteEdgeWorkload implements eim.EdgeWorkloadStore.
+func (s *Store) DeleteEdgeWorkload(ctx context.Context, project, name string) error {
+	return s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		hosts, err := s.column(ctx, t, "SELECT host_id FROM edge_workload_targets WHERE project = ? AND name = ?", project, name)
+		if err != nil {
+			return err
+		}
+		res, err := t.exec(ctx, "DELETE FROM edge_workloads WHERE project = ? AND name = ?", project, name)
+		if err != nil {
+			return s.failf(t, "delete edge workload: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", name)
+		}
+		t.addEvent(project, eim.KindEdgeWorkload, name, eim.OpDeleted)
+		t.addAudit(ctx, project, eim.KindEdgeWorkload, name, eim.OpDeleted, nil)
+		return s.bumpDevices(ctx, t, project, hosts)
+	})
+}
+
+// EdgeWorkloadTargets implements eim.EdgeWorkloadStore.
+func (s *Store) EdgeWorkloadTargets(ctx context.Context, project, hostID string) ([]eim.EdgeWorkloadTarget, error) {
+	var out []eim.EdgeWorkloadTarget
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = nil
+		q, args := "SELECT name, host_id, revision FROM edge_workload_targets WHERE project = ?", []any{project}
+		if hostID != "" {
+			q, args = q+" AND host_id = ?", append(args, hostID)
+		}
+		rows, err := t.query(ctx, q+" ORDER BY name, host_id", args...)
+		if err != nil {
+			return s.failf(t, "read edge workload targets: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var tg eim.EdgeWorkloadTarget
+			if err := rows.Scan(&tg.Workload, &tg.HostID, &tg.Revision); err != nil {
+				return t.fail(err)
+			}
+			out = append(out, tg)
+		}
+		if err := rows.Err(); err != nil {
+			return s.failf(t, "read edge workload targets: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SetEdgeWorkloadTargets implements eim.EdgeWorkloadStore.
+func (s *Store) SetEdgeWorkloadTargets(ctx context.Context, project string, changes []eim.EdgeWorkloadTarget) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	return s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		var bumped []string
+		for _, c := range changes {
+			if c.Revision <= 0 {
+				res, err := t.exec(ctx, "DELETE FROM edge_workload_targets WHERE project = ? AND name = ? AND host_id = ?", project, c.Workload, c.HostID)
+				if err != nil {
+					return s.failf(t, "remove edge workload target: %w", err)
+				}
+				if n, _ := res.RowsAffected(); n > 0 {
+					bumped = append(bumped, c.HostID)
+				}
+				continue
+			}
+			if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", project, c.HostID) ||
+				!t.exists(ctx, "SELECT 1 FROM edge_workload_revisions WHERE project = ? AND name = ? AND revision = ?", project, c.Workload, c.Revision) {
+				continue
+			}
+			res, err := t.exec(ctx, "INSERT INTO edge_workload_targets (project, name, host_id, revision) VALUES (?, ?, ?, ?)"+
+				" ON CONFLICT (project, name, host_id) DO UPDATE SET revision = excluded.revision WHERE edge_workload_targets.revision <> excluded.revision",
+				project, c.Workload, c.HostID, c.Revision)
+			if err != nil {
+				return s.failf(t, "set edge workload target: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				bumped = append(bumped, c.HostID)
+			}
+		}
+		return s.bumpDevices(ctx, t, project, bumped)
+	})
+}
+
+// DeviceWorkloadVersions implements eim.EdgeWorkloadStore.
+func (s *Store) DeviceWorkloadVersions(ctx context.Context, project string) (map[string]map[string]int64, error) {
+	out := map[string]map[string]int64{}
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		clear(out)
+		q, args := "SELECT project, host_id, version FROM edge_devices", []any(nil)
+		if project != "" {
+			q, args = q+" WHERE project = ?", []any{project}
+		}
+		rows, err := t.query(ctx, q, args...)
+		if err != nil {
+			return s.failf(t, "read device versions: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				p, h string
+				v    int64
+			)
+			if err := rows.Scan(&p, &h, &v); err != nil {
+				return t.fail(err)
+			}
+			if out[p] == nil {
+				out[p] = map[string]int64{}
+			}
+			out[p][h] = v
+		}
+		if err := rows.Err(); err != nil {
+			return s.failf(t, "read device versions: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeviceWorkloads implements eim.EdgeWorkloadStore.
+func (s *Store) DeviceWorkloads(ctx context.Context, project, hostID string) (*eim.DeviceWorkloads, error) {
+	var out *eim.DeviceWorkloads
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = &eim.DeviceWorkloads{}
+		if err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT version FROM edge_devices WHERE project = ? AND host_id = ?"), project, hostID).Scan(&out.Version); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			return s.failf(t, "read device version: %w", err)
+		}
+		rows, err := t.query(ctx, "SELECT t.name, t.revision, r.spec FROM edge_workload_targets t JOIN edge_workload_revisions r"+
+			" ON r.project = t.project AND r.name = t.name AND r.revision = t.revision WHERE t.project = ? AND t.host_id = ? ORDER BY t.name", project, hostID)
+		if err != nil {
+			return s.failf(t, "read device workloads: %w", err)
+		}
+		for rows.Next() {
+			var (
+				dw   eim.DeviceWorkload
+				spec string
+			)
+			if err := rows.Scan(&dw.Name, &dw.Revision, &spec); err != nil {
+				rows.Close()
+				return t.fail(err)
+			}
+			if err := json.Unmarshal([]byte(spec), &dw.Spec); err != nil {
+				rows.Close()
+				return t.fail(fmt.Errorf("edge workload %s revision %d: %w", dw.Name, dw.Revision, err))
+			}
+			out.Targets = append(out.Targets, dw)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return s.failf(t, "read device workloads: %w", err)
+		}
+		out.Logs, err = s.logRequestsWhere(ctx, t, "project = ? AND host_id = ? AND answered = ?", project, hostID, false)
+		return err
+	})
+	return out, err
+}
+
+// RecordEdgeWorkloadStatus implements eim.EdgeWorkloadStore.
+func (s *Store) RecordEdgeWorkloadStatus(ctx context.Context, project, hostID string, statuses []eim.EdgeWorkloadStatus) error {
+	now := s.now().UnixMilli()
+	return s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", project, hostID) {
+			return eim.Errorf(eim.ENOTFOUND, "host %s not found", hostID)
+		}
+		known, err := s.column(ctx, t, "SELECT name FROM edge_workloads WHERE project = ?", project)
+		if err != nil {
+			return err
+		}
+		had, err := s.column(ctx, t, "SELECT name FROM edge_workload_status WHERE project = ? AND host_id = ?", project, hostID)
+		if err != nil {
+			return err
+		}
+		reported := map[string]bool{}
+		for _, st := range statuses {
+			if !slices.Contains(known, st.Workload) || reported[st.Workload] {
+				continue
+			}
+			reported[st.Workload] = true
+			ctrs, err := json.Marshal(st.Containers)
+			if err != nil {
+				return err
+			}
+			if _, err := t.exec(ctx, "INSERT INTO edge_workload_status (project, name, host_id, revision, phase, last_error, transition_at, containers, reported_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"+
+				" ON CONFLICT (project, name, host_id) DO UPDATE SET revision = excluded.revision, phase = excluded.phase, last_error = excluded.last_error,"+
+				" transition_at = excluded.transition_at, containers = excluded.containers, reported_at = excluded.reported_at",
+				project, st.Workload, hostID, st.Revision, st.Phase, st.LastError, st.TransitionTime.UnixMilli(), string(ctrs), now); err != nil {
+				return s.failf(t, "record edge workload status: %w", err)
+			}
+		}
+		for _, name := range had {
+			if !reported[name] {
+				if _, err := t.exec(ctx, "DELETE FROM edge_workload_status WHERE project = ? AND name = ? AND host_id = ?", project, name, hostID); err != nil {
+					return s.failf(t, "record edge workload status: %w", err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// EdgeWorkloadStatuses implements eim.EdgeWorkloadStore.
+func (s *Store) EdgeWorkloadStatuses(ctx context.Context, project, name string) ([]eim.EdgeWorkloadStatus, error) {
+	var out []eim.EdgeWorkloadStatus
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = nil
+		rows, err := t.query(ctx, "SELECT host_id, revision, phase, last_error, transition_at, containers, reported_at, last_data_upload, upload_errors"+
+			" FROM edge_workload_status WHERE project = ? AND name = ? ORDER BY host_id", project, name)
+		if err != nil {
+			return s.failf(t, "read edge workload status: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			st := eim.EdgeWorkloadStatus{Workload: name}
+			var (
+				ctrs, errs                   string
+				transition, reported, upload int64
+			)
+			if err := rows.Scan(&st.HostID, &st.Revision, &st.Phase, &st.LastError, &transition, &ctrs, &reported, &upload, &errs); err != nil {
+				return t.fail(err)
+			}
+			if err := json.Unmarshal([]byte(ctrs), &st.Containers); err != nil {
+				return t.fail(err)
+			}
+			if err := json.Unmarshal([]byte(errs), &st.UploadErrors); err != nil {
+				return t.fail(err)
+			}
+			st.TransitionTime, st.ReportedAt, st.LastDataUpload = milli(transition), milli(reported), milli(upload)
+			out = append(out, st)
+		}
+		if err := rows.Err(); err != nil {
+			return s.failf(t, "read edge workload status: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// milli is a time of the tables, 0 being none.
+func milli(ms int64) eim.Time {
+	if ms == 0 {
+		return eim.Time{}
+	}
+	return eim.TimeFromUnixMilli(ms)
+}
+
+// RecordEdgeWorkloadUploads implements eim.EdgeWorkloadStore.
+func (s *Store) RecordEdgeWorkloadUploads(ctx context.Context, project, hostID, name string, at time.Time, errs []string) error {
+	if errs == nil {
+		errs = []string{}
+	}
+	body, err := json.Marshal(errs)
+	if err != nil {
+		return err
+	}
+	var atMS int64
+	if !at.IsZero() {
+		atMS = at.UnixMilli()
+	}
+	return s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if !t.exists(ctx, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?", project, name) {
+			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", name)
+		}
+		if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", project, hostID) {
+			return eim.Errorf(eim.ENOTFOUND, "host %s not found", hostID)
+		}
+		q := "INSERT INTO edge_workload_status (project, name, host_id, last_data_upload, upload_errors) VALUES (?, ?, ?, ?, ?)" +
+			" ON CONFLICT (project, name, host_id) DO UPDATE SET upload_errors = excluded.upload_errors"
+		if atMS != 0 {
+			q += ", last_data_upload = excluded.last_data_upload"
+		}
+		if _, err := t.exec(ctx, q, project, name, hostID, atMS, string(body)); err != nil {
+			return s.failf(t, "record edge workload uploads: %w", err)
+		}
+		return nil
+	})
+}
+
+// CreateEdgeWorkloadLogRequest implements eim.EdgeWorkloadStore.
+func (s *Store) CreateEdgeWorkloadLogRequest(ctx context.Context, r *eim.EdgeWorkloadLogRequest) error {
+	now := eim.NewTime(s.now())
+	return s.run(ctx, r.Project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if !t.exists(ctx, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?", r.Project, r.Workload) {
+			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", r.Workload)
+		}
+		if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", r.Project, r.HostID) {
+			return eim.Errorf(eim.ENOTFOUND, "host %s not found", r.HostID)
+		}
+		if _, err := t.exec(ctx, "INSERT INTO edge_workload_logs (project, id, name, host_id, container, tail, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+			r.Project, r.ID, r.Workload, r.HostID, r.Container, int64(r.Tail), now.UnixMilli()); err != nil {
+			return s.failf(t, "create log request: %w", err)
+		}
+		r.CreatedAt = now
+		return s.bumpDevices(ctx, t, r.Project, []string{r.HostID})
+	})
+}
+
+func (s *Store) logRequestsWhere(ctx context.Context, t *tx, where string, args ...any) ([]eim.EdgeWorkloadLogRequest, error) {
+	rows, err := t.query(ctx, "SELECT project, id, name, host_id, container, tail, created_at, answered, logs, error FROM edge_workload_logs WHERE "+where+" ORDER BY created_at, id", args...)
+	if err != nil {
+		return nil, s.failf(t, "read log requests: %w", err)
+	}
+	defer rows.Close()
+	var out []eim.EdgeWorkloadLogRequest
+	for rows.Next() {
+		var (
+			r       eim.EdgeWorkloadLogRequest
+			tail    int64
+			created int64
+			logs    string
+		)
+		if err := rows.Scan(&r.Project, &r.ID, &r.Workload, &r.HostID, &r.Container, &tail, &created, &r.Answered, &logs, &r.Error); err != nil {
+			return nil, t.fail(err)
+		}
+		if err := json.Unmarshal([]byte(logs), &r.Logs); err != nil {
+			return nil, t.fail(err)
+		}
+		r.Tail, r.CreatedAt = uint32(tail), eim.TimeFromUnixMilli(created)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.failf(t, "read log requests: %w", err)
+	}
+	return out, nil
+}
+
+// AnswerEdgeWorkloadLogRequest implements eim.EdgeWorkloadStore.
+func (s *Store) AnswerEdgeWorkloadLogRequest(ctx context.Context, project, hostID, id string, logs []eim.ContainerLog, errText string) error {
+	if logs == nil {
+		logs = []eim.ContainerLog{}
+	}
+	body, err := json.Marshal(logs)
+	if err != nil {
+		return err
+	}
+	return s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		res, err := t.exec(ctx, "UPDATE edge_workload_logs SET answered = ?, logs = ?, error = ? WHERE project = ? AND host_id = ? AND id = ? AND answered = ?",
+			true, string(body), errText, project, hostID, id, false)
+		if err != nil {
+			return s.failf(t, "answer log request: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			if t.exists(ctx, "SELECT 1 FROM edge_workload_logs WHERE project = ? AND host_id = ? AND id = ?", project, hostID, id) {
+				return nil // answered already: a repeat is harmless
+			}
+			return eim.Errorf(eim.ENOTFOUND, "log request %s not found", id)
+		}
+		return nil
+	})
+}
+
+// FindEdgeWorkloadLogRequest implements eim.EdgeWorkloadStore.
+func (s *Store) FindEdgeWorkloadLogRequest(ctx context.Context, project, id string) (*eim.EdgeWorkloadLogRequest, error) {
+	var out *eim.EdgeWorkloadLogRequest
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		rs, err := s.logRequestsWhere(ctx, etx.(*tx), "project = ? AND id = ?", project, id)
+		if err != nil {
+			return err
+		}
+		if len(rs) == 0 {
+			return eim.Errorf(eim.ENOTFOUND, "log request %s not found", id)
+		}
+		out = &rs[0]
+		return nil
+	})
+	return out, err
+}
+
+// EdgeWorkloadDeviceCounts implements eim.EdgeWorkloadStore.
+func (s *Store) EdgeWorkloadDeviceCounts(ctx context.Context) ([]eim.EdgeWorkloadDeviceCount, error) {
+	var out []eim.EdgeWorkloadDeviceCount
+	err := s.run(ctx, "", false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = nil
+		rows, err := t.query(ctx, "SELECT t.project, t.name, t.revision, COALESCE(s.revision, 0), COALESCE(s.phase, ''), COUNT(*)"+
+			" FROM edge_workload_targets t LEFT JOIN edge_workload_status s ON s.project = t.project AND s.name = t.name AND s.host_id = t.host_id"+
+			" GROUP BY t.project, t.name, t.revision, COALESCE(s.revision, 0), COALESCE(s.phase, '')"+
+			" UNION ALL SELECT s.project, s.name, 0, s.revision, s.phase, COUNT(*) FROM edge_workload_status s"+
+			" WHERE NOT EXISTS (SELECT 1 FROM edge_workload_targets t WHERE t.project = s.project AND t.name = s.name AND t.host_id = s.host_id)"+
+			" GROUP BY s.project, s.name, s.revision, s.phase")
+		if err != nil {
+			return s.failf(t, "count edge workload devices: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c eim.EdgeWorkloadDeviceCount
+			if err := rows.Scan(&c.Project, &c.Workload, &c.Target, &c.Revision, &c.Phase, &c.Devices); err != nil {
+				return t.fail(err)
+			}
+			out = append(out, c)
+		}
+		if err := rows.Err(); err != nil {
+			return s.failf(t, "count edge workload devices: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,158 @@
+package workloads
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
+	"github.com/eimhq/eim/inventory"
+)
+
+// The targets loop: one process of the deployment at a time decides, per
+// project, which revision each device must run of each workload (its
+// target) and stores the difference with what is stored
+// (SetEdgeWorkloadTargets, which gives the devices whose set changed a
+// new version). It is level-based: woken by the change feed (a workload,
+// a host, a site, a region or an instance changed: labels and selectors
+// may select other devices now), it reconciles the whole project; a
+// re-list at the start and every Options.Relist makes up for a missed
+// wake-up.
+
+// Reconcile runs the targets loop until ctx ends.
+func (s *Service) Reconcile(ctx context.Context) error {
+	r := feed.New(feed.Options{Store: s.o.FeedStore, Name: "edge workload targets", Logger: s.log, Metrics: s.o.Metrics, MinWait: s.o.RetryWait,
+		Kinds: []eim.Kind{eim.KindEdgeWorkload, eim.KindHost, eim.KindSite, eim.KindRegion, eim.KindInstance},
+		Handle: func(ctx context.Context, evs []eim.Event) error {
+			seen := map[string]bool{}
+			for _, ev := range evs {
+				if seen[ev.Project] || ev.Project == "" {
+					continue
+				}
+				seen[ev.Project] = true
+				if err := s.reconcileProject(ctx, ev.Project); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+					return err
+				}
+			}
+			return nil
+		},
+		Relist:      s.reconcileAll,
+		RelistEvery: s.o.Relist,
+	})
+	return r.Run(ctx)
+}
+
+func (s *Service) reconcileAll(ctx context.Context) error {
+	ps, err := s.o.Store.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if err := s.reconcileProject(ctx, p.Name); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReconcileProject sets the targets of a project's devices now (the
+// targets loop does it on every change; tests and tools call it).
+func (s *Service) ReconcileProject(ctx context.Context, project string) error {
+	return s.reconcileProject(ctx, project)
+}
+
+func (s *Service) reconcileProject(ctx context.Context, project string) error {
+	ws, err := s.o.Store.ListEdgeWorkloads(ctx, project)
+	if err != nil {
+		return err
+	}
+	stored, err := s.o.Store.EdgeWorkloadTargets(ctx, project, "")
+	if err != nil {
+		return err
+	}
+	if len(ws) == 0 && len(stored) == 0 {
+		return nil
+	}
+	want := map[[2]string]int64{}
+	if len(ws) > 0 {
+		err := s.eachDevice(ctx, project, func(h *eim.Host) {
+			labels := eim.DeviceLabels(h)
+			for _, w := range ws {
+				if selects(w, h.ResourceID, labels) {
+					want[[2]string{w.Name, h.ResourceID}] = targetRevision(w)
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	var changes []eim.EdgeWorkloadTarget
+	have := map[[2]string]bool{}
+	for _, t := range stored {
+		k := [2]string{t.Workload, t.HostID}
+		have[k] = true
+		switch rev, ok := want[k]; {
+		case !ok:
+			changes = append(changes, eim.EdgeWorkloadTarget{Workload: t.Workload, HostID: t.HostID})
+		case rev != t.Revision:
+			changes = append(changes, eim.EdgeWorkloadTarget{Workload: t.Workload, HostID: t.HostID, Revision: rev})
+		}
+	}
+	for k, rev := range want {
+		if !have[k] {
+			changes = append(changes, eim.EdgeWorkloadTarget{Workload: k[0], HostID: k[1], Revision: rev})
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	sort.Slice(changes, func(i, j int) bool {
+		if changes[i].HostID != changes[j].HostID {
+			return changes[i].HostID < changes[j].HostID
+		}
+		return changes[i].Workload < changes[j].Workload
+	})
+	return s.o.Store.SetEdgeWorkloadTargets(ctx, project, changes)
+}
+
+// targetRevision is the revision a selected device must run of w: today
+// the latest. The rollout engine decides it here, per device.
+func targetRevision(w *eim.EdgeWorkload) int64 { return w.Revision }
+
+// selects reports whether w selects the device.
+func selects(w *eim.EdgeWorkload, hostID string, labels map[string]string) bool {
+	if w.Spec.Device != "" {
+		return w.Spec.Device == hostID
+	}
+	return w.Spec.DeviceSelector.Matches(labels)
+}
+
+// eachDevice calls fn with every host of the project, expanded (what it
+// inherits, its site and instance), a page at a time by ID (a keyset: the
+// API's offsets stop at inventory.MaxOffset).
+func (s *Service) eachDevice(ctx context.Context, project string, fn func(*eim.Host)) error {
+	last := ""
+	for {
+		q := inventory.ListQuery{PageSize: inventory.MaxPageSize, OrderBy: "resourceId"}
+		if last != "" {
+			q.Filter = fmt.Sprintf("resourceId > %q", last)
+		}
+		page, err := s.o.Inventory.List(ctx, project, eim.KindHost, q)
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Items {
+			if h, ok := r.(*eim.Host); ok {
+				last = h.ResourceID
+				if h.DesiredState != eim.HostStateDeleted {
+					fn(h)
+				}
+			}
+		}
+		if !page.HasNext || len(page.Items) == 0 {
+			return nil
+		}
+	}
+}
