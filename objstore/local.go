@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/apiv2"
@@ -70,6 +71,12 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
+	// The listener's deadlines are for small calls: an upload gets ten
+	// minutes and one more second per 64 KiB (a slow link's pace).
+	rc := http.NewResponseController(w)
+	until := time.Now().Add(10*time.Minute + time.Duration(size/(64<<10))*time.Second)
+	_ = rc.SetReadDeadline(until)
+	_ = rc.SetWriteDeadline(until.Add(time.Minute))
 	if r.ContentLength >= 0 && r.ContentLength != size {
 		return eim.Errorf(eim.EINVALID, "Content-Length: %d bytes, the grant is for %d", r.ContentLength, size)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/maintenance"
 	"github.com/eimhq/eim/metrics"
+	"github.com/eimhq/eim/objstore"
 	"github.com/eimhq/eim/onboarding"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/pki"
@@ -69,6 +70,7 @@ type Builder struct {
 	maint    *maintenance.Service
 	clusters *clusters.Service
 	gw       *gateway.Gateway
+	objs     *objstore.Service
 	rpc      *metrics.RPC
 	api      http.Handler
 
@@ -272,6 +274,37 @@ func (b *Builder) uiV2() (http.Handler, error) {
 		_, _ = w.Write([]byte(`{"code":"Unimplemented","message":"this process does not serve the clusters API: run the ui module beside the clusters module, or give it the deployment's --secrets-key"}` + "\n"))
 	})
 	return mux, nil
+}
+
+// ObjectStore is the projects' object storage: their settings' API, the
+// embedded store, and the granter of devices' uploads (UploadGranter).
+// Its embedded store is reached through the agent listener, so it has one
+// only in a process with an agent module (the objectstorage module is
+// one).
+func (b *Builder) ObjectStore() (*objstore.Service, error) {
+	if b.objs == nil {
+		key, err := b.secretsKey()
+		if err != nil {
+			return nil, err
+		}
+		s, err := objstore.New(objstore.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, DataDir: b.cfg.DataDir,
+			AgentURL: b.agentURL, Logger: b.Log.With("part", "objstore")})
+		if err != nil {
+			return nil, err
+		}
+		b.objs = s
+	}
+	return b.objs, nil
+}
+
+// UploadGranter is what the workloads module gives devices that ask to
+// upload their data: ObjectStore's granter.
+func (b *Builder) UploadGranter() (eim.UploadGranter, error) {
+	s, err := b.ObjectStore()
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // secretsKey is the key that seals secrets at rest (see loadSecretsKey),
