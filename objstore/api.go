@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -83,7 +84,7 @@ func (s *Service) Check(ctx context.Context, o *eim.ObjectStorage, secret string
 	res := eim.StorageReachable{Status: eim.StorageUnreachable, CheckedAt: eim.NewTime(now)}
 	ctx, cancel := context.WithTimeout(ctx, s.o.CheckTimeout)
 	defer cancel()
-	client, err := httpClient(o.CACert)
+	client, err := httpClient(o.CACert, s.o.DialContext)
 	if err != nil {
 		res.LastError = err.Error()
 		return res
@@ -121,9 +122,13 @@ func (s *Service) Check(ctx context.Context, o *eim.ObjectStorage, secret string
 	return res
 }
 
-// httpClient is a client trusting caPEM ("" the system's roots).
-func httpClient(caPEM string) (*http.Client, error) {
+// httpClient is a client trusting caPEM ("" the system's roots),
+// dialing with dial (nil the default).
+func httpClient(caPEM string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if dial != nil {
+		tr.DialContext = dial
+	}
 	if caPEM != "" {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM([]byte(caPEM)) {

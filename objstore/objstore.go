@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,8 @@ type Options struct {
 	GrantBurst int
 	// CheckTimeout bounds the check of a bucket at PUT (default 10 s).
 	CheckTimeout time.Duration
+	// DialContext dials for the check (default a net.Dialer's).
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/internal/s3test"
 	"github.com/eimhq/eim/objstore"
 )
@@ -176,5 +177,60 @@ func TestS3(t *testing.T) {
 	// A project without a setting still uses the embedded store.
 	if g := grant(t, e.svc, "b", e.hostB+"/cam/out/", change("x", []byte("x")))[0]; !strings.HasPrefix(g.URL, e.srv.URL+objstore.UploadPath) {
 		t.Fatalf("project without object storage: got %s, want the embedded store", g.URL)
+	}
+}
+
+// TestS3VirtualHost: with virtual-hosted addressing (bucket.host, what AWS
+// uses), the setting's check, a grant's PUT and DELETE are accepted by
+// versitygw and a grant used for another key is refused. Every name is
+// dialed on 127.0.0.1 (no DNS).
+func TestS3VirtualHost(t *testing.T) {
+	s3 := s3test.StartVirtual(t, "s3.test")
+	s3.CreateBucket(t, "edge")
+	e := newEnv(t, objstore.Options{DialContext: s3test.Dialer})
+	u, _ := url.Parse(s3.URL)
+	setting := map[string]any{"endpoint": "http://s3.test:" + u.Port(), "bucket": "edge", "region": s3.Region,
+		"accessKeyId": s3.Creds.AccessKeyID, "secretAccessKey": s3.Creds.SecretKey}
+	// The check, signed for the bucket's virtual host, passes.
+	e.want("writer", "PUT", "/v1/projects/a/objectstorage", setting, http.StatusOK, `"status":"REACHABLE"`)
+	client := &http.Client{Transport: &http.Transport{DialContext: s3test.Dialer}}
+	sendVia := func(g eim.UploadGrant, body []byte) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), g.Method, g.URL, strings.NewReader(string(body)))
+		if body == nil {
+			req.Body, req.ContentLength = http.NoBody, 0
+		}
+		for k, v := range g.Headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	content := []byte("virtual\n")
+	g := grant(t, e.svc, "a", e.hostA+"/w/out/", change("f.txt", content))[0]
+	if !strings.HasPrefix(g.URL, "http://edge.s3.test:"+u.Port()+"/"+e.hostA+"/w/out/f.txt?") {
+		t.Fatalf("grant URL %s: want the bucket in the host", g.URL)
+	}
+	evil := g
+	evil.URL = strings.Replace(g.URL, "f.txt", "g.txt", 1)
+	if code := sendVia(evil, content); code != http.StatusForbidden {
+		t.Fatalf("grant used for another key: got %d, want 403", code)
+	}
+	if code := sendVia(g, content); code != http.StatusOK {
+		t.Fatalf("PUT: got %d, want 200", code)
+	}
+	if got, ok := s3.Get(t, "edge", e.hostA+"/w/out/f.txt"); !ok || string(got) != string(content) {
+		t.Fatalf("object: got %q (exists %v)", got, ok)
+	}
+	g = grant(t, e.svc, "a", e.hostA+"/w/out/", change("f.txt", nil))[0]
+	if code := sendVia(g, nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE: got %d, want 204", code)
+	}
+	if _, ok := s3.Get(t, "edge", e.hostA+"/w/out/f.txt"); ok {
+		t.Fatal("deleted object still there")
 	}
 }

@@ -67,8 +67,26 @@ func Binary() string {
 }
 
 // Start runs versitygw until the test ends, with fresh random root keys,
-// and waits until it answers.
-func Start(t testing.TB) *Server {
+// and waits until it answers. Buckets are addressed path-style.
+func Start(t testing.TB) *Server { return start(t, "") }
+
+// StartVirtual is Start with virtual-hosted buckets too: bucket.domain:port
+// addresses a bucket (the test must resolve those names to 127.0.0.1
+// itself: see Dialer).
+func StartVirtual(t testing.TB, domain string) *Server { return start(t, domain) }
+
+// Dialer dials every address's port on 127.0.0.1: a transport using it
+// reaches a virtual-hosted bucket's name without DNS.
+func Dialer(ctx context.Context, network, addr string) (net.Conn, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+}
+
+func start(t testing.TB, domain string) *Server {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
@@ -83,8 +101,11 @@ func Start(t testing.TB) *Server {
 	for range 5 { // the free port may be taken between its probe and the start
 		addr := freePort(t)
 		ctx, cancel := context.WithCancel(context.Background())
-		cmd := exec.CommandContext(ctx, bin, "--access", s.Creds.AccessKeyID, "--secret", s.Creds.SecretKey,
-			"--region", s.Region, "--port", addr, "posix", s.Dir)
+		args := []string{"--access", s.Creds.AccessKeyID, "--secret", s.Creds.SecretKey, "--region", s.Region, "--port", addr}
+		if domain != "" {
+			args = append(args, "--virtual-domain", domain)
+		}
+		cmd := exec.CommandContext(ctx, bin, append(args, "posix", s.Dir)...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID=", "ROOT_SECRET_ACCESS_KEY=")
