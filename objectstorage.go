@@ -269,7 +269,6 @@ func (o *ObjectStorage) View() *ObjectStorageView {
 type EdgeObject struct {
 	Path      string `json:"path"` // under the host's prefix
 	Size      int64  `json:"size"`
-	SHA256    string `json:"sha256"`
 	UpdatedAt Time   `json:"updatedAt"`
 }
 

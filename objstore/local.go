@@ -142,18 +142,19 @@ func (s *Service) listEdgeData(w http.ResponseWriter, r *http.Request, c *call) 
 		return err
 	}
 	q := r.URL.Query()
-	pageSize, offset := 100, 0
+	// Paged as the v1 API's lists are.
+	pageSize, offset := 20, 0
 	if v := q.Get("pageSize"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return eim.Errorf(eim.EINVALID, "pageSize: %q must be 1 to 1000", v)
+		if err != nil || n < 1 || n > 100 {
+			return eim.Errorf(eim.EINVALID, "pageSize: %q must be 1 to 100", v)
 		}
 		pageSize = n
 	}
 	if v := q.Get("offset"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return eim.Errorf(eim.EINVALID, "offset: %q must be 0 or more", v)
+		if err != nil || n < 0 || n > 10000 {
+			return eim.Errorf(eim.EINVALID, "offset: %q must be 0 to 10000", v)
 		}
 		offset = n
 	}
