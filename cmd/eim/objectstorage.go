@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/eimhq/eim/client"
 )
@@ -97,21 +96,8 @@ func (c *cli) objectStorageSet(args []string) error {
 	if err := wantArgs("objectstorage set", pos, 0, "no arguments"); err != nil {
 		return err
 	}
-	switch {
-	case fromStdin && secret != "":
-		return usagef("objectstorage set: give --secret-key or --secret-key-stdin, not both")
-	case fromStdin:
-		b, err := c.readStdin()
-		if err != nil {
-			return fmt.Errorf("read the secret key: %w", err)
-		}
-		s := strings.TrimRight(string(b), "\r\n")
-		if s == "" {
-			return usagef("objectstorage set: --secret-key-stdin: standard input is empty")
-		}
-		in.SecretAccessKey = &s
-	case secret != "":
-		in.SecretAccessKey = &secret
+	if in.SecretAccessKey, err = c.secretArg("objectstorage set", "secret-key", secret, fromStdin); err != nil {
+		return err
 	}
 	if maxSize != "" {
 		n, err := strconv.ParseInt(maxSize, 10, 64)
