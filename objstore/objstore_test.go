@@ -49,7 +49,7 @@ func (c *clock) add(d time.Duration) {
 // env is the part's API and embedded store on a real store (SQLite),
 // mounted as the server mounts them, on one listener.
 type env struct {
-	t            *testing.T
+	t            testing.TB
 	store        *sqlstore.Store
 	key          *seal.Key
 	svc          *objstore.Service
@@ -59,7 +59,7 @@ type env struct {
 	dataDir      string
 }
 
-func newEnv(t *testing.T, o objstore.Options) *env {
+func newEnv(t testing.TB, o objstore.Options) *env {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
