@@ -227,11 +227,14 @@ func checkBMCAddress(p BMCProtocol, addr string) error {
 	return nil
 }
 
-// checkCABundle checks that s is PEM holding only certificates, at least
-// one.
-func checkCABundle(s string) error {
-	if len(s) > MaxBMCCACert {
-		return Errorf(EINVALID, "caCert: at most %d bytes", MaxBMCCACert)
+// checkCABundle checks a BMC's CA bundle.
+func checkCABundle(s string) error { return checkPEMBundle("caCert", s, MaxBMCCACert) }
+
+// checkPEMBundle checks that s, the value of field, is PEM holding only
+// certificates, at least one, in at most max bytes.
+func checkPEMBundle(field, s string, max int) error {
+	if len(s) > max {
+		return Errorf(EINVALID, "%s: at most %d bytes", field, max)
 	}
 	rest, n := []byte(s), 0
 	for {
@@ -241,15 +244,15 @@ func checkCABundle(s string) error {
 			break
 		}
 		if blk.Type != "CERTIFICATE" {
-			return Errorf(EINVALID, "caCert: a %q block is not a certificate", blk.Type)
+			return Errorf(EINVALID, "%s: a %q block is not a certificate", field, blk.Type)
 		}
 		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
-			return Errorf(EINVALID, "caCert: certificate %d: %v", n+1, err)
+			return Errorf(EINVALID, "%s: certificate %d: %v", field, n+1, err)
 		}
 		n++
 	}
 	if n == 0 || strings.TrimSpace(string(rest)) != "" {
-		return Errorf(EINVALID, "caCert: not a PEM bundle of certificates")
+		return Errorf(EINVALID, "%s: not a PEM bundle of certificates", field)
 	}
 	return nil
 }

@@ -146,6 +146,8 @@ type Store interface {
 	BMCStore
 	// The workloads module's edge workloads.
 	EdgeWorkloadStore
+	// The projects' object storage settings (package objstore).
+	ObjectStorageStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)

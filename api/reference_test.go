@@ -55,6 +55,13 @@ var ourOperations = []string{
 	"GET /v1/projects/{projectName}/compute/hosts/{hostId}/bmc",
 	"PUT /v1/projects/{projectName}/compute/hosts/{hostId}/bmc",
 	"DELETE /v1/projects/{projectName}/compute/hosts/{hostId}/bmc",
+	// A project's object storage and the embedded store's files (the
+	// objectstorage module).
+	"GET /v1/projects/{projectName}/objectstorage",
+	"PUT /v1/projects/{projectName}/objectstorage",
+	"DELETE /v1/projects/{projectName}/objectstorage",
+	"GET /v1/projects/{projectName}/edgedata/{hostId}",
+	"GET /v1/projects/{projectName}/edgedata/{hostId}/{path}",
 }
 
 // ourV2Operations are the v2 API's operations (the clusters and connect

@@ -16,6 +16,7 @@ package seal
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -42,6 +43,9 @@ const version = 1
 type Key struct {
 	aead cipher.AEAD
 	id   string
+	// derive is the root of the keys Derive makes: an HMAC of the key
+	// material, so that no derived key reveals it or another one.
+	derive []byte
 }
 
 // New returns a Key for 32 bytes of key material.
@@ -58,7 +62,18 @@ func New(key []byte) (*Key, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(key)
-	return &Key{aead: aead, id: hex.EncodeToString(sum[:4])}, nil
+	d := hmac.New(sha256.New, key)
+	d.Write([]byte("eim-seal-derive"))
+	return &Key{aead: aead, id: hex.EncodeToString(sum[:4]), derive: d.Sum(nil)}, nil
+}
+
+// Derive returns 32 bytes of key material for purpose (e.g. an HMAC key
+// that signs URLs), the same in every process holding this key and
+// independent of the key for every other purpose and of the sealing.
+func (k *Key) Derive(purpose string) []byte {
+	m := hmac.New(sha256.New, k.derive)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
 }
 
 // ID names the key (a digest of it) in logs, never the key.

@@ -99,3 +99,21 @@ func TestSealText(t *testing.T) {
 		t.Fatal("OpenText of a damaged value: got nil error")
 	}
 }
+
+func TestDerive(t *testing.T) {
+	k1, _ := seal.New(make([]byte, 32))
+	k1b, _ := seal.New(make([]byte, 32))
+	other := make([]byte, 32)
+	other[0] = 1
+	k2, _ := seal.New(other)
+	a, b := k1.Derive("a"), k1.Derive("b")
+	if len(a) != 32 || string(a) == string(b) {
+		t.Fatalf("Derive: got %x and %x for two purposes, want 32 distinct bytes", a, b)
+	}
+	if string(a) != string(k1b.Derive("a")) {
+		t.Fatal("Derive: another Key of the same material derived another key")
+	}
+	if string(a) == string(k2.Derive("a")) {
+		t.Fatal("Derive: two keys derived the same key")
+	}
+}

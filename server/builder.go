@@ -21,6 +21,7 @@ import (
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/maintenance"
 	"github.com/eimhq/eim/metrics"
+	"github.com/eimhq/eim/objstore"
 	"github.com/eimhq/eim/onboarding"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/pki"
@@ -71,6 +72,7 @@ type Builder struct {
 	clusters *clusters.Service
 	edge     *workloads.Service
 	gw       *gateway.Gateway
+	objs     *objstore.Service
 	rpc      *metrics.RPC
 	api      http.Handler
 
@@ -229,10 +231,14 @@ func (b *Builder) Workloads() (*workloads.Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Uploads (eim.UploadGranter) stays nil until the object storage
-		// module is wired: GrantUploads then answers FailedPrecondition.
+		// Devices' uploads are granted by the projects' object storage
+		// (or the embedded store, served by the objectstorage module).
+		uploads, err := b.UploadGranter()
+		if err != nil {
+			return nil, err
+		}
 		if b.edge, err = workloads.New(workloads.Options{Store: b.Store, FeedStore: b.Store, Inventory: b.Inventory,
-			Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics}); err != nil {
+			Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: uploads}); err != nil {
 			return nil, err
 		}
 	}
@@ -292,6 +298,37 @@ func (b *Builder) uiV2() (http.Handler, error) {
 		_, _ = w.Write([]byte(`{"code":"Unimplemented","message":"this process does not serve the clusters API: run the ui module beside the clusters module, or give it the deployment's --secrets-key"}` + "\n"))
 	})
 	return mux, nil
+}
+
+// ObjectStore is the projects' object storage: their settings' API, the
+// embedded store, and the granter of devices' uploads (UploadGranter).
+// Its embedded store is reached through the agent listener, so it has one
+// only in a process with an agent module (the objectstorage module is
+// one).
+func (b *Builder) ObjectStore() (*objstore.Service, error) {
+	if b.objs == nil {
+		key, err := b.secretsKey()
+		if err != nil {
+			return nil, err
+		}
+		s, err := objstore.New(objstore.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, DataDir: b.cfg.DataDir,
+			AgentURL: b.agentURL, Logger: b.Log.With("part", "objstore")})
+		if err != nil {
+			return nil, err
+		}
+		b.objs = s
+	}
+	return b.objs, nil
+}
+
+// UploadGranter is what the workloads module gives devices that ask to
+// upload their data: ObjectStore's granter.
+func (b *Builder) UploadGranter() (eim.UploadGranter, error) {
+	s, err := b.ObjectStore()
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // secretsKey is the key that seals secrets at rest (see loadSecretsKey),

@@ -106,6 +106,12 @@ func init() {
 		Build:   buildOOB,
 	})
 	register(&Module{
+		Name:    "objectstorage",
+		Summary: "each project's object storage for its devices' data (/v1/projects/{p}/objectstorage, the secret sealed), the embedded store under the data directory when a project has none (uploads on the agent listener at /objects/, served back at /v1/projects/{p}/edgedata/{hostId}) and the grants devices upload with",
+		Agent:   true,
+		Build:   buildObjectStorage,
+	})
+	register(&Module{
 		Name:    "webhooks",
 		Summary: "a project's events (host onboarded or lost, instance running or failed, project deleted) delivered to its webhooks, signed, retried for a day",
 		Build:   buildWebhooks,
@@ -158,6 +164,23 @@ func buildOOB(b *Builder) (Parts, error) {
 		parts.Routes = append(parts.Routes, Route{pattern, h})
 	}
 	slices.SortFunc(parts.Routes, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	return parts, nil
+}
+
+func buildObjectStorage(b *Builder) (Parts, error) {
+	svc, err := b.ObjectStore()
+	if err != nil {
+		return Parts{}, err
+	}
+	var parts Parts
+	for pattern, h := range svc.Routes() {
+		parts.Routes = append(parts.Routes, Route{pattern, h})
+	}
+	for pattern, h := range svc.AgentRoutes() {
+		parts.AgentStreams = append(parts.AgentStreams, Route{pattern, h})
+	}
+	slices.SortFunc(parts.Routes, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	slices.SortFunc(parts.AgentStreams, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
 	return parts, nil
 }
 

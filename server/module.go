@@ -54,7 +54,10 @@ type Parts struct {
 	// Routes are mounted on the HTTP listener and Agent on the agent
 	// listener; Pattern is a net/http ServeMux pattern.
 	Routes, Agent []Route
-	Loops         []Loop
+	// AgentStreams are mounted on the agent listener without its body
+	// limit: their handlers bound their bodies themselves.
+	AgentStreams []Route
+	Loops        []Loop
 	// Metrics, when set, answers GET /metrics in place of the handler of
 	// the process's own series (Builder.Metrics), which it must include
 	// (the exporter module adds the fleet's series). One module at most.
@@ -123,7 +126,7 @@ var Profiles = []Profile{
 	{"observability", "liveness, hardware and telemetry configuration of running nodes, the fleet's Prometheus metrics and the projects' webhooks", []string{"api", "host", "telemetry", "exporter", "webhooks"}},
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
 	{"clusters", "edge Kubernetes clusters: cluster templates, clusters built from hosts, and the connect tunnel to their API behind NAT", []string{"api", "connect", "clusters"}},
-	{"devices", "devices running containers: edge workloads deployed by label to hosts with an installed OS, their status and log tails, with liveness and heartbeats", []string{"api", "host", "workloads"}},
+	{"devices", "devices running containers: edge workloads deployed by label to hosts with an installed OS, their status and log tails, with liveness and heartbeats, and the object storage their data is uploaded to", []string{"api", "host", "workloads", "objectstorage"}},
 	{"oob", "power and reboot of hosts: in-band through the agent today; hosts' BMCs kept as resources (power and boot through them are not built yet)", []string{"api", "host", "oob"}},
 }
 

@@ -219,6 +219,13 @@ func Run(ctx context.Context, cfg Config) error {
 			mounted["agent "+r.Pattern] = m.Name
 			b.Southbound().Mount(r.Pattern, actAs(m.Name, r.Handler))
 		}
+		for _, r := range parts.AgentStreams {
+			if prev, ok := mounted["agent "+r.Pattern]; ok {
+				return fmt.Errorf("module %s: %s is mounted by module %s already", m.Name, r.Pattern, prev)
+			}
+			mounted["agent "+r.Pattern] = m.Name
+			b.Southbound().MountStream(r.Pattern, actAs(m.Name, r.Handler))
+		}
 		for _, l := range parts.Loops {
 			loops = append(loops, &runningLoop{module: m.Name, Loop: l})
 		}

@@ -79,21 +79,8 @@ func (c *cli) bmcSet(args []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case fromStdin && password != "":
-		return usagef("bmc set: give --password or --password-stdin, not both")
-	case fromStdin:
-		b, err := c.readStdin()
-		if err != nil {
-			return fmt.Errorf("read the password: %w", err)
-		}
-		pw := strings.TrimRight(string(b), "\r\n")
-		if pw == "" {
-			return usagef("bmc set: --password-stdin: standard input is empty")
-		}
-		in.Password = &pw
-	case password != "":
-		in.Password = &password
+	if in.Password, err = c.secretArg("bmc set", "password", password, fromStdin); err != nil {
+		return err
 	}
 	if caFile != "" {
 		b, err := os.ReadFile(caFile)
@@ -143,6 +130,28 @@ func (c *cli) bmcDelete(args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "deleted the BMC of %s\n", host)
 	return nil
+}
+
+// secretArg is a secret given as --NAME VALUE or --NAME-stdin (one line of
+// standard input): nil when neither was given.
+func (c *cli) secretArg(cmd, name, value string, fromStdin bool) (*string, error) {
+	switch {
+	case fromStdin && value != "":
+		return nil, usagef("%s: give --%s or --%s-stdin, not both", cmd, name, name)
+	case fromStdin:
+		b, err := c.readStdin()
+		if err != nil {
+			return nil, fmt.Errorf("read the %s: %w", name, err)
+		}
+		v := strings.TrimRight(string(b), "\r\n")
+		if v == "" {
+			return nil, usagef("%s: --%s-stdin: standard input is empty", cmd, name)
+		}
+		return &v, nil
+	case value != "":
+		return &value, nil
+	}
+	return nil, nil
 }
 
 func (c *cli) printBMC(b *client.BMC) error {

@@ -101,6 +101,8 @@ func (c *cli) run(args []string) error {
 		return c.webhook(rest)
 	case "edgeworkload":
 		return c.edgeWorkload(rest)
+	case "objectstorage":
+		return c.objectStorage(rest)
 	case "microos":
 		return c.microos(rest)
 	case "testos":
@@ -142,6 +144,8 @@ Usage:
   eim cluster-template list | get | create FILE | delete | set-default
                                            their templates (eim cluster-template -h)
   eim audit list [--resource ID] [--since 1h] [-f]   who changed what (eim audit -h)
+  eim objectstorage set --endpoint URL --bucket B --access-key-id K --secret-key-stdin …
+                  | get | delete          the project's object storage for devices' data
   eim webhook list | get ID | create --url U --events E,E | update ID … | delete ID | deliveries ID
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)

@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"TenantRecords", testTenantRecords},
 		{"BMCs", testBMCs},
 		{"EdgeWorkloads", testEdgeWorkloads},
+		{"ObjectStorage", testObjectStorage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,6 +47,7 @@ var tags = []struct{ name, desc string }{
 	{tagProjects, "Tenants and their onboarding settings. Creating and deleting them needs the eim-admin role."},
 	{tagAudit, "EIM's additions: the project's audit log (who changed what, old → new) and its webhooks (signed event notifications). See docs/audit.md."},
 	{tagMetadata, "The original's metadata broker, as its web UI calls it: the label keys and values a project uses, for suggestions."},
+	{tagObjectStorage, "EIM's additions: the project's object storage, where its devices upload their workloads' data through short-lived grants, and the files of the embedded store used when it has none. See docs/objectstorage.md."},
 	{tagService, "Health and this document; no token needed."},
 }
 
@@ -82,6 +83,7 @@ func addOperations(ps *pathSet) {
 
 	addHosts(ps)
 	addBMC(ps)
+	addObjectStorage(ps)
 
 	inst := full
 	inst.listParams = queryParams
