@@ -142,8 +142,9 @@ type Store interface {
 	ConnectStore
 	// The clusters module's templates and clusters.
 	ClusterStore
-	// The oob module's BMCs of hosts.
+	// The oob module's BMCs of hosts and their power jobs.
 	BMCStore
+	PowerJobStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)
