@@ -189,6 +189,6 @@ func (s *Service) postJob(w http.ResponseWriter, r *http.Request, c *call) error
 	if err != nil {
 		return err
 	}
-	apiv2.WriteJSON(w, http.StatusCreated, j.View())
+	apiv2.WriteJSON(w, http.StatusOK, j.View())
 	return nil
 }

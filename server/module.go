@@ -123,7 +123,7 @@ var Profiles = []Profile{
 	{"observability", "liveness, hardware and telemetry configuration of running nodes, the fleet's Prometheus metrics and the projects' webhooks", []string{"api", "host", "telemetry", "exporter", "webhooks"}},
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
 	{"clusters", "edge Kubernetes clusters: cluster templates, clusters built from hosts, and the connect tunnel to their API behind NAT", []string{"api", "connect", "clusters"}},
-	{"oob", "power and reboot of hosts: in-band through the agent today; hosts' BMCs kept as resources (power and boot through them are not built yet)", []string{"api", "host", "oob"}},
+	{"oob", "power and reboot of hosts: through their BMCs (IPMI today; Redfish and AMT drivers to come) as power jobs confirmed from the BMC's state, in band through the agent for hosts without one", []string{"api", "host", "oob"}},
 }
 
 // profile returns the profile named name, or nil.

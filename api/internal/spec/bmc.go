@@ -37,7 +37,7 @@ func addBMC(ps *pathSet) {
 			desc: "Adds a power job (after the host's jobs still to end, or cancelling them with powerCommandPolicy IMMEDIATE), " +
 				"with an optional boot override set first, and sets the host's desiredPowerState. 404 when the host has no BMC. " +
 				"Needs the project's _im-rw role." + module,
-			body: ref("PowerRequest"), status: "201",
+			body: ref("PowerRequest"),
 			ok: okJSON("The job created.", ref("PowerJob"))},
 	)
 	ps.add("/compute/hosts/{hostId}/bmc/jobs/{jobId}",
