@@ -247,6 +247,13 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 		case a == ActionGracefulOff && KindOf(err) == Unsupported:
 			st.Skipped, st.Note = true, "graceful shutdown not supported: forcing off"
 			return nil
+		case a == ActionReset && KindOf(err) == Unsupported:
+			// A BMC without a reset control (ipmi_sim driving a VM
+			// process) resets by a power cycle: the step becomes one.
+			a, st.Action = ActionPowerCycle, string(ActionPowerCycle)
+			st.Note = "the BMC refused a reset (" + err.Error() + "): power cycled instead"
+			r.j.LastError = err.Error()
+			continue
 		case permanent(err):
 			return fail("%v", err)
 		default:
@@ -366,18 +373,18 @@ func (s *Service) work(ctx context.Context, j *eim.PowerJob) {
 		}
 		return
 	}
+	// The end is recorded on a context of its own: a stopping process
+	// still records what it knows. The host first, so that a job seen
+	// ended has its host showing it.
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	s.recordEnd(ectx, r, err)
 	if r.conn != nil {
 		_ = r.conn.Close()
 	}
-	// The end is recorded on a context of its own: a stopping process
-	// still records what it knows.
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	if err := r.save(ectx); err != nil {
 		log.Info("power job's end not recorded", "err", err)
-		return
 	}
-	s.recordEnd(ectx, r, err)
 }
 
 // runJob opens the BMC and carries out the steps from the recorded one.

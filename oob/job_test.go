@@ -402,8 +402,8 @@ func TestTakeOverAfterLease(t *testing.T) {
 		}
 		run(t, b.Work)
 		got := j.wait(t, id, eim.PowerJobSucceeded)
-		if f.sent(oob.ActionReset) != 1 || got.Attempts != 2 || !strings.Contains(got.Steps[0].Note, "not sent again") {
-			t.Fatalf("got %d resets, attempts %d, step %+v; want 1 reset, 2 attempts, confirmed after the take-over", f.sent(oob.ActionReset), got.Attempts, got.Steps[0])
+		if f.sent(oob.ActionReset) != 1 || got.Attempts < 2 || !strings.Contains(got.Steps[0].Note, "not sent again") {
+			t.Fatalf("got %d resets, attempts %d, step %+v; want 1 reset, a second attempt or more, confirmed after the take-over", f.sent(oob.ActionReset), got.Attempts, got.Steps[0])
 		}
 	})
 }

@@ -144,9 +144,9 @@ func buildOOB(b *Builder) (Parts, error) {
 	}
 	svc, err := oob.New(oob.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, Logger: b.Log.With("module", "oob"),
 		Feed: b.Store, Metrics: b.Metrics, Holder: b.cfg.ReplicaID + "/" + eim.NewID("oob"),
-		Drivers: map[eim.BMCProtocol]oob.Driver{eim.BMCIPMI: oob.NewIPMI(ipmi.NewDriver(b.cfg.OOBIPMITool), ipmi.Config{})},
+		Drivers: map[eim.BMCProtocol]oob.Driver{eim.BMCIPMI: oob.NewIPMI(ipmi.NewDriver(b.cfg.OOBIPMITool), ipmi.Config{Timeout: 10 * time.Second})},
 		Workers: b.cfg.OOBWorkers, PollEvery: b.cfg.OOBPollEvery, SiteLimit: b.cfg.OOBSiteLimit,
-		ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease})
+		ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease, GracefulTimeout: b.cfg.OOBGracefulTimeout})
 	if err != nil {
 		return Parts{}, err
 	}

@@ -107,7 +107,10 @@ type Config struct {
 	OOBConfirmTimeout time.Duration
 	OOBJobTimeout     time.Duration
 	OOBLease          time.Duration
-	OOBIPMITool       string
+	// OOBGracefulTimeout: how long a graceful shutdown has before the
+	// machine is forced off.
+	OOBGracefulTimeout time.Duration
+	OOBIPMITool        string
 
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.

@@ -96,6 +96,7 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.OOBConfirmTimeout, "oob-confirm-timeout", time.Minute, "oob: how long a sent power action has to show in the BMC's state before it is sent again")
 	fs.DurationVar(&cfg.OOBJobTimeout, "oob-job-timeout", 10*time.Minute, "oob: a power job's deadline from its creation (it then ends FAILED)")
 	fs.DurationVar(&cfg.OOBLease, "oob-lease", 30*time.Second, "oob: how long a process holds a power job without renewing it (another takes it over after)")
+	fs.DurationVar(&cfg.OOBGracefulTimeout, "oob-graceful-timeout", time.Minute, "oob: how long a graceful shutdown through the BMC has before the machine is forced off")
 	fs.StringVar(&cfg.OOBIPMITool, "oob-ipmitool", "ipmitool", "oob: the ipmitool binary the IPMI driver runs")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
 	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters or oob (see --list-modules)")
@@ -146,7 +147,7 @@ func (c *cli) server(args []string) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--oob-poll-every", cfg.OOBPollEvery}, {"--oob-confirm-timeout", cfg.OOBConfirmTimeout}, {"--oob-job-timeout", cfg.OOBJobTimeout}, {"--oob-lease", cfg.OOBLease}} {
+	}{{"--oob-poll-every", cfg.OOBPollEvery}, {"--oob-confirm-timeout", cfg.OOBConfirmTimeout}, {"--oob-job-timeout", cfg.OOBJobTimeout}, {"--oob-lease", cfg.OOBLease}, {"--oob-graceful-timeout", cfg.OOBGracefulTimeout}} {
 		if d.v < time.Second {
 			return usagef("%s: must be at least 1s, got %s", d.name, d.v)
 		}
