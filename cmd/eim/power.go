@@ -114,4 +114,3 @@ func (c *cli) printJobs(jobs []*client.PowerJob) error {
 	}
 	return c.printTable([]string{"JOB", "POWER", "STATE", "STEPS", "ATTEMPTS", "CREATED", "LAST ERROR"}, rows)
 }
-

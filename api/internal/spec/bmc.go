@@ -38,7 +38,7 @@ func addBMC(ps *pathSet) {
 				"with an optional boot override set first, and sets the host's desiredPowerState. 404 when the host has no BMC. " +
 				"Needs the project's _im-rw role." + module,
 			body: ref("PowerRequest"),
-			ok: okJSON("The job created.", ref("PowerJob"))},
+			ok:   okJSON("The job created.", ref("PowerJob"))},
 	)
 	ps.add("/compute/hosts/{hostId}/bmc/jobs/{jobId}",
 		op{method: "get", id: "getHostPowerJob", tag: tagHosts, summary: "Get a host's power job", params: []any{host, job},
