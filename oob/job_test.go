@@ -131,7 +131,7 @@ func fastOptions(e *env, f *fakeBMC, holder string) oob.Options {
 	return oob.Options{Store: e.store, Feed: e.store, Key: e.key, Authenticator: tokens{"admin": {Subject: "admin", Roles: []string{eim.RoleAdmin}}},
 		Logger:  slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Drivers: map[eim.BMCProtocol]oob.Driver{eim.BMCIPMI: f}, Holder: holder, Workers: 2,
-		Lease: 400 * time.Millisecond, ClaimEvery: 20 * time.Millisecond, ConfirmEvery: 10 * time.Millisecond,
+		Lease: 2 * time.Second, ClaimEvery: 20 * time.Millisecond, ConfirmEvery: 10 * time.Millisecond,
 		ConfirmTimeout: 300 * time.Millisecond, GracefulTimeout: 100 * time.Millisecond, JobTimeout: 20 * time.Second,
 		SiteLimit: -1, PollEvery: time.Hour, RelistEvery: time.Hour, RetryWait: 50 * time.Millisecond}
 }
@@ -239,7 +239,6 @@ func TestJobAlreadyInStateIsConfirmed(t *testing.T) {
 	// The first read sees ON; by the shutdown the machine is off, and the
 	// BMC answers "already in that state": a success once read back.
 	f := newFake(oob.PowerOn)
-	f.next, f.lag = oob.PowerOff, 0
 	j := newJobs(t, newEnv(t, "sqlite", t.TempDir()+"/eim.db"), f, nil)
 	f.mu.Lock()
 	f.next, f.lag, f.state = oob.PowerOff, 1, oob.PowerOn
