@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,7 @@ type fakeBMC struct {
 	unreachable    bool
 	hang           bool
 	sends          map[oob.Action]int
+	onAt           []time.Time // when each power-on came
 	boot           oob.Boot
 }
 
@@ -76,6 +78,7 @@ func (f *fakeBMC) Power(ctx context.Context, a oob.Action) error {
 	defer f.mu.Unlock()
 	switch a {
 	case oob.ActionOn:
+		f.onAt = append(f.onAt, time.Now())
 		if f.dropOn > 0 {
 			f.dropOn--
 			return nil
@@ -503,5 +506,93 @@ func decode(t *testing.T, s string, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(s), v); err != nil {
 		t.Fatalf("decode %s: %v", s, err)
+	}
+}
+
+// fleet is a driver of one fake BMC per address.
+type fleet struct {
+	mu sync.Mutex
+	m  map[string]*fakeBMC
+}
+
+func (p *fleet) Open(_ context.Context, t oob.Target) (oob.Conn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.m[t.Address]
+	if f == nil {
+		f = newFake(oob.PowerOff)
+		p.m[t.Address] = f
+	}
+	return f, nil
+}
+
+// TestSiteLimit: six hosts of a site powered on with a limit of 2 per
+// second: never three power-ons within a second, and all end on.
+func TestSiteLimit(t *testing.T) {
+	e := newEnv(t, "sqlite", t.TempDir()+"/eim.db")
+	fl := &fleet{m: map[string]*fakeBMC{}}
+	o := fastOptions(e, nil, "limit")
+	o.Drivers = map[eim.BMCProtocol]oob.Driver{eim.BMCIPMI: fl}
+	o.Workers, o.SiteLimit, o.SiteWindow = 6, 2, time.Second
+	svc, err := oob.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	for p, h := range svc.Routes() {
+		mux.Handle(p, h)
+	}
+	e.srv = httptest.NewServer(mux)
+	t.Cleanup(e.srv.Close)
+	var hosts []string
+	for i := range 6 {
+		h := &eim.Host{Name: fmt.Sprint("s", i)}
+		if err := e.store.Update(t.Context(), "a", func(tx eim.Tx) error { return tx.Create(t.Context(), h) }); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := e.do("admin", "PUT", bmcPath("a", h.ResourceID), map[string]any{"protocol": "IPMI", "address": fmt.Sprintf("127.0.0.%d", i+1),
+			"username": "u", "password": "p"}); code != 200 {
+			t.Fatalf("PUT bmc: %d %s", code, out)
+		}
+		hosts = append(hosts, h.ResourceID)
+	}
+	for _, h := range hosts {
+		if code, out := e.do("admin", "POST", bmcPath("a", h)+"/jobs", map[string]any{"desiredPowerState": "POWER_STATE_ON"}); code != 200 {
+			t.Fatalf("POST job: %d %s", code, out)
+		}
+	}
+	run(t, svc.Work)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, h := range hosts {
+		for {
+			list, _, err := e.store.ListPowerJobs(t.Context(), "a", h, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if list[0].State == eim.PowerJobSucceeded {
+				break
+			}
+			if list[0].State.Ended() || time.Now().After(deadline) {
+				t.Fatalf("host %s: job %s (%s)", h, list[0].State, list[0].LastError)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var at []time.Time
+	fl.mu.Lock()
+	for _, f := range fl.m {
+		f.mu.Lock()
+		at = append(at, f.onAt...)
+		f.mu.Unlock()
+	}
+	fl.mu.Unlock()
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	if len(at) != 6 {
+		t.Fatalf("power-ons: got %d, want 6", len(at))
+	}
+	for i := 0; i+2 < len(at); i++ {
+		if d := at[i+2].Sub(at[i]); d < time.Second-50*time.Millisecond {
+			t.Fatalf("power-ons %d..%d within %s, want at most 2 per second", i, i+2, d)
+		}
 	}
 }
