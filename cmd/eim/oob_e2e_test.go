@@ -161,9 +161,12 @@ func TestServerOOBPowerIPMI(t *testing.T) {
 	}
 	// ipmi_sim refuses a reset of its startcmd's VM: the job power
 	// cycled it instead (a new QEMU process).
-	if pid, err := vm(); err != nil || pid == first {
-		t.Fatalf("after RESET: QEMU %d (first %d, %v), want a new process running", pid, first, err)
-	}
+	ipmisim.Eventually(t, 10*time.Second, "a new QEMU process after RESET", func() error {
+		if pid, err := vm(); err != nil || pid == first {
+			return fmt.Errorf("QEMU %d (first %d, %v)", pid, first, err)
+		}
+		return nil
+	})
 	h = power("POWER_STATE_OFF")
 	if pid, err := vm(); err == nil {
 		t.Fatalf("after OFF QEMU %d still runs", pid)
