@@ -97,12 +97,15 @@ func BMCPasswordPurpose(project, hostID string) string {
 // UpdatedAt and SealedPassword as stored. Its audit record shows the
 // password as Redacted. GetBMC returns one (ENOTFOUND when the host has
 // none); DeleteBMC removes one (ENOTFOUND when there is none); ListBMCs
-// returns the project's, by host ID.
+// returns the project's, by host ID. RecordBMCFound records what the oob
+// module found of a BMC (caps nil: kept) without touching its settings,
+// unaudited (ENOTFOUND when the host has no BMC).
 type BMCStore interface {
 	PutBMC(ctx context.Context, b *BMC) error
 	GetBMC(ctx context.Context, project, hostID string) (*BMC, error)
 	DeleteBMC(ctx context.Context, project, hostID string) error
 	ListBMCs(ctx context.Context, project string) ([]*BMC, error)
+	RecordBMCFound(ctx context.Context, project, hostID string, caps *BMCCapabilities, reach BMCReachable) error
 }
 
 // Limits of a BMC's settings.

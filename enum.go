@@ -70,9 +70,16 @@ const (
 	PowerStateReset       PowerState = "POWER_STATE_RESET"
 	PowerStatePowerCycle  PowerState = "POWER_STATE_POWER_CYCLE"
 	PowerStateSleep       PowerState = "POWER_STATE_SLEEP"
+	PowerStateHibernate   PowerState = "POWER_STATE_HIBERNATE"
+	PowerStateResetRepeat PowerState = "POWER_STATE_RESET_REPEAT"
 
 	BaremetalControllerKindUnspecified BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_UNSPECIFIED"
 	BaremetalControllerKindNone        BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_NONE"
+	BaremetalControllerKindIPMI        BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_IPMI"
+	BaremetalControllerKindVPRO        BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_VPRO"
+	// BaremetalControllerKindRedfish is EIM's extension of the original's
+	// values (docs/compatibility.md): a host whose BMC speaks Redfish.
+	BaremetalControllerKindRedfish BaremetalControllerKind = "BAREMETAL_CONTROLLER_KIND_REDFISH"
 
 	PowerCommandPolicyUnspecified PowerCommandPolicy = "POWER_COMMAND_POLICY_UNSPECIFIED"
 	PowerCommandPolicyImmediate   PowerCommandPolicy = "POWER_COMMAND_POLICY_IMMEDIATE"
@@ -106,7 +113,7 @@ func (StatusIndication) Values() []string {
 	return []string{"STATUS_INDICATION_UNSPECIFIED", "STATUS_INDICATION_ERROR", "STATUS_INDICATION_IN_PROGRESS", "STATUS_INDICATION_IDLE"}
 }
 func (BaremetalControllerKind) Values() []string {
-	return []string{"BAREMETAL_CONTROLLER_KIND_UNSPECIFIED", "BAREMETAL_CONTROLLER_KIND_NONE", "BAREMETAL_CONTROLLER_KIND_IPMI", "BAREMETAL_CONTROLLER_KIND_VPRO", "BAREMETAL_CONTROLLER_KIND_PDU"}
+	return []string{"BAREMETAL_CONTROLLER_KIND_UNSPECIFIED", "BAREMETAL_CONTROLLER_KIND_NONE", "BAREMETAL_CONTROLLER_KIND_IPMI", "BAREMETAL_CONTROLLER_KIND_VPRO", "BAREMETAL_CONTROLLER_KIND_PDU", "BAREMETAL_CONTROLLER_KIND_REDFISH"}
 }
 func (AmtSku) Values() []string { return []string{"AMT_SKU_UNSPECIFIED", "AMT_SKU_AMT", "AMT_SKU_ISM"} }
 func (AmtState) Values() []string {

@@ -142,8 +142,9 @@ type Store interface {
 	ConnectStore
 	// The clusters module's templates and clusters.
 	ClusterStore
-	// The oob module's BMCs of hosts.
+	// The oob module's BMCs of hosts and their power jobs.
 	BMCStore
+	PowerJobStore
 	// The workloads module's edge workloads.
 	EdgeWorkloadStore
 	// The projects' object storage settings (package objstore).

@@ -242,3 +242,53 @@ func EnrollHost(ctx context.Context, tx eim.Tx, project string, reg HostRegistra
 	}
 	return h, nil
 }
+
+// RecordPower records what a host's BMC reports of its power (the oob
+// module): its current power state, the power status, and, when
+// powerOnTime is not zero, when it was last powered on or reset (unix
+// seconds). The write is made only while the stored power state and
+// status are still h's.
+func RecordPower(ctx context.Context, tx eim.Tx, h *eim.Host, current eim.PowerState, st Status, powerOnTime uint64) error {
+	if err := checkEnum("currentPowerState", current); err != nil {
+		return err
+	}
+	if err := st.check("powerStatus"); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, CurrentPowerState: current,
+		PowerStatus: st.Text, PowerStatusIndicator: st.Indicator, PowerStatusTimestamp: st.Timestamp, PowerOnTime: h.PowerOnTime}
+	fields := []string{"currentPowerState", "powerStatus", "powerStatusIndicator", "powerStatusTimestamp"}
+	if powerOnTime != 0 {
+		w.PowerOnTime = powerOnTime
+		fields = append(fields, "powerOnTime")
+	}
+	when := []eim.Cond{{Field: "currentPowerState", Value: h.CurrentPowerState}, {Field: "powerStatus", Value: h.PowerStatus},
+		{Field: "powerStatusIndicator", Value: h.PowerStatusIndicator}}
+	if err := tx.UpdateFieldsIf(ctx, w, when, fields...); err != nil {
+		return err
+	}
+	h.CurrentPowerState, h.PowerOnTime = current, w.PowerOnTime
+	h.PowerStatus, h.PowerStatusIndicator, h.PowerStatusTimestamp = w.PowerStatus, w.PowerStatusIndicator, w.PowerStatusTimestamp
+	stamp(h, w)
+	return nil
+}
+
+// SetHostBMC records the kind and address of a host's BMC (the oob
+// module, from the BMC it keeps; output-only on the API). A kind other
+// than unspecified or none takes the host's power out of the host
+// module's hands (see hostmgr's in-band power).
+func SetHostBMC(ctx context.Context, tx eim.Tx, h *eim.Host, kind eim.BaremetalControllerKind, ip string) error {
+	if err := checkEnum("bmcKind", kind); err != nil {
+		return err
+	}
+	if err := checkText("bmcIp", ip, eim.MaxBMCAddress); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, BmcKind: kind, BmcIP: ip}
+	if err := tx.UpdateFields(ctx, w, "bmcKind", "bmcIp"); err != nil {
+		return err
+	}
+	h.BmcKind, h.BmcIP = kind, ip
+	stamp(h, w)
+	return nil
+}

@@ -15,6 +15,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/apiv2"
@@ -24,7 +28,12 @@ import (
 // Store is what the module uses of the store.
 type Store interface {
 	eim.BMCStore
+	eim.PowerJobStore
 	FindProject(ctx context.Context, name string) (*eim.Project, error)
+	ListProjects(ctx context.Context) ([]*eim.Project, error)
+	View(ctx context.Context, project string, fn func(eim.Tx) error) error
+	Update(ctx context.Context, project string, fn func(eim.Tx) error) error
+	Claim(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 }
 
 // Options configure a Service.
@@ -35,12 +44,55 @@ type Options struct {
 	// Key seals the BMCs' passwords in the database (required).
 	Key    *seal.Key
 	Logger *slog.Logger
+
+	// Feed is the store whose change feed Follow follows.
+	Feed eim.Store
+	// Drivers talk to the BMCs, by protocol; a BMC of a protocol without
+	// one fails its jobs ("no driver").
+	Drivers map[eim.BMCProtocol]Driver
+	// Holder names this process in the jobs' leases (unique per process).
+	Holder string
+	// Workers is the size of the worker pool (default 4): jobs carried out
+	// at once by this process, and BMCs polled at once.
+	Workers int
+	// Lease is how long a worker holds a job without renewing it (default
+	// 30 s): a job of a process that died is taken over after it.
+	Lease time.Duration
+	// ClaimEvery is how often an idle worker looks for a job (default 1 s).
+	ClaimEvery time.Duration
+	// JobTimeout is a job's deadline from its creation (default 10 min).
+	JobTimeout time.Duration
+	// ConfirmTimeout is how long a sent action has to show in the BMC's
+	// state before it is sent again (default 60 s); ConfirmEvery how
+	// often the state is read meanwhile (default 2 s).
+	ConfirmTimeout, ConfirmEvery time.Duration
+	// GracefulTimeout is how long a graceful shutdown has before the
+	// machine is forced off (default 60 s).
+	GracefulTimeout time.Duration
+	// MaxSends bounds the sends of one step's action (default 3).
+	MaxSends int
+	// SiteLimit power-ons start per site per SiteWindow at most (defaults
+	// 20 and 10 s; a negative limit: none).
+	SiteLimit  int
+	SiteWindow time.Duration
+	// PollEvery is how often Poll reads every BMC (default 60 s);
+	// ReachableEvery how often an unchanged Reachable condition is
+	// written again (default 5 min).
+	PollEvery, ReachableEvery time.Duration
+	// RelistEvery is how often Follow re-lists the BMCs (default 5 min);
+	// RetryWait the first pause after a store failure (default 1 s).
+	RelistEvery, RetryWait time.Duration
+	Metrics                prometheus.Registerer
 }
 
 // Service is the oob module.
 type Service struct {
-	o   Options
-	log *slog.Logger
+	o    Options
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu    sync.Mutex
+	reach map[string]eim.BMCReachable // the last written, by project/host
 }
 
 // New returns the module.
@@ -54,7 +106,35 @@ func New(o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{o: o, log: o.Logger}, nil
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.MaxSends <= 0 {
+		o.MaxSends = 3
+	}
+	if o.SiteLimit == 0 {
+		o.SiteLimit = 20
+	}
+	if o.Holder == "" {
+		o.Holder = eim.NewID("oob")
+	}
+	def(&o.Lease, 30*time.Second)
+	def(&o.ClaimEvery, time.Second)
+	def(&o.JobTimeout, 10*time.Minute)
+	def(&o.ConfirmTimeout, time.Minute)
+	def(&o.ConfirmEvery, 2*time.Second)
+	def(&o.GracefulTimeout, time.Minute)
+	def(&o.SiteWindow, 10*time.Second)
+	def(&o.PollEvery, time.Minute)
+	def(&o.ReachableEvery, 5*time.Minute)
+	def(&o.RelistEvery, 5*time.Minute)
+	def(&o.RetryWait, time.Second)
+	return &Service{o: o, log: o.Logger, wake: make(chan struct{}, o.Workers), reach: map[string]eim.BMCReachable{}}, nil
 }
 
 // BMCPath is the ServeMux path of a host's BMC.
@@ -63,9 +143,14 @@ const BMCPath = "/v1/projects/{projectName}/compute/hosts/{hostId}/bmc"
 // Routes returns the module's handlers by ServeMux pattern.
 func (s *Service) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
-		"PUT " + BMCPath:    s.api(s.putBMC),
-		"GET " + BMCPath:    s.api(s.getBMC),
-		"DELETE " + BMCPath: s.api(s.deleteBMC),
+		"PUT " + BMCPath:                       s.api(s.putBMC),
+		"GET " + BMCPath:                       s.api(s.getBMC),
+		"DELETE " + BMCPath:                    s.api(s.deleteBMC),
+		"GET " + JobsPath:                      s.api(s.listJobs),
+		"POST " + JobsPath:                     s.api(s.postJob),
+		"GET " + JobsPath + "/{jobId}":         s.api(s.getJob),
+		"POST " + JobsPath + "/{jobId}/cancel": s.api(s.cancelJob),
+		"DELETE " + JobsPath + "/{jobId}":      s.api(s.cancelJob),
 	}
 }
 
@@ -103,7 +188,7 @@ func (s *Service) api(fn func(http.ResponseWriter, *http.Request, *call) error) 
 			if !allowed {
 				return noAccess(name)
 			}
-			if proj.Deleting && r.Method == http.MethodPut {
+			if proj.Deleting && (r.Method == http.MethodPut || r.Method == http.MethodPost) {
 				return eim.Errorf(eim.ECONFLICT, "project %s is being deleted", proj.Name)
 			}
 			id := r.PathValue("hostId")

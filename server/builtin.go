@@ -18,6 +18,7 @@ import (
 	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/oob"
+	"github.com/eimhq/eim/oob/ipmi"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
@@ -102,7 +103,7 @@ func init() {
 	})
 	register(&Module{
 		Name:    "oob",
-		Summary: "hosts' BMCs (Redfish, IPMI, AMT) as resources of the API (…/hosts/{hostId}/bmc), their passwords sealed; power and boot through them are not built yet",
+		Summary: "hosts' BMCs (Redfish, IPMI, AMT) as resources of the API (…/hosts/{hostId}/bmc), their passwords sealed; desiredPowerState carried out through them as power jobs confirmed from the BMC's state, their power state polled",
 		Build:   buildOOB,
 	})
 	register(&Module{
@@ -155,11 +156,23 @@ func buildOOB(b *Builder) (Parts, error) {
 	if err != nil {
 		return Parts{}, err
 	}
-	svc, err := oob.New(oob.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, Logger: b.Log.With("module", "oob")})
+	svc, err := oob.New(oob.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, Logger: b.Log.With("module", "oob"),
+		Feed: b.Store, Metrics: b.Metrics, Holder: b.cfg.ReplicaID + "/" + eim.NewID("oob"),
+		Drivers: map[eim.BMCProtocol]oob.Driver{
+			eim.BMCIPMI:    oob.NewIPMI(ipmi.NewDriver(b.cfg.OOBIPMITool), ipmi.Config{Timeout: 10 * time.Second}),
+			eim.BMCRedfish: oob.NewRedfishDriver(oob.RedfishOptions{}),
+			eim.BMCAMT:     oob.NewAMTDriver(oob.AMTOptions{}),
+		},
+		Workers: b.cfg.OOBWorkers, PollEvery: b.cfg.OOBPollEvery, SiteLimit: b.cfg.OOBSiteLimit,
+		ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease, GracefulTimeout: b.cfg.OOBGracefulTimeout})
 	if err != nil {
 		return Parts{}, err
 	}
-	var parts Parts
+	parts := Parts{Loops: []Loop{
+		{Name: "jobs", Run: svc.Work},
+		{Name: "follow", Once: true, Run: svc.Follow},
+		{Name: "poll", Once: true, Run: svc.Poll},
+	}}
 	for pattern, h := range svc.Routes() {
 		parts.Routes = append(parts.Routes, Route{pattern, h})
 	}

@@ -95,6 +95,23 @@ type Config struct {
 	WebhookAllowPrivate bool
 	WebhookTimeout      time.Duration
 
+	// The oob module's power jobs and polls (zero: its defaults, see
+	// oob.Options): OOBWorkers jobs at once per process, every BMC read
+	// every OOBPollEvery, at most OOBSiteLimit power-ons per site per 10 s
+	// (negative: no limit), OOBConfirmTimeout for a sent action to show
+	// before it is sent again, OOBJobTimeout for a job to end, OOBLease
+	// for a worker's hold on a job, OOBIPMITool the ipmitool binary.
+	OOBWorkers        int
+	OOBPollEvery      time.Duration
+	OOBSiteLimit      int
+	OOBConfirmTimeout time.Duration
+	OOBJobTimeout     time.Duration
+	OOBLease          time.Duration
+	// OOBGracefulTimeout: how long a graceful shutdown has before the
+	// machine is forced off.
+	OOBGracefulTimeout time.Duration
+	OOBIPMITool        string
+
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.
 	Stdout io.Writer

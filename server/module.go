@@ -127,7 +127,7 @@ var Profiles = []Profile{
 	{"day2", "running nodes: liveness, OS updates in maintenance windows, telemetry", []string{"api", "host", "maintenance", "os", "telemetry"}},
 	{"clusters", "edge Kubernetes clusters: cluster templates, clusters built from hosts, and the connect tunnel to their API behind NAT", []string{"api", "connect", "clusters"}},
 	{"devices", "devices running containers: edge workloads deployed by label to hosts with an installed OS, their status and log tails, with liveness and heartbeats, and the object storage their data is uploaded to", []string{"api", "host", "workloads", "objectstorage"}},
-	{"oob", "power and reboot of hosts: in-band through the agent today; hosts' BMCs kept as resources (power and boot through them are not built yet)", []string{"api", "host", "oob"}},
+	{"oob", "power and reboot of hosts: through their BMCs (Redfish, IPMI, Intel AMT through an MPS) as power jobs confirmed from the BMC's state; in band through the agent for hosts without one", []string{"api", "host", "oob"}},
 }
 
 // profile returns the profile named name, or nil.

@@ -201,3 +201,27 @@ func (s *Store) ListBMCs(ctx context.Context, project string) ([]*eim.BMC, error
 	})
 	return out, err
 }
+
+// RecordBMCFound implements eim.BMCStore.
+func (s *Store) RecordBMCFound(ctx context.Context, project, hostID string, caps *eim.BMCCapabilities, reach eim.BMCReachable) error {
+	q, args := "UPDATE bmcs SET reachable = ?", []any{string(mustJSON(reach))}
+	if caps != nil {
+		q += ", capabilities = ?"
+		args = append(args, string(mustJSON(caps)))
+	}
+	q += " WHERE project = ? AND host_id = ?"
+	args = append(args, project, hostID)
+	return s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		res, err := t.exec(ctx, q, args...)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("record bmc state: %w", err), nil))
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return t.fail(err)
+		} else if n == 0 {
+			return eim.Errorf(eim.ENOTFOUND, "host %s has no BMC", hostID)
+		}
+		return nil
+	})
+}

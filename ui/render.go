@@ -263,6 +263,8 @@ func bmcKind(k eim.BaremetalControllerKind) string {
 		return "Intel vPro (AMT)"
 	case "BAREMETAL_CONTROLLER_KIND_PDU":
 		return "PDU"
+	case eim.BaremetalControllerKindRedfish:
+		return "Redfish"
 	case "", eim.BaremetalControllerKindUnspecified:
 		return "not reported"
 	}

@@ -113,3 +113,73 @@ func TestHostBMC(t *testing.T) {
 		t.Fatalf("get after delete: got %v, want not found", err)
 	}
 }
+
+// TestHostPowerCLI: eim host power adds a job through the oob module's API
+// (a boot override first), eim host jobs lists it; bad arguments are
+// usage errors naming them.
+func TestHostPowerCLI(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "eim.db"), sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateProject(ctx, &eim.Project{Name: "default", ID: "00000000-0000-4000-8000-000000000001"}); err != nil {
+		t.Fatal(err)
+	}
+	h := &eim.Host{Name: "h"}
+	if err := st.Update(ctx, "default", func(tx eim.Tx) error { return tx.Create(ctx, h) }); err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	key, _ := seal.New(raw)
+	svc, err := oob.New(oob.Options{Store: st, Key: key, Authenticator: oneToken{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	for p, hd := range svc.Routes() {
+		mux.Handle(p, hd)
+	}
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	tok := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(tok, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		c := &cli{ctx: ctx, stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
+		err := c.run(append([]string{"--server", hs.URL, "--token-file", tok, "host"}, args...))
+		return out.String() + errOut.String(), err
+	}
+	if out, err := run("power", h.ResourceID, "on"); err == nil || !strings.Contains(out+err.Error(), "no BMC") {
+		t.Fatalf("power of a host without a BMC: got %q, %v; want an error saying it has no BMC", out, err)
+	}
+	if _, err := run("bmc", "set", h.ResourceID, "--protocol", "IPMI", "--address", "127.0.0.1:623", "--username", "u", "--password", "p"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run("power", h.ResourceID, "on", "--boot", "pxe", "--once")
+	if err != nil || !strings.Contains(out, "PENDING") || !strings.Contains(out, "boot PXE, ON") {
+		t.Fatalf("power on --boot pxe --once: got %q, %v; want a PENDING job, boot PXE then ON", out, err)
+	}
+	out, err = run("jobs", h.ResourceID, "-o", "json")
+	if err != nil || !strings.Contains(out, `"totalElements": 1`) || !strings.Contains(out, `"once": true`) {
+		t.Fatalf("jobs: got %q, %v", out, err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"power", h.ResourceID, "warp"}, "not one of"},
+		{[]string{"power", h.ResourceID, "on", "--once"}, "--once goes with --boot"},
+		{[]string{"power", h.ResourceID, "off", "--boot", "pxe"}, "boot"},
+		{[]string{"power", h.ResourceID}, "a host ID and a power state"},
+	} {
+		out, err := run(c.args...)
+		if err == nil || !strings.Contains(out+err.Error(), c.want) {
+			t.Errorf("%v: got %q, %v; want an error with %q", c.args, out, err, c.want)
+		}
+	}
+}

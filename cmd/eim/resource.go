@@ -51,6 +51,10 @@ func (c *cli) resource(n *noun, args []string) error {
 			return c.hostSummary(rest)
 		case "bmc":
 			return c.hostBMC(rest)
+		case "power":
+			return c.hostPower(rest)
+		case "jobs":
+			return c.hostJobs(rest)
 		}
 	}
 	if n.kind == eim.KindInstance {
@@ -88,6 +92,8 @@ func (n *noun) usage() string {
 		b.WriteString("  eim host register --serial S | --uuid U [--name N] [--auto-onboard] [--enable-vpro]\n")
 		b.WriteString("  eim host onboard ID\n  eim host invalidate ID [--note N]\n  eim host summary [--filter F]\n")
 		b.WriteString("  eim host bmc set|get|delete ID …   the host's BMC (\"eim host bmc help\")\n")
+		b.WriteString("  eim host power ID on|off|reset|cycle [--boot pxe --once]   power through the host's BMC (a job)\n")
+		b.WriteString("  eim host jobs ID [--page-size N] [--offset N]   the host's power jobs, newest first\n")
 	}
 	if n.kind == eim.KindInstance {
 		b.WriteString("  eim instance log ID [-f]   provisioning log (-f: follow until it ends)\n")

@@ -90,6 +90,14 @@ func (c *cli) server(args []string) error {
 	})
 	fs.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "webhook URLs may point at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, metadata.google.internal …); loopback and private networks are allowed anyway")
 	fs.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "how long one webhook delivery attempt may take before it counts as failed (and is retried)")
+	fs.IntVar(&cfg.OOBWorkers, "oob-workers", 4, "oob: power jobs carried out at once by this process (and BMCs polled at once)")
+	fs.DurationVar(&cfg.OOBPollEvery, "oob-poll-every", time.Minute, "oob: how often every BMC's power state is read")
+	fs.IntVar(&cfg.OOBSiteLimit, "oob-site-limit", 20, "oob: at most this many power-ons per site per 10 s, across the deployment (negative: no limit)")
+	fs.DurationVar(&cfg.OOBConfirmTimeout, "oob-confirm-timeout", time.Minute, "oob: how long a sent power action has to show in the BMC's state before it is sent again")
+	fs.DurationVar(&cfg.OOBJobTimeout, "oob-job-timeout", 10*time.Minute, "oob: a power job's deadline from its creation (it then ends FAILED)")
+	fs.DurationVar(&cfg.OOBLease, "oob-lease", 30*time.Second, "oob: how long a process holds a power job without renewing it (another takes it over after)")
+	fs.DurationVar(&cfg.OOBGracefulTimeout, "oob-graceful-timeout", time.Minute, "oob: how long a graceful shutdown through the BMC has before the machine is forced off")
+	fs.StringVar(&cfg.OOBIPMITool, "oob-ipmitool", "ipmitool", "oob: the ipmitool binary the IPMI driver runs")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
 	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters, devices or oob (see --list-modules)")
 	fs.BoolVar(&listModules, "list-modules", false, "print the modules, what each needs and the profiles that hold it, and exit")
@@ -132,6 +140,20 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.OSCatalogRefresh < 0 || (cfg.OSCatalogRefresh > 0 && cfg.OSCatalogRefresh < time.Minute) {
 		return usagef("--os-catalog-refresh: must be 0 (only at start) or at least 1m, got %s", cfg.OSCatalogRefresh)
+	}
+	if cfg.OOBWorkers < 1 || cfg.OOBWorkers > 256 {
+		return usagef("--oob-workers: must be 1..256, got %d", cfg.OOBWorkers)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--oob-poll-every", cfg.OOBPollEvery}, {"--oob-confirm-timeout", cfg.OOBConfirmTimeout}, {"--oob-job-timeout", cfg.OOBJobTimeout}, {"--oob-lease", cfg.OOBLease}, {"--oob-graceful-timeout", cfg.OOBGracefulTimeout}} {
+		if d.v < time.Second {
+			return usagef("%s: must be at least 1s, got %s", d.name, d.v)
+		}
+	}
+	if cfg.OOBSiteLimit == 0 {
+		return usagef("--oob-site-limit: must not be 0 (negative: no limit)")
 	}
 	if cfg.RebootTimeout < time.Minute {
 		return usagef("--reboot-timeout: must be at least 1m, got %s", cfg.RebootTimeout)

@@ -15,7 +15,7 @@ import (
 // TestPowerAndBoot drives ipmi_sim's chassis through every power action and
 // a one-time PXE boot, checking what its chassis control script was asked.
 func TestPowerAndBoot(t *testing.T) {
-	s := startSim(t, simConfig{chassisControl: true})
+	s := startSim(t, simConfig{ChassisControl: true})
 	bmc := s.bmc(t, ipmi.NewDriver(""), simPassword, 10*time.Second)
 	ctx := context.Background()
 
@@ -107,7 +107,7 @@ func TestPowerAndBoot(t *testing.T) {
 // TestUnsupported: a command the BMC refuses as unknown or out of its range
 // is the typed unsupported error.
 func TestUnsupported(t *testing.T) {
-	s := startSim(t, simConfig{chassisControl: true})
+	s := startSim(t, simConfig{ChassisControl: true})
 	d := ipmi.NewDriver("")
 	bmc := s.bmc(t, d, simPassword, 10*time.Second)
 	// ipmi_sim has no front-panel diagnostic interrupt: ipmitool's
@@ -128,7 +128,7 @@ func TestUnsupported(t *testing.T) {
 // TestBadCredentials: a wrong password and an unknown user are the typed
 // bad-credentials error, whose message does not hold the password.
 func TestBadCredentials(t *testing.T) {
-	s := startSim(t, simConfig{chassisControl: true})
+	s := startSim(t, simConfig{ChassisControl: true})
 	d := ipmi.NewDriver("")
 	const wrong = "Not-the-pw-42"
 	for _, c := range []struct {
@@ -138,7 +138,7 @@ func TestBadCredentials(t *testing.T) {
 		{"unknown user", "nobody", simPassword},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bmc, err := d.BMC(ipmi.Config{Host: "127.0.0.1", Port: s.port, Username: c.user, Password: c.password, Timeout: 20 * time.Second})
+			bmc, err := d.BMC(ipmi.Config{Host: "127.0.0.1", Port: s.Port, Username: c.user, Password: c.password, Timeout: 20 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,7 @@ func TestQEMU(t *testing.T) {
 		t.Skip("qemu-system-x86_64 not installed")
 	}
 	pidfile := filepath.Join(t.TempDir(), "qemu.pid")
-	s := startSim(t, simConfig{startcmd: qemu + " -machine none -S -display none -nodefaults -pidfile " + pidfile})
+	s := startSim(t, simConfig{StartCmd: qemu + " -machine none -S -display none -nodefaults -pidfile " + pidfile})
 	bmc := s.bmc(t, ipmi.NewDriver(""), simPassword, 10*time.Second)
 	ctx := context.Background()
 

@@ -36,7 +36,7 @@ func recordingIpmitool(t *testing.T) (path, calls string) {
 // two *BMC values of one driver, run one ipmitool at a time; and the
 // password is never on ipmitool's command line.
 func TestSerialisedPerAddress(t *testing.T) {
-	s := startSim(t, simConfig{chassisControl: true})
+	s := startSim(t, simConfig{ChassisControl: true})
 	path, calls := recordingIpmitool(t)
 	d := ipmi.NewDriver(path)
 	bmcs := []*ipmi.BMC{s.bmc(t, d, simPassword, 20*time.Second), s.bmc(t, d, simPassword, 20*time.Second)}

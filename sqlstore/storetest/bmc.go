@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim"
 )
@@ -114,6 +115,28 @@ func testBMCs(t *testing.T, s eim.Store) {
 	if err := s.DeleteBMC(ctx(t), p1, h3); err != nil {
 		t.Fatal(err)
 	}
+
+	// What the module found is recorded without touching the settings;
+	// nil capabilities keep those recorded; another project's is not found.
+	caps := &eim.BMCCapabilities{ResetTypes: []string{"ON", "FORCE_OFF"}, BootTargets: []string{"PXE"}}
+	reach := eim.BMCReachable{Status: "REACHABLE", CheckedAt: eim.NewTime(time.Now())}
+	if err := s.RecordBMCFound(ctx(t), p1, h2, caps, reach); err != nil {
+		t.Fatalf("RecordBMCFound: %v", err)
+	}
+	down := eim.BMCReachable{Status: "UNREACHABLE", LastError: "read power state: unreachable", CheckedAt: eim.NewTime(time.Now())}
+	if err := s.RecordBMCFound(ctx(t), p1, h2, nil, down); err != nil {
+		t.Fatalf("RecordBMCFound without capabilities: %v", err)
+	}
+	found, err := s.GetBMC(ctx(t), p1, h2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found.Capabilities.ResetTypes) != 2 || found.Capabilities.BootTargets[0] != "PXE" || found.Reachable.Status != "UNREACHABLE" ||
+		found.Reachable.LastError != down.LastError || !found.Reachable.CheckedAt.Equal(down.CheckedAt.Time) || found.SealedPassword == "" {
+		t.Fatalf("after RecordBMCFound: got %+v, want the capabilities kept, the last reachability, the settings", found)
+	}
+	wantCode(t, s.RecordBMCFound(ctx(t), p2, h2, nil, reach), eim.ENOTFOUND)
+	wantCode(t, s.RecordBMCFound(ctx(t), p1, h3, nil, reach), eim.ENOTFOUND)
 
 	if err := s.DeleteBMC(ctx(t), p1, h2); err != nil {
 		t.Fatal(err)

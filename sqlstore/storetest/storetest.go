@@ -77,6 +77,8 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"BMCs", testBMCs},
 		{"EdgeWorkloads", testEdgeWorkloads},
 		{"ObjectStorage", testObjectStorage},
+		{"PowerJobs", testPowerJobs},
+		{"PowerJobLeases", testPowerJobLeases},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

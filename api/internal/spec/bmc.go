@@ -26,6 +26,34 @@ func addBMC(ps *pathSet) {
 			desc: "Removes the host's BMC (a BMC also goes with its host). Needs the project's _im-rw role." + module,
 			ok:   o("$ref", "#/components/responses/Deleted")},
 	)
+	job := o("name", "jobId", "in", "path", "required", true, "description", "ID of the power job.",
+		"schema", o("type", "string", "pattern", idPattern(eim.KindPowerJob)))
+	ps.add("/compute/hosts/{hostId}/bmc/jobs",
+		op{method: "get", id: "listHostPowerJobs", tag: tagHosts, summary: "List a host's power jobs", params: []any{host, pref("pageSize"), pref("offset")},
+			desc: "The host's power jobs through its BMC, newest first: each change of desiredPowerState of a host with a BMC " +
+				"(and each POST here) is a job of steps, confirmed from the BMC's state. Needs a role on the project." + module,
+			ok: okJSON("A page of jobs.", ref("PowerJobList"))},
+		op{method: "post", id: "createHostPowerJob", tag: tagHosts, summary: "Power a host through its BMC", params: []any{host}, write: true,
+			desc: "Adds a power job (after the host's jobs still to end, or cancelling them with powerCommandPolicy IMMEDIATE), " +
+				"with an optional boot override set first, and sets the host's desiredPowerState. 404 when the host has no BMC. " +
+				"Needs the project's _im-rw role." + module,
+			body: ref("PowerRequest"),
+			ok:   okJSON("The job created.", ref("PowerJob"))},
+	)
+	ps.add("/compute/hosts/{hostId}/bmc/jobs/{jobId}",
+		op{method: "get", id: "getHostPowerJob", tag: tagHosts, summary: "Get a host's power job", params: []any{host, job},
+			desc: "One power job: its steps, state, attempts and last error. Needs a role on the project." + module,
+			ok:   okJSON("The job.", ref("PowerJob"))},
+		op{method: "delete", id: "deleteHostPowerJob", tag: tagHosts, summary: "Cancel a host's power job", params: []any{host, job}, write: true,
+			desc: "Cancels a job that has not ended (409 when it has); the job stays listed as CANCELLED. Needs the project's _im-rw role." + module,
+			ok:   okJSON("The job, cancelled.", ref("PowerJob"))},
+	)
+	ps.add("/compute/hosts/{hostId}/bmc/jobs/{jobId}/cancel",
+		op{method: "post", id: "cancelHostPowerJob", tag: tagHosts, summary: "Cancel a host's power job", params: []any{host, job}, write: true,
+			alias: "deleteHostPowerJob",
+			desc:  "As DELETE of the job." + module,
+			ok:    okJSON("The job, cancelled.", ref("PowerJob"))},
+	)
 }
 
 func bmcSchemas(into *obj) {
@@ -71,4 +99,44 @@ func bmcSchemas(into *obj) {
 			"reachable", ref("BMCReachable"),
 			"timestamps", ref("Timestamps")),
 		"required", []string{"hostId", "protocol", "address", "username", "passwordSet", "insecure", "capabilities", "reachable", "timestamps"}))
+
+	power := o("type", "string", "enum", eim.PowerState("").Values(), "description", "A host's power state.")
+	into.set("PowerRequest", o("type", "object", "additionalProperties", false,
+		"description", "A power change asked through the host's BMC.",
+		"properties", o("desiredPowerState", power,
+			"boot", o("type", "string", "enum", []string{"PXE", "HTTP", "CD", "DISK", "BIOS"}, "description", "A boot override set before the power action (ON, RESET, POWER_CYCLE)."),
+			"bootOnce", o("type", "boolean", "description", "The override is for the next boot only.")),
+		"required", []string{"desiredPowerState"}))
+	into.set("PowerStep", o("type", "object", "additionalProperties", false,
+		"description", "A step of a power job and how far it got.",
+		"properties", o("kind", o("type", "string", "enum", []string{eim.PowerStepSetBoot, eim.PowerStepPower}),
+			"action", o("type", "string", "description", "The power action: ON, GRACEFUL_OFF, FORCE_OFF, RESET, POWER_CYCLE, SLEEP, HIBERNATE."),
+			"boot", o("type", "string", "description", "The boot override of a SET_BOOT step."),
+			"once", o("type", "boolean"),
+			"timeoutMs", o("type", "integer", "description", "How long the step's confirmation is awaited (ms)."),
+			"sends", o("type", "integer", "description", "Times the action was sent."),
+			"sentAt", o("type", "string", "format", "date-time"),
+			"done", o("type", "boolean", "description", "Confirmed from the BMC's state."),
+			"skipped", o("type", "boolean", "description", "Not needed, or given up for the next step (a graceful shutdown that timed out)."),
+			"note", o("type", "string")),
+		"required", []string{"kind"}))
+	into.set("PowerJob", o("type", "object", "additionalProperties", false,
+		"description", "A power change of a host through its BMC.",
+		"properties", o(
+			"jobId", o("type", "string", "pattern", idPattern(eim.KindPowerJob)),
+			"hostId", o("type", "string", "pattern", idPattern(eim.KindHost)),
+			"desiredPowerState", power,
+			"state", o("type", "string", "enum", []string{"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}),
+			"steps", o("type", "array", "items", ref("PowerStep")),
+			"step", o("type", "integer", "description", "The step being carried out."),
+			"attempts", o("type", "integer", "description", "Times a worker took the job up."),
+			"lastError", o("type", "string", "description", "The last failure, or why the job failed or was cancelled."),
+			"deadline", o("type", "string", "format", "date-time", "description", "The job fails if it has not ended by then."),
+			"endedAt", o("type", "string", "format", "date-time"),
+			"timestamps", ref("Timestamps")),
+		"required", []string{"jobId", "hostId", "desiredPowerState", "state", "steps", "step", "attempts", "deadline", "timestamps"}))
+	into.set("PowerJobList", o("type", "object", "additionalProperties", false,
+		"properties", o("jobs", o("type", "array", "items", ref("PowerJob")),
+			"totalElements", o("type", "integer"), "hasNext", o("type", "boolean")),
+		"required", []string{"jobs", "totalElements", "hasNext"}))
 }

@@ -1,0 +1,310 @@
+package oob
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/feed"
+	"github.com/eimhq/eim/inventory"
+)
+
+// desiredPowerState drives the jobs: the module follows hosts in the change
+// feed (and re-lists the BMCs), and when a host with a BMC asks for a power
+// state that its latest job did not, it adds a job. It also keeps the
+// host's bmcKind and bmcIp those of its BMC; a bmcKind set takes the
+// host's power out of the host module's in-band hands.
+
+// Follow follows the change feed until ctx ends (one process of the
+// deployment runs it).
+func (s *Service) Follow(ctx context.Context) error {
+	r := feed.New(feed.Options{Store: s.o.Feed, Name: "oob", Logger: s.log, Kinds: []eim.Kind{eim.KindHost}, Durable: true,
+		Metrics: s.o.Metrics, MinWait: s.o.RetryWait,
+		Handle: func(ctx context.Context, evs []eim.Event) error {
+			for _, ev := range evs {
+				if ev.Op == eim.OpDeleted {
+					continue
+				}
+				if err := s.syncHost(ctx, ev.Project, ev.ID); err != nil {
+					if eim.ErrorCode(err) == eim.EUNAVAILABLE {
+						return err
+					}
+					s.log.Warn("host's power not followed", "project", ev.Project, "host", ev.ID, "err", err)
+				}
+			}
+			return nil
+		},
+		Relist:      s.relist,
+		RelistEvery: s.o.RelistEvery,
+	})
+	return r.Run(ctx)
+}
+
+// relist syncs every host that has a BMC.
+func (s *Service) relist(ctx context.Context) error {
+	return s.eachBMC(ctx, func(b *eim.BMC) error {
+		if err := s.syncHost(ctx, b.Project, b.HostID); err != nil && eim.ErrorCode(err) == eim.EUNAVAILABLE {
+			return err
+		}
+		return nil
+	})
+}
+
+// eachBMC calls fn for the BMCs of every project.
+func (s *Service) eachBMC(ctx context.Context, fn func(b *eim.BMC) error) error {
+	projects, err := s.o.Store.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range projects {
+		bmcs, err := s.o.Store.ListBMCs(ctx, p.Name)
+		if err != nil {
+			return err
+		}
+		for _, b := range bmcs {
+			if err := fn(b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// controllerKind is the host's bmcKind for a BMC's protocol.
+func controllerKind(p eim.BMCProtocol) eim.BaremetalControllerKind {
+	switch p {
+	case eim.BMCIPMI:
+		return eim.BaremetalControllerKindIPMI
+	case eim.BMCAMT:
+		return eim.BaremetalControllerKindVPRO
+	case eim.BMCRedfish:
+		return eim.BaremetalControllerKindRedfish
+	}
+	return eim.BaremetalControllerKindUnspecified
+}
+
+// ours reports whether k is a bmcKind this module sets.
+func ours(k eim.BaremetalControllerKind) bool {
+	return k == eim.BaremetalControllerKindIPMI || k == eim.BaremetalControllerKindVPRO || k == eim.BaremetalControllerKindRedfish
+}
+
+// bmcHost is the host part of a BMC's address.
+func bmcHost(addr string) string {
+	if strings.Contains(addr, "://") {
+		if u, err := url.Parse(addr); err == nil {
+			return u.Hostname()
+		}
+	}
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return strings.Trim(addr, "[]")
+}
+
+// syncHost brings a host's bmcKind and bmcIp in line with its BMC, and
+// adds a job when it asks for a power state its latest job did not.
+func (s *Service) syncHost(ctx context.Context, project, hostID string) error {
+	h, err := s.host(ctx, project, hostID)
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b, err := s.o.Store.GetBMC(ctx, project, hostID)
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		if ours(h.BmcKind) {
+			return s.setHostBMC(ctx, project, hostID, eim.BaremetalControllerKindUnspecified, "")
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	kind, ip := controllerKind(b.Protocol), bmcHost(b.Address)
+	if h.BmcKind != kind || h.BmcIP != ip {
+		// The host's event of this write brings it here again, for the job.
+		return s.setHostBMC(ctx, project, hostID, kind, ip)
+	}
+	_, err = s.request(ctx, h, nil, false)
+	return err
+}
+
+func (s *Service) setHostBMC(ctx context.Context, project, hostID string, kind eim.BaremetalControllerKind, ip string) error {
+	return s.o.Store.Update(ctx, project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, eim.KindHost, hostID)
+		if err != nil {
+			return err
+		}
+		h := r.(*eim.Host)
+		if h.BmcKind == kind && h.BmcIP == ip {
+			return nil
+		}
+		return inventory.SetHostBMC(ctx, tx, h, kind, ip)
+	})
+}
+
+// request adds a job for h's desired power state: when explicit (the
+// API's POST, with a boot override perhaps), always; else only when the
+// host's latest job was for another state (nil, nil then). A host whose
+// powerCommandPolicy is IMMEDIATE has the jobs still to end cancelled;
+// otherwise (ORDERED) the new job waits behind them.
+func (s *Service) request(ctx context.Context, h *eim.Host, boot *Boot, explicit bool) (*eim.PowerJob, error) {
+	d := h.DesiredPowerState
+	if d == "" || d == eim.PowerStateUnspecified {
+		if explicit {
+			return nil, eim.Errorf(eim.EINVALID, "desiredPowerState: required")
+		}
+		return nil, nil
+	}
+	recent, _, err := s.o.Store.ListPowerJobs(ctx, h.Project, h.ResourceID, 20, 0)
+	if err != nil {
+		return nil, err
+	}
+	if !explicit && len(recent) > 0 && recent[0].Desired == d {
+		return nil, nil
+	}
+	steps, err := Plan(d, boot, s.o.GracefulTimeout)
+	if err != nil {
+		if explicit {
+			return nil, err
+		}
+		s.log.Info("desired power state not carried out by the BMC", "project", h.Project, "host", h.ResourceID, "err", err)
+		return nil, nil
+	}
+	if h.PowerCommandPolicy == eim.PowerCommandPolicyImmediate {
+		for _, old := range recent {
+			if old.State.Ended() {
+				continue
+			}
+			_, err := s.o.Store.CancelPowerJob(ctx, h.Project, h.ResourceID, old.ID, "cancelled by a request for "+string(d)+" (powerCommandPolicy IMMEDIATE)")
+			if err != nil && eim.ErrorCode(err) != eim.ECONFLICT {
+				return nil, err
+			}
+		}
+	}
+	j := &eim.PowerJob{Project: h.Project, HostID: h.ResourceID, Desired: d, Steps: steps, Deadline: eim.NewTime(time.Now().Add(s.o.JobTimeout))}
+	if err := s.o.Store.CreatePowerJob(ctx, j); err != nil {
+		return nil, err
+	}
+	s.log.Info("power job created", "project", h.Project, "host", h.ResourceID, "job", j.ID, "desired", string(d))
+	s.poke()
+	return j, nil
+}
+
+// Poll reads every BMC's power state every PollEvery until ctx ends (one
+// process of the deployment runs it): the hosts' currentPowerState
+// follows what the BMCs report, a state other than the desired one when
+// no job is in flight is drift (logged, and shown as the original's
+// mismatch status), and the BMCs' capabilities are read while unknown.
+func (s *Service) Poll(ctx context.Context) error {
+	t := time.NewTicker(s.o.PollEvery)
+	defer t.Stop()
+	for {
+		if err := s.PollOnce(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("poll of the BMCs", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// PollOnce reads every BMC once, Workers at a time.
+func (s *Service) PollOnce(ctx context.Context) error {
+	sem := make(chan struct{}, s.o.Workers)
+	var wg sync.WaitGroup
+	err := s.eachBMC(ctx, func(b *eim.BMC) error {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.pollOne(ctx, b)
+		}()
+		return nil
+	})
+	wg.Wait()
+	return err
+}
+
+// expected is the power state a BMC should report for a desired one (""
+// none).
+func expected(d eim.PowerState) eim.PowerState {
+	switch d {
+	case eim.PowerStateOn, eim.PowerStateReset, eim.PowerStateResetRepeat, eim.PowerStatePowerCycle:
+		return eim.PowerStateOn
+	case eim.PowerStateOff, eim.PowerStateSleep, eim.PowerStateHibernate:
+		return d
+	}
+	return ""
+}
+
+func (s *Service) pollOne(ctx context.Context, b *eim.BMC) {
+	conn, err := s.open(ctx, b)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if len(b.Capabilities.ResetTypes) == 0 {
+		if c, err := conn.Capabilities(ctx); err == nil {
+			caps := &eim.BMCCapabilities{VirtualMedia: c.VirtualMedia}
+			for _, a := range c.Actions {
+				caps.ResetTypes = append(caps.ResetTypes, string(a))
+			}
+			for _, t := range c.BootTargets {
+				caps.BootTargets = append(caps.BootTargets, string(t))
+			}
+			reach := eim.BMCReachable{Status: "REACHABLE", CheckedAt: eim.NewTime(time.Now())}
+			if err := s.o.Store.RecordBMCFound(ctx, b.Project, b.HostID, caps, reach); err != nil {
+				s.log.Info("BMC's capabilities not recorded", "host", b.HostID, "err", err)
+			}
+		}
+	}
+	st, err := conn.PowerState(ctx)
+	s.reached(ctx, b.Project, b.HostID, err)
+	if err != nil {
+		return
+	}
+	obs := observed(st)
+	if obs == "" {
+		return // in transition
+	}
+	recent, _, err := s.o.Store.ListPowerJobs(ctx, b.Project, b.HostID, 1, 0)
+	if err != nil || (len(recent) > 0 && !recent[0].State.Ended()) {
+		return // a job is in flight: it writes the state
+	}
+	err = s.writePower(ctx, b.Project, b.HostID, func(h *eim.Host) (eim.PowerState, string, eim.StatusIndication, bool) {
+		want := expected(h.DesiredPowerState)
+		switch {
+		case want == "":
+			return obs, h.PowerStatus, h.PowerStatusIndicator, false
+		case obs == want:
+			cur := obs
+			if obs == eim.PowerStateOn && expected(h.CurrentPowerState) == eim.PowerStateOn {
+				cur = h.CurrentPowerState // RESET or POWER_CYCLE done: shown as asked
+			}
+			if h.PowerStatus == MismatchText {
+				return cur, doneText(h.DesiredPowerState), eim.StatusIdle, false
+			}
+			return cur, h.PowerStatus, h.PowerStatusIndicator, false
+		}
+		if h.CurrentPowerState != obs || h.PowerStatus != MismatchText {
+			s.log.Warn("power drift: the BMC reports a state other than the one desired", "project", h.Project, "host", h.ResourceID,
+				"desired", string(h.DesiredPowerState), "reported", string(obs), "was", string(h.CurrentPowerState))
+		}
+		return obs, MismatchText, eim.StatusError, false
+	})
+	if err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+		s.log.Info("host's power state not recorded", "host", b.HostID, "err", err)
+	}
+}

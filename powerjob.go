@@ -1,0 +1,150 @@
+package eim
+
+import (
+	"context"
+	"time"
+)
+
+// Power jobs (the oob module): each change of a host's power through its
+// BMC is a job of steps (set a one-time boot, then power on; a graceful
+// shutdown, then a forced one), carried out by one process at a time under
+// a lease and recorded step by step, so that another process can take over
+// a job whose process died and continue it from its recorded step. What a
+// step means is the oob module's; the store keeps the steps as they are
+// given.
+
+// KindPowerJob prefixes power jobs' IDs ("bmcjob-" and 8 hex digits).
+const KindPowerJob Kind = "bmcjob"
+
+// PowerJobState is the state of a power job.
+type PowerJobState string
+
+const (
+	PowerJobPending   PowerJobState = "PENDING"
+	PowerJobRunning   PowerJobState = "RUNNING"
+	PowerJobSucceeded PowerJobState = "SUCCEEDED"
+	PowerJobFailed    PowerJobState = "FAILED"
+	PowerJobCancelled PowerJobState = "CANCELLED"
+)
+
+// Ended reports whether s is a final state.
+func (s PowerJobState) Ended() bool {
+	return s == PowerJobSucceeded || s == PowerJobFailed || s == PowerJobCancelled
+}
+
+// Kinds of power job steps.
+const (
+	PowerStepSetBoot = "SET_BOOT" // set the boot override (Boot, Once)
+	PowerStepPower   = "POWER"    // a power action (Action), confirmed by a read
+)
+
+// PowerStep is a step of a power job: what to do, and how far it got.
+type PowerStep struct {
+	Kind string `json:"kind"`
+	// Action is the oob module's power action (ON, GRACEFUL_OFF,
+	// FORCE_OFF, RESET, POWER_CYCLE, SLEEP, HIBERNATE).
+	Action string `json:"action,omitempty"`
+	// Boot and Once: the override of a SET_BOOT step (PXE, HTTP, …).
+	Boot string `json:"boot,omitempty"`
+	Once bool   `json:"once,omitempty"`
+	// Timeout bounds the wait for the step's confirmation (milliseconds;
+	// 0: the module's default). A graceful shutdown that times out passes
+	// on to the next step (the forced one).
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+
+	// Sends counts the times the action was sent; SentAt is the last.
+	// A step is recorded as sent before it is sent, so that a process
+	// taking the job over knows it may have gone out.
+	Sends  int  `json:"sends,omitempty"`
+	SentAt Time `json:"sentAt,omitzero"`
+	// Done: confirmed from the BMC's state; Skipped: not needed (the
+	// machine was already there) or given up for the next step.
+	Done    bool   `json:"done,omitempty"`
+	Skipped bool   `json:"skipped,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+// PowerJob is a power change of one host through its BMC.
+type PowerJob struct {
+	ID      string
+	Project string
+	HostID  string
+	// Desired is the host's desiredPowerState the job carries out.
+	Desired PowerState
+	State   PowerJobState
+	Steps   []PowerStep
+	// Step is the index of the step being carried out (len(Steps) once
+	// they are all done).
+	Step      int
+	Attempts  int // times a process took the job up
+	LastError string
+	Deadline  Time
+	// Holder and LeaseUntil: the process working on the job and until
+	// when it holds it.
+	Holder     string
+	LeaseUntil Time
+	CreatedAt  Time
+	UpdatedAt  Time
+	EndedAt    Time
+	// Seq orders jobs by creation.
+	Seq int64
+}
+
+// PowerJobStore keeps power jobs (see sqlstore), project-scoped for the
+// API and claimed across projects by the module's workers.
+//
+// CreatePowerJob adds a PENDING job to an existing host of the project
+// (ENOTFOUND otherwise), setting j's ID, Seq and times. GetPowerJob
+// returns one of the host's jobs (ENOTFOUND). ListPowerJobs returns a
+// page of the host's jobs, newest first, and their total.
+// CancelPowerJob ends a job that has not ended as CANCELLED (ECONFLICT
+// when it has), with the reason in LastError.
+//
+// ClaimPowerJob gives holder, for ttl, a job that no live lease holds:
+// the oldest PENDING or RUNNING job of a host that has no older job still
+// to end (one job in flight per host), marking it RUNNING and counting
+// the attempt; nil when there is none. SavePowerJob records a job's
+// progress (State, Steps, Step, LastError, EndedAt) and renews its lease
+// for ttl, only while holder still holds it and it has not ended:
+// ECONFLICT otherwise (the lease was lost, or the job was cancelled).
+type PowerJobStore interface {
+	CreatePowerJob(ctx context.Context, j *PowerJob) error
+	GetPowerJob(ctx context.Context, project, hostID, id string) (*PowerJob, error)
+	ListPowerJobs(ctx context.Context, project, hostID string, limit, offset int) ([]*PowerJob, int, error)
+	CancelPowerJob(ctx context.Context, project, hostID, id, reason string) (*PowerJob, error)
+	ClaimPowerJob(ctx context.Context, holder string, ttl time.Duration) (*PowerJob, error)
+	SavePowerJob(ctx context.Context, j *PowerJob, ttl time.Duration) error
+}
+
+// PowerJobView is a power job as the API answers it.
+type PowerJobView struct {
+	JobID      string      `json:"jobId"`
+	HostID     string      `json:"hostId"`
+	Desired    PowerState  `json:"desiredPowerState"`
+	State      string      `json:"state"`
+	Steps      []PowerStep `json:"steps"`
+	Step       int         `json:"step"`
+	Attempts   int         `json:"attempts"`
+	LastError  string      `json:"lastError,omitempty"`
+	Deadline   Time        `json:"deadline"`
+	EndedAt    Time        `json:"endedAt,omitzero"`
+	Timestamps Timestamps  `json:"timestamps"`
+}
+
+// View is j as the API answers it (not who holds it).
+func (j *PowerJob) View() *PowerJobView {
+	steps := j.Steps
+	if steps == nil {
+		steps = []PowerStep{}
+	}
+	return &PowerJobView{JobID: j.ID, HostID: j.HostID, Desired: j.Desired, State: string(j.State), Steps: steps, Step: j.Step,
+		Attempts: j.Attempts, LastError: j.LastError, Deadline: j.Deadline, EndedAt: j.EndedAt,
+		Timestamps: Timestamps{CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}}
+}
+
+// PowerJobList is the answer of GET …/bmc/jobs.
+type PowerJobList struct {
+	Jobs          []*PowerJobView `json:"jobs"`
+	TotalElements int             `json:"totalElements"`
+	HasNext       bool            `json:"hasNext"`
+}
