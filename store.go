@@ -144,6 +144,8 @@ type Store interface {
 	ClusterStore
 	// The oob module's BMCs of hosts.
 	BMCStore
+	// The onboarding module's enrollment lobby.
+	EnrollmentStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)

@@ -75,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"WebhookQueue", testWebhookQueue},
 		{"TenantRecords", testTenantRecords},
 		{"BMCs", testBMCs},
+		{"EnrollmentLobby", testEnrollmentLobby},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
