@@ -20,7 +20,6 @@ var _ eim.EnrollmentStore = (*Store)(nil)
 
 const enrollmentCols = "project, id, identity_key, uuid, serial_number, macs, hostname, hardware, labels, installed, state, reason, decided_by, decided_at, rule_id, host_id, approval, attempts, first_seen, last_seen"
 
-
 func scanEnrollment(sc interface{ Scan(...any) error }) (*eim.EnrollmentRequest, error) {
 	var (
 		r                                  eim.EnrollmentRequest
@@ -79,7 +78,6 @@ func (s *Store) oneEnrollment(ctx context.Context, t *tx, lock bool, where strin
 	}
 	return rs[0], nil
 }
-
 
 // RecordEnrollmentCall implements eim.EnrollmentStore.
 func (s *Store) RecordEnrollmentCall(ctx context.Context, project string, call eim.EnrollmentCall) (*eim.EnrollmentRequest, bool, error) {
