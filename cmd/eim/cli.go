@@ -97,6 +97,8 @@ func (c *cli) run(args []string) error {
 		return c.clusterTemplate(rest)
 	case "audit":
 		return c.audit(rest)
+	case "enrollment":
+		return c.enrollment(rest)
 	case "webhook":
 		return c.webhook(rest)
 	case "microos":
@@ -138,6 +140,8 @@ Usage:
   eim cluster-template list | get | create FILE | delete | set-default
                                            their templates (eim cluster-template -h)
   eim audit list [--resource ID] [--since 1h] [-f]   who changed what (eim audit -h)
+  eim enrollment list | get | approve ID [--label k=v] | deny ID [--reason R] | delete | rules …
+                                           the enrollment lobby of unknown devices (eim enrollment -h)
   eim webhook list | get ID | create --url U --events E,E | update ID … | delete ID | deliveries ID
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)
