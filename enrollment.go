@@ -272,8 +272,8 @@ type EnrollmentStore interface {
 	// RecordEnrollmentCall finds the project's request of the call's
 	// device or creates it PENDING, and saves what the device reported,
 	// its attempts and LastSeen — unless it was saved less than
-	// call.Quiet ago and reports nothing new: then it writes nothing. It
-	// returns the request as stored and whether it wrote.
+	// call.Quiet ago: then it writes nothing (whatever the device
+	// reports). It returns the request as stored and whether it wrote.
 	RecordEnrollmentCall(ctx context.Context, project string, call EnrollmentCall) (*EnrollmentRequest, bool, error)
 	// FindEnrollmentRequest returns one of the project's requests.
 	FindEnrollmentRequest(ctx context.Context, project, id string) (*EnrollmentRequest, error)

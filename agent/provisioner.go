@@ -76,6 +76,10 @@ type Provisioner struct {
 	Installed bool
 	Labels    []Label
 	Hardware  *onboardingv1.HardwareSummary
+	// MaxPendingWait, when positive, caps the wait between the calls of
+	// a device waiting in the lobby (tests, rehearsals); a denied device
+	// backs off all the same.
+	MaxPendingWait time.Duration
 
 	// AgentVersion is sent to the server; "" sends Version.
 	AgentVersion string
@@ -276,6 +280,9 @@ func (p *Provisioner) discover(ctx context.Context, ob onboardingv1connect.Onboa
 				} else {
 					denials = 0
 					d = min(max(d, time.Second), 5*time.Minute)
+					if p.MaxPendingWait > 0 {
+						d = min(d, p.MaxPendingWait)
+					}
 				}
 				if p.OnLobby != nil {
 					p.OnLobby(denied, m.GetMessage())

@@ -151,7 +151,11 @@ func (s *Service) lobby(ctx context.Context, p *eim.Project, tokenRule *eim.Enro
 		return nil, fmt.Errorf("enrollment request %s: state %q", r.ID, r.State)
 	}
 	if !again {
-		rule, err := s.matchRule(ctx, p.Name, tokenRule, r)
+		// Rules match what the device reports now (what is stored may
+		// be up to LobbyQuiet old).
+		now := *r
+		now.Labels, now.SerialNumber = in.Labels, in.SerialNumber
+		rule, err := s.matchRule(ctx, p.Name, tokenRule, &now)
 		if err != nil {
 			return nil, err
 		}

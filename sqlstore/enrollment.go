@@ -115,9 +115,9 @@ func (s *Store) RecordEnrollmentCall(ctx context.Context, project string, call e
 			out, wrote = &r, true
 			return nil
 		}
-		same := old.Hostname == in.Hostname && old.Installed == in.Installed && old.Hardware == in.Hardware &&
-			jsonText(nonNil(old.MACs)) == jsonText(nonNil(in.MACs)) && jsonText(old.Labels) == jsonText(in.Labels)
-		if same && call.Quiet > 0 && now.Sub(old.LastSeen.Time) < call.Quiet {
+		// Within Quiet nothing is written, even when the device reports
+		// other facts: a device cannot make a write per call.
+		if call.Quiet > 0 && now.Sub(old.LastSeen.Time) < call.Quiet {
 			out = old
 			return nil
 		}
@@ -406,7 +406,7 @@ func (s *Store) CreateEnrollmentRule(ctx context.Context, r *eim.EnrollmentRule)
 
 // ListEnrollmentRules implements eim.EnrollmentStore.
 func (s *Store) ListEnrollmentRules(ctx context.Context, project string) ([]*eim.EnrollmentRule, error) {
-	return s.queryRules(ctx, project, "project = ? ORDER BY created_at, id", project)
+	return s.queryRules(ctx, project, "project = ? ORDER BY created_at, name", project)
 }
 
 // FindEnrollmentRule implements eim.EnrollmentStore.

@@ -42,6 +42,9 @@ type Options struct {
 	// OnLobby, when set, is called at each lobby answer a node gets
 	// (agent.Provisioner.OnLobby), with the node's index.
 	OnLobby func(node int, denied bool, message string)
+	// LobbyPoll, when positive, caps the wait of a node waiting for
+	// approval between its calls (agent.Provisioner.MaxPendingWait).
+	LobbyPoll time.Duration
 	// Concurrency bounds the nodes running at once; 0 runs all at once.
 	Concurrency int
 	// Connections is the number of HTTP/2 connection pools the nodes share
@@ -238,7 +241,7 @@ func runNode(ctx context.Context, o Options, n *node, hc *http.Client) (agent.Re
 				Interfaces: []agent.Interface{{Name: "eth0", MAC: n.id.MAC, Addrs: []string{n.id.Addr}}}},
 			Exec: ex, Logger: o.Logger.With("node", n.id.Hostname), Backoff: o.Backoff,
 			OnPhase: n.enter, StopOnFailed: true, Now: o.Now,
-			Installed: o.Installed, Labels: o.Labels,
+			Installed: o.Installed, Labels: o.Labels, MaxPendingWait: o.LobbyPoll,
 			Hardware: &onboardingv1.HardwareSummary{CpuModel: "EIM simulated CPU", CpuCores: 4, MemoryBytes: 8 << 30, Architecture: "amd64", ProductName: "EIM simulated node"},
 		}
 		if o.OnLobby != nil {

@@ -35,11 +35,15 @@ func testEnrollmentLobby(t *testing.T, s eim.Store) {
 	if err != nil || !wrote || r.ID != r1.ID || r.Attempts != 7 {
 		t.Fatalf("later call: got %+v, wrote %v, %v; want 7 attempts on the same request", r, wrote, err)
 	}
-	// Something new (labels) is written at once.
+	// Other facts within Quiet are not written either (a device cannot
+	// make a write per call); past it they are.
 	d := dev(uuid, "SER00001")
 	d.Labels = eim.Metadata{{Key: "line", Value: "2"}}
-	if r, wrote, _ = s.RecordEnrollmentCall(ctx(t), p1, eim.EnrollmentCall{Request: d, Now: now.Add(2*time.Minute + time.Second), Quiet: time.Minute}); !wrote || r.Labels[0].Value != "2" {
-		t.Fatalf("call with new labels: got %+v, wrote %v; want them saved", r, wrote)
+	if r, wrote, _ = s.RecordEnrollmentCall(ctx(t), p1, eim.EnrollmentCall{Request: d, Now: now.Add(2*time.Minute + time.Second), Quiet: time.Minute}); wrote || r.Labels[0].Value != "1" {
+		t.Fatalf("call with new labels within Quiet: got %+v, wrote %v; want nothing written", r, wrote)
+	}
+	if r, wrote, _ = s.RecordEnrollmentCall(ctx(t), p1, eim.EnrollmentCall{Request: d, Now: now.Add(4 * time.Minute), Quiet: time.Minute}); !wrote || r.Labels[0].Value != "2" {
+		t.Fatalf("call with new labels past Quiet: got %+v, wrote %v; want them saved", r, wrote)
 	}
 	// Racing first calls of one device make one request.
 	errs := make(chan error, 8)
@@ -139,8 +143,14 @@ func testEnrollmentLobby(t *testing.T, s eim.Store) {
 	wantCode(t, s.CreateEnrollmentRule(ctx(t), &eim.EnrollmentRule{Project: p1, Name: "serials", Kind: eim.RuleAny}), eim.ECONFLICT)
 	wantCode(t, s.CreateEnrollmentRule(ctx(t), &eim.EnrollmentRule{Project: p2, Name: "x", Kind: eim.RuleToken, SiteID: site}), eim.EINVALID)
 	got, err := s.ListEnrollmentRules(ctx(t), p1)
-	if err != nil || len(got) != 2 || got[0].Name != "serials" || got[1].SiteID != site || got[1].Metadata[0].Key != "k" {
-		t.Fatalf("rules: got %v, %v", got, err)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("rules: got %d, %v; want 2", len(got), err)
+	}
+	if got[0].Name == "serials" {
+		got[0], got[1] = got[1], got[0]
+	}
+	if got[1].Name != "serials" || got[1].SerialNumbers[0] != "SER00001" || got[0].SiteID != site || got[0].Metadata[0].Key != "k" || got[0].TokenHash != "abc123" {
+		t.Fatalf("rules: got %+v and %+v", got[0], got[1])
 	}
 	byTok, err := s.FindEnrollmentRuleByToken(ctx(t), "abc123")
 	if err != nil || byTok.Project != p1 || byTok.ID != rules[1].ID {
