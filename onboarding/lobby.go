@@ -192,24 +192,9 @@ func (s *Service) matchRule(ctx context.Context, project string, tokenRule *eim.
 	return nil, nil
 }
 
-// approve approves the request: its host is created in the same
-// transaction (onboarded, at the approval's site, with its metadata).
-// by is who decided (an audit actor); ruleID the rule, if one did.
+// approve approves the request (inventory.ApproveEnrollment).
 func (s *Service) approve(ctx context.Context, project, id, ruleID, by string, a eim.EnrollmentApproval) (*eim.EnrollmentRequest, error) {
-	if a.Metadata == nil {
-		a.Metadata = eim.Metadata{}
-	}
-	if ruleID != "" {
-		ctx = eim.WithActor(ctx, by)
-	}
-	return s.store.DecideEnrollment(ctx, project, id, eim.EnrollmentDecision{State: eim.EnrollmentApproved, By: by, RuleID: ruleID, Approval: a, At: s.now()},
-		func(tx eim.Tx, req *eim.EnrollmentRequest) (string, error) {
-			h, err := inventory.AdmitHost(ctx, tx, project, inventory.HostRegistration{Name: a.Name, UUID: req.UUID, SerialNumber: req.SerialNumber}, a.SiteID, a.Metadata)
-			if err != nil {
-				return "", err
-			}
-			return h.ResourceID, nil
-		})
+	return inventory.ApproveEnrollment(ctx, s.store, project, id, by, ruleID, a, s.now())
 }
 
 // deniedRetry is how long a denied device is told to wait (spread).
