@@ -38,8 +38,6 @@ const (
 	deniedRetryMax = 20 * time.Minute
 	// maxUnsaved bounds the requests whose unsaved calls are counted.
 	maxUnsaved = 100_000
-	// maxLabelsLen bounds a label's key and value in a Discover request.
-	maxLabelLen = 316
 )
 
 // unsavedCalls counts, per request, the calls not written yet.
