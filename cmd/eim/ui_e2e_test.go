@@ -220,27 +220,28 @@ func TestUIBrowser(t *testing.T) {
 
 	t.Run("the enrollment lobby", func(t *testing.T) {
 		b.t = t
-		ps, err := s.admin.UpdateProjectSettings(ctx, p, client.SettingsChange{EnrollmentToken: "new"})
+		// A project of its own: the default project's hosts are counted
+		// by the other subtests.
+		const lp = "lobby-ui"
+		if _, err := s.admin.CreateProject(ctx, lp); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := s.admin.UpdateProjectSettings(ctx, lp, client.SettingsChange{EnrollmentToken: "new"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			if _, err := s.admin.UpdateProjectSettings(ctx, p, client.SettingsChange{EnrollmentToken: "none"}); err != nil {
-				t.Error(err)
-			}
-		})
-		dev := sim.Generate(1, 74)[0]
+		dev := sim.Identity{UUID: "6f1f0b1e-0a4c-4c47-9d7e-00000000ab01", Serial: "SNLOBBYUI1"}
 		ob := onboardingv1connect.NewOnboardingServiceClient(s.agentClient(t), s.agentURL)
 		resp, err := ob.Discover(ctx, connect.NewRequest(&onboardingv1.DiscoverRequest{Uuid: dev.UUID, Serial: dev.Serial, EnrollmentToken: ps.EnrollmentToken,
 			Labels: []*onboardingv1.Label{{Key: "line", Value: "4"}}, Hardware: &onboardingv1.HardwareSummary{CpuModel: "Atom", CpuCores: 4, Architecture: "amd64"}}))
 		if err != nil || resp.Msg.GetStatus() != onboardingv1.DiscoverResponse_STATUS_PENDING {
 			t.Fatalf("an unknown device's call: %v, %v; want PENDING", resp, err)
 		}
-		b.nav("/ui/p/default/")
+		b.nav("/ui/p/" + lp + "/")
 		if got := b.text("nav"); !strings.Contains(got, "Lobby") {
 			t.Errorf("the menu: %q; want the Lobby", got)
 		}
-		b.nav("/ui/p/default/lobby")
+		b.nav("/ui/p/" + lp + "/lobby")
 		if got := b.text("table.lobby tbody"); !strings.Contains(got, dev.Serial) || !strings.Contains(got, "PENDING") || !strings.Contains(got, "line=4") {
 			t.Fatalf("the lobby: %q; want the device %s PENDING with its label", got, dev.Serial)
 		}
@@ -249,12 +250,12 @@ func TestUIBrowser(t *testing.T) {
 		b.set(`table.lobby form.inline input[name=labels]`, "role=camera, line=4")
 		b.submit(`table.lobby form.inline button[type=submit]`)
 		b.wait("the device approved", `document.querySelector("table.lobby tbody").innerText.includes("APPROVED")`)
-		page, err := s.admin.ListEnrollmentRequests(ctx, p, client.EnrollmentListOptions{SerialNumber: dev.Serial})
+		page, err := s.admin.ListEnrollmentRequests(ctx, lp, client.EnrollmentListOptions{SerialNumber: dev.Serial})
 		if err != nil || len(page.EnrollmentRequests) != 1 || page.EnrollmentRequests[0].HostID == "" || !strings.HasPrefix(page.EnrollmentRequests[0].DecidedBy, "user:") {
 			t.Fatalf("the request after the UI's approval: %+v, %v", page, err)
 		}
 		var h eim.Host
-		if err := s.admin.Get(ctx, p, eim.KindHost, page.EnrollmentRequests[0].HostID, &h); err != nil {
+		if err := s.admin.Get(ctx, lp, eim.KindHost, page.EnrollmentRequests[0].HostID, &h); err != nil {
 			t.Fatal(err)
 		}
 		if h.Name != "lobby-cam" || len(h.Metadata) != 2 || h.Metadata[0].Key != "role" {
