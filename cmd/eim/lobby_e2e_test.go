@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,6 +236,29 @@ func testLobby(t *testing.T, s *day0Server) {
 	if oreq := s.request(t, "lobbya", ids[3]); oreq.State != eim.EnrollmentPending {
 		t.Fatalf("device matching no rule: got %s, want PENDING", oreq.State)
 	}
+
+	// The CLI: list the pending requests, deny the other device, list
+	// the rules.
+	eimCLI := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		base := []string{"--server", s.api, "--token-file", filepath.Join(s.dataDir, adminTokenFile), "--project", "lobbya"}
+		if err := Main(ctx, append(base, args...), &out, &errOut); err != nil {
+			t.Fatalf("eim %v: %v; stderr: %s", args, err, errOut.String())
+		}
+		return out.String()
+	}
+	oreq := s.request(t, "lobbya", ids[3])
+	if got := eimCLI("-o", "id", "enrollment", "list", "--state", "PENDING"); strings.TrimSpace(got) != oreq.ID {
+		t.Fatalf("eim enrollment list --state PENDING: got %q, want %s", got, oreq.ID)
+	}
+	if got := eimCLI("enrollment", "deny", oreq.ID, "--reason", "wrong line"); !strings.Contains(got, "DENIED") || !strings.Contains(got, "wrong line") {
+		t.Fatalf("eim enrollment deny: %q", got)
+	}
+	if got := eimCLI("enrollment", "rules", "list"); !strings.Contains(got, "delivery-7") || !strings.Contains(got, ids[2].Serial) {
+		t.Fatalf("eim enrollment rules list: %q", got)
+	}
+	waitFor(t, "the other device told it is denied", func() bool { return other.denied.Load() >= 1 })
 
 	// 4. A deleted host's device enrolls afresh, in its old request.
 	if err := s.admin.Delete(ctx, "lobbya", eim.KindHost, appr.HostID); err != nil {
