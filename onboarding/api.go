@@ -129,8 +129,8 @@ func (a *lobbyAPI) listRequests(w http.ResponseWriter, r *http.Request, c *call)
 	for name, dst := range map[string]*int{"pageSize": &q.Limit, "offset": &q.Offset} {
 		if s := v.Get(name); s != "" {
 			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 || (name == "pageSize" && (n < 1 || n > 100)) {
-				return eim.Errorf(eim.EINVALID, "%s: %q must be a number (pageSize 1 to 100, offset 0 or more)", name, s)
+			if err != nil || n < 0 || n > 10000 || (name == "pageSize" && (n < 1 || n > 100)) {
+				return eim.Errorf(eim.EINVALID, "%s: %q must be a number (pageSize 1 to 100, offset 0 to 10000)", name, s)
 			}
 			*dst = n
 		}
@@ -288,7 +288,7 @@ func (a *lobbyAPI) createRule(w http.ResponseWriter, r *http.Request, c *call) e
 	if err := a.s.store.CreateEnrollmentRule(r.Context(), rule); err != nil {
 		return err
 	}
-	apiv2.WriteJSON(w, http.StatusCreated, RuleCreated{EnrollmentRule: rule, Token: token})
+	apiv2.WriteJSON(w, http.StatusOK, RuleCreated{EnrollmentRule: rule, Token: token})
 	return nil
 }
 

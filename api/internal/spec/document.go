@@ -71,6 +71,7 @@ func Build() ([]byte, error) {
 	auditSchemas(schemas)
 	metadataSchemas(schemas)
 	bmcSchemas(schemas)
+	enrollmentSchemas(schemas)
 	v2Schemas(schemas)
 	b.valueSchemas(schemas) // after the resources and before the enums: they reference both
 	b.enumSchemas(schemas)

@@ -82,6 +82,7 @@ func addOperations(ps *pathSet) {
 
 	addHosts(ps)
 	addBMC(ps)
+	addEnrollment(ps)
 
 	inst := full
 	inst.listParams = queryParams
