@@ -149,6 +149,8 @@ type Store interface {
 	EdgeWorkloadStore
 	// The projects' object storage settings (package objstore).
 	ObjectStorageStore
+	// The onboarding module's enrollment lobby.
+	EnrollmentStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)

@@ -531,3 +531,13 @@ func (n *Node) version() string {
 	}
 	return Version
 }
+
+// Save writes the configuration to path (mode 0600: it holds the node's
+// client secret) atomically, as eim-agent enroll does once approved.
+func (c NodeConfig) Save(path string) error {
+	b, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b, 0o600, 0o700)
+}

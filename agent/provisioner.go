@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -61,8 +62,24 @@ type Provisioner struct {
 	Logger      *slog.Logger
 	Backoff     Backoff
 	// OnPhase, if set, is called as the run enters a phase: "discover",
-	// "onboarded", "workflow", "action:<name>", "done".
+	// "pending" and "denied" (in a project's enrollment lobby, once per
+	// change), "onboarded", "workflow", "action:<name>", "done".
 	OnPhase func(phase string)
+	// OnLobby, if set, is called at every answer of the enrollment lobby
+	// (denied or not) with its message.
+	OnLobby func(denied bool, message string)
+
+	// Installed says the machine runs its OS already (Enroll): once
+	// onboarded it skips provisioning. Labels and Hardware describe the
+	// device to its enrollment request (auto-approval rules match on
+	// Labels).
+	Installed bool
+	Labels    []Label
+	Hardware  *onboardingv1.HardwareSummary
+	// MaxPendingWait, when positive, caps the wait between the calls of
+	// a device waiting in the lobby (tests, rehearsals); a denied device
+	// backs off all the same.
+	MaxPendingWait time.Duration
 
 	// AgentVersion is sent to the server; "" sends Version.
 	AgentVersion string
@@ -168,6 +185,43 @@ func (p *Provisioner) provisionWith(ctx context.Context, base string, res *Resul
 	return p.provision(ctx, pc, res)
 }
 
+// Label is a key=value label a device reports when it enrolls.
+type Label struct{ Key, Value string }
+
+// Enroll is Day 0 of a machine that runs its OS already (eim-agent
+// enroll): it calls home until the host is onboarded — waiting in the
+// project's enrollment lobby until approved, backing off when denied —
+// and returns the credentials for node mode, with no provisioning.
+func (p *Provisioner) Enroll(ctx context.Context) (Result, error) {
+	if p.Client == nil || p.URL == "" {
+		return Result{}, errors.New("enroll: Client and URL are required")
+	}
+	p.Installed = true
+	ob := onboardingv1connect.NewOnboardingServiceClient(p.Client, strings.TrimSuffix(p.URL, "/"))
+	p.phase("discover")
+	res, err := p.discover(ctx, ob)
+	if err != nil {
+		return Result{}, err
+	}
+	p.phase("onboarded")
+	return res, nil
+}
+
+// Waits of a device in the enrollment lobby: a denied one waits what the
+// server says, doubling at each denial in a row, up to maxDeniedWait.
+const maxDeniedWait = time.Hour
+
+// deniedWait returns the wait after the n-th denial in a row (from 1),
+// jittered by ±20 %.
+func deniedWait(retryAfter time.Duration, n int) time.Duration {
+	d := max(retryAfter, time.Minute)
+	for i := 1; i < n && d < maxDeniedWait; i++ {
+		d *= 2
+	}
+	d = min(d, maxDeniedWait)
+	return d - d/5 + rand.N(2*d/5+1)
+}
+
 // discover calls Discover until the host is onboarded.
 func (p *Provisioner) discover(ctx context.Context, ob onboardingv1connect.OnboardingServiceClient) (Result, error) {
 	req := &onboardingv1.DiscoverRequest{
@@ -176,11 +230,20 @@ func (p *Provisioner) discover(ctx context.Context, ob onboardingv1connect.Onboa
 		Hostname:        p.Identity.Hostname,
 		AgentVersion:    p.version(),
 		EnrollmentToken: p.EnrollToken,
+		Installed:       p.Installed,
+		Hardware:        p.Hardware,
+	}
+	for _, l := range p.Labels {
+		req.Labels = append(req.Labels, &onboardingv1.Label{Key: l.Key, Value: l.Value})
 	}
 	for _, i := range p.Identity.Interfaces {
 		req.Interfaces = append(req.Interfaces, &onboardingv1.NetworkInterface{Name: i.Name, Mac: i.MAC, IpAddresses: i.Addrs})
 	}
 	r := retrier{b: p.Backoff}
+	var (
+		denials int
+		lobby   string // the last lobby answer, to log changes once
+	)
 	for {
 		resp, err := ob.Discover(ctx, connect.NewRequest(req))
 		if err == nil {
@@ -202,6 +265,33 @@ func (p *Provisioner) discover(ctx context.Context, ob onboardingv1connect.Onboa
 				d := time.Duration(m.GetRetryAfterSeconds()) * time.Second
 				d = min(max(d, time.Second), 5*time.Minute)
 				p.log().Info("registered; waiting to be onboarded", "host", m.GetHostId(), "retry_in", d)
+				if err := p.wait(ctx, d); err != nil {
+					return Result{}, err
+				}
+				continue
+			case onboardingv1.DiscoverResponse_STATUS_PENDING, onboardingv1.DiscoverResponse_STATUS_DENIED:
+				r.reset()
+				denied := m.GetStatus() == onboardingv1.DiscoverResponse_STATUS_DENIED
+				d := time.Duration(m.GetRetryAfterSeconds()) * time.Second
+				phase := "pending"
+				if denied {
+					denials++
+					d, phase = deniedWait(d, denials), "denied"
+				} else {
+					denials = 0
+					d = min(max(d, time.Second), 5*time.Minute)
+					if p.MaxPendingWait > 0 {
+						d = min(d, p.MaxPendingWait)
+					}
+				}
+				if p.OnLobby != nil {
+					p.OnLobby(denied, m.GetMessage())
+				}
+				if lobby != phase+m.GetMessage() {
+					lobby = phase + m.GetMessage()
+					p.phase(phase)
+					p.log().Warn(m.GetMessage(), "enrollment", m.GetEnrollmentId(), "retry_in", d.Round(time.Second))
+				}
 				if err := p.wait(ctx, d); err != nil {
 					return Result{}, err
 				}

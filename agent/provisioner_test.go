@@ -509,3 +509,27 @@ func TestProvisionerReportsLongActionRunning(t *testing.T) {
 		t.Errorf("reports %v, want %v", got, want)
 	}
 }
+
+// A denied device waits what the server says, doubling at each denial in a
+// row up to an hour, ±20 %: never a tight loop.
+func TestDeniedWait(t *testing.T) {
+	for _, tt := range []struct {
+		after time.Duration
+		n     int
+		want  time.Duration
+	}{
+		{10 * time.Minute, 1, 10 * time.Minute},
+		{10 * time.Minute, 2, 20 * time.Minute},
+		{10 * time.Minute, 3, 40 * time.Minute},
+		{10 * time.Minute, 4, time.Hour},
+		{10 * time.Minute, 40, time.Hour},
+		{0, 1, time.Minute}, // a server that says nothing still gets a minute
+	} {
+		for range 50 {
+			got := agent.DeniedWait(tt.after, tt.n)
+			if got < tt.want*4/5 || got > tt.want*6/5 {
+				t.Fatalf("after %v, denial %d: got %v, want %v ±20%%", tt.after, tt.n, got, tt.want)
+			}
+		}
+	}
+}

@@ -67,6 +67,16 @@ var ourOperations = []string{
 	"DELETE /v1/projects/{projectName}/objectstorage",
 	"GET /v1/projects/{projectName}/edgedata/{hostId}",
 	"GET /v1/projects/{projectName}/edgedata/{hostId}/{path}",
+	// The enrollment lobby (the onboarding module).
+	"GET /v1/projects/{projectName}/enrollmentrequests",
+	"GET /v1/projects/{projectName}/enrollmentrequests/{id}",
+	"DELETE /v1/projects/{projectName}/enrollmentrequests/{id}",
+	"POST /v1/projects/{projectName}/enrollmentrequests/{id}/approve",
+	"POST /v1/projects/{projectName}/enrollmentrequests/{id}/deny",
+	"GET /v1/projects/{projectName}/enrollmentrules",
+	"POST /v1/projects/{projectName}/enrollmentrules",
+	"GET /v1/projects/{projectName}/enrollmentrules/{id}",
+	"DELETE /v1/projects/{projectName}/enrollmentrules/{id}",
 }
 
 // ourV2Operations are the v2 API's operations (the clusters and connect

@@ -292,3 +292,39 @@ func SetHostBMC(ctx context.Context, tx eim.Tx, h *eim.Host, kind eim.BaremetalC
 	stamp(h, w)
 	return nil
 }
+
+// AdmitHost creates in tx, in project, the host of a device approved in
+// the project's enrollment lobby: registered as EnrollHost registers one,
+// onboarded (the approval is the decision to let it in), at siteID (""
+// none) with the approval's metadata.
+func AdmitHost(ctx context.Context, tx eim.Tx, project string, reg HostRegistration, siteID string, md eim.Metadata) (*eim.Host, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	reg.AutoOnboard = true
+	h, err := NewRegisteredHost(reg)
+	if err != nil {
+		return nil, err
+	}
+	if siteID != "" {
+		if err := eim.CheckID(eim.KindSite, "siteId", siteID); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Get(ctx, eim.KindSite, siteID); eim.ErrorCode(err) == eim.ENOTFOUND {
+			return nil, eim.Errorf(eim.EINVALID, "siteId: site %s not found in project %s", siteID, project)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if err := eim.CheckApprovalMetadata("metadata", md); err != nil {
+		return nil, err
+	}
+	h.Project, h.SiteID, h.Metadata = project, siteID, md
+	if h.Metadata == nil {
+		h.Metadata = eim.Metadata{}
+	}
+	if err := tx.Create(ctx, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}

@@ -8,9 +8,7 @@ package onboarding
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +56,9 @@ type Options struct {
 	// Resync is how often the nZTP reconciler re-lists everything
 	// (default 30 s).
 	Resync time.Duration
+	// LobbyQuiet is how often a device waiting in the enrollment lobby
+	// has its request written (default LobbyQuiet).
+	LobbyQuiet time.Duration
 }
 
 // Service implements onboardingv1connect.OnboardingServiceHandler.
@@ -75,6 +76,9 @@ type Service struct {
 	direct        bool
 	// credentials counts the client secrets issued to nodes.
 	credentials prometheus.Counter
+	// The enrollment lobby's calls not written yet (lobby.go).
+	unsaved    unsavedCalls
+	lobbyQuiet time.Duration
 }
 
 var _ onboardingv1connect.OnboardingServiceHandler = (*Service)(nil)
@@ -97,6 +101,10 @@ func New(opts Options) *Service {
 	if s.resync <= 0 {
 		s.resync = 30 * time.Second
 	}
+	s.lobbyQuiet = opts.LobbyQuiet
+	if s.lobbyQuiet <= 0 {
+		s.lobbyQuiet = LobbyQuiet
+	}
 	return s
 }
 
@@ -111,6 +119,16 @@ func (s *Service) Discover(ctx context.Context, req *connect.Request[onboardingv
 }
 
 func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+	return s.discoverPass(ctx, req, false)
+}
+
+// discoverAgain runs a call again once a rule approved its device: its
+// host exists now.
+func (s *Service) discoverAgain(ctx context.Context, req *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+	return s.discoverPass(ctx, req, true)
+}
+
+func (s *Service) discoverPass(ctx context.Context, req *onboardingv1.DiscoverRequest, again bool) (*onboardingv1.DiscoverResponse, error) {
 	id, err := parseIdentity(req)
 	if err != nil {
 		return nil, err
@@ -119,12 +137,13 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 	// The project of the token, if any: it enrolls an unknown device, and
 	// proves which project a device registered in several belongs to.
 	var (
-		project  *eim.Project
-		tokenErr error
-		proof    string
+		project   *eim.Project
+		tokenRule *eim.EnrollmentRule
+		tokenErr  error
+		proof     string
 	)
 	if token != "" {
-		project, tokenErr = s.projectOfToken(ctx, token)
+		project, tokenRule, tokenErr = s.projectOfToken(ctx, token)
 		if project != nil {
 			proof = project.Name
 		}
@@ -152,17 +171,19 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 			if tokenErr != nil {
 				return nil, tokenErr
 			}
+			return s.lobby(ctx, project, tokenRule, id, req, again)
 		}
 	}
 	// Decide (again) in the write transaction, which is authoritative.
 	// Refusals are answers, not failures of the call: a failed call would
 	// make its whole batch run again.
 	var (
-		resp   *onboardingv1.DiscoverResponse
-		answer error
+		resp    *onboardingv1.DiscoverResponse
+		answer  error
+		toLobby bool
 	)
 	err = s.batch.Do(ctx, func(tx eim.Tx) error {
-		resp, answer = nil, nil
+		resp, answer, toLobby = nil, nil, false
 		d, err := s.decide(ctx, tx, id, proof)
 		if err != nil {
 			if refusal(err) {
@@ -180,11 +201,8 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 				answer = unknownDevice(id)
 				return nil
 			}
-			h, err := s.enroll(ctx, tx, project, id)
-			if err != nil {
-				return err
-			}
-			d = decision{host: h}
+			toLobby = true // after this transaction: the lobby owns its own
+			return nil
 		}
 		secret, err := d.apply(ctx, tx, s, id) // writes nothing when nothing changes
 		if err != nil {
@@ -197,6 +215,9 @@ func (s *Service) discover(ctx context.Context, req *onboardingv1.DiscoverReques
 	})
 	if err != nil {
 		return nil, err
+	}
+	if toLobby {
+		return s.lobby(ctx, project, tokenRule, id, req, again)
 	}
 	if answer != nil {
 		return nil, answer
@@ -377,13 +398,13 @@ func unknownDevice(id identity) error {
 	return eim.Errorf(eim.ENOTFOUND, "no host is registered for this device (%s): register it in its project (eim host register), or boot it with a project's enrollment token (eim project set --enrollment-token new)", id)
 }
 
-// projectOfToken returns the project whose enrollment token is token.
-func (s *Service) projectOfToken(ctx context.Context, token string) (*eim.Project, error) {
-	sum := sha256.Sum256([]byte(token))
-	hash := hex.EncodeToString(sum[:])
+// projectOfToken returns the project whose enrollment token is token, or
+// the project and the rule whose token (a TOKEN rule's, a site's) it is.
+func (s *Service) projectOfToken(ctx context.Context, token string) (*eim.Project, *eim.EnrollmentRule, error) {
+	hash := tokenHash(token)
 	projects, err := s.store.ListProjects(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var found *eim.Project
 	for _, p := range projects {
@@ -395,15 +416,22 @@ func (s *Service) projectOfToken(ctx context.Context, token string) (*eim.Projec
 			found = p
 		}
 	}
-	if found == nil {
-		return nil, eim.Errorf(eim.EFORBIDDEN, "the enrollment token is not valid for any project")
+	if found != nil {
+		return found, nil, nil
 	}
-	return found, nil
-}
-
-// enroll creates the host of an unknown device in project p.
-func (s *Service) enroll(ctx context.Context, tx eim.Tx, p *eim.Project, id identity) (*eim.Host, error) {
-	return inventory.EnrollHost(ctx, tx, p.Name, inventory.HostRegistration{UUID: id.uuid, SerialNumber: id.serial, AutoOnboard: p.Settings.AutoOnboardEnrolled})
+	rule, err := s.store.FindEnrollmentRuleByToken(ctx, hash)
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil, nil, eim.Errorf(eim.EFORBIDDEN, "the enrollment token is not valid for any project")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range projects {
+		if p.Name == rule.Project && !p.Deleting {
+			return p, rule, nil
+		}
+	}
+	return nil, nil, eim.Errorf(eim.EFORBIDDEN, "the enrollment token is not valid for any project")
 }
 
 // rpcError translates an error for the node, logging the unexpected ones.

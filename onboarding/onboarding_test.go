@@ -418,7 +418,12 @@ func tokenHash(tok string) string {
 	return hex.EncodeToString(s[:])
 }
 
-func TestDiscoverEnrollment(t *testing.T) {
+// An unknown device with the project's token waits in the lobby: one
+// request however often it calls, nothing written by its quiet calls;
+// denied, it is told so and to wait long, still writing nothing;
+// approved, it onboards into a host with the approval's name, site and
+// labels; its host deleted, it waits again in the same request.
+func TestDiscoverLobby(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		tok := randHex(16)
 		e.setSettings(e.proj, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash(tok) })
@@ -426,31 +431,184 @@ func TestDiscoverEnrollment(t *testing.T) {
 		e.setSettings(other, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash("other-token") })
 
 		uuid, serial := newUUID(), newSerial()
-		resp, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial, EnrollmentToken: tok})
+		dev := &onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial, EnrollmentToken: tok, Hostname: "cam",
+			Interfaces: []*onboardingv1.NetworkInterface{{Name: "eth0", Mac: "52:54:00:AA:00:01"}},
+			Labels:     []*onboardingv1.Label{{Key: "line", Value: "1"}},
+			Hardware:   &onboardingv1.HardwareSummary{CpuModel: "Atom", CpuCores: 4, MemoryBytes: 4 << 30, Architecture: "amd64"}}
+		resp, err := e.discover(dev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_REGISTERED || resp.GetProject() != e.proj || resp.GetClientSecret() != "" {
-			t.Fatalf("enrolled device: got %v, want REGISTERED in %s", resp, e.proj)
+		if resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_PENDING || resp.GetProject() != e.proj || resp.GetClientSecret() != "" ||
+			resp.GetEnrollmentId() == "" || !strings.Contains(resp.GetMessage(), "waiting for approval") {
+			t.Fatalf("unknown device: got %v, want PENDING in %s", resp, e.proj)
 		}
-		h := e.host(resp.GetHostId())
-		if h.UUID != uuid || h.SerialNumber != serial || h.DesiredState != eim.HostStateRegistered || h.Project != e.proj {
-			t.Fatalf("enrolled host: %+v", h)
+		reqID := resp.GetEnrollmentId()
+		rev, audits := e.writes()
+		for range 20 {
+			r, err := e.discover(dev)
+			if err != nil || r.GetStatus() != onboardingv1.DiscoverResponse_STATUS_PENDING || r.GetEnrollmentId() != reqID {
+				t.Fatalf("retry: got %v, %v; want PENDING in request %s", r, err, reqID)
+			}
 		}
-		// Again: the same host, not a second one.
-		resp2, err := e.discover(&onboardingv1.DiscoverRequest{Uuid: uuid, Serial: serial, EnrollmentToken: tok})
-		if err != nil || resp2.GetHostId() != h.ResourceID {
-			t.Fatalf("second discover: got %v, %v; want host %s", resp2, err, h.ResourceID)
+		if r2, a2 := e.writes(); r2 != rev || a2 != audits {
+			t.Fatalf("20 retries: revision %d → %d, audit records %d → %d; want no writes", rev, r2, audits, a2)
+		}
+		list, total, err := e.store.ListEnrollmentRequests(e.ctx, e.proj, eim.EnrollmentQuery{})
+		if err != nil || total != 1 {
+			t.Fatalf("requests: got %d, %v; want 1", total, err)
+		}
+		got := list[0]
+		if got.UUID != uuid || got.SerialNumber != serial || got.MACs[0] != "52:54:00:aa:00:01" || got.Hardware.CPUCores != 4 ||
+			got.Labels[0].Value != "1" || got.Hostname != "cam" || got.Attempts != 1 {
+			t.Fatalf("request: got %+v", got)
+		}
+		if _, total, _ := e.store.ListEnrollmentRequests(e.ctx, other, eim.EnrollmentQuery{}); total != 0 {
+			t.Fatalf("another project's lobby: got %d requests, want 0", total)
 		}
 
-		// Auto-onboard: credentials at once.
-		e.setSettings(e.proj, func(s *eim.ProjectSettings) { s.AutoOnboardEnrolled = true })
-		resp, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: newUUID(), EnrollmentToken: tok})
+		// Denied: a clear answer, a long wait, still no writes.
+		if _, err := e.store.DecideEnrollment(e.ctx, e.proj, reqID, eim.EnrollmentDecision{State: eim.EnrollmentDenied, By: "user:ops", Reason: "not ours", At: time.Now()}, nil); err != nil {
+			t.Fatal(err)
+		}
+		rev, audits = e.writes()
+		for range 20 {
+			r, err := e.discover(dev)
+			want := "enrollment denied by project " + e.proj + ": not ours"
+			if err != nil || r.GetStatus() != onboardingv1.DiscoverResponse_STATUS_DENIED || r.GetMessage() != want || r.GetRetryAfterSeconds() < 600 {
+				t.Fatalf("denied device: got %v, %v; want DENIED %q, retry after 10 min or more", r, err, want)
+			}
+		}
+		if r2, a2 := e.writes(); r2 != rev || a2 != audits {
+			t.Fatalf("20 denied calls: revision %d → %d, audit records %d → %d; want no writes", rev, r2, audits, a2)
+		}
+
+		// Approved (as the API does it): onboarded at the next call.
+		site := e.site()
+		appr := eim.EnrollmentApproval{Name: "cam-1", SiteID: site, Metadata: eim.Metadata{{Key: "role", Value: "camera"}}}
+		ok, err := e.store.DecideEnrollment(e.ctx, e.proj, reqID, eim.EnrollmentDecision{State: eim.EnrollmentApproved, By: "user:ops", Approval: appr, At: time.Now()}, e.admit(appr))
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.checkOnboarded(resp, resp.GetHostId(), 1)
+		resp, err = e.discover(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.checkOnboarded(resp, ok.HostID, 1)
+		h := e.host(ok.HostID)
+		if h.Name != "cam-1" || h.SiteID != site || len(h.Metadata) != 1 || h.Metadata[0].Value != "camera" || h.UUID != uuid {
+			t.Fatalf("approved host: got %+v", h)
+		}
+
+		// Its host deleted, the device enrolls afresh: the same request,
+		// pending again.
+		if err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error { return tx.Delete(e.ctx, eim.KindHost, ok.HostID) }); err != nil {
+			t.Fatal(err)
+		}
+		resp, err = e.discover(dev)
+		if err != nil || resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_PENDING || resp.GetEnrollmentId() != reqID {
+			t.Fatalf("after its host's deletion: got %v, %v; want PENDING in request %s", resp, err, reqID)
+		}
+		if r, _ := e.store.FindEnrollmentRequest(e.ctx, e.proj, reqID); r.State != eim.EnrollmentPending || !strings.Contains(r.Reason, "deleted") {
+			t.Fatalf("reopened request: got %+v", r)
+		}
 	})
+}
+
+// Auto-approval rules admit matching devices at their first call (audited
+// as the rule), and only those; a site's token admits at its site.
+func TestDiscoverLobbyRules(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		tok := randHex(16)
+		e.setSettings(e.proj, func(s *eim.ProjectSettings) { s.EnrollmentTokenHash = tokenHash(tok) })
+		site := e.site()
+		listed := newSerial()
+		rules := []*eim.EnrollmentRule{
+			{Project: e.proj, Name: "serials", Kind: eim.RuleSerial, SerialNumbers: []string{listed}, Metadata: eim.Metadata{{Key: "by", Value: "serial"}}},
+			{Project: e.proj, Name: "line-7", Kind: eim.RuleLabels, MatchLabels: eim.Metadata{{Key: "line", Value: "7"}}},
+			{Project: e.proj, Name: "plant", Kind: eim.RuleToken, TokenHash: tokenHash("site-token"), SiteID: site},
+		}
+		for _, r := range rules {
+			if err := e.store.CreateEnrollmentRule(e.ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		admitted := func(req *onboardingv1.DiscoverRequest) *eim.Host {
+			t.Helper()
+			resp, err := e.discover(req)
+			if err != nil || resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_ONBOARDED {
+				t.Fatalf("device %s: got %v, %v; want ONBOARDED by a rule", req.GetSerial(), resp, err)
+			}
+			return e.host(resp.GetHostId())
+		}
+		if h := admitted(&onboardingv1.DiscoverRequest{Uuid: newUUID(), Serial: listed, EnrollmentToken: tok}); h.Metadata[0].Value != "serial" {
+			t.Fatalf("admitted by serial: got %+v", h)
+		}
+		admitted(&onboardingv1.DiscoverRequest{Serial: newSerial(), EnrollmentToken: tok, Labels: []*onboardingv1.Label{{Key: "line", Value: "7"}}})
+		if h := admitted(&onboardingv1.DiscoverRequest{Uuid: newUUID(), EnrollmentToken: "site-token"}); h.SiteID != site || h.Project != e.proj {
+			t.Fatalf("admitted by the site's token: got %+v, want at %s", h, site)
+		}
+		for _, req := range []*onboardingv1.DiscoverRequest{
+			{Uuid: newUUID(), Serial: newSerial(), EnrollmentToken: tok},
+			{Serial: newSerial(), EnrollmentToken: tok, Labels: []*onboardingv1.Label{{Key: "line", Value: "8"}}},
+		} {
+			if resp, err := e.discover(req); err != nil || resp.GetStatus() != onboardingv1.DiscoverResponse_STATUS_PENDING {
+				t.Fatalf("device matching no rule: got %v, %v; want PENDING", resp, err)
+			}
+		}
+		all, _, err := e.store.Audit(e.ctx, e.proj, eim.AuditQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var approvals int
+		for _, r := range all {
+			if r.Kind != eim.KindEnrollment {
+				continue
+			}
+			approvals++
+			if !strings.HasPrefix(r.Principal, "rule:enrollmentrule-") || r.Action != string(eim.OpUpdated) {
+				t.Fatalf("approval audited as %q %s, want the rule's update", r.Principal, r.Action)
+			}
+		}
+		if approvals != 3 {
+			t.Fatalf("audit: got %d approvals, want 3", approvals)
+		}
+		_, err = e.discover(&onboardingv1.DiscoverRequest{Uuid: newUUID(), EnrollmentToken: "no-such-token"})
+		wantCode(t, err, connect.CodePermissionDenied, "an unknown token")
+	})
+}
+
+// writes returns the feed's revision and the project's audit records.
+func (e *env) writes() (int64, int) {
+	e.t.Helper()
+	rev, err := e.store.Revision(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, n, err := e.store.Audit(e.ctx, e.proj, eim.AuditQuery{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rev, n
+}
+
+func (e *env) site() string {
+	e.t.Helper()
+	r, err := e.inv.Create(e.ctx, e.proj, &eim.Site{Name: "plant-" + randHex(2)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r.(*eim.Site).ResourceID
+}
+
+func (e *env) admit(a eim.EnrollmentApproval) func(eim.Tx, *eim.EnrollmentRequest) (string, error) {
+	return func(tx eim.Tx, req *eim.EnrollmentRequest) (string, error) {
+		h, err := inventory.AdmitHost(e.ctx, tx, e.proj, inventory.HostRegistration{Name: a.Name, UUID: req.UUID, SerialNumber: req.SerialNumber}, a.SiteID, a.Metadata)
+		if err != nil {
+			return "", err
+		}
+		return h.ResourceID, nil
+	}
 }
 
 // A project being deleted issues no credentials to its nodes (they were

@@ -203,6 +203,14 @@ func (s *Service) reconcileHost(ctx context.Context, k hostKey) error {
 	if !need {
 		return nil
 	}
+	// A device enrolled with its OS installed (eim-agent enroll) runs
+	// that OS: it gets no instance to provision.
+	switch req, err := s.store.FindEnrollmentRequestOfHost(ctx, k.project, k.id); {
+	case err == nil && req.Installed:
+		return nil
+	case err != nil && eim.ErrorCode(err) != eim.ENOTFOUND:
+		return err
+	}
 	var created *eim.Instance
 	err = s.batch.Do(ctx, func(tx eim.Tx) error {
 		created = nil

@@ -43,7 +43,7 @@ func init() {
 	})
 	register(&Module{
 		Name:    "onboarding",
-		Summary: "nodes calling home are matched to registered hosts and given credentials; invalidations finished; zero-touch instances created",
+		Summary: "nodes calling home are matched to registered hosts and given credentials; unknown devices with a project's token wait in its enrollment lobby (…/enrollmentrequests, …/enrollmentrules); invalidations finished; zero-touch instances created",
 		Needs:   []Need{{"provisioning", "onboarded nodes ask it for their workflow"}},
 		Agent:   true,
 		Build:   buildOnboarding,
@@ -233,10 +233,16 @@ func buildUI(b *Builder) (Parts, error) {
 
 func buildOnboarding(b *Builder) (Parts, error) {
 	onb := b.Onboarding()
-	return Parts{
+	parts := Parts{
 		Agent: []Route{route(onboardingv1connect.NewOnboardingServiceHandler(onb, b.rpcMetrics(), small))},
 		Loops: []Loop{{Name: "reconciler", Once: true, Run: onb.Run}},
-	}, nil
+	}
+	// The enrollment lobby's API (docs/enrollment.md).
+	for pattern, h := range onb.Routes(b.Verifier) {
+		parts.Routes = append(parts.Routes, Route{pattern, h})
+	}
+	slices.SortFunc(parts.Routes, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	return parts, nil
 }
 
 func buildProvisioning(b *Builder) (Parts, error) {

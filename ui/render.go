@@ -13,7 +13,7 @@ import (
 
 // pageNames are the templates/NAME.html pages, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings", "audit", "clusters", "cluster", "clusternew", "clustertemplates"}
+var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings", "audit", "lobby", "clusters", "cluster", "clusternew", "clustertemplates"}
 
 // view is what the layout renders around a page.
 type view struct {
@@ -50,6 +50,7 @@ var navItems = []navItem{
 	{"schedules", "Schedules", "schedules", false, ""},
 	{"clusters", "Clusters", "clusters", false, "clusters"},
 	{"resources", "Resources", "resources", false, ""},
+	{"lobby", "Lobby", "lobby", false, "onboarding"},
 	{"audit", "Audit log", "audit", false, ""},
 	{"settings", "Settings", "settings", false, ""},
 }

@@ -196,6 +196,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"/settings", h.read(h.settings))
 	m.HandleFunc("POST "+p+"/settings", h.write(h.saveSettings))
 	m.HandleFunc("GET "+p+"/audit", h.read(h.audit))
+	m.HandleFunc("GET "+p+"/lobby", h.read(h.lobby))
+	m.HandleFunc("POST "+p+"/lobby/{id}", h.write(h.decideLobby))
 	m.HandleFunc("GET "+p+"/clusters", h.clusterRead(h.clusters))
 	m.HandleFunc("POST "+p+"/clusters", h.clusterWrite(h.createCluster))
 	m.HandleFunc("GET "+p+"/newcluster", h.clusterRead(h.newCluster))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim/agent"
+	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -29,8 +30,21 @@ type Options struct {
 	// need. Their first heartbeats spread over one interval, as a running
 	// fleet's after a server restart.
 	Nodes []ProvisionedNode
-	// EnrollToken is passed to Discover (for devices not pre-registered).
+	// EnrollToken is passed to Discover (for devices not pre-registered):
+	// unknown devices wait in the project's enrollment lobby until
+	// approved (a rule's or a person's), backing off while denied.
 	EnrollToken string
+	// Installed makes the nodes devices with an OS already installed
+	// (eim-agent enroll): once onboarded they skip provisioning and
+	// report in at once. Labels are what they report to the lobby.
+	Installed bool
+	Labels    []agent.Label
+	// OnLobby, when set, is called at each lobby answer a node gets
+	// (agent.Provisioner.OnLobby), with the node's index.
+	OnLobby func(node int, denied bool, message string)
+	// LobbyPoll, when positive, caps the wait of a node waiting for
+	// approval between its calls (agent.Provisioner.MaxPendingWait).
+	LobbyPoll time.Duration
 	// Concurrency bounds the nodes running at once; 0 runs all at once.
 	Concurrency int
 	// Connections is the number of HTTP/2 connection pools the nodes share
@@ -227,8 +241,21 @@ func runNode(ctx context.Context, o Options, n *node, hc *http.Client) (agent.Re
 				Interfaces: []agent.Interface{{Name: "eth0", MAC: n.id.MAC, Addrs: []string{n.id.Addr}}}},
 			Exec: ex, Logger: o.Logger.With("node", n.id.Hostname), Backoff: o.Backoff,
 			OnPhase: n.enter, StopOnFailed: true, Now: o.Now,
+			Installed: o.Installed, Labels: o.Labels, MaxPendingWait: o.LobbyPoll,
+			Hardware: &onboardingv1.HardwareSummary{CpuModel: "EIM simulated CPU", CpuCores: 4, MemoryBytes: 8 << 30, Architecture: "amd64", ProductName: "EIM simulated node"},
 		}
-		r, err := p.Run(pctx)
+		if o.OnLobby != nil {
+			p.OnLobby = func(denied bool, msg string) { o.OnLobby(n.idx, denied, msg) }
+		}
+		var (
+			r   agent.Result
+			err error
+		)
+		if o.Installed {
+			r, err = p.Enroll(pctx)
+		} else {
+			r, err = p.Run(pctx)
+		}
 		cause := context.Cause(pctx)
 		cancel(nil)
 		switch {

@@ -4,6 +4,10 @@
 //	    micro-OS mode: read eim.url, eim.ca (the CA fingerprint) and
 //	    eim.enroll from the kernel command line, call home, onboard, run
 //	    the provisioning workflow and reboot into the installed OS.
+//	eim-agent enroll --url https://EIM:8443 --ca sha256:… --enroll TOKEN [--label k=v] [-- node flags]
+//	    a machine with its OS installed: wait in the project's enrollment
+//	    lobby until approved, save the credentials, then node mode with no
+//	    provisioning (docs/enrollment.md).
 //	eim-agent node [--config /etc/eim/agent.json]
 //	    node mode on the installed OS: report in, then again at the
 //	    interval the server sets.
@@ -67,6 +71,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"connect":  runConnect,
 		"discover": runDiscover,
+		"enroll":   runEnroll,
 		"node":     runNode,
 		"simulate": runSimulate,
 	}
@@ -77,6 +82,7 @@ const usage = `usage: eim-agent <command> [flags]
 commands:
   connect    hold an edge cluster's tunnel to the connect gateway
   discover   micro-OS mode: onboard and provision this machine
+  enroll     a machine with its OS installed: enroll (lobby), then node mode
   node       node mode: report in from the installed OS
   simulate   run a fleet of simulated nodes
   version    print the agent version

@@ -32,6 +32,8 @@ type simConfig struct {
 	api, tokenFile       string
 	project, osID        string
 	enroll               string
+	installed            bool
+	labels               labelFlags
 	failShare            float64
 	rebootShare          float64
 	concurrency          int
@@ -139,7 +141,9 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.StringVar(&c.project, "project", "default", "project to register the nodes in")
 	fs.StringVar(&c.osID, "os", "", "with --register: create each host's instance with this OS resource ID")
 	fs.BoolVar(&c.nzt, "nzt", false, "with --register: create no instances; the project's default OS applies (zero-touch)")
-	fs.StringVar(&c.enroll, "enroll", "", "enrollment token to present (for nodes not pre-registered)")
+	fs.StringVar(&c.enroll, "enroll", "", "enrollment token to present (for nodes not pre-registered: they wait in the project's enrollment lobby until approved)")
+	fs.BoolVar(&c.installed, "installed", false, "with --enroll: the nodes run an OS already (as eim-agent enroll): once approved they skip provisioning")
+	fs.Var(&c.labels, "label", "with --enroll: a key=value label the nodes report to the enrollment lobby (repeatable)")
 	fs.Float64Var(&c.failShare, "fail-share", 0, "share of nodes whose stream-image action fails (0..1)")
 	fs.Float64Var(&c.rebootShare, "reboot-share", 0, "share of nodes that reboot once mid-workflow (0..1)")
 	fs.IntVar(&c.concurrency, "concurrency", 0, "nodes running at once (default: all)")
@@ -208,6 +212,9 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 		if len(day0) > 0 {
 			problems = append(problems, "--nodes-file has no Day 0: not with "+strings.Join(day0, ", "))
 		}
+	}
+	if (c.installed || len(c.labels) > 0) && c.enroll == "" {
+		problems = append(problems, "--installed and --label are for unknown devices: give --enroll")
 	}
 	if c.failShare < 0 || c.failShare > 1 || c.rebootShare < 0 || c.rebootShare > 1 {
 		problems = append(problems, "--fail-share and --reboot-share are between 0 and 1")
@@ -293,7 +300,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	opts := sim.Options{
-		URL: c.server, CA: ca, Identities: ids, Nodes: provisioned, EnrollToken: c.enroll,
+		URL: c.server, CA: ca, Identities: ids, Nodes: provisioned, EnrollToken: c.enroll, Installed: c.installed, Labels: c.labels,
 		Concurrency: c.concurrency, Connections: c.connections, ActionTime: c.actionTime,
 		FailShare: c.failShare, RebootShare: c.rebootShare, Seed: c.seed,
 		Backoff: agent.Backoff{Min: c.backoffMin, Max: c.backoffMax}, Logger: logger,
@@ -614,4 +621,24 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// labelFlags collects repeated --label key=value flags.
+type labelFlags []agent.Label
+
+func (l *labelFlags) String() string {
+	var parts []string
+	for _, it := range *l {
+		parts = append(parts, it.Key+"="+it.Value)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *labelFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want key=value", v)
+	}
+	*l = append(*l, agent.Label{Key: k, Value: val})
+	return nil
 }

@@ -97,6 +97,8 @@ func (c *cli) run(args []string) error {
 		return c.clusterTemplate(rest)
 	case "audit":
 		return c.audit(rest)
+	case "enrollment":
+		return c.enrollment(rest)
 	case "webhook":
 		return c.webhook(rest)
 	case "edgeworkload":
@@ -146,6 +148,8 @@ Usage:
   eim audit list [--resource ID] [--since 1h] [-f]   who changed what (eim audit -h)
   eim objectstorage set --endpoint URL --bucket B --access-key-id K --secret-key-stdin …
                   | get | delete          the project's object storage for devices' data
+  eim enrollment list | get | approve ID [--label k=v] | deny ID [--reason R] | delete | rules …
+                                           the enrollment lobby of unknown devices (eim enrollment -h)
   eim webhook list | get ID | create --url U --events E,E | update ID … | delete ID | deliveries ID
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)

@@ -319,7 +319,7 @@ func testDay0(t *testing.T, s *day0Server) {
 			s.checkRunning(t, "ztp", hostIDs)
 		})
 
-		t.Run("unknown device accepted with the enrollment token", func(t *testing.T) {
+		t.Run("unknown device accepted with the enrollment token and an ANY rule", func(t *testing.T) {
 			t.Parallel()
 			if _, err := s.admin.CreateProject(ctx, "enroll"); err != nil {
 				t.Fatal(err)
@@ -332,6 +332,11 @@ func testDay0(t *testing.T, s *day0Server) {
 			}
 			if p.EnrollmentToken == "" {
 				t.Fatal("no enrollment token in the answer")
+			}
+			// Every device with the token is let in (the token's behaviour
+			// before the enrollment lobby): a rule of kind ANY.
+			if _, err := s.admin.CreateEnrollmentRule(ctx, "enroll", client.RuleInput{Name: "any", Kind: "ANY"}); err != nil {
+				t.Fatal(err)
 			}
 			ids := sim.Generate(3, 6)
 			wantReport(t, s.fleet(t, ctx, ids, sim.Options{EnrollToken: p.EnrollmentToken, Seed: 6}), 3, 0)

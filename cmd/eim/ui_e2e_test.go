@@ -16,11 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/agent/sim"
 	"github.com/eimhq/eim/client"
+	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
+	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
 )
 
 // The web UI in a real browser: Debian's chromium, headless, driven over
@@ -584,6 +587,61 @@ func TestUIBrowser(t *testing.T) {
 		b.shot("overview-live")
 	})
 
+	t.Run("the enrollment lobby", func(t *testing.T) {
+		b.t = t
+		// A project of its own: the default project's hosts are counted
+		// by the other subtests.
+		const lp = "lobby-ui"
+		if _, err := s.admin.CreateProject(ctx, lp); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := s.admin.UpdateProjectSettings(ctx, lp, client.SettingsChange{EnrollmentToken: "new"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev := sim.Identity{UUID: "6f1f0b1e-0a4c-4c47-9d7e-00000000ab01", Serial: "SNLOBBYUI1"}
+		ob := onboardingv1connect.NewOnboardingServiceClient(s.agentClient(t), s.agentURL)
+		resp, err := ob.Discover(ctx, connect.NewRequest(&onboardingv1.DiscoverRequest{Uuid: dev.UUID, Serial: dev.Serial, EnrollmentToken: ps.EnrollmentToken,
+			Labels: []*onboardingv1.Label{{Key: "line", Value: "4"}}, Hardware: &onboardingv1.HardwareSummary{CpuModel: "Atom", CpuCores: 4, Architecture: "amd64"}}))
+		if err != nil || resp.Msg.GetStatus() != onboardingv1.DiscoverResponse_STATUS_PENDING {
+			t.Fatalf("an unknown device's call: %v, %v; want PENDING", resp, err)
+		}
+		b.nav("/ui/p/" + lp + "/")
+		if got := b.text("nav"); !strings.Contains(got, "Lobby") {
+			t.Errorf("the menu: %q; want the Lobby", got)
+		}
+		b.nav("/ui/p/" + lp + "/lobby")
+		if got := b.text("table.lobby tbody"); !strings.Contains(got, dev.Serial) || !strings.Contains(got, "PENDING") || !strings.Contains(got, "line=4") {
+			t.Fatalf("the lobby: %q; want the device %s PENDING with its label", got, dev.Serial)
+		}
+		b.shot("lobby")
+		b.set(`table.lobby form.inline input[name=name]`, "lobby-cam")
+		b.set(`table.lobby form.inline input[name=labels]`, "role=camera, line=4")
+		b.submit(`table.lobby form.inline button[type=submit]`)
+		b.wait("the device approved", `document.querySelector("table.lobby tbody").innerText.includes("APPROVED")`)
+		page, err := s.admin.ListEnrollmentRequests(ctx, lp, client.EnrollmentListOptions{SerialNumber: dev.Serial})
+		if err != nil || len(page.EnrollmentRequests) != 1 || page.EnrollmentRequests[0].HostID == "" || !strings.HasPrefix(page.EnrollmentRequests[0].DecidedBy, "user:") {
+			t.Fatalf("the request after the UI's approval: %+v, %v", page, err)
+		}
+		var h eim.Host
+		if err := s.admin.Get(ctx, lp, eim.KindHost, page.EnrollmentRequests[0].HostID, &h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != "lobby-cam" || len(h.Metadata) != 2 || h.Metadata[0].Key != "role" {
+			t.Errorf("the approved host: name %q, metadata %v; want lobby-cam with role=camera, line=4", h.Name, h.Metadata)
+		}
+		// The device onboards at its next call.
+		resp, err = ob.Discover(ctx, connect.NewRequest(&onboardingv1.DiscoverRequest{Uuid: dev.UUID, Serial: dev.Serial, EnrollmentToken: ps.EnrollmentToken}))
+		if err != nil || resp.Msg.GetStatus() != onboardingv1.DiscoverResponse_STATUS_ONBOARDED || resp.Msg.GetHostId() != h.ResourceID {
+			t.Errorf("the approved device's next call: %v, %v; want ONBOARDED as %s", resp, err, h.ResourceID)
+		}
+		// A second device left waiting, so that the page checked by
+		// axe-core below shows the forms.
+		if _, err := ob.Discover(ctx, connect.NewRequest(&onboardingv1.DiscoverRequest{Uuid: "6f1f0b1e-0a4c-4c47-9d7e-00000000ab02", Serial: "SNLOBBYUI2", EnrollmentToken: ps.EnrollmentToken})); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("every page passes axe-core's WCAG 2.1 A and AA rules", func(t *testing.T) {
 		b.t = t
 		src := axeSource(t)
@@ -599,7 +657,7 @@ func TestUIBrowser(t *testing.T) {
 		}
 		pages := []string{"/ui/p/default/", "/ui/p/default/hosts", "/ui/p/default/register", "/ui/p/default/locations",
 			"/ui/p/default/schedules", "/ui/p/default/resources", "/ui/p/default/settings", "/ui/p/default/audit",
-			"/ui/p/default/clusters", "/ui/p/default/newcluster", "/ui/p/default/templates"}
+			"/ui/p/default/lobby", "/ui/p/lobby-ui/lobby", "/ui/p/default/clusters", "/ui/p/default/newcluster", "/ui/p/default/templates"}
 		pages = append(pages,
 			first("/ui/p/default/hosts", `td a[href^="/ui/p/default/hosts/host-"]`),
 			first("/ui/p/default/resources?kind=os", `td a[href^="/ui/p/default/resources/"]`),

@@ -84,6 +84,7 @@ func addOperations(ps *pathSet) {
 	addHosts(ps)
 	addBMC(ps)
 	addObjectStorage(ps)
+	addEnrollment(ps)
 
 	inst := full
 	inst.listParams = queryParams

@@ -35,6 +35,14 @@ const (
 	DiscoverResponse_STATUS_REGISTERED DiscoverResponse_Status = 1
 	// The host is onboarded; credentials follow.
 	DiscoverResponse_STATUS_ONBOARDED DiscoverResponse_Status = 2
+	// An unknown device that carried a project's enrollment token waits in
+	// the project's lobby for approval (message says so). The node calls
+	// again after retry_after_seconds.
+	DiscoverResponse_STATUS_PENDING DiscoverResponse_Status = 3
+	// The project denied the device's enrollment (message: "enrollment
+	// denied by project P: reason"). The node calls again no sooner than
+	// retry_after_seconds, backing off further on each denial.
+	DiscoverResponse_STATUS_DENIED DiscoverResponse_Status = 4
 )
 
 // Enum value maps for DiscoverResponse_Status.
@@ -43,11 +51,15 @@ var (
 		0: "STATUS_UNSPECIFIED",
 		1: "STATUS_REGISTERED",
 		2: "STATUS_ONBOARDED",
+		3: "STATUS_PENDING",
+		4: "STATUS_DENIED",
 	}
 	DiscoverResponse_Status_value = map[string]int32{
 		"STATUS_UNSPECIFIED": 0,
 		"STATUS_REGISTERED":  1,
 		"STATUS_ONBOARDED":   2,
+		"STATUS_PENDING":     3,
+		"STATUS_DENIED":      4,
 	}
 )
 
@@ -75,7 +87,7 @@ func (x DiscoverResponse_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DiscoverResponse_Status.Descriptor instead.
 func (DiscoverResponse_Status) EnumDescriptor() ([]byte, []int) {
-	return file_eim_onboarding_v1_onboarding_proto_rawDescGZIP(), []int{2, 0}
+	return file_eim_onboarding_v1_onboarding_proto_rawDescGZIP(), []int{4, 0}
 }
 
 type DiscoverRequest struct {
@@ -95,8 +107,16 @@ type DiscoverRequest struct {
 	// lets a project accept devices that were not pre-registered, and proves
 	// which project a device registered in several projects belongs to.
 	EnrollmentToken string `protobuf:"bytes,6,opt,name=enrollment_token,json=enrollmentToken,proto3" json:"enrollment_token,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The device runs its OS already (eim-agent enroll): once onboarded it
+	// skips provisioning and reports in from that OS.
+	Installed bool `protobuf:"varint,7,opt,name=installed,proto3" json:"installed,omitempty"`
+	// Labels the device reports (eim-agent enroll --label): enrollment
+	// requests show them and auto-approval rules match on them.
+	Labels []*Label `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
+	// What the device says of its hardware, shown in its enrollment request.
+	Hardware      *HardwareSummary `protobuf:"bytes,9,opt,name=hardware,proto3" json:"hardware,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiscoverRequest) Reset() {
@@ -171,6 +191,165 @@ func (x *DiscoverRequest) GetEnrollmentToken() string {
 	return ""
 }
 
+func (x *DiscoverRequest) GetInstalled() bool {
+	if x != nil {
+		return x.Installed
+	}
+	return false
+}
+
+func (x *DiscoverRequest) GetLabels() []*Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *DiscoverRequest) GetHardware() *HardwareSummary {
+	if x != nil {
+		return x.Hardware
+	}
+	return nil
+}
+
+type Label struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Label) Reset() {
+	*x = Label{}
+	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Label) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Label) ProtoMessage() {}
+
+func (x *Label) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Label.ProtoReflect.Descriptor instead.
+func (*Label) Descriptor() ([]byte, []int) {
+	return file_eim_onboarding_v1_onboarding_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Label) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Label) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type HardwareSummary struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	CpuModel    string                 `protobuf:"bytes,1,opt,name=cpu_model,json=cpuModel,proto3" json:"cpu_model,omitempty"`
+	CpuCores    uint32                 `protobuf:"varint,2,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
+	MemoryBytes uint64                 `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	ProductName string                 `protobuf:"bytes,4,opt,name=product_name,json=productName,proto3" json:"product_name,omitempty"`
+	// GOARCH-style ("amd64", "arm64").
+	Architecture string `protobuf:"bytes,5,opt,name=architecture,proto3" json:"architecture,omitempty"`
+	// The running OS's pretty name, for an installed device.
+	Os            string `protobuf:"bytes,6,opt,name=os,proto3" json:"os,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HardwareSummary) Reset() {
+	*x = HardwareSummary{}
+	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HardwareSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HardwareSummary) ProtoMessage() {}
+
+func (x *HardwareSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HardwareSummary.ProtoReflect.Descriptor instead.
+func (*HardwareSummary) Descriptor() ([]byte, []int) {
+	return file_eim_onboarding_v1_onboarding_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HardwareSummary) GetCpuModel() string {
+	if x != nil {
+		return x.CpuModel
+	}
+	return ""
+}
+
+func (x *HardwareSummary) GetCpuCores() uint32 {
+	if x != nil {
+		return x.CpuCores
+	}
+	return 0
+}
+
+func (x *HardwareSummary) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *HardwareSummary) GetProductName() string {
+	if x != nil {
+		return x.ProductName
+	}
+	return ""
+}
+
+func (x *HardwareSummary) GetArchitecture() string {
+	if x != nil {
+		return x.Architecture
+	}
+	return ""
+}
+
+func (x *HardwareSummary) GetOs() string {
+	if x != nil {
+		return x.Os
+	}
+	return ""
+}
+
 type NetworkInterface struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -184,7 +363,7 @@ type NetworkInterface struct {
 
 func (x *NetworkInterface) Reset() {
 	*x = NetworkInterface{}
-	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[1]
+	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +375,7 @@ func (x *NetworkInterface) String() string {
 func (*NetworkInterface) ProtoMessage() {}
 
 func (x *NetworkInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[1]
+	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +388,7 @@ func (x *NetworkInterface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkInterface.ProtoReflect.Descriptor instead.
 func (*NetworkInterface) Descriptor() ([]byte, []int) {
-	return file_eim_onboarding_v1_onboarding_proto_rawDescGZIP(), []int{1}
+	return file_eim_onboarding_v1_onboarding_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NetworkInterface) GetName() string {
@@ -246,15 +425,20 @@ type DiscoverResponse struct {
 	ClientSecret string `protobuf:"bytes,5,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
 	// Absolute URL of the token endpoint.
 	TokenUrl string `protobuf:"bytes,6,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
-	// For STATUS_REGISTERED: when to ask again.
+	// For STATUS_REGISTERED, STATUS_PENDING and STATUS_DENIED: when to ask
+	// again.
 	RetryAfterSeconds uint32 `protobuf:"varint,7,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// For STATUS_PENDING and STATUS_DENIED: what to tell the device's user.
+	Message string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// For STATUS_PENDING and STATUS_DENIED: the enrollment request's ID.
+	EnrollmentId  string `protobuf:"bytes,9,opt,name=enrollment_id,json=enrollmentId,proto3" json:"enrollment_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiscoverResponse) Reset() {
 	*x = DiscoverResponse{}
-	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[2]
+	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +450,7 @@ func (x *DiscoverResponse) String() string {
 func (*DiscoverResponse) ProtoMessage() {}
 
 func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[2]
+	mi := &file_eim_onboarding_v1_onboarding_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +463,7 @@ func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverResponse) Descriptor() ([]byte, []int) {
-	return file_eim_onboarding_v1_onboarding_proto_rawDescGZIP(), []int{2}
+	return file_eim_onboarding_v1_onboarding_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DiscoverResponse) GetStatus() DiscoverResponse_Status {
@@ -331,11 +515,25 @@ func (x *DiscoverResponse) GetRetryAfterSeconds() uint32 {
 	return 0
 }
 
+func (x *DiscoverResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *DiscoverResponse) GetEnrollmentId() string {
+	if x != nil {
+		return x.EnrollmentId
+	}
+	return ""
+}
+
 var File_eim_onboarding_v1_onboarding_proto protoreflect.FileDescriptor
 
 const file_eim_onboarding_v1_onboarding_proto_rawDesc = "" +
 	"\n" +
-	"\"eim/onboarding/v1/onboarding.proto\x12\x11eim.onboarding.v1\"\xee\x01\n" +
+	"\"eim/onboarding/v1/onboarding.proto\x12\x11eim.onboarding.v1\"\xfe\x02\n" +
 	"\x0fDiscoverRequest\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x16\n" +
 	"\x06serial\x18\x02 \x01(\tR\x06serial\x12C\n" +
@@ -344,11 +542,24 @@ const file_eim_onboarding_v1_onboarding_proto_rawDesc = "" +
 	"interfaces\x12\x1a\n" +
 	"\bhostname\x18\x04 \x01(\tR\bhostname\x12#\n" +
 	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\x12)\n" +
-	"\x10enrollment_token\x18\x06 \x01(\tR\x0fenrollmentToken\"[\n" +
+	"\x10enrollment_token\x18\x06 \x01(\tR\x0fenrollmentToken\x12\x1c\n" +
+	"\tinstalled\x18\a \x01(\bR\tinstalled\x120\n" +
+	"\x06labels\x18\b \x03(\v2\x18.eim.onboarding.v1.LabelR\x06labels\x12>\n" +
+	"\bhardware\x18\t \x01(\v2\".eim.onboarding.v1.HardwareSummaryR\bhardware\"/\n" +
+	"\x05Label\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xc5\x01\n" +
+	"\x0fHardwareSummary\x12\x1b\n" +
+	"\tcpu_model\x18\x01 \x01(\tR\bcpuModel\x12\x1b\n" +
+	"\tcpu_cores\x18\x02 \x01(\rR\bcpuCores\x12!\n" +
+	"\fmemory_bytes\x18\x03 \x01(\x04R\vmemoryBytes\x12!\n" +
+	"\fproduct_name\x18\x04 \x01(\tR\vproductName\x12\"\n" +
+	"\farchitecture\x18\x05 \x01(\tR\farchitecture\x12\x0e\n" +
+	"\x02os\x18\x06 \x01(\tR\x02os\"[\n" +
 	"\x10NetworkInterface\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\tR\x03mac\x12!\n" +
-	"\fip_addresses\x18\x03 \x03(\tR\vipAddresses\"\xe7\x02\n" +
+	"\fip_addresses\x18\x03 \x03(\tR\vipAddresses\"\xcd\x03\n" +
 	"\x10DiscoverResponse\x12B\n" +
 	"\x06status\x18\x01 \x01(\x0e2*.eim.onboarding.v1.DiscoverResponse.StatusR\x06status\x12\x17\n" +
 	"\ahost_id\x18\x02 \x01(\tR\x06hostId\x12\x18\n" +
@@ -356,11 +567,15 @@ const file_eim_onboarding_v1_onboarding_proto_rawDesc = "" +
 	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12#\n" +
 	"\rclient_secret\x18\x05 \x01(\tR\fclientSecret\x12\x1b\n" +
 	"\ttoken_url\x18\x06 \x01(\tR\btokenUrl\x12.\n" +
-	"\x13retry_after_seconds\x18\a \x01(\rR\x11retryAfterSeconds\"M\n" +
+	"\x13retry_after_seconds\x18\a \x01(\rR\x11retryAfterSeconds\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\x12#\n" +
+	"\renrollment_id\x18\t \x01(\tR\fenrollmentId\"t\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11STATUS_REGISTERED\x10\x01\x12\x14\n" +
-	"\x10STATUS_ONBOARDED\x10\x022h\n" +
+	"\x10STATUS_ONBOARDED\x10\x02\x12\x12\n" +
+	"\x0eSTATUS_PENDING\x10\x03\x12\x11\n" +
+	"\rSTATUS_DENIED\x10\x042h\n" +
 	"\x11OnboardingService\x12S\n" +
 	"\bDiscover\x12\".eim.onboarding.v1.DiscoverRequest\x1a#.eim.onboarding.v1.DiscoverResponseB;Z9github.com/eimhq/eim/proto/eim/onboarding/v1;onboardingv1b\x06proto3"
 
@@ -377,23 +592,27 @@ func file_eim_onboarding_v1_onboarding_proto_rawDescGZIP() []byte {
 }
 
 var file_eim_onboarding_v1_onboarding_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_eim_onboarding_v1_onboarding_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_eim_onboarding_v1_onboarding_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_eim_onboarding_v1_onboarding_proto_goTypes = []any{
 	(DiscoverResponse_Status)(0), // 0: eim.onboarding.v1.DiscoverResponse.Status
 	(*DiscoverRequest)(nil),      // 1: eim.onboarding.v1.DiscoverRequest
-	(*NetworkInterface)(nil),     // 2: eim.onboarding.v1.NetworkInterface
-	(*DiscoverResponse)(nil),     // 3: eim.onboarding.v1.DiscoverResponse
+	(*Label)(nil),                // 2: eim.onboarding.v1.Label
+	(*HardwareSummary)(nil),      // 3: eim.onboarding.v1.HardwareSummary
+	(*NetworkInterface)(nil),     // 4: eim.onboarding.v1.NetworkInterface
+	(*DiscoverResponse)(nil),     // 5: eim.onboarding.v1.DiscoverResponse
 }
 var file_eim_onboarding_v1_onboarding_proto_depIdxs = []int32{
-	2, // 0: eim.onboarding.v1.DiscoverRequest.interfaces:type_name -> eim.onboarding.v1.NetworkInterface
-	0, // 1: eim.onboarding.v1.DiscoverResponse.status:type_name -> eim.onboarding.v1.DiscoverResponse.Status
-	1, // 2: eim.onboarding.v1.OnboardingService.Discover:input_type -> eim.onboarding.v1.DiscoverRequest
-	3, // 3: eim.onboarding.v1.OnboardingService.Discover:output_type -> eim.onboarding.v1.DiscoverResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	4, // 0: eim.onboarding.v1.DiscoverRequest.interfaces:type_name -> eim.onboarding.v1.NetworkInterface
+	2, // 1: eim.onboarding.v1.DiscoverRequest.labels:type_name -> eim.onboarding.v1.Label
+	3, // 2: eim.onboarding.v1.DiscoverRequest.hardware:type_name -> eim.onboarding.v1.HardwareSummary
+	0, // 3: eim.onboarding.v1.DiscoverResponse.status:type_name -> eim.onboarding.v1.DiscoverResponse.Status
+	1, // 4: eim.onboarding.v1.OnboardingService.Discover:input_type -> eim.onboarding.v1.DiscoverRequest
+	5, // 5: eim.onboarding.v1.OnboardingService.Discover:output_type -> eim.onboarding.v1.DiscoverResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_eim_onboarding_v1_onboarding_proto_init() }
@@ -407,7 +626,7 @@ func file_eim_onboarding_v1_onboarding_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_onboarding_v1_onboarding_proto_rawDesc), len(file_eim_onboarding_v1_onboarding_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,7 +47,9 @@ type OnboardingServiceClient interface {
 	//
 	// Errors (Connect codes) and what the agent does:
 	//
-	//	NOT_FOUND           unknown device and the project does not accept it: log, retry with back-off
+	//	NOT_FOUND           unknown device and no enrollment token: log, retry with back-off
+	//	(an unknown device with a project's token is answered STATUS_PENDING or
+	//	STATUS_DENIED: the enrollment lobby, docs/enrollment.md)
 	//	PERMISSION_DENIED   the enrollment token is wrong: log, retry with back-off
 	//	INVALID_ARGUMENT    bad identity, or UUID and serial match different hosts, or a duplicate: log, retry with back-off
 	//	FAILED_PRECONDITION the host is untrusted, being deleted, or already running its OS: log, retry with back-off
@@ -92,7 +94,9 @@ type OnboardingServiceHandler interface {
 	//
 	// Errors (Connect codes) and what the agent does:
 	//
-	//	NOT_FOUND           unknown device and the project does not accept it: log, retry with back-off
+	//	NOT_FOUND           unknown device and no enrollment token: log, retry with back-off
+	//	(an unknown device with a project's token is answered STATUS_PENDING or
+	//	STATUS_DENIED: the enrollment lobby, docs/enrollment.md)
 	//	PERMISSION_DENIED   the enrollment token is wrong: log, retry with back-off
 	//	INVALID_ARGUMENT    bad identity, or UUID and serial match different hosts, or a duplicate: log, retry with back-off
 	//	FAILED_PRECONDITION the host is untrusted, being deleted, or already running its OS: log, retry with back-off
