@@ -1,7 +1,6 @@
 package provisioning_test
 
 import (
-	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,31 +11,8 @@ import (
 
 	"github.com/eimhq/eim/provisioning"
 	"github.com/eimhq/eim/secureboot"
+	"github.com/eimhq/eim/secureboot/petest"
 )
-
-// minimalPE is a small valid PE32+ image: headers and one section.
-func minimalPE(fill byte) []byte {
-	b := make([]byte, 0x400)
-	b[0], b[1] = 'M', 'Z'
-	binary.LittleEndian.PutUint32(b[0x3c:], 0x80)
-	copy(b[0x80:], "PE\x00\x00")
-	coff := 0x84
-	binary.LittleEndian.PutUint16(b[coff:], 0x8664)
-	binary.LittleEndian.PutUint16(b[coff+2:], 1)
-	binary.LittleEndian.PutUint16(b[coff+16:], 240)
-	opt := coff + 20
-	binary.LittleEndian.PutUint16(b[opt:], 0x20b)
-	binary.LittleEndian.PutUint32(b[opt+60:], 0x200)
-	binary.LittleEndian.PutUint32(b[opt+108:], 16)
-	sec := opt + 240
-	copy(b[sec:], ".text")
-	binary.LittleEndian.PutUint32(b[sec+16:], 0x200)
-	binary.LittleEndian.PutUint32(b[sec+20:], 0x200)
-	for i := 0x200; i < 0x400; i++ {
-		b[i] = fill
-	}
-	return b
-}
 
 // With RequireSecureBoot the boot handler serves an EFI executable only
 // when it is signed with the deployment's db key: unsigned, signed with
@@ -53,16 +29,16 @@ func TestBootRefusesUnsignedEFI(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	signed, err := secureboot.Sign(minimalPE(1), cert, key)
+	signed, err := secureboot.Sign(petest.Minimal(1), cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := secureboot.Sign(minimalPE(1), ocert, okey)
+	foreign, err := secureboot.Sign(petest.Minimal(1), ocert, okey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{
-		"ipxe.efi": signed, "unsigned.efi": minimalPE(2), "foreign.efi": foreign,
+		"ipxe.efi": signed, "unsigned.efi": petest.Minimal(2), "foreign.efi": foreign,
 		"initramfs.img": []byte("\x1f\x8b not an EFI executable"),
 	}
 	for name, b := range files {
@@ -101,7 +77,7 @@ func TestBootRefusesUnsignedEFI(t *testing.T) {
 		t.Fatalf("range request: got %d, want 206", code)
 	}
 	path := filepath.Join(dir, "ipxe.efi")
-	if err := os.WriteFile(path, minimalPE(3), 0o644); err != nil {
+	if err := os.WriteFile(path, petest.Minimal(3), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chtimes(path, time.Now(), time.Now().Add(time.Minute)); err != nil {

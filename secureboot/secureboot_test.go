@@ -268,3 +268,33 @@ func mustGUID(t *testing.T, s string) secureboot.GUID {
 	}
 	return g
 }
+
+// TestSignDistributionKernel re-signs a distribution's signed kernel (the
+// newest /boot/vmlinuz-*, Debian's linux-image-amd64, or the file
+// EIM_SECUREBOOT_KERNEL names): the distribution's signature is replaced
+// by the deployment's, which sbverify accepts, and only it is there.
+func TestSignDistributionKernel(t *testing.T) {
+	path := os.Getenv("EIM_SECUREBOOT_KERNEL")
+	if path == "" {
+		ks, _ := filepath.Glob("/boot/vmlinuz-*")
+		if len(ks) == 0 {
+			t.Skip("no /boot/vmlinuz-* (Debian's linux-image-amd64) and no EIM_SECUREBOOT_KERNEL")
+		}
+		path = ks[len(ks)-1]
+	}
+	need(t, "sbverify")
+	dir := t.TempDir()
+	key, cert, certPath, _ := keyFiles(t, dir, "db")
+	signed, err := secureboot.Sign(read(t, path), cert, key)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := filepath.Join(dir, "vmlinuz")
+	write(t, out, signed)
+	if o, err := run("sbverify", "--cert", certPath, out); err != nil {
+		t.Fatalf("sbverify --cert of the re-signed %s: %v\n%s", path, err, o)
+	}
+	if o, _ := run("sbverify", "--list", out); strings.Contains(o, "signature 2") {
+		t.Fatalf("the re-signed kernel has more than one signature:\n%s", o)
+	}
+}
