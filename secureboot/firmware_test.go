@@ -29,6 +29,9 @@ const (
 )
 
 func TestFirmwareEnforcesSignature(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs in the test step without the race detector (three VM boots, about 40 s)")
+	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		if os.Getenv("EIM_REQUIRE_QEMU") != "" {
 			t.Fatal("qemu-system-x86_64 not installed and EIM_REQUIRE_QEMU is set")
