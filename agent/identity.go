@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 )
 
 // Identity is what a machine presents to Discover.
@@ -21,6 +23,9 @@ type Identity struct {
 	Serial     string
 	Hostname   string
 	Interfaces []Interface
+	// SecureBoot is the firmware's Secure Boot state (ReadSecureBoot),
+	// sent with the request for the workflow.
+	SecureBoot provisioningv1.SecureBootState
 }
 
 // Interface is a network interface of the machine.
@@ -39,6 +44,7 @@ func ReadIdentity(sysRoot string) (Identity, error) {
 	var id Identity
 	dmi := filepath.Join(sysRoot, "sys", "class", "dmi", "id")
 	var err error
+	id.SecureBoot = ReadSecureBoot(sysRoot)
 	if id.UUID, err = readTrimmed(filepath.Join(dmi, "product_uuid")); err != nil {
 		return Identity{}, err
 	}

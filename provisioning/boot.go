@@ -3,6 +3,7 @@ package provisioning
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -32,6 +33,7 @@ var enrollRe = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
 //	GET /boot/artifacts/NAME            a file of opts.ArtifactsDir (Range supported)
 func BootHandler(opts Options) http.Handler {
 	b := &boot{opts: opts}
+	b.signed.ok = map[string]fileStamp{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /boot/boot.ipxe", b.script)
 	mux.HandleFunc("GET /boot/artifacts/{name}", b.artifact)
@@ -41,7 +43,10 @@ func BootHandler(opts Options) http.Handler {
 	return mux
 }
 
-type boot struct{ opts Options }
+type boot struct {
+	opts   Options
+	signed signedCache
+}
 
 // script renders the iPXE script. Artifact paths are relative, so iPXE
 // fetches them from wherever it fetched the script (no Host header trust).
@@ -110,6 +115,17 @@ func (b *boot) artifact(w http.ResponseWriter, r *http.Request) {
 	if err != nil || !fi.Mode().IsRegular() {
 		notFound()
 		return
+	}
+	if b.opts.RequireSecureBoot {
+		if err := b.signed.check(f, fi, b.opts.SecureBootCert); err != nil {
+			b.logger().Warn("boot: refused an EFI executable not signed for Secure Boot", "name", name, "err", err)
+			http.Error(w, fmt.Sprintf("boot artifact %q: this deployment requires Secure Boot and the file is not signed with its db key (%v): build the boot artifacts with eim microos build, which signs them", name, err), http.StatusForbidden)
+			return
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			notFound()
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	// An OS image takes longer than the listener's write timeout on most

@@ -227,7 +227,14 @@ func (e *env) workflow(hostID string) *eim.Workflow {
 
 func (e *env) getWorkflow(hostID string) *provisioningv1.GetWorkflowResponse {
 	e.t.Helper()
-	resp, err := e.svc.GetWorkflow(asNode(e.ctx, e.proj, hostID), connect.NewRequest(&provisioningv1.GetWorkflowRequest{AgentVersion: "test"}))
+	return e.getWorkflowSB(hostID, provisioningv1.SecureBootState_SECURE_BOOT_STATE_UNSPECIFIED)
+}
+
+// getWorkflowSB asks for the workflow as a node reporting Secure Boot
+// state sb.
+func (e *env) getWorkflowSB(hostID string, sb provisioningv1.SecureBootState) *provisioningv1.GetWorkflowResponse {
+	e.t.Helper()
+	resp, err := e.svc.GetWorkflow(asNode(e.ctx, e.proj, hostID), connect.NewRequest(&provisioningv1.GetWorkflowRequest{AgentVersion: "test", SecureBoot: sb}))
 	if err != nil {
 		e.t.Fatalf("GetWorkflow: %v", err)
 	}

@@ -13,6 +13,7 @@ package provisioning
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
 	"sync"
 	"time"
@@ -55,6 +56,11 @@ type Options struct {
 	// ArtifactsDir holds the micro-OS kernel and initramfs BootHandler
 	// serves.
 	ArtifactsDir string
+	// SecureBootCert is the deployment's Secure Boot db certificate;
+	// with RequireSecureBoot, BootHandler serves an EFI executable of
+	// ArtifactsDir only when it is signed with its key.
+	SecureBootCert    *x509.Certificate
+	RequireSecureBoot bool
 	// ScanInterval is how often Run looks for timed-out workflows
 	// (default 30 s).
 	ScanInterval time.Duration

@@ -23,6 +23,9 @@ type nodeState struct {
 	// hostStatus is the status the host is to get (save writes it over
 	// the one host shows, as read).
 	hostStatus inventory.Status
+	// secureBoot is the node's Secure Boot state, as its GetWorkflow
+	// reported it.
+	secureBoot provisioningv1.SecureBootState
 }
 
 // load reads the node's instance and workflow in tx (scoped to the node's
@@ -139,6 +142,7 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		if answer(st) != nil {
 			return nil
 		}
+		st.secureBoot = req.Msg.GetSecureBoot()
 		st.workflow, err = s.create(ctx, tx, st)
 		return err
 	}
@@ -220,13 +224,23 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 	if err == nil {
 		wf.Actions, err = s.render(input)
 	}
+	sbMismatch := false
+	if err == nil {
+		if err = checkSecureBoot(in, st.secureBoot); err != nil {
+			sbMismatch = true
+		}
+	}
 	if err != nil {
 		if eim.ErrorCode(err) != eim.EINVALID && eim.ErrorCode(err) != eim.ENOTFOUND {
 			return nil, err
 		}
 		wf.State, wf.FinishedAt = eim.WorkflowFailed, now
 		wf.Message = eim.ErrorMessage(err)
-		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Action: -1, Message: "cannot render the workflow: " + wf.Message})
+		what := "cannot render the workflow: "
+		if sbMismatch {
+			what = "refused: "
+		}
+		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Action: -1, Message: what + wf.Message})
 		setProvisioning(in, "Provisioning Failed: "+wf.Message, eim.StatusError, now)
 	} else {
 		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Action: -1,
@@ -238,6 +252,12 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 	}
 	if err := inventory.SetProvisioningStatus(ctx, tx, in, provisioningStatus(in)); err != nil {
 		return nil, fmt.Errorf("update instance: %w", err)
+	}
+	if sbMismatch {
+		// As the original's onboarding: the host shows the mismatch too.
+		if err := inventory.SetHostStatus(ctx, tx, st.host, inventory.StatusAt(SecureBootMismatch, eim.StatusError, now.Time)); err != nil {
+			return nil, fmt.Errorf("update host: %w", err)
+		}
 	}
 	if wf.State == eim.WorkflowFailed {
 		s.log.Warn("provisioning: workflow failed", "project", in.Project, "instance", in.ResourceID, "reason", wf.Message)

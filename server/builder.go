@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"net/http"
 	"slices"
 	"strings"
@@ -56,6 +57,7 @@ type Builder struct {
 
 	// The agent side, set when a module of the process serves nodes.
 	ca       *pki.Authority
+	sbCert   *x509.Certificate
 	agentURL string
 	// httpAddr is the HTTP listener's address, known once it is bound
 	// (after the modules are built, before anything is served).
@@ -170,6 +172,7 @@ func (b *Builder) Provisioning() *provisioning.Service {
 		if b.ca != nil {
 			b.provOpts.CACertPEM, b.provOpts.CAFingerprint = b.ca.CACertPEM(), b.ca.Fingerprint()
 		}
+		b.provOpts.SecureBootCert, b.provOpts.RequireSecureBoot = b.sbCert, b.cfg.RequireSecureBoot
 		b.prov = provisioning.New(b.provOpts)
 	}
 	return b.prov

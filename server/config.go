@@ -56,6 +56,10 @@ type Config struct {
 	TLSKey        string
 	TLSCA         string
 	BootArtifacts string // "" for DataDir/boot
+	// RequireSecureBoot refuses to serve an EFI executable of the boot
+	// artifacts (iPXE, the micro-OS kernel) not signed with the
+	// deployment's Secure Boot db key (docs/security.md).
+	RequireSecureBoot bool
 	// ActionTimeouts override the provisioning actions' default timeouts.
 	ActionTimeouts map[string]time.Duration
 	// The host module's defaults (projects may set their own heartbeat

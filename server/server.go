@@ -193,6 +193,17 @@ func Run(ctx context.Context, cfg Config) error {
 		if _, err := pki.LoadArtifactKey(cfg.DataDir); err != nil {
 			return fmt.Errorf("artifact-signing key: %w", err)
 		}
+		// The Secure Boot db key that signs the EFI executables (eim
+		// microos build): made here too; the server keeps only its
+		// certificate, to check what it serves.
+		sb, err := pki.LoadSecureBootKey(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		if sb.Generated {
+			log.Info("created the Secure Boot db key", "certificate", filepath.Join(cfg.DataDir, pki.SecureBootCertFile))
+		}
+		b.sbCert = sb.Cert
 	}
 
 	// Build the modules and gather what they contribute.

@@ -109,6 +109,8 @@ func (c *cli) run(args []string) error {
 		return c.microos(rest)
 	case "testos":
 		return c.testos(rest)
+	case "secureboot":
+		return c.secureboot(rest)
 	}
 	if n := findNoun(cmd); n != nil {
 		return c.resource(n, rest)
@@ -153,6 +155,7 @@ Usage:
   eim webhook list | get ID | create --url U --events E,E | update ID … | delete ID | deliveries ID
   eim microos build [flags]                build the network-boot micro-OS (eim microos build -h)
   eim testos build --out F [--register …]  build a small bootable test OS image (eim testos build -h)
+  eim secureboot export --out DIR [--kek-key F --kek-cert F]   the Secure Boot db certificate to enroll (eim secureboot -h)
 
 Nouns: region site host instance os provider schedule-single
        schedule-repeated localaccount customconfig telemetry-loggroup

@@ -76,7 +76,7 @@ func findAgent() (string, error) {
 func (c *cli) microos(args []string) error {
 	if len(args) == 0 || args[0] != "build" {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F]\n")
+			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F] [--ipxe-efi F]\n")
 			return nil
 		}
 		return usagef("microos: unknown verb %q (build)", args[0])
@@ -86,10 +86,13 @@ func (c *cli) microos(args []string) error {
 			"is the static eim-agent (initramfs.img), and manifest.json with its signature (manifest.json.sig),\n"+
 			"written to the server's boot artifacts directory. The initramfs carries the server's CA and the\n"+
 			"public half of its artifact-signing key (both from the data directory); the micro-OS checks what\n"+
-			"it booted against the signed manifest. The same inputs give the same bytes.")
+			"it booted against the signed manifest. The same inputs give the same bytes.\n"+
+			"The kernel, and iPXE's EFI binary (ipxe.efi, for UEFI HTTP boot and USB sticks), are signed for\n"+
+			"Secure Boot with the deployment's db key (secureboot-db.key in the data directory; see eim\n"+
+			"secureboot export and docs/security.md).")
 	var (
-		dataDir, out string
-		k            kernelFlags
+		dataDir, out, ipxe string
+		k                  kernelFlags
 	)
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the server's data directory (ca.crt, artifacts.key)")
 	fs.StringVar(&out, "out", "", "boot artifacts directory to write (default <data-dir>/boot, the server's default --boot-artifacts)")
@@ -97,9 +100,16 @@ func (c *cli) microos(args []string) error {
 	fs.StringVar(&k.modulesDir, "modules-dir", "", "the kernel's modules (default /lib/modules/<release>)")
 	fs.Var(&k.modules, "module", "kernel module to carry, with its dependencies (repeatable, or a,b,c; default: VM, common NIC and disk drivers, ext4, vfat)")
 	fs.StringVar(&k.agent, "agent", "", "static eim-agent binary (default: beside eim, or on PATH)")
+	fs.StringVar(&ipxe, "ipxe-efi", defaultIPXE, "iPXE EFI binary to sign and write as ipxe.efi (Debian's ipxe package; \"\" or a missing default: none)")
 	pos, err := c.parseAll(fs, args[1:])
 	if err != nil {
 		return err
+	}
+	ipxeNote := ""
+	if ipxe == defaultIPXE {
+		if _, err := os.Stat(ipxe); err != nil {
+			ipxe, ipxeNote = "", "  (no "+defaultIPXE+": no ipxe.efi written; Debian's ipxe package has it)\n"
+		}
 	}
 	if err := wantArgs("microos build", pos, 0, "no arguments"); err != nil {
 		return err
@@ -118,12 +128,17 @@ func (c *cli) microos(args []string) error {
 	if err != nil {
 		return err
 	}
+	sb, err := pki.LoadSecureBootKey(dataDir)
+	if err != nil {
+		return err
+	}
 	kern, agent, mods, err := k.resolve()
 	if err != nil {
 		return err
 	}
 	res, err := osbuild.BuildMicroOS(osbuild.MicroOSOptions{
 		Kernel: kern, Modules: mods, Agent: agent, CACertPEM: ca, Key: key, Dir: out,
+		SecureBootKey: sb.Key, SecureBootCert: sb.Cert, IPXE: ipxe,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -133,6 +148,11 @@ func (c *cli) microos(args []string) error {
 	for _, f := range res.Manifest.Files {
 		fmt.Fprintf(c.stdout, "  %-14s %10d bytes  sha256 %s\n", f.Name, f.Size, f.SHA256)
 	}
+	if ipxe != "" {
+		fmt.Fprintf(c.stdout, "  %-14s signed from %s\n", osbuild.IPXEFile, ipxe)
+	}
+	fmt.Fprintf(c.stdout, "  EFI executables signed for Secure Boot by %q (%s)\n", sb.Cert.Subject.CommonName, certFingerprint(sb.Cert))
+	fmt.Fprint(c.stdout, ipxeNote)
 	if len(res.Missing) > 0 {
 		fmt.Fprintf(c.stdout, "  (default modules this kernel lacks: %s)\n", strings.Join(res.Missing, " "))
 	}

@@ -2,7 +2,9 @@ package osbuild
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ed25519"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +15,7 @@ import (
 	"github.com/eimhq/eim/agent/sysinit"
 	"github.com/eimhq/eim/bootartifact"
 	"github.com/eimhq/eim/provisioning/initramfs"
+	"github.com/eimhq/eim/secureboot"
 )
 
 // MicroOSOptions configure BuildMicroOS.
@@ -28,9 +31,23 @@ type MicroOSOptions struct {
 	// Key signs the manifest; the micro-OS carries its public half.
 	Key ed25519.PrivateKey
 	// Dir is the boot artifacts directory the files are written to.
-	Dir    string
+	Dir string
+	// SecureBootKey and SecureBootCert, when set, sign the kernel (an
+	// EFI-stub PE image, as Debian's is) for Secure Boot: the firmware,
+	// or iPXE through the firmware's LoadImage, runs it only where the
+	// certificate is enrolled in db. Signatures it had are replaced.
+	SecureBootKey  crypto.Signer
+	SecureBootCert *x509.Certificate
+	// IPXE, when set, is an iPXE EFI binary (Debian's ipxe.efi) written
+	// beside the micro-OS as ipxe.efi, signed with the Secure Boot key:
+	// what UEFI HTTP boot and USB sticks start.
+	IPXE   string
 	Logger *slog.Logger
 }
+
+// IPXEFile is the name of the signed iPXE EFI binary in the boot
+// artifacts directory (served at /boot/artifacts/ipxe.efi).
+const IPXEFile = "ipxe.efi"
 
 // MicroOS is what BuildMicroOS wrote.
 type MicroOS struct {
@@ -83,6 +100,23 @@ func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("micro-OS kernel: %w", err)
 	}
+	var ipxe []byte
+	if opts.SecureBootKey != nil {
+		if kernel, err = secureboot.Sign(kernel, opts.SecureBootCert, opts.SecureBootKey); err != nil {
+			return nil, fmt.Errorf("micro-OS kernel %s: sign for Secure Boot: %w (a kernel built with CONFIG_EFI_STUB is a PE image)", opts.Kernel.Image, err)
+		}
+		if opts.IPXE != "" {
+			b, err := os.ReadFile(opts.IPXE)
+			if err != nil {
+				return nil, fmt.Errorf("iPXE: %w", err)
+			}
+			if ipxe, err = secureboot.Sign(b, opts.SecureBootCert, opts.SecureBootKey); err != nil {
+				return nil, fmt.Errorf("iPXE %s: sign for Secure Boot: %w", opts.IPXE, err)
+			}
+		}
+	} else if opts.IPXE != "" {
+		return nil, errors.New("micro-OS: iPXE is written only signed: give the Secure Boot key")
+	}
 	m := &bootartifact.Manifest{Version: bootartifact.Version, KernelRelease: opts.Kernel.Release}
 	for _, f := range []struct {
 		name string
@@ -107,6 +141,11 @@ func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("micro-OS: %w", err)
+	}
+	if ipxe != nil {
+		if err := WriteFileAtomic(filepath.Join(opts.Dir, IPXEFile), ipxe, 0o644); err != nil {
+			return nil, fmt.Errorf("micro-OS: %w", err)
+		}
 	}
 	for _, f := range []struct {
 		name string

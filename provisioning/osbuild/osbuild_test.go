@@ -11,10 +11,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ulikunitz/xz"
 
 	"github.com/eimhq/eim/bootartifact"
+	"github.com/eimhq/eim/secureboot"
+	"github.com/eimhq/eim/secureboot/petest"
 )
 
 // fakeKernel writes a bzImage with a setup header naming release, and a
@@ -258,5 +261,64 @@ func TestAssembleGPT(t *testing.T) {
 			!strings.Contains(string(out), "LegacyBIOSBootable") {
 			t.Errorf("sfdisk --dump: %v\n%s", err, out)
 		}
+	}
+}
+
+// With the Secure Boot key, the micro-OS kernel and iPXE are written
+// signed (sbverify-compatible Authenticode, checked here with
+// secureboot.Verify) and the manifest lists the signed kernel; a kernel
+// that is not a PE image is refused with the reason.
+func TestBuildMicroOSSignsForSecureBoot(t *testing.T) {
+	k := fakeKernel(t, "6.1.0-99-test")
+	// An EFI-stub kernel: a PE image that is also a bzImage.
+	img := make([]byte, 0x1000)
+	copy(img, petest.Minimal(7))
+	copy(img[0x202:], "HdrS")
+	binary.LittleEndian.PutUint16(img[0x20e:], 0x300)
+	copy(img[0x500:], "6.1.0-99-test (builder@example) #1 SMP\x00")
+	plain := k.Image
+	pe := filepath.Join(t.TempDir(), "vmlinuz-pe")
+	ipxe := filepath.Join(t.TempDir(), "ipxe.efi")
+	for p, b := range map[string][]byte{pe: img, ipxe: petest.Minimal(9)} {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.Image = pe
+	sbKey, sbCert, err := secureboot.NewKey("db", time.Now(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := ed25519.GenerateKey(nil)
+	dir := t.TempDir()
+	opts := MicroOSOptions{Kernel: k, Modules: []string{"ext4"}, Agent: fakeAgent(t, false),
+		CACertPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Key: key, Dir: dir,
+		SecureBootKey: sbKey, SecureBootCert: sbCert, IPXE: ipxe}
+	res, err := BuildMicroOS(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{bootartifact.KernelFile, IPXEFile} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := secureboot.Verify(b, sbCert); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	f, _ := res.Manifest.Find(bootartifact.KernelFile)
+	kf, _ := os.Open(filepath.Join(dir, bootartifact.KernelFile))
+	defer kf.Close()
+	if err := f.Check(kf); err != nil {
+		t.Errorf("the manifest does not describe the signed kernel: %v", err)
+	}
+	opts.Kernel.Image, opts.Dir = plain, t.TempDir()
+	if _, err := BuildMicroOS(opts); err == nil || !strings.Contains(err.Error(), "sign for Secure Boot") {
+		t.Errorf("a kernel that is not a PE image: got %v, want the reason", err)
+	}
+	opts.Kernel.Image, opts.SecureBootKey = pe, nil
+	if _, err := BuildMicroOS(opts); err == nil || !strings.Contains(err.Error(), "only signed") {
+		t.Errorf("iPXE without the Secure Boot key: got %v", err)
 	}
 }

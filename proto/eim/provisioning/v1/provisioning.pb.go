@@ -24,6 +24,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SecureBootState is the firmware's Secure Boot state.
+type SecureBootState int32
+
+const (
+	// Not reported.
+	SecureBootState_SECURE_BOOT_STATE_UNSPECIFIED SecureBootState = 0
+	// Legacy BIOS boot: no EFI variables.
+	SecureBootState_SECURE_BOOT_STATE_NOT_UEFI SecureBootState = 1
+	// UEFI with Secure Boot off (SecureBoot is 0 or absent).
+	SecureBootState_SECURE_BOOT_STATE_DISABLED SecureBootState = 2
+	// UEFI in setup mode (no platform key enrolled): nothing is enforced.
+	SecureBootState_SECURE_BOOT_STATE_SETUP_MODE SecureBootState = 3
+	// UEFI with Secure Boot enforced (SecureBoot 1, SetupMode 0).
+	SecureBootState_SECURE_BOOT_STATE_ENABLED SecureBootState = 4
+)
+
+// Enum value maps for SecureBootState.
+var (
+	SecureBootState_name = map[int32]string{
+		0: "SECURE_BOOT_STATE_UNSPECIFIED",
+		1: "SECURE_BOOT_STATE_NOT_UEFI",
+		2: "SECURE_BOOT_STATE_DISABLED",
+		3: "SECURE_BOOT_STATE_SETUP_MODE",
+		4: "SECURE_BOOT_STATE_ENABLED",
+	}
+	SecureBootState_value = map[string]int32{
+		"SECURE_BOOT_STATE_UNSPECIFIED": 0,
+		"SECURE_BOOT_STATE_NOT_UEFI":    1,
+		"SECURE_BOOT_STATE_DISABLED":    2,
+		"SECURE_BOOT_STATE_SETUP_MODE":  3,
+		"SECURE_BOOT_STATE_ENABLED":     4,
+	}
+)
+
+func (x SecureBootState) Enum() *SecureBootState {
+	p := new(SecureBootState)
+	*p = x
+	return p
+}
+
+func (x SecureBootState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SecureBootState) Descriptor() protoreflect.EnumDescriptor {
+	return file_eim_provisioning_v1_provisioning_proto_enumTypes[0].Descriptor()
+}
+
+func (SecureBootState) Type() protoreflect.EnumType {
+	return &file_eim_provisioning_v1_provisioning_proto_enumTypes[0]
+}
+
+func (x SecureBootState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SecureBootState.Descriptor instead.
+func (SecureBootState) EnumDescriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{0}
+}
+
 type ActionState int32
 
 const (
@@ -60,11 +121,11 @@ func (x ActionState) String() string {
 }
 
 func (ActionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_eim_provisioning_v1_provisioning_proto_enumTypes[0].Descriptor()
+	return file_eim_provisioning_v1_provisioning_proto_enumTypes[1].Descriptor()
 }
 
 func (ActionState) Type() protoreflect.EnumType {
-	return &file_eim_provisioning_v1_provisioning_proto_enumTypes[0]
+	return &file_eim_provisioning_v1_provisioning_proto_enumTypes[1]
 }
 
 func (x ActionState) Number() protoreflect.EnumNumber {
@@ -73,7 +134,7 @@ func (x ActionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ActionState.Descriptor instead.
 func (ActionState) EnumDescriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{0}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1}
 }
 
 type GetWorkflowResponse_Disposition int32
@@ -120,11 +181,11 @@ func (x GetWorkflowResponse_Disposition) String() string {
 }
 
 func (GetWorkflowResponse_Disposition) Descriptor() protoreflect.EnumDescriptor {
-	return file_eim_provisioning_v1_provisioning_proto_enumTypes[1].Descriptor()
+	return file_eim_provisioning_v1_provisioning_proto_enumTypes[2].Descriptor()
 }
 
 func (GetWorkflowResponse_Disposition) Type() protoreflect.EnumType {
-	return &file_eim_provisioning_v1_provisioning_proto_enumTypes[1]
+	return &file_eim_provisioning_v1_provisioning_proto_enumTypes[2]
 }
 
 func (x GetWorkflowResponse_Disposition) Number() protoreflect.EnumNumber {
@@ -137,8 +198,15 @@ func (GetWorkflowResponse_Disposition) EnumDescriptor() ([]byte, []int) {
 }
 
 type GetWorkflowRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentVersion  string                 `protobuf:"bytes,1,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AgentVersion string                 `protobuf:"bytes,1,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// The firmware's Secure Boot state as the micro-OS read it (EFI variables
+	// SecureBoot and SetupMode). An instance asking for
+	// SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION is provisioned
+	// only on a node that booted with Secure Boot enforced, and one asking for
+	// none only on a node without it (as the original's onboarding checks).
+	// Agents older than the field send SECURE_BOOT_STATE_UNSPECIFIED.
+	SecureBoot    SecureBootState `protobuf:"varint,2,opt,name=secure_boot,json=secureBoot,proto3,enum=eim.provisioning.v1.SecureBootState" json:"secure_boot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +246,13 @@ func (x *GetWorkflowRequest) GetAgentVersion() string {
 		return x.AgentVersion
 	}
 	return ""
+}
+
+func (x *GetWorkflowRequest) GetSecureBoot() SecureBootState {
+	if x != nil {
+		return x.SecureBoot
+	}
+	return SecureBootState_SECURE_BOOT_STATE_UNSPECIFIED
 }
 
 type GetWorkflowResponse struct {
@@ -1099,9 +1174,11 @@ var File_eim_provisioning_v1_provisioning_proto protoreflect.FileDescriptor
 
 const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\n" +
-	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"9\n" +
+	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\x80\x01\n" +
 	"\x12GetWorkflowRequest\x12#\n" +
-	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\"\xf6\x02\n" +
+	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12E\n" +
+	"\vsecure_boot\x18\x02 \x01(\x0e2$.eim.provisioning.v1.SecureBootStateR\n" +
+	"secureBoot\"\xf6\x02\n" +
 	"\x13GetWorkflowResponse\x12V\n" +
 	"\vdisposition\x18\x01 \x01(\x0e24.eim.provisioning.v1.GetWorkflowResponse.DispositionR\vdisposition\x129\n" +
 	"\bworkflow\x18\x02 \x01(\v2\x1d.eim.provisioning.v1.WorkflowR\bworkflow\x12,\n" +
@@ -1170,7 +1247,13 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\x14ReportActionsRequest\x12B\n" +
 	"\areports\x18\x01 \x03(\v2(.eim.provisioning.v1.ReportActionRequestR\areports\"/\n" +
 	"\x15ReportActionsResponse\x12\x16\n" +
-	"\x06cancel\x18\x01 \x01(\bR\x06cancel*z\n" +
+	"\x06cancel\x18\x01 \x01(\bR\x06cancel*\xb5\x01\n" +
+	"\x0fSecureBootState\x12!\n" +
+	"\x1dSECURE_BOOT_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aSECURE_BOOT_STATE_NOT_UEFI\x10\x01\x12\x1e\n" +
+	"\x1aSECURE_BOOT_STATE_DISABLED\x10\x02\x12 \n" +
+	"\x1cSECURE_BOOT_STATE_SETUP_MODE\x10\x03\x12\x1d\n" +
+	"\x19SECURE_BOOT_STATE_ENABLED\x10\x04*z\n" +
 	"\vActionState\x12\x1c\n" +
 	"\x18ACTION_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACTION_STATE_RUNNING\x10\x01\x12\x1a\n" +
@@ -1193,49 +1276,51 @@ func file_eim_provisioning_v1_provisioning_proto_rawDescGZIP() []byte {
 	return file_eim_provisioning_v1_provisioning_proto_rawDescData
 }
 
-var file_eim_provisioning_v1_provisioning_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_eim_provisioning_v1_provisioning_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_eim_provisioning_v1_provisioning_proto_goTypes = []any{
-	(ActionState)(0),                     // 0: eim.provisioning.v1.ActionState
-	(GetWorkflowResponse_Disposition)(0), // 1: eim.provisioning.v1.GetWorkflowResponse.Disposition
-	(*GetWorkflowRequest)(nil),           // 2: eim.provisioning.v1.GetWorkflowRequest
-	(*GetWorkflowResponse)(nil),          // 3: eim.provisioning.v1.GetWorkflowResponse
-	(*Workflow)(nil),                     // 4: eim.provisioning.v1.Workflow
-	(*Action)(nil),                       // 5: eim.provisioning.v1.Action
-	(*EraseDisk)(nil),                    // 6: eim.provisioning.v1.EraseDisk
-	(*StreamImage)(nil),                  // 7: eim.provisioning.v1.StreamImage
-	(*WriteFile)(nil),                    // 8: eim.provisioning.v1.WriteFile
-	(*WriteAgentConfig)(nil),             // 9: eim.provisioning.v1.WriteAgentConfig
-	(*SetBootOrder)(nil),                 // 10: eim.provisioning.v1.SetBootOrder
-	(*Reboot)(nil),                       // 11: eim.provisioning.v1.Reboot
-	(*ReportActionRequest)(nil),          // 12: eim.provisioning.v1.ReportActionRequest
-	(*ReportActionResponse)(nil),         // 13: eim.provisioning.v1.ReportActionResponse
-	(*ReportActionsRequest)(nil),         // 14: eim.provisioning.v1.ReportActionsRequest
-	(*ReportActionsResponse)(nil),        // 15: eim.provisioning.v1.ReportActionsResponse
+	(SecureBootState)(0),                 // 0: eim.provisioning.v1.SecureBootState
+	(ActionState)(0),                     // 1: eim.provisioning.v1.ActionState
+	(GetWorkflowResponse_Disposition)(0), // 2: eim.provisioning.v1.GetWorkflowResponse.Disposition
+	(*GetWorkflowRequest)(nil),           // 3: eim.provisioning.v1.GetWorkflowRequest
+	(*GetWorkflowResponse)(nil),          // 4: eim.provisioning.v1.GetWorkflowResponse
+	(*Workflow)(nil),                     // 5: eim.provisioning.v1.Workflow
+	(*Action)(nil),                       // 6: eim.provisioning.v1.Action
+	(*EraseDisk)(nil),                    // 7: eim.provisioning.v1.EraseDisk
+	(*StreamImage)(nil),                  // 8: eim.provisioning.v1.StreamImage
+	(*WriteFile)(nil),                    // 9: eim.provisioning.v1.WriteFile
+	(*WriteAgentConfig)(nil),             // 10: eim.provisioning.v1.WriteAgentConfig
+	(*SetBootOrder)(nil),                 // 11: eim.provisioning.v1.SetBootOrder
+	(*Reboot)(nil),                       // 12: eim.provisioning.v1.Reboot
+	(*ReportActionRequest)(nil),          // 13: eim.provisioning.v1.ReportActionRequest
+	(*ReportActionResponse)(nil),         // 14: eim.provisioning.v1.ReportActionResponse
+	(*ReportActionsRequest)(nil),         // 15: eim.provisioning.v1.ReportActionsRequest
+	(*ReportActionsResponse)(nil),        // 16: eim.provisioning.v1.ReportActionsResponse
 }
 var file_eim_provisioning_v1_provisioning_proto_depIdxs = []int32{
-	1,  // 0: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
-	4,  // 1: eim.provisioning.v1.GetWorkflowResponse.workflow:type_name -> eim.provisioning.v1.Workflow
-	5,  // 2: eim.provisioning.v1.Workflow.actions:type_name -> eim.provisioning.v1.Action
-	6,  // 3: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
-	7,  // 4: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
-	8,  // 5: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
-	10, // 6: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
-	11, // 7: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
-	9,  // 8: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
-	0,  // 9: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
-	12, // 10: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
-	2,  // 11: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
-	12, // 12: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
-	14, // 13: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
-	3,  // 14: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
-	13, // 15: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
-	15, // 16: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	0,  // 0: eim.provisioning.v1.GetWorkflowRequest.secure_boot:type_name -> eim.provisioning.v1.SecureBootState
+	2,  // 1: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
+	5,  // 2: eim.provisioning.v1.GetWorkflowResponse.workflow:type_name -> eim.provisioning.v1.Workflow
+	6,  // 3: eim.provisioning.v1.Workflow.actions:type_name -> eim.provisioning.v1.Action
+	7,  // 4: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
+	8,  // 5: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
+	9,  // 6: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
+	11, // 7: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
+	12, // 8: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
+	10, // 9: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
+	1,  // 10: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
+	13, // 11: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
+	3,  // 12: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
+	13, // 13: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
+	15, // 14: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
+	4,  // 15: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
+	14, // 16: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
+	16, // 17: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
+	15, // [15:18] is the sub-list for method output_type
+	12, // [12:15] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_eim_provisioning_v1_provisioning_proto_init() }
@@ -1256,7 +1341,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_provisioning_v1_provisioning_proto_rawDesc), len(file_eim_provisioning_v1_provisioning_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -1,0 +1,30 @@
+package secureboot_test
+
+import (
+	"crypto"
+	_ "crypto/sha256"
+	"os"
+	"testing"
+
+	"github.com/eimhq/eim/secureboot"
+)
+
+// FuzzParse: the PE parser takes any bytes (an artifact an operator puts
+// in the boot directory, a file the server checks before serving it)
+// without panicking, and whatever it accepts can be digested and verified
+// without panicking. The corpus is in testdata/fuzz/FuzzParse; Debian's
+// iPXE is added when installed.
+func FuzzParse(f *testing.F) {
+	if b, err := os.ReadFile(ipxeEFI); err == nil {
+		f.Add(b[:min(len(b), 4096)])
+	}
+	f.Add([]byte("MZ"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		im, err := secureboot.Parse(b)
+		if err != nil {
+			return
+		}
+		_ = im.Digest(crypto.SHA256)
+		_ = secureboot.Verify(b)
+	})
+}

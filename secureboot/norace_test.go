@@ -1,0 +1,5 @@
+//go:build !race
+
+package secureboot_test
+
+const raceEnabled = false

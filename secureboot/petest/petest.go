@@ -1,0 +1,30 @@
+// Package petest makes small PE/COFF images for tests of code that signs
+// or checks EFI executables.
+package petest
+
+import "encoding/binary"
+
+// Minimal returns a valid 1 KiB PE32+ image (x86-64): headers and one
+// section filled with fill, unsigned.
+func Minimal(fill byte) []byte {
+	b := make([]byte, 0x400)
+	b[0], b[1] = 'M', 'Z'
+	binary.LittleEndian.PutUint32(b[0x3c:], 0x80)
+	copy(b[0x80:], "PE\x00\x00")
+	coff := 0x84
+	binary.LittleEndian.PutUint16(b[coff:], 0x8664) // Machine
+	binary.LittleEndian.PutUint16(b[coff+2:], 1)    // NumberOfSections
+	binary.LittleEndian.PutUint16(b[coff+16:], 240) // SizeOfOptionalHeader
+	opt := coff + 20
+	binary.LittleEndian.PutUint16(b[opt:], 0x20b)    // PE32+
+	binary.LittleEndian.PutUint32(b[opt+60:], 0x200) // SizeOfHeaders
+	binary.LittleEndian.PutUint32(b[opt+108:], 16)   // NumberOfRvaAndSizes
+	sec := opt + 240
+	copy(b[sec:], ".text")
+	binary.LittleEndian.PutUint32(b[sec+16:], 0x200) // SizeOfRawData
+	binary.LittleEndian.PutUint32(b[sec+20:], 0x200) // PointerToRawData
+	for i := 0x200; i < 0x400; i++ {
+		b[i] = fill
+	}
+	return b
+}
