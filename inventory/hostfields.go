@@ -273,6 +273,21 @@ func RecordPower(ctx context.Context, tx eim.Tx, h *eim.Host, current eim.PowerS
 	return nil
 }
 
+// SetDesiredPower records the power state asked of a host through its
+// BMC's jobs API (the oob module, which made the job in the same call).
+func SetDesiredPower(ctx context.Context, tx eim.Tx, h *eim.Host, desired eim.PowerState) error {
+	if err := checkEnum("desiredPowerState", desired); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, DesiredPowerState: desired}
+	if err := tx.UpdateFields(ctx, w, "desiredPowerState"); err != nil {
+		return err
+	}
+	h.DesiredPowerState = desired
+	stamp(h, w)
+	return nil
+}
+
 // SetHostBMC records the kind and address of a host's BMC (the oob
 // module, from the BMC it keeps; output-only on the API). A kind other
 // than unspecified or none takes the host's power out of the host

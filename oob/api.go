@@ -8,6 +8,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/apiv2"
+	"github.com/eimhq/eim/inventory"
 )
 
 func (s *Service) putBMC(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -183,8 +184,7 @@ func (s *Service) postJob(w http.ResponseWriter, r *http.Request, c *call) error
 		return err
 	}
 	err = s.o.Store.Update(r.Context(), c.project, func(tx eim.Tx) error {
-		w := &eim.Host{Meta: eim.Meta{ResourceID: c.hostID}, DesiredPowerState: in.DesiredPowerState}
-		return tx.UpdateFields(r.Context(), w, "desiredPowerState")
+		return inventory.SetDesiredPower(r.Context(), tx, &eim.Host{Meta: eim.Meta{ResourceID: c.hostID}}, in.DesiredPowerState)
 	})
 	if err != nil {
 		return err

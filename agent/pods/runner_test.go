@@ -17,6 +17,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/agent/pods"
+	"github.com/eimhq/eim/internal/podmantest"
 )
 
 // The tests run real podman (Debian's 4.3.1 with runc): an image of
@@ -49,6 +50,13 @@ func run(m *testing.M) int {
 		skipWhy = "podman is not installed"
 		return m.Run()
 	}
+	// Pods in a storage of this process's own: an agent under test in
+	// another package removes every workload pod it was not given.
+	cleanup, err := podmantest.Isolate(filepath.Join(dir, "storage"))
+	if err != nil {
+		panic(err)
+	}
+	defer cleanup()
 	busybox, err := exec.LookPath("busybox")
 	if err != nil || !static(busybox) {
 		skipWhy = "a static busybox (busybox-static) is not installed"

@@ -91,3 +91,36 @@ func (e Env) RemoveImage() {
 		_ = e.Command("rmi", "-f", e.Image).Run()
 	}
 }
+
+// Isolate gives this test process a podman storage of its own under dir
+// (images, containers, pods and their locks), by setting
+// CONTAINERS_STORAGE_CONF in the process's environment, which the podman
+// commands it starts inherit. Tests of other packages that run podman at
+// the same time then never see its pods, nor it theirs: an agent removes
+// every edge workload's pod it was not given, on its device — here, the
+// machine. Call it from TestMain, before any podman command; the function
+// it returns removes the storage (podman unmounts its layers first). With
+// podman missing it does nothing.
+func Isolate(dir string) (func(), error) {
+	if _, err := exec.LookPath("podman"); err != nil {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, "storage.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`[storage]
+driver = "overlay"
+graphroot = %q
+runroot = %q
+`, filepath.Join(dir, "graph"), filepath.Join(dir, "run"))), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Setenv("CONTAINERS_STORAGE_CONF", conf); err != nil {
+		return nil, err
+	}
+	return func() {
+		_ = exec.Command("podman", "system", "reset", "--force").Run()
+		_ = os.RemoveAll(dir)
+	}, nil
+}
