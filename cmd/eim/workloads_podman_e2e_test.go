@@ -137,22 +137,33 @@ func TestWorkloadsE2E(t *testing.T) {
 		// The rendered pod's data volume is the device's fixed path.
 		_ = os.RemoveAll(filepath.Join(workloads.DeviceDataRoot, name))
 	})
-	nodeCtx, stopNode := context.WithCancel(ctx)
-	nodeDone := make(chan error, 1)
-	n := &agent.Node{Client: hc, Logger: logger, Backoff: agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second},
-		Config: agent.NodeConfig{URL: s.agentURL, CACertPEM: s.ca(t), ClientID: res.ClientID, ClientSecret: res.ClientSecret,
-			HostID: res.HostID, Project: res.Project, TokenURL: res.TokenURL},
-		StateDir: filepath.Join(dir, "state"), BootID: "boot-1", Hostname: "cam-" + runID,
-		Pods: runner, WorkloadCheck: 500 * time.Millisecond,
-		WorkloadRetry: agent.Backoff{Min: 200 * time.Millisecond, Max: time.Second},
-		UploadRetry:   agent.Backoff{Min: 200 * time.Millisecond, Max: time.Second}}
-	go func() { nodeDone <- n.Run(nodeCtx) }()
-	t.Cleanup(func() {
-		stopNode()
-		if err := <-nodeDone; !errors.Is(err, context.Canceled) {
-			t.Errorf("the node's Run = %v, want context.Canceled", err)
+	hooked := &applyHook{Runner: runner, applied: make(chan int64, 16)}
+	// startNode runs the node until the returned stop is called.
+	startNode := func() (stop func()) {
+		nodeCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		n := &agent.Node{Client: hc, Logger: logger, Backoff: agent.Backoff{Min: 100 * time.Millisecond, Max: time.Second},
+			Config: agent.NodeConfig{URL: s.agentURL, CACertPEM: s.ca(t), ClientID: res.ClientID, ClientSecret: res.ClientSecret,
+				HostID: res.HostID, Project: res.Project, TokenURL: res.TokenURL},
+			StateDir: filepath.Join(dir, "state"), BootID: "boot-1", Hostname: "cam-" + runID,
+			Pods: hooked, WorkloadCheck: 500 * time.Millisecond,
+			WorkloadRetry: agent.Backoff{Min: 200 * time.Millisecond, Max: time.Second},
+			UploadRetry:   agent.Backoff{Min: 200 * time.Millisecond, Max: time.Second}}
+		go func() { done <- n.Run(nodeCtx) }()
+		var stopped bool
+		return func() {
+			if stopped {
+				return
+			}
+			stopped = true
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("the node's Run = %v, want context.Canceled", err)
+			}
 		}
-	})
+	}
+	stopNode := startNode()
+	t.Cleanup(func() { stopNode() })
 	var h eim.Host
 	waitFor(t, "the approved device RUNNING", func() bool {
 		if err := s.admin.Get(ctx, project, eim.KindHost, hostID, &h); err != nil {
@@ -234,6 +245,61 @@ func TestWorkloadsE2E(t *testing.T) {
 		t.Fatalf("the device's objects: got %v, want %sa.txt alone", keys, prefix)
 	}
 
+	// Revision 3: a container exiting 3 beside one that runs: the device
+	// is degraded, with the container's exit code and restarts.
+	w3 := workload("forever")
+	w3.Spec.Pod.Spec.RestartPolicy = "OnFailure"
+	w3.Spec.Pod.Spec.Containers = append(w3.Spec.Pod.Spec.Containers, eim.Container{Name: "fail", Image: env.Image,
+		Command: []string{env.Prog, "echo:failing", "exit:3"}})
+	if w, err = s.admin.ReplaceEdgeWorkload(ctx, project, w3); err != nil || w.Revision != 3 {
+		t.Fatalf("replace the workload: %+v, %v; want revision 3", w, err)
+	}
+	waitFor(t, "revision 3 degraded with fail exited (3) and restarts", func() bool {
+		st, devs, err := s.admin.EdgeWorkloadStatus(ctx, project, name)
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		if st.Devices.Degraded != 1 || len(devs) != 1 || devs[0].Revision != 3 || devs[0].Phase != "Degraded" || devs[0].Summary != "degraded" {
+			return false
+		}
+		for _, c := range devs[0].Containers {
+			if c.Name == "fail" && (c.State == "exited" || c.State == "stopped") && c.ExitCode == 3 && c.Restarts >= 1 {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Revision 4 while the agent is stopped mid-deploy (once podman shows
+	// the new pod) and started again: one pod, at revision 4, Running.
+	for len(hooked.applied) > 0 {
+		<-hooked.applied
+	}
+	if w, err = s.admin.ReplaceEdgeWorkload(ctx, project, workload("echo:four", "forever")); err != nil || w.Revision != 4 {
+		t.Fatalf("replace the workload: %+v, %v; want revision 4", w, err)
+	}
+	select {
+	case rev := <-hooked.applied:
+		if rev != 4 {
+			t.Fatalf("the agent applied revision %d, want 4", rev)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("revision 4 was not applied within 60 s")
+	}
+	waitFor(t, "revision 4's pod in podman", func() bool {
+		revs := podmanRevisions(t, env, name)
+		return len(revs) > 0 && revs[len(revs)-1] == "4"
+	})
+	stopNode()
+	if _, devs, err := s.admin.EdgeWorkloadStatus(ctx, project, name); err == nil && len(devs) == 1 {
+		t.Logf("agent stopped mid-deploy: the device last reported revision %d %s", devs[0].Revision, devs[0].Phase)
+	}
+	stopNode = startNode()
+	waitFor(t, "revision 4 Running after the agent's restart", running(4))
+	if got := podmanRevisions(t, env, name); len(got) != 1 || got[0] != "4" {
+		t.Fatalf("podman's pods after the restart mid-deploy: got revisions %v, want one at 4", got)
+	}
+
 	// 5. Deleted: the pod goes, and the status.
 	began = time.Now()
 	if err := s.admin.DeleteEdgeWorkload(ctx, project, name); err != nil {
@@ -265,6 +331,20 @@ func podmanRevisions(t *testing.T, env podmantest.Env, workload string) []string
 		revs = append(revs, p.Labels[pods.LabelRevision])
 	}
 	return revs
+}
+
+// applyHook tells, before each Apply, which revision the agent applies.
+type applyHook struct {
+	*pods.Runner
+	applied chan int64
+}
+
+func (h *applyHook) Apply(ctx context.Context, p pods.Pod) error {
+	select {
+	case h.applied <- p.Revision:
+	default:
+	}
+	return h.Runner.Apply(ctx, p)
 }
 
 // checkNoKeys fails when a file under dir holds one of the keys.
