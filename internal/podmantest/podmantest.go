@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
 //go:embed prog/main.go
@@ -99,7 +100,7 @@ func (e Env) RemoveImage() {
 // the same time then never see its pods, nor it theirs: an agent removes
 // every edge workload's pod it was not given, on its device — here, the
 // machine. Call it from TestMain, before any podman command; the function
-// it returns removes the storage (podman unmounts its layers first). With
+// it returns removes what the storage holds and the storage. With
 // podman missing it does nothing.
 func Isolate(dir string) (func(), error) {
 	if _, err := exec.LookPath("podman"); err != nil {
@@ -109,18 +110,26 @@ func Isolate(dir string) (func(), error) {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "storage.conf")
+	graph := filepath.Join(dir, "graph")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`[storage]
 driver = "overlay"
 graphroot = %q
 runroot = %q
-`, filepath.Join(dir, "graph"), filepath.Join(dir, "run"))), 0o644); err != nil {
+`, graph, filepath.Join(dir, "run"))), 0o644); err != nil {
 		return nil, err
 	}
 	if err := os.Setenv("CONTAINERS_STORAGE_CONF", conf); err != nil {
 		return nil, err
 	}
 	return func() {
-		_ = exec.Command("podman", "system", "reset", "--force").Run()
+		// Not `podman system reset`: it also empties libpod's temporary
+		// directory (/run/libpod), which every storage shares, and would
+		// take the exit files of other processes' containers with it.
+		for _, args := range [][]string{{"pod", "rm", "--all", "--force", "--time", "0"}, {"rm", "--all", "--force", "--time", "0"}, {"rmi", "--all", "--force"}} {
+			_ = exec.Command("podman", args...).Run()
+		}
+		// The storage keeps its overlay directory mounted on itself.
+		_ = syscall.Unmount(filepath.Join(graph, "overlay"), syscall.MNT_DETACH)
 		_ = os.RemoveAll(dir)
 	}, nil
 }
