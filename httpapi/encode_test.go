@@ -121,6 +121,9 @@ func TestEveryAnswerEncodes(t *testing.T) {
 		if strings.Contains(target, "{") {
 			continue // a webhook's deliveries: not a resource answer
 		}
+		if servedByAModule(path) {
+			continue // not the API's; no resources of the inventory
+		}
 		n++
 		list := e.do(t, "GET", target, tokRO, nil)
 		if list.status != 200 {

@@ -35,15 +35,16 @@ var settingRefs = map[string]eim.Kind{
 // settingLabels are the settings' labels in the form, as the page's list
 // names them.
 var settingLabels = map[string]string{
-	"defaultOsId":              "Zero-touch default OS",
-	"defaultLocalAccountId":    "Default local account",
-	"defaultCustomConfigIds":   "Default custom configs",
-	"autoOnboardEnrolled":      "Onboard devices that present the enrollment token (else register them)",
-	"heartbeatIntervalSeconds": "Heartbeat interval",
-	"heartbeatTimeoutSeconds":  "Heartbeat timeout",
-	"osSecurityFeatureEnable":  "OS security feature on zero-touch instances",
-	"exporterPerHostOff":       "Per-host metrics off",
-	"description":              "Project description (its display name in the original's web UI)",
+	"defaultOsId":                  "Zero-touch default OS",
+	"defaultLocalAccountId":        "Default local account",
+	"defaultCustomConfigIds":       "Default custom configs",
+	"autoOnboardEnrolled":          "Onboard devices that present the enrollment token (else register them)",
+	"heartbeatIntervalSeconds":     "Heartbeat interval",
+	"heartbeatTimeoutSeconds":      "Heartbeat timeout",
+	"osSecurityFeatureEnable":      "OS security feature on zero-touch instances",
+	"exporterPerHostOff":           "Per-host metrics off",
+	"edgeWorkloadsAllowPrivileged": "Allow privileged containers and the host network in edge workloads",
+	"description":                  "Project description (its display name in the original's web UI)",
 }
 
 // settingFields are the settings the form changes: every member of
