@@ -36,7 +36,11 @@ func testSeededHold(t *testing.T, database string) {
 	}
 	seedBin := buildTool(t, "github.com/eimhq/eim/bench/seed", "seed")
 	agentBin := buildAgent(t)
-	extra := []string{"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"}
+	// The timeout also bounds the time from the server's start to each
+	// seeded node's first heartbeat (a restarted server dates every host's
+	// silence from its start): 3 s was too short for a loaded CI machine,
+	// which flagged a few nodes before the simulator reached them.
+	extra := []string{"--heartbeat-interval", "1s", "--heartbeat-timeout", "6s"}
 	if database != "" {
 		extra = append(extra, "--database", database)
 	}
@@ -86,7 +90,7 @@ func testSeededHold(t *testing.T, database string) {
 	cmd := exec.CommandContext(cmdCtx, agentBin, "simulate", "--server", s.agentURL, "--ca", filepath.Join(s.dataDir, "ca.crt"),
 		"--nodes-file", nodesFile, "--api", s.api, "--token-file", filepath.Join(s.dataDir, adminTokenFile), "--report", report,
 		"--backoff-min", "100ms", "--backoff-max", "1s", "--timeout", "30s",
-		"--hold", "13s", "--stop-share", "0.5", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "3s")
+		"--hold", "16s", "--stop-share", "0.5", "--stop-after", "3s", "--check-every", "1s", "--flag-timeout", "6s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
