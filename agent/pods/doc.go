@@ -43,16 +43,17 @@
 //   - Deploying: the pod status is Created (kube play is making it), or a
 //     container is created/configured/initialized (not started yet).
 //   - Error, again: the pod has no container of the workload.
-//   - Stopped: the pod status is Stopped, every container is in state
-//     stopped, or every container exited by SIGTERM or SIGKILL (exit code
-//     143 or 137: what `podman pod stop` and a shutdown do).
+//   - Stopped: the pod status is Stopped, or every container exited by
+//     SIGTERM or SIGKILL (exit code 143 or 137: what `podman pod stop` and
+//     a shutdown do).
 //   - Running: every container is running.
 //   - Exited: every container exited (on its own: its exit code tells
 //     success from failure).
 //   - Degraded: anything else: some containers running and some not, or
 //     paused.
 //
-// Each container reports podman's state (running, exited, …), exit code,
+// Each container reports podman's state (running, exited, …; libpod's
+// "stopped", an ended container not yet cleaned up, reads "exited"), exit code,
 // restart count (podman restarts containers by the pod's restartPolicy)
 // and start/finish times.
 //

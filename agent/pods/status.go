@@ -128,7 +128,7 @@ func (r *Runner) list(ctx context.Context) ([]Info, error) {
 			}
 			info.Containers = append(info.Containers, Container{
 				Name:     strings.TrimPrefix(c.Name, p.Name+"-"),
-				State:    c.State.Status,
+				State:    containerState(c.State.Status),
 				ExitCode: c.State.ExitCode,
 				Restarts: c.RestartCount,
 				Error:    c.State.Error,
@@ -142,6 +142,18 @@ func (r *Runner) list(ctx context.Context) ([]Info, error) {
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Workload < infos[j].Workload })
 	return infos, nil
+}
+
+// containerState is podman's state of a container as the runner reports
+// it. Libpod's "stopped" is a container whose process has ended but whose
+// cleanup has not run yet; a moment later the same container reads
+// "exited". Reporting both as "exited" keeps a container that exited on its
+// own from passing for one an operator stopped (its exit code tells which).
+func containerState(s string) string {
+	if s == "stopped" {
+		return "exited"
+	}
+	return s
 }
 
 // derive maps podman's pod status and the containers' states to a
@@ -158,9 +170,9 @@ func derive(podStatus string, ctrs []Container) Status {
 	if podStatus == "Created" {
 		return Deploying
 	}
-	running, exited, killed, stopped := 0, 0, 0, 0
+	running, exited, killed := 0, 0, 0
 	for _, c := range ctrs {
-		switch c.State {
+		switch containerState(c.State) {
 		case "created", "configured", "initialized":
 			return Deploying
 		case "running":
@@ -170,19 +182,17 @@ func derive(podStatus string, ctrs []Container) Status {
 			if c.ExitCode == 128+15 || c.ExitCode == 128+9 {
 				killed++
 			}
-		case "stopped":
-			stopped++
 		}
 	}
 	n := len(ctrs)
 	switch {
 	case n == 0:
 		return Error
-	case podStatus == "Stopped", stopped == n, killed == n:
+	case podStatus == "Stopped", killed == n:
 		return Stopped
 	case running == n:
 		return Running
-	case exited+stopped == n:
+	case exited == n:
 		return Exited
 	default:
 		return Degraded

@@ -17,6 +17,8 @@ func TestDerive(t *testing.T) {
 		{"pod stop", "Exited", []Container{c("exited", 137), c("exited", 143)}, Stopped},
 		{"one killed, one failed", "Exited", []Container{c("exited", 137), c("exited", 1)}, Exited},
 		{"podman Stopped", "Stopped", []Container{c("stopped", 0)}, Stopped},
+		{"ended on its own, cleanup not run yet", "Degraded", []Container{c("running", 0), c("stopped", 3)}, Degraded},
+		{"only container ended, cleanup not run yet", "Degraded", []Container{c("stopped", 3)}, Exited},
 		{"created", "Created", []Container{c("created", 0)}, Deploying},
 		{"one still created", "Degraded", []Container{c("running", 0), c("created", 0)}, Deploying},
 		{"paused", "Paused", []Container{c("paused", 0)}, Degraded},
