@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,8 @@ import (
 	"github.com/eimhq/eim/metrics"
 	"github.com/eimhq/eim/objstore"
 	"github.com/eimhq/eim/onboarding"
+	"github.com/eimhq/eim/oob"
+	"github.com/eimhq/eim/oob/ipmi"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/pki"
 	"github.com/eimhq/eim/provisioning"
@@ -75,6 +78,7 @@ type Builder struct {
 	edge     *workloads.Service
 	gw       *gateway.Gateway
 	objs     *objstore.Service
+	oob      *oob.Service
 	rpc      *metrics.RPC
 	api      http.Handler
 
@@ -300,6 +304,85 @@ func (b *Builder) uiV2() (http.Handler, error) {
 		w.WriteHeader(http.StatusNotImplemented)
 		_, _ = w.Write([]byte(`{"code":"Unimplemented","message":"this process does not serve the clusters API: run the ui module beside the clusters module, or give it the deployment's --secrets-key"}` + "\n"))
 	})
+	return mux, nil
+}
+
+// OOB is the oob module's service: hosts' BMCs, their power jobs and
+// polls. The UI calls its API in process too.
+func (b *Builder) OOB() (*oob.Service, error) {
+	if b.oob == nil {
+		key, err := b.secretsKey()
+		if err != nil {
+			return nil, err
+		}
+		svc, err := oob.New(oob.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, Logger: b.Log.With("module", "oob"),
+			Feed: b.Store, Metrics: b.Metrics, Holder: b.cfg.ReplicaID + "/" + eim.NewID("oob"),
+			Drivers: map[eim.BMCProtocol]oob.Driver{
+				eim.BMCIPMI:    oob.NewIPMI(ipmi.NewDriver(b.cfg.OOBIPMITool), ipmi.Config{Timeout: 10 * time.Second}),
+				eim.BMCRedfish: oob.NewRedfishDriver(oob.RedfishOptions{}),
+				eim.BMCAMT:     oob.NewAMTDriver(oob.AMTOptions{}),
+			},
+			Workers: b.cfg.OOBWorkers, PollEvery: b.cfg.OOBPollEvery, SiteLimit: b.cfg.OOBSiteLimit,
+			ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease, GracefulTimeout: b.cfg.OOBGracefulTimeout})
+		if err != nil {
+			return nil, err
+		}
+		b.oob = svc
+	}
+	return b.oob, nil
+}
+
+// uiV1 is the v1 API the UI's pages call in process: the api module's,
+// and the API routes of the workloads, oob and objectstorage modules
+// (edge workloads, hosts' BMCs and power jobs, the object storage
+// setting) when this process runs the module or has the deployment's
+// secrets key to build it with; otherwise those paths answer 501 saying
+// so, and the pages show it.
+func (b *Builder) uiV1() (http.Handler, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/", httpapi.InProcess(b.API()))
+	can := func(module string) bool { return b.Selected(module) || b.cfg.SecretsKey != "" }
+	add := func(routes map[string]http.Handler) {
+		for p, h := range routes {
+			mux.Handle(p, h)
+		}
+	}
+	absent := func(module string, patterns ...string) {
+		for _, p := range patterns {
+			mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotImplemented)
+				_, _ = w.Write([]byte(`{"code":"Unimplemented","message":"this process does not serve the ` + module + ` module's API: run the ui module beside it, or give it the deployment's --secrets-key"}` + "\n"))
+			})
+		}
+	}
+	if can("workloads") {
+		wl, err := b.Workloads()
+		if err != nil {
+			return nil, err
+		}
+		add(wl.Routes())
+	} else {
+		absent("workloads", "/v1/projects/{projectName}/edgeworkloads", "/v1/projects/{projectName}/edgeworkloads/")
+	}
+	if can("oob") {
+		svc, err := b.OOB()
+		if err != nil {
+			return nil, err
+		}
+		add(svc.Routes())
+	} else {
+		absent("oob", oob.BMCPath, oob.BMCPath+"/")
+	}
+	if can("objectstorage") {
+		objs, err := b.ObjectStore()
+		if err != nil {
+			return nil, err
+		}
+		add(objs.Routes())
+	} else {
+		absent("objectstorage", objstore.SettingPath, "/v1/projects/{projectName}/edgedata/")
+	}
 	return mux, nil
 }
 

@@ -15,10 +15,7 @@ import (
 	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/exporter"
 	"github.com/eimhq/eim/hostmgr"
-	"github.com/eimhq/eim/httpapi"
 	"github.com/eimhq/eim/inventory"
-	"github.com/eimhq/eim/oob"
-	"github.com/eimhq/eim/oob/ipmi"
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
@@ -152,19 +149,7 @@ func buildWebhooks(b *Builder) (Parts, error) {
 }
 
 func buildOOB(b *Builder) (Parts, error) {
-	key, err := b.secretsKey()
-	if err != nil {
-		return Parts{}, err
-	}
-	svc, err := oob.New(oob.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, Logger: b.Log.With("module", "oob"),
-		Feed: b.Store, Metrics: b.Metrics, Holder: b.cfg.ReplicaID + "/" + eim.NewID("oob"),
-		Drivers: map[eim.BMCProtocol]oob.Driver{
-			eim.BMCIPMI:    oob.NewIPMI(ipmi.NewDriver(b.cfg.OOBIPMITool), ipmi.Config{Timeout: 10 * time.Second}),
-			eim.BMCRedfish: oob.NewRedfishDriver(oob.RedfishOptions{}),
-			eim.BMCAMT:     oob.NewAMTDriver(oob.AMTOptions{}),
-		},
-		Workers: b.cfg.OOBWorkers, PollEvery: b.cfg.OOBPollEvery, SiteLimit: b.cfg.OOBSiteLimit,
-		ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease, GracefulTimeout: b.cfg.OOBGracefulTimeout})
+	svc, err := b.OOB()
 	if err != nil {
 		return Parts{}, err
 	}
@@ -216,7 +201,11 @@ func buildUI(b *Builder) (Parts, error) {
 	if err != nil {
 		return Parts{}, err
 	}
-	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, API: httpapi.InProcess(b.API()), V2: v2, Deployed: b.deployment.Modules}
+	v1, err := b.uiV1()
+	if err != nil {
+		return Parts{}, err
+	}
+	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, API: v1, V2: v2, Deployed: b.deployment.Modules}
 	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
 		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
 	}

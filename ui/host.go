@@ -37,6 +37,16 @@ type hostData struct {
 	Clusters    bool
 	Membership  *membership
 	ClusterNote string
+	// BMC is the host's BMC and power jobs while the oob module is
+	// deployed (nil otherwise); BMCMsg says what the last form did.
+	BMC    *bmcData
+	BMCMsg string
+	// Workloads are the device's edge workloads while the workloads
+	// module is deployed (EdgeWorkloads); WorkloadNote says why they are
+	// unknown.
+	EdgeWorkloads bool
+	Workloads     []hostWorkload
+	WorkloadNote  string
 }
 
 // membership is a host's place in a cluster.
@@ -98,15 +108,34 @@ type logLineView struct {
 }
 
 func (h *Handler) host(w http.ResponseWriter, r *http.Request, c *call) error {
+	d, err := h.hostData(r, c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	switch r.URL.Query().Get("bmc") {
+	case "saved":
+		d.BMCMsg = "BMC saved."
+	case "removed":
+		d.BMCMsg = "BMC removed."
+	case "power":
+		d.BMCMsg = "Power job queued: the oob module carries it out and confirms it from the BMC."
+	}
+	v := c.view("hosts", "Host "+d.Host.Name, d)
+	v.Live = true
+	h.render(w, r, http.StatusOK, "host", v)
+	return nil
+}
+
+// hostData reads what the host page shows.
+func (h *Handler) hostData(r *http.Request, c *call, id string) (*hostData, error) {
 	ctx := r.Context()
 	proj := c.project.Name
-	id := r.PathValue("id")
 	if err := eim.CheckID(eim.KindHost, "host", id); err != nil {
-		return eim.Errorf(eim.ENOTFOUND, "host %q not found", id)
+		return nil, eim.Errorf(eim.ENOTFOUND, "host %q not found", id)
 	}
 	res, err := h.inv.Get(ctx, proj, eim.KindHost, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	host := res.(*eim.Host)
 	d := &hostData{Host: host, LogURL: hostURL(proj, id) + "/log"}
@@ -128,12 +157,12 @@ func (h *Handler) host(w http.ResponseWriter, r *http.Request, c *call) error {
 			statusTriple{"Attestation", in.TrustedAttestationStatus, in.TrustedAttestationStatusIndicator, in.TrustedAttestationStatusTimestamp},
 		)
 		if d.Log, err = h.readLog(ctx, proj, in.ResourceID, 0); err != nil {
-			return err
+			return nil, err
 		}
 		d.CanReprov = c.canWrite && h.reprov != nil && d.Log.Failed
 		runs, err := h.inv.List(ctx, proj, eim.KindOSUpdateRun, inventory.ListQuery{Filter: fmt.Sprintf("instance.resourceId=%q", in.ResourceID), OrderBy: "startTime desc", PageSize: 20})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, it := range runs.Items {
 			d.Runs = append(d.Runs, it.(*eim.OSUpdateRun))
@@ -143,7 +172,7 @@ func (h *Handler) host(w http.ResponseWriter, r *http.Request, c *call) error {
 	slices.SortStableFunc(d.Statuses, func(a, b statusTriple) int { return cmp.Compare(b.Time, a.Time) })
 	sch, err := h.inv.ListSchedules(ctx, proj, inventory.ScheduleQuery{HostID: id, PageSize: inventory.MaxPageSize})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.Schedules = scheduleRows(sch, h.now())
 	if d.Clusters = c.modules["clusters"]; d.Clusters {
@@ -152,10 +181,15 @@ func (h *Handler) host(w http.ResponseWriter, r *http.Request, c *call) error {
 			d.ClusterNote = eim.ErrorMessage(err)
 		}
 	}
-	v := c.view("hosts", "Host "+host.Name, d)
-	v.Live = true
-	h.render(w, r, http.StatusOK, "host", v)
-	return nil
+	if c.modules["oob"] {
+		d.BMC = h.bmcOf(r, c, id)
+	}
+	if d.EdgeWorkloads = c.modules["workloads"]; d.EdgeWorkloads {
+		if d.Workloads, err = h.hostWorkloads(r, c, id); err != nil {
+			d.WorkloadNote = eim.ErrorMessage(err)
+		}
+	}
+	return d, nil
 }
 
 // readLog reads the provisioning log of instance id after seq.

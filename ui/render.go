@@ -13,7 +13,7 @@ import (
 
 // pageNames are the templates/NAME.html pages, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings", "audit", "lobby", "clusters", "cluster", "clusternew", "clustertemplates"}
+var pageNames = []string{"login", "signedin", "error", "overview", "hosts", "host", "register", "locations", "schedules", "bulk", "resources", "resource", "settings", "audit", "lobby", "clusters", "cluster", "clusternew", "clustertemplates", "edgeworkloads", "edgeworkload", "edgeworkloadlogs"}
 
 // view is what the layout renders around a page.
 type view struct {
@@ -49,6 +49,7 @@ var navItems = []navItem{
 	{"locations", "Locations", "locations", false, ""},
 	{"schedules", "Schedules", "schedules", false, ""},
 	{"clusters", "Clusters", "clusters", false, "clusters"},
+	{"edgeworkloads", "Edge workloads", "edgeworkloads", false, "workloads"},
 	{"resources", "Resources", "resources", false, ""},
 	{"lobby", "Lobby", "lobby", false, "onboarding"},
 	{"audit", "Audit log", "audit", false, ""},

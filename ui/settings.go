@@ -23,6 +23,10 @@ type settingsData struct {
 	Form          *resForm // the write role only
 	Token         string   // a new enrollment token, shown this once
 	Msg           string
+	// Storage is the project's object storage while the objectstorage
+	// module is deployed (nil otherwise).
+	Storage    *objectStorageData
+	StorageMsg string
 }
 
 // settingRefs are the settings that name resources, and their kinds.
@@ -77,6 +81,12 @@ func (h *Handler) settings(w http.ResponseWriter, r *http.Request, c *call) erro
 	if r.URL.Query().Get("changed") != "" {
 		d.Msg = "Saved."
 	}
+	switch r.URL.Query().Get("storage") {
+	case "saved":
+		d.StorageMsg = "Object storage saved; its check's outcome is below."
+	case "removed":
+		d.StorageMsg = "Object storage removed: devices upload to the embedded store."
+	}
 	h.render(w, r, http.StatusOK, "settings", c.view("settings", "Project settings", d))
 	return nil
 }
@@ -88,6 +98,9 @@ func (h *Handler) settingsData(r *http.Request, c *call, sent url.Values) (*sett
 		return nil, err
 	}
 	d := &settingsData{Settings: p.Settings, EnrollmentSet: p.Settings.EnrollmentTokenHash != ""}
+	if c.modules["objectstorage"] {
+		d.Storage = h.objectStorageOf(r, c)
+	}
 	if !c.canWrite {
 		return d, nil
 	}
