@@ -35,6 +35,16 @@ var ourPaths = []string{"/healthz", "/openapi.yaml", "/readyz", "/v1/orchestrato
 // ourOperations are operations of ours under /v1/projects/{projectName}/
 // (or the legacy prefix) that the reference does not have.
 var ourOperations = []string{
+	"GET /v1/projects/{projectName}/edgeworkloads",
+	"POST /v1/projects/{projectName}/edgeworkloads",
+	"GET /v1/projects/{projectName}/edgeworkloads/{name}",
+	"PUT /v1/projects/{projectName}/edgeworkloads/{name}",
+	"DELETE /v1/projects/{projectName}/edgeworkloads/{name}",
+	"GET /v1/projects/{projectName}/edgeworkloads/{name}/revisions",
+	"GET /v1/projects/{projectName}/edgeworkloads/{name}/status",
+	"GET /v1/projects/{projectName}/edgeworkloads/{name}/devices",
+	"GET /v1/projects/{projectName}/edgeworkloads/{name}/logs",
+	"GET /v1/projects/{projectName}/edgeworkloads/{name}/logs/{id}",
 	"GET /v1/projects/{projectName}/compute/hosts/{hostId}/bmc/jobs",
 	"POST /v1/projects/{projectName}/compute/hosts/{hostId}/bmc/jobs",
 	"GET /v1/projects/{projectName}/compute/hosts/{hostId}/bmc/jobs/{jobId}",

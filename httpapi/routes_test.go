@@ -75,6 +75,8 @@ func servedByAModule(path string) bool {
 		return true // the onboarding module's lobby (onboarding.TestOpenAPIRoutes)
 	case strings.HasSuffix(path, "/objectstorage"), strings.Contains(path, "/edgedata/"):
 		return true // the objectstorage module's (objstore.TestOpenAPI)
+	case strings.Contains(path, "/edgeworkloads"):
+		return true // the workloads module's (api.TestEdgeWorkloadsDocumented)
 	}
 	return false
 }

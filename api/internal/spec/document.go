@@ -72,6 +72,7 @@ func Build() ([]byte, error) {
 	metadataSchemas(schemas)
 	bmcSchemas(schemas)
 	objectStorageSchemas(schemas)
+	edgeWorkloadSchemas(schemas)
 	enrollmentSchemas(schemas)
 	v2Schemas(schemas)
 	b.valueSchemas(schemas) // after the resources and before the enums: they reference both

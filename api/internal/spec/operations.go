@@ -48,6 +48,7 @@ var tags = []struct{ name, desc string }{
 	{tagAudit, "EIM's additions: the project's audit log (who changed what, old → new) and its webhooks (signed event notifications). See docs/audit.md."},
 	{tagMetadata, "The original's metadata broker, as its web UI calls it: the label keys and values a project uses, for suggestions."},
 	{tagObjectStorage, "EIM's additions: the project's object storage, where its devices upload their workloads' data through short-lived grants, and the files of the embedded store used when it has none. See docs/objectstorage.md."},
+	{tagEdgeWorkloads, "EIM's additions: containers run as podman pods on the devices (hosts) a label selector picks, their revisions, each device's state of them and its log tails. See docs/workloads.md."},
 	{tagService, "Health and this document; no token needed."},
 }
 
@@ -84,6 +85,7 @@ func addOperations(ps *pathSet) {
 	addHosts(ps)
 	addBMC(ps)
 	addObjectStorage(ps)
+	addEdgeWorkloads(ps)
 	addEnrollment(ps)
 
 	inst := full
