@@ -37,7 +37,7 @@ func withModules(t testing.TB) envOption {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wl, err := workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: inv, Authenticator: authn, Key: key, Uploads: objs, LogWait: 1})
+		wl, err := workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: inv, Authenticator: authn, Key: key, Uploads: objs})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -642,6 +642,93 @@ func TestUIBrowser(t *testing.T) {
 		}
 	})
 
+	var bmcHostPage string // a host with a BMC and an edge workload, for axe-core
+	t.Run("edge workloads, a host's BMC and power, object storage", func(t *testing.T) {
+		b.t = t
+		hs, _, err := client.ListOf[eim.Host](ctx, s.admin, p, client.ListOptions{Filter: fmt.Sprintf("serialNumber=%q", good[1].Serial)})
+		if err != nil || len(hs) != 1 {
+			t.Fatalf("host %s: %v, %d", good[1].Serial, err, len(hs))
+		}
+		hostID := hs[0].ResourceID
+		bmcHostPage = "/ui/p/default/hosts/" + hostID
+		b.nav("/ui/p/default/")
+		b.submit(`nav a[href="/ui/p/default/edgeworkloads"]`)
+		if got := b.text("table.edgeworkloads tbody"); !strings.Contains(got, "No edge workloads") {
+			t.Errorf("the list before any workload: %q", got)
+		}
+		// A spec the API refuses: its error, the text kept.
+		b.set("#ew-name", "camera")
+		b.set("#ew-spec", "device: "+hostID+"\npod:\n  spec:\n    containers:\n    - name: Cam\n      image: quay.io/acme/cam:1.0\n")
+		b.submit(`#ew-apply button[type=submit]`)
+		if got := b.text("#ew-err"); !strings.Contains(got, "name") {
+			t.Errorf("a container name the API refuses: got the error %q, want one naming the field", got)
+		}
+		if got := eval[string](b, `document.querySelector("#ew-spec").value`); !strings.Contains(got, "name: Cam") {
+			t.Errorf("the refused spec was not kept: %q", got)
+		}
+		b.set("#ew-spec", "device: "+hostID+"\npod:\n  spec:\n    containers:\n    - name: cam\n      image: quay.io/acme/cam:1.0\n")
+		b.submit(`#ew-apply button[type=submit]`)
+		b.wait("the workload's page", `location.pathname === "/ui/p/default/edgeworkloads/camera" && document.body.innerText.includes("revision 1")`)
+		ew, err := s.admin.GetEdgeWorkload(ctx, p, "camera")
+		if err != nil || ew.Revision != 1 || len(ew.Spec.Pod.Spec.Containers) != 1 || ew.Spec.Device != hostID {
+			t.Fatalf("the workload through the API after the form: %+v, %v", ew, err)
+		}
+		// The module's targets loop picks the device.
+		deadline := time.Now().Add(60 * time.Second)
+		for b.count(`table.ewdevices tr[data-host="`+hostID+`"]`) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the device is not listed on the workload's page within 60 s: %q", b.text("table.ewdevices"))
+			}
+			time.Sleep(500 * time.Millisecond)
+			b.nav("/ui/p/default/edgeworkloads/camera")
+		}
+		b.shot("edgeworkload")
+		b.nav("/ui/p/default/edgeworkloads")
+		if got := b.text(`tr[data-workload="camera"]`); !strings.Contains(got, "device "+hostID) {
+			t.Errorf("the list's row: %q; want the device selected", got)
+		}
+		if got := b.text(`tr[data-workload="camera"] [data-devices=total]`); got != "1" {
+			t.Errorf("the list's devices: got %q, want 1", got)
+		}
+		b.shot("edgeworkloads")
+
+		// The host's BMC, set through the form; the password never shown.
+		b.nav("/ui/p/default/hosts/" + hostID)
+		if got := b.text(`table.hostworkloads`); !strings.Contains(got, "camera") {
+			t.Errorf("the host's edge workloads: %q; want camera", got)
+		}
+		b.set("#bmc-protocol", "REDFISH")
+		b.set("#bmc-address", "https://127.0.0.1:1")
+		b.set("#bmc-user", "admin")
+		b.set("#bmc-password", "pw-secret-1")
+		eval[bool](b, `(function(){document.querySelector("#bmc-insecure").checked = true; return true})()`)
+		b.submit(`#bmc-form button[type=submit]`)
+		b.wait("the BMC saved", `document.body.innerText.includes("BMC saved")`)
+		if got := b.text(`[data-bmc=tls]`); !strings.Contains(got, "insecure") {
+			t.Errorf("the BMC's TLS: %q; want insecure said", got)
+		}
+		if strings.Contains(eval[string](b, `document.documentElement.outerHTML`), "pw-secret-1") {
+			t.Errorf("the host page holds the BMC's password")
+		}
+		bmc, err := s.admin.GetBMC(ctx, p, hostID)
+		if err != nil || bmc.Address != "https://127.0.0.1:1" || !bmc.PasswordSet || !bmc.Insecure {
+			t.Fatalf("the BMC through the API after the form: %+v, %v", bmc, err)
+		}
+		b.set("#power-state", string(eim.PowerStateOn))
+		b.submit(`#power-form button[type=submit]`)
+		b.wait("the power job listed", `!!document.querySelector("table.powerjobs tr[data-job]")`)
+		jobs, err := s.admin.PowerJobs(ctx, p, hostID, 10, 0)
+		if err != nil || len(jobs.Jobs) == 0 || jobs.Jobs[0].Desired != eim.PowerStateOn {
+			t.Fatalf("the power jobs through the API after the form: %+v, %v", jobs, err)
+		}
+		b.shot("host-bmc")
+
+		b.nav("/ui/p/default/settings")
+		if got := b.text("#storage"); !strings.Contains(got, "embedded store") {
+			t.Errorf("the settings' object storage: %q; want the embedded store said", got)
+		}
+	})
+
 	t.Run("every page passes axe-core's WCAG 2.1 A and AA rules", func(t *testing.T) {
 		b.t = t
 		src := axeSource(t)
@@ -657,7 +744,11 @@ func TestUIBrowser(t *testing.T) {
 		}
 		pages := []string{"/ui/p/default/", "/ui/p/default/hosts", "/ui/p/default/register", "/ui/p/default/locations",
 			"/ui/p/default/schedules", "/ui/p/default/resources", "/ui/p/default/settings", "/ui/p/default/audit",
-			"/ui/p/default/lobby", "/ui/p/lobby-ui/lobby", "/ui/p/default/clusters", "/ui/p/default/newcluster", "/ui/p/default/templates"}
+			"/ui/p/default/lobby", "/ui/p/lobby-ui/lobby", "/ui/p/default/clusters", "/ui/p/default/newcluster", "/ui/p/default/templates",
+			"/ui/p/default/edgeworkloads", "/ui/p/default/edgeworkloads/camera"}
+		if bmcHostPage != "" {
+			pages = append(pages, bmcHostPage)
+		}
 		pages = append(pages,
 			first("/ui/p/default/hosts", `td a[href^="/ui/p/default/hosts/host-"]`),
 			first("/ui/p/default/resources?kind=os", `td a[href^="/ui/p/default/resources/"]`),
