@@ -137,7 +137,7 @@ render() { # name, helm template args…
 }
 step "helm template: every layout and profile, and the ci/ variants"
 layouts="single profile modules"
-profiles="full provisioning observability day2 clusters oob"
+profiles="full provisioning observability day2 clusters devices oob"
 n=0
 for l in $layouts; do
 	for p in $profiles; do
@@ -166,8 +166,9 @@ count() { grep -c "^kind: $1\$" "$work/render-$2.yaml" || true; }
 expect() { # what, got, want
 	[ "$2" = "$3" ] || die "$1: got $2, want $3"
 }
-expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 12
-expect "layout modules, profile oob: Deployments" "$(count Deployment modules-oob)" 2
+expect "layout modules, profile full: Deployments" "$(count Deployment modules-full)" 15
+expect "layout modules, profile oob: Deployments" "$(count Deployment modules-oob)" 3
+expect "layout modules, profile devices: Deployments" "$(count Deployment modules-devices)" 4
 expect "layout profile: Deployments" "$(count Deployment profile-full)" 1
 expect "layout single: Deployments" "$(count Deployment single-day2)" 1
 expect "bundled PostgreSQL: StatefulSets" "$(count StatefulSet profile-full)" 1
@@ -175,13 +176,13 @@ expect "external DSN: StatefulSets" "$(count StatefulSet ci-external)" 0
 expect "SQLite: StatefulSets" "$(count StatefulSet ci-sqlite)" 0
 expect "SQLite: claims" "$(count PersistentVolumeClaim ci-sqlite)" 1
 expect "layout single: PodDisruptionBudgets" "$(count PodDisruptionBudget single-full)" 0
-expect "layout modules, full: PodDisruptionBudgets (webhooks, os and tenant have one replica)" "$(count PodDisruptionBudget modules-full)" 9
+expect "layout modules, full: PodDisruptionBudgets (webhooks, os and tenant have one replica)" "$(count PodDisruptionBudget modules-full)" 12
 expect "layout modules, full: Ingresses" "$(count Ingress modules-full)" 1
 grep -q -- '- "--profile"' "$work/render-profile-day2.yaml" && grep -A1 -- '- "--profile"' "$work/render-profile-day2.yaml" | grep -q '"day2"' ||
 	die "layout profile: no --profile day2 in the rendering"
 grep -A1 -- '- "--modules"' "$work/render-explicit-modules.yaml" | grep -q '"api,host"' ||
 	die "explicit modules: no --modules api,host in the rendering"
-for m in api onboarding provisioning host maintenance telemetry exporter clusters,connect webhooks os tenant ui; do
+for m in api onboarding provisioning host maintenance telemetry exporter clusters,connect webhooks os tenant ui workloads oob objectstorage; do
 	grep -A1 -- '- "--modules"' "$work/render-modules-full.yaml" | grep -qx "            - \"$m\"" ||
 		die "layout modules: no Deployment with --modules $m"
 done
@@ -202,6 +203,24 @@ for p in /kubernetes /v2; do
 done
 grep -A4 -- '- path: /eim.connect.v1$' "$work/render-modules-connect.yaml" | grep -q 'name: eim-connect' ||
 	die "layout modules without clusters: the tunnel path does not go to the connect Deployment"
+# The API paths other modules serve inside the api module's /v1/projects/{p}/:
+# regular expressions in an Ingress of their own (the api one keeps /).
+expect "layout modules, full, both Ingresses: Ingresses" "$(count Ingress modules-ingress)" 3
+for r in 'edgeworkloads:eim-workloads' 'compute/hosts/[^/]+/bmc:eim-oob' 'objectstorage:eim-objectstorage' 'edgedata/:eim-objectstorage' \
+	'enrollment(requests|rules):eim-onboarding'; do
+	grep -F -A5 -- "- path: \"/v1/projects/[^/]+/${r%%:*}\"" "$work/render-modules-ingress.yaml" | grep -q "name: ${r#*:}\$" ||
+		die "layout modules: the API path …/${r%%:*} does not go to ${r#*:}"
+done
+awk '/^kind: Ingress/ { i = 1 } i && /name: eim-api-modules/ { m = 1 } m && /use-regex: "true"/ { ok = 1 } END { exit !ok }' "$work/render-modules-ingress.yaml" ||
+	die "layout modules: the modules' API Ingress does not ask ingress-nginx for regular expressions"
+grep -A3 -- '- path: "/v1/projects/' "$work/render-modules-ingress.yaml" | grep -q 'pathType: ImplementationSpecific' ||
+	die "layout modules: the regular-expression paths are not ImplementationSpecific"
+for r in /eim.workloads.v1.WorkloadService:eim-workloads /objects/:eim-objectstorage; do
+	grep -A4 -- "- path: ${r%%:*}\$" "$work/render-modules-ingress.yaml" | grep -q "name: ${r#*:}\$" ||
+		die "layout modules: the agent path ${r%%:*} does not go to ${r#*:}"
+done
+render profile-ingress --set http.ingress.enabled=true
+expect "layout profile with the API's Ingress: Ingresses (one Service serves every path)" "$(count Ingress profile-ingress)" 1
 [ "$(grep -c -- '--agent-addr' "$work/render-modules-provisioning.yaml")" = 2 ] ||
 	die "layout modules, profile provisioning: want the agent listener in onboarding and provisioning only"
 grep -q 'EIM_DATABASE' "$work/render-ci-sqlite.yaml" && die "SQLite: the pods must not get EIM_DATABASE"

@@ -30,15 +30,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* The module contract: every module, the profiles, the southbound modules. */}}
 {{- define "eim.contract" -}}
-all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, connect, clusters, webhooks, os, tenant, ui]
-southbound: [onboarding, provisioning, host, maintenance, telemetry, connect, clusters]
+all: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, connect, clusters, webhooks, os, tenant, ui, workloads, oob, objectstorage]
+southbound: [onboarding, provisioning, host, maintenance, telemetry, connect, clusters, workloads, objectstorage]
 profiles:
-  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, connect, clusters, webhooks, os, tenant, ui]
+  full: [api, onboarding, provisioning, host, maintenance, telemetry, exporter, connect, clusters, webhooks, os, tenant, ui, workloads, oob, objectstorage]
   provisioning: [api, onboarding, provisioning, os, tenant, ui]
   observability: [api, host, telemetry, exporter, webhooks]
   day2: [api, host, maintenance, os, telemetry]
   clusters: [api, connect, clusters]
-  oob: [api, host]
+  devices: [api, host, workloads, objectstorage]
+  oob: [api, host, oob]
 {{- end -}}
 
 {{/* The module set: {modules: [...], explicit: bool}, checked against the contract. */}}
