@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/httpapi"
@@ -117,6 +118,32 @@ func TestEdgeWorkloadPages(t *testing.T) {
 	}
 	if code, _, _ := post(tokRO, "/ui/p/acme/edgeworkloads/cam/delete", url.Values{}); code != http.StatusForbidden {
 		t.Errorf("a reader's delete: got %d, want 403", code)
+	}
+	// A log tail: the page asks the device through the API, which waits
+	// for its answer (given here as the device would).
+	page2 := make(chan string, 1)
+	go func() {
+		page2 <- e.get(tokRO, "/ui/p/acme/edgeworkloads/cam/logs?host="+hosts[0].ResourceID+"&tail=5").Body.String()
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for answered := false; !answered; {
+		if time.Now().After(deadline) {
+			t.Fatal("no log request reached the device within a minute")
+		}
+		dw, err := e.st.DeviceWorkloads(ctx, proj, hosts[0].ResourceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lr := range dw.Logs {
+			if err := e.st.AnswerEdgeWorkloadLogRequest(ctx, proj, hosts[0].ResourceID, lr.ID, []eim.ContainerLog{{Container: "cam", Text: "frame 41\nframe 42 <b>\n"}}, ""); err != nil {
+				t.Fatal(err)
+			}
+			answered = true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := <-page2; !strings.Contains(got, "frame 42 &lt;b&gt;") || !strings.Contains(got, "<h2>cam</h2>") || strings.Contains(got, "not answered yet") {
+		t.Errorf("the log tail page: want the device's answer, escaped:\n%.4000s", got)
 	}
 	checkCSP(t, e, "/ui/p/acme/edgeworkloads", "/ui/p/acme/edgeworkloads/cam", "/ui/p/acme/hosts/"+hosts[0].ResourceID, "/ui/p/acme/settings")
 	// Replace: a new revision.
