@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +43,30 @@ type env struct {
 	agent *httptest.Server
 	proj  *eim.Project
 	admin string
+	key   *seal.Key
+	// clock, when set, is the module's time (rollouts' timeouts).
+	mu    sync.Mutex
+	clock time.Time
+}
+
+// now is the module's clock: the test's when set.
+func (e *env) now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.clock.IsZero() {
+		return time.Now()
+	}
+	return e.clock
+}
+
+// advance sets the test's clock (from now when unset) d later.
+func (e *env) advance(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.clock.IsZero() {
+		e.clock = time.Now()
+	}
+	e.clock = e.clock.Add(d)
 }
 
 // engines runs f on SQLite and, with EIM_TEST_POSTGRES_URL, PostgreSQL.
@@ -77,7 +102,8 @@ func newEnv(t *testing.T, dsn string, uploads eim.UploadGranter) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc, err = workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: e.inv, Authenticator: ver, Key: key, Uploads: uploads, LogWait: 5 * time.Second})
+	e.key = key
+	e.svc, err = workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: e.inv, Authenticator: ver, Key: key, Uploads: uploads, LogWait: 5 * time.Second, Now: e.now})
 	if err != nil {
 		t.Fatal(err)
 	}
