@@ -383,6 +383,18 @@ func (st *rolloutStep) begin() holds {
 	for _, d := range waiting {
 		dev := st.byID[d.HostID]
 		current := d.Batch == r.Batch
+		if st.stored[d.HostID] == r.ToRevision {
+			// It has the revision already (a rollout started by a
+			// policy over devices that had it): starting it changes
+			// nothing on the device, so neither budget nor window holds
+			// it.
+			if size != nil {
+				unavail[st.group(dev)]++
+			}
+			st.set(d, eim.RolloutDeviceUpdating, "")
+			r.ProgressAt = now
+			continue
+		}
 		if st.pol.HonorMaintenanceWindows && st.win != nil {
 			open, next := st.win.openAt(dev, st.now.Unix())
 			if !open {

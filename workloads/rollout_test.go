@@ -1,6 +1,8 @@
 package workloads_test
 
 import (
+	"context"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -312,4 +314,30 @@ func TestRolloutWindows(t *testing.T) {
 		e.reconcile(p)
 		e.wantTargets("the second window open", ids, 1, 1)
 	})
+}
+
+// TestRolloutTicks: the targets loop steps rollouts on its own (devices'
+// reports are no change event), and stops with its context.
+func TestRolloutTicks(t *testing.T) {
+	e := newEnv(t, filepath.Join(t.TempDir(), "eim.db"), nil)
+	p := e.proj.Name
+	ids := e.fleet(2, nil)
+	pol := map[string]any{"batches": []any{map[string]any{"limit": 1}}}
+	e.want(e.call(p, "POST", "", map[string]any{"name": "cam", "spec": camSpec("reg/cam:1", pol)}), 201, "create")
+	svc, err := workloads.New(workloads.Options{Store: e.store, FeedStore: e.store, Inventory: e.inv, Key: e.key, RolloutTick: 20 * time.Millisecond, RetryWait: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Reconcile(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			t.Errorf("Reconcile: %v", err)
+		}
+	}()
+	eventually(t, "batch 1's device given revision 1", func() bool { return e.targets()[ids[0]] == 1 })
+	e.report(ids[0], 1, eim.PhaseRunning)
+	eventually(t, "the last batch started by a tick", func() bool { return e.targets()[ids[1]] == 1 })
 }
