@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +81,8 @@ func (v *IntOrPercent) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a number or a string such as \"10%%\"")
+		// A type error, so that the decoder names the field.
+		return &json.UnmarshalTypeError{Value: "a number or a string such as \"10%\"", Type: reflect.TypeFor[IntOrPercent]()}
 	}
 	*v = IntOrPercent(s)
 	return nil

@@ -341,3 +341,39 @@ func TestRolloutTicks(t *testing.T) {
 	e.report(ids[0], 1, eim.PhaseRunning)
 	eventually(t, "the last batch started by a tick", func() bool { return e.targets()[ids[1]] == 1 })
 }
+
+// TestRolloutPolicyAPI: a bad policy is a 400 naming its field, and
+// nothing is written.
+func TestRolloutPolicyAPI(t *testing.T) {
+	e := newEnv(t, filepath.Join(t.TempDir(), "eim.db"), nil)
+	p := e.proj.Name
+	for _, tc := range []struct {
+		pol   map[string]any
+		field string
+	}{
+		{map[string]any{"batches": []any{map[string]any{"limit": "0%"}}}, "rolloutPolicy.batches[0].limit"},
+		{map[string]any{"batches": []any{map[string]any{"limit": 1, "selector": map[string]any{}}}}, "rolloutPolicy.batches[0].selector"},
+		{map[string]any{"updateTimeout": "forever"}, "rolloutPolicy.updateTimeout"},
+		{map[string]any{"successThreshold": "101%"}, "rolloutPolicy.successThreshold"},
+		{map[string]any{"disruptionBudget": map[string]any{"maxUnavailable": 0}}, "rolloutPolicy.disruptionBudget.maxUnavailable"},
+		{map[string]any{"speed": "fast"}, "speed"},
+		{map[string]any{"batches": []any{map[string]any{"limit": true}}}, "limit"},
+	} {
+		r := e.call(p, "POST", "", map[string]any{"name": "cam", "spec": camSpec("reg/cam:1", tc.pol)})
+		if r.code != 400 || !strings.Contains(string(r.body), tc.field) {
+			t.Errorf("policy %v: got %d %s, want 400 naming %s", tc.pol, r.code, r.body, tc.field)
+		}
+	}
+	e.want(e.call(p, "GET", "/cam", nil), 404, "nothing written")
+	e.want(e.call(p, "POST", "", map[string]any{"name": "cam", "spec": camSpec("reg/cam:1", nil)}), 201, "create")
+	r := e.call(p, "PUT", "/cam", map[string]any{"spec": camSpec("reg/cam:1", map[string]any{"updateTimeout": "0s"})})
+	if r.code != 400 || !strings.Contains(string(r.body), "rolloutPolicy.updateTimeout") {
+		t.Fatalf("a bad policy in a replace: got %d %s", r.code, r.body)
+	}
+	var v workloads.View
+	e.want(e.call(p, "GET", "/cam", nil), 200, "get").decode(t, &v)
+	if v.Revision != 1 || v.Spec.RolloutPolicy != nil {
+		t.Fatalf("after a refused replace: got revision %d policy %v", v.Revision, v.Spec.RolloutPolicy)
+	}
+	e.want(e.call(p, "POST", "/cam/rollout/rollback", nil), 409, "rollback without a rollout")
+}
