@@ -33,7 +33,7 @@ import (
 // server as the server mounts it, its devices' service behind real node
 // authentication, and its versions cache following the feed.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	store *sqlstore.Store
 	inv   *inventory.Service
@@ -80,7 +80,7 @@ func engines(t *testing.T, f func(t *testing.T, e *env)) {
 	})
 }
 
-func newEnv(t *testing.T, dsn string, uploads eim.UploadGranter) *env {
+func newEnv(t testing.TB, dsn string, uploads eim.UploadGranter) *env {
 	t.Helper()
 	e := &env{t: t, ctx: t.Context()}
 	st, err := sqlstore.Open(e.ctx, dsn, sqlstore.Options{MaxConns: 6})
@@ -229,7 +229,7 @@ type resp struct {
 	header http.Header
 }
 
-func (r resp) decode(t *testing.T, out any) {
+func (r resp) decode(t testing.TB, out any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, out); err != nil {
 		t.Fatalf("%v: %s", err, r.body)
