@@ -52,7 +52,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 
 // tickRollouts steps the rollouts every Options.RolloutTick: devices'
 // reports of their status and the passing of update timeouts and windows
-// move them, and neither is a change event.
+// move them, and neither is a change event. Only projects with a
+// rollout in progress are stepped (a step reads the whole project); a
+// paused, failed or aborted rollout waits for a user's action, which is an
+// event, and a done one's late joiners move on the feed's events and its
+// re-list.
 func (s *Service) tickRollouts(ctx context.Context) error {
 	t := time.NewTicker(s.o.RolloutTick)
 	defer t.Stop()
@@ -67,13 +71,13 @@ func (s *Service) tickRollouts(ctx context.Context) error {
 			s.log.Warn("rollouts: list workloads", "err", err)
 			continue
 		}
-		done := map[string]bool{}
+		seen := map[string]bool{}
 		for _, w := range ws {
-			if w.Spec.RolloutPolicy == nil || done[w.Project] {
+			if w.Spec.RolloutPolicy == nil || seen[w.Project] {
 				continue
 			}
-			done[w.Project] = true
-			if err := s.reconcileProject(ctx, w.Project); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND && ctx.Err() == nil {
+			seen[w.Project] = true
+			if err := s.tickProject(ctx, w.Project); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND && ctx.Err() == nil {
 				s.log.Warn("rollouts: step", "project", w.Project, "err", err)
 			}
 		}
@@ -244,4 +248,18 @@ func (s *Service) eachDevice(ctx context.Context, project string, fn func(*eim.H
 			return nil
 		}
 	}
+}
+
+// tickProject steps a project's rollouts if one is in progress.
+func (s *Service) tickProject(ctx context.Context, project string) error {
+	rs, err := s.o.Store.EdgeWorkloadRollouts(ctx, project)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if r.State == eim.RolloutProgressing {
+			return s.reconcileProject(ctx, project)
+		}
+	}
+	return nil
 }
