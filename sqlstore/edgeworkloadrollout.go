@@ -200,10 +200,16 @@ func (s *Store) SaveEdgeWorkloadRollout(ctx context.Context, r *eim.EdgeWorkload
 					return s.failf(t, "start edge workload rollout: %w", err)
 				}
 			}
-			if _, err := t.exec(ctx, "UPDATE edge_workload_rollouts SET id = ?, from_revision = ?, to_revision = ?, state = ?, reason = ?, since = ?, batch = ?, total = ?,"+
-				" batch_started_at = ?, progress_at = ?, updated_at = ?, generation = ?, created_at = ? WHERE project = ? AND name = ?",
-				append(args[:12:12], created.UnixMilli(), r.Project, r.Workload)...); err != nil {
+			// Conditional on the generation too, whatever the isolation
+			// level: a write in between is never overwritten.
+			res, err := t.exec(ctx, "UPDATE edge_workload_rollouts SET id = ?, from_revision = ?, to_revision = ?, state = ?, reason = ?, since = ?, batch = ?, total = ?,"+
+				" batch_started_at = ?, progress_at = ?, updated_at = ?, generation = ?, created_at = ? WHERE project = ? AND name = ? AND generation = ?",
+				append(args[:12:12], created.UnixMilli(), r.Project, r.Workload, stored)...)
+			if err != nil {
 				return s.failf(t, "save edge workload rollout: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return eim.Errorf(eim.ECONFLICT, "the rollout of edge workload %s changed meanwhile: read it again", r.Workload)
 			}
 		}
 		for _, h := range removed {
@@ -260,9 +266,13 @@ func (s *Store) SetEdgeWorkloadRolloutState(ctx context.Context, project, name s
 		if !slices.Contains(from, r.State) {
 			return eim.Errorf(eim.ECONFLICT, "the rollout of edge workload %s is %s: want it %s", name, r.State, strings.Join(from, " or "))
 		}
-		if _, err := t.exec(ctx, "UPDATE edge_workload_rollouts SET state = ?, reason = ?, since = ?, updated_at = ?, generation = generation + 1 WHERE project = ? AND name = ?",
-			state, reason, now.UnixMilli(), now.UnixMilli(), project, name); err != nil {
+		res, err := t.exec(ctx, "UPDATE edge_workload_rollouts SET state = ?, reason = ?, since = ?, updated_at = ?, generation = generation + 1 WHERE project = ? AND name = ? AND generation = ?",
+			state, reason, now.UnixMilli(), now.UnixMilli(), project, name, r.Generation)
+		if err != nil {
 			return s.failf(t, "set edge workload rollout state: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return eim.Errorf(eim.ECONFLICT, "the rollout of edge workload %s changed meanwhile: try again", name)
 		}
 		t.addEvent(project, eim.KindEdgeWorkload, name, eim.OpUpdated)
 		t.addAudit(ctx, project, eim.KindEdgeWorkload, name, eim.OpUpdated, map[string]eim.Change{"rolloutState": {Old: mustJSON(r.State), New: mustJSON(state)}})

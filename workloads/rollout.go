@@ -19,9 +19,9 @@ import (
 //     that do not within the batch's update timeout have failed (a late
 //     success still counts);
 //  2. the current batch is taken when it starts (the devices not in an
-//     earlier batch, by host ID, that its selector matches, up to its
-//     limit; the last batch takes the rest, and every device that joins
-//     the selector later);
+//     earlier batch that its selector matches, up to its limit, by host ID
+//     and spread over the disruption groups; the last batch takes the
+//     rest, and every device that joins the selector later);
 //  3. waiting devices of the batch are given the revision as far as the
 //     disruption budget and the maintenance windows let them;
 //  4. a batch with nothing updating is judged: when enough of it runs the
@@ -278,6 +278,7 @@ func (st *rolloutStep) take() {
 			}
 		}
 		sort.Strings(free)
+		st.spread(free)
 		if b.Limit != "" {
 			total := r.Total
 			if total == 0 {
@@ -295,6 +296,31 @@ func (st *rolloutStep) take() {
 		}
 		r.Batch++ // an empty batch passes at once
 	}
+}
+
+// spread orders ids (sorted) so that a batch takes devices of every
+// disruption group in turn: the first of each group, then the second, …
+// A batch then spreads over the groups instead of filling one group's
+// budget while the others idle.
+func (st *rolloutStep) spread(ids []string) {
+	if st.pol.DisruptionBudget == nil || len(st.pol.DisruptionBudget.GroupBy) == 0 {
+		return
+	}
+	rank := make(map[string]int, len(ids))
+	group := make(map[string]string, len(ids))
+	seen := map[string]int{}
+	for _, id := range ids {
+		g := st.group(st.byID[id])
+		group[id], rank[id] = g, seen[g]
+		seen[g]++
+	}
+	sort.SliceStable(ids, func(i, j int) bool {
+		a, b := ids[i], ids[j]
+		if rank[a] != rank[b] {
+			return rank[a] < rank[b]
+		}
+		return group[a] < group[b]
+	})
 }
 
 // join puts the devices that joined the selector into the last batch once

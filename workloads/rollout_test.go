@@ -86,8 +86,8 @@ func camSpec(image string, pol map[string]any) map[string]any {
 	return s
 }
 
-// TestRollout: a revision rolled out batch by batch under a per-zone
-// budget, continued by another instance of the module (a restart), a
+// TestRollout: a revision rolled out batch by batch, spread over the
+// zones, under a per-zone budget, continued by another instance of the module (a restart), a
 // device past its timeout failed and holding its zone's budget, the
 // rollout paused at the missed threshold with the reason, rolled back as
 // a new rollout, paused, resumed and aborted.
@@ -109,7 +109,7 @@ func TestRollout(t *testing.T) {
 		}
 
 		// The policy alone is no new revision; the devices run it already.
-		pol := map[string]any{"batches": []any{map[string]any{"limit": 2}, map[string]any{"limit": "50%"}},
+		pol := map[string]any{"batches": []any{map[string]any{"limit": 3}, map[string]any{"limit": "50%"}},
 			"successThreshold": "100%", "updateTimeout": "10m",
 			"disruptionBudget": map[string]any{"groupBy": []string{"zone"}, "maxUnavailable": 1}}
 		var v workloads.View
@@ -122,31 +122,34 @@ func TestRollout(t *testing.T) {
 			t.Fatalf("a policy over a converged fleet: got %s to %d, want DONE to 1", ro.State, ro.ToRevision)
 		}
 
-		// Revision 2: batch 1 is ids 0 and 1, both of zone a: one at a time.
+		// Revision 2: batch 1 takes 3 devices spread over the zones (ids
+		// 0, 5 and 1); one a zone at a time.
 		e.want(e.call(p, "PUT", "/cam", map[string]any{"spec": camSpec("reg/cam:2", pol)}), 200, "revise").decode(t, &v)
 		if v.Revision != 2 {
 			t.Fatalf("revise: got revision %d, want 2", v.Revision)
 		}
 		e.reconcile(p)
-		e.wantTargets("batch 1 under the budget", ids, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+		e.wantTargets("batch 1 under the budget", ids, 2, 1, 1, 1, 1, 2, 1, 1, 1, 1)
 		ro := e.rolloutOf()
 		if ro.State != eim.RolloutProgressing || ro.FromRevision != 1 || ro.ToRevision != 2 || ro.Batch != 1 || ro.Batches != 3 ||
-			!strings.Contains(ro.Reason, "disruption budget") || ro.CurrentBatch.Total != 2 || ro.CurrentBatch.Updating != 1 || ro.CurrentBatch.Waiting != 1 {
+			!strings.Contains(ro.Reason, "disruption budget: group zone=a has 1 unavailable of at most 1") ||
+			ro.CurrentBatch.Total != 3 || ro.CurrentBatch.Updating != 2 || ro.CurrentBatch.Waiting != 1 {
 			t.Fatalf("batch 1: got %+v", ro)
 		}
 		e.reconcile(p)
-		e.wantTargets("nothing reported: nothing moves", ids, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+		e.wantTargets("nothing reported: nothing moves", ids, 2, 1, 1, 1, 1, 2, 1, 1, 1, 1)
 		e.report(ids[0], 2, eim.PhaseDeploying)
 		e.reconcile(p)
-		e.wantTargets("deploying is not done", ids, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+		e.wantTargets("deploying is not done", ids, 2, 1, 1, 1, 1, 2, 1, 1, 1, 1)
 		e.report(ids[0], 2, eim.PhaseRunning)
 		e.reconcile(p)
-		e.wantTargets("the second of batch 1", ids, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1)
+		e.wantTargets("the third of batch 1", ids, 2, 2, 1, 1, 1, 2, 1, 1, 1, 1)
 		e.report(ids[1], 2, eim.PhaseRunning)
+		e.report(ids[5], 2, eim.PhaseRunning)
 		e.reconcile(p)
-		// Batch 2: 50 % of 10 = ids 2 to 6; one per zone at a time.
-		e.wantTargets("batch 2 starts", ids, 2, 2, 2, 1, 1, 2, 1, 1, 1, 1)
-		if ro := e.rolloutOf(); ro.Batch != 2 || ro.CurrentBatch.Total != 5 || ro.Devices.Done != 2 {
+		// Batch 2: 50 % of 10 of the rest, spread: ids 2, 6, 3, 7, 4.
+		e.wantTargets("batch 2 starts", ids, 2, 2, 2, 1, 1, 2, 2, 1, 1, 1)
+		if ro := e.rolloutOf(); ro.Batch != 2 || ro.CurrentBatch.Total != 5 || ro.Devices.Done != 3 {
 			t.Fatalf("batch 2: got %+v", ro)
 		}
 
@@ -164,22 +167,22 @@ func TestRollout(t *testing.T) {
 		}
 		e.report(ids[2], 2, eim.PhaseRunning)
 		step()
-		e.wantTargets("after the restart", ids, 2, 2, 2, 2, 1, 2, 1, 1, 1, 1)
+		e.wantTargets("after the restart", ids, 2, 2, 2, 2, 1, 2, 2, 1, 1, 1)
 
-		// ids[5] never runs it: past the timeout it failed, and holds
+		// ids[6] never runs it: past the timeout it failed, and holds
 		// zone b's budget.
-		e.report(ids[5], 2, eim.PhaseError)
+		e.report(ids[6], 2, eim.PhaseError)
 		e.advance(11 * time.Minute)
 		e.report(ids[3], 2, eim.PhaseRunning)
 		step()
-		e.wantTargets("ids 5 failed", ids, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1)
+		e.wantTargets("ids 6 failed", ids, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1)
 		e.report(ids[4], 2, eim.PhaseRunning)
 		step()
 		ro = e.rolloutOf()
-		if ro.State != eim.RolloutProgressing || !strings.Contains(ro.Reason, "zone=b has 1 unavailable of at most 1") || !strings.Contains(ro.Reason, ids[5]+" (failed)") {
+		if ro.State != eim.RolloutProgressing || !strings.Contains(ro.Reason, "zone=b has 1 unavailable of at most 1") || !strings.Contains(ro.Reason, ids[6]+" (failed)") {
 			t.Fatalf("held by the budget: got %s %q", ro.State, ro.Reason)
 		}
-		if len(ro.Failed) != 1 || ro.Failed[0].HostID != ids[5] || !strings.Contains(ro.Failed[0].Reason, "Error at revision 2") {
+		if len(ro.Failed) != 1 || ro.Failed[0].HostID != ids[6] || !strings.Contains(ro.Failed[0].Reason, "Error at revision 2") {
 			t.Fatalf("failed devices: got %+v", ro.Failed)
 		}
 		// No progress for a whole timeout: the batch is judged.
@@ -187,11 +190,11 @@ func TestRollout(t *testing.T) {
 		step()
 		ro = e.rolloutOf()
 		if ro.State != eim.RolloutPaused || !strings.Contains(ro.Reason, "batch 2 of 3 missed its success threshold (100%): 3 of 5") ||
-			!strings.Contains(ro.Reason, ids[5]) || ro.BatchStarted || ro.Batch != 3 {
+			!strings.Contains(ro.Reason, ids[6]) || ro.BatchStarted || ro.Batch != 3 {
 			t.Fatalf("missed threshold: got %+v", ro)
 		}
 		step()
-		e.wantTargets("paused: the rest keep revision 1", ids, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1)
+		e.wantTargets("paused: the rest keep revision 1", ids, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1)
 
 		// Rollback: revision 3 is revision 1's spec, rolled out anew.
 		e.want(e.call(p, "POST", "/cam/rollout/rollback", nil), 200, "rollback").decode(t, &v)
@@ -199,7 +202,7 @@ func TestRollout(t *testing.T) {
 			t.Fatalf("rollback: got revision %d image %s", v.Revision, v.Spec.Pod.Spec.Containers[0].Image)
 		}
 		step()
-		e.wantTargets("rollback's batch 1", ids, 3, 2, 2, 2, 2, 2, 1, 1, 1, 1)
+		e.wantTargets("rollback's batch 1", ids, 3, 2, 2, 2, 2, 3, 2, 1, 1, 1)
 		if ro := e.rolloutOf(); ro.FromRevision != 2 || ro.ToRevision != 3 || ro.State != eim.RolloutProgressing || ro.ID != 3 {
 			t.Fatalf("rollback's rollout: got %+v", ro)
 		}
@@ -212,14 +215,14 @@ func TestRollout(t *testing.T) {
 		e.want(e.call(p, "POST", "/cam/rollout/pause", `{"force": true}`), 400, "pause with a body")
 		e.report(ids[0], 3, eim.PhaseRunning)
 		step()
-		e.wantTargets("paused: nothing starts", ids, 3, 2, 2, 2, 2, 2, 1, 1, 1, 1)
+		e.wantTargets("paused: nothing starts", ids, 3, 2, 2, 2, 2, 3, 2, 1, 1, 1)
 		e.want(e.call(p, "POST", "/cam/rollout/resume", nil), 200, "resume")
 		step()
-		e.wantTargets("resumed", ids, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1)
+		e.wantTargets("resumed", ids, 3, 3, 2, 2, 2, 3, 2, 1, 1, 1)
 		e.want(e.call(p, "POST", "/cam/rollout/abort", nil), 200, "abort")
 		e.report(ids[1], 3, eim.PhaseRunning)
 		step()
-		e.wantTargets("aborted: devices keep what they have", ids, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1)
+		e.wantTargets("aborted: devices keep what they have", ids, 3, 3, 2, 2, 2, 3, 2, 1, 1, 1)
 		e.want(e.call(p, "POST", "/cam/rollout/resume", nil), 409, "resume an aborted rollout")
 		if ro := e.rolloutOf(); ro.State != eim.RolloutAborted {
 			t.Fatalf("aborted: got %s", ro.State)
