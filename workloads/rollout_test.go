@@ -279,6 +279,17 @@ func TestRolloutNewDevicesAndOffline(t *testing.T) {
 		if ro := e.rolloutOf(); ro.Batch != 2 || ro.CurrentBatch.Total != 3 {
 			t.Fatalf("last batch with the late device: got %+v", ro)
 		}
+
+		// Without its policy, the workload goes to every device at once
+		// and has no rollout any more.
+		var v workloads.View
+		e.want(e.call(p, "PUT", "/cam", map[string]any{"spec": camSpec("reg/cam:1", nil)}), 200, "policy removed").decode(t, &v)
+		if v.Revision != 1 {
+			t.Fatalf("policy removed: got revision %d, want 1", v.Revision)
+		}
+		e.reconcile(p)
+		e.wantTargets("policy removed", append(ids, late), 1, 1, 1, 1, 1)
+		e.want(e.call(p, "GET", "/cam/rollout", nil), 404, "rollout without a policy")
 	})
 }
 
