@@ -391,3 +391,80 @@ func TestRolloutPolicyAPI(t *testing.T) {
 	}
 	e.want(e.call(p, "POST", "/cam/rollout/rollback", nil), 409, "rollback without a rollout")
 }
+
+// TestRolloutConcurrentEngines: two instances of the module stepping the
+// same rollout at once (as two replicas would if their leases overlapped)
+// never give a device the revision outside a started batch, never take
+// it back, and finish the rollout.
+func TestRolloutConcurrentEngines(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		p := e.proj.Name
+		ids := e.fleet(40, nil)
+		e.want(e.call(p, "POST", "", map[string]any{"name": "cam", "spec": camSpec("reg/cam:1", nil)}), 201, "create")
+		e.reconcile(p)
+		for _, id := range ids {
+			e.report(id, 1, eim.PhaseRunning)
+		}
+		pol := map[string]any{"batches": []any{map[string]any{"limit": "25%"}, map[string]any{"limit": "25%"}}, "successThreshold": "100%"}
+		e.want(e.call(p, "PUT", "/cam", map[string]any{"spec": camSpec("reg/cam:2", pol)}), 200, "revise")
+		ctx, cancel := context.WithTimeout(e.ctx, 2*time.Minute)
+		defer cancel()
+		errs := make(chan error, 2)
+		for range 2 {
+			svc, err := workloads.New(workloads.Options{Store: e.store, FeedStore: e.store, Inventory: e.inv, Key: e.key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for ctx.Err() == nil {
+					if err := svc.ReconcileProject(ctx, p); err != nil && ctx.Err() == nil && eim.ErrorCode(err) != eim.ECONFLICT {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		given := map[string]bool{}
+		for {
+			ts := e.targets()
+			rows, err := e.store.EdgeWorkloadRolloutDevices(e.ctx, p, "cam")
+			if err != nil {
+				t.Fatal(err)
+			}
+			started := map[string]bool{}
+			for _, r := range rows {
+				started[r.HostID] = r.State != eim.RolloutDeviceWaiting
+			}
+			for _, id := range ids {
+				switch {
+				case ts[id] == 2 && !started[id]:
+					t.Fatalf("%s has revision 2 outside a started batch", id)
+				case ts[id] == 2 && !given[id]:
+					given[id] = true
+					e.report(id, 2, eim.PhaseRunning)
+				case ts[id] != 2 && given[id]:
+					t.Fatalf("%s was given revision 2, then %d", id, ts[id])
+				}
+			}
+			ro, err := e.store.FindEdgeWorkloadRollout(e.ctx, p, "cam")
+			if err == nil && ro.ToRevision == 2 && ro.State == eim.RolloutDone {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("rollout not done in time: %+v", ro)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("a concurrent step: %v", err)
+			}
+		}
+		e.wantTargets("done", ids[:1], 2)
+		if len(given) != len(ids) {
+			t.Fatalf("devices given revision 2: got %d, want %d", len(given), len(ids))
+		}
+	})
+}
