@@ -57,6 +57,19 @@ type EdgeWorkloadStatusView struct {
 	Revision   int64                        `json:"revision"`
 	Devices    EdgeWorkloadCounts           `json:"devices"`
 	ByRevision []EdgeWorkloadRevisionCounts `json:"byRevision"`
+	// Rollout is its rollout's state, with a rollout policy (the whole
+	// at GET …/rollout).
+	Rollout *EdgeWorkloadRolloutSummary `json:"rollout,omitempty"`
+}
+
+// EdgeWorkloadRolloutSummary is a rollout in short.
+type EdgeWorkloadRolloutSummary struct {
+	FromRevision int64  `json:"fromRevision"`
+	ToRevision   int64  `json:"toRevision"`
+	State        string `json:"state"`
+	Reason       string `json:"reason,omitempty"`
+	Since        Time   `json:"since"`
+	Batch        int    `json:"batch"`
 }
 
 // EdgeWorkloadRevisionCounts are the devices that report running one revision.

@@ -366,7 +366,18 @@ func (s *Service) status(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
-	apiv2.WriteJSON(w, http.StatusOK, aggregate(ew, ds))
+	out := aggregate(ew, ds)
+	if ew.Spec.RolloutPolicy != nil {
+		ro, err := s.o.Store.FindEdgeWorkloadRollout(r.Context(), c.proj.Name, c.name)
+		switch {
+		case err == nil:
+			out.Rollout = &eim.EdgeWorkloadRolloutSummary{FromRevision: ro.FromRevision, ToRevision: ro.ToRevision, State: ro.State,
+				Reason: ro.Reason, Since: ro.Since, Batch: ro.Batch + 1}
+		case eim.ErrorCode(err) != eim.ENOTFOUND:
+			return err
+		}
+	}
+	apiv2.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

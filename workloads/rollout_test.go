@@ -195,6 +195,15 @@ func TestRollout(t *testing.T) {
 		}
 		step()
 		e.wantTargets("paused: the rest keep revision 1", ids, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1)
+		var sv workloads.StatusView
+		e.want(e.call(p, "GET", "/cam/status", nil), 200, "status").decode(t, &sv)
+		if sv.Rollout == nil || sv.Rollout.State != eim.RolloutPaused || sv.Rollout.ToRevision != 2 || sv.Rollout.Reason != ro.Reason {
+			t.Fatalf("status's rollout: got %+v", sv.Rollout)
+		}
+		// Devices not in a batch run their target: none is out of date.
+		if sv.Devices.Running != 9 || sv.Devices.Failed != 1 || sv.Devices.Updating != 0 {
+			t.Fatalf("status's devices: got %+v, want 9 running and 1 failed", sv.Devices)
+		}
 
 		// Rollback: revision 3 is revision 1's spec, rolled out anew.
 		e.want(e.call(p, "POST", "/cam/rollout/rollback", nil), 200, "rollback").decode(t, &v)

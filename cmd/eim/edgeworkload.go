@@ -237,6 +237,13 @@ func (c *cli) edgeWorkloadStatus(args []string) error {
 	d := st.Devices
 	fmt.Fprintf(c.stdout, "%s at revision %d: %d devices: %d running, %d degraded, %d failed, %d updating, %d unknown, %d removing\n\n",
 		st.Name, st.Revision, d.Total, d.Running, d.Degraded, d.Failed, d.Updating, d.Unknown, d.Removing)
+	if ro := st.Rollout; ro != nil {
+		fmt.Fprintf(c.stdout, "rollout to revision %d: %s since %s, batch %d", ro.ToRevision, ro.State, ro.Since.Format(time.RFC3339), ro.Batch)
+		if ro.Reason != "" {
+			fmt.Fprintf(c.stdout, ": %s", ro.Reason)
+		}
+		fmt.Fprint(c.stdout, "\n\n")
+	}
 	var rows [][]string
 	for _, dv := range devs {
 		restarts := 0

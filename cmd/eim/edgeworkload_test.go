@@ -150,6 +150,9 @@ spec:
 	if out, err = run("", "rollout", "status", "nginx"); err != nil || !strings.Contains(out, "revision 2 to revision 3: DONE") || !strings.Contains(out, "batch 3 of 3") {
 		t.Fatalf("rollout status: %v\n%s", err, out)
 	}
+	if out, err = run("", "status", "nginx"); err != nil || !strings.Contains(out, "rollout to revision 3: DONE") {
+		t.Fatalf("status with a rollout: %v\n%s", err, out)
+	}
 	if _, err = run("", "rollout", "pause", "nginx"); err == nil || !strings.Contains(err.Error(), "is DONE") {
 		t.Fatalf("pause a done rollout: got %v, want it refused", err)
 	}
