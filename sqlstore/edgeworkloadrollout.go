@@ -28,6 +28,7 @@ func (s *Store) SetEdgeWorkloadRolloutPolicy(ctx context.Context, project, name 
 			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", name)
 		}
 		w := ws[0]
+		oldPolicy := w.Spec.RolloutPolicy
 		if w.Revision != prev {
 			return eim.Errorf(eim.ECONFLICT, "edge workload %s changed meanwhile (its latest revision is not %d any more): read it again", name, prev)
 		}
@@ -41,7 +42,7 @@ func (s *Store) SetEdgeWorkloadRolloutPolicy(ctx context.Context, project, name 
 			return s.failf(t, "set rollout policy: %w", err)
 		}
 		t.addEvent(project, eim.KindEdgeWorkload, name, eim.OpUpdated)
-		t.addAudit(ctx, project, eim.KindEdgeWorkload, name, eim.OpUpdated, map[string]eim.Change{"rolloutPolicy": {Old: jsonNull, New: mustJSON(policy)}})
+		t.addAudit(ctx, project, eim.KindEdgeWorkload, name, eim.OpUpdated, map[string]eim.Change{"rolloutPolicy": {Old: mustJSON(oldPolicy), New: mustJSON(policy)}})
 		w.UpdatedAt = now
 		out = w
 		return nil

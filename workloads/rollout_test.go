@@ -217,7 +217,7 @@ func TestRollout(t *testing.T) {
 		}
 
 		// Pause, resume, abort.
-		if ro := e.call(p, "POST", "/cam/rollout/pause", nil); ro.code != 200 || !strings.Contains(string(ro.body), `"PAUSED"`) {
+		if ro := e.call(p, "POST", "/cam/rollout/pause", nil); ro.code != 200 || !strings.Contains(string(ro.body), `"PAUSED"`) || !strings.Contains(string(ro.body), `paused by user:admin`) {
 			t.Fatalf("pause: got %d %s", ro.code, ro.body)
 		}
 		e.want(e.call(p, "POST", "/cam/rollout/pause", nil), 409, "pause twice")

@@ -3,6 +3,7 @@ package workloads
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/eimhq/eim"
@@ -84,13 +85,14 @@ func (s *Service) rolloutStatus(w http.ResponseWriter, r *http.Request, c *call)
 	return nil
 }
 
-// rolloutAction moves the rollout from one of the states from to state.
+// rolloutAction moves the rollout from one of the states from to state,
+// with reason naming the caller (its %s).
 func (s *Service) rolloutAction(from []string, state, reason string) func(http.ResponseWriter, *http.Request, *call) error {
 	return func(w http.ResponseWriter, r *http.Request, c *call) error {
 		if err := emptyBody(r); err != nil {
 			return err
 		}
-		if _, err := s.o.Store.SetEdgeWorkloadRolloutState(r.Context(), c.proj.Name, c.name, from, state, reason); err != nil {
+		if _, err := s.o.Store.SetEdgeWorkloadRolloutState(r.Context(), c.proj.Name, c.name, from, state, fmt.Sprintf(reason, eim.ActorOf(r.Context()))); err != nil {
 			return err
 		}
 		return s.rolloutStatus(w, r, c)

@@ -141,11 +141,11 @@ func (s *Service) Routes() map[string]http.Handler {
 		"GET " + base + "/{name}/logs/{id}": s.api(s.logResult),
 		"GET " + base + "/{name}/rollout":   s.api(s.rolloutStatus),
 		"POST " + base + "/{name}/rollout/pause": s.api(s.rolloutAction([]string{eim.RolloutProgressing}, eim.RolloutPaused,
-			"paused through the API")),
+			"paused by %s")),
 		"POST " + base + "/{name}/rollout/resume": s.api(s.rolloutAction([]string{eim.RolloutPaused, eim.RolloutFailed}, eim.RolloutProgressing,
-			"resumed through the API")),
+			"resumed by %s")),
 		"POST " + base + "/{name}/rollout/abort": s.api(s.rolloutAction([]string{eim.RolloutProgressing, eim.RolloutPaused, eim.RolloutFailed}, eim.RolloutAborted,
-			"aborted through the API: the devices keep the revision they have")),
+			"aborted by %s: the devices keep the revision they have")),
 		"POST " + base + "/{name}/rollout/rollback": s.api(s.rollback),
 	}
 }
