@@ -11,8 +11,8 @@ import (
 // podman pods. A workload selects its devices by their labels (or names
 // one host), and every change of its spec is a new revision, stored.
 // Which revision each selected device must run is its target, stored per
-// (workload, host): today always the workload's latest revision; the
-// rollout engine will choose it batch by batch. A device's set of targets
+// (workload, host): the workload's latest revision, or, under a rollout
+// policy, the one the rollout engine lets it have (edgeworkloadrollout.go). A device's set of targets
 // has a version (DeviceWorkloads.Version) that only grows: the heartbeat
 // answers carry it, and the device fetches its set when it moved.
 //
@@ -73,6 +73,11 @@ type EdgeWorkloadSpec struct {
 	Secrets []EdgeSecret `json:"secrets,omitempty"`
 	// ImageRegistries are the credentials for pulling the pod's images.
 	ImageRegistries *ImageRegistries `json:"imageRegistries,omitempty"`
+	// RolloutPolicy, when set, moves the selected devices to a new
+	// revision batch by batch (the rollout engine); none: all at once.
+	// It is no part of what devices run: changing it alone makes no new
+	// revision.
+	RolloutPolicy *RolloutPolicy `json:"rolloutPolicy,omitempty"`
 }
 
 // LabelSelector is Kubernetes' label selector.
@@ -501,6 +506,8 @@ type EdgeWorkloadStore interface {
 	// workload, target, reported revision and phase (one grouped read, for
 	// the exporter).
 	EdgeWorkloadDeviceCounts(ctx context.Context) ([]EdgeWorkloadDeviceCount, error)
+
+	EdgeWorkloadRolloutStore
 }
 
 // EdgeWorkloadSecretPurpose binds a sealed value of a workload (a secret's

@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Checks of an edge workload's name and spec (EdgeWorkloadSpec). The
@@ -101,6 +102,77 @@ func (c *specCheck) run(s *EdgeWorkloadSpec) {
 	c.registries(s.ImageRegistries)
 	c.data(s.Data)
 	c.pod(&s.Pod.Spec)
+	if s.RolloutPolicy != nil {
+		c.rollout("rolloutPolicy", s.RolloutPolicy)
+	}
+}
+
+// MaxRolloutBatches bounds a rollout policy's batches.
+const MaxRolloutBatches = 20
+
+func (c *specCheck) rollout(f string, p *RolloutPolicy) {
+	if len(p.Batches) > MaxRolloutBatches {
+		c.fail(f+".batches", "has %d batches, at most %d allowed", len(p.Batches), MaxRolloutBatches)
+	}
+	c.threshold(f+".successThreshold", p.SuccessThreshold)
+	c.timeout(f+".updateTimeout", p.UpdateTimeout)
+	for i, b := range p.Batches {
+		bf := fmt.Sprintf("%s.batches[%d]", f, i)
+		if b.Limit == "" {
+			c.fail(bf+".limit", "required: a count of devices (10) or a share (\"10%%\")")
+		} else if _, _, err := b.Limit.Parse(); err != nil {
+			c.fail(bf+".limit", "%v", err)
+		}
+		if b.Selector != nil {
+			c.selector(bf+".selector", b.Selector)
+		}
+		c.threshold(bf+".successThreshold", b.SuccessThreshold)
+		c.timeout(bf+".updateTimeout", b.UpdateTimeout)
+	}
+	if d := p.DisruptionBudget; d != nil {
+		df := f + ".disruptionBudget"
+		if d.MaxUnavailable == "" {
+			c.fail(df+".maxUnavailable", "required: a count of devices (1 or more) or a share of the group (\"25%%\")")
+		} else if _, _, err := d.MaxUnavailable.Parse(); err != nil {
+			c.fail(df+".maxUnavailable", "%v (0 would never let a device update)", err)
+		}
+		if c.max(df+".groupBy", len(d.GroupBy)) {
+			seen := map[string]bool{}
+			for i, k := range d.GroupBy {
+				if !reLabelKey.MatchString(k) {
+					c.fail(fmt.Sprintf("%s.groupBy[%d]", df, i), "%q is not a label key", k)
+				} else if seen[k] {
+					c.fail(fmt.Sprintf("%s.groupBy[%d]", df, i), "%q is given twice", k)
+				}
+				seen[k] = true
+			}
+		}
+	}
+}
+
+func (c *specCheck) threshold(f string, v IntOrPercent) {
+	if v == "" {
+		return
+	}
+	if _, _, err := v.Parse(); err != nil {
+		c.fail(f, "%v", err)
+	}
+}
+
+// MaxRolloutUpdateTimeout bounds a rollout's update timeout.
+const MaxRolloutUpdateTimeout = 30 * 24 * time.Hour
+
+func (c *specCheck) timeout(f, v string) {
+	if v == "" {
+		return
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		c.fail(f, "%q is not a duration (\"30m\", \"2h\")", v)
+	case d < time.Second || d > MaxRolloutUpdateTimeout:
+		c.fail(f, "%q: want 1s to 720h", v)
+	}
 }
 
 func (c *specCheck) selector(f string, sel *LabelSelector) {

@@ -57,6 +57,19 @@ type EdgeWorkloadStatusView struct {
 	Revision   int64                        `json:"revision"`
 	Devices    EdgeWorkloadCounts           `json:"devices"`
 	ByRevision []EdgeWorkloadRevisionCounts `json:"byRevision"`
+	// Rollout is its rollout's state, with a rollout policy (the whole
+	// at GET …/rollout).
+	Rollout *EdgeWorkloadRolloutSummary `json:"rollout,omitempty"`
+}
+
+// EdgeWorkloadRolloutSummary is a rollout in short.
+type EdgeWorkloadRolloutSummary struct {
+	FromRevision int64  `json:"fromRevision"`
+	ToRevision   int64  `json:"toRevision"`
+	State        string `json:"state"`
+	Reason       string `json:"reason,omitempty"`
+	Since        Time   `json:"since"`
+	Batch        int    `json:"batch"`
 }
 
 // EdgeWorkloadRevisionCounts are the devices that report running one revision.
@@ -75,4 +88,51 @@ type EdgeWorkloadLogView struct {
 	Logs      []ContainerLog `json:"logs"`
 	Error     string         `json:"error,omitempty"`
 	CreatedAt Time           `json:"createdAt"`
+}
+
+// EdgeWorkloadRolloutView is a workload's rollout (GET …/{name}/rollout).
+type EdgeWorkloadRolloutView struct {
+	Name         string `json:"name"`
+	ID           int64  `json:"id"`
+	FromRevision int64  `json:"fromRevision"`
+	ToRevision   int64  `json:"toRevision"`
+	// State is PROGRESSING, PAUSED, DONE, ABORTED or FAILED; Reason says
+	// what it waits for or why it stopped, since Since.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	Since  Time   `json:"since"`
+	// Batch is the current batch (from 1), or the next to start when
+	// BatchStarted is false (after a pause at a missed threshold).
+	Batch        int  `json:"batch"`
+	Batches      int  `json:"batches"`
+	BatchStarted bool `json:"batchStarted"`
+	// SuccessThreshold and UpdateTimeout are the current batch's.
+	SuccessThreshold IntOrPercent `json:"successThreshold"`
+	UpdateTimeout    string       `json:"updateTimeout"`
+	// Devices counts the devices in batches so far; Total those selected
+	// when the rollout started.
+	Devices      EdgeWorkloadRolloutCounts `json:"devices"`
+	CurrentBatch EdgeWorkloadRolloutCounts `json:"currentBatch"`
+	// Failed lists failed devices (at most 100), with why.
+	Failed    []EdgeWorkloadRolloutDeviceView `json:"failed,omitempty"`
+	CreatedAt Time                            `json:"createdAt"`
+	UpdatedAt Time                            `json:"updatedAt"`
+}
+
+// EdgeWorkloadRolloutCounts are devices of a rollout by their state in it.
+type EdgeWorkloadRolloutCounts struct {
+	Total    int `json:"total"`
+	Waiting  int `json:"waiting"`
+	Updating int `json:"updating"`
+	Done     int `json:"done"`
+	Failed   int `json:"failed"`
+}
+
+// EdgeWorkloadRolloutDeviceView is one device of a rollout.
+type EdgeWorkloadRolloutDeviceView struct {
+	HostID string `json:"hostId"`
+	Batch  int    `json:"batch"`
+	State  string `json:"state"`
+	Since  Time   `json:"since"`
+	Reason string `json:"reason,omitempty"`
 }

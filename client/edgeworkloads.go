@@ -118,6 +118,42 @@ func (c *Client) EdgeWorkloadStatus(ctx context.Context, project, name string) (
 	return &st, ds.Devices, nil
 }
 
+// EdgeWorkloadRollout reads a workload's rollout (ENOTFOUND when it has
+// none: no rollout policy, or none started yet).
+func (c *Client) EdgeWorkloadRollout(ctx context.Context, project, name string) (*eim.EdgeWorkloadRolloutView, error) {
+	var out eim.EdgeWorkloadRolloutView
+	if err := c.Do(ctx, http.MethodGet, edgeWorkloadPath(project, name)+"/rollout", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// EdgeWorkloadRolloutAction pauses, resumes or aborts a workload's
+// rollout (action "pause", "resume", "abort") and answers its state.
+func (c *Client) EdgeWorkloadRolloutAction(ctx context.Context, project, name, action string) (*eim.EdgeWorkloadRolloutView, error) {
+	switch action {
+	case "pause", "resume", "abort":
+	default:
+		return nil, fmt.Errorf("rollout action %q: want pause, resume or abort", action)
+	}
+	var out eim.EdgeWorkloadRolloutView
+	if err := c.Do(ctx, http.MethodPost, edgeWorkloadPath(project, name)+"/rollout/"+action, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RollbackEdgeWorkload makes the previous revision of the workload's
+// rollout its next revision, rolled out as any other; it answers the
+// workload at that revision.
+func (c *Client) RollbackEdgeWorkload(ctx context.Context, project, name string) (*EdgeWorkload, error) {
+	var out EdgeWorkload
+	if err := c.Do(ctx, http.MethodPost, edgeWorkloadPath(project, name)+"/rollout/rollback", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // EdgeWorkloadLogs asks a device for the workload's log tail; the answer
 // is pending (State "pending") when the device did not answer within the
 // server's wait: poll it with EdgeWorkloadLogResult.

@@ -90,7 +90,15 @@ func (s *Service) put(w http.ResponseWriter, r *http.Request, c *call) error {
 		return err
 	}
 	out := cur
-	if !sameSpec(prev, in.Spec) {
+	switch {
+	case sameSpec(prev, in.Spec):
+	case samePod(prev, in.Spec):
+		// Only the rollout policy changed: no new revision (devices run
+		// the same), the running rollout follows the new policy.
+		if out, err = s.o.Store.SetEdgeWorkloadRolloutPolicy(ctx, c.proj.Name, c.name, cur.Revision, in.Spec.RolloutPolicy); err != nil {
+			return err
+		}
+	default:
 		if out, err = s.o.Store.ReviseEdgeWorkload(ctx, c.proj.Name, c.name, cur.Revision, sealSpec(s.o.Key, c.proj.Name, c.name, in.Spec)); err != nil {
 			return err
 		}
@@ -108,6 +116,13 @@ func sameSpec(a, b eim.EdgeWorkloadSpec) bool {
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// samePod compares two opened specs but for their rollout policies: what
+// devices run is the same.
+func samePod(a, b eim.EdgeWorkloadSpec) bool {
+	a.RolloutPolicy, b.RolloutPolicy = nil, nil
+	return sameSpec(a, b)
 }
 
 func (s *Service) get(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -351,7 +366,18 @@ func (s *Service) status(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
-	apiv2.WriteJSON(w, http.StatusOK, aggregate(ew, ds))
+	out := aggregate(ew, ds)
+	if ew.Spec.RolloutPolicy != nil {
+		ro, err := s.o.Store.FindEdgeWorkloadRollout(r.Context(), c.proj.Name, c.name)
+		switch {
+		case err == nil:
+			out.Rollout = &eim.EdgeWorkloadRolloutSummary{FromRevision: ro.FromRevision, ToRevision: ro.ToRevision, State: ro.State,
+				Reason: ro.Reason, Since: ro.Since, Batch: ro.Batch + 1}
+		case eim.ErrorCode(err) != eim.ENOTFOUND:
+			return err
+		}
+	}
+	apiv2.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ import (
 // server as the server mounts it, its devices' service behind real node
 // authentication, and its versions cache following the feed.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	store *sqlstore.Store
 	inv   *inventory.Service
@@ -42,6 +43,30 @@ type env struct {
 	agent *httptest.Server
 	proj  *eim.Project
 	admin string
+	key   *seal.Key
+	// clock, when set, is the module's time (rollouts' timeouts).
+	mu    sync.Mutex
+	clock time.Time
+}
+
+// now is the module's clock: the test's when set.
+func (e *env) now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.clock.IsZero() {
+		return time.Now()
+	}
+	return e.clock
+}
+
+// advance sets the test's clock (from now when unset) d later.
+func (e *env) advance(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.clock.IsZero() {
+		e.clock = time.Now()
+	}
+	e.clock = e.clock.Add(d)
 }
 
 // engines runs f on SQLite and, with EIM_TEST_POSTGRES_URL, PostgreSQL.
@@ -55,7 +80,7 @@ func engines(t *testing.T, f func(t *testing.T, e *env)) {
 	})
 }
 
-func newEnv(t *testing.T, dsn string, uploads eim.UploadGranter) *env {
+func newEnv(t testing.TB, dsn string, uploads eim.UploadGranter) *env {
 	t.Helper()
 	e := &env{t: t, ctx: t.Context()}
 	st, err := sqlstore.Open(e.ctx, dsn, sqlstore.Options{MaxConns: 6})
@@ -77,7 +102,8 @@ func newEnv(t *testing.T, dsn string, uploads eim.UploadGranter) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc, err = workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: e.inv, Authenticator: ver, Key: key, Uploads: uploads, LogWait: 5 * time.Second})
+	e.key = key
+	e.svc, err = workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: e.inv, Authenticator: ver, Key: key, Uploads: uploads, LogWait: 5 * time.Second, Now: e.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +229,7 @@ type resp struct {
 	header http.Header
 }
 
-func (r resp) decode(t *testing.T, out any) {
+func (r resp) decode(t testing.TB, out any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, out); err != nil {
 		t.Fatalf("%v: %s", err, r.body)

@@ -3,7 +3,11 @@ package workloads
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
@@ -40,7 +44,44 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		Relist:      s.reconcileAll,
 		RelistEvery: s.o.Relist,
 	})
-	return r.Run(ctx)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.Run(gctx) })
+	g.Go(func() error { return s.tickRollouts(gctx) })
+	return g.Wait()
+}
+
+// tickRollouts steps the rollouts every Options.RolloutTick: devices'
+// reports of their status and the passing of update timeouts and windows
+// move them, and neither is a change event. Only projects with a
+// rollout in progress are stepped (a step reads the whole project); a
+// paused, failed or aborted rollout waits for a user's action, which is an
+// event, and a done one's late joiners move on the feed's events and its
+// re-list.
+func (s *Service) tickRollouts(ctx context.Context) error {
+	t := time.NewTicker(s.o.RolloutTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		ws, err := s.o.Store.ListEdgeWorkloads(ctx, "")
+		if err != nil {
+			s.log.Warn("rollouts: list workloads", "err", err)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, w := range ws {
+			if w.Spec.RolloutPolicy == nil || seen[w.Project] {
+				continue
+			}
+			seen[w.Project] = true
+			if err := s.tickProject(ctx, w.Project); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND && ctx.Err() == nil {
+				s.log.Warn("rollouts: step", "project", w.Project, "err", err)
+			}
+		}
+	}
 }
 
 func (s *Service) reconcileAll(ctx context.Context) error {
@@ -63,6 +104,10 @@ func (s *Service) ReconcileProject(ctx context.Context, project string) error {
 }
 
 func (s *Service) reconcileProject(ctx context.Context, project string) error {
+	// The feed's handler and the rollouts' ticker both step rollouts:
+	// one at a time.
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
 	ws, err := s.o.Store.ListEdgeWorkloads(ctx, project)
 	if err != nil {
 		return err
@@ -74,18 +119,70 @@ func (s *Service) reconcileProject(ctx context.Context, project string) error {
 	if len(ws) == 0 && len(stored) == 0 {
 		return nil
 	}
-	want := map[[2]string]int64{}
+	selected := map[string][]device{} // by workload
 	if len(ws) > 0 {
 		err := s.eachDevice(ctx, project, func(h *eim.Host) {
 			labels := eim.DeviceLabels(h)
 			for _, w := range ws {
 				if selects(w, h.ResourceID, labels) {
-					want[[2]string{w.Name, h.ResourceID}] = targetRevision(w)
+					d := device{id: h.ResourceID, labels: labels, offline: h.HostStatus == hostNoConnection, site: h.SiteID}
+					if h.Site != nil {
+						d.region = h.Site.RegionID
+					}
+					selected[w.Name] = append(selected[w.Name], d)
 				}
 			}
 		})
 		if err != nil {
 			return err
+		}
+	}
+	storedBy := map[string]map[string]int64{} // workload → host → revision
+	for _, t := range stored {
+		if storedBy[t.Workload] == nil {
+			storedBy[t.Workload] = map[string]int64{}
+		}
+		storedBy[t.Workload][t.HostID] = t.Revision
+	}
+	want := map[[2]string]int64{}
+	rollouts := map[string]*eim.EdgeWorkloadRollout{}
+	if len(ws) > 0 {
+		rs, err := s.o.Store.EdgeWorkloadRollouts(ctx, project)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			rollouts[r.Workload] = r
+		}
+	}
+	var win *windows
+	for _, w := range ws {
+		pol := w.Spec.RolloutPolicy
+		if pol == nil {
+			for _, d := range selected[w.Name] {
+				want[[2]string{w.Name, d.id}] = w.Revision
+			}
+			continue
+		}
+		if pol.HonorMaintenanceWindows && win == nil {
+			if win, err = s.loadWindows(ctx, project); err != nil {
+				return err
+			}
+		}
+		revs, err := s.rollout(ctx, w, selected[w.Name], storedBy[w.Name], rollouts[w.Name], win)
+		if err != nil {
+			return fmt.Errorf("rollout of edge workload %s: %w", w.Name, err)
+		}
+		for id, rev := range revs {
+			want[[2]string{w.Name, id}] = rev
+		}
+	}
+	// A workload whose policy was removed has no rollout any more.
+	for name := range rollouts {
+		if i := slices.IndexFunc(ws, func(w *eim.EdgeWorkload) bool { return w.Name == name }); i >= 0 && ws[i].Spec.RolloutPolicy == nil {
+			if err := s.o.Store.DeleteEdgeWorkloadRollout(ctx, project, name); err != nil {
+				return err
+			}
 		}
 	}
 	var changes []eim.EdgeWorkloadTarget
@@ -116,10 +213,6 @@ func (s *Service) reconcileProject(ctx context.Context, project string) error {
 	})
 	return s.o.Store.SetEdgeWorkloadTargets(ctx, project, changes)
 }
-
-// targetRevision is the revision a selected device must run of w: today
-// the latest. The rollout engine decides it here, per device.
-func targetRevision(w *eim.EdgeWorkload) int64 { return w.Revision }
 
 // selects reports whether w selects the device.
 func selects(w *eim.EdgeWorkload, hostID string, labels map[string]string) bool {
@@ -155,4 +248,18 @@ func (s *Service) eachDevice(ctx context.Context, project string, fn func(*eim.H
 			return nil
 		}
 	}
+}
+
+// tickProject steps a project's rollouts if one is in progress.
+func (s *Service) tickProject(ctx context.Context, project string) error {
+	rs, err := s.o.Store.EdgeWorkloadRollouts(ctx, project)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if r.State == eim.RolloutProgressing {
+			return s.reconcileProject(ctx, project)
+		}
+	}
+	return nil
 }

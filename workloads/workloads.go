@@ -10,8 +10,10 @@
 // a device must run is its target, stored per (workload, host): the
 // targets loop (run-once, woken by the change feed: workloads, hosts,
 // sites, regions, instances) sets it to the latest revision for every
-// selected device and removes it from the others; the rollout engine will
-// choose revisions batch by batch in its place. Each change of a device's
+// selected device and removes it from the others, or, for a workload with
+// a rollout policy, to what its rollout lets the device have (the rollout
+// engine, rollout.go: batches, success thresholds, disruption budgets,
+// maintenance windows). Each change of a device's
 // targets, and a log request for it, gives the device a new version (a
 // growing number): heartbeat answers carry it (Version, from memory kept
 // by the change feed), and the device then fetches its rendered set
@@ -26,6 +28,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +74,9 @@ type Options struct {
 	LogWait time.Duration
 	// RetryWait is the first pause of the feed runners after a failure.
 	RetryWait time.Duration
+	// RolloutTick is how often the targets loop steps the rollouts
+	// (default 10 s): devices' status reports and timeouts move them.
+	RolloutTick time.Duration
 }
 
 // Service is the workloads module.
@@ -78,6 +84,7 @@ type Service struct {
 	o        Options
 	log      *slog.Logger
 	versions *Versions
+	recMu    sync.Mutex // one reconciliation of targets at a time
 }
 
 // New returns a Service.
@@ -96,6 +103,9 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Relist <= 0 {
 		o.Relist = 5 * time.Minute
+	}
+	if o.RolloutTick <= 0 {
+		o.RolloutTick = 10 * time.Second
 	}
 	if o.LogWait <= 0 {
 		o.LogWait = 10 * time.Second
@@ -129,6 +139,14 @@ func (s *Service) Routes() map[string]http.Handler {
 		"GET " + base + "/{name}/devices":   s.api(s.devices),
 		"GET " + base + "/{name}/logs":      s.api(s.logs),
 		"GET " + base + "/{name}/logs/{id}": s.api(s.logResult),
+		"GET " + base + "/{name}/rollout":   s.api(s.rolloutStatus),
+		"POST " + base + "/{name}/rollout/pause": s.api(s.rolloutAction([]string{eim.RolloutProgressing}, eim.RolloutPaused,
+			"paused by %s")),
+		"POST " + base + "/{name}/rollout/resume": s.api(s.rolloutAction([]string{eim.RolloutPaused, eim.RolloutFailed}, eim.RolloutProgressing,
+			"resumed by %s")),
+		"POST " + base + "/{name}/rollout/abort": s.api(s.rolloutAction([]string{eim.RolloutProgressing, eim.RolloutPaused, eim.RolloutFailed}, eim.RolloutAborted,
+			"aborted by %s: the devices keep the revision they have")),
+		"POST " + base + "/{name}/rollout/rollback": s.api(s.rollback),
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
 )
 
@@ -20,6 +22,9 @@ const edgeWorkloadUsage = `Usage:
   eim edgeworkload delete NAME
   eim edgeworkload status NAME               devices by status and revision, and each device
   eim edgeworkload logs NAME --host HOST [--container C] [--tail N]
+  eim edgeworkload rollout status NAME       the rollout: revisions, state and reason, batch, devices
+  eim edgeworkload rollout pause|resume|abort NAME
+  eim edgeworkload rollout rollback NAME     the previous revision again, as a new revision and rollout
 
 apply takes EIM's own document (JSON or YAML: name, spec) or a Flotta EdgeWorkload
 (apiVersion management.project-flotta.io/v1alpha1) unchanged: its fields are mapped,
@@ -31,7 +36,7 @@ func (c *cli) edgeWorkload(args []string) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(c.stdout, edgeWorkloadUsage)
 		if len(args) == 0 {
-			return usagef("edgeworkload: a verb is required (apply, list, get, delete, status, logs)")
+			return usagef("edgeworkload: a verb is required (apply, list, get, delete, status, logs, rollout)")
 		}
 		return nil
 	}
@@ -48,8 +53,10 @@ func (c *cli) edgeWorkload(args []string) error {
 		return c.edgeWorkloadStatus(rest)
 	case "logs":
 		return c.edgeWorkloadLogs(rest)
+	case "rollout":
+		return c.edgeWorkloadRollout(rest)
 	default:
-		return usagef("edgeworkload: unknown verb %q (apply, list, get, delete, status, logs)", verb)
+		return usagef("edgeworkload: unknown verb %q (apply, list, get, delete, status, logs, rollout)", verb)
 	}
 }
 
@@ -230,6 +237,13 @@ func (c *cli) edgeWorkloadStatus(args []string) error {
 	d := st.Devices
 	fmt.Fprintf(c.stdout, "%s at revision %d: %d devices: %d running, %d degraded, %d failed, %d updating, %d unknown, %d removing\n\n",
 		st.Name, st.Revision, d.Total, d.Running, d.Degraded, d.Failed, d.Updating, d.Unknown, d.Removing)
+	if ro := st.Rollout; ro != nil {
+		fmt.Fprintf(c.stdout, "rollout to revision %d: %s since %s, batch %d", ro.ToRevision, ro.State, ro.Since.Format(time.RFC3339), ro.Batch)
+		if ro.Reason != "" {
+			fmt.Fprintf(c.stdout, ": %s", ro.Reason)
+		}
+		fmt.Fprint(c.stdout, "\n\n")
+	}
 	var rows [][]string
 	for _, dv := range devs {
 		restarts := 0
@@ -283,4 +297,72 @@ func (c *cli) edgeWorkloadLogs(args []string) error {
 		}
 	}
 	return nil
+}
+
+func (c *cli) edgeWorkloadRollout(args []string) error {
+	if len(args) == 0 {
+		return usagef("edgeworkload rollout: a verb is required (status, pause, resume, abort, rollback)")
+	}
+	verb := args[0]
+	switch verb {
+	case "status", "pause", "resume", "abort", "rollback":
+	default:
+		return usagef("edgeworkload rollout: unknown verb %q (status, pause, resume, abort, rollback)", verb)
+	}
+	pos, err := c.ewArgs("rollout "+verb, 1, args[1:], nil)
+	if err != nil {
+		return err
+	}
+	cl, err := c.clientFor()
+	if err != nil {
+		return err
+	}
+	var v *eim.EdgeWorkloadRolloutView
+	switch verb {
+	case "status":
+		v, err = cl.EdgeWorkloadRollout(c.ctx, c.g.project, pos[0])
+	case "rollback":
+		w, err := cl.RollbackEdgeWorkload(c.ctx, c.g.project, pos[0])
+		if err != nil {
+			return err
+		}
+		if c.g.output == "json" {
+			return c.printJSON(w)
+		}
+		fmt.Fprintf(c.stdout, "%s: revision %d is the previous revision's spec again; it is rolled out as a new rollout\n", w.Name, w.Revision)
+		return nil
+	default:
+		v, err = cl.EdgeWorkloadRolloutAction(c.ctx, c.g.project, pos[0], verb)
+	}
+	if err != nil {
+		return err
+	}
+	if c.g.output == "json" {
+		return c.printJSON(v)
+	}
+	from := "nothing"
+	if v.FromRevision > 0 {
+		from = "revision " + strconv.FormatInt(v.FromRevision, 10)
+	}
+	fmt.Fprintf(c.stdout, "%s: rollout %d, %s to revision %d: %s since %s\n", v.Name, v.ID, from, v.ToRevision, v.State, v.Since.Format(time.RFC3339))
+	if v.Reason != "" {
+		fmt.Fprintf(c.stdout, "  %s\n", v.Reason)
+	}
+	started := ""
+	if !v.BatchStarted {
+		started = " (not started)"
+	}
+	fmt.Fprintf(c.stdout, "batch %d of %d%s: threshold %s, update timeout %s\n", v.Batch, v.Batches, started, v.SuccessThreshold, v.UpdateTimeout)
+	cb, d := v.CurrentBatch, v.Devices
+	fmt.Fprintf(c.stdout, "  this batch: %d devices: %d done, %d updating, %d waiting, %d failed\n", cb.Total, cb.Done, cb.Updating, cb.Waiting, cb.Failed)
+	fmt.Fprintf(c.stdout, "  all batches: %d done, %d updating, %d waiting, %d failed (of %d devices selected at the start)\n", d.Done, d.Updating, d.Waiting, d.Failed, d.Total)
+	if len(v.Failed) == 0 {
+		return nil
+	}
+	fmt.Fprintln(c.stdout)
+	var rows [][]string
+	for _, f := range v.Failed {
+		rows = append(rows, []string{f.HostID, strconv.Itoa(f.Batch), f.Since.Format(time.RFC3339), f.Reason})
+	}
+	return c.printTable([]string{"FAILED HOST", "BATCH", "SINCE", "REASON"}, rows)
 }

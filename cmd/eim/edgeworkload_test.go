@@ -124,6 +124,47 @@ spec:
 	if _, err = run(unknown, "apply", "-f", "-"); err == nil || !strings.Contains(err.Error(), "colour") {
 		t.Fatalf("a Flotta document with an unknown field: got %v, want it refused naming the field", err)
 	}
+	// Rollouts: a policy alone, then a new image rolled out under it.
+	policy := "  rolloutPolicy:\n    batches: [{limit: 10%}, {limit: 2, updateTimeout: 5m}]\n    successThreshold: 90%\n    disruptionBudget: {groupBy: [eim.io/site], maxUnavailable: 1}\n"
+	withPolicy := func(image string) string {
+		return "name: nginx\nspec:\n  deviceSelector: {matchLabels: {app: web}}\n  pod:\n    spec:\n      containers:\n        - {name: nginx, image: " + image + "}\n" + policy
+	}
+	if out, err = run(withPolicy("docker.io/library/nginx"), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply a rollout policy: %v\n%s", err, out)
+	}
+	if w, _ := st.FindEdgeWorkload(ctx, "default", "nginx"); w.Revision != 2 || w.Spec.RolloutPolicy == nil || w.Spec.RolloutPolicy.Batches[1].Limit != "2" {
+		t.Fatalf("the policy alone: got revision %d policy %+v, want revision 2 with the policy", w.Revision, w.Spec.RolloutPolicy)
+	}
+	if _, err = run("", "rollout", "status", "nginx"); err == nil || !strings.Contains(err.Error(), "no rollout yet") {
+		t.Fatalf("rollout status before the engine ran: got %v, want no rollout yet", err)
+	}
+	if err := svc.ReconcileProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = run(withPolicy("docker.io/library/nginx:1.28"), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply revision 3: %v\n%s", err, out)
+	}
+	if err := svc.ReconcileProject(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = run("", "rollout", "status", "nginx"); err != nil || !strings.Contains(out, "revision 2 to revision 3: DONE") || !strings.Contains(out, "batch 3 of 3") {
+		t.Fatalf("rollout status: %v\n%s", err, out)
+	}
+	if out, err = run("", "status", "nginx"); err != nil || !strings.Contains(out, "rollout to revision 3: DONE") {
+		t.Fatalf("status with a rollout: %v\n%s", err, out)
+	}
+	if _, err = run("", "rollout", "pause", "nginx"); err == nil || !strings.Contains(err.Error(), "is DONE") {
+		t.Fatalf("pause a done rollout: got %v, want it refused", err)
+	}
+	if out, err = run("", "rollout", "rollback", "nginx"); err != nil || !strings.Contains(out, "revision 4") {
+		t.Fatalf("rollback: %v\n%s", err, out)
+	}
+	if w, _ := st.FindEdgeWorkload(ctx, "default", "nginx"); w.Spec.Pod.Spec.Containers[0].Image != "docker.io/library/nginx" {
+		t.Fatalf("rollback: got image %s, want revision 2's", w.Spec.Pod.Spec.Containers[0].Image)
+	}
+	if _, err = run("", "rollout", "sideways", "nginx"); err == nil {
+		t.Fatal("rollout sideways: got no error")
+	}
 	if out, err = run("", "delete", "nginx"); err != nil {
 		t.Fatalf("delete: %v\n%s", err, out)
 	}
