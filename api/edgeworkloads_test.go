@@ -121,6 +121,19 @@ func TestEdgeWorkloadsDocumented(t *testing.T) {
 			"data":    map[string]any{"egress": []any{map[string]any{"source": "out", "target": "cam"}}},
 		}
 	}
+	// withPolicy makes a spec select the host and adds a rollout policy (a
+	// batch's field set to a bad value when kv is given).
+	withPolicy := func(s map[string]any, kv ...any) map[string]any {
+		batch := map[string]any{"limit": 1, "updateTimeout": "5m"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			batch[kv[i].(string)] = kv[i+1]
+		}
+		delete(s, "deviceSelector")
+		s["device"] = host.ResourceID
+		s["rolloutPolicy"] = map[string]any{"batches": []any{batch}, "successThreshold": "90%",
+			"disruptionBudget": map[string]any{"groupBy": []string{"eim.io/site"}, "maxUnavailable": "25%"}, "honorMaintenanceWindows": false}
+		return s
+	}
 	var logID string
 	steps := []struct {
 		tok, method, path string
@@ -149,7 +162,22 @@ func TestEdgeWorkloadsDocumented(t *testing.T) {
 		{tok: "reader", method: "GET", path: base + "/cam/devices", status: 200},
 		{tok: "reader", method: "GET", path: base + "/cam/logs?host=" + host.ResourceID + "&tail=5&wait=0", status: 202},
 		{tok: "reader", method: "GET", path: base + "/cam/logs?host=nohost", status: 400},
-		{tok: "reader", method: "GET", path: "", status: 202}, // the request just made, by its ID
+		{tok: "reader", method: "GET", path: "", status: 202},                    // the request just made, by its ID
+		{tok: "reader", method: "GET", path: base + "/cam/rollout", status: 404}, // no rolloutPolicy
+		{tok: "writer", method: "PUT", path: base + "/cam", body: map[string]any{"spec": withPolicy(spec("quay.io/acme/cam:3"))}, status: 200},
+		{tok: "writer", method: "PUT", path: base + "/cam", body: map[string]any{"spec": withPolicy(spec("quay.io/acme/cam:3"), "limit", 0)}, status: 400},
+		{tok: "reader", method: "GET", path: base + "/cam/rollout", status: 200, setup: func() {
+			if err := svc.ReconcileProject(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{tok: "writer", method: "POST", path: base + "/cam/rollout/pause", status: 200},
+		{tok: "writer", method: "POST", path: base + "/cam/rollout/pause", status: 409},
+		{tok: "reader", method: "POST", path: base + "/cam/rollout/resume", status: 403},
+		{tok: "writer", method: "POST", path: base + "/cam/rollout/resume", status: 200},
+		{tok: "reader", method: "GET", path: base + "/cam/status", status: 200},
+		{tok: "writer", method: "POST", path: base + "/cam/rollout/rollback", status: 200},
+		{tok: "writer", method: "POST", path: base + "/cam/rollout/abort", status: 200}, // the stored rollout (of revision 3: 4's has not started)
 		{tok: "writer", method: "DELETE", path: base + "/cam", status: 200},
 		{tok: "writer", method: "DELETE", path: base + "/cam", status: 404},
 	}

@@ -84,6 +84,31 @@ func addEdgeWorkloads(ps *pathSet) {
 			ok:      okJSON("The answered request.", ref("EdgeWorkloadLogs")),
 			started: pending},
 	)
+	ps.add("/edgeworkloads/{name}/rollout",
+		op{method: "get", id: "getEdgeWorkloadRollout", tag: tagEdgeWorkloads, summary: "Get an edge workload's rollout", params: []any{name},
+			desc: "The rollout of the workload's latest revision under its rolloutPolicy: the revisions from and to, its state " +
+				"(PROGRESSING, PAUSED, DONE, ABORTED, FAILED) with the reason and since when, the current batch, the devices by " +
+				"their state in it and the failed ones with why. 404 when the workload has no rolloutPolicy or its rollout has " +
+				"not started yet. Needs a role on the project." + module,
+			ok: okJSON("The rollout.", ref("EdgeWorkloadRollout"))},
+	)
+	for _, a := range []struct{ verb, id, summary, desc string }{
+		{"pause", "pauseEdgeWorkloadRollout", "Pause an edge workload's rollout", "Pauses a PROGRESSING rollout: no device is given the revision until it is resumed (409 from another state)."},
+		{"resume", "resumeEdgeWorkloadRollout", "Resume an edge workload's rollout", "Resumes a PAUSED or FAILED rollout: after a pause at a missed success threshold it goes on with the next batch (409 from another state)."},
+		{"abort", "abortEdgeWorkloadRollout", "Abort an edge workload's rollout", "Stops a PROGRESSING, PAUSED or FAILED rollout for good: the devices keep the revision they have (409 from another state)."},
+	} {
+		ps.add("/edgeworkloads/{name}/rollout/"+a.verb,
+			op{method: "post", id: a.id, tag: tagEdgeWorkloads, summary: a.summary, params: []any{name}, write: true,
+				desc: a.desc + " Takes no body (or {}). Needs the project's _im-rw role." + module,
+				ok:   okJSON("The rollout.", ref("EdgeWorkloadRollout"))})
+	}
+	ps.add("/edgeworkloads/{name}/rollout/rollback",
+		op{method: "post", id: "rollbackEdgeWorkload", tag: tagEdgeWorkloads, summary: "Roll an edge workload back", params: []any{name}, write: true,
+			desc: "Makes the rollout's previous revision (fromRevision) the workload's next revision (its spec with the current " +
+				"rolloutPolicy), rolled out as a new rollout. 409 when the rollout is of the first revision or the latest revision's " +
+				"rollout has not started yet. Takes no body (or {}). Needs the project's _im-rw role." + module,
+			ok: okJSON("The workload at its new revision.", ref("EdgeWorkload"))},
+	)
 }
 
 func edgeWorkloadSchemas(into *obj) {
@@ -106,6 +131,7 @@ func edgeWorkloadSchemas(into *obj) {
 	maybe := func(desc string) *obj {
 		return o("type", []string{"string", "null"}, "format", "date-time", "description", desc+" Null: not yet.")
 	}
+	rolloutState := o("type", "string", "enum", []string{eim.RolloutProgressing, eim.RolloutPaused, eim.RolloutDone, eim.RolloutAborted, eim.RolloutFailed})
 	items := func(s *obj) *obj { return o("type", "array", "maxItems", eim.MaxEdgeWorkloadItems, "items", s) }
 	nameRef := closed("Names a config map or secret of the workload.", o("name", str("Its name.")), "name")
 	keyRef := closed("Names a key of a config map or secret of the workload.", o("name", str("Its name."), "key", str("The key.")), "name", "key")
@@ -180,6 +206,7 @@ func edgeWorkloadSchemas(into *obj) {
 				"registry", str("host[:port]."), "username", str("The user."),
 				"password", o("type", "string", "writeOnly", true, "description", "Never answered; left out on a replace, the previous revision's is kept.")),
 				"registry", "username"))), "auths"),
+		"rolloutPolicy", ref("EdgeWorkloadRolloutPolicy"),
 	), "pod"))
 	into.set("EdgeWorkloadInput", closed("The body of a create (name and spec) or a replace (spec; a name, if given, is the path's).", o(
 		"name", o("type", "string", "pattern", `^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`, "description", "The workload's name (a DNS label)."),
@@ -210,8 +237,55 @@ func edgeWorkloadSchemas(into *obj) {
 	byRev.set("revision", integer("The revision the devices report running (0: none yet)."))
 	into.set("EdgeWorkloadStatus", closed("A workload's devices by status, in all and by revision.", o(
 		"name", str("The workload."), "revision", integer("Its latest revision."), "devices", ref("EdgeWorkloadCounts"),
-		"byRevision", o("type", "array", "items", closed("The devices that report one revision.", byRev, append([]string{"revision"}, countsReq...)...))),
+		"byRevision", o("type", "array", "items", closed("The devices that report one revision.", byRev, append([]string{"revision"}, countsReq...)...)),
+		"rollout", closed("Its rollout in short (a workload with a rolloutPolicy).", o(
+			"fromRevision", integer("The revision it rolls from (0: none)."), "toRevision", integer("The revision it rolls out."),
+			"state", rolloutState, "reason", str("What it waits for, or why it stopped."), "since", when("Since when."),
+			"batch", integer("The current batch, from 1.")),
+			"fromRevision", "toRevision", "state", "since", "batch")),
 		"name", "revision", "devices", "byRevision"))
+	countOrShare := func(desc string) *obj {
+		return o("oneOf", []any{o("type", "integer", "minimum", 1), o("type", "string", "pattern", `^([0-9]+|[0-9]+(\.[0-9]+)?%)$`)},
+			"description", desc)
+	}
+	duration := func(desc string) *obj {
+		return o("type", "string", "description", desc+" A Go duration (30m, 2h), 1s to 720h.")
+	}
+	into.set("EdgeWorkloadRolloutPolicy", closed("How a new revision reaches the devices: batch by batch (docs/workloads.md, Rollouts). "+
+		"Changing it alone makes no new revision.", o(
+		"batches", o("type", "array", "maxItems", eim.MaxRolloutBatches, "description", "In order; one more batch takes the devices left.",
+			"items", closed("One batch.", o(
+				"limit", countOrShare("How many devices: a count, or a share of those selected when the rollout started (\"10%\")."),
+				"selector", ref("EdgeWorkloadLabelSelector"),
+				"successThreshold", countOrShare("The batch's own threshold."),
+				"updateTimeout", duration("The batch's own timeout.")), "limit")),
+		"successThreshold", countOrShare("The share (\"90%\", the default) or count of a batch's devices that must run the revision for the next batch to start."),
+		"updateTimeout", duration("How long a device may take to run the revision (default 1h)."),
+		"disruptionBudget", closed("At most maxUnavailable devices of a group unavailable at once (updating, failed, or without a connection).", o(
+			"groupBy", o("type", "array", "items", o("type", "string"), "description", "Label keys: devices with the same values form a group; none, one group."),
+			"maxUnavailable", countOrShare("A count, or a share of the group (at least one).")), "maxUnavailable"),
+		"honorMaintenanceWindows", boolean("A device's update starts only while one of its maintenance windows (host, site, region) is open."))))
+	rolloutCounts := closed("Devices of a rollout by their state in it.", o(
+		"total", integer("Devices."), "waiting", integer("In a batch, not given the revision yet (budget, window)."),
+		"updating", integer("Given the revision, not running it yet."), "done", integer("Running the revision."),
+		"failed", integer("Not running it within the update timeout.")),
+		"total", "waiting", "updating", "done", "failed")
+	into.set("EdgeWorkloadRollout", closed("The rollout of a workload's latest revision.", o(
+		"name", str("The workload."), "id", integer("Counts the workload's rollouts."),
+		"fromRevision", integer("The revision it rolls from (0: the workload's first)."), "toRevision", integer("The revision it rolls out."),
+		"state", rolloutState, "reason", str("What it waits for, or why it stopped."), "since", when("When its state or reason last changed."),
+		"batch", integer("The current batch from 1, or the next to start when batchStarted is false."),
+		"batches", integer("Batches in all."), "batchStarted", boolean("Whether batch has started."),
+		"successThreshold", o("type", "string", "description", "The current batch's threshold."),
+		"updateTimeout", str("The current batch's update timeout."),
+		"devices", rolloutCounts, "currentBatch", rolloutCounts,
+		"failed", o("type", "array", "maxItems", 100, "items", closed("A failed device.", o(
+			"hostId", o("type", "string", "pattern", idPattern(eim.KindHost), "description", "The device."),
+			"batch", integer("Its batch, from 1."), "state", str("failed."), "since", when("Since when."), "reason", str("Why.")),
+			"hostId", "batch", "state", "since")),
+		"createdAt", when("When it started."), "updatedAt", when("When it was last written.")),
+		"name", "id", "fromRevision", "toRevision", "state", "since", "batch", "batches", "batchStarted", "successThreshold",
+		"updateTimeout", "devices", "currentBatch", "createdAt", "updatedAt"))
 	into.set("EdgeWorkloadContainerState", closed("One container's state on a device.", o(
 		"name", str("The container."), "state", str("running, exited, created, …"), "exitCode", integer("Its last exit code."),
 		"restarts", integer("Restarts."), "error", str("Why it is not running."),
