@@ -1,6 +1,7 @@
 package oob_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -224,6 +225,58 @@ func TestPowerPolicyNoConnection(t *testing.T) {
 		}
 		if !strings.Contains(j.logs.String(), "host lost its connection: reading its BMC") {
 			t.Fatal("the BMC read for the lost connection was not logged")
+		}
+	})
+}
+
+// TestCredentialsNeverLeak: whatever the jobs do — succeed, fail on a BMC
+// that does not answer, get cancelled, restore a host — the BMC's
+// password is in no log line and no audit record (which the webhooks'
+// events are made from).
+func TestCredentialsNeverLeak(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		f := newFake(oob.PowerOff)
+		j := newJobs(t, e, f, func(o *oob.Options) { o.JobTimeout = 2 * time.Second })
+		j.setPolicies(t, "ALWAYS_ON", "-", "")
+		const pw = "ipmi-pass-1" // the password newJobs gives the BMC
+		run(t, j.svc.Work)
+		j.wait(t, j.post(t, map[string]any{"desiredPowerState": "POWER_STATE_ON", "boot": "PXE", "bootOnce": true}), eim.PowerJobSucceeded)
+		f.mu.Lock()
+		f.state = oob.PowerOff
+		f.mu.Unlock()
+		if err := j.svc.PollOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		j.wait(t, j.jobsOf(t)[0].ID, eim.PowerJobSucceeded)
+		f.mu.Lock()
+		f.unreachable = true
+		f.mu.Unlock()
+		j.wait(t, j.post(t, map[string]any{"desiredPowerState": "POWER_STATE_OFF"}), eim.PowerJobFailed)
+		if err := j.svc.PollOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		recs, _, err := j.store.Audit(t.Context(), "a", eim.AuditQuery{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jobRecs int
+		for _, r := range recs {
+			b, _ := json.Marshal(r)
+			if strings.Contains(string(b), pw) {
+				t.Errorf("audit record %d (%s %s) holds the password: %s", r.Seq, r.Kind, r.Action, b)
+			}
+			if r.Kind == eim.KindPowerJob {
+				jobRecs++
+			}
+		}
+		if jobRecs < 6 {
+			t.Errorf("got %d job records, want the creation and end of 3 jobs at least", jobRecs)
+		}
+		if strings.Contains(j.logs.String(), pw) {
+			t.Errorf("the log holds the password:\n%s", j.logs.String())
+		}
+		if !strings.Contains(j.logs.String(), "unreachable") {
+			t.Errorf("the log shows nothing of the failures it was checked for:\n%s", j.logs.String())
 		}
 	})
 }

@@ -795,3 +795,42 @@ func TestHostImportBMC(t *testing.T) {
 		}
 	}
 }
+
+// TestPowerPolicyCLI: the power policy is set on a project, a site and a
+// BMC from the CLI, and a bad value is refused naming the field.
+func TestPowerPolicyCLI(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	url, _ := startServer(t, dataDir)
+	admin := cliRunner{t: t, url: url, tokenFile: filepath.Join(dataDir, adminTokenFile)}
+	var p struct {
+		Settings struct {
+			PowerPolicy string `json:"powerPolicy"`
+		} `json:"settings"`
+	}
+	admin.json(&p, "project", "set", eim.DefaultProject, "--power-policy", "always_on")
+	if p.Settings.PowerPolicy != "ALWAYS_ON" {
+		t.Errorf("project: powerPolicy %q, want ALWAYS_ON", p.Settings.PowerPolicy)
+	}
+	admin.json(&p, "project", "set", eim.DefaultProject, "--power-policy", "none")
+	if p.Settings.PowerPolicy != "" {
+		t.Errorf("project after none: powerPolicy %q, want unset", p.Settings.PowerPolicy)
+	}
+	if _, err := admin.run("project", "set", eim.DefaultProject, "--power-policy", "SOMETIMES"); err == nil || !strings.Contains(err.Error(), "powerPolicy") {
+		t.Errorf("project set --power-policy SOMETIMES: %v, want refused naming powerPolicy", err)
+	}
+	var site eim.Site
+	admin.json(&site, "site", "create", "--name", "plant", "--power-policy", "ALWAYS_ON")
+	if site.PowerPolicy != eim.PowerPolicyAlwaysOn {
+		t.Errorf("site: powerPolicy %q, want ALWAYS_ON", site.PowerPolicy)
+	}
+	if _, err := admin.run("site", "create", "--name", "bad", "--power-policy", "ON"); err == nil || !strings.Contains(err.Error(), "powerPolicy") {
+		t.Errorf("site create --power-policy ON: %v, want refused naming powerPolicy", err)
+	}
+	var h eim.Host
+	admin.json(&h, "host", "register", "--serial", "PP00001")
+	var b eim.BMCView
+	admin.json(&b, "host", "bmc", "set", h.ResourceID, "--protocol", "IPMI", "--address", "127.0.0.1:9623", "--username", "admin", "--password", "pw", "--power-policy", "REPORT")
+	if b.PowerPolicy != "REPORT" {
+		t.Errorf("BMC: powerPolicy %q, want REPORT", b.PowerPolicy)
+	}
+}
