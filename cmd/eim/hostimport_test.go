@@ -823,6 +823,11 @@ func TestPowerPolicyCLI(t *testing.T) {
 	if site.PowerPolicy != eim.PowerPolicyAlwaysOn {
 		t.Errorf("site: powerPolicy %q, want ALWAYS_ON", site.PowerPolicy)
 	}
+	var plain eim.Site
+	admin.json(&plain, "site", "create", "--name", "plain")
+	if raw := admin.must("site", "get", plain.ResourceID, "-o", "json"); strings.Contains(raw, "powerPolicy") {
+		t.Errorf("a site without a power policy shows the extension field: %s", raw)
+	}
 	if _, err := admin.run("site", "create", "--name", "bad", "--power-policy", "ON"); err == nil || !strings.Contains(err.Error(), "powerPolicy") {
 		t.Errorf("site create --power-policy ON: %v, want refused naming powerPolicy", err)
 	}
