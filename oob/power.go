@@ -166,6 +166,17 @@ func (s *Service) request(ctx context.Context, h *eim.Host, boot *Boot, explicit
 		}
 		return nil, nil
 	}
+	if !explicit {
+		// Most host events ask for nothing new: seen in a read, without a
+		// write transaction (the store checks again in the request's).
+		recent, _, err := s.o.Store.ListPowerJobs(ctx, h.Project, h.ResourceID, 1, 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(recent) > 0 && recent[0].Desired == d {
+			return nil, nil
+		}
+	}
 	steps, err := Plan(d, boot, s.o.GracefulTimeout)
 	if err != nil {
 		if explicit {
