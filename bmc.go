@@ -59,6 +59,9 @@ type BMC struct {
 	// against ("" the system's roots); Insecure skips the check.
 	CACert   string
 	Insecure bool
+	// PowerPolicy is the host's power policy ("" unset: the site's, else
+	// the project's; see EffectivePowerPolicy).
+	PowerPolicy PowerPolicy
 
 	Capabilities BMCCapabilities
 	Reachable    BMCReachable
@@ -156,6 +159,11 @@ func (b *BMC) Validate() error {
 		if err := checkCABundle(b.CACert); err != nil {
 			return err
 		}
+	}
+	if p, err := ParsePowerPolicy("powerPolicy", string(b.PowerPolicy)); err != nil {
+		return err
+	} else if p != b.PowerPolicy {
+		return Errorf(EINVALID, "powerPolicy: %q: write it as %q", b.PowerPolicy, p)
 	}
 	return nil
 }
@@ -270,6 +278,9 @@ type BMCInput struct {
 	Password *string `json:"password,omitempty"`
 	CACert   string  `json:"caCert,omitempty"`
 	Insecure bool    `json:"insecure,omitempty"`
+	// PowerPolicy: ALWAYS_ON, REPORT or "" (unset: the site's or the
+	// project's).
+	PowerPolicy string `json:"powerPolicy,omitempty"`
 }
 
 // BMCView is a BMC as the API answers it: never its password, only
@@ -283,6 +294,7 @@ type BMCView struct {
 	PasswordSet  bool            `json:"passwordSet"`
 	CACert       string          `json:"caCert,omitempty"`
 	Insecure     bool            `json:"insecure"`
+	PowerPolicy  string          `json:"powerPolicy"`
 	Capabilities BMCCapabilities `json:"capabilities"`
 	Reachable    BMCReachable    `json:"reachable"`
 	Timestamps   Timestamps      `json:"timestamps"`
@@ -292,6 +304,6 @@ type BMCView struct {
 func (b *BMC) View() *BMCView {
 	return &BMCView{HostID: b.HostID, Protocol: string(b.Protocol), Address: b.Address, SystemID: b.SystemID,
 		Username: b.Username, PasswordSet: b.SealedPassword != "", CACert: b.CACert, Insecure: b.Insecure,
-		Capabilities: b.Capabilities, Reachable: b.Reachable,
+		PowerPolicy: string(b.PowerPolicy), Capabilities: b.Capabilities, Reachable: b.Reachable,
 		Timestamps: Timestamps{CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt}}
 }

@@ -30,6 +30,9 @@ type Site struct {
 	SiteLat  int32    `json:"siteLat" eim:"w"`
 	SiteLng  int32    `json:"siteLng" eim:"w"`
 	Metadata Metadata `json:"metadata" eim:"w"`
+	// PowerPolicy is the power policy of the site's hosts whose BMC sets
+	// none (our extension: see PowerPolicy; "" unset).
+	PowerPolicy PowerPolicy `json:"powerPolicy,omitempty" eim:"w"`
 
 	// Filled on read by the inventory, never stored.
 	Region            *Region  `json:"region" db:"-"`

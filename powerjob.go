@@ -71,8 +71,11 @@ type PowerJob struct {
 	HostID  string
 	// Desired is the host's desiredPowerState the job carries out.
 	Desired PowerState
-	State   PowerJobState
-	Steps   []PowerStep
+	// Reason says why the job was made when no user asked for it (the
+	// power policy's restore: PowerRestoreReason); "" a user's request.
+	Reason string
+	State  PowerJobState
+	Steps  []PowerStep
 	// Step is the index of the step being carried out (len(Steps) once
 	// they are all done).
 	Step      int
@@ -94,8 +97,15 @@ type PowerJob struct {
 // API and claimed across projects by the module's workers.
 //
 // CreatePowerJob adds a PENDING job to an existing host of the project
-// (ENOTFOUND otherwise), setting j's ID, Seq and times. GetPowerJob
-// returns one of the host's jobs (ENOTFOUND). ListPowerJobs returns a
+// (ENOTFOUND otherwise), setting j's ID, Seq and times. RequestPowerJob
+// does the same as part of a request, in one transaction (see
+// PowerJobRequest). GetPowerJob returns one of the host's jobs, or with
+// hostID "" the project's job of that ID (ENOTFOUND).
+//
+// A job's creation and its end (SUCCEEDED, FAILED, CANCELLED) are each an
+// audit record (kind KindPowerJob, the job's ID; no credentials: a job
+// holds none) and an event in the change feed, written in the
+// transaction that writes the job. ListPowerJobs returns a
 // page of the host's jobs, newest first, and their total.
 // CancelPowerJob ends a job that has not ended as CANCELLED (ECONFLICT
 // when it has), with the reason in LastError.
@@ -109,6 +119,7 @@ type PowerJob struct {
 // ECONFLICT otherwise (the lease was lost, or the job was cancelled).
 type PowerJobStore interface {
 	CreatePowerJob(ctx context.Context, j *PowerJob) error
+	RequestPowerJob(ctx context.Context, r PowerJobRequest) (created bool, err error)
 	GetPowerJob(ctx context.Context, project, hostID, id string) (*PowerJob, error)
 	ListPowerJobs(ctx context.Context, project, hostID string, limit, offset int) ([]*PowerJob, int, error)
 	CancelPowerJob(ctx context.Context, project, hostID, id, reason string) (*PowerJob, error)
@@ -116,11 +127,28 @@ type PowerJobStore interface {
 	SavePowerJob(ctx context.Context, j *PowerJob, ttl time.Duration) error
 }
 
+// PowerJobRequest is a power request written in one transaction by
+// PowerJobStore.RequestPowerJob, so that a crash or an error leaves all
+// of it or none: when CancelReason is not "", the host's jobs still to
+// end are cancelled with that reason (powerCommandPolicy IMMEDIATE); then
+// Before runs (the inventory's write of the host's desiredPowerState:
+// modules never write rows themselves; its error undoes the rest), and
+// Job is added. With
+// UnlessLatest, nothing is written (created false) when the host's latest
+// job is for Job.Desired already (a request seen twice is one request).
+type PowerJobRequest struct {
+	Job          *PowerJob
+	Before       func(Tx) error
+	CancelReason string
+	UnlessLatest bool
+}
+
 // PowerJobView is a power job as the API answers it.
 type PowerJobView struct {
 	JobID      string      `json:"jobId"`
 	HostID     string      `json:"hostId"`
 	Desired    PowerState  `json:"desiredPowerState"`
+	Reason     string      `json:"reason,omitempty"`
 	State      string      `json:"state"`
 	Steps      []PowerStep `json:"steps"`
 	Step       int         `json:"step"`
@@ -137,7 +165,7 @@ func (j *PowerJob) View() *PowerJobView {
 	if steps == nil {
 		steps = []PowerStep{}
 	}
-	return &PowerJobView{JobID: j.ID, HostID: j.HostID, Desired: j.Desired, State: string(j.State), Steps: steps, Step: j.Step,
+	return &PowerJobView{JobID: j.ID, HostID: j.HostID, Desired: j.Desired, Reason: j.Reason, State: string(j.State), Steps: steps, Step: j.Step,
 		Attempts: j.Attempts, LastError: j.LastError, Deadline: j.Deadline, EndedAt: j.EndedAt,
 		Timestamps: Timestamps{CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}}
 }

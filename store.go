@@ -438,6 +438,9 @@ type ProjectSettings struct {
 	// privileged containers and use the host's network (refused
 	// otherwise: such a pod owns the device).
 	EdgeWorkloadsAllowPrivileged bool `json:"edgeWorkloadsAllowPrivileged,omitempty"`
+	// PowerPolicy is the power policy of the project's hosts whose BMC
+	// and site set none (see PowerPolicy; "" unset: REPORT).
+	PowerPolicy PowerPolicy `json:"powerPolicy,omitempty"`
 	// Description is the project's display name: the original tenant
 	// manager's spec.description, which its web UI shows in place of the
 	// name ("" shows the name). Set by PUT /v1/projects/{name}.

@@ -198,6 +198,9 @@ func validateSite(s *Site) error {
 	if s.SiteLng < -1800000000 || s.SiteLng > 1800000000 {
 		c.fail("siteLng", "%d is out of range [-1800000000, 1800000000] (degrees × 10^7)", s.SiteLng)
 	}
+	if p, err := ParsePowerPolicy("powerPolicy", string(s.PowerPolicy)); err != nil || p != s.PowerPolicy {
+		c.fail("powerPolicy", "%q is not one of %s (or empty: unset)", s.PowerPolicy, strings.Join(PowerPolicies(), ", "))
+	}
 	c.metadata("metadata", s.Metadata)
 	return c.err
 }

@@ -25,13 +25,26 @@ const (
 	EventInstanceProvisioningFailed = "instance.provisioning_failed"
 	EventInstanceUpdateFailed       = "instance.update_failed"
 	EventProjectDeleted             = "project.deleted"
+	// The oob module's: a host's BMC reports a power state other than the
+	// one desired (its powerStatus becomes PowerStatusMismatch), and a
+	// power job's creation and end.
+	EventHostPowerMismatch = "host.power_mismatch"
+	EventPowerJobCreated   = "power_job.created"
+	EventPowerJobSucceeded = "power_job.succeeded"
+	EventPowerJobFailed    = "power_job.failed"
+	EventPowerJobCancelled = "power_job.cancelled"
 )
 
 // EventTypes are every event type, in a stable order.
 var EventTypes = []string{
 	EventHostOnboarded, EventHostConnectionLost, EventInstanceRunning,
 	EventInstanceProvisioningFailed, EventInstanceUpdateFailed, EventProjectDeleted,
+	EventHostPowerMismatch, EventPowerJobCreated, EventPowerJobSucceeded, EventPowerJobFailed, EventPowerJobCancelled,
 }
+
+// PowerStatusMismatch is the powerStatus of a host whose BMC reports a
+// power state other than the one desired (the original's text).
+const PowerStatusMismatch = "mismatch between desired and current power state"
 
 // Webhook is a receiver of a project's events. Its Secret keys the
 // signature of every delivery; the API takes it and never shows it.

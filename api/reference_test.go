@@ -27,6 +27,7 @@ var notServed = map[string][]string{
 // extra are properties we serve that the reference does not declare.
 var extra = map[string][]string{
 	"HostResource": {"providerId"},
+	"SiteResource": {"powerPolicy"}, // the oob module's power policy (docs/compatibility.md)
 }
 
 // ourPaths are the paths of ours outside the reference.

@@ -68,6 +68,8 @@ type ProjectSettings struct {
 	// EdgeWorkloadsAllowPrivileged: the project's edge workloads may run
 	// privileged containers and use the host's network.
 	EdgeWorkloadsAllowPrivileged bool `json:"edgeWorkloadsAllowPrivileged"`
+	// PowerPolicy: ALWAYS_ON or REPORT, or "" (unset: REPORT).
+	PowerPolicy string `json:"powerPolicy"`
 }
 
 // Project is a project with its settings (GET /v1/projects/{name}).
@@ -124,6 +126,8 @@ type SettingsChange struct {
 	HeartbeatTimeoutSeconds      *uint32 `json:"heartbeatTimeoutSeconds,omitempty"`
 	ExporterPerHostOff           *bool   `json:"exporterPerHostOff,omitempty"`
 	EdgeWorkloadsAllowPrivileged *bool   `json:"edgeWorkloadsAllowPrivileged,omitempty"`
+	// PowerPolicy: ALWAYS_ON, REPORT or "" (unset).
+	PowerPolicy *string `json:"powerPolicy,omitempty"`
 	// EnrollmentToken is "" (keep), "new" (generate one; the answer holds
 	// it) or "none" (clear: unknown devices are refused).
 	EnrollmentToken string `json:"enrollmentToken,omitempty"`

@@ -5,7 +5,9 @@
 //	Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,Error - do not fill
 //
 // plus the optional columns LVMSize, CloudInitMeta and AMTEnable of the
-// later tool. `eim host import` and the web UI's register page both use
+// later tool, and EIM's BMC columns (BMCProtocol, BMCAddress, BMCUsername,
+// BMCPassword, BMCSystemID, BMCInsecure, BMCCACert: the host's BMC, made
+// with it; see bmc.go). `eim host import` and the web UI's register page both use
 // it: the file is parsed (Parse), every line checked on its own and
 // against the others (File.CheckSyntax), and the references it names
 // resolved (ResolveRefs) before anything is created, so that they refuse
@@ -28,14 +30,16 @@ import (
 
 // Columns are the columns a file may have, by their canonical names; the
 // first seven are the original tool's.
-var Columns = []string{"Serial", "UUID", "OSProfile", "Site", "Secure", "RemoteUser", "Metadata", "LVMSize", "CloudInitMeta", "AMTEnable"}
+var Columns = append([]string{"Serial", "UUID", "OSProfile", "Site", "Secure", "RemoteUser", "Metadata", "LVMSize", "CloudInitMeta", "AMTEnable"},
+	BMCColumns...)
 
 // ErrorColumn is the original's output column; on input it is ignored, so
 // that an error file can be fixed and imported again.
 const ErrorColumn = "Error - do not fill"
 
 // Template is an empty file: the header only.
-const Template = "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,LVMSize,CloudInitMeta,AMTEnable," + ErrorColumn + "\n"
+const Template = "Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata,LVMSize,CloudInitMeta,AMTEnable," +
+	"BMCProtocol,BMCAddress,BMCUsername,BMCPassword,BMCSystemID,BMCInsecure,BMCCACert," + ErrorColumn + "\n"
 
 // unsupportedColumns are columns of the later tool for features EIM does
 // not have: accepted when empty, refused on a line that fills them.
@@ -77,6 +81,9 @@ type Line struct {
 
 	Serial, UUID, OSProfile, Site, Secure, RemoteUser, Metadata, LVM, CustomConfigs, AMT string
 	Unsupported                                                                          []string // filled columns EIM does not support
+	// The BMC columns as written (BMCPassword and BMCCACert: references,
+	// env:NAME or file:PATH, never the secret itself).
+	BMCProtocol, BMCAddress, BMCUsername, BMCPassword, BMCSystemID, BMCInsecure, BMCCACert string
 
 	Errs []string
 
@@ -85,6 +92,9 @@ type Line struct {
 	SecureOn bool
 	LVMGB    uint32
 	AMTOn    bool
+	// BMC is the host's BMC (nil: the line has none), its password and CA
+	// bundle read through Defaults.Secrets.
+	BMC *eim.BMCInput
 	// Set by ResolveRefs.
 	OSID, SiteID, AccountID string
 	ConfigIDs               []string
@@ -160,6 +170,8 @@ func Parse(r io.Reader) (*File, error) {
 		l.Serial, l.UUID, l.OSProfile, l.Site = get("Serial"), get("UUID"), get("OSProfile"), get("Site")
 		l.Secure, l.RemoteUser, l.Metadata = get("Secure"), get("RemoteUser"), get("Metadata")
 		l.LVM, l.CustomConfigs, l.AMT = get("LVMSize"), get("CloudInitMeta"), get("AMTEnable")
+		l.BMCProtocol, l.BMCAddress, l.BMCUsername, l.BMCPassword = get("BMCProtocol"), get("BMCAddress"), get("BMCUsername"), get("BMCPassword")
+		l.BMCSystemID, l.BMCInsecure, l.BMCCACert = get("BMCSystemID"), get("BMCInsecure"), get("BMCCACert")
 		for _, c := range unsupportedColumns {
 			if get(c) != "" {
 				l.Unsupported = append(l.Unsupported, c)
@@ -185,6 +197,10 @@ func blank(rec []string) bool {
 // Defaults fill a line's empty cells.
 type Defaults struct {
 	OSProfile, Site, Secure, RemoteUser, Metadata, CustomConfigs string
+	// Secrets reads what a BMCPassword or BMCCACert cell refers to
+	// (env:NAME, file:PATH): the CLI reads its environment and files at
+	// import time. nil (the web UI) refuses lines that need it.
+	Secrets SecretReader
 }
 
 // CheckSyntax checks every line on its own and against the others
@@ -267,6 +283,7 @@ func (f *File) CheckSyntax(d Defaults) {
 		if (l.RemoteUser != "" || l.CustomConfigs != "") && l.OSProfile == "" {
 			l.Fail("RemoteUser and CloudInitMeta apply to the instance: they need an OSProfile")
 		}
+		l.checkBMC(d.Secrets)
 	}
 }
 

@@ -124,6 +124,9 @@ type projectSettingsView struct {
 	// EdgeWorkloadsAllowPrivileged admits privileged containers and the
 	// host's network in the project's edge workloads.
 	EdgeWorkloadsAllowPrivileged bool `json:"edgeWorkloadsAllowPrivileged"`
+	// PowerPolicy is the project's power policy (ALWAYS_ON, REPORT; ""
+	// unset: REPORT), which a site's or a BMC's overrides.
+	PowerPolicy string `json:"powerPolicy"`
 }
 
 // viewProject returns the wire shape of p (which may be shown to anyone
@@ -150,6 +153,7 @@ func viewProject(p *eim.Project) *projectView {
 			OSSecurityFeatureEnable:      p.Settings.OSSecurityFeatureEnable,
 			ExporterPerHostOff:           p.Settings.ExporterPerHostOff,
 			EdgeWorkloadsAllowPrivileged: p.Settings.EdgeWorkloadsAllowPrivileged,
+			PowerPolicy:                  string(p.Settings.PowerPolicy),
 		},
 	}
 }
@@ -214,6 +218,8 @@ var settingsFields = map[string]string{
 	"exporter_per_host_off":           "exporterPerHostOff",
 	"edgeWorkloadsAllowPrivileged":    "edgeWorkloadsAllowPrivileged",
 	"edge_workloads_allow_privileged": "edgeWorkloadsAllowPrivileged",
+	"powerPolicy":                     "powerPolicy",
+	"power_policy":                    "powerPolicy",
 	"enrollmentToken":                 "enrollmentToken",
 	"enrollment_token":                "enrollmentToken",
 }
@@ -265,6 +271,17 @@ func decodeSettingsChange(body []byte) (inventory.SettingsChange, error) {
 		case "edgeWorkloadsAllowPrivileged":
 			ch.EdgeWorkloadsAllowPrivileged = new(bool)
 			return decodeBool(name, raw, ch.EdgeWorkloadsAllowPrivileged)
+		case "powerPolicy":
+			var v string
+			if err := decodeString(name, raw, &v); err != nil {
+				return err
+			}
+			p, err := eim.ParsePowerPolicy(name, v)
+			if err != nil {
+				return err
+			}
+			ch.PowerPolicy = &p
+			return nil
 		}
 		// enrollmentToken: "" (or null) would silently keep the token.
 		if err := decodeString(name, raw, &ch.EnrollmentToken); err != nil {

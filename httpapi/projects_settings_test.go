@@ -38,7 +38,7 @@ func TestGetProject(t *testing.T) {
 		t.Fatalf("got %s, want p1 with its id and createdAt", r.raw)
 	}
 	got := string(r.raw)
-	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false,"heartbeatIntervalSeconds":0,"heartbeatTimeoutSeconds":0,"osSecurityFeatureEnable":false,"exporterPerHostOff":false,"edgeWorkloadsAllowPrivileged":false}`
+	want := `"settings":{"defaultOsId":"","defaultLocalAccountId":"","defaultCustomConfigIds":[],"enrollment":false,"autoOnboardEnrolled":false,"heartbeatIntervalSeconds":0,"heartbeatTimeoutSeconds":0,"osSecurityFeatureEnable":false,"exporterPerHostOff":false,"edgeWorkloadsAllowPrivileged":false,"powerPolicy":""}`
 	if !strings.Contains(got, want) {
 		t.Fatalf("got %s, want it to contain %s", got, want)
 	}

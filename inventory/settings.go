@@ -43,6 +43,8 @@ type SettingsChange struct {
 	ExporterPerHostOff *bool
 	// EdgeWorkloadsAllowPrivileged: see eim.ProjectSettings.
 	EdgeWorkloadsAllowPrivileged *bool
+	// PowerPolicy: see eim.ProjectSettings ("" unsets it).
+	PowerPolicy *eim.PowerPolicy
 	// Description: see eim.ProjectSettings.
 	Description *string
 }
@@ -110,6 +112,9 @@ func (s *Service) updateSettings(ctx context.Context, project string, ch Setting
 	}
 	if ch.Description != nil {
 		set.Description = *ch.Description
+	}
+	if ch.PowerPolicy != nil {
+		set.PowerPolicy = *ch.PowerPolicy
 	}
 	if err := checkHeartbeat(set); err != nil {
 		return nil, "", err
@@ -179,6 +184,15 @@ func checkHeartbeat(set eim.ProjectSettings) error {
 func checkSettingsChange(ch SettingsChange) error {
 	if err := CheckDescription(ch.Description); err != nil {
 		return err
+	}
+	if ch.PowerPolicy != nil {
+		p, err := eim.ParsePowerPolicy("powerPolicy", string(*ch.PowerPolicy))
+		if err != nil {
+			return err
+		}
+		if p != *ch.PowerPolicy {
+			return eim.Errorf(eim.EINVALID, "powerPolicy: %q: write it as %q", *ch.PowerPolicy, p)
+		}
 	}
 	if ch.DefaultOSID != nil && *ch.DefaultOSID != "" {
 		if err := eim.CheckID(eim.KindOS, "defaultOsId", *ch.DefaultOSID); err != nil {

@@ -18,6 +18,11 @@ func (s *Service) putBMC(w http.ResponseWriter, r *http.Request, c *call) error 
 	}
 	b := &eim.BMC{Project: c.project, HostID: c.hostID, Protocol: eim.BMCProtocol(strings.ToUpper(strings.TrimSpace(in.Protocol))),
 		Address: strings.TrimSpace(in.Address), SystemID: in.SystemID, Username: in.Username, CACert: in.CACert, Insecure: in.Insecure}
+	pol, err := eim.ParsePowerPolicy("powerPolicy", in.PowerPolicy)
+	if err != nil {
+		return err
+	}
+	b.PowerPolicy = pol
 	if err := b.Validate(); err != nil {
 		return err
 	}
@@ -179,11 +184,9 @@ func (s *Service) postJob(w http.ResponseWriter, r *http.Request, c *call) error
 		return err
 	}
 	h.DesiredPowerState = in.DesiredPowerState
-	j, err := s.request(r.Context(), h, boot, true)
-	if err != nil {
-		return err
-	}
-	err = s.o.Store.Update(r.Context(), c.project, func(tx eim.Tx) error {
+	// The host's desiredPowerState, the cancels of IMMEDIATE and the job:
+	// one transaction.
+	j, err := s.request(r.Context(), h, boot, true, func(tx eim.Tx) error {
 		return inventory.SetDesiredPower(r.Context(), tx, &eim.Host{Meta: eim.Meta{ResourceID: c.hostID}}, in.DesiredPowerState)
 	})
 	if err != nil {

@@ -561,7 +561,7 @@ func doneText(d eim.PowerState) string {
 
 // MismatchText is the power status of a host whose BMC reports a state
 // other than the one desired.
-const MismatchText = "mismatch between desired and current power state"
+const MismatchText = eim.PowerStatusMismatch
 
 // observed is the host's power state for a state the BMC reports (""
 // for a transition).

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -162,13 +163,26 @@ func newJobs(t *testing.T, e *env, f *fakeBMC, tweak func(*oob.Options)) *jobs {
 	return j
 }
 
-// run runs fn (a loop of the module) until the test ends.
+// run runs fn (a loop of the module) until the test ends. A loop that
+// does not return within a minute of its cancel fails the test with every
+// goroutine's stack, rather than hanging the package until go test's
+// timeout names no culprit.
 func run(t *testing.T, fn func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); fn(ctx) }()
 	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				buf := make([]byte, 1<<20)
+				t.Errorf("a loop of the module did not stop within a minute of its cancel; goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+			}
+		})
+	}
 	t.Cleanup(stop)
 	return stop
 }

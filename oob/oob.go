@@ -82,7 +82,10 @@ type Options struct {
 	// RelistEvery is how often Follow re-lists the BMCs (default 5 min);
 	// RetryWait the first pause after a store failure (default 1 s).
 	RelistEvery, RetryWait time.Duration
-	Metrics                prometheus.Registerer
+	// RestoreBackoff is how long after the power policy powered a host on
+	// again it does not do so again (default 10 min).
+	RestoreBackoff time.Duration
+	Metrics        prometheus.Registerer
 }
 
 // Service is the oob module.
@@ -93,6 +96,7 @@ type Service struct {
 
 	mu    sync.Mutex
 	reach map[string]eim.BMCReachable // the last written, by project/host
+	pol   policyState
 }
 
 // New returns the module.
@@ -134,6 +138,7 @@ func New(o Options) (*Service, error) {
 	def(&o.ReachableEvery, 5*time.Minute)
 	def(&o.RelistEvery, 5*time.Minute)
 	def(&o.RetryWait, time.Second)
+	def(&o.RestoreBackoff, 10*time.Minute)
 	return &Service{o: o, log: o.Logger, wake: make(chan struct{}, o.Workers), reach: map[string]eim.BMCReachable{}}, nil
 }
 

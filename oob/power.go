@@ -130,8 +130,11 @@ func (s *Service) syncHost(ctx context.Context, project, hostID string) error {
 		// The host's event of this write brings it here again, for the job.
 		return s.setHostBMC(ctx, project, hostID, kind, ip)
 	}
-	_, err = s.request(ctx, h, nil, false)
-	return err
+	if _, err = s.request(ctx, h, nil, false, nil); err != nil {
+		return err
+	}
+	s.lostConnection(ctx, h, b)
+	return nil
 }
 
 func (s *Service) setHostBMC(ctx context.Context, project, hostID string, kind eim.BaremetalControllerKind, ip string) error {
@@ -152,8 +155,10 @@ func (s *Service) setHostBMC(ctx context.Context, project, hostID string, kind e
 // API's POST, with a boot override perhaps), always; else only when the
 // host's latest job was for another state (nil, nil then). A host whose
 // powerCommandPolicy is IMMEDIATE has the jobs still to end cancelled;
-// otherwise (ORDERED) the new job waits behind them.
-func (s *Service) request(ctx context.Context, h *eim.Host, boot *Boot, explicit bool) (*eim.PowerJob, error) {
+// otherwise (ORDERED) the new job waits behind them. before (nil: none)
+// is the inventory's write that goes with the request: the cancels, it
+// and the new job are one transaction.
+func (s *Service) request(ctx context.Context, h *eim.Host, boot *Boot, explicit bool, before func(eim.Tx) error) (*eim.PowerJob, error) {
 	d := h.DesiredPowerState
 	if d == "" || d == eim.PowerStateUnspecified {
 		if explicit {
@@ -161,12 +166,16 @@ func (s *Service) request(ctx context.Context, h *eim.Host, boot *Boot, explicit
 		}
 		return nil, nil
 	}
-	recent, _, err := s.o.Store.ListPowerJobs(ctx, h.Project, h.ResourceID, 20, 0)
-	if err != nil {
-		return nil, err
-	}
-	if !explicit && len(recent) > 0 && recent[0].Desired == d {
-		return nil, nil
+	if !explicit {
+		// Most host events ask for nothing new: seen in a read, without a
+		// write transaction (the store checks again in the request's).
+		recent, _, err := s.o.Store.ListPowerJobs(ctx, h.Project, h.ResourceID, 1, 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(recent) > 0 && recent[0].Desired == d {
+			return nil, nil
+		}
 	}
 	steps, err := Plan(d, boot, s.o.GracefulTimeout)
 	if err != nil {
@@ -176,19 +185,12 @@ func (s *Service) request(ctx context.Context, h *eim.Host, boot *Boot, explicit
 		s.log.Info("desired power state not carried out by the BMC", "project", h.Project, "host", h.ResourceID, "err", err)
 		return nil, nil
 	}
-	if h.PowerCommandPolicy == eim.PowerCommandPolicyImmediate {
-		for _, old := range recent {
-			if old.State.Ended() {
-				continue
-			}
-			_, err := s.o.Store.CancelPowerJob(ctx, h.Project, h.ResourceID, old.ID, "cancelled by a request for "+string(d)+" (powerCommandPolicy IMMEDIATE)")
-			if err != nil && eim.ErrorCode(err) != eim.ECONFLICT {
-				return nil, err
-			}
-		}
-	}
 	j := &eim.PowerJob{Project: h.Project, HostID: h.ResourceID, Desired: d, Steps: steps, Deadline: eim.NewTime(time.Now().Add(s.o.JobTimeout))}
-	if err := s.o.Store.CreatePowerJob(ctx, j); err != nil {
+	req := eim.PowerJobRequest{Job: j, Before: before, UnlessLatest: !explicit}
+	if h.PowerCommandPolicy == eim.PowerCommandPolicyImmediate {
+		req.CancelReason = "cancelled by a request for " + string(d) + " (powerCommandPolicy IMMEDIATE)"
+	}
+	if created, err := s.o.Store.RequestPowerJob(ctx, req); err != nil || !created {
 		return nil, err
 	}
 	s.log.Info("power job created", "project", h.Project, "host", h.ResourceID, "job", j.ID, "desired", string(d))
@@ -306,5 +308,7 @@ func (s *Service) pollOne(ctx context.Context, b *eim.BMC) {
 	})
 	if err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
 		s.log.Info("host's power state not recorded", "host", b.HostID, "err", err)
+		return
 	}
+	s.enforce(ctx, b, obs)
 }

@@ -15,19 +15,19 @@ import (
 
 var _ eim.BMCStore = (*Store)(nil)
 
-const bmcCols = "project, host_id, protocol, address, system_id, username, password, ca_cert, insecure, capabilities, reachable, created_at, updated_at"
+const bmcCols = "project, host_id, protocol, address, system_id, username, password, ca_cert, insecure, power_policy, capabilities, reachable, created_at, updated_at"
 
 func scanBMC(sc interface{ Scan(...any) error }) (*eim.BMC, error) {
 	var (
-		b                  eim.BMC
-		proto, caps, reach string
-		created, updated   int64
+		b                          eim.BMC
+		proto, policy, caps, reach string
+		created, updated           int64
 	)
 	if err := sc.Scan(&b.Project, &b.HostID, &proto, &b.Address, &b.SystemID, &b.Username, &b.SealedPassword,
-		&b.CACert, &b.Insecure, &caps, &reach, &created, &updated); err != nil {
+		&b.CACert, &b.Insecure, &policy, &caps, &reach, &created, &updated); err != nil {
 		return nil, err
 	}
-	b.Protocol = eim.BMCProtocol(proto)
+	b.Protocol, b.PowerPolicy = eim.BMCProtocol(proto), eim.PowerPolicy(policy)
 	if err := json.Unmarshal([]byte(caps), &b.Capabilities); err != nil {
 		return nil, fmt.Errorf("bmc of %s: capabilities: %w", b.HostID, err)
 	}
@@ -89,11 +89,11 @@ func (s *Store) PutBMC(ctx context.Context, b *eim.BMC) error {
 			created = old.CreatedAt
 		}
 		if old == nil {
-			_, err = t.exec(ctx, "INSERT INTO bmcs ("+bmcCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-				b.Project, b.HostID, string(b.Protocol), b.Address, b.SystemID, b.Username, sealed, b.CACert, b.Insecure, "{}", "{}", created.UnixMilli(), now.UnixMilli())
+			_, err = t.exec(ctx, "INSERT INTO bmcs ("+bmcCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+				b.Project, b.HostID, string(b.Protocol), b.Address, b.SystemID, b.Username, sealed, b.CACert, b.Insecure, string(b.PowerPolicy), "{}", "{}", created.UnixMilli(), now.UnixMilli())
 		} else {
-			_, err = t.exec(ctx, "UPDATE bmcs SET protocol = ?, address = ?, system_id = ?, username = ?, password = ?, ca_cert = ?, insecure = ?, capabilities = ?, reachable = ?, updated_at = ? WHERE project = ? AND host_id = ?",
-				string(b.Protocol), b.Address, b.SystemID, b.Username, sealed, b.CACert, b.Insecure, "{}", "{}", now.UnixMilli(), b.Project, b.HostID)
+			_, err = t.exec(ctx, "UPDATE bmcs SET protocol = ?, address = ?, system_id = ?, username = ?, password = ?, ca_cert = ?, insecure = ?, power_policy = ?, capabilities = ?, reachable = ?, updated_at = ? WHERE project = ? AND host_id = ?",
+				string(b.Protocol), b.Address, b.SystemID, b.Username, sealed, b.CACert, b.Insecure, string(b.PowerPolicy), "{}", "{}", now.UnixMilli(), b.Project, b.HostID)
 		}
 		if err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("put bmc: %w", err), nil))
@@ -132,6 +132,7 @@ func bmcChanges(old, b *eim.BMC, sealed string) map[string]eim.Change {
 	field("username", o.Username, b.Username)
 	field("caCert", o.CACert, b.CACert)
 	field("insecure", o.Insecure, b.Insecure)
+	field("powerPolicy", o.PowerPolicy, b.PowerPolicy)
 	switch {
 	case old == nil:
 		ch["password"] = eim.Change{Old: jsonNull, New: json.RawMessage(eim.Redacted)}

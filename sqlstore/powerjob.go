@@ -20,7 +20,7 @@ import (
 
 var _ eim.PowerJobStore = (*Store)(nil)
 
-const powerJobCols = "seq, id, project, host_id, desired, state, steps, step, attempts, last_error, deadline, holder, lease_until, created_at, updated_at, ended_at"
+const powerJobCols = "seq, id, project, host_id, desired, reason, state, steps, step, attempts, last_error, deadline, holder, lease_until, created_at, updated_at, ended_at"
 
 func scanPowerJob(sc interface{ Scan(...any) error }) (*eim.PowerJob, error) {
 	var (
@@ -28,7 +28,7 @@ func scanPowerJob(sc interface{ Scan(...any) error }) (*eim.PowerJob, error) {
 		desired, state, steps                 string
 		deadline, lease, created, updated, ed int64
 	)
-	if err := sc.Scan(&j.Seq, &j.ID, &j.Project, &j.HostID, &desired, &state, &steps, &j.Step, &j.Attempts, &j.LastError,
+	if err := sc.Scan(&j.Seq, &j.ID, &j.Project, &j.HostID, &desired, &j.Reason, &state, &steps, &j.Step, &j.Attempts, &j.LastError,
 		&deadline, &j.Holder, &lease, &created, &updated, &ed); err != nil {
 		return nil, err
 	}
@@ -65,34 +65,172 @@ func stepsJSON(steps []eim.PowerStep) string {
 
 // CreatePowerJob implements eim.PowerJobStore.
 func (s *Store) CreatePowerJob(ctx context.Context, j *eim.PowerJob) error {
-	if j.Project == "" || j.HostID == "" {
-		return eim.Errorf(eim.EINVALID, "power job: project and host required")
+	_, err := s.RequestPowerJob(ctx, eim.PowerJobRequest{Job: j})
+	return err
+}
+
+// RequestPowerJob implements eim.PowerJobStore.
+func (s *Store) RequestPowerJob(ctx context.Context, r eim.PowerJobRequest) (bool, error) {
+	j := r.Job
+	if j == nil || j.Project == "" || j.HostID == "" {
+		return false, eim.Errorf(eim.EINVALID, "power job: project and host required")
 	}
 	if j.Deadline.IsZero() {
-		return eim.Errorf(eim.EINVALID, "power job: deadline required")
+		return false, eim.Errorf(eim.EINVALID, "power job: deadline required")
 	}
-	now := eim.NewTime(s.now())
-	id := eim.NewID(eim.KindPowerJob)
-	var seq int64
-	err := s.db.QueryRowContext(ctx, s.d.rebind("INSERT INTO power_jobs (id, project, host_id, desired, state, steps, step, attempts, last_error, deadline, created_at, updated_at)"+
-		" SELECT ?, ?, ?, ?, ?, ?, 0, 0, '', ?, ?, ? WHERE EXISTS (SELECT 1 FROM hosts WHERE project = ? AND id = ?) RETURNING seq"),
-		id, j.Project, j.HostID, string(j.Desired), string(eim.PowerJobPending), stepsJSON(j.Steps), j.Deadline.UnixMilli(),
-		now.UnixMilli(), now.UnixMilli(), j.Project, j.HostID).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return eim.Errorf(eim.ENOTFOUND, "host %s not found", j.HostID)
+	var created bool
+	var made eim.PowerJob
+	err := s.run(ctx, j.Project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		created = false
+		// The host's row locked on PostgreSQL: one request of a host at a
+		// time (UnlessLatest reads what the one before wrote).
+		lock := ""
+		if s.d.pg {
+			lock = " FOR UPDATE"
+		}
+		if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?"+lock, j.Project, j.HostID) {
+			return eim.Errorf(eim.ENOTFOUND, "host %s not found", j.HostID)
+		}
+		if r.UnlessLatest {
+			var latest string
+			err := t.queryRow(ctx, "SELECT desired FROM power_jobs WHERE project = ? AND host_id = ? ORDER BY seq DESC LIMIT 1", j.Project, j.HostID).Scan(&latest)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return t.fail(s.d.translate(fmt.Errorf("read latest power job: %w", err), nil))
+			}
+			if err == nil && latest == string(j.Desired) {
+				return nil
+			}
+		}
+		now := eim.NewTime(s.now())
+		if r.CancelReason != "" {
+			if err := s.cancelOpen(ctx, t, j.Project, j.HostID, "", r.CancelReason, now); err != nil {
+				return err
+			}
+		}
+		if r.Before != nil {
+			if err := r.Before(etx); err != nil {
+				return err
+			}
+		}
+		made = *j
+		made.ID = eim.NewID(eim.KindPowerJob)
+		err := t.queryRow(ctx, "INSERT INTO power_jobs (id, project, host_id, desired, reason, state, steps, step, attempts, last_error, deadline, created_at, updated_at)"+
+			" VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, '', ?, ?, ?) RETURNING seq",
+			made.ID, j.Project, j.HostID, string(j.Desired), j.Reason, string(eim.PowerJobPending), stepsJSON(j.Steps), j.Deadline.UnixMilli(),
+			now.UnixMilli(), now.UnixMilli()).Scan(&made.Seq)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("create power job: %w", err), nil))
+		}
+		made.State, made.Step, made.Attempts, made.LastError = eim.PowerJobPending, 0, 0, ""
+		made.Holder, made.LeaseUntil, made.CreatedAt, made.UpdatedAt, made.EndedAt = "", eim.Time{}, now, now, eim.Time{}
+		ch := map[string]eim.Change{
+			"hostId":            {Old: jsonNull, New: mustJSON(made.HostID)},
+			"desiredPowerState": {Old: jsonNull, New: mustJSON(made.Desired)},
+			"state":             {Old: jsonNull, New: mustJSON(made.State)},
+		}
+		if made.Reason != "" {
+			ch["reason"] = eim.Change{Old: jsonNull, New: mustJSON(made.Reason)}
+		}
+		t.addAudit(ctx, j.Project, eim.KindPowerJob, made.ID, eim.OpCreated, ch)
+		t.addEvent(j.Project, eim.KindPowerJob, made.ID, eim.OpCreated)
+		created = true
+		return nil
+	})
+	if err != nil || !created {
+		return false, err
 	}
+	*j = made
+	return true, nil
+}
+
+// queryRow runs q (with "?" placeholders) in t for a single row.
+func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if t.ensureBegun(ctx) == nil {
+		_ = t.flushHeld(ctx) // a failure is sticky (t.err)
+	}
+	return t.q.QueryRowContext(ctx, t.s.d.rebind(q), args...)
+}
+
+// ended audits the end of a job (its state now st, its last error why)
+// and puts its event in the feed, in t.
+func ended(ctx context.Context, t *tx, project, id string, old eim.PowerJobState, st eim.PowerJobState, why string) {
+	ch := map[string]eim.Change{"state": {Old: mustJSON(old), New: mustJSON(st)}}
+	if why != "" {
+		ch["lastError"] = eim.Change{Old: mustJSON(""), New: mustJSON(why)}
+	}
+	t.addAudit(ctx, project, eim.KindPowerJob, id, eim.OpUpdated, ch)
+	t.addEvent(project, eim.KindPowerJob, id, eim.OpUpdated)
+}
+
+// cancelOpen cancels the host's jobs still to end (only the one of the
+// id, when not ""), with the reason, in t; ECONFLICT when id names a job
+// that has ended.
+func (s *Store) cancelOpen(ctx context.Context, t *tx, project, hostID, id, reason string, now eim.Time) error {
+	q := "SELECT id, state FROM power_jobs WHERE project = ? AND host_id = ? AND state IN ('PENDING', 'RUNNING')"
+	args := []any{project, hostID}
+	if id != "" {
+		q += " AND id = ?"
+		args = append(args, id)
+	}
+	if s.d.pg {
+		q += " FOR UPDATE"
+	}
+	rows, err := t.query(ctx, q, args...)
 	if err != nil {
-		return s.d.translate(fmt.Errorf("create power job: %w", err), nil)
+		return t.fail(s.d.translate(fmt.Errorf("cancel power jobs: %w", err), nil))
 	}
-	j.ID, j.Seq, j.State, j.Step, j.Attempts, j.LastError = id, seq, eim.PowerJobPending, 0, 0, ""
-	j.Holder, j.LeaseUntil, j.CreatedAt, j.UpdatedAt, j.EndedAt = "", eim.Time{}, now, now, eim.Time{}
+	type open struct {
+		id    string
+		state eim.PowerJobState
+	}
+	var jobs []open
+	for rows.Next() {
+		var o open
+		var st string
+		if err := rows.Scan(&o.id, &st); err != nil {
+			rows.Close()
+			return t.fail(s.d.translate(fmt.Errorf("cancel power jobs: %w", err), nil))
+		}
+		o.state = eim.PowerJobState(st)
+		jobs = append(jobs, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return t.fail(s.d.translate(fmt.Errorf("cancel power jobs: %w", err), nil))
+	}
+	for _, o := range jobs {
+		_, err := t.exec(ctx, "UPDATE power_jobs SET state = ?, last_error = ?, ended_at = ?, updated_at = ?, holder = '', lease_until = 0"+
+			" WHERE project = ? AND id = ?", string(eim.PowerJobCancelled), reason, now.UnixMilli(), now.UnixMilli(), project, o.id)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("cancel power job %s: %w", o.id, err), nil))
+		}
+		ended(ctx, t, project, o.id, o.state, eim.PowerJobCancelled, reason)
+	}
+	if id != "" && len(jobs) == 0 {
+		var st string
+		err := t.queryRow(ctx, "SELECT state FROM power_jobs WHERE project = ? AND host_id = ? AND id = ?", project, hostID, id).Scan(&st)
+		if errors.Is(err, sql.ErrNoRows) {
+			return eim.Errorf(eim.ENOTFOUND, "host %s has no power job %s", hostID, id)
+		}
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("read power job: %w", err), nil))
+		}
+		return eim.Errorf(eim.ECONFLICT, "power job %s has ended (%s)", id, st)
+	}
 	return nil
 }
 
 // GetPowerJob implements eim.PowerJobStore.
 func (s *Store) GetPowerJob(ctx context.Context, project, hostID, id string) (*eim.PowerJob, error) {
-	j, err := scanPowerJob(s.rdb.QueryRowContext(ctx, s.d.rebind("SELECT "+powerJobCols+" FROM power_jobs WHERE project = ? AND host_id = ? AND id = ?"),
-		project, hostID, id))
+	q, args := "SELECT "+powerJobCols+" FROM power_jobs WHERE project = ? AND id = ?", []any{project, id}
+	if hostID != "" {
+		q, args = q+" AND host_id = ?", append(args, hostID)
+	}
+	j, err := scanPowerJob(s.rdb.QueryRowContext(ctx, s.d.rebind(q), args...))
+	if errors.Is(err, sql.ErrNoRows) && hostID == "" {
+		return nil, eim.Errorf(eim.ENOTFOUND, "project %s has no power job %s", project, id)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, eim.Errorf(eim.ENOTFOUND, "host %s has no power job %s", hostID, id)
 	}
@@ -133,25 +271,17 @@ func (s *Store) ListPowerJobs(ctx context.Context, project, hostID string, limit
 
 // CancelPowerJob implements eim.PowerJobStore.
 func (s *Store) CancelPowerJob(ctx context.Context, project, hostID, id, reason string) (*eim.PowerJob, error) {
-	now := eim.NewTime(s.now()).UnixMilli()
-	res, err := s.db.ExecContext(ctx, s.d.rebind("UPDATE power_jobs SET state = ?, last_error = ?, ended_at = ?, updated_at = ?, holder = '', lease_until = 0"+
-		" WHERE project = ? AND host_id = ? AND id = ? AND state IN (?, ?)"),
-		string(eim.PowerJobCancelled), reason, now, now, project, hostID, id, string(eim.PowerJobPending), string(eim.PowerJobRunning))
-	if err != nil {
-		return nil, s.d.translate(fmt.Errorf("cancel power job: %w", err), nil)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, s.d.translate(fmt.Errorf("cancel power job: %w", err), nil)
-	}
-	j, err := s.GetPowerJob(ctx, project, hostID, id)
-	if err != nil {
+	err := s.run(ctx, project, true, func(etx eim.Tx) error {
+		return s.cancelOpen(ctx, etx.(*tx), project, hostID, id, reason, eim.NewTime(s.now()))
+	})
+	if err != nil && eim.ErrorCode(err) != eim.ECONFLICT {
 		return nil, err
 	}
-	if n == 0 {
-		return j, eim.Errorf(eim.ECONFLICT, "power job %s has ended (%s)", id, j.State)
+	j, gerr := s.GetPowerJob(ctx, project, hostID, id)
+	if gerr != nil {
+		return nil, gerr
 	}
-	return j, nil
+	return j, err
 }
 
 // claimPowerJobSQL takes the oldest job that no live lease holds and
@@ -199,7 +329,6 @@ func (s *Store) SavePowerJob(ctx context.Context, j *eim.PowerJob, ttl time.Dura
 	if j.Holder == "" {
 		return eim.Errorf(eim.EINVALID, "save power job %s: holder required", j.ID)
 	}
-	var q string
 	var args []any
 	lease := "CAST(? AS BIGINT)"
 	if s.d.pg {
@@ -212,17 +341,58 @@ func (s *Store) SavePowerJob(ctx context.Context, j *eim.PowerJob, ttl time.Dura
 		lease, args = "CAST(? AS BIGINT)", []any{int64(0)}
 	}
 	now := eim.NewTime(s.now())
-	q = "UPDATE power_jobs SET lease_until = " + lease + ", state = ?, steps = ?, step = ?, last_error = ?, ended_at = ?, updated_at = ?" +
+	q := "UPDATE power_jobs SET lease_until = " + lease + ", state = ?, steps = ?, step = ?, last_error = ?, ended_at = ?, updated_at = ?" +
 		" WHERE project = ? AND id = ? AND holder = ? AND state IN ('PENDING', 'RUNNING') RETURNING lease_until"
 	args = append(args, string(j.State), stepsJSON(j.Steps), j.Step, j.LastError, unixMs(j.EndedAt), now.UnixMilli(), j.Project, j.ID, j.Holder)
-	var until int64
-	err := s.db.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&until)
-	if errors.Is(err, sql.ErrNoRows) {
-		return eim.Errorf(eim.ECONFLICT, "power job %s is no longer held by %s (taken over, cancelled or ended)", j.ID, j.Holder)
+	if !j.State.Ended() {
+		// Progress: one statement, no audit record (only the end is one).
+		var until int64
+		err := s.db.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&until)
+		if errors.Is(err, sql.ErrNoRows) {
+			return lost(j)
+		}
+		if err != nil {
+			return s.d.translate(fmt.Errorf("save power job %s: %w", j.ID, err), nil)
+		}
+		j.LeaseUntil, j.UpdatedAt = ms(until), now
+		return nil
 	}
+	var until int64
+	err := s.run(ctx, j.Project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		var was string
+		lock := ""
+		if s.d.pg {
+			lock = " FOR UPDATE"
+		}
+		err := t.queryRow(ctx, "SELECT state FROM power_jobs WHERE project = ? AND id = ? AND holder = ? AND state IN ('PENDING', 'RUNNING')"+lock,
+			j.Project, j.ID, j.Holder).Scan(&was)
+		if errors.Is(err, sql.ErrNoRows) {
+			return lost(j)
+		}
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("save power job %s: %w", j.ID, err), nil))
+		}
+		if err := t.queryRow(ctx, q, args...).Scan(&until); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return lost(j)
+			}
+			return t.fail(s.d.translate(fmt.Errorf("save power job %s: %w", j.ID, err), nil))
+		}
+		why := ""
+		if j.State != eim.PowerJobSucceeded {
+			why = j.LastError
+		}
+		ended(ctx, t, j.Project, j.ID, eim.PowerJobState(was), j.State, why)
+		return nil
+	})
 	if err != nil {
-		return s.d.translate(fmt.Errorf("save power job %s: %w", j.ID, err), nil)
+		return err
 	}
 	j.LeaseUntil, j.UpdatedAt = ms(until), now
 	return nil
+}
+
+func lost(j *eim.PowerJob) error {
+	return eim.Errorf(eim.ECONFLICT, "power job %s is no longer held by %s (taken over, cancelled or ended)", j.ID, j.Holder)
 }

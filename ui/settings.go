@@ -48,6 +48,7 @@ var settingLabels = map[string]string{
 	"osSecurityFeatureEnable":      "OS security feature on zero-touch instances",
 	"exporterPerHostOff":           "Per-host metrics off",
 	"edgeWorkloadsAllowPrivileged": "Allow privileged containers and the host network in edge workloads",
+	"powerPolicy":                  "Power policy of hosts with a BMC (ALWAYS_ON powers a host found off on again; REPORT, or empty, only shows it)",
 	"description":                  "Project description (its display name in the original's web UI)",
 }
 

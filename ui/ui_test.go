@@ -635,6 +635,15 @@ func TestRegisterCSV(t *testing.T) {
 	if p, _ := e.inv.List(context.Background(), proj, eim.KindHost, inventory.ListQuery{Filter: `serialNumber="SNnew000"`}); p.Total != 2 {
 		t.Errorf("hosts registered: %d, want 2", p.Total)
 	}
+	// A BMC's password is read by the CLI only (env: or file:): the page
+	// refuses such a line rather than register its host without its BMC.
+	w = send("Serial,UUID,BMCProtocol,BMCAddress,BMCUsername,BMCPassword\nSNbmc0001,,IPMI,10.0.0.5,admin,env:BMC_PW\n")
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "eim host import") {
+		t.Errorf("a line with a BMC: got %d\n%s", w.Code, w.Body.String())
+	}
+	if p, _ := e.inv.List(context.Background(), proj, eim.KindHost, inventory.ListQuery{Filter: `serialNumber="SNbmc0001"`}); p.Total != 0 {
+		t.Errorf("a host was registered from a line whose BMC the page cannot make")
+	}
 }
 
 // TestLoaded: the module's loop is not ready (/readyz) until the summary

@@ -109,6 +109,16 @@ func transitions(k eim.Kind, ch map[string]eim.Change) []string {
 		if became("hostStatus", "No Connection") {
 			out = append(out, eim.EventHostConnectionLost)
 		}
+		if became("powerStatus", eim.PowerStatusMismatch) {
+			out = append(out, eim.EventHostPowerMismatch)
+		}
+	case eim.KindPowerJob:
+		for st, et := range map[eim.PowerJobState]string{eim.PowerJobPending: eim.EventPowerJobCreated, eim.PowerJobSucceeded: eim.EventPowerJobSucceeded,
+			eim.PowerJobFailed: eim.EventPowerJobFailed, eim.PowerJobCancelled: eim.EventPowerJobCancelled} {
+			if became("state", string(st)) {
+				out = append(out, et) // one state a record: one event
+			}
+		}
 	case eim.KindInstance:
 		if became("currentState", string(eim.InstanceStateRunning)) {
 			out = append(out, eim.EventInstanceRunning)
@@ -143,7 +153,7 @@ type Payload struct {
 // making up for what happened while no process followed the feed.
 func (s *Service) Follow(ctx context.Context) error {
 	r := feed.New(feed.Options{Store: s.o.Store, Name: feedConsumer, Logger: s.log, Durable: true,
-		Kinds:  []eim.Kind{eim.KindHost, eim.KindInstance, eim.KindProject},
+		Kinds:  []eim.Kind{eim.KindHost, eim.KindInstance, eim.KindProject, eim.KindPowerJob},
 		Handle: s.handle,
 		Relist: s.relist,
 	})
@@ -227,22 +237,9 @@ func (s *Service) sync(ctx context.Context, project string, k eim.Kind, ids []st
 		}
 		byID[r.ResourceID] = append(byID[r.ResourceID], r)
 	}
-	// The resources as they are now, for the payloads.
-	var items []eim.Resource
-	err = s.o.Store.View(ctx, project, func(tx eim.Tx) error {
-		var err error
-		items, err = tx.GetMany(ctx, k, order)
-		return err
-	})
-	if eim.ErrorCode(err) == eim.ENOTFOUND {
-		items, err = nil, nil // the project went: its deletion event comes
-	}
+	current, err := s.current(ctx, project, k, order)
 	if err != nil {
 		return err
-	}
-	current := map[string]eim.Resource{}
-	for _, r := range items {
-		current[r.Base().ResourceID] = r
 	}
 	moves := make([]eim.CursorMove, 0, len(order))
 	for _, id := range order {
@@ -254,7 +251,7 @@ func (s *Service) sync(ctx context.Context, project string, k eim.Kind, ids []st
 		for _, rec := range recs {
 			for _, et := range transitions(k, rec.Changes) {
 				p := Payload{ID: eim.NewEventID(), Type: et, Time: rec.Time, Project: project, Kind: k, ResourceID: id}
-				if r := current[id]; r != nil {
+				if r, ok := current[id]; ok {
 					p.Resource = r
 				}
 				body, err := json.Marshal(p)
@@ -274,6 +271,43 @@ func (s *Service) sync(ctx context.Context, project string, k eim.Kind, ids []st
 		s.nudge()
 	}
 	return nil
+}
+
+// current returns the resources of kind k with the ids as they are now,
+// for the payloads: none of a project that went (its deletion event
+// comes), nor of a resource that went. A power job (not a resource of a
+// Tx) is its API view.
+func (s *Service) current(ctx context.Context, project string, k eim.Kind, ids []string) (map[string]any, error) {
+	out := map[string]any{}
+	if k == eim.KindPowerJob {
+		for _, id := range ids {
+			j, err := s.o.Store.GetPowerJob(ctx, project, "", id)
+			if eim.ErrorCode(err) == eim.ENOTFOUND {
+				continue // gone with its host
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[id] = j.View()
+		}
+		return out, nil
+	}
+	var items []eim.Resource
+	err := s.o.Store.View(ctx, project, func(tx eim.Tx) error {
+		var err error
+		items, err = tx.GetMany(ctx, k, ids)
+		return err
+	})
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return out, nil // the project went: its deletion event comes
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range items {
+		out[r.Base().ResourceID] = r
+	}
+	return out, nil
 }
 
 func (s *Service) projectDeleted(ctx context.Context, project string) error {
@@ -345,9 +379,45 @@ func (s *Service) relist(ctx context.Context) error {
 				}
 			}
 		}
+		if err := s.relistJobs(ctx, p.Name); err != nil {
+			return err
+		}
 	}
 	return nil
 }
+
+// relistJobs catches up with the power jobs of the project's latest
+// relistJobRecords job records (jobs are not listed as resources are:
+// their records name them).
+func (s *Service) relistJobs(ctx context.Context, project string) error {
+	recs, _, err := s.o.Store.Audit(ctx, project, eim.AuditQuery{Filter: `kind="` + string(eim.KindPowerJob) + `"`, Limit: relistJobRecords, NoTotal: true})
+	if eim.ErrorCode(err) == eim.ENOTFOUND || len(recs) == 0 {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for i := len(recs) - 1; i >= 0; i-- { // oldest first
+		if id := recs[i].ResourceID; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for len(ids) > 0 {
+		n := min(len(ids), relistPage)
+		if err := s.sync(ctx, project, eim.KindPowerJob, ids[:n]); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// relistJobRecords bounds the power job records a re-list reads per
+// project.
+const relistJobRecords = 2000
 
 func (s *Service) nudge() {
 	select {

@@ -68,6 +68,7 @@ type receiver struct {
 
 type delivered struct {
 	eventID, deliveryID, eventType, resourceID string
+	body                                       string
 }
 
 func newReceiver(t *testing.T, secret string, fail int, hang bool) *receiver {
@@ -117,7 +118,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.mu.Unlock()
 	}
 	r.mu.Lock()
-	r.acked = append(r.acked, delivered{p.ID, req.Header.Get(webhooks.HeaderDeliveryID), p.Type, p.ResourceID})
+	r.acked = append(r.acked, delivered{p.ID, req.Header.Get(webhooks.HeaderDeliveryID), p.Type, p.ResourceID, string(body)})
 	r.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -15,6 +15,7 @@ import (
 const bmcUsage = `Usage:
   eim host bmc set HOST --protocol REDFISH|IPMI|AMT --address A --username U
                    [--password-stdin | --password P] [--system-id S] [--ca-cert FILE | --insecure]
+                   [--power-policy ALWAYS_ON|REPORT]
   eim host bmc get HOST
   eim host bmc delete HOST
 
@@ -75,6 +76,7 @@ func (c *cli) bmcSet(args []string) error {
 		fs.BoolVar(&fromStdin, "password-stdin", false, "read the password from standard input")
 		fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CAs the BMC's TLS certificate is checked against")
 		fs.BoolVar(&in.Insecure, "insecure", false, "do not check the BMC's TLS certificate")
+		fs.StringVar(&in.PowerPolicy, "power-policy", "", "ALWAYS_ON: power the host on again when found off while asked to be on; REPORT: show it only (default: the site's, else the project's)")
 	})
 	if err != nil {
 		return err
@@ -175,6 +177,7 @@ func (c *cli) printBMC(b *client.BMC) error {
 	if reach == "" {
 		reach = "not checked"
 	}
-	return c.printTable([]string{"HOST", "PROTOCOL", "ADDRESS", "SYSTEM", "USERNAME", "PASSWORD", "TLS", "REACHABLE"},
-		[][]string{{b.HostID, b.Protocol, b.Address, cmp.Or(b.SystemID, "-"), b.Username, map[bool]string{true: "set", false: "none"}[b.PasswordSet], tls, reach}})
+	return c.printTable([]string{"HOST", "PROTOCOL", "ADDRESS", "SYSTEM", "USERNAME", "PASSWORD", "TLS", "POWER-POLICY", "REACHABLE"},
+		[][]string{{b.HostID, b.Protocol, b.Address, cmp.Or(b.SystemID, "-"), b.Username, map[bool]string{true: "set", false: "none"}[b.PasswordSet], tls,
+			cmp.Or(b.PowerPolicy, "-"), reach}})
 }

@@ -79,8 +79,9 @@ type importLine struct {
 	accountID  string
 	configIDs  []string
 	secFeature eim.SecurityFeature
-	cands      []*eim.Host // hosts the check found by the line's UUID or serial number
-	found      *eim.Host   // the line's host as the check found it, if any
+	bmc        *eim.BMCInput // the host's BMC (nil: none), its password read
+	cands      []*eim.Host   // hosts the check found by the line's UUID or serial number
+	found      *eim.Host     // the line's host as the check found it, if any
 
 	// Set by the import.
 	hostID      string
@@ -106,6 +107,7 @@ func (l *importLine) sync() {
 	l.errs = slices.Clone(s.Errs)
 	l.md, l.secureOn, l.lvmGB, l.amtOn = s.MD, s.SecureOn, s.LVMGB, s.AMTOn
 	l.osID, l.siteID, l.accountID, l.configIDs, l.secFeature = s.OSID, s.SiteID, s.AccountID, s.ConfigIDs, s.SecFeature
+	l.bmc = s.BMC
 }
 
 func (f *importFile) sync() {
@@ -131,13 +133,44 @@ func parseImportFile(r io.Reader) (*importFile, error) {
 // importDefaults are the flags that fill a line's empty cells.
 type importDefaults struct {
 	osProfile, site, secure, remoteUser, metadata, customConfigs string
+	// secrets reads the BMC columns' env:NAME and file:PATH (readSecret).
+	secrets hostcsv.SecretReader
+}
+
+// readSecret reads what a BMCPassword or BMCCACert cell refers to, at
+// import time: env:NAME an environment variable (set and not empty),
+// file:PATH a file (at most 64 KiB).
+func readSecret(ref string) (string, error) {
+	kind, name, _ := strings.Cut(ref, ":")
+	switch kind {
+	case "env":
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return "", fmt.Errorf("environment variable %s is not set", name)
+		}
+		return v, nil
+	case "file":
+		fi, err := os.Stat(name)
+		if err != nil {
+			return "", err
+		}
+		if fi.Size() > 64<<10 {
+			return "", fmt.Errorf("%s: more than 64 KiB", name)
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return "", err
+		}
+		return string(b), nil
+	}
+	return "", fmt.Errorf("%q: want env:NAME or file:PATH", kind)
 }
 
 // checkSyntax checks every line on its own and against the others
 // (hostcsv's File.CheckSyntax).
 func (f *importFile) checkSyntax(d importDefaults) {
 	f.src.CheckSyntax(hostcsv.Defaults{OSProfile: d.osProfile, Site: d.site, Secure: d.secure, RemoteUser: d.remoteUser,
-		Metadata: d.metadata, CustomConfigs: d.customConfigs})
+		Metadata: d.metadata, CustomConfigs: d.customConfigs, Secrets: d.secrets})
 	f.sync()
 }
 
@@ -319,8 +352,12 @@ func (c *cli) hostImport(args []string) error {
 	fs := c.flagSet("eim host import", "eim host import FILE.csv [flags] | --template FILE.csv",
 		`Register hosts in bulk from a CSV file in the format of the original's bulk import tool:
   Serial,UUID,OSProfile,Site,Secure,RemoteUser,Metadata[,LVMSize,CloudInitMeta,AMTEnable],Error - do not fill
+and EIM's BMC columns BMCProtocol,BMCAddress,BMCUsername,BMCPassword,BMCSystemID,BMCInsecure,BMCCACert.
 Serial or UUID is required on each line; OSProfile, Site, RemoteUser and CloudInitMeta
 (custom configs, joined by &) take IDs or names; Metadata is key=value pairs joined by &.
+A line with BMC columns gets its BMC with its host (the oob module); BMCPassword is
+env:NAME or file:PATH, read now (a password written in the file is refused), and
+BMCCACert file:PATH of a PEM bundle.
 The whole file is checked first, and nothing is created unless every line is right.
 Each line becomes a host registered with auto-onboard, at its site, and, with an
 OSProfile, its instance. Lines that fail are written to FILE.errors.csv with the reason.
@@ -330,7 +367,7 @@ file (or its error file) again. A host that differs from its line is refused. A 
 that goes away during the import is waited for, up to --wait.`)
 	c.globalFlags(fs)
 	var (
-		d           importDefaults
+		d           = importDefaults{secrets: readSecret}
 		template    string
 		check       bool
 		autoOnboard bool

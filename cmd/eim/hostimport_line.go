@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -57,17 +59,38 @@ func (l *importLine) finalName() string {
 
 // atOnce reports whether the line's host is complete once registered.
 func (l *importLine) atOnce() bool {
-	return l.siteID == "" && len(l.md) == 0 && l.osID == ""
+	return l.siteID == "" && len(l.md) == 0 && l.osID == "" && l.bmc == nil
 }
 
 // hostGap is what an existing host lacks of what its line describes.
 type hostGap struct {
+	bmc      bool // its BMC
 	place    bool // its site and metadata
 	instance bool
 	rename   bool // it still carries the import's marker
 }
 
-func (g hostGap) none() bool { return !g.place && !g.instance && !g.rename }
+func (g hostGap) none() bool { return !g.bmc && !g.place && !g.instance && !g.rename }
+
+// bmcKinds are the hosts' bmcKind of a BMC's protocol (set by the oob
+// module when the BMC is put).
+var bmcKinds = map[string]eim.BaremetalControllerKind{
+	string(eim.BMCIPMI): eim.BaremetalControllerKindIPMI, string(eim.BMCAMT): eim.BaremetalControllerKindVPRO,
+	string(eim.BMCRedfish): eim.BaremetalControllerKindRedfish,
+}
+
+// bmcHostOf is the host part of a BMC's address (the host's bmcIp).
+func bmcHostOf(addr string) string {
+	if strings.Contains(addr, "://") {
+		if u, err := url.Parse(addr); err == nil {
+			return u.Hostname()
+		}
+	}
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return strings.Trim(addr, "[]")
+}
 
 // compare checks the line's host h (not being deleted) against the line.
 // What contradicts the line is an error saying what differs; what is
@@ -87,6 +110,14 @@ func (l *importLine) compare(h *eim.Host) (hostGap, error) {
 	}
 	if l.amtOn && h.DesiredAmtState != eim.AmtStateProvisioned {
 		differ("AMT not enabled")
+	}
+	if l.bmc != nil {
+		switch k := h.BmcKind; {
+		case k == "" || k == eim.BaremetalControllerKindUnspecified || k == eim.BaremetalControllerKindNone:
+			g.bmc = true
+		case k != bmcKinds[l.bmc.Protocol] || h.BmcIP != bmcHostOf(l.bmc.Address):
+			differ("BMC %s at %s, not %s at %s", k, cmp.Or(h.BmcIP, "none"), l.bmc.Protocol, bmcHostOf(l.bmc.Address))
+		}
 	}
 	switch {
 	case h.SiteID == l.siteID:
@@ -126,8 +157,11 @@ func (l *importLine) compare(h *eim.Host) (hostGap, error) {
 		return g, fmt.Errorf("host %s is already registered with %s", h.ResourceID, strings.Join(diffs, ", "))
 	}
 	g.rename = h.Name == l.importMarker()
-	if (g.place || g.instance) && !g.rename {
+	if (g.bmc || g.place || g.instance) && !g.rename {
 		var missing []string
+		if g.bmc {
+			missing = append(missing, "its BMC")
+		}
 		if g.place {
 			missing = append(missing, "its site and metadata")
 		}
@@ -342,6 +376,17 @@ func (im *importer) importOne(ctx context.Context, l *importLine) error {
 		}
 		l.hostID = h.ResourceID
 		switch {
+		case g.bmc:
+			// First, so that a BMC the server refuses leaves nothing of
+			// the line (the host registered by this run is deleted again).
+			if _, err := im.cl.PutBMC(rctx, im.project, h.ResourceID, *l.bmc); err != nil {
+				if again, err := retry("put the BMC", err); !again {
+					return err
+				}
+				continue
+			}
+			im.wait.ok()
+			h.BmcKind, h.BmcIP = bmcKinds[l.bmc.Protocol], bmcHostOf(l.bmc.Address)
 		case g.place:
 			// The name too when nothing follows; otherwise the marker stays
 			// until the instance is made.

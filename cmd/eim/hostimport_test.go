@@ -689,3 +689,153 @@ func TestImportLineCompare(t *testing.T) {
 		t.Errorf("marker %q: want 20 characters, the prefix, and the same for the identity in any case", m)
 	}
 }
+
+// TestHostImportBMC: lines with BMC columns get their BMC with their host
+// (the password read from the environment or a file, never the file of
+// hosts); a line whose BMC cell is wrong is refused naming the line and
+// the column, with nothing created; a BMC the server refuses after the
+// host was registered takes the host away again.
+func TestHostImportBMC(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	url, _ := startServer(t, dataDir)
+	admin := cliRunner{t: t, url: url, tokenFile: filepath.Join(dataDir, adminTokenFile)}
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Setenv("EIM_TEST_BMC_PW", "ipmi-secret-1")
+	pwFile := write("pw.txt", "redfish-secret-2\n")
+	const hdr = "Serial,UUID,BMCProtocol,BMCAddress,BMCUsername,BMCPassword,BMCSystemID,BMCInsecure\n"
+	good := write("bmcs.csv", hdr+
+		"BMC0001,,IPMI,127.0.0.1:9623,admin,env:EIM_TEST_BMC_PW,,\n"+
+		"BMC0002,,REDFISH,https://127.0.0.1:8443,root,file:"+pwFile+",1,true\n"+
+		"BMC0003,,,,,,,\n")
+	var results []importResult
+	admin.json(&results, "host", "import", good)
+	if len(results) != 3 {
+		t.Fatalf("results: %+v", results)
+	}
+	for _, r := range results {
+		if r.Error != "" || r.Status != statusImported {
+			t.Fatalf("line %d: %+v", r.Line, r)
+		}
+	}
+	var b eim.BMCView
+	admin.json(&b, "host", "bmc", "get", results[0].HostID)
+	if b.Protocol != "IPMI" || b.Address != "127.0.0.1:9623" || b.Username != "admin" || !b.PasswordSet {
+		t.Errorf("line 2's BMC: %+v", b)
+	}
+	admin.json(&b, "host", "bmc", "get", results[1].HostID)
+	if b.Protocol != "REDFISH" || b.SystemID != "1" || !b.Insecure || !b.PasswordSet {
+		t.Errorf("line 3's BMC: %+v", b)
+	}
+	var h eim.Host
+	admin.json(&h, "host", "get", results[1].HostID)
+	if h.BmcKind != eim.BaremetalControllerKindRedfish || h.BmcIP != "127.0.0.1" || h.Name != "BMC0002" {
+		t.Errorf("line 3's host: bmcKind %s bmcIp %q name %q", h.BmcKind, h.BmcIP, h.Name)
+	}
+	if _, err := admin.run("host", "bmc", "get", results[2].HostID); err == nil {
+		t.Errorf("line 4 has no BMC columns, yet its host has a BMC")
+	}
+	// Again: unchanged.
+	var again []importResult
+	admin.json(&again, "host", "import", good)
+	for i, r := range again {
+		if r.Status != statusUnchanged || r.HostID != results[i].HostID {
+			t.Errorf("line %d imported again: %+v, want unchanged", r.Line, r)
+		}
+	}
+
+	// A password written in the file, an unset variable: refused, naming
+	// line and column, never repeating the password; nothing created.
+	bad := write("bad.csv", hdr+
+		"BMC0010,,IPMI,127.0.0.1:9623,admin,hunter2,,\n"+
+		"BMC0011,,IPMI,127.0.0.1:9624,admin,env:EIM_TEST_UNSET_PW,,\n"+
+		"BMC0012,,IPMI,127.0.0.1:9625,admin,env:EIM_TEST_BMC_PW,,\n")
+	_, err := admin.run("host", "import", bad)
+	if err == nil || !strings.Contains(err.Error(), "2 of 3 lines are wrong") {
+		t.Fatalf("import of bad BMC lines: %v", err)
+	}
+	recs := readCSV(t, filepath.Join(dir, "bad.errors.csv"))
+	if len(recs) != 3 || !strings.Contains(recs[1][8], "BMCPassword: a password is not written in the file") ||
+		!strings.Contains(recs[2][8], "BMCPassword: environment variable EIM_TEST_UNSET_PW is not set") {
+		t.Fatalf("error file: %q", recs)
+	}
+	if strings.Contains(recs[1][8], "hunter2") {
+		t.Errorf("the error repeats the password: %q", recs[1][8])
+	}
+	var list struct {
+		Hosts []eim.Host `json:"hosts"`
+	}
+	admin.json(&list, "host", "list", "--filter", `serialNumber="BMC0012"`)
+	if len(list.Hosts) != 0 {
+		t.Fatalf("a file with wrong lines created %d hosts", len(list.Hosts))
+	}
+
+	// The server refuses the BMC (here: a password too long for IPMI,
+	// which the file's check would have caught): the host goes again.
+	cl := client.New(url, strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, adminTokenFile))))), nil)
+	long := strings.Repeat("x", 21)
+	l := &importLine{n: 2, serial: "BMCROLL1", bmc: &eim.BMCInput{Protocol: "IPMI", Address: "127.0.0.1:9623", Username: "admin", Password: &long}}
+	im := &importer{cl: cl, project: eim.DefaultProject, autoOnboard: true, wait: &serverWait{out: io.Discard, now: time.Now}}
+	if err := im.importOne(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if l.hostID != "" || !strings.Contains(l.importError, "put the BMC") || !strings.Contains(l.importError, "password") || !strings.Contains(l.importError, "deleted again") {
+		t.Fatalf("rolled back line: host %q error %q", l.hostID, l.importError)
+	}
+	admin.json(&list, "host", "list", "--filter", `serialNumber="BMCROLL1"`)
+	for _, h := range list.Hosts {
+		if h.DesiredState != eim.HostStateDeleted {
+			t.Errorf("rolled back host %s: desired %s, want DELETED", h.ResourceID, h.DesiredState)
+		}
+	}
+}
+
+// TestPowerPolicyCLI: the power policy is set on a project, a site and a
+// BMC from the CLI, and a bad value is refused naming the field.
+func TestPowerPolicyCLI(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	url, _ := startServer(t, dataDir)
+	admin := cliRunner{t: t, url: url, tokenFile: filepath.Join(dataDir, adminTokenFile)}
+	var p struct {
+		Settings struct {
+			PowerPolicy string `json:"powerPolicy"`
+		} `json:"settings"`
+	}
+	admin.json(&p, "project", "set", eim.DefaultProject, "--power-policy", "always_on")
+	if p.Settings.PowerPolicy != "ALWAYS_ON" {
+		t.Errorf("project: powerPolicy %q, want ALWAYS_ON", p.Settings.PowerPolicy)
+	}
+	admin.json(&p, "project", "set", eim.DefaultProject, "--power-policy", "none")
+	if p.Settings.PowerPolicy != "" {
+		t.Errorf("project after none: powerPolicy %q, want unset", p.Settings.PowerPolicy)
+	}
+	if _, err := admin.run("project", "set", eim.DefaultProject, "--power-policy", "SOMETIMES"); err == nil || !strings.Contains(err.Error(), "powerPolicy") {
+		t.Errorf("project set --power-policy SOMETIMES: %v, want refused naming powerPolicy", err)
+	}
+	var site eim.Site
+	admin.json(&site, "site", "create", "--name", "plant", "--power-policy", "ALWAYS_ON")
+	if site.PowerPolicy != eim.PowerPolicyAlwaysOn {
+		t.Errorf("site: powerPolicy %q, want ALWAYS_ON", site.PowerPolicy)
+	}
+	var plain eim.Site
+	admin.json(&plain, "site", "create", "--name", "plain")
+	if raw := admin.must("site", "get", plain.ResourceID, "-o", "json"); strings.Contains(raw, "powerPolicy") {
+		t.Errorf("a site without a power policy shows the extension field: %s", raw)
+	}
+	if _, err := admin.run("site", "create", "--name", "bad", "--power-policy", "ON"); err == nil || !strings.Contains(err.Error(), "powerPolicy") {
+		t.Errorf("site create --power-policy ON: %v, want refused naming powerPolicy", err)
+	}
+	var h eim.Host
+	admin.json(&h, "host", "register", "--serial", "PP00001")
+	var b eim.BMCView
+	admin.json(&b, "host", "bmc", "set", h.ResourceID, "--protocol", "IPMI", "--address", "127.0.0.1:9623", "--username", "admin", "--password", "pw", "--power-policy", "REPORT")
+	if b.PowerPolicy != "REPORT" {
+		t.Errorf("BMC: powerPolicy %q, want REPORT", b.PowerPolicy)
+	}
+}

@@ -158,7 +158,8 @@ var nouns = []*noun{
 		flags: []flagSpec{nameFlag,
 			{flag: "region", field: "regionId", usage: "region ID"},
 			{flag: "lat", field: "siteLat", usage: "latitude in 1e-7 degrees"},
-			{flag: "lng", field: "siteLng", usage: "longitude in 1e-7 degrees"}, metaFlag},
+			{flag: "lng", field: "siteLng", usage: "longitude in 1e-7 degrees"},
+			{flag: "power-policy", field: "powerPolicy", usage: "power policy of the site's hosts whose BMC sets none: ALWAYS_ON or REPORT (empty: the project's)"}, metaFlag},
 	},
 	{
 		name: "host", kind: eim.KindHost,

@@ -19,6 +19,7 @@ const projectUsage = `Usage:
                        [--default-custom-configs ID,ID|none]
                        [--enrollment-token new|none] [--auto-onboard-enrolled=true|false]
                        [--heartbeat-interval 30s] [--heartbeat-timeout 90s]
+                       [--power-policy ALWAYS_ON|REPORT|none]
 
 Creating, listing all and deleting projects needs the eim-admin role;
 get needs a role on the project, set eim-admin or the project's read-write
@@ -198,6 +199,8 @@ func (c *cli) projectSet(args []string) error {
 	fs.DurationVar(&interval, "heartbeat-interval", 0, "how often the project's nodes send heartbeats (5s..1h; 0 = the server's default)")
 	fs.DurationVar(&timeout, "heartbeat-timeout", 0, "silence after which a host is \"No Connection\" (at least two intervals; 0 = 3 intervals)")
 	fs.BoolVar(&perHost, "exporter-per-host", true, "false: the exporter shows no per-host series (edge_host_*) of the project's hosts, only its aggregates")
+	var policy string
+	fs.StringVar(&policy, "power-policy", "", "power policy of the project's hosts whose BMC and site set none: ALWAYS_ON (power a host found off on again) or REPORT; none unsets it")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
@@ -253,6 +256,13 @@ func (c *cli) projectSet(args []string) error {
 		off := !perHost
 		ch.ExporterPerHostOff = &off
 	}
+	if set["power-policy"] {
+		v := strings.ToUpper(policy)
+		if v == "NONE" {
+			v = ""
+		}
+		ch.PowerPolicy = &v
+	}
 	if set["enrollment-token"] {
 		if token != "new" && token != "none" {
 			return usagef("set: --enrollment-token %q: want new or none", token)
@@ -260,7 +270,7 @@ func (c *cli) projectSet(args []string) error {
 		ch.EnrollmentToken = token
 	}
 	if ch == (client.SettingsChange{}) {
-		return usagef("set: nothing to change: give --default-os, --default-local-account, --default-custom-configs, --enrollment-token, --auto-onboard-enrolled, --heartbeat-interval, --heartbeat-timeout or --exporter-per-host")
+		return usagef("set: nothing to change: give --default-os, --default-local-account, --default-custom-configs, --enrollment-token, --auto-onboard-enrolled, --heartbeat-interval, --heartbeat-timeout, --exporter-per-host or --power-policy")
 	}
 	cl, err := c.clientFor()
 	if err != nil {

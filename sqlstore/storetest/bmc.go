@@ -21,7 +21,8 @@ func testBMCs(t *testing.T, s eim.Store) {
 	h2 := create(t, s, p1, &eim.Host{Name: "h2"}).(*eim.Host).ResourceID
 	other := create(t, s, p2, &eim.Host{Name: "o"}).(*eim.Host).ResourceID
 
-	b := &eim.BMC{Project: p1, HostID: h1, Protocol: eim.BMCRedfish, Address: "https://10.0.0.1", SystemID: "1", Username: "admin", SealedPassword: "sealed-1", Insecure: true}
+	b := &eim.BMC{Project: p1, HostID: h1, Protocol: eim.BMCRedfish, Address: "https://10.0.0.1", SystemID: "1", Username: "admin", SealedPassword: "sealed-1", Insecure: true,
+		PowerPolicy: eim.PowerPolicyAlwaysOn}
 	wantCode(t, s.PutBMC(ctx(t), &eim.BMC{Project: p1, HostID: h1, Protocol: eim.BMCIPMI, Address: "10.0.0.1", Username: "u"}), eim.EINVALID)
 	wantCode(t, s.PutBMC(ctx(t), &eim.BMC{Project: p1, HostID: "host-00000000", Protocol: eim.BMCIPMI, Address: "a", Username: "u", SealedPassword: "x"}), eim.ENOTFOUND)
 	// Another project's host is not found in this one.
@@ -37,9 +38,18 @@ func testBMCs(t *testing.T, s eim.Store) {
 		t.Fatal(err)
 	}
 	if got.Project != p1 || got.HostID != h1 || got.Protocol != eim.BMCRedfish || got.Address != b.Address || got.SystemID != "1" ||
-		got.Username != "admin" || got.SealedPassword != "sealed-1" || !got.Insecure || got.CACert != "" {
+		got.Username != "admin" || got.SealedPassword != "sealed-1" || !got.Insecure || got.CACert != "" || got.PowerPolicy != eim.PowerPolicyAlwaysOn {
 		t.Fatalf("get: got %+v, want %+v", got, b)
 	}
+	// A site's power policy (the level below the BMC's) is kept too.
+	site := create(t, s, p1, &eim.Site{Name: "s", PowerPolicy: eim.PowerPolicyReport}).(*eim.Site)
+	update(t, s, p1, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx(t), eim.KindSite, site.ResourceID)
+		if err == nil && r.(*eim.Site).PowerPolicy != eim.PowerPolicyReport {
+			t.Errorf("site's powerPolicy: got %q, want REPORT", r.(*eim.Site).PowerPolicy)
+		}
+		return err
+	})
 	_, err = s.GetBMC(ctx(t), p1, h2)
 	wantCode(t, err, eim.ENOTFOUND)
 	_, err = s.GetBMC(ctx(t), p2, h1)
@@ -55,7 +65,7 @@ func testBMCs(t *testing.T, s eim.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Protocol != eim.BMCIPMI || got.Address != "10.0.0.2:623" || got.Username != "root" || got.SystemID != "" || got.Insecure ||
+	if got.Protocol != eim.BMCIPMI || got.Address != "10.0.0.2:623" || got.Username != "root" || got.SystemID != "" || got.Insecure || got.PowerPolicy != "" ||
 		got.SealedPassword != "sealed-1" || r.SealedPassword != "sealed-1" || !got.CreatedAt.Equal(b.CreatedAt.Time) {
 		t.Fatalf("replaced: got %+v, want the new settings, the old password and creation time", got)
 	}

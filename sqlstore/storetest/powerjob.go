@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +163,150 @@ func testPowerJobLeases(t *testing.T, s eim.Store) {
 	wantCode(t, s.SavePowerJob(c, next, time.Hour), eim.ECONFLICT)
 	if j := claim("w6", time.Hour); j != nil {
 		t.Fatalf("after cancel: got %s, want none (h2's job is held)", j.ID)
+	}
+}
+
+// testPowerJobRequests checks RequestPowerJob: the cancels of
+// IMMEDIATE, the host's write (Before) and the new job in one
+// transaction (an error in Before leaves none of them), a request for
+// the latest job's state not made twice, and every job's creation and
+// end an audit record and a feed event, with no secret in them.
+func testPowerJobRequests(t *testing.T, s eim.Store) {
+	c := ctx(t)
+	p := project(t, s)
+	h := create(t, s, p, &eim.Host{Name: "h1"}).(*eim.Host).ResourceID
+	const sealed = "SEALED-PASSWORD-NEVER-IN-AUDIT"
+	if err := s.PutBMC(c, &eim.BMC{Project: p, HostID: h, Protocol: eim.BMCIPMI, Address: "127.0.0.1:623", Username: "admin", SealedPassword: sealed}); err != nil {
+		t.Fatalf("PutBMC: %v", err)
+	}
+	rev, err := s.Revision(c)
+	if err != nil {
+		t.Fatalf("Revision: %v", err)
+	}
+	setDesired := func(d eim.PowerState) func(eim.Tx) error {
+		return func(tx eim.Tx) error {
+			r, err := tx.Get(c, eim.KindHost, h)
+			if err != nil {
+				return err
+			}
+			hh := r.(*eim.Host)
+			hh.DesiredPowerState = d
+			return tx.UpdateFields(c, hh, "desiredPowerState")
+		}
+	}
+	desired := func() eim.PowerState {
+		var d eim.PowerState
+		update(t, s, p, func(tx eim.Tx) error {
+			r, err := tx.Get(c, eim.KindHost, h)
+			if err == nil {
+				d = r.(*eim.Host).DesiredPowerState
+			}
+			return err
+		})
+		return d
+	}
+
+	first := newJob(p, h, eim.PowerStateOn)
+	first.Reason = "restored by power policy ALWAYS_ON: the BMC reported OFF"
+	if ok, err := s.RequestPowerJob(c, eim.PowerJobRequest{Job: first, Before: setDesired(eim.PowerStateOn)}); err != nil || !ok {
+		t.Fatalf("RequestPowerJob: got %v, %v, want created", ok, err)
+	}
+	if got, _ := s.GetPowerJob(c, p, "", first.ID); got == nil || got.Reason != first.Reason || got.HostID != h {
+		t.Fatalf("GetPowerJob(host \"\"): got %+v, want the job with its reason", got)
+	}
+	if d := desired(); d != eim.PowerStateOn {
+		t.Fatalf("desiredPowerState: got %q, want ON", d)
+	}
+	// The same state again, UnlessLatest: nothing.
+	again := newJob(p, h, eim.PowerStateOn)
+	if ok, err := s.RequestPowerJob(c, eim.PowerJobRequest{Job: again, UnlessLatest: true}); err != nil || ok {
+		t.Fatalf("RequestPowerJob of the latest job's state: got %v, %v, want nothing written", ok, err)
+	}
+
+	// Before fails after the cancel: neither the cancel, nor the host's
+	// write, nor the job.
+	off := newJob(p, h, eim.PowerStateOff)
+	boom := func(tx eim.Tx) error {
+		if err := setDesired(eim.PowerStateOff)(tx); err != nil {
+			return err
+		}
+		return eim.Errorf(eim.EINVALID, "desiredPowerState: refused")
+	}
+	_, err = s.RequestPowerJob(c, eim.PowerJobRequest{Job: off, Before: boom, CancelReason: "cancelled by a request for OFF"})
+	wantCode(t, err, eim.EINVALID)
+	if got, _ := s.GetPowerJob(c, p, h, first.ID); got == nil || got.State != eim.PowerJobPending {
+		t.Fatalf("after a failed request: got %+v, want the first job still PENDING", got)
+	}
+	if d := desired(); d != eim.PowerStateOn {
+		t.Fatalf("after a failed request: desiredPowerState %q, want ON", d)
+	}
+	if _, total, _ := s.ListPowerJobs(c, p, h, 10, 0); total != 1 {
+		t.Fatalf("after a failed request: %d jobs, want 1", total)
+	}
+
+	// IMMEDIATE: the first job cancelled, the host's state and the new job.
+	if ok, err := s.RequestPowerJob(c, eim.PowerJobRequest{Job: off, Before: setDesired(eim.PowerStateOff), CancelReason: "cancelled by a request for OFF"}); err != nil || !ok {
+		t.Fatalf("RequestPowerJob IMMEDIATE: got %v, %v", ok, err)
+	}
+	if got, _ := s.GetPowerJob(c, p, h, first.ID); got == nil || got.State != eim.PowerJobCancelled || got.LastError != "cancelled by a request for OFF" {
+		t.Fatalf("the job before an IMMEDIATE request: got %+v, want CANCELLED with the reason", got)
+	}
+	if d := desired(); d != eim.PowerStateOff {
+		t.Fatalf("desiredPowerState: got %q, want OFF", d)
+	}
+	// The worker ends the new job.
+	j, err := s.ClaimPowerJob(c, "w1", time.Hour)
+	if err != nil || j == nil || j.ID != off.ID {
+		t.Fatalf("ClaimPowerJob: got %+v, %v, want %s", j, err, off.ID)
+	}
+	j.Steps[0].Done = true
+	if err := s.SavePowerJob(c, j, time.Hour); err != nil {
+		t.Fatalf("SavePowerJob (progress): %v", err)
+	}
+	j.State, j.LastError, j.EndedAt = eim.PowerJobFailed, "the BMC did not answer", eim.NewTime(time.Now())
+	if err := s.SavePowerJob(c, j, time.Hour); err != nil {
+		t.Fatalf("SavePowerJob (end): %v", err)
+	}
+	wantCode(t, s.SavePowerJob(c, j, time.Hour), eim.ECONFLICT)
+
+	// The records: two creations, two ends, nothing of the progress.
+	recs, _ := audit(t, s, p, eim.AuditQuery{Filter: `kind="bmcjob"`})
+	var got []string
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		got = append(got, r.Action+" "+r.ResourceID+" "+string(r.Changes["state"].New))
+		for f, ch := range r.Changes {
+			if strings.Contains(string(ch.Old)+string(ch.New), sealed) {
+				t.Fatalf("audit record %d: field %s holds the BMC's sealed password", r.Seq, f)
+			}
+		}
+	}
+	want := []string{
+		"CREATED " + first.ID + ` "PENDING"`,
+		"UPDATED " + first.ID + ` "CANCELLED"`,
+		"CREATED " + off.ID + ` "PENDING"`,
+		"UPDATED " + off.ID + ` "FAILED"`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("power jobs' audit records: got %q, want %q", got, want)
+	}
+	if r := recs[len(recs)-1]; string(r.Changes["reason"].New) != `"`+first.Reason+`"` || string(r.Changes["hostId"].New) != `"`+h+`"` {
+		t.Fatalf("creation record: got %v, want its host and reason", r.Changes)
+	}
+	if r := recs[0]; string(r.Changes["lastError"].New) != `"the BMC did not answer"` {
+		t.Fatalf("end record: got %v, want its lastError", r.Changes)
+	}
+	// And the feed: an event per record, of kind bmcjob.
+	evs, err := s.Events(c, rev, 1000, eim.KindPowerJob)
+	if err != nil {
+		t.Fatalf("Events: %v", err)
+	}
+	var feed []string
+	for _, ev := range evs {
+		feed = append(feed, string(ev.Op)+" "+ev.ID)
+	}
+	wantFeed := []string{"CREATED " + first.ID, "UPDATED " + first.ID, "CREATED " + off.ID, "UPDATED " + off.ID}
+	if !slices.Equal(feed, wantFeed) {
+		t.Fatalf("power jobs' events: got %q, want %q", feed, wantFeed)
 	}
 }

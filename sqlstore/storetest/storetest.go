@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"ObjectStorage", testObjectStorage},
 		{"PowerJobs", testPowerJobs},
 		{"PowerJobLeases", testPowerJobLeases},
+		{"PowerJobRequests", testPowerJobRequests},
 		{"EnrollmentLobby", testEnrollmentLobby},
 	}
 	for _, tt := range tests {

@@ -68,13 +68,16 @@ func bmcSchemas(into *obj) {
 	ca := o("type", "string", "maxLength", eim.MaxBMCCACert,
 		"description", "PEM bundle of the certificates the BMC's TLS certificate is checked against (REDFISH, AMT); empty: the system's roots.")
 	insecure := o("type", "boolean", "description", "Skip the check of the BMC's TLS certificate (REDFISH, AMT); not with caCert.")
+	policy := o("type", "string", "enum", append(eim.PowerPolicies(), ""),
+		"description", "The host's power policy: ALWAYS_ON powers it on again when the BMC finds it off while its desiredPowerState is ON; "+
+			"REPORT shows the mismatch only; empty: the site's, else the project's (REPORT when none is set).")
 	into.set("BMCInput", o("type", "object", "additionalProperties", false,
 		"description", "A host's BMC settings; they replace those stored.",
 		"properties", o(
 			"protocol", protocol, "address", address, "systemId", systemID, "username", username,
 			"password", o("type", "string", "maxLength", eim.MaxBMCPassword, "writeOnly", true,
 				"description", "The account's password (IPMI: at most 20 bytes). Required for a new BMC; absent on a replace: the stored one is kept."),
-			"caCert", ca, "insecure", insecure),
+			"caCert", ca, "insecure", insecure, "powerPolicy", policy),
 		"required", []string{"protocol", "address", "username"}))
 	into.set("BMCCapabilities", o("type", "object", "additionalProperties", false,
 		"description", "What the BMC says it can do, read by the oob module (empty until it has).",
@@ -94,11 +97,11 @@ func bmcSchemas(into *obj) {
 			"hostId", o("type", "string", "pattern", idPattern(eim.KindHost), "description", "The host."),
 			"protocol", protocol, "address", address, "systemId", systemID, "username", username,
 			"passwordSet", o("type", "boolean", "description", "Whether a password is stored (it is never answered)."),
-			"caCert", ca, "insecure", insecure,
+			"caCert", ca, "insecure", insecure, "powerPolicy", policy,
 			"capabilities", ref("BMCCapabilities"),
 			"reachable", ref("BMCReachable"),
 			"timestamps", ref("Timestamps")),
-		"required", []string{"hostId", "protocol", "address", "username", "passwordSet", "insecure", "capabilities", "reachable", "timestamps"}))
+		"required", []string{"hostId", "protocol", "address", "username", "passwordSet", "insecure", "powerPolicy", "capabilities", "reachable", "timestamps"}))
 
 	power := o("type", "string", "enum", eim.PowerState("").Values(), "description", "A host's power state.")
 	into.set("PowerRequest", o("type", "object", "additionalProperties", false,
@@ -126,6 +129,8 @@ func bmcSchemas(into *obj) {
 			"jobId", o("type", "string", "pattern", idPattern(eim.KindPowerJob)),
 			"hostId", o("type", "string", "pattern", idPattern(eim.KindHost)),
 			"desiredPowerState", power,
+			"reason", o("type", "string", "description", "Why the job was made when no user asked for it "+
+				"(\"restored by power policy ALWAYS_ON: the BMC reported OFF\"); absent for a user's request."),
 			"state", o("type", "string", "enum", []string{"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}),
 			"steps", o("type", "array", "items", ref("PowerStep")),
 			"step", o("type", "integer", "description", "The step being carried out."),

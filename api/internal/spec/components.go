@@ -160,6 +160,7 @@ func sharedSchemas(into *obj) {
 			"heartbeatTimeoutSeconds", heartbeatTimeout(),
 			"osSecurityFeatureEnable", osSecurityFeatureEnable(),
 			"exporterPerHostOff", exporterPerHostOff(),
+			"powerPolicy", powerPolicy(),
 		),
 		"required", []string{"defaultOsId", "defaultLocalAccountId", "defaultCustomConfigIds", "enrollment", "autoOnboardEnrolled",
 			"heartbeatIntervalSeconds", "heartbeatTimeoutSeconds", "osSecurityFeatureEnable", "exporterPerHostOff"},
@@ -241,6 +242,7 @@ func sharedSchemas(into *obj) {
 			"heartbeatTimeoutSeconds", heartbeatTimeout(),
 			"osSecurityFeatureEnable", osSecurityFeatureEnable(),
 			"exporterPerHostOff", exporterPerHostOff(),
+			"powerPolicy", powerPolicy(),
 			"enrollmentToken", o("type", "string", "enum", []string{"new", "none"},
 				"description", "new: generate an enrollment token (returned once); none: remove it."),
 		),
@@ -502,4 +504,10 @@ func exporterPerHostOff() *obj {
 	return o("type", "boolean", "description",
 		"The exporter module leaves the project's hosts out of its per-host series (edge_host_*, about 27 series a host); "+
 			"its aggregates (eim_hosts …) still count them. See docs/metrics.md.")
+}
+
+func powerPolicy() *obj {
+	return o("type", "string", "enum", append(eim.PowerPolicies(), ""), "description",
+		"The power policy of the project's hosts whose BMC and site set none (the oob module): ALWAYS_ON powers a host on again when "+
+			"its BMC finds it off while its desiredPowerState is ON; REPORT (or empty) shows the mismatch only. See docs/oob.md.")
 }

@@ -53,6 +53,8 @@ var rules = map[eim.Kind]map[string]rule{
 		"siteLng":  {desc: "Longitude in degrees multiplied by 10^7.", format: "int32", min: bound(-1800000000), max: bound(1800000000)},
 		"metadata": {desc: "Labels of this site; keys here override the region's."},
 		"region":   {desc: "The site's region, expanded on read."},
+		"powerPolicy": {desc: "Our extension: the power policy of the site's hosts whose BMC sets none (ALWAYS_ON, REPORT; empty: the project's).",
+			pattern: "^$|^(ALWAYS_ON|REPORT)$"},
 	},
 	eim.KindHost: {
 		"name":               {desc: "A name for people; need not be unique.", maxLength: 50, pattern: namePat, required: true},
