@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/eimhq/eim/attest"
+	"github.com/eimhq/eim/attest/attesttest"
+	"github.com/eimhq/eim/secureboot/petest"
 )
 
 // captured is the boot testdata/ovmf-swtpm holds (README.md there: real
@@ -236,4 +238,23 @@ func readFileF(f *testing.F, path string) []byte {
 		f.Fatal(err)
 	}
 	return b
+}
+
+// attesttest's boots are what Verify accepts, and PCR 4 names a binary
+// that is not served.
+func TestSyntheticBoot(t *testing.T) {
+	ipxe, err := attest.ArtifactOf("ipxe.efi", petest.Minimal(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := attest.ArtifactOf("vmlinuz", petest.Minimal(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := attesttest.NewBoot(ipxe.Digest, kernel.Digest)
+	rep := attest.Report{PCRs: b.PCRs, EventLog: b.EventLog, SecureBoot: true}
+	if err := attest.Verify(rep, []attest.Artifact{ipxe, kernel}); err != nil {
+		t.Fatalf("got %v, want verified", err)
+	}
+	wantMismatch(t, attest.Verify(rep, []attest.Artifact{ipxe}), 4, hex.EncodeToString(kernel.Digest), `from \EFI\BOOT\BOOTX64.EFI`, "(ipxe.efi)")
 }
