@@ -268,8 +268,8 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 		}
 	}
 	if st.attested {
-		// This boot's measurements, checked: each new workflow (a
-		// reprovision) is of a new boot of the micro-OS.
+		// The measurements of the boot that asked for the workflow. A
+		// retried workflow (Reprovision) keeps them: not checked again.
 		if err := inventory.SetAttestationStatus(ctx, tx, in, st.attest.status(in, now.Time)); err != nil {
 			return nil, fmt.Errorf("update instance: %w", err)
 		}
