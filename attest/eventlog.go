@@ -12,10 +12,6 @@ package attest
 
 import (
 	"bytes"
-	"crypto"
-	_ "crypto/sha1"   // a log's digests name these hashes
-	_ "crypto/sha256" // (only SHA-256 is replayed)
-	_ "crypto/sha512"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -217,19 +213,4 @@ func (r *reader) u64() uint64 {
 		return binary.LittleEndian.Uint64(b)
 	}
 	return 0
-}
-
-// hashOf is the Go hash of a TPM algorithm the replay supports.
-func hashOf(alg uint16) (crypto.Hash, bool) {
-	switch alg {
-	case AlgSHA1:
-		return crypto.SHA1, true
-	case AlgSHA256:
-		return crypto.SHA256, true
-	case AlgSHA384:
-		return crypto.SHA384, true
-	case AlgSHA512:
-		return crypto.SHA512, true
-	}
-	return 0, false
 }
