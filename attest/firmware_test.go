@@ -28,13 +28,15 @@ import (
 
 // The proof in real firmware and a real (emulated) TPM: Debian's OVMF
 // built for Secure Boot with the snakeoil variables (Secure Boot on, the
-// snakeoil key in db), swtpm as the VM's TPM 2.0, and Debian's kernel
-// signed by secureboot.Sign with the snakeoil key, booted by the firmware
-// (QEMU's -kernel: OVMF loads it with LoadImage, which verifies and
-// measures it). Its initramfs's /init (testdata/capture) reads the PCRs
-// and the event log with the agent's code and prints them; the test
-// verifies them against the signed kernel's Authenticode digest, and
-// against a kernel changed after signing (PCR 4 names it).
+// snakeoil key in db) and swtpm as the VM's TPM 2.0 run Debian's iPXE,
+// signed by secureboot.Sign with the snakeoil key, from a FAT disk; iPXE
+// loads Debian's kernel, signed the same way, over QEMU's user network
+// (the firmware's LoadImage verifies and measures both into PCR 4; QEMU's
+// -kernel would not measure it). The initramfs's /init
+// (testdata/capture) reads the PCRs and the event log with the agent's
+// code and prints them; the test verifies them against the two signed
+// binaries' Authenticode digests, and against a kernel changed after
+// signing (PCR 4 names the binary).
 //
 // With EIM_ATTEST_CAPTURE=1 it also rewrites testdata/ovmf-swtpm, which
 // the tests without a VM read.
