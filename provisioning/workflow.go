@@ -270,10 +270,11 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 	if st.attested {
 		// The measurements of the boot that asked for the workflow. A
 		// retried workflow (Reprovision) keeps them: not checked again.
-		if err := inventory.SetAttestationStatus(ctx, tx, in, st.attest.status(in, now.Time)); err != nil {
+		as := st.attest.status(in, now.Time)
+		if err := inventory.SetAttestationStatus(ctx, tx, in, as); err != nil {
 			return nil, fmt.Errorf("update instance: %w", err)
 		}
-		if !st.attest.verified {
+		if as.Indicator == eim.StatusError {
 			s.log.Warn("provisioning: measured boot not verified", "project", in.Project, "instance", in.ResourceID, "attestation", st.attest.text)
 		}
 	}
