@@ -26,6 +26,9 @@ type Identity struct {
 	// SecureBoot is the firmware's Secure Boot state (ReadSecureBoot),
 	// sent with the request for the workflow.
 	SecureBoot provisioningv1.SecureBootState
+	// MeasuredBoot is what the TPM measured of this boot
+	// (ReadMeasuredBoot), sent with the request for the workflow too.
+	MeasuredBoot *provisioningv1.MeasuredBoot
 }
 
 // Interface is a network interface of the machine.
@@ -45,6 +48,7 @@ func ReadIdentity(sysRoot string) (Identity, error) {
 	dmi := filepath.Join(sysRoot, "sys", "class", "dmi", "id")
 	var err error
 	id.SecureBoot = ReadSecureBoot(sysRoot)
+	id.MeasuredBoot = ReadMeasuredBoot(sysRoot)
 	if id.UUID, err = readTrimmed(filepath.Join(dmi, "product_uuid")); err != nil {
 		return Identity{}, err
 	}

@@ -317,7 +317,7 @@ func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.Pr
 	p.phase("workflow")
 	r := retrier{b: p.Backoff}
 	for {
-		resp, err := pc.GetWorkflow(ctx, connect.NewRequest(&provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot}))
+		resp, err := pc.GetWorkflow(ctx, connect.NewRequest(&provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot, MeasuredBoot: p.Identity.MeasuredBoot}))
 		var d time.Duration
 		switch {
 		case errors.Is(err, errInvalidClient):

@@ -71,6 +71,12 @@ func TestModuleWritesValidate(t *testing.T) {
 			{"update status", "updateStatus", eim.EINVALID, func(tx eim.Tx) error {
 				return inventory.SetUpdateStatus(e.ctx, tx, in, inventory.Status{Text: long})
 			}},
+			{"attestation status", "trustedAttestationStatus", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetAttestationStatus(e.ctx, tx, in, inventory.Status{Text: long})
+			}},
+			{"attestation indicator", "trustedAttestationStatusIndicator", eim.EINVALID, func(tx eim.Tx) error {
+				return inventory.SetAttestationStatus(e.ctx, tx, in, inventory.Status{Text: "Verified", Indicator: "STATUS_INDICATION_OK"})
+			}},
 			{"OS switch", "osID", eim.EINVALID, func(tx eim.Tx) error { return inventory.SwitchInstanceOS(e.ctx, tx, in, "host-12345678") }},
 			{"update available", "osUpdateAvailable", eim.EINVALID, func(tx eim.Tx) error {
 				return inventory.SetOSUpdateAvailable(e.ctx, tx, in, long)
@@ -145,6 +151,32 @@ func TestModuleWritesKeepOthersFields(t *testing.T) {
 		}
 		if got := ok(e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)).get(t).(*eim.Host); got.HostStatus != "Running" || runs.Load() != 2 {
 			t.Fatalf("status %q after %d runs; want Running kept and the transaction run again once", got.HostStatus, runs.Load())
+		}
+	})
+}
+
+// The attestation status is written with its indicator and time, and
+// nothing else of the instance: not its name, which the API changed after
+// the module read it.
+func TestSetAttestationStatus(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := ok(e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "h", UUID: newUUID()})).get(t).(*eim.Host)
+		o := ok(e.svc.Create(e.ctx, e.proj, &eim.OS{Name: "os", ImageURL: "https://example.com/os.img", Sha256: strings.Repeat("a", 64),
+			ProfileName: "p", SecurityFeature: "SECURITY_FEATURE_NONE"})).get(t).(*eim.OS)
+		in := ok(e.svc.Create(e.ctx, e.proj, &eim.Instance{Name: "before", HostID: h.ResourceID, OSID: o.ResourceID})).get(t).(*eim.Instance)
+		ok(e.svc.Update(e.ctx, e.proj, &eim.Instance{Meta: eim.Meta{ResourceID: in.ResourceID}, Name: "renamed"}, []string{"name"})).get(t)
+		at := time.Unix(1767225600, 0)
+		err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+			return inventory.SetAttestationStatus(e.ctx, tx, in, inventory.StatusAt("Mismatch: PCR 4: unexpected boot code", eim.StatusError, at))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ok(e.svc.Get(e.ctx, e.proj, eim.KindInstance, in.ResourceID)).get(t).(*eim.Instance)
+		if got.Name != "renamed" || got.TrustedAttestationStatus != "Mismatch: PCR 4: unexpected boot code" ||
+			got.TrustedAttestationStatusIndicator != eim.StatusError || got.TrustedAttestationStatusTimestamp != uint64(at.Unix()) {
+			t.Fatalf("got name %q, attestation %q %s %d; want renamed, the mismatch, ERROR, %d", got.Name, got.TrustedAttestationStatus,
+				got.TrustedAttestationStatusIndicator, got.TrustedAttestationStatusTimestamp, at.Unix())
 		}
 	})
 }

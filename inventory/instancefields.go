@@ -85,6 +85,24 @@ func SetUpdateStatus(ctx context.Context, tx eim.Tx, in *eim.Instance, st Status
 	return nil
 }
 
+// SetAttestationStatus records the result of checking an instance's
+// measured boot (the provisioning module, when its node reports the
+// measurements with its request for the workflow): the original's
+// trustedAttestationStatus, its indicator and timestamp.
+func SetAttestationStatus(ctx context.Context, tx eim.Tx, in *eim.Instance, st Status) error {
+	if err := st.check("trustedAttestationStatus"); err != nil {
+		return err
+	}
+	w := &eim.Instance{Meta: eim.Meta{ResourceID: in.ResourceID},
+		TrustedAttestationStatus: st.Text, TrustedAttestationStatusIndicator: st.Indicator, TrustedAttestationStatusTimestamp: st.Timestamp}
+	if err := tx.UpdateFields(ctx, w, "trustedAttestationStatus", "trustedAttestationStatusIndicator", "trustedAttestationStatusTimestamp"); err != nil {
+		return err
+	}
+	in.TrustedAttestationStatus, in.TrustedAttestationStatusIndicator, in.TrustedAttestationStatusTimestamp = w.TrustedAttestationStatus, w.TrustedAttestationStatusIndicator, w.TrustedAttestationStatusTimestamp
+	stamp(in, w)
+	return nil
+}
+
 // SwitchInstanceOS records the OS an instance runs after an image update
 // (the maintenance module, when the node reports the update done): its
 // osID. The OS must be in the instance's project (the store's keys see to

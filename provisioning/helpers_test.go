@@ -90,6 +90,12 @@ type env struct {
 // PostgreSQL.
 func run(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
+	runWith(t, nil, f)
+}
+
+// runWith is run with the service's options edited.
+func runWith(t *testing.T, edit func(*provisioning.Options), f func(t *testing.T, e *env)) {
+	t.Helper()
 	sqlite := func(t *testing.T) string { return filepath.Join(t.TempDir(), "eim.db") }
 	type engine struct {
 		dsn    func(t *testing.T) string
@@ -104,6 +110,9 @@ func run(t *testing.T, f func(t *testing.T, e *env)) {
 			f(t, newEnv(t, en.dsn(t), func(o *provisioning.Options) {
 				if en.direct {
 					o.Store = concurrentWriters{o.Store}
+				}
+				if edit != nil {
+					edit(o)
 				}
 			}))
 		})

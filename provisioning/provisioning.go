@@ -84,6 +84,9 @@ type Service struct {
 	direct   bool
 	// instances remembers host ID → instance ID (see instanceOf).
 	instances sync.Map
+	// served are the EFI binaries of the artifacts directory, which
+	// measured boots are checked against.
+	served *servedArtifacts
 }
 
 // Service is the provisioning service; its ReportIn is served by the host
@@ -125,12 +128,14 @@ func New(opts Options) *Service {
 		// reads.
 		direct: opts.Store.Capabilities().ConcurrentWriters,
 	}
+	s.served = &servedArtifacts{dir: opts.ArtifactsDir}
 	if s.batch == nil {
 		s.batch = storeBatcher{opts.Store}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.served.log = s.log
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -26,6 +26,10 @@ type nodeState struct {
 	// secureBoot is the node's Secure Boot state, as its GetWorkflow
 	// reported it.
 	secureBoot provisioningv1.SecureBootState
+	// attest is the check of the measured boot the node reported with
+	// it; attested false when it reported none.
+	attest   verdict
+	attested bool
 }
 
 // load reads the node's instance and workflow in tx (scoped to the node's
@@ -126,6 +130,9 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 			return connect.NewResponse(resp), nil
 		}
 	}
+	// The measured boot is checked outside the write transaction (the
+	// first check after a boot artifact changed hashes it).
+	v, attested := s.attestation(req.Msg.GetMeasuredBoot(), req.Msg.GetSecureBoot())
 	// No workflow yet (or, with concurrent writers, not looked for yet): render and
 	// create it in the write transaction, which reads again and answers
 	// with the workflow it finds, whether it was there or another call of
@@ -143,6 +150,7 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 			return nil
 		}
 		st.secureBoot = req.Msg.GetSecureBoot()
+		st.attest, st.attested = v, attested
 		st.workflow, err = s.create(ctx, tx, st)
 		return err
 	}
@@ -257,6 +265,17 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 		// As the original's onboarding: the host shows the mismatch too.
 		if err := inventory.SetHostStatus(ctx, tx, st.host, inventory.StatusAt(SecureBootMismatch, eim.StatusError, now.Time)); err != nil {
 			return nil, fmt.Errorf("update host: %w", err)
+		}
+	}
+	if st.attested {
+		// The measurements of the boot that asked for the workflow. A
+		// retried workflow (Reprovision) keeps them: not checked again.
+		as := st.attest.status(in, now.Time)
+		if err := inventory.SetAttestationStatus(ctx, tx, in, as); err != nil {
+			return nil, fmt.Errorf("update instance: %w", err)
+		}
+		if as.Indicator == eim.StatusError {
+			s.log.Warn("provisioning: measured boot not verified", "project", in.Project, "instance", in.ResourceID, "attestation", st.attest.text)
 		}
 	}
 	if wf.State == eim.WorkflowFailed {

@@ -16,7 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MountKernelFS mounts /proc, /sys, /dev (devtmpfs: the kernel makes the
+// MountKernelFS mounts /proc, /sys, securityfs (the TPM's event log,
+// which measured boot reports), /dev (devtmpfs: the kernel makes the
 // device nodes, no udev needed), /run and /tmp. One already mounted is
 // left as it is.
 func MountKernelFS() error {
@@ -24,18 +25,26 @@ func MountKernelFS() error {
 		src, dir, fstype string
 		flags            uintptr
 		data             string
+		optional         bool // a kernel built without it is fine
 	}{
-		{"proc", "/proc", "proc", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, ""},
-		{"sysfs", "/sys", "sysfs", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, ""},
-		{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID, "mode=0755"},
-		{"tmpfs", "/run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=0755"},
-		{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
+		{"proc", "/proc", "proc", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", false},
+		{"sysfs", "/sys", "sysfs", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", false},
+		{"securityfs", "/sys/kernel/security", "securityfs", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, "", true},
+		{"devtmpfs", "/dev", "devtmpfs", unix.MS_NOSUID, "mode=0755", false},
+		{"tmpfs", "/run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=0755", false},
+		{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777", false},
 	}
 	for _, m := range mounts {
 		if err := os.MkdirAll(m.dir, 0o755); err != nil {
+			if m.optional {
+				continue
+			}
 			return err
 		}
 		if err := unix.Mount(m.src, m.dir, m.fstype, m.flags, m.data); err != nil && !errors.Is(err, unix.EBUSY) {
+			if m.optional {
+				continue
+			}
 			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.dir, err)
 		}
 	}

@@ -162,7 +162,7 @@ func (c *cli) microos(args []string) error {
 func (c *cli) testos(args []string) error {
 	if len(args) == 0 || args[0] != "build" {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			fmt.Fprint(c.stdout, "Usage:\n  eim testos build --out FILE.img.gz [--register --image-url URL [--name N]] [--kernel F] [--module M …] [--agent F]\n")
+			fmt.Fprint(c.stdout, "Usage:\n  eim testos build --out FILE.img.gz [--register --image-url URL [--name N]] [--kernel F] [--module M …] [--agent F] [--secure-boot-data-dir D]\n")
 			return nil
 		}
 		return usagef("testos: unknown verb %q (build)", args[0])
@@ -175,9 +175,9 @@ func (c *cli) testos(args []string) error {
 			"--register it creates an OS profile for it (imageUrl, sha256) through the API and prints its ID.")
 	c.globalFlags(fs)
 	var (
-		out, imageURL, name string
-		register            bool
-		k                   kernelFlags
+		out, imageURL, name, sbDir string
+		register                   bool
+		k                          kernelFlags
 	)
 	fs.StringVar(&out, "out", "", "image file to write; gzip'd when it ends in .gz (e.g. eim-data/boot/eim-testos.img.gz, served at /boot/artifacts/)")
 	fs.BoolVar(&register, "register", false, "create an OS profile for the image")
@@ -187,6 +187,7 @@ func (c *cli) testos(args []string) error {
 	fs.StringVar(&k.modulesDir, "modules-dir", "", "the kernel's modules (default /lib/modules/<release>)")
 	fs.Var(&k.modules, "module", "kernel module to carry (repeatable; default as eim microos build)")
 	fs.StringVar(&k.agent, "agent", "", "static eim-agent binary (default: beside eim, or on PATH)")
+	fs.StringVar(&sbDir, "secure-boot-data-dir", "", "sign the UEFI boot loader for Secure Boot with the deployment's db key of this data directory (secureboot-db.key; default: unsigned)")
 	pos, err := c.parseAll(fs, args[1:])
 	if err != nil {
 		return err
@@ -207,9 +208,19 @@ func (c *cli) testos(args []string) error {
 	if err != nil {
 		return err
 	}
-	img, err := osbuild.BuildTestOS(c.ctx, osbuild.TestOSOptions{
-		Kernel: kern, Modules: mods, Agent: agent, Out: out, Logger: slog.New(slog.DiscardHandler),
-	})
+	opts := osbuild.TestOSOptions{Kernel: kern, Modules: mods, Agent: agent, Out: out, Logger: slog.New(slog.DiscardHandler)}
+	if sbDir != "" {
+		// Only a key that exists: a mistyped directory must not get one.
+		if _, err := os.Stat(filepath.Join(sbDir, pki.SecureBootKeyFile)); err != nil {
+			return fmt.Errorf("testos build --secure-boot-data-dir: %w (the server's first start, or eim microos build, makes the key)", err)
+		}
+		sb, err := pki.LoadSecureBootKey(sbDir)
+		if err != nil {
+			return err
+		}
+		opts.SecureBootKey, opts.SecureBootCert = sb.Key, sb.Cert
+	}
+	img, err := osbuild.BuildTestOS(c.ctx, opts)
 	if err != nil {
 		return err
 	}

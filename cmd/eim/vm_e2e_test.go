@@ -22,8 +22,9 @@ import (
 // testos build", and unmodified QEMU VMs that only know how to boot from
 // the network (SeaBIOS, or OVMF for UEFI, and the iPXE ROM) with an empty
 // disk. It is slow (a minute or two under software emulation) and needs
-// Debian's qemu-system-x86, ipxe-qemu, ovmf, linux-image-amd64, syslinux,
-// syslinux-common, syslinux-efi, dosfstools, mtools and e2fsprogs, so it
+// Debian's qemu-system-x86, ipxe-qemu, ipxe, ovmf, swtpm, openssl,
+// linux-image-amd64, syslinux, syslinux-common, syslinux-efi, dosfstools,
+// mtools and e2fsprogs, so it
 // runs only with EIM_VM_TEST=1 (.ci/run sets it in a step of its own, after
 // installing them).
 //
@@ -56,6 +57,10 @@ func TestVMDay0(t *testing.T) {
 	base := t.TempDir()
 	s := &day0Server{t: t, dataDir: filepath.Join(base, "data"), bootDir: filepath.Join(base, "data", "boot"),
 		extra: []string{"--agent-url", fmt.Sprintf("https://%s:%d", vmHost, agentPort), "--log-level", "info"}}
+	// The deployment's Secure Boot db key is Debian's OVMF test key, which
+	// the snakeoil variables enroll: "eim microos build" signs iPXE and
+	// the kernel with it, and the Secure Boot VM's firmware runs them.
+	useSnakeoilKey(t, s.dataDir)
 	s.start(fmt.Sprintf("127.0.0.1:%d", apiPort), fmt.Sprintf("127.0.0.1:%d", agentPort))
 	tok := writeToken(t, strings.TrimSpace(string(mustRead(t, filepath.Join(s.dataDir, adminTokenFile)))))
 	cli := cliRunner{t: t, url: s.api, tokenFile: tok}
@@ -69,8 +74,10 @@ func TestVMDay0(t *testing.T) {
 	t.Logf("eim microos build (%s):\n%s", time.Since(start).Round(100*time.Millisecond), out)
 	start = time.Now()
 	imageURL := fmt.Sprintf("http://%s:%d/boot/artifacts/eim-testos.img.gz", vmHost, apiPort)
+	// Its boot loader signed with the deployment's db key: the Secure Boot
+	// VM boots the installed disk too.
 	osID := strings.TrimSpace(cli.must("testos", "build", "--agent", agentBin, "--out", filepath.Join(s.bootDir, "eim-testos.img.gz"),
-		"--register", "--image-url", imageURL, "-o", "id"))
+		"--secure-boot-data-dir", s.dataDir, "--register", "--image-url", imageURL, "-o", "id"))
 	t.Logf("eim testos build --register (%s): OS profile %s", time.Since(start).Round(100*time.Millisecond), osID)
 
 	bootURL := fmt.Sprintf("http://%s:%d/boot/boot.ipxe", vmHost, apiPort)
@@ -108,6 +115,9 @@ func TestVMDay0(t *testing.T) {
 	})
 	t.Run("secure-boot-required-uefi", func(t *testing.T) {
 		secureBootMismatchVM(t, s, logDir, bootURL, osID, "sb-required-uefi", uefiFirmware(t), 4)
+	})
+	t.Run("secure-boot-attested-uefi", func(t *testing.T) {
+		attestedVM(t, s, logDir, bootURL, osID, "sb-attested-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi")), 5)
 	})
 	t.Logf("VM test total %s", time.Since(total).Round(time.Second))
 }

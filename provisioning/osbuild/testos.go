@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/eimhq/eim/agent/sysinit"
+	"github.com/eimhq/eim/secureboot"
 )
 
 // RootLabel is the label of the test OS's root file system, where
@@ -39,7 +42,12 @@ type TestOSOptions struct {
 	// SyslinuxEFI is syslinux for UEFI (Debian's syslinux-efi); default
 	// /usr/lib/SYSLINUX.EFI/efi64/syslinux.efi.
 	SyslinuxEFI string
-	Logger      *slog.Logger
+	// SecureBootKey and SecureBootCert, when set, sign the UEFI boot
+	// loader (\EFI\BOOT\BOOTX64.EFI) for Secure Boot, so that a machine
+	// enforcing it boots the installed image.
+	SecureBootKey  crypto.Signer
+	SecureBootCert *x509.Certificate
+	Logger         *slog.Logger
 }
 
 // TestOS is the image BuildTestOS wrote.
@@ -112,6 +120,11 @@ func BuildTestOS(ctx context.Context, opts TestOSOptions) (*TestOS, error) {
 	efiLoader, err := os.ReadFile(opts.SyslinuxEFI)
 	if err != nil {
 		return nil, fmt.Errorf("test OS: syslinux for UEFI (install Debian's syslinux-efi): %w", err)
+	}
+	if opts.SecureBootKey != nil {
+		if efiLoader, err = secureboot.Sign(efiLoader, opts.SecureBootCert, opts.SecureBootKey); err != nil {
+			return nil, fmt.Errorf("test OS: sign %s for Secure Boot: %w", opts.SyslinuxEFI, err)
+		}
 	}
 	efiLdlinux, err := os.ReadFile(filepath.Join(opts.SyslinuxDir, "modules", "efi64", "ldlinux.e64"))
 	if err != nil {

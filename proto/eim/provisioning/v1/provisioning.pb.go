@@ -137,6 +137,59 @@ func (ActionState) EnumDescriptor() ([]byte, []int) {
 	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1}
 }
 
+type MeasuredBoot_Tpm int32
+
+const (
+	// Not reported.
+	MeasuredBoot_TPM_UNSPECIFIED MeasuredBoot_Tpm = 0
+	// The node has no TPM (Linux shows no tpm0).
+	MeasuredBoot_TPM_ABSENT MeasuredBoot_Tpm = 1
+	// The node has a TPM; the fields below hold what was read, or error
+	// why nothing could be.
+	MeasuredBoot_TPM_PRESENT MeasuredBoot_Tpm = 2
+)
+
+// Enum value maps for MeasuredBoot_Tpm.
+var (
+	MeasuredBoot_Tpm_name = map[int32]string{
+		0: "TPM_UNSPECIFIED",
+		1: "TPM_ABSENT",
+		2: "TPM_PRESENT",
+	}
+	MeasuredBoot_Tpm_value = map[string]int32{
+		"TPM_UNSPECIFIED": 0,
+		"TPM_ABSENT":      1,
+		"TPM_PRESENT":     2,
+	}
+)
+
+func (x MeasuredBoot_Tpm) Enum() *MeasuredBoot_Tpm {
+	p := new(MeasuredBoot_Tpm)
+	*p = x
+	return p
+}
+
+func (x MeasuredBoot_Tpm) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MeasuredBoot_Tpm) Descriptor() protoreflect.EnumDescriptor {
+	return file_eim_provisioning_v1_provisioning_proto_enumTypes[2].Descriptor()
+}
+
+func (MeasuredBoot_Tpm) Type() protoreflect.EnumType {
+	return &file_eim_provisioning_v1_provisioning_proto_enumTypes[2]
+}
+
+func (x MeasuredBoot_Tpm) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MeasuredBoot_Tpm.Descriptor instead.
+func (MeasuredBoot_Tpm) EnumDescriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1, 0}
+}
+
 type GetWorkflowResponse_Disposition int32
 
 const (
@@ -181,11 +234,11 @@ func (x GetWorkflowResponse_Disposition) String() string {
 }
 
 func (GetWorkflowResponse_Disposition) Descriptor() protoreflect.EnumDescriptor {
-	return file_eim_provisioning_v1_provisioning_proto_enumTypes[2].Descriptor()
+	return file_eim_provisioning_v1_provisioning_proto_enumTypes[3].Descriptor()
 }
 
 func (GetWorkflowResponse_Disposition) Type() protoreflect.EnumType {
-	return &file_eim_provisioning_v1_provisioning_proto_enumTypes[2]
+	return &file_eim_provisioning_v1_provisioning_proto_enumTypes[3]
 }
 
 func (x GetWorkflowResponse_Disposition) Number() protoreflect.EnumNumber {
@@ -194,7 +247,7 @@ func (x GetWorkflowResponse_Disposition) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GetWorkflowResponse_Disposition.Descriptor instead.
 func (GetWorkflowResponse_Disposition) EnumDescriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1, 0}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{3, 0}
 }
 
 type GetWorkflowRequest struct {
@@ -206,7 +259,13 @@ type GetWorkflowRequest struct {
 	// only on a node that booted with Secure Boot enforced, and one asking for
 	// none only on a node without it (as the original's onboarding checks).
 	// Agents older than the field send SECURE_BOOT_STATE_UNSPECIFIED.
-	SecureBoot    SecureBootState `protobuf:"varint,2,opt,name=secure_boot,json=secureBoot,proto3,enum=eim.provisioning.v1.SecureBootState" json:"secure_boot,omitempty"`
+	SecureBoot SecureBootState `protobuf:"varint,2,opt,name=secure_boot,json=secureBoot,proto3,enum=eim.provisioning.v1.SecureBootState" json:"secure_boot,omitempty"`
+	// What the node's TPM measured of this boot (read by the micro-OS): the
+	// server replays the event log against the PCR values and checks the
+	// boot code in PCR 4 against the signed binaries it served, and shows
+	// the result as the instance's trustedAttestationStatus. Agents older
+	// than the field send none.
+	MeasuredBoot  *MeasuredBoot `protobuf:"bytes,3,opt,name=measured_boot,json=measuredBoot,proto3" json:"measured_boot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +314,141 @@ func (x *GetWorkflowRequest) GetSecureBoot() SecureBootState {
 	return SecureBootState_SECURE_BOOT_STATE_UNSPECIFIED
 }
 
+func (x *GetWorkflowRequest) GetMeasuredBoot() *MeasuredBoot {
+	if x != nil {
+		return x.MeasuredBoot
+	}
+	return nil
+}
+
+// MeasuredBoot is a node's TPM 2.0 measurements of its boot, as the node
+// read them (not a quote signed by the TPM).
+type MeasuredBoot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tpm   MeasuredBoot_Tpm       `protobuf:"varint,1,opt,name=tpm,proto3,enum=eim.provisioning.v1.MeasuredBoot_Tpm" json:"tpm,omitempty"`
+	// The SHA-256 bank: each PCR (0-23) the TPM has, with its value.
+	Pcrs []*Pcr `protobuf:"bytes,2,rep,name=pcrs,proto3" json:"pcrs,omitempty"`
+	// The firmware's event log in the TCG PC Client crypto-agile format
+	// (Linux's securityfs tpm0/binary_bios_measurements), at most 1 MiB.
+	EventLog []byte `protobuf:"bytes,3,opt,name=event_log,json=eventLog,proto3" json:"event_log,omitempty"`
+	// Why the PCRs or the event log could not be read (TPM_PRESENT only).
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeasuredBoot) Reset() {
+	*x = MeasuredBoot{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeasuredBoot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeasuredBoot) ProtoMessage() {}
+
+func (x *MeasuredBoot) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeasuredBoot.ProtoReflect.Descriptor instead.
+func (*MeasuredBoot) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MeasuredBoot) GetTpm() MeasuredBoot_Tpm {
+	if x != nil {
+		return x.Tpm
+	}
+	return MeasuredBoot_TPM_UNSPECIFIED
+}
+
+func (x *MeasuredBoot) GetPcrs() []*Pcr {
+	if x != nil {
+		return x.Pcrs
+	}
+	return nil
+}
+
+func (x *MeasuredBoot) GetEventLog() []byte {
+	if x != nil {
+		return x.EventLog
+	}
+	return nil
+}
+
+func (x *MeasuredBoot) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// Pcr is one PCR's value in the SHA-256 bank.
+type Pcr struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The 32-byte value.
+	Sha256        []byte `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pcr) Reset() {
+	*x = Pcr{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pcr) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pcr) ProtoMessage() {}
+
+func (x *Pcr) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pcr.ProtoReflect.Descriptor instead.
+func (*Pcr) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Pcr) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Pcr) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
 type GetWorkflowResponse struct {
 	state            protoimpl.MessageState          `protogen:"open.v1"`
 	Disposition      GetWorkflowResponse_Disposition `protobuf:"varint,1,opt,name=disposition,proto3,enum=eim.provisioning.v1.GetWorkflowResponse_Disposition" json:"disposition,omitempty"`
@@ -267,7 +461,7 @@ type GetWorkflowResponse struct {
 
 func (x *GetWorkflowResponse) Reset() {
 	*x = GetWorkflowResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +473,7 @@ func (x *GetWorkflowResponse) String() string {
 func (*GetWorkflowResponse) ProtoMessage() {}
 
 func (x *GetWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +486,7 @@ func (x *GetWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetWorkflowResponse) GetDisposition() GetWorkflowResponse_Disposition {
@@ -338,7 +532,7 @@ type Workflow struct {
 
 func (x *Workflow) Reset() {
 	*x = Workflow{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +544,7 @@ func (x *Workflow) String() string {
 func (*Workflow) ProtoMessage() {}
 
 func (x *Workflow) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +557,7 @@ func (x *Workflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workflow.ProtoReflect.Descriptor instead.
 func (*Workflow) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{2}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Workflow) GetId() string {
@@ -415,7 +609,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +621,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +634,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{3}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Action) GetIndex() uint32 {
@@ -576,7 +770,7 @@ type EraseDisk struct {
 
 func (x *EraseDisk) Reset() {
 	*x = EraseDisk{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +782,7 @@ func (x *EraseDisk) String() string {
 func (*EraseDisk) ProtoMessage() {}
 
 func (x *EraseDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +795,7 @@ func (x *EraseDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseDisk.ProtoReflect.Descriptor instead.
 func (*EraseDisk) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{4}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EraseDisk) GetDevice() string {
@@ -629,7 +823,7 @@ type StreamImage struct {
 
 func (x *StreamImage) Reset() {
 	*x = StreamImage{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +835,7 @@ func (x *StreamImage) String() string {
 func (*StreamImage) ProtoMessage() {}
 
 func (x *StreamImage) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +848,7 @@ func (x *StreamImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamImage.ProtoReflect.Descriptor instead.
 func (*StreamImage) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{5}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StreamImage) GetUrl() string {
@@ -708,7 +902,7 @@ type WriteFile struct {
 
 func (x *WriteFile) Reset() {
 	*x = WriteFile{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +914,7 @@ func (x *WriteFile) String() string {
 func (*WriteFile) ProtoMessage() {}
 
 func (x *WriteFile) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +927,7 @@ func (x *WriteFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFile.ProtoReflect.Descriptor instead.
 func (*WriteFile) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{6}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WriteFile) GetDevice() string {
@@ -786,7 +980,7 @@ type WriteAgentConfig struct {
 
 func (x *WriteAgentConfig) Reset() {
 	*x = WriteAgentConfig{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +992,7 @@ func (x *WriteAgentConfig) String() string {
 func (*WriteAgentConfig) ProtoMessage() {}
 
 func (x *WriteAgentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +1005,7 @@ func (x *WriteAgentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteAgentConfig.ProtoReflect.Descriptor instead.
 func (*WriteAgentConfig) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{7}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WriteAgentConfig) GetDevice() string {
@@ -846,7 +1040,7 @@ type SetBootOrder struct {
 
 func (x *SetBootOrder) Reset() {
 	*x = SetBootOrder{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +1052,7 @@ func (x *SetBootOrder) String() string {
 func (*SetBootOrder) ProtoMessage() {}
 
 func (x *SetBootOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1065,7 @@ func (x *SetBootOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBootOrder.ProtoReflect.Descriptor instead.
 func (*SetBootOrder) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{8}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetBootOrder) GetDevice() string {
@@ -898,7 +1092,7 @@ type Reboot struct {
 
 func (x *Reboot) Reset() {
 	*x = Reboot{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1104,7 @@ func (x *Reboot) String() string {
 func (*Reboot) ProtoMessage() {}
 
 func (x *Reboot) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1117,7 @@ func (x *Reboot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reboot.ProtoReflect.Descriptor instead.
 func (*Reboot) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{9}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{11}
 }
 
 type ReportActionRequest struct {
@@ -949,7 +1143,7 @@ type ReportActionRequest struct {
 
 func (x *ReportActionRequest) Reset() {
 	*x = ReportActionRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1155,7 @@ func (x *ReportActionRequest) String() string {
 func (*ReportActionRequest) ProtoMessage() {}
 
 func (x *ReportActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1168,7 @@ func (x *ReportActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionRequest.ProtoReflect.Descriptor instead.
 func (*ReportActionRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{10}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReportActionRequest) GetWorkflowId() string {
@@ -1044,7 +1238,7 @@ type ReportActionResponse struct {
 
 func (x *ReportActionResponse) Reset() {
 	*x = ReportActionResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1250,7 @@ func (x *ReportActionResponse) String() string {
 func (*ReportActionResponse) ProtoMessage() {}
 
 func (x *ReportActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1263,7 @@ func (x *ReportActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionResponse.ProtoReflect.Descriptor instead.
 func (*ReportActionResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{11}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportActionResponse) GetCancel() bool {
@@ -1089,7 +1283,7 @@ type ReportActionsRequest struct {
 
 func (x *ReportActionsRequest) Reset() {
 	*x = ReportActionsRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1295,7 @@ func (x *ReportActionsRequest) String() string {
 func (*ReportActionsRequest) ProtoMessage() {}
 
 func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1308,7 @@ func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionsRequest.ProtoReflect.Descriptor instead.
 func (*ReportActionsRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReportActionsRequest) GetReports() []*ReportActionRequest {
@@ -1135,7 +1329,7 @@ type ReportActionsResponse struct {
 
 func (x *ReportActionsResponse) Reset() {
 	*x = ReportActionsResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1341,7 @@ func (x *ReportActionsResponse) String() string {
 func (*ReportActionsResponse) ProtoMessage() {}
 
 func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1354,7 @@ func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionsResponse.ProtoReflect.Descriptor instead.
 func (*ReportActionsResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReportActionsResponse) GetCancel() bool {
@@ -1174,11 +1368,25 @@ var File_eim_provisioning_v1_provisioning_proto protoreflect.FileDescriptor
 
 const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\n" +
-	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\x80\x01\n" +
+	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\xc8\x01\n" +
 	"\x12GetWorkflowRequest\x12#\n" +
 	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12E\n" +
 	"\vsecure_boot\x18\x02 \x01(\x0e2$.eim.provisioning.v1.SecureBootStateR\n" +
-	"secureBoot\"\xf6\x02\n" +
+	"secureBoot\x12F\n" +
+	"\rmeasured_boot\x18\x03 \x01(\v2!.eim.provisioning.v1.MeasuredBootR\fmeasuredBoot\"\xe5\x01\n" +
+	"\fMeasuredBoot\x127\n" +
+	"\x03tpm\x18\x01 \x01(\x0e2%.eim.provisioning.v1.MeasuredBoot.TpmR\x03tpm\x12,\n" +
+	"\x04pcrs\x18\x02 \x03(\v2\x18.eim.provisioning.v1.PcrR\x04pcrs\x12\x1b\n" +
+	"\tevent_log\x18\x03 \x01(\fR\beventLog\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\";\n" +
+	"\x03Tpm\x12\x13\n" +
+	"\x0fTPM_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"TPM_ABSENT\x10\x01\x12\x0f\n" +
+	"\vTPM_PRESENT\x10\x02\"3\n" +
+	"\x03Pcr\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\xf6\x02\n" +
 	"\x13GetWorkflowResponse\x12V\n" +
 	"\vdisposition\x18\x01 \x01(\x0e24.eim.provisioning.v1.GetWorkflowResponse.DispositionR\vdisposition\x129\n" +
 	"\bworkflow\x18\x02 \x01(\v2\x1d.eim.provisioning.v1.WorkflowR\bworkflow\x12,\n" +
@@ -1276,51 +1484,57 @@ func file_eim_provisioning_v1_provisioning_proto_rawDescGZIP() []byte {
 	return file_eim_provisioning_v1_provisioning_proto_rawDescData
 }
 
-var file_eim_provisioning_v1_provisioning_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_eim_provisioning_v1_provisioning_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_eim_provisioning_v1_provisioning_proto_goTypes = []any{
 	(SecureBootState)(0),                 // 0: eim.provisioning.v1.SecureBootState
 	(ActionState)(0),                     // 1: eim.provisioning.v1.ActionState
-	(GetWorkflowResponse_Disposition)(0), // 2: eim.provisioning.v1.GetWorkflowResponse.Disposition
-	(*GetWorkflowRequest)(nil),           // 3: eim.provisioning.v1.GetWorkflowRequest
-	(*GetWorkflowResponse)(nil),          // 4: eim.provisioning.v1.GetWorkflowResponse
-	(*Workflow)(nil),                     // 5: eim.provisioning.v1.Workflow
-	(*Action)(nil),                       // 6: eim.provisioning.v1.Action
-	(*EraseDisk)(nil),                    // 7: eim.provisioning.v1.EraseDisk
-	(*StreamImage)(nil),                  // 8: eim.provisioning.v1.StreamImage
-	(*WriteFile)(nil),                    // 9: eim.provisioning.v1.WriteFile
-	(*WriteAgentConfig)(nil),             // 10: eim.provisioning.v1.WriteAgentConfig
-	(*SetBootOrder)(nil),                 // 11: eim.provisioning.v1.SetBootOrder
-	(*Reboot)(nil),                       // 12: eim.provisioning.v1.Reboot
-	(*ReportActionRequest)(nil),          // 13: eim.provisioning.v1.ReportActionRequest
-	(*ReportActionResponse)(nil),         // 14: eim.provisioning.v1.ReportActionResponse
-	(*ReportActionsRequest)(nil),         // 15: eim.provisioning.v1.ReportActionsRequest
-	(*ReportActionsResponse)(nil),        // 16: eim.provisioning.v1.ReportActionsResponse
+	(MeasuredBoot_Tpm)(0),                // 2: eim.provisioning.v1.MeasuredBoot.Tpm
+	(GetWorkflowResponse_Disposition)(0), // 3: eim.provisioning.v1.GetWorkflowResponse.Disposition
+	(*GetWorkflowRequest)(nil),           // 4: eim.provisioning.v1.GetWorkflowRequest
+	(*MeasuredBoot)(nil),                 // 5: eim.provisioning.v1.MeasuredBoot
+	(*Pcr)(nil),                          // 6: eim.provisioning.v1.Pcr
+	(*GetWorkflowResponse)(nil),          // 7: eim.provisioning.v1.GetWorkflowResponse
+	(*Workflow)(nil),                     // 8: eim.provisioning.v1.Workflow
+	(*Action)(nil),                       // 9: eim.provisioning.v1.Action
+	(*EraseDisk)(nil),                    // 10: eim.provisioning.v1.EraseDisk
+	(*StreamImage)(nil),                  // 11: eim.provisioning.v1.StreamImage
+	(*WriteFile)(nil),                    // 12: eim.provisioning.v1.WriteFile
+	(*WriteAgentConfig)(nil),             // 13: eim.provisioning.v1.WriteAgentConfig
+	(*SetBootOrder)(nil),                 // 14: eim.provisioning.v1.SetBootOrder
+	(*Reboot)(nil),                       // 15: eim.provisioning.v1.Reboot
+	(*ReportActionRequest)(nil),          // 16: eim.provisioning.v1.ReportActionRequest
+	(*ReportActionResponse)(nil),         // 17: eim.provisioning.v1.ReportActionResponse
+	(*ReportActionsRequest)(nil),         // 18: eim.provisioning.v1.ReportActionsRequest
+	(*ReportActionsResponse)(nil),        // 19: eim.provisioning.v1.ReportActionsResponse
 }
 var file_eim_provisioning_v1_provisioning_proto_depIdxs = []int32{
 	0,  // 0: eim.provisioning.v1.GetWorkflowRequest.secure_boot:type_name -> eim.provisioning.v1.SecureBootState
-	2,  // 1: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
-	5,  // 2: eim.provisioning.v1.GetWorkflowResponse.workflow:type_name -> eim.provisioning.v1.Workflow
-	6,  // 3: eim.provisioning.v1.Workflow.actions:type_name -> eim.provisioning.v1.Action
-	7,  // 4: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
-	8,  // 5: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
-	9,  // 6: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
-	11, // 7: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
-	12, // 8: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
-	10, // 9: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
-	1,  // 10: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
-	13, // 11: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
-	3,  // 12: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
-	13, // 13: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
-	15, // 14: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
-	4,  // 15: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
-	14, // 16: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
-	16, // 17: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	5,  // 1: eim.provisioning.v1.GetWorkflowRequest.measured_boot:type_name -> eim.provisioning.v1.MeasuredBoot
+	2,  // 2: eim.provisioning.v1.MeasuredBoot.tpm:type_name -> eim.provisioning.v1.MeasuredBoot.Tpm
+	6,  // 3: eim.provisioning.v1.MeasuredBoot.pcrs:type_name -> eim.provisioning.v1.Pcr
+	3,  // 4: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
+	8,  // 5: eim.provisioning.v1.GetWorkflowResponse.workflow:type_name -> eim.provisioning.v1.Workflow
+	9,  // 6: eim.provisioning.v1.Workflow.actions:type_name -> eim.provisioning.v1.Action
+	10, // 7: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
+	11, // 8: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
+	12, // 9: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
+	14, // 10: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
+	15, // 11: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
+	13, // 12: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
+	1,  // 13: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
+	16, // 14: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
+	4,  // 15: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
+	16, // 16: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
+	18, // 17: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
+	7,  // 18: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
+	17, // 19: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
+	19, // 20: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_eim_provisioning_v1_provisioning_proto_init() }
@@ -1328,7 +1542,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 	if File_eim_provisioning_v1_provisioning_proto != nil {
 		return
 	}
-	file_eim_provisioning_v1_provisioning_proto_msgTypes[3].OneofWrappers = []any{
+	file_eim_provisioning_v1_provisioning_proto_msgTypes[5].OneofWrappers = []any{
 		(*Action_EraseDisk)(nil),
 		(*Action_StreamImage)(nil),
 		(*Action_WriteFile)(nil),
@@ -1341,8 +1555,8 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_provisioning_v1_provisioning_proto_rawDesc), len(file_eim_provisioning_v1_provisioning_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   14,
+			NumEnums:      4,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
