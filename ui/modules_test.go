@@ -111,6 +111,26 @@ func TestEdgeWorkloadPages(t *testing.T) {
 	if strings.Contains(page, `id="ew-delete"`) {
 		t.Errorf("a reader is shown the delete button")
 	}
+	if strings.Contains(page, `id="ew-rollout"`) {
+		t.Errorf("a workload without a rollout policy shows a rollout")
+	}
+	// With a rollout policy, the page shows its rollout as the module
+	// stored it (a batch that missed its threshold).
+	ew, err := e.st.SetEdgeWorkloadRolloutPolicy(ctx, proj, "cam", 1, &eim.RolloutPolicy{SuccessThreshold: "90%"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := eim.NewTime(time.Now())
+	if err := e.st.SaveEdgeWorkloadRollout(ctx, &eim.EdgeWorkloadRollout{Project: proj, Workload: "cam", ToRevision: ew.Revision, State: eim.RolloutPaused,
+		Reason: "batch 1 missed its success threshold", Since: now, Total: 2, BatchStartedAt: now, ProgressAt: now}, true, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	page = e.get(tokRO, "/ui/p/acme/edgeworkloads/cam").Body.String()
+	for _, want := range []string{`id="ew-rollout"`, `data-rollout="state">` + eim.RolloutPaused + `<`, "batch 1 missed its success threshold"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the workload page: no %q in its rollout section:\n%.6000s", want, page)
+		}
+	}
 	// The device's workloads on its host page.
 	hp := e.get(tokRO, "/ui/p/acme/hosts/"+hosts[0].ResourceID).Body.String()
 	if !regexp.MustCompile(`(?s)data-workload="cam">.{0,400}exit code 3, 2 restarts`).MatchString(hp) {
