@@ -69,6 +69,12 @@ type Options struct {
 	// GracefulTimeout is how long a graceful shutdown has before the
 	// machine is forced off (default 60 s).
 	GracefulTimeout time.Duration
+	// HTTPBootURL is EIM's iPXE script's URL for UEFI HTTP boot: a
+	// network-boot job boots a machine whose BMC lists HTTP boot from it
+	// (empty: PXE always). CallHomeTimeout bounds a network-boot job's
+	// wait for the node to call home (default 10 min).
+	HTTPBootURL     string
+	CallHomeTimeout time.Duration
 	// MaxSends bounds the sends of one step's action (default 3).
 	MaxSends int
 	// SiteLimit power-ons start per site per SiteWindow at most (defaults
@@ -129,6 +135,7 @@ func New(o Options) (*Service, error) {
 	def(&o.ConfirmTimeout, time.Minute)
 	def(&o.ConfirmEvery, 2*time.Second)
 	def(&o.GracefulTimeout, time.Minute)
+	def(&o.CallHomeTimeout, 10*time.Minute)
 	def(&o.SiteWindow, 10*time.Second)
 	def(&o.PollEvery, time.Minute)
 	def(&o.ReachableEvery, 5*time.Minute)

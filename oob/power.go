@@ -22,14 +22,18 @@ import (
 // Follow follows the change feed until ctx ends (one process of the
 // deployment runs it).
 func (s *Service) Follow(ctx context.Context) error {
-	r := feed.New(feed.Options{Store: s.o.Feed, Name: "oob", Logger: s.log, Kinds: []eim.Kind{eim.KindHost}, Durable: true,
+	r := feed.New(feed.Options{Store: s.o.Feed, Name: "oob", Logger: s.log, Kinds: []eim.Kind{eim.KindHost, eim.KindInstance}, Durable: true,
 		Metrics: s.o.Metrics, MinWait: s.o.RetryWait,
 		Handle: func(ctx context.Context, evs []eim.Event) error {
 			for _, ev := range evs {
 				if ev.Op == eim.OpDeleted {
 					continue
 				}
-				if err := s.syncHost(ctx, ev.Project, ev.ID); err != nil {
+				sync := s.syncHost
+				if ev.Kind == eim.KindInstance {
+					sync = s.syncInstance // Day 0 may be due (day0.go)
+				}
+				if err := sync(ctx, ev.Project, ev.ID); err != nil {
 					if eim.ErrorCode(err) == eim.EUNAVAILABLE {
 						return err
 					}
@@ -130,7 +134,7 @@ func (s *Service) syncHost(ctx context.Context, project, hostID string) error {
 		// The host's event of this write brings it here again, for the job.
 		return s.setHostBMC(ctx, project, hostID, kind, ip)
 	}
-	_, err = s.request(ctx, h, nil, false)
+	_, err = s.requestFor(ctx, h, b)
 	return err
 }
 
@@ -176,24 +180,7 @@ func (s *Service) request(ctx context.Context, h *eim.Host, boot *Boot, explicit
 		s.log.Info("desired power state not carried out by the BMC", "project", h.Project, "host", h.ResourceID, "err", err)
 		return nil, nil
 	}
-	if h.PowerCommandPolicy == eim.PowerCommandPolicyImmediate {
-		for _, old := range recent {
-			if old.State.Ended() {
-				continue
-			}
-			_, err := s.o.Store.CancelPowerJob(ctx, h.Project, h.ResourceID, old.ID, "cancelled by a request for "+string(d)+" (powerCommandPolicy IMMEDIATE)")
-			if err != nil && eim.ErrorCode(err) != eim.ECONFLICT {
-				return nil, err
-			}
-		}
-	}
-	j := &eim.PowerJob{Project: h.Project, HostID: h.ResourceID, Desired: d, Steps: steps, Deadline: eim.NewTime(time.Now().Add(s.o.JobTimeout))}
-	if err := s.o.Store.CreatePowerJob(ctx, j); err != nil {
-		return nil, err
-	}
-	s.log.Info("power job created", "project", h.Project, "host", h.ResourceID, "job", j.ID, "desired", string(d))
-	s.poke()
-	return j, nil
+	return s.enqueue(ctx, h, d, steps, s.o.JobTimeout, recent)
 }
 
 // Poll reads every BMC's power state every PollEvery until ctx ends (one

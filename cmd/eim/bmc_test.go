@@ -168,10 +168,17 @@ func TestHostPowerCLI(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"totalElements": 1`) || !strings.Contains(out, `"once": true`) {
 		t.Fatalf("jobs: got %q, %v", out, err)
 	}
+	// Day 0 through the BMC: a network-boot job.
+	out, err = run("provision", h.ResourceID)
+	if err != nil || !strings.Contains(out, "PENDING") || !strings.Contains(out, "boot PXE, ON or RESET, call home, clear boot") {
+		t.Fatalf("provision: got %q, %v; want a PENDING network-boot job", out, err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"provision"}, "one host ID"},
+		{[]string{"provision", h.ResourceID, "extra"}, "one host ID"},
 		{[]string{"power", h.ResourceID, "warp"}, "not one of"},
 		{[]string{"power", h.ResourceID, "on", "--once"}, "--once goes with --boot"},
 		{[]string{"power", h.ResourceID, "off", "--boot", "pxe"}, "boot"},
