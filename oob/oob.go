@@ -1,13 +1,13 @@
 // Package oob is the out-of-band control module: hosts' BMCs (Redfish,
 // IPMI, Intel AMT) as resources of the v1 API, at
-// /v1/projects/{projectName}/compute/hosts/{hostId}/bmc. Today it keeps
-// them — the address, the credentials (the password sealed under the
-// deployment's secrets key, never answered, redacted in the audit log) and
-// the TLS trust — and nothing talks to the BMCs yet: power jobs, boot
-// overrides and the capabilities and Reachable condition they fill come
-// next (docs/oob.md). Its drivers are packages below it (oob/ipmi,
-// oob/redfish, oob/amt), each adapted to Driver by a file of this package
-// (redfishdriver.go, amtdriver.go).
+// /v1/projects/{projectName}/compute/hosts/{hostId}/bmc — the address,
+// the credentials (the password sealed under the deployment's secrets
+// key, never answered, redacted in the audit log) and the TLS trust —
+// and the power jobs carried out through them (job.go, power.go,
+// worker.go), among them the network-boot jobs that start a registered
+// machine's Day 0 (day0.go); docs/oob.md. Its drivers are packages below
+// it (oob/ipmi, oob/redfish, oob/amt), each adapted to Driver by a file of
+// this package (ipmidriver.go, redfishdriver.go, amtdriver.go).
 package oob
 
 import (
