@@ -235,3 +235,38 @@ func TestNetbootBadRequests(t *testing.T) {
 		e.want("admin", "POST", bmcPath("b", e.hostA)+"/jobs", map[string]any{"boot": "NETWORK"}, 404)
 	})
 }
+
+// TestNetbootTakenOver: the process of a network-boot job that reset a
+// running machine dies while it waits for the node; another takes the job
+// over after the lease, does not reset the machine again (the step's
+// action was recorded), waits for the call-home from the first send, and
+// clears the override.
+func TestNetbootTakenOver(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		f := newFake(oob.PowerOn)
+		j := newJobs(t, e, f, nil)
+		in := e.addInstance(t, e.hostA)
+		stopA := run(t, j.svc.Work)
+		id := j.post(t, map[string]any{"boot": "NETWORK"})
+		got := j.waitStep(t, id, 2)
+		stopA()
+		b, err := oob.New(fastOptions(e, f, "process-b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, b.Work)
+		j.callHome(t, in, got.Steps[1].SentAt.Time)
+		done := j.wait(t, id, eim.PowerJobSucceeded)
+		if f.sent(oob.ActionReset) != 1 || f.sent(oob.ActionOn) != 0 || done.Attempts < 2 {
+			t.Fatalf("sends %v, attempts %d: want one reset, the job taken over", f.sends, done.Attempts)
+		}
+		if !done.Steps[1].SentAt.Equal(got.Steps[1].SentAt.Time) {
+			t.Errorf("BOOT_POWER sent at %v, then %v: want the one send", got.Steps[1].SentAt, done.Steps[1].SentAt)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.boot.Target != oob.BootNone {
+			t.Fatalf("override left %+v, want none", f.boot)
+		}
+	})
+}
