@@ -36,9 +36,10 @@ import (
 // can.
 //
 // Where such jobs come from: POST …/bmc/jobs {"boot":"NETWORK"} (the CLI's
-// `eim host provision`), and a registered host with an instance, not yet
+// `eim host provision`); a registered host with an instance, not yet
 // onboarded, whose desiredPowerState is ON (Day 0 starts by itself, once:
-// a failed one is asked again explicitly).
+// a failed one is asked again explicitly); and a provisioning workflow
+// retried (`eim instance reprovision`) of a host that asks to be on.
 
 // Step kinds of network-boot jobs (SET_BOOT is eim.PowerStepSetBoot).
 const (
@@ -180,6 +181,68 @@ func (s *Service) syncInstance(ctx context.Context, project, id string) error {
 		return err
 	}
 	return s.syncHost(ctx, project, hostID)
+}
+
+// syncWorkflow: a provisioning workflow changed. One retried (`eim
+// instance reprovision`: a FAILED workflow made PENDING again, attempt 2
+// or more) whose host has a BMC and asks to be on boots the host from the
+// network again through it, with a reset when it is on: a node hung or
+// switched off gets the new attempt too, and one still in the micro-OS
+// discovers again and restarts the workflow (the provisioning module
+// restarts an action whose node rebooted). Once per attempt: a
+// network-boot job made since the attempt started is enough. A workflow
+// its node took up already (RUNNING by the time it is read) needs none.
+func (s *Service) syncWorkflow(ctx context.Context, project, id string) error {
+	var wf *eim.Workflow
+	err := s.o.Store.View(ctx, project, func(tx eim.Tx) error {
+		r, err := tx.Get(ctx, eim.KindWorkflow, id)
+		if err != nil {
+			return err
+		}
+		wf = r.(*eim.Workflow)
+		return nil
+	})
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if wf.State != eim.WorkflowPending || wf.Attempt < 2 || wf.HostID == "" {
+		return nil
+	}
+	b, err := s.o.Store.GetBMC(ctx, project, wf.HostID)
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	h, err := s.host(ctx, project, wf.HostID)
+	if eim.ErrorCode(err) == eim.ENOTFOUND {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if h.DesiredPowerState != eim.PowerStateOn || h.DesiredState == eim.HostStateDeleted || h.DesiredState == eim.HostStateUntrusted {
+		return nil
+	}
+	recent, _, err := s.o.Store.ListPowerJobs(ctx, project, wf.HostID, 20, 0)
+	if err != nil {
+		return err
+	}
+	for _, j := range recent {
+		if IsNetboot(j) && !j.CreatedAt.Before(wf.StartedAt.Time) {
+			return nil
+		}
+	}
+	j, err := s.requestNetboot(ctx, h, b)
+	if err == nil {
+		s.log.Info("provisioning retried: the host boots from the network again through its BMC", "project", project, "host", wf.HostID,
+			"workflow", wf.ResourceID, "attempt", wf.Attempt, "job", j.ID)
+	}
+	return err
 }
 
 // postNetboot answers POST …/bmc/jobs {"boot":"NETWORK"}: "provision this

@@ -270,3 +270,88 @@ func TestNetbootTakenOver(t *testing.T) {
 		}
 	})
 }
+
+// TestReprovisionBootsThroughBMC: a provisioning workflow retried (attempt
+// 2, PENDING again: `eim instance reprovision`) of a host with a BMC that
+// asks to be on gets a network-boot job, once for the attempt; a first
+// attempt, and a retried workflow its node took up already, get none.
+func TestReprovisionBootsThroughBMC(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		f := newFake(oob.PowerOn)
+		j := newJobs(t, e, f, nil)
+		in := e.addInstance(t, e.hostA)
+		// The host is onboarded (its Day 0 is done): only the retry asks.
+		if err := e.store.Update(t.Context(), "a", func(tx eim.Tx) error {
+			r, err := tx.Get(t.Context(), eim.KindHost, e.hostA)
+			if err != nil {
+				return err
+			}
+			h := r.(*eim.Host)
+			if err := tx.UpdateFields(t.Context(), &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, DesiredState: eim.HostStateOnboarded}, "desiredState"); err != nil {
+				return err
+			}
+			h.DesiredState = eim.HostStateOnboarded
+			if err := inventory.SetDesiredPower(t.Context(), tx, h, eim.PowerStateOn); err != nil {
+				return err
+			}
+			return inventory.IssueNodeCredentials(t.Context(), tx, h, inventory.Onboarded{SecretHash: strings.Repeat("ab", 32),
+				Status: inventory.StatusAt("Onboarded", eim.StatusIdle, time.Now())})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		run(t, j.svc.Follow)
+		wf := &eim.Workflow{InstanceID: in.ResourceID, HostID: e.hostA, Attempt: 1, State: eim.WorkflowFailed, StartedAt: eim.NewTime(time.Now())}
+		if err := e.store.Update(t.Context(), "a", func(tx eim.Tx) error { return tx.Create(t.Context(), wf) }); err != nil {
+			t.Fatal(err)
+		}
+		save := func(state eim.WorkflowState, attempt int) {
+			t.Helper()
+			if err := e.store.Update(t.Context(), "a", func(tx eim.Tx) error {
+				r, err := tx.Get(t.Context(), eim.KindWorkflow, wf.ResourceID)
+				if err != nil {
+					return err
+				}
+				w := r.(*eim.Workflow)
+				w.State, w.Attempt, w.StartedAt = state, attempt, eim.NewTime(time.Now())
+				return inventory.SaveWorkflow(t.Context(), tx, w)
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		netboots := func() int {
+			jobs, _, err := e.store.ListPowerJobs(t.Context(), "a", e.hostA, 20, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, j := range jobs {
+				if oob.IsNetboot(j) {
+					n++
+				}
+			}
+			return n
+		}
+		// A first attempt failing and pending: no job.
+		save(eim.WorkflowPending, 1)
+		time.Sleep(300 * time.Millisecond) // the feed's pace: a job would have come by now
+		if n := netboots(); n != 0 {
+			t.Fatalf("a first attempt: %d network-boot jobs, want none", n)
+		}
+		// A retry: one job.
+		save(eim.WorkflowFailed, 1)
+		save(eim.WorkflowPending, 2)
+		deadline := time.Now().Add(20 * time.Second)
+		for netboots() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("no network-boot job after the retry")
+			}
+			time.Sleep(10 * time.Millisecond) // a poll's pace
+		}
+		// The node takes it up: no second job for the attempt.
+		save(eim.WorkflowRunning, 2)
+		time.Sleep(300 * time.Millisecond) // the feed's pace
+		if n := netboots(); n != 1 {
+			t.Fatalf("after the retry: %d network-boot jobs, want 1", n)
+		}
+	})
+}

@@ -22,7 +22,7 @@ import (
 // Follow follows the change feed until ctx ends (one process of the
 // deployment runs it).
 func (s *Service) Follow(ctx context.Context) error {
-	r := feed.New(feed.Options{Store: s.o.Feed, Name: "oob", Logger: s.log, Kinds: []eim.Kind{eim.KindHost, eim.KindInstance}, Durable: true,
+	r := feed.New(feed.Options{Store: s.o.Feed, Name: "oob", Logger: s.log, Kinds: []eim.Kind{eim.KindHost, eim.KindInstance, eim.KindWorkflow}, Durable: true,
 		Metrics: s.o.Metrics, MinWait: s.o.RetryWait,
 		Handle: func(ctx context.Context, evs []eim.Event) error {
 			for _, ev := range evs {
@@ -30,8 +30,11 @@ func (s *Service) Follow(ctx context.Context) error {
 					continue
 				}
 				sync := s.syncHost
-				if ev.Kind == eim.KindInstance {
+				switch ev.Kind {
+				case eim.KindInstance:
 					sync = s.syncInstance // Day 0 may be due (day0.go)
+				case eim.KindWorkflow:
+					sync = s.syncWorkflow // a reprovisioning (day0.go)
 				}
 				if err := sync(ctx, ev.Project, ev.ID); err != nil {
 					if eim.ErrorCode(err) == eim.EUNAVAILABLE {
