@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +41,10 @@ import (
 //     "Continuous" (a quirk of real BMCs): Day 0 starts by itself when the
 //     BMC is given to a registered host with an instance, and the
 //     override is cleared after the call-home.
+//   - redfish-reprovision: a Day 0 through the Redfish BMC that fails (the
+//     OS image is served broken), then `eim instance reprovision`: the oob
+//     module resets the running machine with a one-time PXE boot through
+//     the BMC, and attempt 2 runs to RUNNING.
 //
 // It runs with EIM_VM_TEST=1 (.ci/run's VM step), beside TestVMDay0, and
 // also needs Debian's openipmi and ipmitool.
@@ -53,6 +61,7 @@ func TestVMDay0BMC(t *testing.T) {
 	e := startVMEnv(t, "--oob-poll-every", "5s", "--oob-graceful-timeout", "5s", "--oob-call-home-timeout", "5m", "--oob-job-timeout", "5m")
 	t.Run("ipmi", func(t *testing.T) { bmcDay0IPMI(t, e, 5) })
 	t.Run("redfish", func(t *testing.T) { bmcDay0Redfish(t, e, 6) })
+	t.Run("redfish-reprovision", func(t *testing.T) { bmcReprovisionRedfish(t, e, 7) })
 	t.Logf("BMC VM test total %s", time.Since(total).Round(time.Second))
 }
 
@@ -386,10 +395,20 @@ func bmcDay0IPMI(t *testing.T, e *vmEnv, n int) {
 	t.Logf("%s: power off through the BMC, seen OFF: %s", name, time.Since(start).Round(100*time.Millisecond))
 }
 
-func bmcDay0Redfish(t *testing.T, e *vmEnv, n int) {
-	ctx := context.Background()
-	name := "bmc-redfish"
-	uuid, serial, h, in := registerForBMC(t, e, name, n, nil)
+// redfishVM is a QEMU VM behind the Redfish test BMC.
+type redfishVM struct {
+	bmc     *redfishsim.BMC
+	q       *redfishsim.QEMU
+	srv     *redfishsim.Server
+	console string
+}
+
+const redfishUser, redfishPassword = "admin", "Eim-redfish-pw1"
+
+// startRedfishVM serves a Redfish BMC whose machine is a QEMU VM (off
+// until the BMC switches it on) of the identity, with faults.
+func startRedfishVM(t *testing.T, e *vmEnv, name, uuid, serial string, faults redfishsim.Faults) *redfishVM {
+	t.Helper()
 	console := filepath.Join(e.logDir, name+".log")
 	logf, err := os.Create(console)
 	if err != nil {
@@ -410,10 +429,8 @@ func bmcDay0Redfish(t *testing.T, e *vmEnv, n int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	const user, pw = "admin", "Eim-redfish-pw1"
-	bmc, err := redfishsim.New(redfishsim.Config{Username: user, Password: pw,
-		Systems: []redfishsim.SystemConfig{{Machine: q, UUID: uuid, SerialNumber: serial}},
-		Faults:  redfishsim.Faults{OnceAsContinuous: true}})
+	bmc, err := redfishsim.New(redfishsim.Config{Username: redfishUser, Password: redfishPassword,
+		Systems: []redfishsim.SystemConfig{{Machine: q, UUID: uuid, SerialNumber: serial}}, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,15 +439,50 @@ func bmcDay0Redfish(t *testing.T, e *vmEnv, n int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
+	return &redfishVM{bmc: bmc, q: q, srv: srv, console: console}
+}
+
+// putBMC gives the host the VM's BMC (its self-signed certificate as the
+// CA bundle).
+func (v *redfishVM) putBMC(t *testing.T, e *vmEnv, hostID string) {
+	t.Helper()
+	pass := redfishPassword
+	if _, err := e.s.admin.PutBMC(context.Background(), eim.DefaultProject, hostID, client.BMCInput{Protocol: "REDFISH",
+		Address: v.srv.URL, Username: redfishUser, Password: &pass, CACert: string(v.srv.CertPEM)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// netbootJobs are the host's network-boot jobs, newest first.
+func netbootJobs(t *testing.T, e *vmEnv, hostID string) []*client.PowerJob {
+	t.Helper()
+	list, err := e.s.admin.PowerJobs(context.Background(), eim.DefaultProject, hostID, 20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*client.PowerJob
+	for _, j := range list.Jobs {
+		for _, s := range j.Steps {
+			if s.Kind == oob.StepCallHome {
+				out = append(out, j)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func bmcDay0Redfish(t *testing.T, e *vmEnv, n int) {
+	ctx := context.Background()
+	name := "bmc-redfish"
+	uuid, serial, h, in := registerForBMC(t, e, name, n, nil)
+	vm := startRedfishVM(t, e, name, uuid, serial, redfishsim.Faults{OnceAsContinuous: true})
+	bmc, q, console := vm.bmc, vm.q, vm.console
 
 	// Day 0 starts by itself: the host is registered, has an instance and
 	// asks to be on (as new hosts do); the BMC is all that was missing.
 	start := time.Now()
-	pass := pw
-	if _, err := e.s.admin.PutBMC(ctx, eim.DefaultProject, h.ResourceID, client.BMCInput{Protocol: "REDFISH",
-		Address: srv.URL, Username: user, Password: &pass, CACert: string(srv.CertPEM)}); err != nil {
-		t.Fatal(err)
-	}
+	vm.putBMC(t, e, h.ResourceID)
 	waitDay0(t, e, h, in, console, func() error { return nil })
 	day0 := time.Since(start)
 	list, err := e.s.admin.PowerJobs(ctx, eim.DefaultProject, h.ResourceID, 20, 0)
@@ -468,4 +520,110 @@ func bmcDay0Redfish(t *testing.T, e *vmEnv, n int) {
 	waitJob(t, e, h.ResourceID, oj.JobID, 3*time.Minute)
 	waitPower(t, e, h.ResourceID, eim.PowerStateOff)
 	t.Logf("%s: power off through the BMC, seen OFF: %s", name, time.Since(start).Round(100*time.Millisecond))
+}
+
+// bmcReprovisionRedfish: a reprovisioning through the BMC. The host's OS
+// image is served broken at first, so its Day 0 (started by itself
+// through the Redfish BMC) fails at stream-image; the image mended, `eim
+// instance reprovision` makes the oob module boot the host from the
+// network again through its BMC — a reset of the running machine with a
+// one-time PXE boot — and the new micro-OS runs attempt 2 to RUNNING.
+func bmcReprovisionRedfish(t *testing.T, e *vmEnv, n int) {
+	ctx := context.Background()
+	name := "bmc-reprovision"
+	// An OS profile like the test OS's, its image behind a server that
+	// breaks it until mended.
+	var good eim.OS
+	if err := e.s.admin.Get(ctx, eim.DefaultProject, eim.KindOS, e.osID, &good); err != nil {
+		t.Fatal(err)
+	}
+	img := mustRead(t, filepath.Join(e.s.bootDir, "eim-testos.img.gz"))
+	var mended atomic.Bool
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := img
+		if !mended.Load() {
+			b = bytes.Clone(img)
+			b[len(b)/2] ^= 0xff // one byte off: the checksum does not match
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.Write(b)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go imgSrv.Serve(ln)
+	t.Cleanup(func() { imgSrv.Close() })
+	mendable := map[string]any{"name": "mendable-os", "profileName": "mendable-os", "architecture": good.Architecture,
+		"imageUrl": fmt.Sprintf("http://%s:%d/os.img.gz", vmHost, ln.Addr().(*net.TCPAddr).Port), "sha256": good.Sha256,
+		"osType": good.OsType, "osProvider": good.OsProvider, "securityFeature": good.SecurityFeature, "description": good.Description}
+	var osr eim.OS
+	if err := e.s.admin.Create(ctx, eim.DefaultProject, eim.KindOS, mendable, &osr); err != nil {
+		t.Fatalf("create the mendable OS: %v", err)
+	}
+	e2 := *e
+	e2.osID = osr.ResourceID
+	uuid, serial, h, in := registerForBMC(t, &e2, name, n, nil)
+	vm := startRedfishVM(t, e, name, uuid, serial, redfishsim.Faults{})
+	vm.putBMC(t, e, h.ResourceID)
+
+	// Day 0 starts by itself and fails at the broken image.
+	deadline := time.Now().Add(8 * time.Minute)
+	for {
+		var gi eim.Instance
+		if err := e.s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, in.ResourceID, &gi); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(gi.ProvisioningStatus, "Provisioning Failed") {
+			t.Logf("%s: first attempt: %s", name, gi.ProvisioningStatus)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %s: %q, not failed within 8 minutes; console in %s", in.ResourceID, gi.ProvisioningStatus, vm.console)
+		}
+		time.Sleep(500 * time.Millisecond) // a poll's pace
+	}
+	if jobs := netbootJobs(t, e, h.ResourceID); len(jobs) != 1 {
+		t.Fatalf("before the reprovisioning: %d network-boot jobs, want Day 0's", len(jobs))
+	}
+	mended.Store(true)
+	start := time.Now()
+	e.cli.must("instance", "reprovision", in.ResourceID)
+	var j *client.PowerJob
+	deadline = time.Now().Add(time.Minute)
+	for {
+		if jobs := netbootJobs(t, e, h.ResourceID); len(jobs) == 2 {
+			j = jobs[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no network-boot job within a minute of the reprovisioning")
+		}
+		time.Sleep(250 * time.Millisecond) // a poll's pace
+	}
+	waitDay0(t, e, h, in, vm.console, func() error { return nil })
+	took := time.Since(start)
+	j = waitJob(t, e, h.ResourceID, j.JobID, 5*time.Minute)
+	checkNetbootJob(t, j, oob.ActionReset)
+	var pxe int
+	for _, b := range vm.q.Boots() {
+		if b.Boot.Target == "Pxe" {
+			pxe++
+		}
+	}
+	if pxe != 2 {
+		t.Errorf("the VM's boots %+v: want two from the network (Day 0, the reprovisioning)", vm.q.Boots())
+	}
+	log, err := e.s.admin.ProvisioningLog(ctx, eim.DefaultProject, in.ResourceID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempt2 bool
+	for _, le := range log.Entries {
+		attempt2 = attempt2 || (le.Attempt == 2 && strings.Contains(le.Message, "workflow succeeded"))
+	}
+	if !attempt2 {
+		t.Errorf("the provisioning log has no succeeded attempt 2: %+v", log.Entries)
+	}
+	t.Logf("%s: `eim instance reprovision` to instance RUNNING, through a reset by the BMC: %s", name, took.Round(100*time.Millisecond))
 }
