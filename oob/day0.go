@@ -32,8 +32,8 @@ import (
 //     keep a one-time override for every boot, "Continuous").
 //
 // A job failing after its override was set (no call-home in time, a power
-// action not confirmed) clears the override before it ends, as well as it
-// can.
+// action not confirmed), or cancelled then, clears the override before it
+// ends, as well as it can.
 //
 // Where such jobs come from: POST …/bmc/jobs {"boot":"NETWORK"} (the CLI's
 // `eim host provision`); a registered host with an instance, not yet
@@ -310,8 +310,15 @@ func (r *run) netbootStep(ctx context.Context, st *eim.PowerStep) error {
 		return fail("step %d: unknown kind %q", r.j.Step, st.Kind)
 	}
 	var f *failure
-	if errors.As(err, &f) {
+	switch {
+	case errors.As(err, &f):
 		f.why += r.clearAfterFailure(ctx)
+	case errors.Is(err, errLost):
+		// Cancelled (not taken over by another worker, which carries on
+		// with the override): the override goes too.
+		if j, gerr := r.s.o.Store.GetPowerJob(context.WithoutCancel(ctx), r.j.Project, r.j.HostID, r.j.ID); gerr == nil && j.State == eim.PowerJobCancelled {
+			r.log.Info("network-boot job cancelled"+r.clearAfterFailure(ctx), "job", r.j.ID)
+		}
 	}
 	return err
 }

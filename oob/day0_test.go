@@ -355,3 +355,29 @@ func TestReprovisionBootsThroughBMC(t *testing.T) {
 		}
 	})
 }
+
+// TestNetbootCancelledClears: a network-boot job cancelled while it waits
+// for the node clears the override it set.
+func TestNetbootCancelledClears(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		f := newFake(oob.PowerOff)
+		j := newJobs(t, e, f, nil)
+		run(t, j.svc.Work)
+		id := j.post(t, map[string]any{"boot": "NETWORK"})
+		j.waitStep(t, id, 2)
+		e.want("admin", "POST", bmcPath("a", e.hostA)+"/jobs/"+id+"/cancel", nil, 200, "CANCELLED")
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			f.mu.Lock()
+			b := f.boot
+			f.mu.Unlock()
+			if b.Target == oob.BootNone {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("override %+v after the cancel, want none", b)
+			}
+			time.Sleep(10 * time.Millisecond) // a poll's pace
+		}
+	})
+}
