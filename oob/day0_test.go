@@ -233,6 +233,13 @@ func TestNetbootBadRequests(t *testing.T) {
 		e.want("admin", "POST", path, map[string]any{"boot": "NETWORK", "bootOnce": true}, 400, "bootOnce")
 		e.want("admin", "POST", bmcPath("a", e.hostA2)+"/jobs", map[string]any{"boot": "NETWORK"}, 404)
 		e.want("admin", "POST", bmcPath("b", e.hostA)+"/jobs", map[string]any{"boot": "NETWORK"}, 404)
+		// A host being deleted is not booted for provisioning.
+		if err := e.store.Update(t.Context(), "a", func(tx eim.Tx) error {
+			return tx.UpdateFields(t.Context(), &eim.Host{Meta: eim.Meta{ResourceID: e.hostA}, DesiredState: eim.HostStateDeleted}, "desiredState")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		e.want("admin", "POST", path, map[string]any{"boot": "NETWORK"}, 409, "HOST_STATE_DELETED")
 	})
 }
 
