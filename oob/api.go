@@ -76,7 +76,8 @@ const JobsPath = BMCPath + "/jobs"
 type PowerRequest struct {
 	DesiredPowerState eim.PowerState `json:"desiredPowerState"`
 	// Boot is a boot override set before the power action: PXE, HTTP, CD,
-	// DISK or BIOS ("" none); BootOnce for the next boot only.
+	// DISK or BIOS ("" none); BootOnce for the next boot only. NETWORK is
+	// a network-boot job (day0.go): Day 0 started through the BMC.
 	Boot     string `json:"boot,omitempty"`
 	BootOnce bool   `json:"bootOnce,omitempty"`
 }
@@ -161,6 +162,9 @@ func (s *Service) postJob(w http.ResponseWriter, r *http.Request, c *call) error
 	var in PowerRequest
 	if err := apiv2.DecodeStrict(r, &in); err != nil {
 		return err
+	}
+	if isNetbootRequest(in) {
+		return s.postNetboot(w, r, c, in) // day0.go
 	}
 	if !slices.Contains(in.DesiredPowerState.Values(), string(in.DesiredPowerState)) {
 		return eim.Errorf(eim.EINVALID, "desiredPowerState: %q is not one of %v", in.DesiredPowerState, in.DesiredPowerState.Values())

@@ -99,6 +99,10 @@ func (c *ipmiConn) Power(ctx context.Context, a Action) error {
 func (c *ipmiConn) SetBoot(ctx context.Context, b Boot) error {
 	var dev ipmi.BootDevice
 	switch b.Target {
+	case BootNone:
+		// "chassis bootdev none": no override (a network-boot job's
+		// CLEAR_BOOT), without options.
+		return ipmiErr("set boot", c.b.SetBootDevice(ctx, ipmi.BootNone, true, false))
 	case BootPXE:
 		dev = ipmi.BootPXE
 	case BootDisk:

@@ -340,7 +340,7 @@ func orUnknown(s PowerState) string {
 
 // setBoot carries out a SET_BOOT step: set, then read back.
 func (r *run) setBoot(ctx context.Context, st *eim.PowerStep) error {
-	want := Boot{Target: BootTarget(st.Boot), Once: st.Once}
+	want := r.bootOf(st)
 	for {
 		if err := r.late(); err != nil {
 			return err
@@ -393,6 +393,8 @@ func (r *run) step(ctx context.Context) error {
 		return r.power(ctx, st)
 	case eim.PowerStepSetBoot:
 		return r.setBoot(ctx, st)
+	case StepBootPower, StepCallHome, StepClearBoot:
+		return r.netbootStep(ctx, st)
 	}
 	return fail("step %d: unknown kind %q", r.j.Step, st.Kind)
 }

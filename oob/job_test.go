@@ -36,6 +36,7 @@ type fakeBMC struct {
 	sends          map[oob.Action]int
 	onAt           []time.Time // when each power-on came
 	boot           oob.Boot
+	boots          []oob.Boot // every override set, in order
 }
 
 func newFake(s oob.PowerState) *fakeBMC { return &fakeBMC{state: s, sends: map[oob.Action]int{}} }
@@ -106,6 +107,7 @@ func (f *fakeBMC) SetBoot(_ context.Context, b oob.Boot) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.boot = b
+	f.boots = append(f.boots, b)
 	return nil
 }
 

@@ -1,13 +1,13 @@
 // Package oob is the out-of-band control module: hosts' BMCs (Redfish,
 // IPMI, Intel AMT) as resources of the v1 API, at
-// /v1/projects/{projectName}/compute/hosts/{hostId}/bmc. Today it keeps
-// them — the address, the credentials (the password sealed under the
-// deployment's secrets key, never answered, redacted in the audit log) and
-// the TLS trust — and nothing talks to the BMCs yet: power jobs, boot
-// overrides and the capabilities and Reachable condition they fill come
-// next (docs/oob.md). Its drivers are packages below it (oob/ipmi,
-// oob/redfish, oob/amt), each adapted to Driver by a file of this package
-// (redfishdriver.go, amtdriver.go).
+// /v1/projects/{projectName}/compute/hosts/{hostId}/bmc — the address,
+// the credentials (the password sealed under the deployment's secrets
+// key, never answered, redacted in the audit log) and the TLS trust —
+// and the power jobs carried out through them (job.go, power.go,
+// worker.go), among them the network-boot jobs that start a registered
+// machine's Day 0 (day0.go); docs/oob.md. Its drivers are packages below
+// it (oob/ipmi, oob/redfish, oob/amt), each adapted to Driver by a file of
+// this package (ipmidriver.go, redfishdriver.go, amtdriver.go).
 package oob
 
 import (
@@ -69,6 +69,12 @@ type Options struct {
 	// GracefulTimeout is how long a graceful shutdown has before the
 	// machine is forced off (default 60 s).
 	GracefulTimeout time.Duration
+	// HTTPBootURL is EIM's iPXE script's URL for UEFI HTTP boot: a
+	// network-boot job boots a machine whose BMC lists HTTP boot from it
+	// (empty: PXE always). CallHomeTimeout bounds a network-boot job's
+	// wait for the node to call home (default 10 min).
+	HTTPBootURL     string
+	CallHomeTimeout time.Duration
 	// MaxSends bounds the sends of one step's action (default 3).
 	MaxSends int
 	// SiteLimit power-ons start per site per SiteWindow at most (defaults
@@ -133,6 +139,7 @@ func New(o Options) (*Service, error) {
 	def(&o.ConfirmTimeout, time.Minute)
 	def(&o.ConfirmEvery, 2*time.Second)
 	def(&o.GracefulTimeout, time.Minute)
+	def(&o.CallHomeTimeout, 10*time.Minute)
 	def(&o.SiteWindow, 10*time.Second)
 	def(&o.PollEvery, time.Minute)
 	def(&o.ReachableEvery, 5*time.Minute)

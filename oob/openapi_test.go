@@ -75,6 +75,9 @@ func TestOpenAPI(t *testing.T) {
 		{"writer", "PUT", p, map[string]any{"protocol": "IPMI", "address": "https://x", "username": "u"}, 400},
 		{"reader", "PUT", p, redfish(nil), 403},
 		{"writer", "GET", bmcPath("a", e.hostA2), nil, 404},
+		{"writer", "POST", p + "/jobs", map[string]any{"boot": "NETWORK"}, 200},
+		{"writer", "POST", p + "/jobs", map[string]any{"boot": "NETWORK", "desiredPowerState": "POWER_STATE_OFF"}, 400},
+		{"reader", "GET", p + "/jobs", nil, 200},
 		{"writer", "DELETE", p, nil, 200},
 		{"writer", "DELETE", p, nil, 404},
 	} {

@@ -22,14 +22,21 @@ import (
 // Follow follows the change feed until ctx ends (one process of the
 // deployment runs it).
 func (s *Service) Follow(ctx context.Context) error {
-	r := feed.New(feed.Options{Store: s.o.Feed, Name: "oob", Logger: s.log, Kinds: []eim.Kind{eim.KindHost}, Durable: true,
+	r := feed.New(feed.Options{Store: s.o.Feed, Name: "oob", Logger: s.log, Kinds: []eim.Kind{eim.KindHost, eim.KindInstance, eim.KindWorkflow}, Durable: true,
 		Metrics: s.o.Metrics, MinWait: s.o.RetryWait,
 		Handle: func(ctx context.Context, evs []eim.Event) error {
 			for _, ev := range evs {
 				if ev.Op == eim.OpDeleted {
 					continue
 				}
-				if err := s.syncHost(ctx, ev.Project, ev.ID); err != nil {
+				sync := s.syncHost
+				switch ev.Kind {
+				case eim.KindInstance:
+					sync = s.syncInstance // Day 0 may be due (day0.go)
+				case eim.KindWorkflow:
+					sync = s.syncWorkflow // a reprovisioning (day0.go)
+				}
+				if err := sync(ctx, ev.Project, ev.ID); err != nil {
 					if eim.ErrorCode(err) == eim.EUNAVAILABLE {
 						return err
 					}
@@ -130,7 +137,7 @@ func (s *Service) syncHost(ctx context.Context, project, hostID string) error {
 		// The host's event of this write brings it here again, for the job.
 		return s.setHostBMC(ctx, project, hostID, kind, ip)
 	}
-	if _, err = s.request(ctx, h, nil, false, nil); err != nil {
+	if _, err = s.requestFor(ctx, h, b); err != nil {
 		return err
 	}
 	s.lostConnection(ctx, h, b)
@@ -185,17 +192,7 @@ func (s *Service) request(ctx context.Context, h *eim.Host, boot *Boot, explicit
 		s.log.Info("desired power state not carried out by the BMC", "project", h.Project, "host", h.ResourceID, "err", err)
 		return nil, nil
 	}
-	j := &eim.PowerJob{Project: h.Project, HostID: h.ResourceID, Desired: d, Steps: steps, Deadline: eim.NewTime(time.Now().Add(s.o.JobTimeout))}
-	req := eim.PowerJobRequest{Job: j, Before: before, UnlessLatest: !explicit}
-	if h.PowerCommandPolicy == eim.PowerCommandPolicyImmediate {
-		req.CancelReason = "cancelled by a request for " + string(d) + " (powerCommandPolicy IMMEDIATE)"
-	}
-	if created, err := s.o.Store.RequestPowerJob(ctx, req); err != nil || !created {
-		return nil, err
-	}
-	s.log.Info("power job created", "project", h.Project, "host", h.ResourceID, "job", j.ID, "desired", string(d))
-	s.poke()
-	return j, nil
+	return s.enqueue(ctx, h, d, steps, s.o.JobTimeout, before, !explicit)
 }
 
 // Poll reads every BMC's power state every PollEvery until ctx ends (one

@@ -323,7 +323,8 @@ func (b *Builder) OOB() (*oob.Service, error) {
 				eim.BMCAMT:     oob.NewAMTDriver(oob.AMTOptions{}),
 			},
 			Workers: b.cfg.OOBWorkers, PollEvery: b.cfg.OOBPollEvery, SiteLimit: b.cfg.OOBSiteLimit,
-			ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease, GracefulTimeout: b.cfg.OOBGracefulTimeout})
+			ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease, GracefulTimeout: b.cfg.OOBGracefulTimeout,
+			HTTPBootURL: b.cfg.OOBHTTPBootURL, CallHomeTimeout: b.cfg.OOBCallHomeTimeout})
 		if err != nil {
 			return nil, err
 		}

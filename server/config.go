@@ -115,6 +115,11 @@ type Config struct {
 	// machine is forced off.
 	OOBGracefulTimeout time.Duration
 	OOBIPMITool        string
+	// OOBHTTPBootURL: the URL network-boot jobs give UEFI BMCs that list
+	// HTTP boot (empty: PXE); OOBCallHomeTimeout: how long they wait for
+	// the node to call home.
+	OOBHTTPBootURL     string
+	OOBCallHomeTimeout time.Duration
 
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -168,10 +169,17 @@ func TestHostPowerCLI(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"totalElements": 1`) || !strings.Contains(out, `"once": true`) {
 		t.Fatalf("jobs: got %q, %v", out, err)
 	}
+	// Day 0 through the BMC: a network-boot job.
+	out, err = run("provision", h.ResourceID)
+	if err != nil || !strings.Contains(out, "PENDING") || !strings.Contains(out, "boot PXE, ON or RESET, call home, clear boot") {
+		t.Fatalf("provision: got %q, %v; want a PENDING network-boot job", out, err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"provision"}, "one host ID"},
+		{[]string{"provision", h.ResourceID, "extra"}, "one host ID"},
 		{[]string{"power", h.ResourceID, "warp"}, "not one of"},
 		{[]string{"power", h.ResourceID, "on", "--once"}, "--once goes with --boot"},
 		{[]string{"power", h.ResourceID, "off", "--boot", "pxe"}, "boot"},
@@ -180,6 +188,19 @@ func TestHostPowerCLI(t *testing.T) {
 		out, err := run(c.args...)
 		if err == nil || !strings.Contains(out+err.Error(), c.want) {
 			t.Errorf("%v: got %q, %v; want an error with %q", c.args, out, err, c.want)
+		}
+	}
+}
+
+// TestServerNetbootFlags: the network-boot job's flags are checked before
+// the server starts, and the error names the flag.
+func TestServerNetbootFlags(t *testing.T) {
+	for _, bad := range []string{"--oob-http-boot-url=tftp://10.0.0.1/ipxe.efi", "--oob-http-boot-url=/boot/ipxe.efi",
+		"--oob-call-home-timeout=500ms", "--oob-call-home-timeout=soon"} {
+		err := Main(t.Context(), []string{"server", bad, "--data-dir", t.TempDir()}, io.Discard, io.Discard)
+		flag, _, _ := strings.Cut(strings.TrimPrefix(bad, "--"), "=")
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("eim server %s: got %v, want a usage error naming %s", bad, err, flag)
 		}
 	}
 }

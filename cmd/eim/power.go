@@ -7,6 +7,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/client"
+	"github.com/eimhq/eim/oob"
 )
 
 // eim host power HOST on|off|reset|cycle, eim host jobs HOST: power through
@@ -44,6 +45,31 @@ func (c *cli) hostPower(args []string) error {
 		return err
 	}
 	j, err := cl.RequestPower(c.ctx, c.g.project, pos[0], client.PowerRequest{DesiredPowerState: state, Boot: strings.ToUpper(boot), BootOnce: once})
+	if err != nil {
+		return err
+	}
+	return c.printJobs([]*client.PowerJob{j})
+}
+
+// hostProvision: eim host provision HOST, Day 0 started through the
+// host's BMC (a network-boot job: one-time network boot, power on or
+// reset, wait for the node to call home, clear the boot override).
+func (c *cli) hostProvision(args []string) error {
+	fs := c.flagSet("eim host provision", "eim host provision HOST",
+		"Boots the host from the network through its BMC (one-time PXE, or UEFI HTTP boot; on if off, reset if on) so that it onboards and provisions; the job ends when the node has called home and the boot override is cleared (`eim host jobs HOST`).")
+	c.globalFlags(fs)
+	pos, err := c.parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("host provision", pos, 1, "one host ID"); err != nil {
+		return err
+	}
+	cl, err := c.clientFor()
+	if err != nil {
+		return err
+	}
+	j, err := cl.RequestPower(c.ctx, c.g.project, pos[0], client.PowerRequest{DesiredPowerState: eim.PowerStateOn, Boot: "NETWORK"})
 	if err != nil {
 		return err
 	}
@@ -95,8 +121,17 @@ func (c *cli) printJobs(jobs []*client.PowerJob) error {
 		var steps []string
 		for _, s := range j.Steps {
 			name := s.Action
-			if s.Kind == eim.PowerStepSetBoot {
+			switch s.Kind {
+			case eim.PowerStepSetBoot:
 				name = "boot " + s.Boot
+			case oob.StepBootPower:
+				if name == "" {
+					name = "ON or RESET"
+				}
+			case oob.StepCallHome:
+				name = "call home"
+			case oob.StepClearBoot:
+				name = "clear boot"
 			}
 			switch {
 			case s.Done:

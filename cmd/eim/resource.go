@@ -55,6 +55,8 @@ func (c *cli) resource(n *noun, args []string) error {
 			return c.hostPower(rest)
 		case "jobs":
 			return c.hostJobs(rest)
+		case "provision":
+			return c.hostProvision(rest)
 		}
 	}
 	if n.kind == eim.KindInstance {
@@ -94,6 +96,7 @@ func (n *noun) usage() string {
 		b.WriteString("  eim host bmc set|get|delete ID …   the host's BMC (\"eim host bmc help\")\n")
 		b.WriteString("  eim host power ID on|off|reset|cycle [--boot pxe --once]   power through the host's BMC (a job)\n")
 		b.WriteString("  eim host jobs ID [--page-size N] [--offset N]   the host's power jobs, newest first\n")
+		b.WriteString("  eim host provision ID   Day 0 through the host's BMC: network boot, on (or reset), until it calls home\n")
 	}
 	if n.kind == eim.KindInstance {
 		b.WriteString("  eim instance log ID [-f]   provisioning log (-f: follow until it ends)\n")

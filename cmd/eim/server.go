@@ -98,6 +98,8 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.OOBJobTimeout, "oob-job-timeout", 10*time.Minute, "oob: a power job's deadline from its creation (it then ends FAILED)")
 	fs.DurationVar(&cfg.OOBLease, "oob-lease", 30*time.Second, "oob: how long a process holds a power job without renewing it (another takes it over after)")
 	fs.DurationVar(&cfg.OOBGracefulTimeout, "oob-graceful-timeout", time.Minute, "oob: how long a graceful shutdown through the BMC has before the machine is forced off")
+	fs.StringVar(&cfg.OOBHTTPBootURL, "oob-http-boot-url", "", "oob: the URL a network-boot job gives a UEFI BMC that lists HTTP boot (UEFI HTTP boot of EIM's iPXE); empty: PXE always")
+	fs.DurationVar(&cfg.OOBCallHomeTimeout, "oob-call-home-timeout", 10*time.Minute, "oob: how long a network-boot job waits for the node to call home after powering it on or resetting it")
 	fs.StringVar(&cfg.OOBIPMITool, "oob-ipmitool", "ipmitool", "oob: the ipmitool binary the IPMI driver runs")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
 	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters, devices or oob (see --list-modules)")
@@ -148,9 +150,14 @@ func (c *cli) server(args []string) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--oob-poll-every", cfg.OOBPollEvery}, {"--oob-confirm-timeout", cfg.OOBConfirmTimeout}, {"--oob-job-timeout", cfg.OOBJobTimeout}, {"--oob-lease", cfg.OOBLease}, {"--oob-graceful-timeout", cfg.OOBGracefulTimeout}} {
+	}{{"--oob-poll-every", cfg.OOBPollEvery}, {"--oob-confirm-timeout", cfg.OOBConfirmTimeout}, {"--oob-job-timeout", cfg.OOBJobTimeout}, {"--oob-lease", cfg.OOBLease}, {"--oob-graceful-timeout", cfg.OOBGracefulTimeout}, {"--oob-call-home-timeout", cfg.OOBCallHomeTimeout}} {
 		if d.v < time.Second {
 			return usagef("%s: must be at least 1s, got %s", d.name, d.v)
+		}
+	}
+	if u := cfg.OOBHTTPBootURL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return usagef("--oob-http-boot-url: want an http or https URL, got %q", u)
 		}
 	}
 	if cfg.OOBSiteLimit == 0 {

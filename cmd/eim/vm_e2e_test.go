@@ -48,39 +48,9 @@ func TestVMDay0(t *testing.T) {
 			t.Fatalf("%s is not installed (.ci/run installs the VM test's Debian packages)", tool)
 		}
 	}
-	logDir := vmLogDir(t)
 	total := time.Now()
-
-	// Ports chosen up front: the agent URL given to nodes (the VM's view of
-	// the agent listener) names the port.
-	apiPort, agentPort := freePort(t), freePort(t)
-	base := t.TempDir()
-	s := &day0Server{t: t, dataDir: filepath.Join(base, "data"), bootDir: filepath.Join(base, "data", "boot"),
-		extra: []string{"--agent-url", fmt.Sprintf("https://%s:%d", vmHost, agentPort), "--log-level", "info"}}
-	// The deployment's Secure Boot db key is Debian's OVMF test key, which
-	// the snakeoil variables enroll: "eim microos build" signs iPXE and
-	// the kernel with it, and the Secure Boot VM's firmware runs them.
-	useSnakeoilKey(t, s.dataDir)
-	s.start(fmt.Sprintf("127.0.0.1:%d", apiPort), fmt.Sprintf("127.0.0.1:%d", agentPort))
-	tok := writeToken(t, strings.TrimSpace(string(mustRead(t, filepath.Join(s.dataDir, adminTokenFile)))))
-	cli := cliRunner{t: t, url: s.api, tokenFile: tok}
-
-	// Build the agent, the micro-OS and the test OS as an operator would.
-	start := time.Now()
-	agentBin := buildStaticAgent(t)
-	t.Logf("built eim-agent in %s", time.Since(start).Round(time.Second))
-	start = time.Now()
-	out := cli.must("microos", "build", "--data-dir", s.dataDir, "--agent", agentBin)
-	t.Logf("eim microos build (%s):\n%s", time.Since(start).Round(100*time.Millisecond), out)
-	start = time.Now()
-	imageURL := fmt.Sprintf("http://%s:%d/boot/artifacts/eim-testos.img.gz", vmHost, apiPort)
-	// Its boot loader signed with the deployment's db key: the Secure Boot
-	// VM boots the installed disk too.
-	osID := strings.TrimSpace(cli.must("testos", "build", "--agent", agentBin, "--out", filepath.Join(s.bootDir, "eim-testos.img.gz"),
-		"--secure-boot-data-dir", s.dataDir, "--register", "--image-url", imageURL, "-o", "id"))
-	t.Logf("eim testos build --register (%s): OS profile %s", time.Since(start).Round(100*time.Millisecond), osID)
-
-	bootURL := fmt.Sprintf("http://%s:%d/boot/boot.ipxe", vmHost, apiPort)
+	e := startVMEnv(t)
+	s, logDir, bootURL, osID := e.s, e.logDir, e.bootURL, e.osID
 	ctx := context.Background()
 
 	t.Run("provisioned", func(t *testing.T) {
@@ -120,6 +90,51 @@ func TestVMDay0(t *testing.T) {
 		attestedVM(t, s, logDir, bootURL, osID, "sb-attested-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi")), 5)
 	})
 	t.Logf("VM test total %s", time.Since(total).Round(time.Second))
+}
+
+// vmEnv is what the VM tests share: a server through Main whose agent URL
+// is the VM's view of it, and the micro-OS and test OS built by the CLI.
+type vmEnv struct {
+	s       *day0Server
+	cli     cliRunner
+	logDir  string
+	bootURL string // the iPXE script's URL, as the VM sees it
+	osID    string // the test OS's profile
+}
+
+// startVMEnv starts the server (with extra flags) and builds the agent,
+// the micro-OS and the test OS as an operator would.
+func startVMEnv(t *testing.T, extra ...string) *vmEnv {
+	t.Helper()
+	logDir := vmLogDir(t)
+	// Ports chosen up front: the agent URL given to nodes (the VM's view of
+	// the agent listener) names the port.
+	apiPort, agentPort := freePort(t), freePort(t)
+	base := t.TempDir()
+	s := &day0Server{t: t, dataDir: filepath.Join(base, "data"), bootDir: filepath.Join(base, "data", "boot"),
+		extra: append([]string{"--agent-url", fmt.Sprintf("https://%s:%d", vmHost, agentPort), "--log-level", "info"}, extra...)}
+	// The deployment's Secure Boot db key is Debian's OVMF test key, which
+	// the snakeoil variables enroll: "eim microos build" signs iPXE and
+	// the kernel with it, and the Secure Boot VM's firmware runs them.
+	useSnakeoilKey(t, s.dataDir)
+	s.start(fmt.Sprintf("127.0.0.1:%d", apiPort), fmt.Sprintf("127.0.0.1:%d", agentPort))
+	tok := writeToken(t, strings.TrimSpace(string(mustRead(t, filepath.Join(s.dataDir, adminTokenFile)))))
+	cli := cliRunner{t: t, url: s.api, tokenFile: tok}
+
+	start := time.Now()
+	agentBin := buildStaticAgent(t)
+	t.Logf("built eim-agent in %s", time.Since(start).Round(time.Second))
+	start = time.Now()
+	out := cli.must("microos", "build", "--data-dir", s.dataDir, "--agent", agentBin)
+	t.Logf("eim microos build (%s):\n%s", time.Since(start).Round(100*time.Millisecond), out)
+	start = time.Now()
+	imageURL := fmt.Sprintf("http://%s:%d/boot/artifacts/eim-testos.img.gz", vmHost, apiPort)
+	// Its boot loader signed with the deployment's db key: the Secure Boot
+	// VM boots the installed disk too.
+	osID := strings.TrimSpace(cli.must("testos", "build", "--agent", agentBin, "--out", filepath.Join(s.bootDir, "eim-testos.img.gz"),
+		"--secure-boot-data-dir", s.dataDir, "--register", "--image-url", imageURL, "-o", "id"))
+	t.Logf("eim testos build --register (%s): OS profile %s", time.Since(start).Round(100*time.Millisecond), osID)
+	return &vmEnv{s: s, cli: cli, logDir: logDir, bootURL: fmt.Sprintf("http://%s:%d/boot/boot.ipxe", vmHost, apiPort), osID: osID}
 }
 
 // secureBootMismatchVM: an instance asking for Secure Boot and full-disk

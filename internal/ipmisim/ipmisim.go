@@ -49,6 +49,13 @@ type Config struct {
 	// chassisControl: power and boot controls go to a script that records
 	// them (lan.conf's chassis_control); ipmi_sim needs it for bootdev.
 	ChassisControl bool
+	// ChassisScript, with ChassisControl, is the caller's chassis_control
+	// program instead of the recording one (cmd/eim's VM test drives a
+	// QEMU VM with one). ipmi_sim runs it as "<script> 0x20 get|set
+	// <parameter> [<value>]": parameters power (0, 1), reset (1), boot
+	// (none, pxe, default, cdrom, bios…) and shutdown (1, the soft off);
+	// a get prints "<parameter>:<value>".
+	ChassisScript string
 	// startcmd: the command ipmi_sim runs for power on and kills for off
 	// (used without chassisControl, which would take the power controls).
 	StartCmd string
@@ -105,9 +112,12 @@ func Start(t *testing.T, cfg Config) *Sim {
 	}
 	fmt.Fprintf(&conf, "    guid a123456789abcdefa123456789abcdef\n  endlan\n")
 	if cfg.ChassisControl {
-		script := filepath.Join(dir, "chassis.sh")
-		if err := os.WriteFile(script, []byte(controlScript), 0o755); err != nil {
-			t.Fatal(err)
+		script := cfg.ChassisScript
+		if script == "" {
+			script = filepath.Join(dir, "chassis.sh")
+			if err := os.WriteFile(script, []byte(controlScript), 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 		fmt.Fprintf(&conf, "  chassis_control \"%s 0x20\"\n", script)
 	}

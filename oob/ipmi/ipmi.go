@@ -58,13 +58,13 @@ const (
 	BootDisk  BootDevice = "disk"
 	BootCDROM BootDevice = "cdrom"
 	BootBIOS  BootDevice = "bios" // the firmware's setup
-	// BootNone is read back when no override is set.
+	// BootNone is read back when no override is set, and set to clear one.
 	BootNone BootDevice = "none"
 )
 
 func (d BootDevice) settable() bool {
 	switch d {
-	case BootPXE, BootDisk, BootCDROM, BootBIOS:
+	case BootPXE, BootDisk, BootCDROM, BootBIOS, BootNone:
 		return true
 	}
 	return false

@@ -105,14 +105,16 @@ func bmcSchemas(into *obj) {
 
 	power := o("type", "string", "enum", eim.PowerState("").Values(), "description", "A host's power state.")
 	into.set("PowerRequest", o("type", "object", "additionalProperties", false,
-		"description", "A power change asked through the host's BMC.",
-		"properties", o("desiredPowerState", power,
-			"boot", o("type", "string", "enum", []string{"PXE", "HTTP", "CD", "DISK", "BIOS"}, "description", "A boot override set before the power action (ON, RESET, POWER_CYCLE)."),
-			"bootOnce", o("type", "boolean", "description", "The override is for the next boot only.")),
-		"required", []string{"desiredPowerState"}))
+		"description", "A power change asked through the host's BMC; with boot NETWORK, Day 0 started through it (a network-boot job).",
+		"properties", o("desiredPowerState", o("type", "string", "enum", eim.PowerState("").Values(),
+			"description", "A host's power state (required, but with boot NETWORK, where it may only be POWER_STATE_ON)."),
+			"boot", o("type", "string", "enum", []string{"PXE", "HTTP", "CD", "DISK", "BIOS", "NETWORK"},
+				"description", "A boot override set before the power action (ON, RESET, POWER_CYCLE); NETWORK: a network-boot job (a one-time PXE or UEFI HTTP boot, on if off or reset if on, done when the node calls home, the override cleared)."),
+			"bootOnce", o("type", "boolean", "description", "The override is for the next boot only (not with NETWORK, always once)."))))
 	into.set("PowerStep", o("type", "object", "additionalProperties", false,
 		"description", "A step of a power job and how far it got.",
-		"properties", o("kind", o("type", "string", "enum", []string{eim.PowerStepSetBoot, eim.PowerStepPower}),
+		"properties", o("kind", o("type", "string", "enum", []string{eim.PowerStepSetBoot, eim.PowerStepPower, "BOOT_POWER", "CALL_HOME", "CLEAR_BOOT"},
+			"description", "SET_BOOT, POWER; a network-boot job's BOOT_POWER (on or reset, chosen from the state), CALL_HOME (the node calling home), CLEAR_BOOT."),
 			"action", o("type", "string", "description", "The power action: ON, GRACEFUL_OFF, FORCE_OFF, RESET, POWER_CYCLE, SLEEP, HIBERNATE."),
 			"boot", o("type", "string", "description", "The boot override of a SET_BOOT step."),
 			"once", o("type", "boolean"),
