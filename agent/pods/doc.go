@@ -14,6 +14,16 @@
 // as it is, whatever its state (not recreated, not restarted); a pod at
 // another revision is removed first and the new one played (podman 4.3's
 // `kube play --replace` is not used: the runner decides by the label).
+// A pod at the same revision that lacks one of its containers is the
+// remains of a play that was interrupted (the agent killed, the power
+// lost: kube play creates the pod first, then pulls and creates each
+// container) and is replaced too. Podman cannot label a pod once it
+// exists, so completeness is not a mark set after the play: the pod's
+// label eim.io/containers names the containers it must have, and List
+// reports a pod lacking one as Incomplete (a pod made before that label
+// existed counts as complete). A play interrupted after every container
+// was created leaves a complete pod whose containers were not all
+// started: Start, as after a reboot, starts them.
 // The workload's secrets become podman secrets named
 // eim_<workload>_<secret> (the pod's secretKeyRef, secretRef and secret
 // volume names are rewritten to match), so two workloads' secrets of the

@@ -470,3 +470,71 @@ func TestApplyInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyRepairsInterruptedPlay: kube play creates the pod with its
+// labels, then pulls each image and creates each container; an agent
+// killed meanwhile leaves the revision's pod without its last
+// containers. Here a play by hand stops at the second container (its
+// image is missing), leaving the pod and its first container, as such a
+// kill does. The next Apply of that revision replaces it.
+func TestApplyRepairsInterruptedPlay(t *testing.T) {
+	r, w := setup(t, "interrupted")
+	ctx := context.Background()
+	half := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels:
+    %s: %s
+    %s: "1"
+    %s: main,side
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: %s
+    command: ["/bin/sh", "-c", "sleep 600"]
+  - name: side
+    image: localhost/eim-pods-test-nosuch:%s
+`, w, pods.LabelWorkload, w, pods.LabelRevision, pods.LabelContainers, image, runID)
+	f := filepath.Join(t.TempDir(), "half.yaml")
+	if err := os.WriteFile(f, []byte(half), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := podmanCmd("kube", "play", "--network", "none", f).CombinedOutput(); err == nil {
+		t.Fatalf("play of a missing image: got success, want a failure: %s", out)
+	}
+	info, ok := find(t, r, w)
+	if !ok {
+		t.Fatal("after the interrupted play: no pod; the test needs the half-made one")
+	}
+	if !info.Incomplete || info.Revision != 1 || len(info.Containers) != 1 {
+		t.Fatalf("half-made pod: got revision %d, incomplete %v, %d containers; want revision 1, incomplete, 1 container", info.Revision, info.Incomplete, len(info.Containers))
+	}
+
+	p := pods.Pod{Workload: w, Revision: 1, YAML: podYAML(w, sleeper+`  - name: side
+    image: IMAGE
+    command: ["/bin/sh", "-c", "sleep 600"]
+`)}
+	if err := r.Apply(ctx, p); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	got, ok := find(t, r, w)
+	if !ok {
+		t.Fatal("after Apply: no pod")
+	}
+	if got.PodID == info.PodID || got.Incomplete || len(got.Containers) != 2 {
+		t.Fatalf("after Apply: got pod %s (half-made %s), incomplete %v, %d containers; want a new complete pod of 2", got.PodID, info.PodID, got.Incomplete, len(got.Containers))
+	}
+	eventually(t, "the repaired pod runs", func() (bool, string) {
+		info, _ := find(t, r, w)
+		return info.Status == pods.Running, string(info.Status)
+	})
+	// Complete now: the same revision is left alone.
+	if err := r.Apply(ctx, p); err != nil {
+		t.Fatalf("second Apply: %v", err)
+	}
+	if again, _ := find(t, r, w); again.PodID != got.PodID {
+		t.Errorf("second Apply of the same revision: got pod %s, want %s kept", again.PodID, got.PodID)
+	}
+}

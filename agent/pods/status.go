@@ -27,11 +27,15 @@ const (
 
 // Info is an EIM-managed pod as podman reports it.
 type Info struct {
-	Workload   string
-	Revision   int64
-	PodID      string
-	PodStatus  string // podman's, e.g. "Degraded"
-	Status     Status
+	Workload  string
+	Revision  int64
+	PodID     string
+	PodStatus string // podman's, e.g. "Degraded"
+	Status    Status
+	// Incomplete is a pod some of whose containers are missing: a play
+	// interrupted (the agent killed, the device losing power). Apply of
+	// its revision replaces it.
+	Incomplete bool
 	Containers []Container // by name
 }
 
@@ -55,8 +59,31 @@ type podJSON struct {
 	InfraID    string `json:"InfraId"`
 	Labels     map[string]string
 	Containers []struct {
-		ID string `json:"Id"`
+		ID    string `json:"Id"`
+		Names string // podman's one name of the container
 	}
+}
+
+// complete reports whether the pod has every container its
+// LabelContainers names. kube play creates the pod, then pulls each
+// image and creates each container: an agent killed meanwhile leaves a
+// pod with its revision's label and some of its containers. A pod made
+// before the label existed counts as complete.
+func (p podJSON) complete() bool {
+	want, ok := p.Labels[LabelContainers]
+	if !ok {
+		return true
+	}
+	have := map[string]bool{}
+	for _, c := range p.Containers {
+		have[c.Names] = true
+	}
+	for _, name := range strings.Split(want, ",") {
+		if name != "" && !have[p.Name+"-"+name] {
+			return false
+		}
+	}
+	return true
 }
 
 // inspectJSON is a container of `podman container inspect`.
@@ -117,7 +144,7 @@ func (r *Runner) list(ctx context.Context) ([]Info, error) {
 	infos := make([]Info, 0, len(pods))
 	for _, p := range pods {
 		rev, _ := strconv.ParseInt(p.Labels[LabelRevision], 10, 64)
-		info := Info{Workload: p.Labels[LabelWorkload], Revision: rev, PodID: p.ID, PodStatus: p.Status}
+		info := Info{Workload: p.Labels[LabelWorkload], Revision: rev, PodID: p.ID, PodStatus: p.Status, Incomplete: !p.complete()}
 		for _, pc := range p.Containers {
 			c, ok := ctrs[pc.ID]
 			if !ok {
