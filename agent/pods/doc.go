@@ -23,7 +23,11 @@
 // reports a pod lacking one as Incomplete (a pod made before that label
 // existed counts as complete). A play interrupted after every container
 // was created leaves a complete pod whose containers were not all
-// started: Start, as after a reboot, starts them.
+// started: Start, as after a reboot, starts them. A play killed while it
+// created a container can also leave that container in podman's storage
+// but not in its database, where no pod lists it and its name fails every
+// later play: before a play, Apply removes containers of the pod's
+// container names (`podman rm` removes such storage containers too).
 // The workload's secrets become podman secrets named
 // eim_<workload>_<secret> (the pod's secretKeyRef, secretRef and secret
 // volume names are rewritten to match), so two workloads' secrets of the

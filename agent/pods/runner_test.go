@@ -538,3 +538,44 @@ spec:
 		t.Errorf("second Apply of the same revision: got pod %s, want %s kept", again.PodID, got.PodID)
 	}
 }
+
+// TestApplyRemovesLeftoverStorageContainer: a play killed while it
+// created a container can leave the container in podman's storage and
+// not in its database; no pod lists it, and its name failed every later
+// play ("the container name … is already in use"). A failed build leaves
+// such a container too, named after the image it started from
+// (<image>-working-container): the test makes one with the name the
+// workload's container would have.
+func TestApplyRemovesLeftoverStorageContainer(t *testing.T) {
+	r, w := setup(t, "leftover")
+	base := "localhost/" + w + ":" + runID
+	if out, err := podmanCmd("tag", image, base).CombinedOutput(); err != nil {
+		t.Fatalf("tag: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = podmanCmd("rmi", "-f", base).Run() })
+	leftover := w + "-working-container"
+	t.Cleanup(func() { _ = podmanCmd("rm", "-f", "--ignore", leftover).Run() })
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Containerfile"), []byte("FROM "+base+"\nRUN /nonexistent\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := podmanCmd("build", "--network=none", "--rm=false", "--force-rm=false", "-f", filepath.Join(dir, "Containerfile"), dir).CombinedOutput(); err == nil {
+		t.Fatalf("build of a failing RUN: got success, want a failure: %s", out)
+	}
+	out, err := podmanCmd("ps", "-a", "--external", "--format", "{{.Names}}").Output()
+	if err != nil || !strings.Contains(string(out), leftover) {
+		t.Fatalf("storage containers: got %q (%v), want %s among them: the test needs it", out, err, leftover)
+	}
+
+	p := pods.Pod{Workload: w, Revision: 1, YAML: podYAML(w, `  - name: working-container
+    image: IMAGE
+    command: ["/bin/sh", "-c", "sleep 600"]
+`)}
+	if err := r.Apply(context.Background(), p); err != nil {
+		t.Fatalf("Apply with a leftover storage container of its name: %v", err)
+	}
+	eventually(t, "the pod runs", func() (bool, string) {
+		info, _ := find(t, r, w)
+		return info.Status == pods.Running, string(info.Status)
+	})
+}
