@@ -73,9 +73,9 @@ func New(cfg Config) *Runner {
 	return &Runner{cfg: cfg}
 }
 
-// Apply runs p: nothing when its workload's pod at p.Revision exists with
-// all its containers, else the workload's pods are removed and p is
-// played.
+// Apply runs p: nothing when its workload's pod at p.Revision exists,
+// complete (every container created and started once), else the
+// workload's pods are removed and p is played.
 func (r *Runner) Apply(ctx context.Context, p Pod) error {
 	if !nameRE.MatchString(p.Workload) {
 		return eim.Errorf(eim.EINVALID, "workload: %q is not a DNS label (lowercase letters, digits and '-', at most 63)", p.Workload)
@@ -95,11 +95,11 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 			return err
 		}
 	}
-	pods, err := r.podsOf(ctx, p.Workload)
+	infos, err := r.listWhere(ctx, "label="+LabelWorkload+"="+p.Workload)
 	if err != nil {
 		return err
 	}
-	if len(pods) == 1 && pods[0].Labels[LabelRevision] == strconv.FormatInt(p.Revision, 10) && pods[0].complete() {
+	if len(infos) == 1 && infos[0].Revision == p.Revision && !infos[0].Incomplete {
 		return nil
 	}
 	if err := r.Remove(ctx, p.Workload); err != nil {

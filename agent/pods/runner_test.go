@@ -539,6 +539,48 @@ spec:
 	}
 }
 
+// TestApplyRepairsPlayInterruptedBeforeStart: kube play starts the pod's
+// containers once it has created them all; killed in between, it leaves
+// a pod with every container, none started (`kube play --start=false`
+// makes the same here). The next Apply of that revision replaces it.
+func TestApplyRepairsPlayInterruptedBeforeStart(t *testing.T) {
+	r, w := setup(t, "unstarted")
+	ctx := context.Background()
+	unstarted := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels:
+    %s: %s
+    %s: "1"
+    %s: main
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: %s
+    command: ["/bin/sh", "-c", "sleep 600"]
+`, w, pods.LabelWorkload, w, pods.LabelRevision, pods.LabelContainers, image)
+	f := filepath.Join(t.TempDir(), "unstarted.yaml")
+	if err := os.WriteFile(f, []byte(unstarted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := podmanCmd("kube", "play", "--network", "none", "--start=false", f).CombinedOutput(); err != nil {
+		t.Fatalf("play --start=false: %v: %s", err, out)
+	}
+	info, ok := find(t, r, w)
+	if !ok || !info.Incomplete || len(info.Containers) != 1 || info.Status != pods.Deploying {
+		t.Fatalf("pod never started: got %+v (found %v), want it incomplete, Deploying, with its container", info, ok)
+	}
+	if err := r.Apply(ctx, pods.Pod{Workload: w, Revision: 1, YAML: podYAML(w, sleeper)}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	eventually(t, "the replaced pod runs", func() (bool, string) {
+		got, _ := find(t, r, w)
+		return got.PodID != info.PodID && !got.Incomplete && got.Status == pods.Running, fmt.Sprintf("pod %s (was %s), incomplete %v, %s", got.PodID, info.PodID, got.Incomplete, got.Status)
+	})
+}
+
 // TestApplyRemovesLeftoverStorageContainer: a play killed while it
 // created a container can leave the container in podman's storage and
 // not in its database; no pod lists it, and its name failed every later

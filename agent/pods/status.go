@@ -32,9 +32,9 @@ type Info struct {
 	PodID     string
 	PodStatus string // podman's, e.g. "Degraded"
 	Status    Status
-	// Incomplete is a pod some of whose containers are missing: a play
-	// interrupted (the agent killed, the device losing power). Apply of
-	// its revision replaces it.
+	// Incomplete is a pod some of whose containers are missing or were
+	// never started: a play interrupted (the agent killed, the device
+	// losing power). Apply of its revision replaces it.
 	Incomplete bool
 	Containers []Container // by name
 }
@@ -105,10 +105,15 @@ type inspectJSON struct {
 // List returns the pods the runner made (found by their label), by
 // workload.
 func (r *Runner) List(ctx context.Context) ([]Info, error) {
+	return r.listWhere(ctx, "label="+LabelWorkload)
+}
+
+// listWhere returns the pods podman's filter selects.
+func (r *Runner) listWhere(ctx context.Context, filter string) ([]Info, error) {
 	// A container removed between the listing of the pods and their
 	// inspection fails the inspection: listed again, a few times.
 	for i := 0; ; i++ {
-		infos, err := r.list(ctx)
+		infos, err := r.list(ctx, filter)
 		var pe *podmanError
 		if err == nil || i == 2 || !errors.As(err, &pe) || !strings.Contains(pe.stderr, "no such container") {
 			return infos, err
@@ -116,8 +121,8 @@ func (r *Runner) List(ctx context.Context) ([]Info, error) {
 	}
 }
 
-func (r *Runner) list(ctx context.Context) ([]Info, error) {
-	pods, err := r.pods(ctx, "label="+LabelWorkload)
+func (r *Runner) list(ctx context.Context, filter string) ([]Info, error) {
+	pods, err := r.pods(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +170,14 @@ func (r *Runner) list(ctx context.Context) ([]Info, error) {
 		}
 		sort.Slice(info.Containers, func(i, j int) bool { return info.Containers[i].Name < info.Containers[j].Name })
 		info.Status = derive(p.Status, info.Containers)
+		// kube play starts the containers once it has created them all:
+		// one never started is a play interrupted before it was done. (A
+		// reboot resets a container's state, not its start time.)
+		for _, c := range info.Containers {
+			if c.Started.IsZero() {
+				info.Incomplete = true
+			}
+		}
 		infos = append(infos, info)
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Workload < infos[j].Workload })
