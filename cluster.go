@@ -249,7 +249,7 @@ func (t *ClusterTemplate) K3s() (*K3sConfig, error) {
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Sprintf("%s: want a %s", te.Field, te.Type.Kind())
+		return JSONTypeProblem(te)
 	}
 	return err.Error()
 }

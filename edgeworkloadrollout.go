@@ -82,11 +82,14 @@ func (v *IntOrPercent) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		// A type error, so that the decoder names the field.
-		return &json.UnmarshalTypeError{Value: "a number or a string such as \"10%\"", Type: reflect.TypeFor[IntOrPercent]()}
+		return &json.UnmarshalTypeError{Value: "neither a number nor a string", Type: reflect.TypeFor[IntOrPercent]()}
 	}
 	*v = IntOrPercent(s)
 	return nil
 }
+
+// JSONTypes names what IntOrPercent takes, for a type error.
+func (IntOrPercent) JSONTypes() string { return `a number or a percentage string (such as "10%")` }
 
 // MarshalJSON writes a count as a number, a percentage as a string.
 func (v IntOrPercent) MarshalJSON() ([]byte, error) {

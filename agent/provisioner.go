@@ -316,8 +316,16 @@ func (p *Provisioner) discover(ctx context.Context, ob onboardingv1connect.Onboa
 func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.ProvisioningServiceClient, res *Result) error {
 	p.phase("workflow")
 	r := retrier{b: p.Backoff}
+	// The measured boot (some 13 KB) goes with the first request, and
+	// again only when the server's last answer did not say it can do
+	// without (measured_boot_later): when it asks for it, or predates that.
+	later := false
 	for {
-		resp, err := pc.GetWorkflow(ctx, connect.NewRequest(&provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot, MeasuredBoot: p.Identity.MeasuredBoot}))
+		req := &provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot, MeasuredBoot: p.Identity.MeasuredBoot}
+		if later && req.MeasuredBoot != nil {
+			req.MeasuredBoot, req.MeasuredBootWithheld = nil, true
+		}
+		resp, err := pc.GetWorkflow(ctx, connect.NewRequest(req))
 		var d time.Duration
 		switch {
 		case errors.Is(err, errInvalidClient):
@@ -331,6 +339,7 @@ func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.Pr
 		default:
 			r.reset()
 			m := resp.Msg
+			later = m.GetMeasuredBootLater()
 			d = pollAfter(m.GetPollAfterSeconds())
 			switch m.GetDisposition() {
 			case provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT:

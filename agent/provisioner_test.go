@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -530,6 +531,67 @@ func TestDeniedWait(t *testing.T) {
 			if got < tt.want*4/5 || got > tt.want*6/5 {
 				t.Fatalf("after %v, denial %d: got %v, want %v ±20%%", tt.after, tt.n, got, tt.want)
 			}
+		}
+	}
+}
+
+// The measured boot (some 13 KB) goes with the first GetWorkflow and
+// again only when the server's answer does not say measured_boot_later:
+// a server that asks for it, or one that predates the field.
+func TestProvisionerWithholdsMeasuredBoot(t *testing.T) {
+	ca := newTestCA(t)
+	s := &southbound{}
+	var url string
+	s.discover = func(int, *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+		return onboarded(url), nil
+	}
+	wait := func(later bool) *provisioningv1.GetWorkflowResponse {
+		return &provisioningv1.GetWorkflowResponse{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT, PollAfterSeconds: 1, MeasuredBootLater: later}
+	}
+	answers := []*provisioningv1.GetWorkflowResponse{
+		wait(true), wait(true), wait(false), // the server asks for it
+		wait(true), wait(false), wait(false), // then predates the field (an older server after an upgrade's rollback)
+		{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE},
+	}
+	s.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
+		if n > len(answers) {
+			return nil, errors.New("asked after DONE")
+		}
+		return answers[n-1], nil
+	}
+	url = s.start(t, ca)
+	p, _, _ := newProvisioner(t, ca, url, &recorder{})
+	mb := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, EventLog: bytes.Repeat([]byte{1}, 13<<10)}
+	p.Identity.MeasuredBoot = mb
+	if _, err := p.Run(runCtx(t)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var got []string
+	for _, req := range s.workflowRequests() {
+		switch {
+		case req.GetMeasuredBoot() != nil && !req.GetMeasuredBootWithheld() && len(req.GetMeasuredBoot().GetEventLog()) == len(mb.EventLog):
+			got = append(got, "sent")
+		case req.GetMeasuredBoot() == nil && req.GetMeasuredBootWithheld():
+			got = append(got, "withheld")
+		default:
+			got = append(got, fmt.Sprintf("%d-byte log, withheld %v", len(req.GetMeasuredBoot().GetEventLog()), req.GetMeasuredBootWithheld()))
+		}
+	}
+	want := []string{"sent", "withheld", "withheld", "sent", "withheld", "sent", "sent"}
+	if !slices.Equal(got, want) {
+		t.Errorf("measured boot of each GetWorkflow: got %v, want %v", got, want)
+	}
+
+	// An identity without a measured boot: nothing to withhold.
+	s2 := &southbound{discover: s.discover, getWorkflow: s.getWorkflow}
+	url = s2.start(t, ca)
+	p2, _, _ := newProvisioner(t, ca, url, &recorder{})
+	if _, err := p2.Run(runCtx(t)); err != nil {
+		t.Fatalf("Run without a measured boot: %v", err)
+	}
+	for i, req := range s2.workflowRequests() {
+		if req.GetMeasuredBoot() != nil || req.GetMeasuredBootWithheld() {
+			t.Errorf("request %d without a measured boot: got %v, withheld %v; want neither", i+1, req.GetMeasuredBoot(), req.GetMeasuredBootWithheld())
 		}
 	}
 }

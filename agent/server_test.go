@@ -123,6 +123,13 @@ type southbound struct {
 	issued  map[string]bool // valid tokens
 	reports []*provisioningv1.ReportActionRequest
 	batches []int // the number of reports of each ReportActions call
+	asked   []*provisioningv1.GetWorkflowRequest
+}
+
+func (s *southbound) workflowRequests() []*provisioningv1.GetWorkflowRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*provisioningv1.GetWorkflowRequest(nil), s.asked...)
 }
 
 func (s *southbound) count(name string) int {
@@ -176,6 +183,9 @@ func (s *southbound) GetWorkflow(_ context.Context, req *connect.Request[provisi
 	if err := s.authorize(req.Header()); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.asked = append(s.asked, req.Msg)
+	s.mu.Unlock()
 	resp, err := s.getWorkflow(s.count("getWorkflow"))
 	if err != nil {
 		return nil, err

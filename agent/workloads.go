@@ -417,7 +417,9 @@ func (n *Node) reconcile(ctx context.Context, infos []pods.Info) bool {
 			e.apply[w.Name] = a
 		}
 		info, ok := byName[w.Name]
-		if ok && info.Revision == w.Revision {
+		// An incomplete pod (a play interrupted) is applied again: Apply
+		// replaces it.
+		if ok && info.Revision == w.Revision && !info.Incomplete {
 			// Podman does not restart a pod after a reboot, nor one an
 			// operator stopped: the set says it runs.
 			if info.Status != pods.Stopped && !(rebooted && !anyRunning(info)) {

@@ -193,7 +193,7 @@ func decode(r *http.Request, v any, strict bool) error {
 		case asErr(err, &mbe):
 			return eim.Errorf(eim.ETOOLARGE, "the body is over %d bytes", MaxBody)
 		case asErr(err, &te):
-			return eim.Errorf(eim.EINVALID, "%s: want a %s", te.Field, te.Type.Kind())
+			return eim.Errorf(eim.EINVALID, "%s", eim.JSONTypeProblem(te))
 		case strict && strings.HasPrefix(err.Error(), "json: unknown field "):
 			return eim.Errorf(eim.EINVALID, "%s: not a field of this request", strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
 		}

@@ -226,7 +226,7 @@ func strict(j []byte, v any) error {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return eim.Errorf(eim.EINVALID, "%s: want a %s", te.Field, te.Type.Kind())
+			return eim.Errorf(eim.EINVALID, "%s", eim.JSONTypeProblem(te))
 		}
 		return eim.Errorf(eim.EINVALID, "%v", err)
 	}

@@ -5,9 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/eimhq/eim/api"
 	"github.com/eimhq/eim/httpapi"
 )
 
@@ -296,4 +301,56 @@ func TestDefaultProviderSettings(t *testing.T) {
 	}
 	wantError(t, e.do(t, "POST", "~/providers", tokRW, map[string]any{"name": "infra_onboarding", "providerKind": "PROVIDER_KIND_BAREMETAL", "apiEndpoint": "null",
 		"config": `{"defaultOs":"os-0000beef","autoProvision":true}`}), 404, "NotFound", "config.defaultOs")
+}
+
+// TestProjectSettingsDocumented compares the settings a project's answer
+// carries with the document's ProjectSettings (every member documented
+// and required: the server always writes them all), and the members the
+// answer shows that a client may change with ProjectSettingsChange
+// (closed: a client checking its body against it could send no other).
+func TestProjectSettingsDocumented(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					ReadOnly bool `yaml:"readOnly"`
+				} `yaml:"properties"`
+				Required []string `yaml:"required"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(api.Spec(), &doc); err != nil {
+		t.Fatalf("parse api.Spec(): %v", err)
+	}
+	schema, change := doc.Components.Schemas["ProjectSettings"], doc.Components.Schemas["ProjectSettingsChange"]
+	e := newEnv(t, httpapi.Options{})
+	answer := settings(t, e.must(t, 200, "GET", "/v1/projects/p1", tokRO, nil))
+	var got []string
+	for name := range answer {
+		got = append(got, name)
+	}
+	sort.Strings(got)
+	var documented []string
+	for name := range schema.Properties {
+		documented = append(documented, name)
+	}
+	sort.Strings(documented)
+	required := slices.Clone(schema.Required)
+	sort.Strings(required)
+	if !slices.Equal(got, documented) {
+		t.Errorf("ProjectSettings properties: got %v documented, want %v (the answer's)", documented, got)
+	}
+	if !slices.Equal(got, required) {
+		t.Errorf("ProjectSettings required: got %v, want %v (the answer's, all always written)", required, got)
+	}
+	for _, name := range got {
+		if _, ok := change.Properties[name]; !ok && !schema.Properties[name].ReadOnly {
+			t.Errorf("ProjectSettingsChange lacks %s, a setting the answer shows and is not read-only", name)
+		}
+	}
+	for name := range change.Properties {
+		if _, ok := answer[name]; !ok && name != "enrollmentToken" {
+			t.Errorf("ProjectSettingsChange has %s, which the answer does not show", name)
+		}
+	}
 }

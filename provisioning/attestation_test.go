@@ -114,3 +114,53 @@ func TestGetWorkflowAttests(t *testing.T) {
 		}
 	})
 }
+
+// An agent withholds its measured boot while the server's answers say
+// measured_boot_later; the server asks for it (WAIT without that) when it
+// is about to create the workflow, which it creates once it has it.
+func TestGetWorkflowWithheldMeasuredBoot(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		osr := e.os("https://images.example/ubuntu.raw.gz", goodSha)
+		h := e.host()
+		mb := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_ABSENT}
+		ask := func(mb *provisioningv1.MeasuredBoot, withheld bool) *provisioningv1.GetWorkflowResponse {
+			t.Helper()
+			resp, err := e.svc.GetWorkflow(asNode(e.ctx, e.proj, h.ResourceID), connect.NewRequest(&provisioningv1.GetWorkflowRequest{
+				AgentVersion: "test", MeasuredBoot: mb, MeasuredBootWithheld: withheld}))
+			if err != nil {
+				t.Fatalf("GetWorkflow: %v", err)
+			}
+			return resp.Msg
+		}
+		type want struct {
+			disp  provisioningv1.GetWorkflowResponse_Disposition
+			later bool
+		}
+		check := func(step string, got *provisioningv1.GetWorkflowResponse, w want) {
+			t.Helper()
+			if got.Disposition != w.disp || got.MeasuredBootLater != w.later {
+				t.Fatalf("%s: got %v, later %v (%s); want %v, later %v", step, got.Disposition, got.MeasuredBootLater, got.Message, w.disp, w.later)
+			}
+		}
+		wait, run := provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT, provisioningv1.GetWorkflowResponse_DISPOSITION_RUN
+		check("first request, no instance", ask(mb, false), want{wait, true})
+		check("withheld, no instance", ask(nil, true), want{wait, true})
+
+		in := e.instance(h, osr, nil)
+		got := ask(nil, true)
+		check("withheld, an instance", got, want{wait, false})
+		if got.PollAfterSeconds == 0 || got.PollAfterSeconds > 2 {
+			t.Errorf("asking for the measured boot: poll after %d s, want 1 or 2", got.PollAfterSeconds)
+		}
+		if s := e.getInstance(in.ResourceID).TrustedAttestationStatus; s != "" {
+			t.Errorf("before the measured boot came: attestation %q, want none (no workflow yet)", s)
+		}
+		check("measured boot sent", ask(mb, false), want{run, true})
+		if s := e.getInstance(in.ResourceID).TrustedAttestationStatus; !strings.HasPrefix(s, "No TPM") {
+			t.Errorf("attestation: got %q, want No TPM…", s)
+		}
+		check("withheld, the workflow exists", ask(nil, true), want{run, true})
+		// An agent older than the withholding: nothing asked of it.
+		check("older agent", ask(nil, false), want{run, true})
+	})
+}

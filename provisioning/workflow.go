@@ -127,6 +127,7 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 			return nil, s.rpcError(ctx, "get workflow", err)
 		}
 		if resp := answer(st); resp != nil {
+			resp.MeasuredBootLater = true
 			return connect.NewResponse(resp), nil
 		}
 	}
@@ -140,13 +141,21 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 	// READ COMMITTED, two batch workers) both calls may find none and
 	// the later insert conflicts: that call reads again, once, and
 	// answers with the winner's workflow.
+	// The agent withheld its measured boot (an earlier answer said the
+	// server did not need it): asked for, before the workflow is created.
+	withheld := req.Msg.GetMeasuredBootWithheld() && req.Msg.GetMeasuredBoot() == nil
+	ask := false
 	create := func(tx eim.Tx) error {
 		var err error
 		st, err = s.load(ctx, tx, n, true)
 		if err != nil {
 			return err
 		}
-		if answer(st) != nil {
+		if ask = false; answer(st) != nil {
+			return nil
+		}
+		if withheld {
+			ask = true
 			return nil
 		}
 		st.secureBoot = req.Msg.GetSecureBoot()
@@ -161,10 +170,18 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 	if err != nil {
 		return nil, s.rpcError(ctx, "create workflow", err)
 	}
+	if ask {
+		return connect.NewResponse(&provisioningv1.GetWorkflowResponse{
+			Disposition:      provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT,
+			PollAfterSeconds: 1,
+			Message:          "the workflow is created with the node's measured boot: send it",
+		}), nil
+	}
 	resp := answer(st)
 	if resp == nil {
 		return nil, s.rpcError(ctx, "create workflow", errors.New("workflow not created"))
 	}
+	resp.MeasuredBootLater = true
 	return connect.NewResponse(resp), nil
 }
 

@@ -14,6 +14,20 @@
 // as it is, whatever its state (not recreated, not restarted); a pod at
 // another revision is removed first and the new one played (podman 4.3's
 // `kube play --replace` is not used: the runner decides by the label).
+// A pod at the same revision that lacks one of its containers, or has
+// one that never started, is the remains of a play that was interrupted
+// (the agent killed, the power lost: kube play creates the pod first,
+// then pulls and creates each container, then starts them all) and is
+// replaced too. Podman cannot label a pod once it exists, so
+// completeness is not a mark set after the play: the pod's label
+// eim.io/containers names the containers it must have (a pod made before
+// that label existed is judged by its start times only), and a container
+// that ran keeps its start time across reboots, which reset its state.
+// List reports such a pod as Incomplete. A play killed while it
+// created a container can also leave that container in podman's storage
+// but not in its database, where no pod lists it and its name fails every
+// later play: before a play, Apply removes containers of the pod's
+// container names (`podman rm` removes such storage containers too).
 // The workload's secrets become podman secrets named
 // eim_<workload>_<secret> (the pod's secretKeyRef, secretRef and secret
 // volume names are rewritten to match), so two workloads' secrets of the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -16,6 +17,9 @@ import (
 const (
 	LabelWorkload = "eim.io/edge-workload"
 	LabelRevision = "eim.io/revision"
+	// LabelContainers names the pod's containers (comma-separated, sorted):
+	// a pod lacking one of them is the remains of an interrupted play.
+	LabelContainers = "eim.io/containers"
 )
 
 // A workload name is a DNS label, as Kubernetes' object names: it names
@@ -30,29 +34,30 @@ func secretName(workload, secret string) string {
 
 // manifest returns the pod YAML to play: p's pod document named after the
 // workload, labelled with workload and revision, its secret references
-// renamed to the workload's podman secrets.
-func manifest(p Pod) ([]byte, error) {
-	var doc map[string]any
+// renamed to the workload's podman secrets, and the names of its
+// containers (sorted).
+func manifest(p Pod) ([]byte, []string, error) {
+	var pod map[string]any
 	dec := yaml.NewDecoder(bytes.NewReader(p.YAML))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: %v", p.Workload, err)
+	if err := dec.Decode(&pod); err != nil {
+		return nil, nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: %v", p.Workload, err)
 	}
 	var extra any
 	if err := dec.Decode(&extra); err == nil {
-		return nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: one document expected, got more", p.Workload)
+		return nil, nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: one document expected, got more", p.Workload)
 	}
-	if kind, _ := doc["kind"].(string); kind != "Pod" {
-		return nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: kind %q, want Pod", p.Workload, doc["kind"])
+	if kind, _ := pod["kind"].(string); kind != "Pod" {
+		return nil, nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: kind %q, want Pod", p.Workload, pod["kind"])
 	}
-	meta := child(doc, "metadata")
+	meta := child(pod, "metadata")
 	meta["name"] = p.Workload
 	labels := child(meta, "labels")
 	labels[LabelWorkload] = p.Workload
 	labels[LabelRevision] = strconv.FormatInt(p.Revision, 10)
 
-	spec, ok := doc["spec"].(map[string]any)
+	spec, ok := pod["spec"].(map[string]any)
 	if !ok {
-		return nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: spec missing", p.Workload)
+		return nil, nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: spec missing", p.Workload)
 	}
 	rename := func(m map[string]any, key string) error {
 		name, _ := m[key].(string)
@@ -71,7 +76,7 @@ func manifest(p Pod) ([]byte, error) {
 				from, _ := mapAt(e, "valueFrom", "secretKeyRef")
 				if from != nil {
 					if err := rename(from, "name"); err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 				}
 			}
@@ -80,7 +85,7 @@ func manifest(p Pod) ([]byte, error) {
 				ref, _ := mapAt(e, "secretRef")
 				if ref != nil {
 					if err := rename(ref, "name"); err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 				}
 			}
@@ -91,15 +96,27 @@ func manifest(p Pod) ([]byte, error) {
 		sec, _ := mapAt(v, "secret")
 		if sec != nil {
 			if err := rename(sec, "secretName"); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	out, err := yaml.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("pod YAML of %s: %w", p.Workload, err)
+	var names []string
+	ctrs, _ := spec["containers"].([]any)
+	for _, c := range ctrs {
+		ctr, _ := c.(map[string]any)
+		name, _ := ctr["name"].(string)
+		if !nameRE.MatchString(name) {
+			return nil, nil, eim.Errorf(eim.EINVALID, "pod YAML of %s: container name %q is not a DNS label", p.Workload, name)
+		}
+		names = append(names, name)
 	}
-	return out, nil
+	sort.Strings(names)
+	labels[LabelContainers] = strings.Join(names, ",")
+	out, err := yaml.Marshal(pod)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod YAML of %s: %w", p.Workload, err)
+	}
+	return out, names, nil
 }
 
 // child returns m[key] as a map, creating it when absent.

@@ -74,7 +74,8 @@ func New(cfg Config) *Runner {
 }
 
 // Apply runs p: nothing when its workload's pod at p.Revision exists,
-// else the workload's pods are removed and p is played.
+// complete (every container created and started once), else the
+// workload's pods are removed and p is played.
 func (r *Runner) Apply(ctx context.Context, p Pod) error {
 	if !nameRE.MatchString(p.Workload) {
 		return eim.Errorf(eim.EINVALID, "workload: %q is not a DNS label (lowercase letters, digits and '-', at most 63)", p.Workload)
@@ -84,7 +85,7 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 			return eim.Errorf(eim.EINVALID, "secrets: %q is not a DNS label", name)
 		}
 	}
-	doc, err := manifest(p)
+	doc, containers, err := manifest(p)
 	if err != nil {
 		return err
 	}
@@ -94,15 +95,28 @@ func (r *Runner) Apply(ctx context.Context, p Pod) error {
 			return err
 		}
 	}
-	pods, err := r.podsOf(ctx, p.Workload)
+	infos, err := r.listWhere(ctx, "label="+LabelWorkload+"="+p.Workload)
 	if err != nil {
 		return err
 	}
-	if len(pods) == 1 && pods[0].Labels[LabelRevision] == strconv.FormatInt(p.Revision, 10) {
+	if len(infos) == 1 && infos[0].Revision == p.Revision && !infos[0].Incomplete {
 		return nil
 	}
 	if err := r.Remove(ctx, p.Workload); err != nil {
 		return err
+	}
+	// A play killed while it created a container can leave the container
+	// in podman's storage but not in its database: no pod lists it, yet
+	// its name would fail every later play. podman rm removes such a
+	// container by name too.
+	names := make([]string, len(containers))
+	for i, c := range containers {
+		names[i] = p.Workload + "-" + c
+	}
+	if len(names) > 0 {
+		if _, err := r.podman(ctx, append([]string{"rm", "-f", "--ignore"}, names...)...); err != nil {
+			return fmt.Errorf("apply %s: remove leftover containers: %w", p.Workload, err)
+		}
 	}
 	for name, data := range p.Secrets {
 		if err := r.createSecret(ctx, secretName(p.Workload, name), data); err != nil {

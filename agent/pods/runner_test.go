@@ -470,3 +470,154 @@ func TestApplyInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyRepairsInterruptedPlay: kube play creates the pod with its
+// labels, then pulls each image and creates each container; an agent
+// killed meanwhile leaves the revision's pod without its last
+// containers. Here a play by hand stops at the second container (its
+// image is missing), leaving the pod and its first container, as such a
+// kill does. The next Apply of that revision replaces it.
+func TestApplyRepairsInterruptedPlay(t *testing.T) {
+	r, w := setup(t, "interrupted")
+	ctx := context.Background()
+	half := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels:
+    %s: %s
+    %s: "1"
+    %s: main,side
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: %s
+    command: ["/bin/sh", "-c", "sleep 600"]
+  - name: side
+    image: localhost/eim-pods-test-nosuch:%s
+`, w, pods.LabelWorkload, w, pods.LabelRevision, pods.LabelContainers, image, runID)
+	f := filepath.Join(t.TempDir(), "half.yaml")
+	if err := os.WriteFile(f, []byte(half), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := podmanCmd("kube", "play", "--network", "none", f).CombinedOutput(); err == nil {
+		t.Fatalf("play of a missing image: got success, want a failure: %s", out)
+	}
+	info, ok := find(t, r, w)
+	if !ok {
+		t.Fatal("after the interrupted play: no pod; the test needs the half-made one")
+	}
+	if !info.Incomplete || info.Revision != 1 || len(info.Containers) != 1 {
+		t.Fatalf("half-made pod: got revision %d, incomplete %v, %d containers; want revision 1, incomplete, 1 container", info.Revision, info.Incomplete, len(info.Containers))
+	}
+
+	p := pods.Pod{Workload: w, Revision: 1, YAML: podYAML(w, sleeper+`  - name: side
+    image: IMAGE
+    command: ["/bin/sh", "-c", "sleep 600"]
+`)}
+	if err := r.Apply(ctx, p); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	got, ok := find(t, r, w)
+	if !ok {
+		t.Fatal("after Apply: no pod")
+	}
+	if got.PodID == info.PodID || got.Incomplete || len(got.Containers) != 2 {
+		t.Fatalf("after Apply: got pod %s (half-made %s), incomplete %v, %d containers; want a new complete pod of 2", got.PodID, info.PodID, got.Incomplete, len(got.Containers))
+	}
+	eventually(t, "the repaired pod runs", func() (bool, string) {
+		info, _ := find(t, r, w)
+		return info.Status == pods.Running, string(info.Status)
+	})
+	// Complete now: the same revision is left alone.
+	if err := r.Apply(ctx, p); err != nil {
+		t.Fatalf("second Apply: %v", err)
+	}
+	if again, _ := find(t, r, w); again.PodID != got.PodID {
+		t.Errorf("second Apply of the same revision: got pod %s, want %s kept", again.PodID, got.PodID)
+	}
+}
+
+// TestApplyRepairsPlayInterruptedBeforeStart: kube play starts the pod's
+// containers once it has created them all; killed in between, it leaves
+// a pod with every container, none started (`kube play --start=false`
+// makes the same here). The next Apply of that revision replaces it.
+func TestApplyRepairsPlayInterruptedBeforeStart(t *testing.T) {
+	r, w := setup(t, "unstarted")
+	ctx := context.Background()
+	unstarted := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels:
+    %s: %s
+    %s: "1"
+    %s: main
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: %s
+    command: ["/bin/sh", "-c", "sleep 600"]
+`, w, pods.LabelWorkload, w, pods.LabelRevision, pods.LabelContainers, image)
+	f := filepath.Join(t.TempDir(), "unstarted.yaml")
+	if err := os.WriteFile(f, []byte(unstarted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := podmanCmd("kube", "play", "--network", "none", "--start=false", f).CombinedOutput(); err != nil {
+		t.Fatalf("play --start=false: %v: %s", err, out)
+	}
+	info, ok := find(t, r, w)
+	if !ok || !info.Incomplete || len(info.Containers) != 1 || info.Status != pods.Deploying {
+		t.Fatalf("pod never started: got %+v (found %v), want it incomplete, Deploying, with its container", info, ok)
+	}
+	if err := r.Apply(ctx, pods.Pod{Workload: w, Revision: 1, YAML: podYAML(w, sleeper)}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	eventually(t, "the replaced pod runs", func() (bool, string) {
+		got, _ := find(t, r, w)
+		return got.PodID != info.PodID && !got.Incomplete && got.Status == pods.Running, fmt.Sprintf("pod %s (was %s), incomplete %v, %s", got.PodID, info.PodID, got.Incomplete, got.Status)
+	})
+}
+
+// TestApplyRemovesLeftoverStorageContainer: a play killed while it
+// created a container can leave the container in podman's storage and
+// not in its database; no pod lists it, and its name failed every later
+// play ("the container name … is already in use"). A failed build leaves
+// such a container too, named after the image it started from
+// (<image>-working-container): the test makes one with the name the
+// workload's container would have.
+func TestApplyRemovesLeftoverStorageContainer(t *testing.T) {
+	r, w := setup(t, "leftover")
+	base := "localhost/" + w + ":" + runID
+	if out, err := podmanCmd("tag", image, base).CombinedOutput(); err != nil {
+		t.Fatalf("tag: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = podmanCmd("rmi", "-f", base).Run() })
+	leftover := w + "-working-container"
+	t.Cleanup(func() { _ = podmanCmd("rm", "-f", "--ignore", leftover).Run() })
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Containerfile"), []byte("FROM "+base+"\nRUN /nonexistent\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := podmanCmd("build", "--network=none", "--rm=false", "--force-rm=false", "-f", filepath.Join(dir, "Containerfile"), dir).CombinedOutput(); err == nil {
+		t.Fatalf("build of a failing RUN: got success, want a failure: %s", out)
+	}
+	out, err := podmanCmd("ps", "-a", "--external", "--format", "{{.Names}}").Output()
+	if err != nil || !strings.Contains(string(out), leftover) {
+		t.Fatalf("storage containers: got %q (%v), want %s among them: the test needs it", out, err, leftover)
+	}
+
+	p := pods.Pod{Workload: w, Revision: 1, YAML: podYAML(w, `  - name: working-container
+    image: IMAGE
+    command: ["/bin/sh", "-c", "sleep 600"]
+`)}
+	if err := r.Apply(context.Background(), p); err != nil {
+		t.Fatalf("Apply with a leftover storage container of its name: %v", err)
+	}
+	eventually(t, "the pod runs", func() (bool, string) {
+		info, _ := find(t, r, w)
+		return info.Status == pods.Running, string(info.Status)
+	})
+}

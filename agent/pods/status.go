@@ -27,11 +27,15 @@ const (
 
 // Info is an EIM-managed pod as podman reports it.
 type Info struct {
-	Workload   string
-	Revision   int64
-	PodID      string
-	PodStatus  string // podman's, e.g. "Degraded"
-	Status     Status
+	Workload  string
+	Revision  int64
+	PodID     string
+	PodStatus string // podman's, e.g. "Degraded"
+	Status    Status
+	// Incomplete is a pod some of whose containers are missing or were
+	// never started: a play interrupted (the agent killed, the device
+	// losing power). Apply of its revision replaces it.
+	Incomplete bool
 	Containers []Container // by name
 }
 
@@ -55,8 +59,31 @@ type podJSON struct {
 	InfraID    string `json:"InfraId"`
 	Labels     map[string]string
 	Containers []struct {
-		ID string `json:"Id"`
+		ID    string `json:"Id"`
+		Names string // podman's one name of the container
 	}
+}
+
+// complete reports whether the pod has every container its
+// LabelContainers names. kube play creates the pod, then pulls each
+// image and creates each container: an agent killed meanwhile leaves a
+// pod with its revision's label and some of its containers. A pod made
+// before the label existed counts as complete.
+func (p podJSON) complete() bool {
+	want, ok := p.Labels[LabelContainers]
+	if !ok {
+		return true
+	}
+	have := map[string]bool{}
+	for _, c := range p.Containers {
+		have[c.Names] = true
+	}
+	for _, name := range strings.Split(want, ",") {
+		if name != "" && !have[p.Name+"-"+name] {
+			return false
+		}
+	}
+	return true
 }
 
 // inspectJSON is a container of `podman container inspect`.
@@ -78,10 +105,15 @@ type inspectJSON struct {
 // List returns the pods the runner made (found by their label), by
 // workload.
 func (r *Runner) List(ctx context.Context) ([]Info, error) {
+	return r.listWhere(ctx, "label="+LabelWorkload)
+}
+
+// listWhere returns the pods podman's filter selects.
+func (r *Runner) listWhere(ctx context.Context, filter string) ([]Info, error) {
 	// A container removed between the listing of the pods and their
 	// inspection fails the inspection: listed again, a few times.
 	for i := 0; ; i++ {
-		infos, err := r.list(ctx)
+		infos, err := r.list(ctx, filter)
 		var pe *podmanError
 		if err == nil || i == 2 || !errors.As(err, &pe) || !strings.Contains(pe.stderr, "no such container") {
 			return infos, err
@@ -89,8 +121,8 @@ func (r *Runner) List(ctx context.Context) ([]Info, error) {
 	}
 }
 
-func (r *Runner) list(ctx context.Context) ([]Info, error) {
-	pods, err := r.pods(ctx, "label="+LabelWorkload)
+func (r *Runner) list(ctx context.Context, filter string) ([]Info, error) {
+	pods, err := r.pods(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +149,7 @@ func (r *Runner) list(ctx context.Context) ([]Info, error) {
 	infos := make([]Info, 0, len(pods))
 	for _, p := range pods {
 		rev, _ := strconv.ParseInt(p.Labels[LabelRevision], 10, 64)
-		info := Info{Workload: p.Labels[LabelWorkload], Revision: rev, PodID: p.ID, PodStatus: p.Status}
+		info := Info{Workload: p.Labels[LabelWorkload], Revision: rev, PodID: p.ID, PodStatus: p.Status, Incomplete: !p.complete()}
 		for _, pc := range p.Containers {
 			c, ok := ctrs[pc.ID]
 			if !ok {
@@ -138,6 +170,14 @@ func (r *Runner) list(ctx context.Context) ([]Info, error) {
 		}
 		sort.Slice(info.Containers, func(i, j int) bool { return info.Containers[i].Name < info.Containers[j].Name })
 		info.Status = derive(p.Status, info.Containers)
+		// kube play starts the containers once it has created them all:
+		// one never started is a play interrupted before it was done. (A
+		// reboot resets a container's state, not its start time.)
+		for _, c := range info.Containers {
+			if c.Started.IsZero() {
+				info.Incomplete = true
+			}
+		}
 		infos = append(infos, info)
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Workload < infos[j].Workload })

@@ -160,10 +160,12 @@ func sharedSchemas(into *obj) {
 			"heartbeatTimeoutSeconds", heartbeatTimeout(),
 			"osSecurityFeatureEnable", osSecurityFeatureEnable(),
 			"exporterPerHostOff", exporterPerHostOff(),
+			"edgeWorkloadsAllowPrivileged", edgeWorkloadsAllowPrivileged(),
 			"powerPolicy", powerPolicy(),
 		),
 		"required", []string{"defaultOsId", "defaultLocalAccountId", "defaultCustomConfigIds", "enrollment", "autoOnboardEnrolled",
-			"heartbeatIntervalSeconds", "heartbeatTimeoutSeconds", "osSecurityFeatureEnable", "exporterPerHostOff"},
+			"heartbeatIntervalSeconds", "heartbeatTimeoutSeconds", "osSecurityFeatureEnable", "exporterPerHostOff",
+			"edgeWorkloadsAllowPrivileged", "powerPolicy"},
 	))
 	into.set("ProjectDetail", o(
 		"type", "object",
@@ -242,6 +244,7 @@ func sharedSchemas(into *obj) {
 			"heartbeatTimeoutSeconds", heartbeatTimeout(),
 			"osSecurityFeatureEnable", osSecurityFeatureEnable(),
 			"exporterPerHostOff", exporterPerHostOff(),
+			"edgeWorkloadsAllowPrivileged", edgeWorkloadsAllowPrivileged(),
 			"powerPolicy", powerPolicy(),
 			"enrollmentToken", o("type", "string", "enum", []string{"new", "none"},
 				"description", "new: generate an enrollment token (returned once); none: remove it."),
@@ -504,6 +507,12 @@ func exporterPerHostOff() *obj {
 	return o("type", "boolean", "description",
 		"The exporter module leaves the project's hosts out of its per-host series (edge_host_*, about 27 series a host); "+
 			"its aggregates (eim_hosts …) still count them. See docs/metrics.md.")
+}
+
+func edgeWorkloadsAllowPrivileged() *obj {
+	return o("type", "boolean", "description",
+		"The project's edge workloads may run privileged containers and use the device's network (hostNetwork); "+
+			"off, such a workload is refused (400). See docs/workloads.md.")
 }
 
 func powerPolicy() *obj {

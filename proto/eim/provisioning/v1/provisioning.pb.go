@@ -265,9 +265,19 @@ type GetWorkflowRequest struct {
 	// boot code in PCR 4 against the signed binaries it served, and shows
 	// the result as the instance's trustedAttestationStatus. Agents older
 	// than the field send none.
-	MeasuredBoot  *MeasuredBoot `protobuf:"bytes,3,opt,name=measured_boot,json=measuredBoot,proto3" json:"measured_boot,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	//
+	// It is some 13 KB (the event log): an agent sends it with its first
+	// request of a boot, and leaves it out of the next ones while the
+	// server's answers say measured_boot_later, setting
+	// measured_boot_withheld instead.
+	MeasuredBoot *MeasuredBoot `protobuf:"bytes,3,opt,name=measured_boot,json=measuredBoot,proto3" json:"measured_boot,omitempty"`
+	// The agent has a measured boot but left it out, as the server's last
+	// answer allowed (measured_boot_later). A server that needs it now (to
+	// create the instance's workflow) answers WAIT without
+	// measured_boot_later, asking for it, with a short poll_after_seconds.
+	MeasuredBootWithheld bool `protobuf:"varint,4,opt,name=measured_boot_withheld,json=measuredBootWithheld,proto3" json:"measured_boot_withheld,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GetWorkflowRequest) Reset() {
@@ -319,6 +329,13 @@ func (x *GetWorkflowRequest) GetMeasuredBoot() *MeasuredBoot {
 		return x.MeasuredBoot
 	}
 	return nil
+}
+
+func (x *GetWorkflowRequest) GetMeasuredBootWithheld() bool {
+	if x != nil {
+		return x.MeasuredBootWithheld
+	}
+	return false
 }
 
 // MeasuredBoot is a node's TPM 2.0 measurements of its boot, as the node
@@ -455,8 +472,13 @@ type GetWorkflowResponse struct {
 	Workflow         *Workflow                       `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	PollAfterSeconds uint32                          `protobuf:"varint,3,opt,name=poll_after_seconds,json=pollAfterSeconds,proto3" json:"poll_after_seconds,omitempty"`
 	Message          string                          `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The server does not need the node's measured boot with its next
+	// requests: the agent may withhold it (measured_boot_withheld) until an
+	// answer lacks this. Servers older than the field never set it, so
+	// their agents send the measured boot every time.
+	MeasuredBootLater bool `protobuf:"varint,5,opt,name=measured_boot_later,json=measuredBootLater,proto3" json:"measured_boot_later,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetWorkflowResponse) Reset() {
@@ -515,6 +537,13 @@ func (x *GetWorkflowResponse) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *GetWorkflowResponse) GetMeasuredBootLater() bool {
+	if x != nil {
+		return x.MeasuredBootLater
+	}
+	return false
 }
 
 type Workflow struct {
@@ -1368,12 +1397,13 @@ var File_eim_provisioning_v1_provisioning_proto protoreflect.FileDescriptor
 
 const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\n" +
-	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\xc8\x01\n" +
+	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\xfe\x01\n" +
 	"\x12GetWorkflowRequest\x12#\n" +
 	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12E\n" +
 	"\vsecure_boot\x18\x02 \x01(\x0e2$.eim.provisioning.v1.SecureBootStateR\n" +
 	"secureBoot\x12F\n" +
-	"\rmeasured_boot\x18\x03 \x01(\v2!.eim.provisioning.v1.MeasuredBootR\fmeasuredBoot\"\xe5\x01\n" +
+	"\rmeasured_boot\x18\x03 \x01(\v2!.eim.provisioning.v1.MeasuredBootR\fmeasuredBoot\x124\n" +
+	"\x16measured_boot_withheld\x18\x04 \x01(\bR\x14measuredBootWithheld\"\xe5\x01\n" +
 	"\fMeasuredBoot\x127\n" +
 	"\x03tpm\x18\x01 \x01(\x0e2%.eim.provisioning.v1.MeasuredBoot.TpmR\x03tpm\x12,\n" +
 	"\x04pcrs\x18\x02 \x03(\v2\x18.eim.provisioning.v1.PcrR\x04pcrs\x12\x1b\n" +
@@ -1386,12 +1416,13 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\vTPM_PRESENT\x10\x02\"3\n" +
 	"\x03Pcr\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\xf6\x02\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\xa6\x03\n" +
 	"\x13GetWorkflowResponse\x12V\n" +
 	"\vdisposition\x18\x01 \x01(\x0e24.eim.provisioning.v1.GetWorkflowResponse.DispositionR\vdisposition\x129\n" +
 	"\bworkflow\x18\x02 \x01(\v2\x1d.eim.provisioning.v1.WorkflowR\bworkflow\x12,\n" +
 	"\x12poll_after_seconds\x18\x03 \x01(\rR\x10pollAfterSeconds\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x83\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
+	"\x13measured_boot_later\x18\x05 \x01(\bR\x11measuredBootLater\"\x83\x01\n" +
 	"\vDisposition\x12\x1b\n" +
 	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DISPOSITION_WAIT\x10\x01\x12\x13\n" +
