@@ -189,6 +189,7 @@ type FleetReport struct {
 	MaxPerWindow int // the most power-ons received within any window
 	WindowStart  time.Time
 	First, Last  time.Time // the first and last power-on received
+	Sessions     int       // sessions opened, over all the BMCs
 }
 
 // Report reads the fleet's records: how many power-ons each BMC received,
@@ -201,6 +202,7 @@ func (f *Fleet) Report(window time.Duration) FleetReport {
 		if st, _ := b.Machine.PowerState(context.Background()); st == PowerOn {
 			r.On++
 		}
+		r.Sessions += b.BMC.SessionsOpened()
 		dropped, done := false, 0
 		for _, a := range b.BMC.Actions() {
 			if !IsPowerOn(a.Type) {
