@@ -251,10 +251,11 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 			return fail("%v", err)
 		}
 	}
-	// A reset or power cycle recorded as sent by a worker that stopped may
-	// have gone out: confirm it from the BMC's state, never send it again
-	// unless the machine is not on by then.
-	if !repeatable(a) && st.Sends > 0 && !r.sent {
+	// An action recorded as sent by a worker that stopped may have gone
+	// out: confirm it from the BMC's state first, and send it again only
+	// when the state is not there by then (a reset or power cycle never
+	// twice; a power-on not again, nor through another site slot).
+	if st.Sends > 0 && !r.sent {
 		if _, ok, err := r.confirm(ctx, want, timeout); err != nil {
 			return err
 		} else if ok {
