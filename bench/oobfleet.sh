@@ -59,7 +59,10 @@ if [[ " $phases " == *" poweron "* ]]; then
 	start_fleet "$n" -drop-share 0.1 -delay 2s
 	start_server --oob-site-limit $limit --oob-site-window $window --oob-workers 64 --oob-job-timeout 30m
 	echo "== power-on: $n hosts, one site, --oob-site-limit $limit --oob-site-window $window --oob-workers 64, 10 % of BMCs drop the first power-on, transitions 2 s"
-	"$dir/oobfleet" register --server "http://$api" --token-file "$dir/data/admin.token" --csv "$dir/bmcs.csv" --ca "$dir/ca.pem" --ids "$dir/ids.txt"
+	# Registered as desired OFF (their jobs find the machines off and send
+	# nothing), so that the site is switched on by the PATCHes alone.
+	"$dir/oobfleet" register --server "http://$api" --token-file "$dir/data/admin.token" --csv "$dir/bmcs.csv" --ca "$dir/ca.pem" --ids "$dir/ids.txt" --desired POWER_STATE_OFF
+	sleep 5
 	"$dir/oobfleet" poweron --server "http://$api" --token-file "$dir/data/admin.token" --ids "$dir/ids.txt" --fleet "http://$control" \
 		--limit $limit --window $window --server-pid "$srv"
 	grep -c "level=WARN\|level=ERROR" "$dir/server.log" | sed 's/^/server warnings and errors: /'

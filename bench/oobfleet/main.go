@@ -1,7 +1,7 @@
 // Command oobfleet drives the oob module's fleet benchmark (bench/oobfleet.sh)
 // against a running eim server and a running "eim-redfish-sim fleet":
 //
-//	oobfleet register --server URL --token-file F --csv bmcs.csv --ca ca.pem --ids ids.txt
+//	oobfleet register --server URL --token-file F --csv bmcs.csv --ca ca.pem --ids ids.txt [--desired POWER_STATE_OFF]
 //	    one region and site, a host per BMC of the CSV at that site, each
 //	    with its BMC (Redfish, the fleet's certificate as its CA bundle)
 //	oobfleet poweron --server URL --token-file F --ids ids.txt --fleet URL --limit 20 --window 10s --server-pid P
@@ -152,6 +152,7 @@ func register(ctx context.Context, args []string) error {
 	caFile := fs.String("ca", "", "the fleet's certificate (eim-redfish-sim fleet -cert-out)")
 	idsFile := fs.String("ids", "", "write the hosts' IDs, in the CSV's order, to this file")
 	clients := fs.Int("clients", 16, "concurrent requests")
+	desired := fs.String("desired", "POWER_STATE_ON", "the hosts' desiredPowerState at registration (their BMCs get a job for it at once)")
 	_ = fs.Parse(args)
 	a, err := newAPI(*server, *tokenFile)
 	if err != nil {
@@ -187,7 +188,7 @@ func register(ctx context.Context, args []string) error {
 		r := rows[i]
 		var h idOnly
 		if err := a.do(ctx, "POST", "/compute/hosts", map[string]any{"name": "oobfleet-" + r[0],
-			"uuid": fmt.Sprintf("4c4c4544-0000-4000-8000-%012d", i), "siteId": site.ResourceID}, &h); err != nil {
+			"uuid": fmt.Sprintf("4c4c4544-0000-4000-8000-%012d", i), "siteId": site.ResourceID, "desiredPowerState": *desired}, &h); err != nil {
 			return err
 		}
 		ids[i] = h.ResourceID
@@ -285,6 +286,11 @@ func powerOn(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if r, err := fleetReport(ctx, *fleet, *window); err != nil {
+		return err
+	} else if r.PowerOns != 0 {
+		return fmt.Errorf("the BMCs received %d power-ons before the PATCHes (register the hosts as desired OFF)", r.PowerOns)
+	}
 	cpu0, err := cpu(*serverPID)
 	if err != nil {
 		return err
@@ -337,8 +343,8 @@ func powerOn(ctx context.Context, args []string) error {
 		if err := a.do(ctx, "GET", "/compute/hosts/"+ids[i]+"/bmc/jobs", nil, &list); err != nil {
 			return err
 		}
-		if len(list.Jobs) != 1 || list.Jobs[0].State != "SUCCEEDED" {
-			return fmt.Errorf("host %s: jobs %v, want one SUCCEEDED", ids[i], list.Jobs)
+		if len(list.Jobs) == 0 || list.Jobs[0].State != "SUCCEEDED" {
+			return fmt.Errorf("host %s: jobs %v, want the latest SUCCEEDED", ids[i], list.Jobs)
 		}
 		return nil
 	}); err != nil {
