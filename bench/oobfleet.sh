@@ -65,7 +65,7 @@ if [[ " $phases " == *" poweron "* ]]; then
 	sleep 5
 	"$dir/oobfleet" poweron --server "http://$api" --token-file "$dir/data/admin.token" --ids "$dir/ids.txt" --fleet "http://$control" \
 		--limit $limit --window $window --server-pid "$srv"
-	grep -c "level=WARN\|level=ERROR" "$dir/server.log" | sed 's/^/server warnings and errors: /'
+	echo "server warnings and errors: $(grep -c "level=WARN\|level=ERROR" "$dir/server.log" || true)"
 	stop
 fi
 
@@ -77,6 +77,6 @@ if [[ " $phases " == *" poll "* ]]; then
 	"$dir/oobfleet" register --server "http://$api" --token-file "$dir/data/admin.token" --csv "$dir/bmcs.csv" --ca "$dir/ca.pem" --ids "$dir/ids.txt"
 	"$dir/oobfleet" poll --fleet "http://$control" --n "$m" --for "${POLL_FOR:-3m}" --server-pid "$srv" --sim-pid "$sim"
 	ps -o rss= -p "$srv" | awk '{printf "server RSS %.0f MiB\n", $1/1024}'
-	grep -c "level=WARN\|level=ERROR" "$dir/server.log" | sed 's/^/server warnings and errors: /'
+	echo "server warnings and errors: $(grep -c "level=WARN\|level=ERROR" "$dir/server.log" || true)"
 	stop
 fi
