@@ -9,6 +9,8 @@
 #   2. poll: M BMCs (default 10,000) read every --oob-poll-every; the
 #      server's CPU per BMC read and per round.
 #   bench/oobfleet.sh [N [M]]       PHASES="poweron poll" by default
+# EIM_BENCH_SERVER_FLAGS adds flags to the server (e.g. --debug-addr
+# 127.0.0.1:18098 to take a CPU profile).
 # Needs an open files limit above M + a few hundred (ulimit -n).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +49,7 @@ start_fleet() {
 start_server() {
 	rm -rf "$dir/data"
 	"$dir/eim" server --profile oob --data-dir "$dir/data" --http-addr "$api" --agent-addr 127.0.0.1:0 \
-		--log-level warn --rate-limit 0 "$@" >"$dir/server.log" 2>&1 &
+		--log-level warn --rate-limit 0 ${EIM_BENCH_SERVER_FLAGS:-} "$@" >"$dir/server.log" 2>&1 &
 	srv=$!
 	for _ in $(seq 1 300); do [ -s "$dir/data/admin.token" ] && curl -fs "http://$api/healthz" >/dev/null && return; sleep 0.2; done
 	cat "$dir/server.log" >&2; echo "oobfleet: the server did not start" >&2; exit 1
