@@ -251,10 +251,11 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 			return fail("%v", err)
 		}
 	}
-	// A reset or power cycle recorded as sent by a worker that stopped may
-	// have gone out: confirm it from the BMC's state, never send it again
-	// unless the machine is not on by then.
-	if !repeatable(a) && st.Sends > 0 && !r.sent {
+	// An action recorded as sent by a worker that stopped may have gone
+	// out: confirm it from the BMC's state first, and send it again only
+	// when the state is not there by then (a reset or power cycle never
+	// twice; a power-on not again, nor through another site slot).
+	if st.Sends > 0 && !r.sent {
 		if _, ok, err := r.confirm(ctx, want, timeout); err != nil {
 			return err
 		} else if ok {
@@ -269,8 +270,10 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 		if st.Sends >= r.s.o.MaxSends {
 			return fail("%s not confirmed after %d sends: %s", a, st.Sends, r.j.LastError)
 		}
+		var sl *slot
 		if a == ActionOn || a == ActionPowerCycle {
-			if err := r.s.siteSlot(ctx, r, st.Sends); err != nil {
+			var err error
+			if sl, err = r.s.siteSlot(ctx, r, st.Sends); err != nil {
 				return err
 			}
 		}
@@ -279,8 +282,25 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 		if err := r.save(ctx); err != nil {
 			return err
 		}
+		// The slot again, now, for a window: the save may have outlasted
+		// it, and the window counts from the send.
+		for {
+			ok, err := r.s.holdSlot(ctx, sl)
+			if err != nil {
+				return err
+			}
+			if ok {
+				break
+			}
+			if sl, err = r.s.siteSlot(ctx, r, st.Sends-1); err != nil {
+				return err
+			}
+		}
 		r.sent = true
 		err := r.conn.Power(ctx, a)
+		if _, herr := r.s.holdSlot(ctx, sl); herr != nil {
+			r.log.Info("power-on slot not held after the send", "err", herr)
+		}
 		r.s.reached(ctx, r.j.Project, r.j.HostID, err)
 		switch {
 		case err == nil:

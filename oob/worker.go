@@ -65,13 +65,20 @@ func (s *Service) poke() {
 	}
 }
 
+// slot is a power-on slot of a site that a job holds: the store's lease
+// name, held by holder.
+type slot struct{ name, holder string }
+
 // siteSlot waits for one of the SiteLimit power-on slots of the host's
-// site in the current window (SiteWindow): a slot is a lease of the
-// store's that nobody renews, so that at most SiteLimit power-ons start
-// per site per window across every process.
-func (s *Service) siteSlot(ctx context.Context, r *run, send int) error {
+// site (nil when there is no limit): a slot is a lease of the store's,
+// taken for SiteWindow, so that at most SiteLimit power-ons start per
+// site per window across every process. The job holds it again just
+// before it sends (holdSlot) and then until SiteWindow after the BMC
+// answered, so that two power-ons of one slot reach the BMCs at least a
+// window apart, however long the save before the send took.
+func (s *Service) siteSlot(ctx context.Context, r *run, send int) (*slot, error) {
 	if s.o.SiteLimit <= 0 {
-		return nil
+		return nil, nil
 	}
 	site := r.site
 	if site == "" {
@@ -83,15 +90,16 @@ func (s *Service) siteSlot(ctx context.Context, r *run, send int) error {
 	waited := false
 	for {
 		for i := range s.o.SiteLimit {
-			ok, err := s.o.Store.Claim(ctx, fmt.Sprintf("oob-power-on:%s:%d", site, i), holder, s.o.SiteWindow)
+			name := fmt.Sprintf("oob-power-on:%s:%d", site, i)
+			ok, err := s.o.Store.Claim(ctx, name, holder, s.o.SiteWindow)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if ok {
 				if waited {
 					r.log.Info("power-on slot of the site free", "site", r.site)
 				}
-				return nil
+				return &slot{name: name, holder: holder}, nil
 			}
 		}
 		if !waited {
@@ -99,15 +107,24 @@ func (s *Service) siteSlot(ctx context.Context, r *run, send int) error {
 			waited = true
 		}
 		if err := r.renew(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		if err := r.late(); err != nil {
-			return err
+			return nil, err
 		}
 		if err := r.wait(ctx, s.o.SiteWindow/20); err != nil {
-			return err
+			return nil, err
 		}
 	}
+}
+
+// holdSlot holds sl for SiteWindow from now; it reports false when the
+// slot's lease ran out and another job took it.
+func (s *Service) holdSlot(ctx context.Context, sl *slot) (bool, error) {
+	if sl == nil {
+		return true, nil
+	}
+	return s.o.Store.Claim(ctx, sl.name, sl.holder, s.o.SiteWindow)
 }
 
 // reached records the BMC's Reachable condition after talking to it:

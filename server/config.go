@@ -101,13 +101,15 @@ type Config struct {
 
 	// The oob module's power jobs and polls (zero: its defaults, see
 	// oob.Options): OOBWorkers jobs at once per process, every BMC read
-	// every OOBPollEvery, at most OOBSiteLimit power-ons per site per 10 s
+	// every OOBPollEvery, at most OOBSiteLimit power-ons per site per
+	// OOBSiteWindow (10 s)
 	// (negative: no limit), OOBConfirmTimeout for a sent action to show
 	// before it is sent again, OOBJobTimeout for a job to end, OOBLease
 	// for a worker's hold on a job, OOBIPMITool the ipmitool binary.
 	OOBWorkers        int
 	OOBPollEvery      time.Duration
 	OOBSiteLimit      int
+	OOBSiteWindow     time.Duration
 	OOBConfirmTimeout time.Duration
 	OOBJobTimeout     time.Duration
 	OOBLease          time.Duration

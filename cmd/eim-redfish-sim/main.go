@@ -1,7 +1,8 @@
 // Command eim-redfish-sim runs the test Redfish BMC (internal/redfishsim)
 // on its own, to try Redfish clients against it: systems in memory, or one
 // QEMU VM driven through QMP, with the BMC's faults switched on by flags.
-// It is a test tool, not part of EIM.
+// "eim-redfish-sim fleet" runs many BMCs, one per simulated host, each on
+// its own port (fleet.go). It is a test tool, not part of EIM.
 package main
 
 import (
@@ -31,6 +32,9 @@ func main() {
 
 // run serves the BMC until ctx ends; it prints the URLs it serves on.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "fleet" {
+		return runFleet(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("eim-redfish-sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (

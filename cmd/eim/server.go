@@ -93,7 +93,8 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "how long one webhook delivery attempt may take before it counts as failed (and is retried)")
 	fs.IntVar(&cfg.OOBWorkers, "oob-workers", 4, "oob: power jobs carried out at once by this process (and BMCs polled at once)")
 	fs.DurationVar(&cfg.OOBPollEvery, "oob-poll-every", time.Minute, "oob: how often every BMC's power state is read")
-	fs.IntVar(&cfg.OOBSiteLimit, "oob-site-limit", 20, "oob: at most this many power-ons per site per 10 s, across the deployment (negative: no limit)")
+	fs.IntVar(&cfg.OOBSiteLimit, "oob-site-limit", 20, "oob: at most this many power-ons per site per --oob-site-window, across the deployment (negative: no limit)")
+	fs.DurationVar(&cfg.OOBSiteWindow, "oob-site-window", 10*time.Second, "oob: the window of --oob-site-limit")
 	fs.DurationVar(&cfg.OOBConfirmTimeout, "oob-confirm-timeout", time.Minute, "oob: how long a sent power action has to show in the BMC's state before it is sent again")
 	fs.DurationVar(&cfg.OOBJobTimeout, "oob-job-timeout", 10*time.Minute, "oob: a power job's deadline from its creation (it then ends FAILED)")
 	fs.DurationVar(&cfg.OOBLease, "oob-lease", 30*time.Second, "oob: how long a process holds a power job without renewing it (another takes it over after)")
@@ -150,7 +151,7 @@ func (c *cli) server(args []string) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--oob-poll-every", cfg.OOBPollEvery}, {"--oob-confirm-timeout", cfg.OOBConfirmTimeout}, {"--oob-job-timeout", cfg.OOBJobTimeout}, {"--oob-lease", cfg.OOBLease}, {"--oob-graceful-timeout", cfg.OOBGracefulTimeout}, {"--oob-call-home-timeout", cfg.OOBCallHomeTimeout}} {
+	}{{"--oob-poll-every", cfg.OOBPollEvery}, {"--oob-confirm-timeout", cfg.OOBConfirmTimeout}, {"--oob-job-timeout", cfg.OOBJobTimeout}, {"--oob-lease", cfg.OOBLease}, {"--oob-graceful-timeout", cfg.OOBGracefulTimeout}, {"--oob-call-home-timeout", cfg.OOBCallHomeTimeout}, {"--oob-site-window", cfg.OOBSiteWindow}} {
 		if d.v < time.Second {
 			return usagef("%s: must be at least 1s, got %s", d.name, d.v)
 		}
