@@ -63,8 +63,8 @@ func (f WorkloadFaults) share(rev int64) float64 {
 	return f.Share
 }
 
-// crashes tells whether the pod of host's workload at rev crashes.
-func (f WorkloadFaults) crashes(seed uint64, host, workload string, rev int64) bool {
+// Crashes tells whether the pod of host's workload at rev crashes.
+func (f WorkloadFaults) Crashes(seed uint64, host, workload string, rev int64) bool {
 	s := f.share(rev)
 	if s <= 0 {
 		return false
@@ -314,7 +314,7 @@ func (h *holder) applySet(b *beater, w *simWorkloads, set *workloadsv1.GetWorklo
 		h.mu.Unlock()
 		w.pods[wl.Name] = &simPod{name: wl.Name, rev: wl.Revision, containers: h.containerNames(wl.PodYaml),
 			phase: workloadsv1.WorkloadStatus_PHASE_DEPLOYING, since: unix, deployed: now, next: now + start,
-			crash: h.o.WorkloadFaults.crashes(h.o.Seed, b.hostID, wl.Name, wl.Revision)}
+			crash: h.o.WorkloadFaults.Crashes(h.o.Seed, b.hostID, wl.Name, wl.Revision)}
 		w.dirty = true
 	}
 	for name := range w.pods {

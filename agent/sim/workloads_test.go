@@ -260,7 +260,7 @@ func TestWorkloadNodes(t *testing.T) {
 	crashed := 0
 	for id, r := range got {
 		ph, _, cs := phaseOf(r, "cam")
-		want := faults.crashes(o.Seed, id, "cam", 2)
+		want := faults.Crashes(o.Seed, id, "cam", 2)
 		switch {
 		case want && ph == "Degraded":
 			crashed++
@@ -296,10 +296,10 @@ func TestWorkloadFaults(t *testing.T) {
 	f := WorkloadFaults{Share: 0.2, ByRevision: map[int64]float64{3: 1, 4: 0}}
 	n := 0
 	for i := range 1000 {
-		if f.crashes(1, fmt.Sprintf("host-%d", i), "w", 1) {
+		if f.Crashes(1, fmt.Sprintf("host-%d", i), "w", 1) {
 			n++
 		}
-		if !f.crashes(1, fmt.Sprintf("host-%d", i), "w", 3) || f.crashes(1, fmt.Sprintf("host-%d", i), "w", 4) {
+		if !f.Crashes(1, fmt.Sprintf("host-%d", i), "w", 3) || f.Crashes(1, fmt.Sprintf("host-%d", i), "w", 4) {
 			t.Fatal("a revision's own share is not followed")
 		}
 	}
