@@ -44,6 +44,9 @@ const (
 	// back-off of a Kubernetes crash loop).
 	DefaultWorkloadRestart = 10 * time.Second
 	crashBackoffMax        = 5 * time.Minute
+	// deployCheck is how often the agent looks at its pods while one
+	// deploys.
+	deployCheck = time.Second
 )
 
 // WorkloadFaults are the shares (0..1) of the simulated pods that crash:
@@ -312,6 +315,10 @@ func (h *holder) applySet(b *beater, w *simWorkloads, set *workloadsv1.GetWorklo
 		h.mu.Lock()
 		start := jitter(h.rnd, h.workloadStart())
 		h.mu.Unlock()
+		// The agent sees a pod start at its next check, every second
+		// while a workload deploys: pods started within the same second
+		// are in one report.
+		start = (start + deployCheck - 1) / deployCheck * deployCheck
 		w.pods[wl.Name] = &simPod{name: wl.Name, rev: wl.Revision, containers: h.containerNames(wl.PodYaml),
 			phase: workloadsv1.WorkloadStatus_PHASE_DEPLOYING, since: unix, deployed: now, next: now + start,
 			crash: h.o.WorkloadFaults.Crashes(h.o.Seed, b.hostID, wl.Name, wl.Revision)}
