@@ -271,3 +271,33 @@ func explain(t *testing.T, db *sql.DB, q string, args ...any) string {
 	}
 	return strings.Join(plan, "; ")
 }
+
+// A device's edge workload rows are read through the (project, host_id)
+// indexes, not the primary key's prefix (project): its status rows at each
+// report, its targets at each GetWorkloads. With the primary key, each
+// read walked every row of the project and a fleet's status fan-in grew
+// with the square of its devices (BENCHMARKS.md, edge workloads).
+func TestEdgeWorkloadDevicePlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct {
+		q    string
+		want string
+	}{
+		{"SELECT name FROM edge_workload_status WHERE project = ? AND host_id = ?", "USING INDEX edge_workload_status_host (project=? AND host_id=?)"},
+		{"SELECT t.name, t.revision, r.spec FROM edge_workload_targets t JOIN edge_workload_revisions r" +
+			" ON r.project = t.project AND r.name = t.name AND r.revision = t.revision WHERE t.project = ? AND t.host_id = ? ORDER BY t.name",
+			"USING INDEX edge_workload_targets_host (project=? AND host_id=?)"},
+		{"SELECT name, host_id, revision FROM edge_workload_targets WHERE project = ? AND host_id = ? ORDER BY name, host_id", "USING INDEX edge_workload_targets_host (project=? AND host_id=?)"},
+	} {
+		for _, db := range []*sql.DB{s.db, s.rdb} {
+			if got := explain(t, db, tc.q, "p", "host-1"); !strings.Contains(got, tc.want) {
+				t.Errorf("plan of %q = %q, want %q", tc.q, got, tc.want)
+			}
+		}
+	}
+}
