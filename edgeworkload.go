@@ -506,6 +506,10 @@ type EdgeWorkloadStore interface {
 	// workload, target, reported revision and phase (one grouped read, for
 	// the exporter).
 	EdgeWorkloadDeviceCounts(ctx context.Context) ([]EdgeWorkloadDeviceCount, error)
+	// EdgeWorkloadDeviceCountsOf counts the devices of one workload of a
+	// project the same way (the API's status: a grouped read, not every
+	// device's row).
+	EdgeWorkloadDeviceCountsOf(ctx context.Context, project, name string) ([]EdgeWorkloadDeviceCount, error)
 
 	EdgeWorkloadRolloutStore
 }

@@ -620,16 +620,35 @@ func (s *Store) FindEdgeWorkloadLogRequest(ctx context.Context, project, id stri
 
 // EdgeWorkloadDeviceCounts implements eim.EdgeWorkloadStore.
 func (s *Store) EdgeWorkloadDeviceCounts(ctx context.Context) ([]eim.EdgeWorkloadDeviceCount, error) {
+	return s.deviceCounts(ctx, "", "")
+}
+
+// EdgeWorkloadDeviceCountsOf implements eim.EdgeWorkloadStore.
+func (s *Store) EdgeWorkloadDeviceCountsOf(ctx context.Context, project, name string) ([]eim.EdgeWorkloadDeviceCount, error) {
+	return s.deviceCounts(ctx, project, name)
+}
+
+// deviceCounts counts the devices of every workload, or of one workload
+// of a project (name set): one grouped read of the targets and statuses,
+// which their primary keys (project, name, host_id) serve.
+func (s *Store) deviceCounts(ctx context.Context, project, name string) ([]eim.EdgeWorkloadDeviceCount, error) {
 	var out []eim.EdgeWorkloadDeviceCount
-	err := s.run(ctx, "", false, func(etx eim.Tx) error {
+	tWhere, sWhere, args := "", "", []any{}
+	if name != "" {
+		tWhere, sWhere = " WHERE t.project = ? AND t.name = ?", " AND s.project = ? AND s.name = ?"
+		args = []any{project, name, project, name}
+	}
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
 		t := etx.(*tx)
 		out = nil
 		rows, err := t.query(ctx, "SELECT t.project, t.name, t.revision, COALESCE(s.revision, 0), COALESCE(s.phase, ''), COUNT(*)"+
 			" FROM edge_workload_targets t LEFT JOIN edge_workload_status s ON s.project = t.project AND s.name = t.name AND s.host_id = t.host_id"+
+			tWhere+
 			" GROUP BY t.project, t.name, t.revision, COALESCE(s.revision, 0), COALESCE(s.phase, '')"+
 			" UNION ALL SELECT s.project, s.name, 0, s.revision, s.phase, COUNT(*) FROM edge_workload_status s"+
 			" WHERE NOT EXISTS (SELECT 1 FROM edge_workload_targets t WHERE t.project = s.project AND t.name = s.name AND t.host_id = s.host_id)"+
-			" GROUP BY s.project, s.name, s.revision, s.phase")
+			sWhere+
+			" GROUP BY s.project, s.name, s.revision, s.phase", args...)
 		if err != nil {
 			return s.failf(t, "count edge workload devices: %w", err)
 		}

@@ -339,21 +339,22 @@ func (s *Service) devices(w http.ResponseWriter, r *http.Request, c *call) error
 	return nil
 }
 
-func add(c *Counts, sum string) {
-	c.Total++
+// addN counts n devices of summary sum.
+func addN(c *Counts, sum string, n int) {
+	c.Total += n
 	switch sum {
 	case sumRunning:
-		c.Running++
+		c.Running += n
 	case sumDegraded:
-		c.Degraded++
+		c.Degraded += n
 	case sumFailed:
-		c.Failed++
+		c.Failed += n
 	case sumUpdating:
-		c.Updating++
+		c.Updating += n
 	case sumUnknown:
-		c.Unknown++
+		c.Unknown += n
 	case sumRemoving:
-		c.Removing++
+		c.Removing += n
 	}
 }
 
@@ -362,11 +363,15 @@ func (s *Service) status(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
-	ds, err := s.deviceViews(r.Context(), c.proj.Name, c.name)
+	// Counted by the store in one grouped read: a fleet's status is asked
+	// often (the UI, dashboards, a rollout's checks), and reading every
+	// device's row and the project's targets for it cost the server more
+	// than the devices' reports (BENCHMARKS.md, edge workloads).
+	counts, err := s.o.Store.EdgeWorkloadDeviceCountsOf(r.Context(), c.proj.Name, c.name)
 	if err != nil {
 		return err
 	}
-	out := aggregate(ew, ds)
+	out := aggregate(ew, counts)
 	if ew.Spec.RolloutPolicy != nil {
 		ro, err := s.o.Store.FindEdgeWorkloadRollout(r.Context(), c.proj.Name, c.name)
 		switch {
@@ -381,17 +386,19 @@ func (s *Service) status(w http.ResponseWriter, r *http.Request, c *call) error 
 	return nil
 }
 
-func aggregate(ew *eim.EdgeWorkload, ds []DeviceView) *StatusView {
+// aggregate makes a workload's status from its devices' counts.
+func aggregate(ew *eim.EdgeWorkload, counts []eim.EdgeWorkloadDeviceCount) *StatusView {
 	out := &StatusView{Name: ew.Name, Revision: ew.Revision, ByRevision: []RevisionCounts{}}
 	byRev := map[int64]*Counts{}
 	var revs []int64
-	for _, d := range ds {
-		add(&out.Devices, d.Summary)
-		if byRev[d.Revision] == nil {
-			byRev[d.Revision] = &Counts{}
-			revs = append(revs, d.Revision)
+	for _, c := range counts {
+		sum := eim.EdgeWorkloadSummary(c.Target, c.Revision, c.Phase)
+		addN(&out.Devices, sum, c.Devices)
+		if byRev[c.Revision] == nil {
+			byRev[c.Revision] = &Counts{}
+			revs = append(revs, c.Revision)
 		}
-		add(byRev[d.Revision], d.Summary)
+		addN(byRev[c.Revision], sum, c.Devices)
 	}
 	slices.Sort(revs)
 	for _, rv := range revs {

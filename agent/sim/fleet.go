@@ -105,6 +105,15 @@ type Options struct {
 	ClusterInstall, ClusterUpgrade, ClusterRemoval Range
 	ClusterFailShare                               float64
 	ClusterRetry                                   time.Duration
+
+	// Simulated edge workloads (workloads.go), during the hold: how long
+	// a pod takes from its deploy to Running (±50 %; default
+	// DefaultWorkloadStart), the shares of pods that crash instead, and
+	// the wait before a crashed container's first restart (doubling;
+	// default DefaultWorkloadRestart).
+	WorkloadStart   time.Duration
+	WorkloadFaults  WorkloadFaults
+	WorkloadRestart time.Duration
 }
 
 // Run provisions every node of the fleet until it is RUNNING, its injected

@@ -19,6 +19,7 @@ import (
 	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
+	"github.com/eimhq/eim/proto/eim/workloads/v1/workloadsv1connect"
 )
 
 // Monitor reads the hosts' status through the REST API, to tell whether the
@@ -82,8 +83,9 @@ type beater struct {
 	fails    int
 	result   *hostv1.ActionResult // of a refused host action, until the server has it
 
-	cl       atomic.Pointer[simCluster] // nil until it heard a cluster version
-	hwDigest atomic.Pointer[string]     // of the inventory the server accepted; nil none sent
+	cl       atomic.Pointer[simCluster]   // nil until it heard a cluster version
+	wl       atomic.Pointer[simWorkloads] // nil until it heard a workloads version
+	hwDigest atomic.Pointer[string]       // of the inventory the server accepted; nil none sent
 	stopped  atomic.Bool
 	revoked  atomic.Bool
 	lastSent atomic.Int64 // holder clock of its last answered heartbeat's send
@@ -116,6 +118,11 @@ type holder struct {
 	clusters   []clusterv1connect.ClusterServiceClient
 	cstats     *clusterStats
 	clusterOff atomic.Bool
+	// The simulated workloads' steps (workloads.go), served by the same
+	// workers.
+	wsched    *schedule[*beater]
+	workloads []workloadsv1connect.WorkloadServiceClient
+	wstats    *workloadStats
 
 	phase     atomic.Pointer[beatPhase]
 	window    atomic.Pointer[histogram] // latency since the last progress line
@@ -159,10 +166,12 @@ func newHolder(o Options, pool []*http.Client) *holder {
 		o.ClusterRemoval = DefaultClusterRemoval
 	}
 	h := &holder{o: o, pool: pool, epoch: o.Now(), sched: newSchedule[*beater](), csched: newSchedule[*beater](), cstats: newClusterStats(),
+		wsched: newSchedule[*beater](), wstats: new(workloadStats),
 		rnd: rand.New(rand.NewPCG(o.Seed, 0x4ea27)), errs: make(map[string]int), answered: make(chan struct{})}
 	for _, hc := range pool {
 		h.hosts = append(h.hosts, hostv1connect.NewHostServiceClient(hc, strings.TrimSuffix(o.URL, "/")))
 		h.clusters = append(h.clusters, clusterv1connect.NewClusterServiceClient(hc, strings.TrimSuffix(o.URL, "/")))
+		h.workloads = append(h.workloads, workloadsv1connect.NewWorkloadServiceClient(hc, strings.TrimSuffix(o.URL, "/")))
 	}
 	h.interval.Store(int64(defaultInterval))
 	h.window.Store(new(histogram))
@@ -189,6 +198,12 @@ func (h *holder) start(ctx context.Context) {
 		defer h.wg.Done()
 		h.csched.run(ctx, h.clock, cjobs)
 	}()
+	wjobs := make(chan entry[*beater])
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.wsched.run(ctx, h.clock, wjobs)
+	}()
 	workers := h.o.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -204,6 +219,10 @@ func (h *holder) start(ctx context.Context) {
 				case e := <-cjobs:
 					if !e.v.stopped.Load() {
 						h.clusterStep(ctx, e.v)
+					}
+				case e := <-wjobs:
+					if !e.v.stopped.Load() {
+						h.workloadStep(ctx, e.v, e.at)
 					}
 				case <-ctx.Done():
 					return
@@ -350,6 +369,7 @@ func (h *holder) beat(ctx context.Context, b *beater, due time.Duration) {
 	}
 	h.answeredOnce.Do(func() { close(h.answered) })
 	h.clusterHeard(b, m.GetClusterVersion())
+	h.workloadsHeard(b, m.GetWorkloadsVersion(), m.GetWorkloadsStatusWanted())
 	// Keep to the grid of due times, so that latency does not make a
 	// node's heartbeats drift; when late, send at once, never in a burst.
 	next := max(due+b.interval, h.clock())
@@ -646,6 +666,9 @@ type HoldReport struct {
 	// Clusters is what the simulated cluster nodes did, when the server
 	// gave any a cluster version.
 	Clusters *ClusterReport `json:"clusters,omitempty"`
+	// Workloads is what the simulated pods did, when the server gave any
+	// node a workloads version.
+	Workloads *WorkloadReport `json:"workloads,omitempty"`
 }
 
 // BeatPhase is one phase of the hold.
@@ -774,6 +797,7 @@ func (h *holder) report(ctx context.Context) *HoldReport {
 		r.Detection = d
 	}
 	r.Clusters = h.clusterReport()
+	r.Workloads = h.workloadReport()
 	if len(h.errs) > 0 {
 		r.Errors = make(map[string]int, len(h.errs))
 		for k, v := range h.errs {

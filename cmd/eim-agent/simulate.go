@@ -58,6 +58,35 @@ type simConfig struct {
 	clusterInstall, clusterUpgrade, clusterRemoval rangeFlag
 	clusterFailShare                               float64
 	clusterRetry                                   time.Duration
+
+	workloadStart, workloadRestart time.Duration
+	workloadFailShare              float64
+	workloadFailRevision           revisionShares
+}
+
+// revisionShares collects repeated --workload-fail-revision REV=SHARE.
+type revisionShares map[int64]float64
+
+func (r revisionShares) String() string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(r)) {
+		out = append(out, fmt.Sprintf("%d=%g", k, r[k]))
+	}
+	return strings.Join(out, ",")
+}
+
+func (r revisionShares) Set(v string) error {
+	rev, share, ok := strings.Cut(v, "=")
+	n, err := strconv.ParseInt(rev, 10, 64)
+	if !ok || err != nil || n < 1 {
+		return fmt.Errorf("%q: want REVISION=SHARE with a revision of 1 or more", v)
+	}
+	f, err := strconv.ParseFloat(share, 64)
+	if err != nil || f < 0 || f > 1 {
+		return fmt.Errorf("%q: the share must be between 0 and 1", v)
+	}
+	r[n] = f
+	return nil
 }
 
 // rangeFlag is a sim.Range flag: "5s-20s" or "10s".
@@ -117,6 +146,15 @@ DEREGISTERING, UNINSTALL_IN_PROGRESS and INACTIVE over
 --cluster-removal-time. Nothing is installed; the report has a clusters
 section.
 
+A node whose heartbeat answer names a workloads_version it has not
+applied fetches its edge workloads (GetWorkloads, as the agent does) and
+runs simulated pods: Deploying, then Running after --workload-start-time
+(±50 %), or, for the --workload-fail-share of pods (per revision:
+--workload-fail-revision REV=SHARE), crashing: the first container exits
+with code 3 and is restarted after --workload-restart, doubling. Status is
+sent (ReportStatus) only when it changed, and in full when an answer asks.
+Nothing runs; the report has a workloads section.
+
 `
 
 // parseSimulate parses the flags of "eim-agent simulate".
@@ -172,10 +210,21 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.Var(c.clusterRemoval, "cluster-removal-time", "with --hold: how long a simulated cluster removal (drain, uninstall) takes")
 	fs.Float64Var(&c.clusterFailShare, "cluster-fail-share", 0, "with --hold: share of the nodes whose cluster installs fail (ERROR) (0..1)")
 	fs.DurationVar(&c.clusterRetry, "cluster-retry", sim.DefaultClusterRetry, "with --hold: how long a simulated node waits before it tries a failed plan again")
+	fs.DurationVar(&c.workloadStart, "workload-start-time", sim.DefaultWorkloadStart, "with --hold: how long a simulated pod takes from its deploy to Running (±50%)")
+	fs.Float64Var(&c.workloadFailShare, "workload-fail-share", 0, "with --hold: share of the simulated pods that crash (Degraded, or Exited with one container; exit code 3, restarts) (0..1)")
+	c.workloadFailRevision = revisionShares{}
+	fs.Var(c.workloadFailRevision, "workload-fail-revision", "with --hold: REV=SHARE: the share of the pods of revision REV that crash, instead of --workload-fail-share (repeatable)")
+	fs.DurationVar(&c.workloadRestart, "workload-restart", sim.DefaultWorkloadRestart, "with --hold: wait before a crashed container's first restart (doubling up to 5m)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
 	var problems []string
+	if c.workloadFailShare < 0 || c.workloadFailShare > 1 {
+		problems = append(problems, "--workload-fail-share must be between 0 and 1")
+	}
+	if c.workloadStart <= 0 || c.workloadRestart <= 0 {
+		problems = append(problems, "--workload-start-time and --workload-restart must be positive")
+	}
 	if !strings.HasPrefix(c.server, "https://") {
 		problems = append(problems, "--server must be an https URL")
 	}
@@ -308,6 +357,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Workers: c.workers, CheckEvery: c.checkEvery, FlagTimeout: c.flagTimeout,
 		ClusterInstall: *c.clusterInstall.r, ClusterUpgrade: *c.clusterUpgrade.r, ClusterRemoval: *c.clusterRemoval.r,
 		ClusterFailShare: c.clusterFailShare, ClusterRetry: c.clusterRetry,
+		WorkloadStart: c.workloadStart, WorkloadRestart: c.workloadRestart,
+		WorkloadFaults: sim.WorkloadFaults{Share: c.workloadFailShare, ByRevision: c.workloadFailRevision},
 	}
 	if c.hold > 0 && c.tokenFile != "" {
 		cl, err := c.apiClient()
@@ -586,6 +637,9 @@ func printHold(w io.Writer, h *sim.HoldReport, after string) {
 	if cl := h.Clusters; cl != nil {
 		printClusters(w, cl)
 	}
+	if wl := h.Workloads; wl != nil {
+		printWorkloads(w, wl)
+	}
 	for msg, n := range h.Errors {
 		fmt.Fprintf(w, "%d× %s\n", n, msg)
 	}
@@ -611,6 +665,36 @@ func printClusters(w io.Writer, c *sim.ClusterReport) {
 		fmt.Fprintf(w, "  %-12s %6d jobs, p50 %.1fs, p99 %.1fs, max %.1fs\n", k, j.Count, j.P50/1000, j.P99/1000, j.Max/1000)
 	}
 	fmt.Fprintf(w, "  calls: %d (GetPlan, ReportStatus), %d errors, p50 %.2f ms, p99 %.2f ms\n", c.Calls.Count, c.Calls.Errors, c.Calls.P50, c.Calls.P99)
+}
+
+// printWorkloads prints what the simulated pods did.
+func printWorkloads(w io.Writer, r *sim.WorkloadReport) {
+	if r.Off {
+		fmt.Fprintln(w, "workloads: the server has no workloads service")
+		return
+	}
+	var pods []string
+	for _, p := range slices.Sorted(maps.Keys(r.Pods)) {
+		pods = append(pods, fmt.Sprintf("%s %d", p, r.Pods[p]))
+	}
+	fmt.Fprintf(w, "workloads: %d nodes, pods at the end: %s (%d crashing); %d status reports, %d nodes with one unsent\n",
+		r.Nodes, strings.Join(pods, ", "), r.Crashing, r.Reports, r.Unsent)
+	for _, rev := range slices.Sorted(maps.Keys(r.ByRevision)) {
+		var ps []string
+		for _, p := range slices.Sorted(maps.Keys(r.ByRevision[rev])) {
+			ps = append(ps, fmt.Sprintf("%s %d", p, r.ByRevision[rev][p]))
+		}
+		fmt.Fprintf(w, "  revision %s: %s\n", rev, strings.Join(ps, ", "))
+	}
+	for _, c := range []struct {
+		name string
+		l    sim.Latency
+	}{{"GetWorkloads", r.Get}, {"ReportStatus", r.Status}, {"deploy→Running answered", r.Deploy}} {
+		fmt.Fprintf(w, "  %-24s %7d, %d errors, p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", c.name, c.l.Count, c.l.Errors, c.l.P50, c.l.P99, c.l.Max)
+	}
+	if r.Backwards > 0 {
+		fmt.Fprintf(w, "  %d answers older than the version applied, refused\n", r.Backwards)
+	}
 }
 
 // isTerminal tells whether w is a character device (a terminal).

@@ -51,6 +51,12 @@ func TestParseSimulate(t *testing.T) {
 		append(ok, "--cluster-upgrade-time", "soon"),
 		append(ok, "--cluster-fail-share", "2"),
 		append(ok, "--cluster-retry", "0s"),
+		append(ok, "--workload-fail-share", "1.5"),
+		append(ok, "--workload-fail-revision", "2"),
+		append(ok, "--workload-fail-revision", "0=0.5"),
+		append(ok, "--workload-fail-revision", "2=2"),
+		append(ok, "--workload-start-time", "0s"),
+		append(ok, "--workload-restart", "-1s"),
 	} {
 		if _, err := parseSimulate(bad, &bytes.Buffer{}); !errors.As(err, new(*usageError)) {
 			t.Errorf("%q: got %v, want a usage error", bad, err)
@@ -63,6 +69,14 @@ func TestParseSimulate(t *testing.T) {
 	if *c.clusterInstall.r != (sim.Range{Min: time.Second, Max: 3 * time.Second}) || *c.clusterRemoval.r != (sim.Range{Min: 2 * time.Second, Max: 2 * time.Second}) ||
 		*c.clusterUpgrade.r != sim.DefaultClusterUpgrade || c.clusterFailShare != 0.1 || c.clusterRetry != sim.DefaultClusterRetry {
 		t.Errorf("cluster flags: install %v, removal %v, upgrade %v, fail share %v, retry %v", c.clusterInstall, c.clusterRemoval, c.clusterUpgrade, c.clusterFailShare, c.clusterRetry)
+	}
+	c, err = parseSimulate(append(ok, "--workload-start-time", "2s", "--workload-fail-share", "0.1", "--workload-fail-revision", "2=0.5", "--workload-fail-revision", "3=1"), &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("workload flags: %v", err)
+	}
+	if c.workloadStart != 2*time.Second || c.workloadFailShare != 0.1 || c.workloadRestart != sim.DefaultWorkloadRestart ||
+		len(c.workloadFailRevision) != 2 || c.workloadFailRevision[2] != 0.5 || c.workloadFailRevision[3] != 1 {
+		t.Errorf("workload flags: start %v, share %v, restart %v, by revision %v", c.workloadStart, c.workloadFailShare, c.workloadRestart, c.workloadFailRevision)
 	}
 	if _, err := parseSimulate(append(ok, "--register", "--token-file", "t", "--nzt"), &bytes.Buffer{}); err != nil {
 		t.Errorf("--register --nzt: %v", err)

@@ -198,6 +198,19 @@ func testEdgeWorkloads(t *testing.T, s eim.Store) {
 		mine[1] != (eim.EdgeWorkloadDeviceCount{Project: p1, Workload: "cam", Target: 2, Revision: 2, Phase: eim.PhaseRunning, Devices: 1}) {
 		t.Fatalf("counts: got %+v", mine)
 	}
+	// The same counts of one workload (the API's status), and none of
+	// another project's.
+	of, err := s.EdgeWorkloadDeviceCountsOf(ctx(t), p1, "cam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(of, func(a, b eim.EdgeWorkloadDeviceCount) int { return int(a.Revision - b.Revision) })
+	if !slices.Equal(of, mine) {
+		t.Fatalf("counts of cam: got %+v, want %+v", of, mine)
+	}
+	if of, err := s.EdgeWorkloadDeviceCountsOf(ctx(t), p2, "cam"); err != nil || len(of) != 0 {
+		t.Fatalf("counts of cam in another project: got %+v, %v", of, err)
+	}
 
 	// Log requests.
 	before := version(p1, h1)
