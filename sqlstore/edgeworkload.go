@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/eimhq/eim"
@@ -24,6 +25,41 @@ var _ eim.EdgeWorkloadStore = (*Store)(nil)
 
 func (s *Store) failf(t *tx, format string, err error) error {
 	return t.fail(s.d.translate(fmt.Errorf(format, err), nil))
+}
+
+// keyShare locks, on PostgreSQL, the rows a write reads to check that
+// the workload or host its rows refer to exists: a concurrent delete of
+// that workload or host then waits for the write's commit, or, if it
+// committed first, the read does not find the row and the write answers
+// as if it had never existed. Without it the delete could commit between
+// the check and the insert, whose foreign key would fail (an internal
+// error). It is the lock the foreign key's own check takes, so it costs
+// no more. SQLite needs none: its writes are one at a time. of names the
+// table (of a join) whose rows are locked; "" for every table's.
+func (s *Store) keyShare(of string) string {
+	switch {
+	case !s.d.pg:
+		return ""
+	case of != "":
+		return " FOR KEY SHARE OF " + of
+	}
+	return " FOR KEY SHARE"
+}
+
+// locked reads whether the row q selects exists; q ends with its lock
+// (keyShare). Its
+// error (a deadlock, say, which runTx runs again) is the transaction's,
+// never taken for a missing row.
+func (s *Store) locked(ctx context.Context, t *tx, q string, args ...any) (bool, error) {
+	var one int
+	err := t.q.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, s.failf(t, "check edge workload reference: %w", err)
+	}
+	return true, nil
 }
 
 // CreateEdgeWorkload implements eim.EdgeWorkloadStore.
@@ -200,12 +236,14 @@ func (s *Store) EdgeWorkloadRevisions(ctx context.Context, project, name string)
 	return out, err
 }
 
-// bumpDevices gives each host of hosts (existing ones) a new version.
+// bumpDevices gives each host of hosts a new version; a host deleted
+// meanwhile (by a concurrent transaction) has none.
 func (s *Store) bumpDevices(ctx context.Context, t *tx, project string, hosts []string) error {
 	slices.Sort(hosts)
 	hosts = slices.Compact(hosts)
 	for _, h := range hosts {
-		if _, err := t.exec(ctx, "INSERT INTO edge_devices (project, host_id, version) VALUES (?, ?, 1) ON CONFLICT (project, host_id) DO UPDATE SET version = edge_devices.version + 1",
+		if _, err := t.exec(ctx, "INSERT INTO edge_devices (project, host_id, version) SELECT project, id, 1 FROM hosts WHERE project = ? AND id = ?"+s.keyShare("")+
+			" ON CONFLICT (project, host_id) DO UPDATE SET version = edge_devices.version + 1",
 			project, h); err != nil {
 			return s.failf(t, "bump device version: %w", err)
 		}
@@ -306,8 +344,19 @@ func (s *Store) SetEdgeWorkloadTargets(ctx context.Context, project string, chan
 				}
 				continue
 			}
-			if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", project, c.HostID) ||
-				!t.exists(ctx, "SELECT 1 FROM edge_workload_revisions WHERE project = ? AND name = ? AND revision = ?", project, c.Workload, c.Revision) {
+			// The host and the workload, locked (keyShare): either
+			// deleted meanwhile, the target is not set.
+			if ok, err := s.locked(ctx, t, "SELECT 1 FROM hosts WHERE project = ? AND id = ?"+s.keyShare(""), project, c.HostID); err != nil || !ok {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := s.locked(ctx, t, "SELECT 1 FROM edge_workload_revisions r JOIN edge_workloads w ON w.project = r.project AND w.name = r.name"+
+				" WHERE r.project = ? AND r.name = ? AND r.revision = ?"+s.keyShare("w"), project, c.Workload, c.Revision); err != nil || !ok {
+				if err != nil {
+					return err
+				}
 				continue
 			}
 			res, err := t.exec(ctx, "INSERT INTO edge_workload_targets (project, name, host_id, revision) VALUES (?, ?, ?, ?)"+
@@ -408,12 +457,25 @@ func (s *Store) RecordEdgeWorkloadStatus(ctx context.Context, project, hostID st
 	now := s.now().UnixMilli()
 	return s.run(ctx, project, true, func(etx eim.Tx) error {
 		t := etx.(*tx)
-		if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", project, hostID) {
+		if ok, err := s.locked(ctx, t, "SELECT 1 FROM hosts WHERE project = ? AND id = ?"+s.keyShare(""), project, hostID); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			return eim.Errorf(eim.ENOTFOUND, "host %s not found", hostID)
 		}
-		known, err := s.column(ctx, t, "SELECT name FROM edge_workloads WHERE project = ?", project)
-		if err != nil {
-			return err
+		// The reported workloads that exist, locked (keyShare): the
+		// status of one deleted meanwhile is dropped, the rest recorded.
+		var known []string
+		if names := reportedNames(statuses); len(names) > 0 {
+			args := []any{project}
+			for _, n := range names {
+				args = append(args, n)
+			}
+			var err error
+			known, err = s.column(ctx, t, "SELECT name FROM edge_workloads WHERE project = ? AND name IN (?"+strings.Repeat(", ?", len(names)-1)+") ORDER BY name"+s.keyShare(""), args...)
+			if err != nil {
+				return err
+			}
 		}
 		had, err := s.column(ctx, t, "SELECT name FROM edge_workload_status WHERE project = ? AND host_id = ?", project, hostID)
 		if err != nil {
@@ -445,6 +507,17 @@ func (s *Store) RecordEdgeWorkloadStatus(ctx context.Context, project, hostID st
 		}
 		return nil
 	})
+}
+
+// reportedNames is the distinct workloads of a report, sorted (the order
+// their rows are locked in).
+func reportedNames(statuses []eim.EdgeWorkloadStatus) []string {
+	var names []string
+	for _, st := range statuses {
+		names = append(names, st.Workload)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // EdgeWorkloadStatuses implements eim.EdgeWorkloadStore.
@@ -508,10 +581,16 @@ func (s *Store) RecordEdgeWorkloadUploads(ctx context.Context, project, hostID, 
 	}
 	return s.run(ctx, project, true, func(etx eim.Tx) error {
 		t := etx.(*tx)
-		if !t.exists(ctx, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?", project, name) {
+		if ok, err := s.locked(ctx, t, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?"+s.keyShare(""), project, name); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", name)
 		}
-		if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", project, hostID) {
+		if ok, err := s.locked(ctx, t, "SELECT 1 FROM hosts WHERE project = ? AND id = ?"+s.keyShare(""), project, hostID); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			return eim.Errorf(eim.ENOTFOUND, "host %s not found", hostID)
 		}
 		q := "INSERT INTO edge_workload_status (project, name, host_id, last_data_upload, upload_errors) VALUES (?, ?, ?, ?, ?)" +
@@ -531,10 +610,16 @@ func (s *Store) CreateEdgeWorkloadLogRequest(ctx context.Context, r *eim.EdgeWor
 	now := eim.NewTime(s.now())
 	return s.run(ctx, r.Project, true, func(etx eim.Tx) error {
 		t := etx.(*tx)
-		if !t.exists(ctx, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?", r.Project, r.Workload) {
+		if ok, err := s.locked(ctx, t, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?"+s.keyShare(""), r.Project, r.Workload); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", r.Workload)
 		}
-		if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", r.Project, r.HostID) {
+		if ok, err := s.locked(ctx, t, "SELECT 1 FROM hosts WHERE project = ? AND id = ?"+s.keyShare(""), r.Project, r.HostID); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			return eim.Errorf(eim.ENOTFOUND, "host %s not found", r.HostID)
 		}
 		if _, err := t.exec(ctx, "INSERT INTO edge_workload_logs (project, id, name, host_id, container, tail, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",

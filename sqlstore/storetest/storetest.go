@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"TenantRecords", testTenantRecords},
 		{"BMCs", testBMCs},
 		{"EdgeWorkloads", testEdgeWorkloads},
+		{"EdgeWorkloadDeleteRaces", testEdgeWorkloadDeleteRaces},
 		{"EdgeWorkloadRollouts", testEdgeWorkloadRollouts},
 		{"ObjectStorage", testObjectStorage},
 		{"PowerJobs", testPowerJobs},
