@@ -47,9 +47,8 @@ func (s *Store) keyShare(of string) string {
 }
 
 // locked reads whether the row q selects exists; q ends with its lock
-// (keyShare). Its
-// error (a deadlock, say, which runTx runs again) is the transaction's,
-// never taken for a missing row.
+// (keyShare). Its error (a deadlock, say, which runTx runs again) is the
+// transaction's, never taken for a missing row.
 func (s *Store) locked(ctx context.Context, t *tx, q string, args ...any) (bool, error) {
 	var one int
 	err := t.q.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&one)

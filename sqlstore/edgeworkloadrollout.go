@@ -170,7 +170,12 @@ func (s *Store) SaveEdgeWorkloadRollout(ctx context.Context, r *eim.EdgeWorkload
 	now := eim.NewTime(s.now())
 	return s.run(ctx, r.Project, true, func(etx eim.Tx) error {
 		t := etx.(*tx)
-		if !t.exists(ctx, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?", r.Project, r.Workload) {
+		// The workload and the hosts, locked (keyShare): a delete meanwhile
+		// waits, or, committed first, is seen.
+		if ok, err := s.locked(ctx, t, "SELECT 1 FROM edge_workloads WHERE project = ? AND name = ?"+s.keyShare(""), r.Project, r.Workload); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			return eim.Errorf(eim.ENOTFOUND, "edge workload %s not found", r.Workload)
 		}
 		cur, err := s.rolloutsWhere(ctx, t, "project = ? AND name = ?", r.Project, r.Workload)
@@ -219,7 +224,10 @@ func (s *Store) SaveEdgeWorkloadRollout(ctx context.Context, r *eim.EdgeWorkload
 			}
 		}
 		for _, d := range devices {
-			if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", r.Project, d.HostID) {
+			if ok, err := s.locked(ctx, t, "SELECT 1 FROM hosts WHERE project = ? AND id = ?"+s.keyShare(""), r.Project, d.HostID); err != nil || !ok {
+				if err != nil {
+					return err
+				}
 				continue // the host is gone: its row would go with it
 			}
 			if _, err := t.exec(ctx, "INSERT INTO edge_workload_rollout_devices (project, name, host_id, batch, state, since, reason) VALUES (?, ?, ?, ?, ?, ?, ?)"+

@@ -15,8 +15,9 @@ import (
 // targets are set for them. A write about a workload (or host) deleted
 // meanwhile is never an internal error: a status report drops the
 // deleted workload's row and records the rest, an upload record or a log
-// request is answered "not found", a target of a deleted workload is not
-// set, and the deletes succeed. Nothing of the deleted workload remains.
+// request or a rollout's save is answered "not found", a target of a
+// deleted workload is not set, a deleted host's rollout row is left out,
+// and the deletes succeed. Nothing of the deleted workload remains.
 func testEdgeWorkloadDeleteRaces(t *testing.T, s eim.Store) {
 	p := project(t, s)
 	const devices, rounds = 4, 12
@@ -77,6 +78,17 @@ func testEdgeWorkloadDeleteRaces(t *testing.T, s eim.Store) {
 					}
 					if err := s.SetEdgeWorkloadTargets(ctx(t), p, []eim.EdgeWorkloadTarget{{Workload: name, HostID: h, Revision: 1}}); err != nil {
 						t.Errorf("round %d: target of %s: %v", round, h, err)
+						return
+					}
+					// The rollout's devices (eim.EdgeWorkloadRolloutStore):
+					// saves of several devices conflict with each other.
+					r := &eim.EdgeWorkloadRollout{Project: p, Workload: name, ID: 1, ToRevision: 1, State: eim.RolloutProgressing}
+					if cur, err := s.FindEdgeWorkloadRollout(ctx(t), p, name); err == nil {
+						r = cur
+					}
+					err = s.SaveEdgeWorkloadRollout(ctx(t), r, false, []eim.EdgeWorkloadRolloutDevice{{HostID: h, State: eim.RolloutDeviceWaiting}}, nil)
+					if c := eim.ErrorCode(err); err != nil && c != eim.ENOTFOUND && c != eim.ECONFLICT {
+						t.Errorf("round %d: rollout device %s: %v", round, h, err)
 						return
 					}
 				}
