@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -89,8 +90,17 @@ func (s *Store) PutObjectStorage(ctx context.Context, o *eim.ObjectStorage) erro
 			_, err = t.exec(ctx, "UPDATE object_storage SET endpoint = ?, bucket = ?, key_prefix = ?, region = ?, path_style = ?, access_key_id = ?, secret_key = ?, ca_cert = ?, max_file_size = ?, reachable = ?, updated_at = ? WHERE project = ?",
 				o.Endpoint, o.Bucket, o.KeyPrefix, o.Region, o.PathStyle, o.AccessKeyID, sealed, o.CACert, o.MaxFileSize, string(reach), now.UnixMilli(), o.Project)
 		} else {
-			_, err = t.exec(ctx, "INSERT INTO object_storage ("+objStorageCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			// Two first puts of a project race (PostgreSQL: FOR UPDATE above
+			// locks no row that does not exist yet): the one that did not
+			// insert runs again, and replaces what the other wrote.
+			var res sql.Result
+			res, err = t.exec(ctx, "INSERT INTO object_storage ("+objStorageCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project) DO NOTHING",
 				o.Project, o.Endpoint, o.Bucket, o.KeyPrefix, o.Region, o.PathStyle, o.AccessKeyID, sealed, o.CACert, o.MaxFileSize, string(reach), created.UnixMilli(), now.UnixMilli())
+			if err == nil {
+				if n, _ := res.RowsAffected(); n == 0 {
+					return errRaced
+				}
+			}
 		}
 		if err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("put object storage: %w", err), nil))
