@@ -1,19 +1,15 @@
 package objstore_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/eimhq/eim/api"
+	"github.com/eimhq/eim/internal/openapitest"
 	"github.com/eimhq/eim/objstore"
 )
 
@@ -43,17 +39,7 @@ func TestOpenAPI(t *testing.T) {
 	if !slices.Equal(documented, served) {
 		t.Fatalf("documented %v, served %v", documented, served)
 	}
-	for _, s := range doc.Components.Schemas {
-		if s.Value != nil && s.Value.Type.Is("object") && s.Value.AdditionalProperties.Has == nil && s.Value.AdditionalProperties.Schema == nil {
-			no := false
-			s.Value.AdditionalProperties.Has = &no
-		}
-	}
-	doc.Servers = openapi3.Servers{{URL: e.srv.URL}}
-	router, err := legacy.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	router := openapitest.Router(t, doc, e.srv.URL)
 	g := grant(t, e.svc, "a", e.hostA+"/", change("log.txt", []byte("log")))[0]
 	if code, b := send(t, g, []byte("log")); code != http.StatusOK {
 		t.Fatalf("upload: got %d %s", code, b)
@@ -79,48 +65,6 @@ func TestOpenAPI(t *testing.T) {
 		{"reader", "GET", files + "/none.txt", nil, 404},
 		{"bwrite", "GET", files, nil, 403},
 	} {
-		var raw []byte
-		if c.body != nil {
-			raw, _ = json.Marshal(c.body)
-		}
-		req := func() *http.Request {
-			r, err := http.NewRequestWithContext(t.Context(), c.method, e.srv.URL+c.path, bytes.NewReader(raw))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Header.Set("Authorization", "Bearer "+c.tok)
-			if raw != nil {
-				r.Header.Set("Content-Type", "application/json")
-			}
-			return r
-		}
-		check := req()
-		route, params, err := router.FindRoute(check)
-		if err != nil {
-			t.Fatalf("%s %s: not in the document: %v", c.method, c.path, err)
-		}
-		in := &openapi3filter.RequestValidationInput{Request: check, PathParams: params, Route: route,
-			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}}
-		if c.status < 400 {
-			if err := openapi3filter.ValidateRequest(t.Context(), in); err != nil {
-				t.Fatalf("%s %s: the request is not valid: %v", c.method, c.path, err)
-			}
-		}
-		res, err := http.DefaultClient.Do(req())
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != c.status {
-			t.Fatalf("%s %s: got %d %s, want %d", c.method, c.path, res.StatusCode, body, c.status)
-		}
-		in.Request = req()
-		if err := openapi3filter.ValidateResponse(t.Context(), &openapi3filter.ResponseValidationInput{
-			RequestValidationInput: in, Status: res.StatusCode, Header: res.Header, Body: io.NopCloser(bytes.NewReader(body)),
-			Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
-		}); err != nil {
-			t.Errorf("%s %s: the answer %d %s is not valid: %v", c.method, c.path, res.StatusCode, body, err)
-		}
+		openapitest.Do(t.Context(), t, router, e.srv.URL, openapitest.Call{Token: c.tok, Method: c.method, Path: c.path, Body: c.body, Status: c.status})
 	}
 }
