@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -31,6 +32,9 @@ func TestProcessRunsARegisteredModule(t *testing.T) {
 		builds.Add(1)
 		return &greeter{word: "hello"}, nil
 	}}
+	// A part first asked for once the process is open is refused: what a
+	// process runs is known before it serves.
+	late := &server.Part[int]{Name: "late", Build: func(*server.Builder) (int, error) { return 1, nil }}
 	var loopRan, loopEnded atomic.Bool
 	hello := &server.Module{
 		Name: "hello", Summary: "says hello",
@@ -42,6 +46,9 @@ func TestProcessRunsARegisteredModule(t *testing.T) {
 			return server.Parts{
 				Routes: []server.Route{{Pattern: "GET /hello", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					io.WriteString(w, g.word)
+				})}, {Pattern: "GET /late", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, err := server.Use(b, late)
+					io.WriteString(w, fmt.Sprint(err))
 				})}},
 				Loops: []server.Loop{{Name: "tick", Run: func(ctx context.Context) error {
 					loopRan.Store(true)
@@ -79,7 +86,8 @@ func TestProcessRunsARegisteredModule(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(context.Background()) }()
 
-	for path, want := range map[string]string{"/hello": "hello", "/echo": "hello hello"} {
+	for path, want := range map[string]string{"/hello": "hello", "/echo": "hello hello",
+		"/late": "shared part late: first used after the process opened"} {
 		if got := get(t, base+path); got != want {
 			t.Errorf("GET %s: got %q, want %q", path, got, want)
 		}
