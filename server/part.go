@@ -59,6 +59,8 @@ func Use[T any](b *Builder, p *Part[T]) (T, error) {
 // process's metrics), the process's configuration, and the shared parts
 // (Use).
 type Builder struct {
+	// ctx is Open's: what is built reads with it (the OS manifests), never
+	// what runs after (loops and handlers have their own).
 	ctx context.Context
 	cfg *Config
 
