@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,7 +48,7 @@ func TestActivateVM(t *testing.T) {
 
 	// The VM's /init.
 	initBin := filepath.Join(dir, "init")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", initBin, "./testdata/vmcheck")
+	build := exec.Command("go", "build", "-o", initBin, "./testdata/vmcheck")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build testdata/vmcheck: %v\n%s", err, out)
