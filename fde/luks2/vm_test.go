@@ -36,6 +36,9 @@ func TestActivateVM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM")
 	}
+	if raceEnabled {
+		t.Skip("runs in the test step without the race detector (one VM boot)")
+	}
 	needCryptsetup(t)
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		skipVM(t, "qemu-system-x86_64 not installed")
