@@ -1,4 +1,4 @@
-// Command vmcheck is the /init of the initramfs TestActivateVM boots: it
+// Command vmcheck is the /init of the initramfs TestVMActivateAndSeal boots: it
 // formats /dev/vda with luks2.Format (as the installer does), maps it with
 // luks2.Activate through the kernel's dm-crypt and writes a pattern through
 // the mapping; it opens /dev/vdb (which cryptsetup formatted and the test
