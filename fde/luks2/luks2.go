@@ -20,6 +20,8 @@
 //	AddKey(dev Device, key, newKey []byte, kdf KDF) (slot int, err error)
 //	AddKeyVolumeKey(dev Device, volumeKey, newKey []byte, kdf KDF) (slot int, err error)
 //	Unlock(dev io.ReaderAt, key []byte) (volumeKey []byte, err error)
+//	AddToken(dev Device, typ string, keyslots []int, data []byte) (id int, err error)
+//	RemoveToken(dev Device, id int) error                 // Header.Tokens, Header.Token(typ)
 //	ReadHeader(dev io.ReaderAt) (*Header, error)
 //	Activate(name, devPath string, volumeKey []byte) (mapperPath string, err error)  // Linux
 //	Deactivate(name string) error                                                      // Linux
@@ -186,6 +188,7 @@ type Header struct {
 	Cipher     string
 	SectorSize int
 	Keyslots   []Keyslot // by ID
+	Tokens     []Token   // by ID
 
 	meta    *metadata
 	newSlot int // the keyslot addKeyslot added
