@@ -19,6 +19,7 @@
 //	Format(dev Device, size int64, key []byte, opts Options) (*Header, error)
 //	AddKey(dev Device, key, newKey []byte, kdf KDF) (slot int, err error)
 //	AddKeyVolumeKey(dev Device, volumeKey, newKey []byte, kdf KDF) (slot int, err error)
+//	RemoveKeyslot(dev Device, slot int) error
 //	Unlock(dev io.ReaderAt, key []byte) (volumeKey []byte, err error)
 //	AddToken(dev Device, typ string, keyslots []int, data []byte) (id int, err error)
 //	RemoveToken(dev Device, id int) error                 // Header.Tokens, Header.Token(typ)

@@ -100,3 +100,67 @@ func TestTokensCryptsetup(t *testing.T) {
 		t.Fatalf("cryptsetup's token after Go's rewrite: %v\n%s", err, out)
 	}
 }
+
+// Re-sealing after PCR 7 changed: a new TPM key in a new keyslot with its
+// token, the old keyslot and its token removed; cryptsetup agrees.
+func TestRemoveKeyslot(t *testing.T) {
+	needCryptsetup(t)
+	dir := t.TempDir()
+	img, f := newImage(t, dir)
+	vk, _ := luks2.NewVolumeKey()
+	oldKey, recovery, newKey := []byte("old tpm key"), []byte("recovery"), []byte("new tpm key")
+	if _, err := luks2.Format(f, devSize, oldKey, luks2.Options{KDF: fastPBKDF2, VolumeKey: vk}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := luks2.AddKeyVolumeKey(f, vk, recovery, fastPBKDF2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := luks2.AddToken(f, "eim-tpm2", []int{0}, []byte("old blob")); err != nil {
+		t.Fatal(err)
+	}
+	slot, err := luks2.AddKey(f, recovery, newKey, fastPBKDF2)
+	if err != nil || slot != 2 {
+		t.Fatalf("AddKey: got %d, %v", slot, err)
+	}
+	if _, err := luks2.AddToken(f, "eim-tpm2", []int{slot}, []byte("new blob")); err != nil {
+		t.Fatal(err)
+	}
+	if err := luks2.RemoveKeyslot(f, 0); err != nil {
+		t.Fatal(err)
+	}
+	h, err := luks2.ReadHeader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok := h.Token("eim-tpm2")
+	if len(h.Keyslots) != 2 || len(h.Tokens) != 1 || !ok || string(tok.Data) != "new blob" {
+		t.Fatalf("after RemoveKeyslot: keyslots %+v, tokens %+v", h.Keyslots, h.Tokens)
+	}
+	if _, err := luks2.Unlock(f, oldKey); err == nil {
+		t.Fatal("the removed keyslot's key still opens the volume")
+	}
+	// Its key material is gone, not only its header entry.
+	area := make([]byte, 258048)
+	if _, err := f.ReadAt(area, 32768); err != nil || !bytes.Equal(area, make([]byte, len(area))) {
+		t.Fatalf("keyslot 0's area is not wiped (%v)", err)
+	}
+	for _, k := range [][]byte{recovery, newKey} {
+		kf := writeFile(t, dir, "k", k)
+		if out, err := cryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img); err != nil {
+			t.Fatalf("cryptsetup open with %q: %v\n%s", k, err, out)
+		}
+	}
+	kf := writeFile(t, dir, "k", oldKey)
+	if out, err := cryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img); err == nil {
+		t.Fatalf("cryptsetup opened with the removed key:\n%s", out)
+	}
+	if err := luks2.RemoveKeyslot(f, 0); err == nil || !strings.Contains(err.Error(), "keyslot 0: no such keyslot") {
+		t.Fatalf("RemoveKeyslot twice: got %v", err)
+	}
+	if err := luks2.RemoveKeyslot(f, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := luks2.RemoveKeyslot(f, 2); err == nil || !strings.Contains(err.Error(), "the last one") {
+		t.Fatalf("RemoveKeyslot of the last: got %v", err)
+	}
+}
