@@ -2,8 +2,8 @@ package luks2
 
 import (
 	"crypto/aes"
-	"crypto/rand"
 	"crypto/pbkdf2"
+	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
