@@ -109,7 +109,10 @@ func New(o Options) (*Service, error) {
 	return &Service{o: o, log: o.Logger, mac: o.Key.Derive("objstore-upload-url"), limiters: map[string]*rate.Limiter{}}, nil
 }
 
-var _ eim.UploadGranter = (*Service)(nil)
+var (
+	_ eim.UploadGranter   = (*Service)(nil)
+	_ eim.DownloadGranter = (*Service)(nil)
+)
 
 // Paths of the API and of the agent listener.
 const (
@@ -122,11 +125,13 @@ const (
 // Routes returns the API's handlers by ServeMux pattern.
 func (s *Service) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
-		"PUT " + SettingPath:                 s.api(s.putSetting),
-		"GET " + SettingPath:                 s.api(s.getSetting),
-		"DELETE " + SettingPath:              s.api(s.deleteSetting),
-		"GET " + EdgeDataPath:                s.api(s.listEdgeData),
-		"GET " + EdgeDataPath + "/{path...}": s.api(s.getEdgeData),
+		"PUT " + SettingPath:                    s.api(s.putSetting),
+		"GET " + SettingPath:                    s.api(s.getSetting),
+		"DELETE " + SettingPath:                 s.api(s.deleteSetting),
+		"GET " + EdgeDataPath:                   s.api(s.listEdgeData),
+		"GET " + EdgeDataPath + "/{path...}":    s.api(s.getEdgeData),
+		"PUT " + EdgeDataPath + "/{path...}":    s.api(s.putEdgeData),
+		"DELETE " + EdgeDataPath + "/{path...}": s.api(s.deleteEdgeData),
 	}
 }
 
@@ -136,6 +141,7 @@ func (s *Service) Routes() map[string]http.Handler {
 func (s *Service) AgentRoutes() map[string]http.Handler {
 	h := http.HandlerFunc(s.serveUpload)
 	return map[string]http.Handler{
+		"GET " + UploadPath + "{project}/{key...}":    h,
 		"PUT " + UploadPath + "{project}/{key...}":    h,
 		"DELETE " + UploadPath + "{project}/{key...}": h,
 	}

@@ -240,12 +240,12 @@ func (b *Builder) Workloads() (*workloads.Service, error) {
 		}
 		// Devices' uploads are granted by the projects' object storage
 		// (or the embedded store, served by the objectstorage module).
-		uploads, err := b.UploadGranter()
+		objects, err := b.ObjectStore()
 		if err != nil {
 			return nil, err
 		}
 		if b.edge, err = workloads.New(workloads.Options{Store: b.Store, FeedStore: b.Store, Inventory: b.Inventory,
-			Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: uploads}); err != nil {
+			Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: objects, Downloads: objects}); err != nil {
 			return nil, err
 		}
 	}
@@ -406,16 +406,6 @@ func (b *Builder) ObjectStore() (*objstore.Service, error) {
 		b.objs = s
 	}
 	return b.objs, nil
-}
-
-// UploadGranter is what the workloads module gives devices that ask to
-// upload their data: ObjectStore's granter.
-func (b *Builder) UploadGranter() (eim.UploadGranter, error) {
-	s, err := b.ObjectStore()
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // secretsKey is the key that seals secrets at rest (see loadSecretsKey),
