@@ -1,6 +1,10 @@
 package spec
 
-import "github.com/eimhq/eim"
+import (
+	"strings"
+
+	"github.com/eimhq/eim"
+)
 
 // A project's object storage and the embedded store's files (package
 // objstore, the objectstorage module).
@@ -27,23 +31,37 @@ func addObjectStorage(ps *pathSet) {
 			desc: "Removes the setting: the project's devices upload to the embedded store again. Needs the project's _im-rw role." + module,
 			ok:   o("$ref", "#/components/responses/Deleted")},
 	)
-	host := o("name", "hostId", "in", "path", "required", true, "description", "ID of the host.",
-		"schema", o("type", "string", "pattern", idPattern(eim.KindHost)))
+	host := o("name", "hostId", "in", "path", "required", true,
+		"description", "ID of the host, or "+eim.SharedIngressDir+" for the files every device of a workload downloads.",
+		"schema", o("type", "string", "pattern", "^(?:"+strings.TrimSuffix(strings.TrimPrefix(idPattern(eim.KindHost), "^"), "$")+"|"+eim.SharedIngressDir+")$"))
+	file := o("name", "path", "in", "path", "required", true,
+		"description", "The file's path under the host's prefix (slashes included).", "schema", o("type", "string"))
 	ps.add("/edgedata/{hostId}",
 		op{method: "get", id: "listEdgeData", tag: tagObjectStorage, summary: "List a host's files in the embedded store",
 			params: []any{host,
 				o("name", "prefix", "in", "query", "description", "Only the paths that start with it.", "schema", o("type", "string")),
 				pref("pageSize"), pref("offset")},
-			desc: "The files the host's workloads uploaded to the server's embedded store (when the project had no object " +
-				"storage), by path under the host's prefix (<workload>/<target>/<file>). Needs a role on the project." + module,
+			desc: "The files in the server's embedded store (used when the project has no object storage) under the host's " +
+				"prefix, by path (<workload>/<target>/<file>): those its workloads uploaded and those put for it to download; " +
+				"under " + eim.SharedIngressDir + ", the files put for every device of a workload. Needs a role on the project." + module,
 			ok: okJSON("One page of files.", ref("EdgeObjectList"))},
 	)
 	ps.add("/edgedata/{hostId}/{path}",
 		op{method: "get", id: "getEdgeData", tag: tagObjectStorage, summary: "Read one of a host's files in the embedded store",
-			params: []any{host, o("name", "path", "in", "path", "required", true,
-				"description", "The file's path under the host's prefix (slashes included).", "schema", o("type", "string"))},
-			desc: "The file's content, as an attachment (ranges supported). 404 when there is no such file. Needs a role on the project." + module,
-			ok:   o("description", "The content.", "content", o("application/octet-stream", o("schema", o("type", "string", "format", "binary"))))},
+			params: []any{host, file},
+			desc:   "The file's content, as an attachment (ranges supported). 404 when there is no such file. Needs a role on the project." + module,
+			ok:     o("description", "The content.", "content", o("application/octet-stream", o("schema", o("type", "string", "format", "binary"))))},
+		op{method: "put", id: "putEdgeData", tag: tagObjectStorage, summary: "Put a file into the embedded store", write: true, rawBody: true,
+			params: []any{host, file},
+			desc: "Stores the body as the file (replacing it), for the ingress data paths that read it: a host's " +
+				"<workload>/<target>/<file> goes to that device, " + eim.SharedIngressDir + "/<workload>/<target>/<file> to every " +
+				"device of the workload (docs/workloads.md). 409 when the project has object storage: its devices read the bucket, " +
+				"where files are put with S3's own tools. Needs the project's _im-rw role." + module,
+			ok: okJSON("The file as stored.", ref("EdgeObject"))},
+		op{method: "delete", id: "deleteEdgeData", tag: tagObjectStorage, summary: "Delete a file of the embedded store", write: true,
+			params: []any{host, file},
+			desc:   "Removes the file: the devices that downloaded it remove their copy at their next pass. 404 when there is no such file. Needs the project's _im-rw role." + module,
+			ok:     o("$ref", "#/components/responses/Deleted")},
 	)
 }
 
