@@ -52,7 +52,8 @@ func (s *Service) GrantDownloads(ctx context.Context, project string, prefixes [
 		return nil, false, time.Time{}, eim.Errorf(eim.EINVALID, "prefixes: 1 to 4")
 	}
 	owner := ""
-	for _, p := range prefixes {
+	owners := make([]string, len(prefixes))
+	for i, p := range prefixes {
 		o, err := checkListPrefix(p)
 		if err != nil {
 			return nil, false, time.Time{}, err
@@ -60,6 +61,7 @@ func (s *Service) GrantDownloads(ctx context.Context, project string, prefixes [
 		if owner == "" {
 			owner = o
 		}
+		owners[i] = o
 	}
 	now := s.o.Now()
 	if !s.limiter(project, owner).AllowN(now, 1) {
@@ -71,8 +73,8 @@ func (s *Service) GrantDownloads(ctx context.Context, project string, prefixes [
 	}
 	expires := now.Add(s.o.GrantTTL).Truncate(time.Second)
 	var (
-		list func(prefix string) ([]remoteObject, bool, error)
-		sign func(g *eim.DownloadGrant, key string)
+		list func(i int) ([]remoteObject, bool, error)
+		sign func(g *eim.DownloadGrant, i int, key string)
 	)
 	if setting != nil {
 		secret, err := s.o.Key.OpenText(setting.SealedSecretKey, eim.ObjectStorageSecretPurpose(project))
@@ -85,18 +87,31 @@ func (s *Service) GrantDownloads(ctx context.Context, project string, prefixes [
 			return nil, false, time.Time{}, eim.Errorf(eim.EPRECONDITION, "object storage of %s: %v", project, err)
 		}
 		defer client.CloseIdleConnections()
-		list = func(prefix string) ([]remoteObject, bool, error) {
-			return s.listS3(ctx, client, setting, creds, prefix)
+		// A device's prefix is in its own bucket (BucketPerDevice), the
+		// shared ones in the setting's.
+		buckets := make([]*eim.ObjectStorage, len(prefixes))
+		for i, o := range owners {
+			buckets[i] = setting
+			if !strings.HasPrefix(o, eim.SharedIngressDir+"/") {
+				if buckets[i] = forDevice(setting, o); buckets[i] != setting {
+					if err := s.ensureBucket(ctx, buckets[i], creds); err != nil {
+						return nil, false, time.Time{}, err
+					}
+				}
+			}
 		}
-		sign = func(g *eim.DownloadGrant, key string) {
-			g.URL = Presign(http.MethodGet, objectURL(setting, setting.KeyPrefix+key), nil, setting.Region, creds, now, s.o.GrantTTL)
+		list = func(i int) ([]remoteObject, bool, error) {
+			return s.listS3(ctx, client, buckets[i], creds, prefixes[i])
+		}
+		sign = func(g *eim.DownloadGrant, i int, key string) {
+			g.URL = Presign(http.MethodGet, objectURL(buckets[i], setting.KeyPrefix+key), nil, setting.Region, creds, now, s.o.GrantTTL)
 		}
 	} else {
 		if s.o.AgentURL == "" {
 			return nil, false, time.Time{}, eim.Errorf(eim.EPRECONDITION, "project %s has no object storage and this server has no embedded store", project)
 		}
-		list = func(prefix string) ([]remoteObject, bool, error) { return s.listLocal(project, prefix) }
-		sign = func(g *eim.DownloadGrant, key string) {
+		list = func(i int) ([]remoteObject, bool, error) { return s.listLocal(project, prefixes[i]) }
+		sign = func(g *eim.DownloadGrant, _ int, key string) {
 			q := url.Values{}
 			q.Set("expires", strconv.FormatInt(expires.Unix(), 10))
 			q.Set("sig", s.localSig(http.MethodGet, project, key, "", 0, expires.Unix()))
@@ -106,8 +121,8 @@ func (s *Service) GrantDownloads(ctx context.Context, project string, prefixes [
 	byPath := map[string]bool{}
 	var out []eim.DownloadGrant
 	truncated := false
-	for _, p := range prefixes {
-		objs, more, err := list(p)
+	for i, p := range prefixes {
+		objs, more, err := list(i)
 		if err != nil {
 			return nil, false, time.Time{}, err
 		}
@@ -118,7 +133,7 @@ func (s *Service) GrantDownloads(ctx context.Context, project string, prefixes [
 			}
 			byPath[o.rel] = true
 			g := eim.DownloadGrant{Path: o.rel, Size: o.size, ETag: o.etag, Modified: o.modified}
-			sign(&g, p+o.rel)
+			sign(&g, i, p+o.rel)
 			out = append(out, g)
 		}
 	}

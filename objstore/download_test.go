@@ -186,3 +186,72 @@ func TestS3Downloads(t *testing.T) {
 		t.Fatalf("after a change and a delete: got %+v", after)
 	}
 }
+
+// TestS3BucketPerDevice: with bucketPerDevice, against versitygw: a
+// template that cannot make bucket names is a 400 naming the field; a
+// device's first grant creates its bucket with the setting's keys, and
+// its uploads land there (under the same keys as in one bucket); its
+// ingress listing reads its own bucket for its prefix and the setting's
+// bucket for the workload's shared files; another device gets another
+// bucket.
+func TestS3BucketPerDevice(t *testing.T) {
+	s3 := s3test.Start(t)
+	s3.CreateBucket(t, "edge")
+	e := newEnv(t, objstore.Options{})
+	setting := map[string]any{"endpoint": s3.URL, "bucket": "edge", "region": s3.Region, "pathStyle": true,
+		"accessKeyId": s3.Creds.AccessKeyID, "secretAccessKey": s3.Creds.SecretKey}
+	for _, bad := range []string{"eim-device", "EIM-{hostId}", "{hostId}-{hostId}", "x{hostId}" + strings.Repeat("y", 60)} {
+		setting["bucketPerDevice"] = bad
+		e.want("writer", "PUT", "/v1/projects/a/objectstorage", setting, http.StatusBadRequest, "bucketPerDevice")
+	}
+	setting["bucketPerDevice"] = "eim-{hostId}"
+	e.want("writer", "PUT", "/v1/projects/a/objectstorage", setting, http.StatusOK, `"bucketPerDevice":"eim-{hostId}"`, `"status":"REACHABLE"`)
+	bucketA, bucketB := "eim-"+e.hostA, "eim-"+e.hostB
+	if code, _ := s3.Do(t, http.MethodHead, "/"+bucketA, nil); code != http.StatusNotFound {
+		t.Fatalf("device A's bucket before any grant: HEAD got %d, want 404", code)
+	}
+
+	prefix := e.hostA + "/cam/out/"
+	g := grant(t, e.svc, "a", prefix, change("f.txt", []byte("frame")))[0]
+	if !strings.Contains(g.URL, "/"+bucketA+"/") {
+		t.Fatalf("grant of device A: %s, want its bucket %s", g.URL, bucketA)
+	}
+	if code, b := send(t, g, []byte("frame")); code != http.StatusOK {
+		t.Fatalf("PUT into the device's bucket: got %d %s", code, b)
+	}
+	if got, ok := s3.Get(t, bucketA, prefix+"f.txt"); !ok || string(got) != "frame" {
+		t.Fatalf("object in %s: got %q (exists %v)", bucketA, got, ok)
+	}
+	if keys := s3.List(t, "edge", ""); len(keys) != 0 {
+		t.Fatalf("the setting's bucket got %v, want nothing", keys)
+	}
+	// A second grant finds the bucket there (and the device's next
+	// upload replaces the object).
+	g = grant(t, e.svc, "a", prefix, change("f.txt", []byte("frame 2")))[0]
+	if code, b := send(t, g, []byte("frame 2")); code != http.StatusOK {
+		t.Fatalf("second PUT: got %d %s", code, b)
+	}
+
+	// Ingress: the device's own files from its bucket, the shared ones
+	// from the setting's.
+	shared, own := eim.SharedIngressPrefix("cam", "models"), e.hostA+"/cam/models/"
+	s3.Put(t, "edge", shared+"net.bin", []byte("shared"))
+	s3.Put(t, bucketA, own+"own.cfg", []byte("mine"))
+	s3.Put(t, "edge", own+"stray.cfg", []byte("not in A's bucket"))
+	gs := listing(t, e.svc, "a", own, shared)
+	if len(gs) != 2 || gs["stray.cfg"].URL != "" {
+		t.Fatalf("listing: got %+v, want own.cfg and net.bin", gs)
+	}
+	for p, want := range map[string]string{"own.cfg": "mine", "net.bin": "shared"} {
+		if code, b := fetch(t, gs[p]); code != http.StatusOK || b != want {
+			t.Fatalf("GET %s: got %d %q, want %q", p, code, b, want)
+		}
+	}
+	// Device B's first listing creates its bucket too.
+	if gb := listing(t, e.svc, "a", e.hostB+"/cam/models/", shared); len(gb) != 1 {
+		t.Fatalf("device B's listing: got %+v, want the shared file", gb)
+	}
+	if code, _ := s3.Do(t, http.MethodHead, "/"+bucketB, nil); code != http.StatusOK {
+		t.Fatalf("device B's bucket after its first grant: HEAD got %d, want 200", code)
+	}
+}

@@ -77,6 +77,7 @@ type Service struct {
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter // by project/host
+	buckets  map[string]bool          // the devices' buckets known to exist
 }
 
 // New returns the part.
@@ -106,7 +107,7 @@ func New(o Options) (*Service, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.AgentURL = strings.TrimSuffix(o.AgentURL, "/")
-	return &Service{o: o, log: o.Logger, mac: o.Key.Derive("objstore-upload-url"), limiters: map[string]*rate.Limiter{}}, nil
+	return &Service{o: o, log: o.Logger, mac: o.Key.Derive("objstore-upload-url"), limiters: map[string]*rate.Limiter{}, buckets: map[string]bool{}}, nil
 }
 
 var (

@@ -74,6 +74,10 @@ func objectStorageSchemas(into *obj) {
 	pathStyle := o("type", "boolean", "description", "Address the bucket as endpoint/bucket/key; otherwise bucket.host/key.")
 	access := o("type", "string", "minLength", 1, "maxLength", 128, "description", "The access key ID.")
 	ca := o("type", "string", "maxLength", eim.MaxStorageCACert, "description", "PEM bundle the endpoint's TLS certificate is checked against; empty: the system's roots.")
+	perDevice := o("type", "string", "maxLength", 63,
+		"description", "A bucket per device: the template of each device's bucket name, with "+eim.HostIDPlaceholder+" where its host ID goes "+
+			"(e.g. eim-"+eim.HostIDPlaceholder+"). Each device's files (its uploads, its own ingress files) go to its bucket, created with "+
+			"the credentials on its first grant; bucket keeps the workloads' shared ingress files. Absent or empty: every device under bucket.")
 	maxSize := o("type", "integer", "format", "int64", "minimum", 0, "maximum", eim.DefaultMaxUploadSize,
 		"description", "The largest file a device may upload, in bytes (0 in a PUT: the default, 5 GiB).")
 	into.set("ObjectStorageInput", o("type", "object", "additionalProperties", false,
@@ -82,7 +86,7 @@ func objectStorageSchemas(into *obj) {
 			"accessKeyId", access,
 			"secretAccessKey", o("type", "string", "maxLength", eim.MaxStorageSecret, "writeOnly", true,
 				"description", "The secret access key. Required for a new setting; absent on a replace: the stored one is kept."),
-			"caCert", ca, "maxFileSize", maxSize),
+			"caCert", ca, "maxFileSize", maxSize, "bucketPerDevice", perDevice),
 		"required", []string{"endpoint", "bucket", "accessKeyId"}))
 	into.set("StorageReachable", o("type", "object", "additionalProperties", false,
 		"description", "The outcome of the bucket's check at the last PUT.",
@@ -95,7 +99,7 @@ func objectStorageSchemas(into *obj) {
 		"properties", o("endpoint", endpoint, "bucket", bucket, "keyPrefix", keyPrefix, "region", region, "pathStyle", pathStyle,
 			"accessKeyId", access,
 			"secretAccessKeySet", o("type", "boolean", "description", "Whether a secret key is stored (it is never answered)."),
-			"caCert", ca, "maxFileSize", maxSize,
+			"caCert", ca, "maxFileSize", maxSize, "bucketPerDevice", perDevice,
 			"reachable", ref("StorageReachable"), "timestamps", ref("Timestamps")),
 		"required", []string{"endpoint", "bucket", "region", "pathStyle", "accessKeyId", "secretAccessKeySet", "maxFileSize", "reachable", "timestamps"}))
 	into.set("EdgeObject", o("type", "object", "additionalProperties", false,
