@@ -387,3 +387,23 @@ type noAuth struct{}
 func (noAuth) Authenticate(context.Context, string) (*eim.Principal, error) {
 	return nil, eim.Errorf(eim.EUNAUTHORIZED, "no")
 }
+
+// TestSyncBandwidth: a data path's bound holds a download back: 96 KiB
+// at 32 KiB/s take at least 2 s after the 32 KiB burst.
+func TestSyncBandwidth(t *testing.T) {
+	s := newStore(t)
+	content := strings.Repeat("x", 96<<10)
+	s.put(host+"/cam/in/a.bin", content)
+	dir := filepath.Join(t.TempDir(), "in")
+	start := time.Now()
+	res, err := (&download.Syncer{Lister: s}).Sync(t.Context(), download.Path{Workload: "cam", Dir: dir, Target: "in", BytesPerSecond: 32 << 10})
+	if err != nil || len(res.Done) != 1 {
+		t.Fatalf("Sync: %+v, %v", res, err)
+	}
+	if took := time.Since(start); took < 2*time.Second-100*time.Millisecond {
+		t.Errorf("96 KiB at 32 KiB/s took %v, want at least 2 s", took)
+	}
+	if got := tree(t, dir)["a.bin"]; got != content {
+		t.Errorf("a.bin: got %d bytes, want %d", len(got), len(content))
+	}
+}
