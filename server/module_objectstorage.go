@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/objstore"
 )
 
@@ -15,7 +14,7 @@ func objectStorageModule() *Module {
 }
 
 // objectStore is the projects' object storage: their settings' API, the
-// embedded store, and the granter of devices' uploads (uploadGranter).
+// embedded store, and the granter of devices' uploads and downloads.
 // Its embedded store is reached through the agent listener, so it has one
 // only in a process with an agent module (the objectstorage module is
 // one).
@@ -26,16 +25,6 @@ var objectStore = &Part[*objstore.Service]{Name: "object storage", Build: func(b
 	}
 	return objstore.New(objstore.Options{Store: b.Store, Authenticator: b.Verifier, Key: key, DataDir: b.cfg.DataDir,
 		AgentURL: b.agentURL, Logger: b.Log.With("part", "objstore")})
-}}
-
-// uploadGranter is what the workloads module gives devices that ask to
-// upload their data: the object storage's granter.
-var uploadGranter = &Part[eim.UploadGranter]{Name: "upload granter", Build: func(b *Builder) (eim.UploadGranter, error) {
-	s, err := Use(b, objectStore)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }}
 
 func buildObjectStorage(b *Builder) (Parts, error) {

@@ -23,14 +23,14 @@ var workloadsService = &Part[*workloads.Service]{Name: "workloads service", Buil
 	if err != nil {
 		return nil, err
 	}
-	// Devices' uploads are granted by the projects' object storage (or
-	// the embedded store, served by the objectstorage module).
-	uploads, err := Use(b, uploadGranter)
+	// Devices' uploads and downloads are granted by the projects' object
+	// storage (or the embedded store, served by the objectstorage module).
+	objects, err := Use(b, objectStore)
 	if err != nil {
 		return nil, err
 	}
 	return workloads.New(workloads.Options{Store: b.Store, FeedStore: b.Store, Inventory: b.Inventory,
-		Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: uploads})
+		Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: objects, Downloads: objects})
 }}
 
 func buildWorkloads(b *Builder) (Parts, error) {
