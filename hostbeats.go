@@ -33,10 +33,10 @@ type HostBeats interface {
 	// also sees whether the host's instance is updating its OS (Updating,
 	// UpdateTimestamp).
 	RecordSilence(ctx context.Context, project, id string, decide func(HostLiveness) LivenessChange) (HostLiveness, error)
-	// HostsInStatus returns up to limit hosts of project whose host
-	// status is status and was set at or before before (unix seconds),
-	// oldest first, with their liveness.
-	HostsInStatus(ctx context.Context, project, status string, before uint64, limit int) ([]HostLiveness, error)
+	// HostsInStatus returns one page (offset, limit) of the hosts of
+	// project whose host status is status and was set at or before
+	// before (unix seconds), oldest first, with their liveness.
+	HostsInStatus(ctx context.Context, project, status string, before uint64, offset, limit int) ([]HostLiveness, error)
 }
 
 // StatusValue is a status as a host shows it: a text, its indicator and
@@ -115,8 +115,8 @@ func (c LivenessChange) Check() error {
 const MaxStatusText = 1024
 
 // check validates s as the status field named field: UTF-8 text of at most
-// MaxStatusText characters and one of the indicator's values (modules
-// write what they mean: "" is refused).
+// MaxStatusText characters and one of the indicator's values, or none
+// (written as STATUS_INDICATION_UNSPECIFIED).
 func (s StatusValue) check(field string) error {
 	if !utf8.ValidString(s.Text) {
 		return Errorf(EINVALID, "%s: not valid UTF-8", field)
@@ -124,7 +124,7 @@ func (s StatusValue) check(field string) error {
 	if n := utf8.RuneCountInString(s.Text); n > MaxStatusText {
 		return Errorf(EINVALID, "%s: is %d characters long, at most %d allowed", field, n, MaxStatusText)
 	}
-	if !slices.Contains(s.Indicator.Values(), string(s.Indicator)) {
+	if s.Indicator != "" && !slices.Contains(s.Indicator.Values(), string(s.Indicator)) {
 		return Errorf(EINVALID, "%sIndicator: %q is not one of %v", field, s.Indicator, s.Indicator.Values())
 	}
 	return nil

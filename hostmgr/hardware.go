@@ -60,6 +60,20 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 	return connect.NewResponse(&hostv1.ReportHardwareResponse{Digest: digest}), nil
 }
 
+// getHost reads a host whole: a hardware report is diffed against the
+// one stored (its children keep their timestamps).
+func getHost(ctx context.Context, tx eim.Tx, id string) (*eim.Host, error) {
+	r, err := tx.Get(ctx, eim.KindHost, id)
+	if err != nil {
+		return nil, err
+	}
+	h, ok := r.(*eim.Host)
+	if !ok {
+		return nil, eim.Errorf(eim.EINTERNAL, "host %s: the store returned a %T", id, r)
+	}
+	return h, nil
+}
+
 // hardware records the digest a host holds now.
 func (t *tracker) hardware(id string, gen uint64, digest string) {
 	t.mu.Lock()

@@ -86,6 +86,7 @@ func (b hostBeats) record(ctx context.Context, project, id string, updating bool
 		if err := ch.Check(); err != nil {
 			return err
 		}
+		ch = unspecified(ch)
 		if err := t.writeLiveness(ctx, l, ch); err != nil {
 			return err
 		}
@@ -227,21 +228,40 @@ func (t *tx) writeLiveness(ctx context.Context, l eim.HostLiveness, ch eim.Liven
 	return nil
 }
 
+// unspecified returns ch with its statuses' missing indicators as
+// STATUS_INDICATION_UNSPECIFIED, as the inventory's writes store them.
+func unspecified(ch eim.LivenessChange) eim.LivenessChange {
+	if ch.Status != nil && ch.Status.Indicator == "" {
+		st := *ch.Status
+		st.Indicator = eim.StatusUnspecified
+		ch.Status = &st
+	}
+	if ch.Power != nil && ch.Power.Status.Indicator == "" {
+		p := *ch.Power
+		p.Status.Indicator = eim.StatusUnspecified
+		ch.Power = &p
+	}
+	return ch
+}
+
 // HostsInStatus implements eim.HostBeats: the (project, host_status)
 // index serves it.
-func (b hostBeats) HostsInStatus(ctx context.Context, project, status string, before uint64, limit int) ([]eim.HostLiveness, error) {
+func (b hostBeats) HostsInStatus(ctx context.Context, project, status string, before uint64, offset, limit int) ([]eim.HostLiveness, error) {
 	if project == "" {
 		return nil, eim.Errorf(eim.EINVALID, "project: required")
 	}
 	if limit <= 0 {
 		return nil, eim.Errorf(eim.EINVALID, "limit: must be positive")
 	}
+	if offset < 0 {
+		return nil, eim.Errorf(eim.EINVALID, "offset: must not be negative")
+	}
 	var out []eim.HostLiveness
 	err := b.s.View(ctx, project, func(etx eim.Tx) error {
 		t := etx.(*tx)
 		out = out[:0]
 		rows, err := t.query(ctx, "SELECT "+livenessCols+" FROM hosts h WHERE h.project = ? AND h.host_status = ? AND h.host_status_timestamp <= ?"+
-			" ORDER BY h.host_status_timestamp, h.id LIMIT ?", project, status, int64(before), limit)
+			" ORDER BY h.host_status_timestamp, h.id LIMIT ? OFFSET ?", project, status, int64(before), limit, offset)
 		if err != nil {
 			return t.s.d.translate(fmt.Errorf("hosts in status %q: %w", status, err), nil)
 		}

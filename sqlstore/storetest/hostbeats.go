@@ -145,7 +145,7 @@ func testHostBeats(t *testing.T, s eim.Store) {
 		{eim.LivenessChange{Status: &eim.StatusValue{Text: strings.Repeat("x", eim.MaxStatusText+1), Indicator: eim.StatusIdle}}, "hostStatus"},
 		{eim.LivenessChange{Status: &eim.StatusValue{Text: "\xff", Indicator: eim.StatusIdle}}, "hostStatus"},
 		{eim.LivenessChange{Power: &eim.HostPower{Current: "HALF_ON", Status: eim.StatusValue{Indicator: eim.StatusIdle}}}, "currentPowerState"},
-		{eim.LivenessChange{Power: &eim.HostPower{Current: eim.PowerStateOn}}, "powerStatusIndicator"},
+		{eim.LivenessChange{Power: &eim.HostPower{Current: eim.PowerStateOn, Status: eim.StatusValue{Indicator: "IDLE"}}}, "powerStatusIndicator"},
 	} {
 		_, err := hb.RecordBeat(hostMod, p, typed.ResourceID, func(eim.HostLiveness) eim.LivenessChange { return tc.ch })
 		wantCode(t, err, eim.EINVALID)
@@ -155,6 +155,18 @@ func testHostBeats(t *testing.T, s eim.Store) {
 	}
 	if r, _ = get(t, s, p, eim.KindHost, typed.ResourceID); r.(*eim.Host).HostStatus != "Rebooting" {
 		t.Errorf("status after refused changes: got %q, want Rebooting", r.(*eim.Host).HostStatus)
+	}
+
+	// A status without an indicator is stored as unspecified, as the
+	// inventory's writes store it.
+	after, err = hb.RecordBeat(hostMod, p, typed.ResourceID, func(eim.HostLiveness) eim.LivenessChange {
+		return eim.LivenessChange{Power: &eim.HostPower{Current: eim.PowerStateOn}}
+	})
+	if err != nil || after.Power.Status.Indicator != eim.StatusUnspecified {
+		t.Errorf("power without an indicator: got %+v, %v; want STATUS_INDICATION_UNSPECIFIED", after.Power, err)
+	}
+	if r, _ = get(t, s, p, eim.KindHost, typed.ResourceID); r.(*eim.Host).PowerStatusIndicator != eim.StatusUnspecified {
+		t.Errorf("stored power status indicator: got %q, want STATUS_INDICATION_UNSPECIFIED", r.(*eim.Host).PowerStatusIndicator)
 	}
 
 	// A host that is not there, or not the project's.
@@ -216,7 +228,7 @@ func testHostBeats(t *testing.T, s eim.Store) {
 			t.Fatal(err)
 		}
 	}
-	ls, err := hb.HostsInStatus(ctx(t), p, "Rebooting", 300, 10)
+	ls, err := hb.HostsInStatus(ctx(t), p, "Rebooting", 300, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,10 +239,10 @@ func testHostBeats(t *testing.T, s eim.Store) {
 	if !reflect.DeepEqual(stamps, []uint64{100, 200, 300}) {
 		t.Errorf("HostsInStatus: got timestamps %v, want [100 200 300]", stamps)
 	}
-	if ls, err := hb.HostsInStatus(ctx(t), p, "Rebooting", 300, 2); err != nil || len(ls) != 2 {
-		t.Errorf("HostsInStatus limit 2: got %d, %v", len(ls), err)
+	if ls, err := hb.HostsInStatus(ctx(t), p, "Rebooting", 300, 1, 1); err != nil || len(ls) != 1 || ls[0].Status.Timestamp != 200 {
+		t.Errorf("HostsInStatus offset 1 limit 1: got %+v, %v; want the host of 200", ls, err)
 	}
-	_, err = hb.HostsInStatus(ctx(t), p, "Rebooting", 300, 0)
+	_, err = hb.HostsInStatus(ctx(t), p, "Rebooting", 300, 0, 0)
 	wantCode(t, err, eim.EINVALID)
 
 	// A runner over another store is refused, not trusted.
