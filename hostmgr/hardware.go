@@ -16,7 +16,6 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/hwlimit"
-	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -42,36 +41,14 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 	digest := hardwareDigest(hw)
 	now := s.now()
 	gen, _ := s.live.syncing(n.Project, n.HostID, now)
-	var h *eim.Host
-	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
-		var err error
-		h, err = getHost(ctx, tx, n.HostID)
-		if err != nil || h.HardwareDigest == digest {
-			return err
-		}
-		prev := h.HardwareDigest
+	_, err = s.store.ReportHardware(ctx, n.Project, n.HostID, digest, eim.NewTime(now), func(h *eim.Host) {
 		applyHardware(h, hw, digest, eim.NewTime(now))
-		return inventory.RecordHardware(ctx, tx, h, prev, eim.NewTime(now))
 	})
 	if err != nil {
 		return nil, southbound.Error(ctx, s.log, "hostmgr: report hardware", err)
 	}
 	s.live.hardware(n.HostID, gen, digest)
 	return connect.NewResponse(&hostv1.ReportHardwareResponse{Digest: digest}), nil
-}
-
-// getHost reads a host whole: a hardware report is diffed against the
-// one stored (its children keep their timestamps).
-func getHost(ctx context.Context, tx eim.Tx, id string) (*eim.Host, error) {
-	r, err := tx.Get(ctx, eim.KindHost, id)
-	if err != nil {
-		return nil, err
-	}
-	h, ok := r.(*eim.Host)
-	if !ok {
-		return nil, eim.Errorf(eim.EINTERNAL, "host %s: the store returned a %T", id, r)
-	}
-	return h, nil
 }
 
 // hardware records the digest a host holds now.

@@ -89,8 +89,9 @@ type Options struct {
 	// Liveness is what the module reads and writes (see Store); nil:
 	// StoreOf(Store, Batcher).
 	Liveness Store
-	// Batcher runs the module's writes in transactions shared with other
-	// nodes' calls (inventory.Batcher); nil: one Store.Update each.
+	// Batcher runs the writes of StoreOf(Store, Batcher) in transactions
+	// shared with other nodes' calls (inventory.Batcher); nil: one
+	// Store.Update each. Unused with Liveness.
 	Batcher  eim.TxRunner
 	ReportIn ReportInFunc
 	Logger   *slog.Logger
@@ -163,7 +164,6 @@ type Service struct {
 	metrics     *serviceMetrics
 	reg         prometheus.Registerer
 	store       Store
-	batch       eim.TxRunner
 	reportIn    ReportInFunc
 	telemetry   Telemetry
 	maintenance Maintenance
@@ -208,15 +208,12 @@ func New(opts Options) *Service {
 	}
 	s := &Service{
 		metrics: newServiceMetrics(opts.Metrics), reg: opts.Metrics,
-		store: opts.Liveness, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, clusters: opts.Clusters, workloads: opts.Workloads, log: opts.Logger, now: opts.Now,
+		store: opts.Liveness, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, clusters: opts.Clusters, workloads: opts.Workloads, log: opts.Logger, now: opts.Now,
 		interval: opts.Interval, timeout: opts.Timeout, hwEvery: opts.HardwareInterval,
 		rebootMax: opts.RebootTimeout, updateMax: opts.UpdateTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
 	}
-	if s.batch == nil {
-		s.batch = storeBatcher{opts.Store}
-	}
 	if s.store == nil {
-		s.store = StoreOf(opts.Store, s.batch)
+		s.store = StoreOf(opts.Store, opts.Batcher)
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -298,12 +295,6 @@ func New(opts Options) *Service {
 		}
 	})
 	return s
-}
-
-type storeBatcher struct{ st eim.Store }
-
-func (b storeBatcher) DoIn(ctx context.Context, project string, fn func(eim.Tx) error) error {
-	return b.st.Update(ctx, project, fn)
 }
 
 // Run loads what the store knows of liveness and then, until ctx is done,

@@ -4,15 +4,20 @@ import (
 	"context"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/inventory"
 )
 
 // Store is what the host module asks of the store: its hosts' liveness
-// through typed operations that own their transactions (eim.HostBeats: a
-// node's call or silence reads and writes only the fields it decides
-// on), the nodes' last-seen times, the projects' heartbeat settings, and
-// whether the store answers at all.
+// and hardware through typed operations that own their transactions
+// (eim.HostBeats: a node's call or silence reads and writes only the
+// fields it decides on; a hardware report), the nodes' last-seen times,
+// the projects' heartbeat settings, and whether the store answers at all.
 type Store interface {
 	eim.HostBeats
+	// ReportHardware is inventory.HostReports': a node's hardware
+	// report, read and written whole (its children are diffed against
+	// the stored ones), under the networking rule.
+	ReportHardware(ctx context.Context, project, id, digest string, now eim.Time, apply func(h *eim.Host)) (bool, error)
 	// SaveLastSeen, LastSeen and LastSeenOf are eim.Store's.
 	SaveLastSeen(ctx context.Context, seen []eim.LastSeen) error
 	LastSeen(ctx context.Context) ([]eim.LastSeen, error)
@@ -29,7 +34,10 @@ type Store interface {
 // transactions run by run (a batcher shared with other nodes' calls;
 // nil: one st.Update each).
 func StoreOf(st eim.Store, run eim.TxRunner) Store {
-	return port{HostBeats: st.HostBeats(run), st: st}
+	if run == nil {
+		run = storeRunner{st}
+	}
+	return port{HostBeats: st.HostBeats(run), HostReports: inventory.NewHostReports(run), st: st}
 }
 
 var _ Store = port{}
@@ -37,7 +45,15 @@ var _ Store = port{}
 // port is a Store over an eim.Store.
 type port struct {
 	eim.HostBeats
+	inventory.HostReports
 	st eim.Store
+}
+
+// storeRunner runs each transaction alone.
+type storeRunner struct{ st eim.Store }
+
+func (r storeRunner) DoIn(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	return r.st.Update(ctx, project, fn)
 }
 
 func (p port) SaveLastSeen(ctx context.Context, seen []eim.LastSeen) error {

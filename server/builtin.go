@@ -269,7 +269,7 @@ func (r reportInOnly) ReportIn(ctx context.Context, req *connect.Request[hostv1.
 
 func buildHost(b *Builder) (Parts, error) {
 	opts := hostmgr.Options{
-		Store: b.Store, Liveness: hostmgr.StoreOf(b.Store, b.SouthboundBatcher()), Batcher: b.SouthboundBatcher(), ReportIn: b.Provisioning().ReportIn, Logger: b.Log, Hosts: b.HostView(), Metrics: b.Metrics,
+		Store: b.Store, Liveness: hostmgr.StoreOf(b.Store, b.SouthboundBatcher()), ReportIn: b.Provisioning().ReportIn, Logger: b.Log, Hosts: b.HostView(), Metrics: b.Metrics,
 		Interval: b.cfg.HeartbeatInterval, Timeout: b.cfg.HeartbeatTimeout,
 		RebootTimeout: b.cfg.RebootTimeout, UpdateTimeout: b.cfg.UpdateTimeout,
 	}
