@@ -31,7 +31,7 @@ func buildHost(b *Builder) (Parts, error) {
 		return Parts{}, err
 	}
 	opts := hostmgr.Options{
-		Store: b.Store, Batcher: bt, ReportIn: prov.ReportIn, Logger: b.Log, Hosts: hosts, Metrics: b.Metrics,
+		Store: b.Store, Liveness: hostmgr.StoreOf(b.Store, bt), ReportIn: prov.ReportIn, Logger: b.Log, Hosts: hosts, Metrics: b.Metrics,
 		Interval: b.cfg.HeartbeatInterval, Timeout: b.cfg.HeartbeatTimeout,
 		RebootTimeout: b.cfg.RebootTimeout, UpdateTimeout: b.cfg.UpdateTimeout,
 	}
