@@ -461,6 +461,16 @@ func (s *Service) work(ctx context.Context, j *eim.PowerJob) {
 // runJob opens the BMC and carries out the steps from the recorded one.
 func (s *Service) runJob(ctx context.Context, r *run) error {
 	j := r.j
+	if j.Attempts == 1 {
+		// The deadline counts from when a worker first takes the job
+		// up, not from its creation: a job that waited behind others
+		// (a site switched on at once, more jobs than workers) has its
+		// whole time.
+		j.Deadline = eim.NewTime(time.Now().Add(j.Deadline.Sub(j.CreatedAt.Time)))
+		if err := r.save(ctx); err != nil {
+			return err
+		}
+	}
 	if err := r.late(); err != nil {
 		return err
 	}

@@ -60,7 +60,8 @@ type Options struct {
 	Lease time.Duration
 	// ClaimEvery is how often an idle worker looks for a job (default 1 s).
 	ClaimEvery time.Duration
-	// JobTimeout is a job's deadline from its creation (default 10 min).
+	// JobTimeout is a job's deadline from when a worker first takes it up
+	// (default 10 min); time queued for a site slot does not count.
 	JobTimeout time.Duration
 	// ConfirmTimeout is how long a sent action has to show in the BMC's
 	// state before it is sent again (default 60 s); ConfirmEvery how
@@ -103,6 +104,8 @@ type Service struct {
 	mu    sync.Mutex
 	reach map[string]eim.BMCReachable // the last written, by project/host
 	pol   policyState
+
+	slots slotQueues // jobs waiting for site slots (siteslot.go)
 }
 
 // New returns the module.
