@@ -547,6 +547,7 @@ func (p *fleet) Open(_ context.Context, t oob.Target) (oob.Conn, error) {
 func TestSiteLimit(t *testing.T) {
 	e := newEnv(t, "sqlite", t.TempDir()+"/eim.db")
 	st := newSite(t, e, 6, func(o *oob.Options) { o.Workers, o.SiteLimit, o.SiteWindow = 6, 2, time.Second })
+	st.powerOn(t)
 	run(t, st.svc.Work)
 	st.waitAll(t, 30*time.Second)
 	hosts := st.hosts

@@ -29,8 +29,8 @@ func (c *countingStore) Claim(ctx context.Context, name, holder string, ttl time
 }
 
 // site is n hosts of project a (no site: they share the project's
-// limit), each with a BMC of a fleet of fakes (machines off), each asked
-// to be ON; the module is not running yet.
+// limit), each with a BMC of a fleet of fakes (machines off; unless tweak sets another driver); the
+// module is not running yet.
 type site struct {
 	e     *env
 	svc   *oob.Service
@@ -69,6 +69,13 @@ func newSite(t *testing.T, e *env, n int, tweak func(*oob.Options)) *site {
 		}
 		st.hosts = append(st.hosts, h.ResourceID)
 	}
+	return st
+}
+
+// powerOn asks every host of the site to be ON.
+func (st *site) powerOn(t *testing.T) {
+	t.Helper()
+	e := st.e
 	for _, h := range st.hosts {
 		code, out := e.do("admin", "POST", bmcPath("a", h)+"/jobs", map[string]any{"desiredPowerState": "POWER_STATE_ON"})
 		if code != 200 {
@@ -78,7 +85,6 @@ func newSite(t *testing.T, e *env, n int, tweak func(*oob.Options)) *site {
 		decode(t, out, &v)
 		st.jobs = append(st.jobs, v.JobID)
 	}
-	return st
 }
 
 // waitAll waits until every host's job has succeeded; fn, when set, sees
@@ -124,6 +130,7 @@ func TestSiteSlotWaitIsCheap(t *testing.T) {
 	engines(t, func(t *testing.T, e *env) {
 		const n = 8
 		st := newSite(t, e, n, func(o *oob.Options) { o.Workers, o.SiteLimit, o.SiteWindow = n, 2, 300*time.Millisecond })
+		st.powerOn(t)
 		run(t, st.svc.Work)
 		st.waitAll(t, 30*time.Second)
 		got := st.store.claims.Load()
@@ -155,6 +162,7 @@ func TestSiteSlotQueueKeepsDeadline(t *testing.T) {
 		st := newSite(t, e, n, func(o *oob.Options) {
 			o.Workers, o.SiteLimit, o.SiteWindow, o.JobTimeout = n, 1, 400*time.Millisecond, timeout
 		})
+		st.powerOn(t)
 		run(t, st.svc.Work)
 		queued := regexp.MustCompile(`^waiting for a site slot: ([0-9]+) ahead \(1 power-ons per 400ms at site \(none\)\)$`)
 		most := -1
