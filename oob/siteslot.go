@@ -179,8 +179,10 @@ func (s *Service) siteSlot(ctx context.Context, r *run, send int) (*slot, error)
 	var since time.Time // queued since (zero: not waiting yet)
 	for {
 		var next time.Time
+		first := w.first // nil once this job is first: then only the timer wakes it
 		select {
 		case <-w.first:
+			first = nil
 			sl, at, err := s.take(ctx, key, holder)
 			if err != nil {
 				return nil, err
@@ -221,7 +223,7 @@ func (s *Service) siteSlot(ctx context.Context, r *run, send int) (*slot, error)
 			t.Stop()
 			return nil, ctx.Err()
 		case <-t.C:
-		case <-w.first:
+		case <-first:
 			t.Stop()
 		}
 	}
