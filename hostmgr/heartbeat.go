@@ -125,6 +125,9 @@ func checkHeartbeat(m *hostv1.HeartbeatRequest) error {
 			return fmt.Errorf("%s: not valid UTF-8", f.name)
 		}
 	}
+	if len(m.BootId) > inventory.MaxBootID {
+		return fmt.Errorf("boot_id: longer than %d bytes", inventory.MaxBootID)
+	}
 	for _, h := range []struct {
 		name string
 		h    *hostv1.Health
@@ -145,13 +148,14 @@ func checkHeartbeat(m *hostv1.HeartbeatRequest) error {
 }
 
 // beat is the fast path: when the tracker knows the host shows status
-// already and has no action pending, it records the heartbeat and returns
-// the host's hardware digest.
+// and the node's boot already and has no action pending, it records the
+// heartbeat and returns the host's hardware digest.
 func (t *tracker) beat(project, id string, now time.Time, status string, m *hostv1.HeartbeatRequest) (ok bool, digest string, prev time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.hosts[id]
-	if e == nil || !e.known || e.status != status || e.action != nil || m.ActionResult != nil || e.project != project {
+	if e == nil || !e.known || e.status != status || e.action != nil || m.ActionResult != nil || e.project != project ||
+		(m.BootId != "" && m.BootId != e.boot) {
 		return false, "", time.Time{}
 	}
 	prev = t.heardAt(e, now)
@@ -177,7 +181,7 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 	ts := uint64(now.Unix())
 	probe := probeOf(v)
 	act, _, changed := applyBeat(probe, m, ts, want)
-	status, digest := v.HostStatus, v.HardwareDigest
+	status, digest, boot := v.HostStatus, v.HardwareDigest, probe.BootID
 	if changed {
 		err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
 			h, err := getHost(ctx, tx, n.HostID)
@@ -187,7 +191,7 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 			before := *h
 			var changed bool
 			act, _, changed = applyBeat(h, m, ts, want)
-			status, digest = h.HostStatus, h.HardwareDigest
+			status, digest, boot = h.HostStatus, h.HardwareDigest, h.BootID
 			if !changed {
 				return nil
 			}
@@ -197,7 +201,7 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 			return nil, "", prev, err
 		}
 	}
-	s.live.synced(n.HostID, gen, status, digest, act)
+	s.live.synced(n.HostID, gen, status, digest, boot, act)
 	return act, digest, prev, nil
 }
 
@@ -205,15 +209,20 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 func probeOf(v *hostview.Host) *eim.Host {
 	return &eim.Host{Meta: eim.Meta{ResourceID: v.ID, Project: v.Project},
 		HostStatus: v.HostStatus, HostStatusIndicator: v.HostStatusIndicator, HardwareDigest: v.HardwareDigest,
-		BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, CurrentPowerState: v.CurrentPowerState,
+		BootID: v.BootID, BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, CurrentPowerState: v.CurrentPowerState,
 		PowerStatus: v.PowerStatus, PowerStatusTimestamp: v.PowerStatusTimestamp}
 }
 
 // applyBeat applies a heartbeat to h: power first (a reboot or shut down
-// the node starts sets the status), then the status the node's health asks
-// for, when the current one is this module's to change.
+// the node starts sets the status), the node's boot, then the status the
+// node's health asks for, when the current one is this module's to
+// change.
 func applyBeat(h *eim.Host, m *hostv1.HeartbeatRequest, now uint64, want hostStatus) (act *hostv1.HostAction, status hostStatus, changed bool) {
 	act, st, changed := applyPower(h, m.ActionResult, now)
+	if m.BootId != "" && m.BootId != h.BootID {
+		h.BootID = m.BootId // a reboot, or the first boot reported
+		changed = true
+	}
 	if st.text == "" {
 		st = want
 	}
@@ -225,13 +234,18 @@ func applyBeat(h *eim.Host, m *hostv1.HeartbeatRequest, now uint64, want hostSta
 }
 
 // writeBeat writes what applyBeat changed of a host, before as it was
-// read and after as applyBeat left it: its power state and status, and
-// its host status (each only over what before shows).
+// read and after as applyBeat left it: its power state and status, its
+// node's boot, and its host status (each only over what before shows).
 func writeBeat(ctx context.Context, tx eim.Tx, before, after *eim.Host) error {
 	if before.CurrentPowerState != after.CurrentPowerState || before.PowerStatus != after.PowerStatus ||
 		before.PowerStatusIndicator != after.PowerStatusIndicator || before.PowerStatusTimestamp != after.PowerStatusTimestamp {
 		st := inventory.Status{Text: after.PowerStatus, Indicator: after.PowerStatusIndicator, Timestamp: after.PowerStatusTimestamp}
 		if err := inventory.SetHostPower(ctx, tx, before, after.CurrentPowerState, st); err != nil {
+			return err
+		}
+	}
+	if before.BootID != after.BootID {
+		if err := inventory.RecordBoot(ctx, tx, before, after.BootID); err != nil {
 			return err
 		}
 	}
@@ -267,14 +281,14 @@ func (t *tracker) syncing(project, id string, now time.Time) (gen uint64, prev t
 
 // synced records what a host shows after a sync; the entry is known unless
 // the host changed in the meantime.
-func (t *tracker) synced(id string, gen uint64, status, digest string, act *hostv1.HostAction) {
+func (t *tracker) synced(id string, gen uint64, status, digest, boot string, act *hostv1.HostAction) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.hosts[id]
 	if e == nil {
 		return
 	}
-	e.status, e.digest, e.action = status, digest, act
+	e.status, e.digest, e.boot, e.action = status, digest, boot, act
 	e.known = e.gen == gen
 }
 

@@ -55,6 +55,29 @@ func SetHostPower(ctx context.Context, tx eim.Tx, h *eim.Host, current eim.Power
 	return nil
 }
 
+// MaxBootID bounds a boot ID a node reports (Linux's is a UUID: 36
+// bytes).
+const MaxBootID = 128
+
+// RecordBoot records the boot a host's node reports (its boot ID) when
+// it is not the one h shows: a reboot. The write is made only while the
+// stored boot is still h's.
+func RecordBoot(ctx context.Context, tx eim.Tx, h *eim.Host, bootID string) error {
+	if bootID == "" {
+		return eim.Errorf(eim.EINVALID, "bootId: required")
+	}
+	if err := checkText("bootId", bootID, MaxBootID); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, BootID: bootID}
+	if err := tx.UpdateFieldsIf(ctx, w, []eim.Cond{{Field: "boot_id", Value: h.BootID}}, "boot_id"); err != nil {
+		return err
+	}
+	h.BootID = bootID
+	stamp(h, w)
+	return nil
+}
+
 // maxHostname is the longest host name a node may report (DNS).
 const maxHostname = 253
 
