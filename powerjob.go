@@ -62,6 +62,11 @@ type PowerStep struct {
 	Done    bool   `json:"done,omitempty"`
 	Skipped bool   `json:"skipped,omitempty"`
 	Note    string `json:"note,omitempty"`
+	// BootID is the boot the host's node reported before a RESET or
+	// POWER_CYCLE step's action was sent ("" none known: the step is
+	// confirmed by the BMC's state alone); another one reported after
+	// the send confirms the step.
+	BootID string `json:"bootId,omitempty"`
 	// Queued says, while the step waits for a power-on slot of its site,
 	// how many of the process's jobs wait ahead of it; "" otherwise.
 	Queued string `json:"queued,omitempty"`
