@@ -90,3 +90,26 @@ func TestResetConfirmedByNewBoot(t *testing.T) {
 		})
 	}
 }
+
+// TestPowerCycleLeftOff: a BMC whose power cycle turns the machine off
+// and never on again (a chassis whose power-on failed) gets a power-on:
+// the job ends with the machine on, not with a second cycle of an off
+// machine.
+func TestPowerCycleLeftOff(t *testing.T) {
+	f := newFake(oob.PowerOn)
+	f.cycleOff = true
+	j := newJobs(t, newEnv(t, "sqlite", t.TempDir()+"/eim.db"), f, nil)
+	run(t, j.svc.Work)
+	id := j.post(t, map[string]any{"desiredPowerState": "POWER_STATE_POWER_CYCLE"})
+	got := j.wait(t, id, eim.PowerJobSucceeded)
+	st := got.Steps[0]
+	if st.Action != string(oob.ActionOn) || !st.Done || !strings.Contains(st.Note, "the power cycle left the machine off") {
+		t.Fatalf("step: got %+v, want the cycle turned into a power-on, noted", st)
+	}
+	if c, on := f.sent(oob.ActionPowerCycle), f.sent(oob.ActionOn); c != 1 || on != 1 {
+		t.Fatalf("sent: got %d power cycles and %d power-ons, want 1 and 1", c, on)
+	}
+	if h := j.host(t); h.CurrentPowerState != eim.PowerStatePowerCycle || h.PowerStatus != "Power cycle successful" {
+		t.Fatalf("host: got %s %q, want POWER_CYCLE, Power cycle successful", h.CurrentPowerState, h.PowerStatus)
+	}
+}

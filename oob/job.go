@@ -365,6 +365,14 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 			st.Skipped, st.Note = true, fmt.Sprintf("not off within %s of a graceful shutdown: forcing off", timeout)
 			return nil
 		}
+		if a == ActionPowerCycle && last == PowerOff {
+			// The cycle's off happened and its on did not (a chassis
+			// whose power-on failed): power on rather than cycle an off
+			// machine again, which some BMCs ignore.
+			a, st.Action = ActionOn, string(ActionOn)
+			st.Note = note(st.Note, fmt.Sprintf("the power cycle left the machine off for %s: powered on", timeout))
+			continue
+		}
 		if err == nil {
 			r.j.LastError = fmt.Sprintf("%s sent, the BMC still reports %s after %s", a, orUnknown(last), timeout)
 		}

@@ -33,10 +33,12 @@ type fakeBMC struct {
 	ignoreGraceful bool
 	unreachable    bool
 	hang           bool
-	sends          map[oob.Action]int
-	onAt           []time.Time // when each power-on came
-	boot           oob.Boot
-	boots          []oob.Boot // every override set, in order
+	// cycleOff: a power cycle's on fails, leaving the machine off.
+	cycleOff bool
+	sends    map[oob.Action]int
+	onAt     []time.Time // when each power-on came
+	boot     oob.Boot
+	boots    []oob.Boot // every override set, in order
 }
 
 func newFake(s oob.PowerState) *fakeBMC { return &fakeBMC{state: s, sends: map[oob.Action]int{}} }
@@ -95,7 +97,12 @@ func (f *fakeBMC) Power(ctx context.Context, a oob.Action) error {
 		}
 	case oob.ActionForceOff:
 		f.state = oob.PowerOff
-	case oob.ActionReset, oob.ActionPowerCycle:
+	case oob.ActionPowerCycle:
+		f.state = oob.PowerOn
+		if f.cycleOff {
+			f.state = oob.PowerOff
+		}
+	case oob.ActionReset:
 		f.state = oob.PowerOn
 	default:
 		return &oob.Error{Kind: oob.Unsupported, Op: "power", Detail: string(a)}
