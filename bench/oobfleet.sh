@@ -59,7 +59,9 @@ echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go ver
 if [[ " $phases " == *" poweron "* ]]; then
 	limit=20 window=10s
 	start_fleet "$n" -drop-share 0.1 -delay 2s
-	start_server --oob-site-limit $limit --oob-site-window $window --oob-workers 64 --oob-job-timeout 30m
+	# The default --oob-job-timeout (10 min): a job's time queued for a
+	# slot does not count against it, however big the site.
+	start_server --oob-site-limit $limit --oob-site-window $window --oob-workers 64
 	echo "== power-on: $n hosts, one site, --oob-site-limit $limit --oob-site-window $window --oob-workers 64, 10 % of BMCs drop the first power-on, transitions 2 s"
 	# Registered as desired OFF (their jobs find the machines off and send
 	# nothing), so that the site is switched on by the PATCHes alone.
