@@ -77,6 +77,10 @@ type Host struct {
 	// (the host module compares it to skip unchanged reports); never on
 	// the wire.
 	HardwareDigest string `json:"-" db:"hardware_digest"`
+	// BootID is the boot the node last reported in its heartbeats (its
+	// /proc/sys/kernel/random/boot_id; "" none): a new one is a reboot.
+	// Never on the wire.
+	BootID string `json:"-" db:"boot_id"`
 
 	// Node credentials (southbound): the lower-case hex SHA-256 of the
 	// node's client secret ("" = none) and a generation bumped on every

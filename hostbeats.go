@@ -65,6 +65,9 @@ type HostLiveness struct {
 	BmcKind           BaremetalControllerKind
 	DesiredPowerState PowerState
 	HardwareDigest    string
+	// BootID is the boot the node last reported ("" none): a new one is
+	// a reboot (bootId; written only when it changes).
+	BootID string
 	// Updating: the host's instance is updating its OS, reported last at
 	// UpdateTimestamp (unix seconds). Read by RecordSilence only.
 	Updating        bool
@@ -76,10 +79,15 @@ type HostLiveness struct {
 type LivenessChange struct {
 	Status *StatusValue
 	Power  *HostPower
+	BootID *string
 }
 
 // Empty reports whether c writes nothing.
-func (c LivenessChange) Empty() bool { return c.Status == nil && c.Power == nil }
+func (c LivenessChange) Empty() bool { return c.Status == nil && c.Power == nil && c.BootID == nil }
+
+// MaxBootID bounds a boot ID a node reports, in bytes (Linux's is a
+// UUID: 36 bytes).
+const MaxBootID = 128
 
 // Apply returns l with c written.
 func (c LivenessChange) Apply(l HostLiveness) HostLiveness {
@@ -88,6 +96,9 @@ func (c LivenessChange) Apply(l HostLiveness) HostLiveness {
 	}
 	if c.Power != nil {
 		l.Power = *c.Power
+	}
+	if c.BootID != nil {
+		l.BootID = *c.BootID
 	}
 	return l
 }
@@ -105,6 +116,14 @@ func (c LivenessChange) Check() error {
 		}
 		if err := c.Power.Status.check("powerStatus"); err != nil {
 			return err
+		}
+	}
+	if b := c.BootID; b != nil {
+		if *b == "" {
+			return Errorf(EINVALID, "bootId: required")
+		}
+		if len(*b) > MaxBootID || !utf8.ValidString(*b) {
+			return Errorf(EINVALID, "bootId: want UTF-8 text of at most %d bytes", MaxBootID)
 		}
 	}
 	return nil

@@ -62,6 +62,14 @@ type PowerStep struct {
 	Done    bool   `json:"done,omitempty"`
 	Skipped bool   `json:"skipped,omitempty"`
 	Note    string `json:"note,omitempty"`
+	// BootID is the boot the host's node reported before a RESET or
+	// POWER_CYCLE step's action was sent ("" none known: the step is
+	// confirmed by the BMC's state alone); another one reported after
+	// the send confirms the step.
+	BootID string `json:"bootId,omitempty"`
+	// Queued says, while the step waits for a power-on slot of its site,
+	// how many of the process's jobs wait ahead of it; "" otherwise.
+	Queued string `json:"queued,omitempty"`
 }
 
 // PowerJob is a power change of one host through its BMC.
@@ -114,7 +122,7 @@ type PowerJob struct {
 // the oldest PENDING or RUNNING job of a host that has no older job still
 // to end (one job in flight per host), marking it RUNNING and counting
 // the attempt; nil when there is none. SavePowerJob records a job's
-// progress (State, Steps, Step, LastError, EndedAt) and renews its lease
+// progress (State, Steps, Step, LastError, Deadline, EndedAt) and renews its lease
 // for ttl, only while holder still holds it and it has not ended:
 // ECONFLICT otherwise (the lease was lost, or the job was cancelled).
 type PowerJobStore interface {

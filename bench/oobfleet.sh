@@ -6,8 +6,8 @@
 #      power-ons per 10 s, 10 % of the BMCs dropping the first power-on:
 #      every host ends ON, the limit is held in the BMCs' own records, each
 #      dropped power-on is resent; wall time and the server's CPU.
-#   2. poll: M BMCs (default 10,000) read every --oob-poll-every; the
-#      server's CPU per BMC read and per round.
+#   2. poll: M BMCs (default 10,000) read every --oob-poll-every with
+#      the default workers; the server's CPU per BMC read and per round.
 #   bench/oobfleet.sh [N [M]]       PHASES="poweron poll" by default
 # EIM_BENCH_SERVER_FLAGS adds flags to the server (e.g. --debug-addr
 # 127.0.0.1:18098 to take a CPU profile).
@@ -59,7 +59,9 @@ echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go ver
 if [[ " $phases " == *" poweron "* ]]; then
 	limit=20 window=10s
 	start_fleet "$n" -drop-share 0.1 -delay 2s
-	start_server --oob-site-limit $limit --oob-site-window $window --oob-workers 64 --oob-job-timeout 30m
+	# The default --oob-job-timeout (10 min): a job's time queued for a
+	# slot does not count against it, however big the site.
+	start_server --oob-site-limit $limit --oob-site-window $window --oob-workers 64
 	echo "== power-on: $n hosts, one site, --oob-site-limit $limit --oob-site-window $window --oob-workers 64, 10 % of BMCs drop the first power-on, transitions 2 s"
 	# Registered as desired OFF (their jobs find the machines off and send
 	# nothing), so that the site is switched on by the PATCHes alone.
@@ -74,8 +76,10 @@ fi
 if [[ " $phases " == *" poll "* ]]; then
 	every=${POLL_EVERY:-60s}
 	start_fleet "$m" -on
-	start_server --oob-poll-every "$every" --oob-workers 64
-	echo "== poll: $m BMCs (machines on), --oob-poll-every $every --oob-workers 64"
+	# The default workers: the poll sizes its reads at once to the fleet
+	# (up to --oob-poll-workers, 256).
+	start_server --oob-poll-every "$every"
+	echo "== poll: $m BMCs (machines on), --oob-poll-every $every, default --oob-workers (4) and --oob-poll-workers (256)"
 	"$dir/oobfleet" register --server "http://$api" --token-file "$dir/data/admin.token" --csv "$dir/bmcs.csv" --ca "$dir/ca.pem" --ids "$dir/ids.txt"
 	"$dir/oobfleet" poll --fleet "http://$control" --n "$m" --for "${POLL_FOR:-3m}" --server-pid "$srv" --sim-pid "$sim"
 	ps -o rss= -p "$srv" | awk '{printf "server RSS %.0f MiB\n", $1/1024}'

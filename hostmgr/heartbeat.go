@@ -124,6 +124,9 @@ func checkHeartbeat(m *hostv1.HeartbeatRequest) error {
 			return fmt.Errorf("%s: not valid UTF-8", f.name)
 		}
 	}
+	if len(m.BootId) > eim.MaxBootID {
+		return fmt.Errorf("boot_id: longer than %d bytes", eim.MaxBootID)
+	}
 	for _, h := range []struct {
 		name string
 		h    *hostv1.Health
@@ -144,13 +147,14 @@ func checkHeartbeat(m *hostv1.HeartbeatRequest) error {
 }
 
 // beat is the fast path: when the tracker knows the host shows status
-// already and has no action pending, it records the heartbeat and returns
-// the host's hardware digest.
+// and the node's boot already and has no action pending, it records the
+// heartbeat and returns the host's hardware digest.
 func (t *tracker) beat(project, id string, now time.Time, status string, m *hostv1.HeartbeatRequest) (ok bool, digest string, prev time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.hosts[id]
-	if e == nil || !e.known || e.status != status || e.action != nil || m.ActionResult != nil || e.project != project {
+	if e == nil || !e.known || e.status != status || e.action != nil || m.ActionResult != nil || e.project != project ||
+		(m.BootId != "" && m.BootId != e.boot) {
 		return false, "", time.Time{}
 	}
 	prev = t.heardAt(e, now)
@@ -177,7 +181,7 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 	}
 	ts := uint64(now.Unix())
 	act, ch := applyBeat(livenessOf(v), m, ts, want)
-	status, digest := v.HostStatus, v.HardwareDigest
+	status, digest, boot := v.HostStatus, v.HardwareDigest, v.BootID
 	if !ch.Empty() {
 		l, err := s.store.RecordBeat(ctx, n.Project, n.HostID, func(l eim.HostLiveness) eim.LivenessChange {
 			act, ch = applyBeat(l, m, ts, want)
@@ -186,9 +190,9 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 		if err != nil {
 			return nil, "", prev, err
 		}
-		status, digest = l.Status.Text, l.HardwareDigest
+		status, digest, boot = l.Status.Text, l.HardwareDigest, l.BootID
 	}
-	s.live.synced(n.HostID, gen, status, digest, act)
+	s.live.synced(n.HostID, gen, status, digest, boot, act)
 	return act, digest, prev, nil
 }
 
@@ -198,17 +202,21 @@ func livenessOf(v *hostview.Host) eim.HostLiveness {
 		Status: eim.StatusValue{Text: v.HostStatus, Indicator: v.HostStatusIndicator},
 		Power: eim.HostPower{Current: v.CurrentPowerState,
 			Status: eim.StatusValue{Text: v.PowerStatus, Timestamp: v.PowerStatusTimestamp}},
-		BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, HardwareDigest: v.HardwareDigest}
+		BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, HardwareDigest: v.HardwareDigest, BootID: v.BootID}
 }
 
 // applyBeat decides what a heartbeat m at now (unix seconds) changes of a
 // host with liveness l: power first (a reboot or shut down the node
-// starts sets the status), then the status the node's health asks for
+// starts sets the status), the node's boot (a new boot ID: a reboot, or
+// the first boot reported), then the status the node's health asks for
 // (want), when the current one is this module's to change. It returns the
 // action to send the node and the writes.
 func applyBeat(l eim.HostLiveness, m *hostv1.HeartbeatRequest, now uint64, want hostStatus) (act *hostv1.HostAction, ch eim.LivenessChange) {
 	act, st, power := applyPower(l, m.ActionResult, now)
 	ch.Power = power
+	if m.BootId != "" && m.BootId != l.BootID {
+		ch.BootID = &m.BootId
+	}
 	if st.text == "" {
 		st = want
 	}
@@ -232,14 +240,14 @@ func (t *tracker) syncing(project, id string, now time.Time) (gen uint64, prev t
 
 // synced records what a host shows after a sync; the entry is known unless
 // the host changed in the meantime.
-func (t *tracker) synced(id string, gen uint64, status, digest string, act *hostv1.HostAction) {
+func (t *tracker) synced(id string, gen uint64, status, digest, boot string, act *hostv1.HostAction) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.hosts[id]
 	if e == nil {
 		return
 	}
-	e.status, e.digest, e.action = status, digest, act
+	e.status, e.digest, e.boot, e.action = status, digest, boot, act
 	e.known = e.gen == gen
 }
 

@@ -393,3 +393,40 @@ func TestLivenessAudited(t *testing.T) {
 		}
 	})
 }
+// A node's boot ID is recorded on the host when it changes (a reboot):
+// heartbeats of the same boot write nothing, a new boot is written once,
+// a heartbeat without one leaves the recorded boot alone, and an
+// overlong one is refused naming the field.
+func TestBootID(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := e.host(nil)
+		e.beat(e.svc, h, &hostv1.HeartbeatRequest{BootId: "boot-1"})
+		if got := e.getHost(h.ResourceID).BootID; got != "boot-1" {
+			t.Fatalf("boot ID after the first heartbeat: got %q, want boot-1", got)
+		}
+		e.beat(e.svc, h, &hostv1.HeartbeatRequest{BootId: "boot-1"}) // the first write's feed event settles
+		rev := e.revision()
+		for range 5 {
+			e.clock.Add(10 * time.Second)
+			e.beat(e.svc, h, &hostv1.HeartbeatRequest{BootId: "boot-1"})
+		}
+		if got := e.revision(); got != rev {
+			t.Errorf("5 heartbeats of one boot wrote %d events, want none", got-rev)
+		}
+		e.beat(e.svc, h, &hostv1.HeartbeatRequest{BootId: "boot-2"})
+		if got := e.revision(); got != rev+1 {
+			t.Errorf("a new boot wrote %d events, want 1", got-rev)
+		}
+		if got := e.getHost(h.ResourceID).BootID; got != "boot-2" {
+			t.Fatalf("boot ID after a reboot: got %q, want boot-2", got)
+		}
+		e.beat(e.svc, h, nil)
+		if got := e.getHost(h.ResourceID).BootID; got != "boot-2" {
+			t.Fatalf("boot ID after a heartbeat without one: got %q, want boot-2", got)
+		}
+		_, err := e.svc.Heartbeat(e.node(h), connect.NewRequest(&hostv1.HeartbeatRequest{BootId: strings.Repeat("b", 200)}))
+		if err == nil || !strings.Contains(err.Error(), "boot_id") {
+			t.Fatalf("an overlong boot ID: got %v, want an error naming boot_id", err)
+		}
+	})
+}

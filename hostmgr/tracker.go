@@ -75,6 +75,7 @@ type entry struct {
 	gen    uint64
 	status string // the host's hostStatus
 	digest string // the host's hardware digest
+	boot   string // the host's boot ID
 	action *hostv1.HostAction
 	off    bool // shut down on request: not timed out
 	at     time.Time

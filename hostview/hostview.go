@@ -53,11 +53,13 @@ type Host struct {
 	SiteID       string
 	DesiredState eim.HostState
 	CurrentState eim.HostState
-	// The host module's: the status it shows and the hardware digest it
-	// keeps, and the power fields its in-band actions follow.
+	// The host module's: the status it shows, the hardware digest and
+	// the node's boot it keeps, and the power fields its in-band actions
+	// follow.
 	HostStatus           string
 	HostStatusIndicator  eim.StatusIndication
 	HardwareDigest       string
+	BootID               string
 	BmcKind              eim.BaremetalControllerKind
 	DesiredPowerState    eim.PowerState
 	CurrentPowerState    eim.PowerState
@@ -76,7 +78,7 @@ func factsOf(h *eim.Host) *Host {
 		ID: h.ResourceID, Project: h.Project, SiteID: h.SiteID,
 		DesiredState: h.DesiredState, CurrentState: h.CurrentState,
 		HostStatus: h.HostStatus, HostStatusIndicator: h.HostStatusIndicator, HardwareDigest: h.HardwareDigest,
-		BmcKind: h.BmcKind, DesiredPowerState: h.DesiredPowerState, CurrentPowerState: h.CurrentPowerState,
+		BootID: h.BootID, BmcKind: h.BmcKind, DesiredPowerState: h.DesiredPowerState, CurrentPowerState: h.CurrentPowerState,
 		PowerStatus: h.PowerStatus, PowerStatusTimestamp: h.PowerStatusTimestamp,
 		NodeSecretHash: h.NodeSecretHash, NodeCredGen: h.NodeCredGen,
 	}

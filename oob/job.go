@@ -251,10 +251,24 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 			return fail("%v", err)
 		}
 	}
+	// A reset or power cycle of a host whose agent is connected is
+	// confirmed by the agent reporting a new boot (a plain POWER step;
+	// a network-boot job waits for the node calling home instead).
+	byBoot := st.Kind == eim.PowerStepPower && !repeatable(a)
+	if byBoot && st.Sends == 0 {
+		st.BootID = r.s.bootOf(ctx, r.j.Project, r.j.HostID)
+	}
 	// An action recorded as sent by a worker that stopped may have gone
 	// out: confirm it from the BMC's state first, and send it again only
 	// when the state is not there by then (a reset or power cycle never
 	// twice; a power-on not again, nor through another site slot).
+	if byBoot && st.BootID != "" && st.Sends > 0 && !r.sent {
+		if err := r.confirmBoot(ctx, st); err != nil {
+			return err
+		}
+		st.Done = true
+		return nil
+	}
 	if st.Sends > 0 && !r.sent {
 		if _, ok, err := r.confirm(ctx, want, timeout); err != nil {
 			return err
@@ -322,6 +336,13 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 			// Unreachable, busy, failed: maybe not sent; read, then resend.
 			r.j.LastError = err.Error()
 		}
+		if byBoot && st.BootID != "" && (err == nil || KindOf(err) == AlreadyInState) {
+			if err := r.confirmBoot(ctx, st); err != nil {
+				return err
+			}
+			st.Done = true
+			return nil
+		}
 		var last PowerState
 		var ok bool
 		var cerr error
@@ -343,6 +364,14 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 		if a == ActionGracefulOff {
 			st.Skipped, st.Note = true, fmt.Sprintf("not off within %s of a graceful shutdown: forcing off", timeout)
 			return nil
+		}
+		if a == ActionPowerCycle && last == PowerOff {
+			// The cycle's off happened and its on did not (a chassis
+			// whose power-on failed): power on rather than cycle an off
+			// machine again, which some BMCs ignore.
+			a, st.Action = ActionOn, string(ActionOn)
+			st.Note = note(st.Note, fmt.Sprintf("the power cycle left the machine off for %s: powered on", timeout))
+			continue
 		}
 		if err == nil {
 			r.j.LastError = fmt.Sprintf("%s sent, the BMC still reports %s after %s", a, orUnknown(last), timeout)
@@ -461,6 +490,16 @@ func (s *Service) work(ctx context.Context, j *eim.PowerJob) {
 // runJob opens the BMC and carries out the steps from the recorded one.
 func (s *Service) runJob(ctx context.Context, r *run) error {
 	j := r.j
+	if j.Attempts == 1 {
+		// The deadline counts from when a worker first takes the job
+		// up, not from its creation: a job that waited behind others
+		// (a site switched on at once, more jobs than workers) has its
+		// whole time.
+		j.Deadline = eim.NewTime(time.Now().Add(j.Deadline.Sub(j.CreatedAt.Time)))
+		if err := r.save(ctx); err != nil {
+			return err
+		}
+	}
 	if err := r.late(); err != nil {
 		return err
 	}
@@ -678,4 +717,59 @@ func (s *Service) host(ctx context.Context, project, id string) (*eim.Host, erro
 		return nil
 	})
 	return h, err
+}
+
+// bootOf is the boot the host's node last reported, when its agent is
+// connected ("" otherwise, or when the host cannot be read: the BMC's
+// state then confirms a reset).
+func (s *Service) bootOf(ctx context.Context, project, id string) string {
+	h, err := s.host(ctx, project, id)
+	if err != nil || h.HostStatus == noConnection {
+		return ""
+	}
+	return h.BootID
+}
+
+// confirmBoot confirms a reset or power cycle sent to a host whose agent
+// reported boot st.BootID before it: done when the agent reports another
+// boot, within CallHomeTimeout of the send (the machine has to boot its
+// OS). Not seen by then, or by the job's deadline, the BMC's ON counts
+// as done, noted on the step: a reset is never sent twice.
+func (r *run) confirmBoot(ctx context.Context, st *eim.PowerStep) error {
+	until := st.SentAt.Add(r.s.o.CallHomeTimeout)
+	if d := r.j.Deadline.Time; d.Before(until) {
+		until = d
+	}
+	for {
+		if b := r.s.bootOf(ctx, r.j.Project, r.j.HostID); b != "" && b != st.BootID {
+			st.Note = note(st.Note, "a new boot reported by the host's agent")
+			return nil
+		}
+		if !time.Now().Before(until) {
+			break
+		}
+		if err := r.renew(ctx); err != nil {
+			return err
+		}
+		if err := r.wait(ctx, min(r.s.o.ConfirmEvery, time.Until(until))); err != nil {
+			return err
+		}
+	}
+	st2, err := r.read(ctx)
+	if err != nil && permanent(err) {
+		return fail("%v", err)
+	}
+	if err == nil && st2 == PowerOn {
+		st.Note = note(st.Note, fmt.Sprintf("no new boot reported by the host's agent within %s of the send: counted done on the BMC's %s",
+			until.Sub(st.SentAt.Time).Round(time.Second), PowerOn))
+		return nil
+	}
+	return fail("%s sent: no new boot reported by the host's agent, and the BMC reports %s", st.Action, orUnknown(st2))
+}
+
+func note(prev, n string) string {
+	if prev == "" {
+		return n
+	}
+	return prev + "; " + n
 }

@@ -33,10 +33,12 @@ type fakeBMC struct {
 	ignoreGraceful bool
 	unreachable    bool
 	hang           bool
-	sends          map[oob.Action]int
-	onAt           []time.Time // when each power-on came
-	boot           oob.Boot
-	boots          []oob.Boot // every override set, in order
+	// cycleOff: a power cycle's on fails, leaving the machine off.
+	cycleOff bool
+	sends    map[oob.Action]int
+	onAt     []time.Time // when each power-on came
+	boot     oob.Boot
+	boots    []oob.Boot // every override set, in order
 }
 
 func newFake(s oob.PowerState) *fakeBMC { return &fakeBMC{state: s, sends: map[oob.Action]int{}} }
@@ -95,7 +97,12 @@ func (f *fakeBMC) Power(ctx context.Context, a oob.Action) error {
 		}
 	case oob.ActionForceOff:
 		f.state = oob.PowerOff
-	case oob.ActionReset, oob.ActionPowerCycle:
+	case oob.ActionPowerCycle:
+		f.state = oob.PowerOn
+		if f.cycleOff {
+			f.state = oob.PowerOff
+		}
+	case oob.ActionReset:
 		f.state = oob.PowerOn
 	default:
 		return &oob.Error{Kind: oob.Unsupported, Op: "power", Detail: string(a)}
@@ -546,54 +553,11 @@ func (p *fleet) Open(_ context.Context, t oob.Target) (oob.Conn, error) {
 // second: never three power-ons within a second, and all end on.
 func TestSiteLimit(t *testing.T) {
 	e := newEnv(t, "sqlite", t.TempDir()+"/eim.db")
-	fl := &fleet{m: map[string]*fakeBMC{}}
-	o := fastOptions(e, nil, "limit")
-	o.Drivers = map[eim.BMCProtocol]oob.Driver{eim.BMCIPMI: fl}
-	o.Workers, o.SiteLimit, o.SiteWindow = 6, 2, time.Second
-	svc, err := oob.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	for p, h := range svc.Routes() {
-		mux.Handle(p, h)
-	}
-	e.srv = httptest.NewServer(mux)
-	t.Cleanup(e.srv.Close)
-	var hosts []string
-	for i := range 6 {
-		h := &eim.Host{Name: fmt.Sprint("s", i)}
-		if err := e.store.Update(t.Context(), "a", func(tx eim.Tx) error { return tx.Create(t.Context(), h) }); err != nil {
-			t.Fatal(err)
-		}
-		if code, out := e.do("admin", "PUT", bmcPath("a", h.ResourceID), map[string]any{"protocol": "IPMI", "address": fmt.Sprintf("127.0.0.%d", i+1),
-			"username": "u", "password": "p"}); code != 200 {
-			t.Fatalf("PUT bmc: %d %s", code, out)
-		}
-		hosts = append(hosts, h.ResourceID)
-	}
-	for _, h := range hosts {
-		if code, out := e.do("admin", "POST", bmcPath("a", h)+"/jobs", map[string]any{"desiredPowerState": "POWER_STATE_ON"}); code != 200 {
-			t.Fatalf("POST job: %d %s", code, out)
-		}
-	}
-	run(t, svc.Work)
-	deadline := time.Now().Add(30 * time.Second)
-	for _, h := range hosts {
-		for {
-			list, _, err := e.store.ListPowerJobs(t.Context(), "a", h, 1, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if list[0].State == eim.PowerJobSucceeded {
-				break
-			}
-			if list[0].State.Ended() || time.Now().After(deadline) {
-				t.Fatalf("host %s: job %s (%s)", h, list[0].State, list[0].LastError)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	st := newSite(t, e, 6, func(o *oob.Options) { o.Workers, o.SiteLimit, o.SiteWindow = 6, 2, time.Second })
+	st.powerOn(t)
+	run(t, st.svc.Work)
+	st.waitAll(t, 30*time.Second)
+	hosts := st.hosts
 	// When each power-on was started: its step's SentAt, stamped as it
 	// got a slot (the fake's own times add the calls' latency).
 	var at []time.Time

@@ -53,14 +53,18 @@ type Options struct {
 	// Holder names this process in the jobs' leases (unique per process).
 	Holder string
 	// Workers is the size of the worker pool (default 4): jobs carried out
-	// at once by this process, and BMCs polled at once.
-	Workers int
+	// at once by this process, and the fewest BMCs polled at once.
+	// PollWorkers is the most BMCs polled at once (default 256; never
+	// fewer than Workers): the poll runs as many reads at once as finish
+	// a round within 3/4 of PollEvery (PollOnce).
+	Workers, PollWorkers int
 	// Lease is how long a worker holds a job without renewing it (default
 	// 30 s): a job of a process that died is taken over after it.
 	Lease time.Duration
 	// ClaimEvery is how often an idle worker looks for a job (default 1 s).
 	ClaimEvery time.Duration
-	// JobTimeout is a job's deadline from its creation (default 10 min).
+	// JobTimeout is a job's deadline from when a worker first takes it up
+	// (default 10 min); time queued for a site slot does not count.
 	JobTimeout time.Duration
 	// ConfirmTimeout is how long a sent action has to show in the BMC's
 	// state before it is sent again (default 60 s); ConfirmEvery how
@@ -103,6 +107,9 @@ type Service struct {
 	mu    sync.Mutex
 	reach map[string]eim.BMCReachable // the last written, by project/host
 	pol   policyState
+
+	slots slotQueues // jobs waiting for site slots (siteslot.go)
+	pace  pollPace   // the poll's read time (PollOnce)
 }
 
 // New returns the module.
@@ -124,6 +131,10 @@ func New(o Options) (*Service, error) {
 	if o.Workers <= 0 {
 		o.Workers = 4
 	}
+	if o.PollWorkers <= 0 {
+		o.PollWorkers = 256
+	}
+	o.PollWorkers = max(o.PollWorkers, o.Workers)
 	if o.MaxSends <= 0 {
 		o.MaxSends = 3
 	}

@@ -215,25 +215,101 @@ func (s *Service) Poll(ctx context.Context) error {
 	}
 }
 
-// PollOnce reads every BMC once, Workers at a time.
+// PollOnce reads every BMC once. As many reads run at once as finish
+// the round within 3/4 of PollEvery at the read time measured so far
+// (kept across rounds): at least Workers, at most PollWorkers. A fleet's
+// reads take mostly the BMCs' latency, so 10,000 BMCs at a third of a
+// second each need some 75 at once where 4 would take 14 minutes.
 func (s *Service) PollOnce(ctx context.Context) error {
-	sem := make(chan struct{}, s.o.Workers)
+	var bmcs []*eim.BMC
+	if err := s.eachBMC(ctx, func(b *eim.BMC) error { bmcs = append(bmcs, b); return nil }); err != nil {
+		return err
+	}
+	start := time.Now()
+	budget := s.o.PollEvery * 3 / 4
+	done := make(chan time.Duration, s.o.PollWorkers)
+	inflight, peak := 0, 0
 	var wg sync.WaitGroup
-	err := s.eachBMC(ctx, func(b *eim.BMC) error {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	defer wg.Wait()
+	for i, b := range bmcs {
+		for {
+			// Take in the reads that ended, then see whether one more
+			// may start.
+			for more := true; more; {
+				select {
+				case d := <-done:
+					inflight--
+					s.pace.add(d)
+				default:
+					more = false
+				}
+			}
+			if inflight < s.pace.limit(len(bmcs)-i, budget-time.Since(start), s.o.Workers, s.o.PollWorkers) {
+				break
+			}
+			select {
+			case d := <-done:
+				inflight--
+				s.pace.add(d)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		inflight++
+		peak = max(peak, inflight)
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer wg.Done()
+			t := time.Now()
 			s.pollOne(ctx, b)
+			done <- time.Since(t)
 		}()
-		return nil
-	})
+	}
 	wg.Wait()
-	return err
+	for len(done) > 0 {
+		s.pace.add(<-done)
+	}
+	if took := time.Since(start); took > s.o.PollEvery && ctx.Err() == nil {
+		s.log.Warn("a poll round of the BMCs outlasted --oob-poll-every", "bmcs", len(bmcs), "took", took.Round(time.Millisecond),
+			"every", s.o.PollEvery, "at once", peak, "most allowed", s.o.PollWorkers, "read time", s.pace.mean().Round(time.Millisecond))
+	}
+	return nil
+}
+
+// pollPace is the poll's measure of a BMC read's time.
+type pollPace struct {
+	mu  sync.Mutex
+	lat time.Duration // moving average; 0 before the first read
+}
+
+func (p *pollPace) add(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lat == 0 {
+		p.lat = d
+	} else {
+		p.lat += (d - p.lat) / 16
+	}
+}
+
+func (p *pollPace) mean() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lat
+}
+
+// limit is how many reads may run at once for left reads to end within
+// the time left of the round, between least and most.
+func (p *pollPace) limit(left int, within time.Duration, least, most int) int {
+	lat := p.mean()
+	switch {
+	case lat == 0:
+		return least
+	case within <= 0:
+		return most
+	}
+	need := int((time.Duration(left)*lat + within - 1) / within)
+	return min(max(need, least), most)
 }
 
 // expected is the power state a BMC should report for a desired one (""

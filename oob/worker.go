@@ -2,7 +2,6 @@ package oob
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -63,68 +62,6 @@ func (s *Service) poke() {
 		default:
 		}
 	}
-}
-
-// slot is a power-on slot of a site that a job holds: the store's lease
-// name, held by holder.
-type slot struct{ name, holder string }
-
-// siteSlot waits for one of the SiteLimit power-on slots of the host's
-// site (nil when there is no limit): a slot is a lease of the store's,
-// taken for SiteWindow, so that at most SiteLimit power-ons start per
-// site per window across every process. The job holds it again just
-// before it sends (holdSlot) and then until SiteWindow after the BMC
-// answered, so that two power-ons of one slot reach the BMCs at least a
-// window apart, however long the save before the send took.
-func (s *Service) siteSlot(ctx context.Context, r *run, send int) (*slot, error) {
-	if s.o.SiteLimit <= 0 {
-		return nil, nil
-	}
-	site := r.site
-	if site == "" {
-		site = "no-site:" + r.j.Project
-	} else {
-		site = r.j.Project + ":" + site
-	}
-	holder := fmt.Sprintf("%s#%d", r.j.ID, send)
-	waited := false
-	for {
-		for i := range s.o.SiteLimit {
-			name := fmt.Sprintf("oob-power-on:%s:%d", site, i)
-			ok, err := s.o.Store.Claim(ctx, name, holder, s.o.SiteWindow)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				if waited {
-					r.log.Info("power-on slot of the site free", "site", r.site)
-				}
-				return &slot{name: name, holder: holder}, nil
-			}
-		}
-		if !waited {
-			r.log.Info("waiting for a power-on slot of the site", "site", r.site, "limit", s.o.SiteLimit, "window", s.o.SiteWindow)
-			waited = true
-		}
-		if err := r.renew(ctx); err != nil {
-			return nil, err
-		}
-		if err := r.late(); err != nil {
-			return nil, err
-		}
-		if err := r.wait(ctx, s.o.SiteWindow/20); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// holdSlot holds sl for SiteWindow from now; it reports false when the
-// slot's lease ran out and another job took it.
-func (s *Service) holdSlot(ctx context.Context, sl *slot) (bool, error) {
-	if sl == nil {
-		return true, nil
-	}
-	return s.o.Store.Claim(ctx, sl.name, sl.holder, s.o.SiteWindow)
 }
 
 // reached records the BMC's Reachable condition after talking to it:

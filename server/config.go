@@ -104,12 +104,13 @@ type Config struct {
 
 	// The oob module's power jobs and polls (zero: its defaults, see
 	// oob.Options): OOBWorkers jobs at once per process, every BMC read
-	// every OOBPollEvery, at most OOBSiteLimit power-ons per site per
+	// every OOBPollEvery by up to OOBPollWorkers reads at once, at most OOBSiteLimit power-ons per site per
 	// OOBSiteWindow (10 s)
 	// (negative: no limit), OOBConfirmTimeout for a sent action to show
 	// before it is sent again, OOBJobTimeout for a job to end, OOBLease
 	// for a worker's hold on a job, OOBIPMITool the ipmitool binary.
 	OOBWorkers        int
+	OOBPollWorkers    int
 	OOBPollEvery      time.Duration
 	OOBSiteLimit      int
 	OOBSiteWindow     time.Duration

@@ -30,7 +30,7 @@ var oobService = &Part[*oob.Service]{Name: "oob service", Build: func(b *Builder
 			eim.BMCRedfish: oob.NewRedfishDriver(oob.RedfishOptions{}),
 			eim.BMCAMT:     oob.NewAMTDriver(oob.AMTOptions{}),
 		},
-		Workers: b.cfg.OOBWorkers, PollEvery: b.cfg.OOBPollEvery, SiteLimit: b.cfg.OOBSiteLimit, SiteWindow: b.cfg.OOBSiteWindow,
+		Workers: b.cfg.OOBWorkers, PollWorkers: b.cfg.OOBPollWorkers, PollEvery: b.cfg.OOBPollEvery, SiteLimit: b.cfg.OOBSiteLimit, SiteWindow: b.cfg.OOBSiteWindow,
 		ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease, GracefulTimeout: b.cfg.OOBGracefulTimeout,
 		HTTPBootURL: b.cfg.OOBHTTPBootURL, CallHomeTimeout: b.cfg.OOBCallHomeTimeout})
 }}

@@ -44,7 +44,7 @@ func (r storeRunner) DoIn(ctx context.Context, project string, fn func(eim.Tx) e
 // order (scanLiveness).
 const livenessCols = "h.id, h.project, h.host_status, h.host_status_indicator, h.host_status_timestamp, " +
 	"h.current_power_state, h.power_status, h.power_status_indicator, h.power_status_timestamp, " +
-	"h.bmc_kind, h.desired_power_state, h.hardware_digest"
+	"h.bmc_kind, h.desired_power_state, h.hardware_digest, h.boot_id"
 
 // updatingCols add, for a silence, the update status of the host's
 // instance (the first by ID, as a host has one).
@@ -140,7 +140,7 @@ func scanLiveness(rows *sql.Rows, updating bool) (eim.HostLiveness, error) {
 		status, statusInd, current string
 		power, powerInd, bmc, want string
 	)
-	dest := []any{&l.ID, &l.Project, &status, &statusInd, &statusTS, &current, &power, &powerInd, &powerTS, &bmc, &want, &l.HardwareDigest}
+	dest := []any{&l.ID, &l.Project, &status, &statusInd, &statusTS, &current, &power, &powerInd, &powerTS, &bmc, &want, &l.HardwareDigest, &l.BootID}
 	if updating {
 		dest = append(dest, &updateInd, &updateTS)
 	}
@@ -183,6 +183,11 @@ func (t *tx) writeLiveness(ctx context.Context, l eim.HostLiveness, ch eim.Liven
 		fields = append(fields, "currentPowerState", "powerStatus", "powerStatusIndicator", "powerStatusTimestamp")
 		when = append(when, eim.Cond{Field: "currentPowerState", Value: l.Power.Current}, eim.Cond{Field: "powerStatus", Value: l.Power.Status.Text},
 			eim.Cond{Field: "powerStatusIndicator", Value: l.Power.Status.Indicator})
+	}
+	if ch.BootID != nil {
+		w.BootID, old.BootID = *ch.BootID, l.BootID
+		fields = append(fields, "boot_id")
+		when = append(when, eim.Cond{Field: "boot_id", Value: l.BootID})
 	}
 	a := &args{pg: t.s.d.pg}
 	sets := make([]string, 0, len(fields)+1)

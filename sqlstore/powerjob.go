@@ -348,9 +348,9 @@ func (s *Store) SavePowerJob(ctx context.Context, j *eim.PowerJob, ttl time.Dura
 		lease, args = "CAST(? AS BIGINT)", []any{int64(0)}
 	}
 	now := eim.NewTime(s.now())
-	q := "UPDATE power_jobs SET lease_until = " + lease + ", state = ?, steps = ?, step = ?, last_error = ?, ended_at = ?, updated_at = ?" +
+	q := "UPDATE power_jobs SET lease_until = " + lease + ", state = ?, steps = ?, step = ?, last_error = ?, deadline = ?, ended_at = ?, updated_at = ?" +
 		" WHERE project = ? AND id = ? AND holder = ? AND state IN ('PENDING', 'RUNNING') RETURNING lease_until"
-	args = append(args, string(j.State), stepsJSON(j.Steps), j.Step, j.LastError, unixMs(j.EndedAt), now.UnixMilli(), j.Project, j.ID, j.Holder)
+	args = append(args, string(j.State), stepsJSON(j.Steps), j.Step, j.LastError, j.Deadline.UnixMilli(), unixMs(j.EndedAt), now.UnixMilli(), j.Project, j.ID, j.Holder)
 	if !j.State.Ended() {
 		// Progress: one statement, no audit record (only the end is one).
 		var until int64

@@ -91,7 +91,8 @@ func (c *cli) server(args []string) error {
 	})
 	fs.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "webhook URLs may point at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, metadata.google.internal …); loopback and private networks are allowed anyway")
 	fs.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", 10*time.Second, "how long one webhook delivery attempt may take before it counts as failed (and is retried)")
-	fs.IntVar(&cfg.OOBWorkers, "oob-workers", 4, "oob: power jobs carried out at once by this process (and BMCs polled at once)")
+	fs.IntVar(&cfg.OOBWorkers, "oob-workers", 4, "oob: power jobs carried out at once by this process (and the fewest BMCs polled at once)")
+	fs.IntVar(&cfg.OOBPollWorkers, "oob-poll-workers", 256, "oob: the most BMCs polled at once (the poll runs as many as finish a round within 3/4 of --oob-poll-every)")
 	fs.DurationVar(&cfg.OOBPollEvery, "oob-poll-every", time.Minute, "oob: how often every BMC's power state is read")
 	fs.IntVar(&cfg.OOBSiteLimit, "oob-site-limit", 20, "oob: at most this many power-ons per site per --oob-site-window, across the deployment (negative: no limit)")
 	fs.DurationVar(&cfg.OOBSiteWindow, "oob-site-window", 10*time.Second, "oob: the window of --oob-site-limit")
@@ -147,6 +148,9 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.OOBWorkers < 1 || cfg.OOBWorkers > 256 {
 		return usagef("--oob-workers: must be 1..256, got %d", cfg.OOBWorkers)
+	}
+	if cfg.OOBPollWorkers < cfg.OOBWorkers || cfg.OOBPollWorkers > 4096 {
+		return usagef("--oob-poll-workers: must be --oob-workers (%d) to 4096, got %d", cfg.OOBWorkers, cfg.OOBPollWorkers)
 	}
 	for _, d := range []struct {
 		name string

@@ -146,6 +146,8 @@ func testHostBeats(t *testing.T, s eim.Store) {
 		{eim.LivenessChange{Status: &eim.StatusValue{Text: "\xff", Indicator: eim.StatusIdle}}, "hostStatus"},
 		{eim.LivenessChange{Power: &eim.HostPower{Current: "HALF_ON", Status: eim.StatusValue{Indicator: eim.StatusIdle}}}, "currentPowerState"},
 		{eim.LivenessChange{Power: &eim.HostPower{Current: eim.PowerStateOn, Status: eim.StatusValue{Indicator: "IDLE"}}}, "powerStatusIndicator"},
+		{eim.LivenessChange{BootID: new("")}, "bootId"},
+		{eim.LivenessChange{BootID: new(strings.Repeat("b", eim.MaxBootID+1))}, "bootId"},
 	} {
 		_, err := hb.RecordBeat(hostMod, p, typed.ResourceID, func(eim.HostLiveness) eim.LivenessChange { return tc.ch })
 		wantCode(t, err, eim.EINVALID)
@@ -167,6 +169,25 @@ func testHostBeats(t *testing.T, s eim.Store) {
 	}
 	if r, _ = get(t, s, p, eim.KindHost, typed.ResourceID); r.(*eim.Host).PowerStatusIndicator != eim.StatusUnspecified {
 		t.Errorf("stored power status indicator: got %q, want STATUS_INDICATION_UNSPECIFIED", r.(*eim.Host).PowerStatusIndicator)
+	}
+
+	// A node's new boot: only the boot ID is written, and read back.
+	after, err = hb.RecordBeat(hostMod, p, typed.ResourceID, func(eim.HostLiveness) eim.LivenessChange {
+		return eim.LivenessChange{BootID: new("boot-1")}
+	})
+	if err != nil || after.BootID != "boot-1" {
+		t.Errorf("a new boot: got %q, %v; want boot-1", after.BootID, err)
+	}
+	if r, _ = get(t, s, p, eim.KindHost, typed.ResourceID); r.(*eim.Host).BootID != "boot-1" || r.(*eim.Host).HostStatus != "Rebooting" {
+		t.Errorf("stored after a new boot: boot %q, status %q; want boot-1, the status unchanged", r.(*eim.Host).BootID, r.(*eim.Host).HostStatus)
+	}
+	if _, err := hb.RecordBeat(hostMod, p, typed.ResourceID, func(l eim.HostLiveness) eim.LivenessChange {
+		if l.BootID != "boot-1" {
+			t.Errorf("decide was given boot %q, want boot-1", l.BootID)
+		}
+		return eim.LivenessChange{}
+	}); err != nil {
+		t.Fatal(err)
 	}
 
 	// A host that is not there, or not the project's.

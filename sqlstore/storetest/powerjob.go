@@ -122,8 +122,11 @@ func testPowerJobLeases(t *testing.T, s eim.Store) {
 	_, err := s.ClaimPowerJob(c, "", time.Hour)
 	wantCode(t, err, eim.EINVALID)
 
-	// Progress is saved by the holder only.
+	// Progress is saved by the holder only, and with it a deadline the
+	// module moved (a job's time queued for a site slot does not count).
 	first.Step, first.Steps[0].Done, first.Steps[1].Sends = 1, true, 1
+	moved := first.Deadline.UnixMilli() + time.Hour.Milliseconds()
+	first.Deadline = eim.TimeFromUnixMilli(moved)
 	if err := s.SavePowerJob(c, first, time.Hour); err != nil {
 		t.Fatalf("SavePowerJob by its holder: %v", err)
 	}
@@ -143,6 +146,9 @@ func testPowerJobLeases(t *testing.T, s eim.Store) {
 	}
 	if taken == nil || taken.ID != a1.ID || taken.Holder != "w4" || taken.Attempts != 2 || taken.Step != 1 || !taken.Steps[0].Done || taken.Steps[1].Sends != 1 {
 		t.Fatalf("take-over: got %+v, want %s held by w4, attempt 2, from step 1 with its progress", taken, a1.ID)
+	}
+	if got := taken.Deadline.UnixMilli(); got != moved {
+		t.Fatalf("take-over: deadline got %d, want the saved %d", got, moved)
 	}
 	wantCode(t, s.SavePowerJob(c, first, time.Hour), eim.ECONFLICT)
 

@@ -123,7 +123,11 @@ func bmcSchemas(into *obj) {
 			"sentAt", o("type", "string", "format", "date-time"),
 			"done", o("type", "boolean", "description", "Confirmed from the BMC's state."),
 			"skipped", o("type", "boolean", "description", "Not needed, or given up for the next step (a graceful shutdown that timed out)."),
-			"note", o("type", "string")),
+			"note", o("type", "string"),
+			"bootId", o("type", "string", "description", "A RESET or POWER_CYCLE step's: the boot ID the host's agent reported before the action was sent; "+
+				"a new one reported after it confirms the step (absent when the host had no connected agent: the BMC's state confirms it)."),
+			"queued", o("type", "string", "description", "While the step waits for a power-on slot of its site (--oob-site-limit): "+
+				"\"waiting for a site slot: N ahead\" and the site's limit; absent otherwise. The wait does not count against the job's deadline.")),
 		"required", []string{"kind"}))
 	into.set("PowerJob", o("type", "object", "additionalProperties", false,
 		"description", "A power change of a host through its BMC.",
