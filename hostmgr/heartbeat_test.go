@@ -393,6 +393,7 @@ func TestLivenessAudited(t *testing.T) {
 		}
 	})
 }
+
 // A node's boot ID is recorded on the host when it changes (a reboot):
 // heartbeats of the same boot write nothing, a new boot is written once,
 // a heartbeat without one leaves the recorded boot alone, and an
