@@ -1,11 +1,18 @@
-// Package hostview is the per-host view that the modules answering nodes
-// share: what one process knows of each host's row — its project, site,
-// states, status, power and node credentials — read once and kept current
-// by the change feed and by this process's own commits. Node
-// authentication (southbound), the host module, telemetry and
-// maintenance read it, so that a process reads and follows a host once,
-// not once per module, and a node's call costs no database access while
-// its host is unchanged.
+// Package hostview is the process's one per-host read model: what one
+// process knows of each host's row and its instance — project, site,
+// states, statuses, power, node credentials, and what the fleet's pages
+// and series show — read once and kept current by the change feed and
+// by this process's own commits. Node authentication (southbound), the
+// host module, telemetry and maintenance read it, so that a process
+// reads and follows a host once, not once per module, and a node's call
+// costs no database access while its host is unchanged; the UI's
+// summaries and the exporter's series are projections over it
+// (Project): they are told of each record replaced, (old, new), and
+// index the shared records rather than keeping copies.
+//
+// The feed's handler reads again every changed host (and, with
+// projections, every changed instance) once per batch, and the record
+// it makes is what every reader and projection then uses.
 //
 // Consistency is node authentication's, the strictest of its readers:
 //
@@ -26,6 +33,12 @@
 // counts its changes, and a read is kept only if none happened since it
 // began.
 //
+// A projection is told of every record the view replaces, in order per
+// host: the read ahead at the start, the feed's reads, the calls' reads.
+// With projections the view also follows instances, and the read ahead
+// must succeed (it is tried again) so that a projection sees the whole
+// fleet (Primed).
+//
 // Modules keep what they compute from a host on its Host value (Memo):
 // a Host is never changed, a change makes a new one, so a memo cannot
 // outlive the facts it came from. Modules that keep more per host than
@@ -34,8 +47,11 @@ package hostview
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,43 +60,8 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
+	"github.com/eimhq/eim/feedcache"
 )
-
-// Host is what the view holds of one host: the fields of its row that
-// the modules answering nodes read. It is never changed once returned.
-type Host struct {
-	ID, Project  string
-	SiteID       string
-	DesiredState eim.HostState
-	CurrentState eim.HostState
-	// The host module's: the status it shows and the hardware digest it
-	// keeps, and the power fields its in-band actions follow.
-	HostStatus           string
-	HostStatusIndicator  eim.StatusIndication
-	HardwareDigest       string
-	BmcKind              eim.BaremetalControllerKind
-	DesiredPowerState    eim.PowerState
-	CurrentPowerState    eim.PowerState
-	PowerStatus          string
-	PowerStatusTimestamp uint64
-	// Node authentication's.
-	NodeSecretHash string
-	NodeCredGen    int64
-
-	memo [maxSlots]atomic.Value
-}
-
-// factsOf returns what the view keeps of a host row.
-func factsOf(h *eim.Host) *Host {
-	return &Host{
-		ID: h.ResourceID, Project: h.Project, SiteID: h.SiteID,
-		DesiredState: h.DesiredState, CurrentState: h.CurrentState,
-		HostStatus: h.HostStatus, HostStatusIndicator: h.HostStatusIndicator, HardwareDigest: h.HardwareDigest,
-		BmcKind: h.BmcKind, DesiredPowerState: h.DesiredPowerState, CurrentPowerState: h.CurrentPowerState,
-		PowerStatus: h.PowerStatus, PowerStatusTimestamp: h.PowerStatusTimestamp,
-		NodeSecretHash: h.NodeSecretHash, NodeCredGen: h.NodeCredGen,
-	}
-}
 
 // Credentials returns what decides whether the host's node may
 // authenticate.
@@ -131,6 +112,13 @@ type View struct {
 	slots   atomic.Int32
 	hooksMu sync.Mutex
 	hooks   atomic.Pointer[[]func(project, id string, deleted bool)]
+	// projs are the projections (Project); primed is set once the read
+	// ahead read every host (and instance) for them.
+	projs  atomic.Pointer[[]func(old, new *Host)]
+	primed atomic.Bool
+	// insts is each instance's host (with projections): the feed's
+	// handler and the read ahead use it, never at once.
+	insts map[string]string
 }
 
 // shardCount spreads the entries over locks: every southbound call and
@@ -142,12 +130,16 @@ type shard struct {
 	m  map[string]*entry
 }
 
-// entry is one host's place in the view; it stays when the host is
-// dropped (h nil), so that a read begun before a change or a delete
-// cannot bring the old row back.
+// entry is one host's place in the view. A drop (a change of the host)
+// marks it stale, and bumps its generation, so that a read begun before
+// the change cannot bring the old row back; a stale record is not
+// served, but stays what the projections were last told until the feed
+// reads the host again. The entry goes when the feed finds the host
+// gone.
 type entry struct {
-	h   *Host
-	gen uint64 // bumped by every drop
+	h     *Host
+	gen   uint64 // bumped by every drop
+	stale bool
 }
 
 // New returns a View of the store, and hooks it to the store's commits.
@@ -155,7 +147,7 @@ func New(o Options) *View {
 	if o.Store == nil {
 		panic("hostview.New: Store is required")
 	}
-	v := &View{store: o.Store, log: o.Logger, now: o.Now, seed: maphash.MakeSeed()}
+	v := &View{store: o.Store, log: o.Logger, now: o.Now, seed: maphash.MakeSeed(), insts: map[string]string{}}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -165,11 +157,9 @@ func New(o Options) *View {
 	for i := range v.shards {
 		v.shards[i].m = map[string]*entry{}
 	}
-	v.feed = feed.New(feed.Options{Store: o.Store, Name: "host view", Logger: v.log, Metrics: o.Metrics, Kinds: []eim.Kind{eim.KindHost},
-		Handle: func(_ context.Context, evs []eim.Event) error {
-			v.changed(evs)
-			return nil
-		},
+	v.feed = feed.New(feed.Options{Store: o.Store, Name: "host view", Logger: v.log, Metrics: o.Metrics, Kinds: []eim.Kind{eim.KindHost, eim.KindInstance},
+		Handle:   v.handle,
+		MaxBatch: 500,
 		// At the start, the whole fleet in a few scans: after a restart
 		// every node calls within an interval, and each call would
 		// otherwise read its host.
@@ -255,7 +245,7 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 	sh := v.shard(id)
 	sh.mu.Lock()
 	e := sh.m[id]
-	if e != nil && e.h != nil {
+	if e != nil && e.h != nil && !e.stale {
 		h := e.h
 		sh.mu.Unlock()
 		if project != "" && h.Project != project {
@@ -277,12 +267,12 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.m[id] == e && e.gen == gen && v.feed.Live() {
-		if e.h != nil {
+		if e.h != nil && !e.stale {
 			// Filled meanwhile (read ahead), from the same state: one
 			// Host value per state, so that memos are shared.
 			return e.h, nil
 		}
-		e.h = h
+		v.install(e, h, false)
 	}
 	return h, nil
 }
@@ -314,7 +304,7 @@ func (v *View) Stale(id string, maxAge time.Duration) (*Host, bool) {
 	sh := v.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[id]; e != nil && e.h != nil {
+	if e := sh.m[id]; e != nil && e.h != nil && !e.stale {
 		return e.h, true
 	}
 	return nil, false
@@ -333,7 +323,7 @@ func (v *View) changed(evs []eim.Event) {
 		// it (see fill).
 		v.changes.Add(1)
 		if e := sh.m[ev.ID]; e != nil {
-			e.h, e.gen = nil, e.gen+1
+			e.stale, e.gen = true, e.gen+1
 		}
 		sh.mu.Unlock()
 		if hooks != nil {
@@ -345,18 +335,21 @@ func (v *View) changed(evs []eim.Event) {
 }
 
 // primePage is how many hosts one read of prime takes, and primeTries
-// how often a page is read before it is left to the hosts' reads (a page
-// read while a host changed is not kept).
+// how often a page is read before it is kept stale (a page read while a
+// host changed is not served from).
 const (
 	primePage  = 2000
 	primeTries = 3
 )
 
-// prime reads every host, of every project, into the view, in pages. It
-// stops when ctx ends or a read fails (the calls then read what is
-// missing), and returns nil: it is not tried again.
+// prime reads every host, of every project, into the view, in pages,
+// and with projections every instance. Without projections it stops
+// when ctx ends or a read fails (the calls then read what is missing),
+// and returns nil: it is not tried again. With projections a failure is
+// returned, for the runner to call it again: they need the whole fleet.
 func (v *View) prime(ctx context.Context) error {
 	start := time.Now()
+	full := v.projected()
 	after, n, skipped := "", 0, 0
 	for {
 		q := eim.Query{OrderBy: "resourceId", Limit: primePage, NoTotal: true}
@@ -373,6 +366,9 @@ func (v *View) prime(ctx context.Context) error {
 				return err
 			})
 			if err != nil {
+				if full {
+					return fmt.Errorf("read the hosts ahead: %w", err)
+				}
 				if ctx.Err() == nil {
 					v.log.Warn("host view: could not read the hosts ahead; calls will read their hosts", "err", err)
 				}
@@ -386,11 +382,22 @@ func (v *View) prime(ctx context.Context) error {
 			n += len(page)
 		} else {
 			skipped += len(page)
+			v.fillStale(page)
 		}
 		if len(page) < primePage {
 			break
 		}
 		after = page[len(page)-1].Base().ResourceID
+	}
+	if full {
+		err := feedcache.Each(ctx, v.store, "", eim.KindInstance, primePage, func(r eim.Resource) {
+			in := r.(*eim.Instance)
+			v.setInstance(in.HostID, instanceOf(in))
+		})
+		if err != nil {
+			return fmt.Errorf("read the instances ahead: %w", err)
+		}
+		v.primed.Store(true)
 	}
 	v.log.Info("host view: read ahead", "hosts", n, "left to their calls", skipped, "took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -417,9 +424,193 @@ func (v *View) fill(mark uint64, page []eim.Resource) bool {
 			sh.m[h.ID] = e
 		}
 		if e.h == nil {
-			e.h = h
+			v.install(e, h, false)
 		}
 		sh.mu.Unlock()
 	}
 	return true
+}
+
+// fillStale keeps, for the projections, the hosts of a page that could
+// not be read apart from changes: stale, so not served (a call reads its
+// host), and read again by the feed if they changed.
+func (v *View) fillStale(page []eim.Resource) {
+	if !v.projected() {
+		return
+	}
+	for _, r := range page {
+		h := factsOf(r.(*eim.Host))
+		sh := v.shard(h.ID)
+		sh.mu.Lock()
+		e := sh.m[h.ID]
+		if e == nil {
+			e = &entry{}
+			sh.m[h.ID] = e
+		}
+		if e.h == nil {
+			v.install(e, h, true)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// install makes h e's record, with the instance of the record it
+// replaces, and tells the projections. The entry's shard is locked.
+func (v *View) install(e *entry, h *Host, stale bool) {
+	old := e.h
+	if old != nil && h.Instance == nil {
+		h.Instance = old.Instance
+	}
+	e.h, e.stale = h, stale
+	v.project(old, h)
+}
+
+// handle handles a batch of the feed: it drops the changed hosts, then
+// reads them again (with projections, every changed host; without, those
+// the view holds) and, with projections, the changed instances.
+func (v *View) handle(ctx context.Context, evs []eim.Event) error {
+	v.changed(evs)
+	full := v.projected()
+	var hostIDs, instIDs []string
+	for _, ev := range evs {
+		switch ev.Kind {
+		case eim.KindHost:
+			hostIDs = append(hostIDs, ev.ID)
+		case eim.KindInstance:
+			if full {
+				instIDs = append(instIDs, ev.ID)
+			}
+		}
+	}
+	if err := v.refreshHosts(ctx, dedupe(hostIDs), full); err != nil {
+		return err
+	}
+	return v.refreshInstances(ctx, dedupe(instIDs))
+}
+
+// getManyBatch bounds the IDs of one read of changed rows.
+const getManyBatch = 500
+
+// refreshHosts reads the hosts with the ids again and keeps what it
+// read: served again when nothing of this process changed the host
+// since the read began, and told to the projections in any case (it is
+// never older than what they were told: the feed reads again what
+// changed meanwhile). A host gone leaves the view.
+func (v *View) refreshHosts(ctx context.Context, ids []string, all bool) error {
+	type mark struct {
+		e   *entry
+		gen uint64
+	}
+	marks := make(map[string]mark, len(ids))
+	for _, id := range ids {
+		sh := v.shard(id)
+		sh.mu.Lock()
+		e := sh.m[id]
+		if e == nil && all {
+			e = &entry{stale: true}
+			sh.m[id] = e
+		}
+		if e != nil {
+			marks[id] = mark{e, e.gen}
+		}
+		sh.mu.Unlock()
+	}
+	if len(marks) == 0 {
+		return nil
+	}
+	found := make(map[string]*Host, len(marks))
+	for chunk := range slices.Chunk(slices.Collect(maps.Keys(marks)), getManyBatch) {
+		err := v.store.View(ctx, "", func(tx eim.Tx) error {
+			rs, err := tx.GetMany(ctx, eim.KindHost, chunk)
+			for _, r := range rs {
+				found[r.Base().ResourceID] = factsOf(r.(*eim.Host))
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read changed hosts: %w", err)
+		}
+	}
+	for id, m := range marks {
+		sh := v.shard(id)
+		sh.mu.Lock()
+		if sh.m[id] == m.e {
+			h, e := found[id], m.e
+			switch {
+			case h == nil:
+				delete(sh.m, id)
+				if e.h != nil {
+					v.project(e.h, nil)
+				}
+			case e.gen == m.gen:
+				v.install(e, h, false)
+			case e.stale || e.h == nil:
+				// Changed again meanwhile: the projections get what
+				// was read; the feed brings the change after it.
+				v.install(e, h, true)
+			}
+			// Otherwise a call read it after the change: newer.
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// refreshInstances reads the instances with the ids again and sets each
+// on its host's record (a new record: see Host).
+func (v *View) refreshInstances(ctx context.Context, ids []string) error {
+	found := make(map[string]*eim.Instance, len(ids))
+	for chunk := range slices.Chunk(ids, getManyBatch) {
+		err := v.store.View(ctx, "", func(tx eim.Tx) error {
+			rs, err := tx.GetMany(ctx, eim.KindInstance, chunk)
+			for _, r := range rs {
+				found[r.Base().ResourceID] = r.(*eim.Instance)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read changed instances: %w", err)
+		}
+	}
+	for _, id := range ids {
+		in := found[id]
+		if prev, ok := v.insts[id]; ok && (in == nil || in.HostID != prev) {
+			v.clearInstance(prev, id)
+		}
+		if in != nil {
+			v.setInstance(in.HostID, instanceOf(in))
+		}
+	}
+	return nil
+}
+
+// setInstance sets in on its host's record, and remembers its host.
+func (v *View) setInstance(hostID string, in *Instance) {
+	v.insts[in.ID] = hostID
+	sh := v.shard(hostID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[hostID]; e != nil && e.h != nil && (e.h.Instance == nil || *e.h.Instance != *in) {
+		old := e.h
+		e.h = old.withInstance(in)
+		v.project(old, e.h)
+	}
+}
+
+// clearInstance takes instance id off its host's record.
+func (v *View) clearInstance(hostID, id string) {
+	delete(v.insts, id)
+	sh := v.shard(hostID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[hostID]; e != nil && e.h != nil && e.h.Instance != nil && e.h.Instance.ID == id {
+		old := e.h
+		e.h = old.withInstance(nil)
+		v.project(old, e.h)
+	}
+}
+
+func dedupe(ids []string) []string {
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
