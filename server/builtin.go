@@ -205,7 +205,7 @@ func buildUI(b *Builder) (Parts, error) {
 	if err != nil {
 		return Parts{}, err
 	}
-	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, API: v1, V2: v2, Deployed: b.deployment.Modules}
+	opts := ui.Options{Logger: b.Log, Reprovisioner: b.Provisioning(), Store: b.Store, Hosts: b.HostView(), API: v1, V2: v2, Deployed: b.deployment.Modules}
 	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
 		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
 	}
