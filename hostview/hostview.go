@@ -76,11 +76,28 @@ type Slot int
 const maxSlots = 4
 
 // Memo returns what the module of slot s kept on h (nil: nothing).
-func (h *Host) Memo(s Slot) any { return h.memo[s].Load() }
+func (h *Host) Memo(s Slot) any {
+	if m := h.memo.Load(); m != nil {
+		return m[s].Load()
+	}
+	return nil
+}
 
 // SetMemo keeps v on h for the module of slot s. Every call of a slot
 // must keep values of the same type.
-func (h *Host) SetMemo(s Slot, v any) { h.memo[s].Store(v) }
+func (h *Host) SetMemo(s Slot, v any) {
+	m := h.memo.Load()
+	if m == nil {
+		// Made on the first memo: a host no module keeps one on (one a
+		// process shows but does not serve) costs a pointer.
+		h.memo.CompareAndSwap(nil, new(memos))
+		m = h.memo.Load()
+	}
+	m[s].Store(v)
+}
+
+// memos are a Host's memos, by slot.
+type memos [maxSlots]atomic.Value
 
 // Options configure a View. Store is required.
 type Options struct {
@@ -114,8 +131,9 @@ type View struct {
 	hooks   atomic.Pointer[[]func(project, id string, deleted bool)]
 	// projs are the projections (Project); primed is set once the read
 	// ahead read every host (and instance) for them.
-	projs  atomic.Pointer[[]func(old, new *Host)]
-	primed atomic.Bool
+	projs   atomic.Pointer[[]func(old, new *Host)]
+	primed  atomic.Bool
+	primedC chan struct{} // closed when primed is set
 	// insts is each instance's host (with projections): the feed's
 	// handler and the read ahead use it, never at once.
 	insts map[string]string
@@ -147,7 +165,7 @@ func New(o Options) *View {
 	if o.Store == nil {
 		panic("hostview.New: Store is required")
 	}
-	v := &View{store: o.Store, log: o.Logger, now: o.Now, seed: maphash.MakeSeed(), insts: map[string]string{}}
+	v := &View{store: o.Store, log: o.Logger, now: o.Now, seed: maphash.MakeSeed(), insts: map[string]string{}, primedC: make(chan struct{})}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -350,6 +368,19 @@ const (
 func (v *View) prime(ctx context.Context) error {
 	start := time.Now()
 	full := v.projected()
+	// With projections the instances are read first, so that each host's
+	// record is made once, with its instance.
+	var insts map[string]*Instance // by host ID
+	if full {
+		insts = map[string]*Instance{}
+		err := feedcache.Each(ctx, v.store, "", eim.KindInstance, primePage, func(r eim.Resource) {
+			in := r.(*eim.Instance)
+			insts[in.HostID] = instanceOf(in)
+		})
+		if err != nil {
+			return fmt.Errorf("read the instances ahead: %w", err)
+		}
+	}
 	after, n, skipped := "", 0, 0
 	for {
 		q := eim.Query{OrderBy: "resourceId", Limit: primePage, NoTotal: true}
@@ -374,7 +405,7 @@ func (v *View) prime(ctx context.Context) error {
 				}
 				return nil
 			}
-			if kept = v.fill(mark, page); kept {
+			if kept = v.fill(mark, page, insts); kept {
 				break
 			}
 		}
@@ -382,22 +413,20 @@ func (v *View) prime(ctx context.Context) error {
 			n += len(page)
 		} else {
 			skipped += len(page)
-			v.fillStale(page)
+			v.fillStale(page, insts)
 		}
 		if len(page) < primePage {
 			break
 		}
 		after = page[len(page)-1].Base().ResourceID
 	}
-	if full {
-		err := feedcache.Each(ctx, v.store, "", eim.KindInstance, primePage, func(r eim.Resource) {
-			in := r.(*eim.Instance)
-			v.setInstance(in.HostID, instanceOf(in))
-		})
-		if err != nil {
-			return fmt.Errorf("read the instances ahead: %w", err)
-		}
-		v.primed.Store(true)
+	// Each instance on its host's record (there already, but for a host
+	// a call read meanwhile), and its host remembered.
+	for hostID, in := range insts {
+		v.setInstance(hostID, in)
+	}
+	if !v.primed.Swap(true) {
+		close(v.primedC)
 	}
 	v.log.Info("host view: read ahead", "hosts", n, "left to their calls", skipped, "took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -409,9 +438,10 @@ func (v *View) prime(ctx context.Context) error {
 // and keeps the rest of the page out (those kept before the drop are
 // dropped by it if they changed). Hosts the view holds already are left:
 // they are at least as new.
-func (v *View) fill(mark uint64, page []eim.Resource) bool {
+func (v *View) fill(mark uint64, page []eim.Resource, insts map[string]*Instance) bool {
 	for _, r := range page {
 		h := factsOf(r.(*eim.Host))
+		h.Instance = insts[h.ID]
 		sh := v.shard(h.ID)
 		sh.mu.Lock()
 		if v.changes.Load() != mark {
@@ -434,12 +464,13 @@ func (v *View) fill(mark uint64, page []eim.Resource) bool {
 // fillStale keeps, for the projections, the hosts of a page that could
 // not be read apart from changes: stale, so not served (a call reads its
 // host), and read again by the feed if they changed.
-func (v *View) fillStale(page []eim.Resource) {
+func (v *View) fillStale(page []eim.Resource, insts map[string]*Instance) {
 	if !v.projected() {
 		return
 	}
 	for _, r := range page {
 		h := factsOf(r.(*eim.Host))
+		h.Instance = insts[h.ID]
 		sh := v.shard(h.ID)
 		sh.mu.Lock()
 		e := sh.m[h.ID]
@@ -586,11 +617,15 @@ func (v *View) refreshInstances(ctx context.Context, ids []string) error {
 
 // setInstance sets in on its host's record, and remembers its host.
 func (v *View) setInstance(hostID string, in *Instance) {
-	v.insts[in.ID] = hostID
 	sh := v.shard(hostID)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[hostID]; e != nil && e.h != nil && (e.h.Instance == nil || *e.h.Instance != *in) {
+	e := sh.m[hostID]
+	if e != nil && e.h != nil {
+		hostID = e.h.ID // the record's copy, not the row's
+	}
+	v.insts[in.ID] = hostID
+	if e != nil && e.h != nil && (e.h.Instance == nil || *e.h.Instance != *in) {
 		old := e.h
 		e.h = old.withInstance(in)
 		v.project(old, e.h)

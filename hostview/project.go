@@ -33,9 +33,14 @@ func (v *View) Project(fn func(old, new *Host)) {
 	}
 }
 
-// Primed reports whether the view read the whole fleet (for its
-// projections) once: until then a projection knows only part of it.
+// Primed reports whether the view's read ahead has read the whole fleet
+// once (with projections, the instances too): until then a projection
+// knows only part of it.
 func (v *View) Primed() bool { return v.primed.Load() }
+
+// WhenPrimed returns a channel closed once the view has read the whole
+// fleet (Primed).
+func (v *View) WhenPrimed() <-chan struct{} { return v.primedC }
 
 // projected reports whether the view has projections.
 func (v *View) projected() bool { return v.projs.Load() != nil }

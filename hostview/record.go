@@ -52,7 +52,7 @@ type Host struct {
 	// Instance is the host's instance; nil: it has none.
 	Instance *Instance
 
-	memo [maxSlots]atomic.Value
+	memo atomic.Pointer[memos]
 }
 
 // Instance is what the view holds of a host's instance. It is never

@@ -325,7 +325,7 @@ func buildTelemetry(b *Builder) (Parts, error) {
 }
 
 func buildExporter(b *Builder) (Parts, error) {
-	exp := exporter.New(exporter.Options{Store: b.Store, Logger: b.Log, PerHost: b.cfg.ExporterPerHost, Own: b.Metrics, Metrics: b.Metrics})
+	exp := exporter.New(exporter.Options{Store: b.Store, Logger: b.Log, Hosts: b.HostView(), PerHost: b.cfg.ExporterPerHost, Own: b.Metrics, Metrics: b.Metrics})
 	return Parts{
 		// /metrics: the process's own series, then the fleet's.
 		Metrics: exp,
