@@ -33,6 +33,10 @@
 // counts its changes, and a read is kept only if none happened since it
 // began.
 //
+// Without projections, a view with Options.Evict holds only the hosts
+// whose nodes call its process: none is read ahead, and a host no call
+// looks up for a while is dropped.
+//
 // A projection is told of every record the view replaces, in order per
 // host: the read ahead at the start, the feed's reads, the calls' reads.
 // With projections the view also follows instances, and the read ahead
@@ -107,6 +111,13 @@ type Options struct {
 	// Metrics, when set, gets the series of its change-feed runner
 	// (feed.Options.Metrics).
 	Metrics prometheus.Registerer
+	// Evict, when set, makes a view without projections hold only the
+	// hosts whose nodes call this process (a replica of the nodes'
+	// modules): it does not read the fleet ahead, a host is read at its
+	// first call, and a host no call looked up for about Evict (between
+	// Evict/2 and Evict) is dropped. Replicas then divide the fleet's
+	// memory among them, as they divide its nodes.
+	Evict time.Duration
 }
 
 // View is the per-host view. Its methods work before Run is called, but
@@ -134,6 +145,10 @@ type View struct {
 	projs   atomic.Pointer[[]func(old, new *Host)]
 	primed  atomic.Bool
 	primedC chan struct{} // closed when primed is set
+	// evict is Options.Evict; onDemand is set when Run follows it (no
+	// projections).
+	evict    time.Duration
+	onDemand atomic.Bool
 	// insts is each instance's host (with projections): the feed's
 	// handler and the read ahead use it, never at once.
 	insts map[string]string
@@ -158,6 +173,7 @@ type entry struct {
 	h     *Host
 	gen   uint64 // bumped by every drop
 	stale bool
+	used  bool // looked up since the last sweep (Options.Evict)
 }
 
 // New returns a View of the store, and hooks it to the store's commits.
@@ -165,7 +181,7 @@ func New(o Options) *View {
 	if o.Store == nil {
 		panic("hostview.New: Store is required")
 	}
-	v := &View{store: o.Store, log: o.Logger, now: o.Now, seed: maphash.MakeSeed(), insts: map[string]string{}, primedC: make(chan struct{})}
+	v := &View{store: o.Store, log: o.Logger, now: o.Now, evict: o.Evict, seed: maphash.MakeSeed(), insts: map[string]string{}, primedC: make(chan struct{})}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -195,7 +211,60 @@ func New(o Options) *View {
 }
 
 // Run follows the change feed until ctx ends, and returns nil then.
-func (v *View) Run(ctx context.Context) error { return v.feed.Run(ctx) }
+func (v *View) Run(ctx context.Context) error {
+	if v.evict <= 0 || v.projected() {
+		return v.feed.Run(ctx)
+	}
+	v.onDemand.Store(true)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { v.sweep(ctx) })
+	return v.feed.Run(ctx)
+}
+
+// sweep drops, every Evict/2, the hosts no call looked up since the last
+// sweep, until ctx ends.
+func (v *View) sweep(ctx context.Context) {
+	t := time.NewTicker(v.evict / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for i := range v.shards {
+			sh := &v.shards[i]
+			sh.mu.Lock()
+			for id, e := range sh.m {
+				if e.used {
+					e.used = false
+				} else {
+					delete(sh.m, id)
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// Len returns how many hosts the view holds.
+func (v *View) Len() int {
+	n := 0
+	for i := range v.shards {
+		sh := &v.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			if e.h != nil {
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
 
 // Shared returns v, the process's view, for a module to use; when v is
 // nil (a module on its own: tests, tools) it returns a new View of o that
@@ -265,6 +334,7 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 	e := sh.m[id]
 	if e != nil && e.h != nil && !e.stale {
 		h := e.h
+		e.used = true
 		sh.mu.Unlock()
 		if project != "" && h.Project != project {
 			return nil, notFound(id)
@@ -275,6 +345,7 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 		e = &entry{}
 		sh.m[id] = e
 	}
+	e.used = true
 	gen := e.gen
 	sh.mu.Unlock()
 
@@ -289,6 +360,11 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 			// Filled meanwhile (read ahead), from the same state: one
 			// Host value per state, so that memos are shared.
 			return e.h, nil
+		}
+		if e.h == nil {
+			// Keyed by the record's copy of the ID, not the caller's.
+			delete(sh.m, id)
+			sh.m[h.ID] = e
 		}
 		v.install(e, h, false)
 	}
@@ -366,6 +442,9 @@ const (
 // and returns nil: it is not tried again. With projections a failure is
 // returned, for the runner to call it again: they need the whole fleet.
 func (v *View) prime(ctx context.Context) error {
+	if v.onDemand.Load() {
+		return nil // the hosts are read at their calls
+	}
 	start := time.Now()
 	full := v.projected()
 	// With projections the instances are read first, so that each host's

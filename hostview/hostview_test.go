@@ -498,3 +498,32 @@ func TestProjection(t *testing.T) {
 		}
 	})
 }
+
+// With Evict and no projection the view reads no host ahead: a host is
+// read at its first call and served from memory after, and one no call
+// looks up is dropped, and read again at its next call.
+func TestOnDemand(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		v := hostview.New(hostview.Options{Store: e.st, Now: e.clock.Now, Evict: 200 * time.Millisecond})
+		e.run(v)
+		if n := v.Len(); n != 0 {
+			t.Fatalf("%d hosts held before any call, want 0", n)
+		}
+		if n := e.reads(func() { e.host(v, e.hosts[0]) }); n != 1 {
+			t.Fatalf("the first call: %d reads, want 1", n)
+		}
+		if n := e.reads(func() { e.host(v, e.hosts[0]) }); n != 0 {
+			t.Fatalf("the next call: %d reads, want 0", n)
+		}
+		if n := v.Len(); n != 1 {
+			t.Fatalf("%d hosts held, want 1", n)
+		}
+		// A change reaches a held host as before.
+		e.edit(e.open(), e.hosts[0], func(h *eim.Host) { h.HostStatus = "No Connection" })
+		waitFor(t, "another process's write", func() bool { return e.host(v, e.hosts[0]).HostStatus == "No Connection" })
+		waitFor(t, "the idle host's eviction", func() bool { return v.Len() == 0 })
+		if n := e.reads(func() { e.host(v, e.hosts[0]) }); n != 1 {
+			t.Fatalf("a call after the eviction: %d reads, want 1", n)
+		}
+	})
+}

@@ -102,7 +102,12 @@ func (b *Builder) shared() bool { return IsPostgres(b.cfg.dsn()) }
 // server runs it (a per-process loop) once something asked for it.
 func (b *Builder) HostView() *hostview.View {
 	if b.hview == nil {
-		b.hview = hostview.New(hostview.Options{Store: b.Store, Logger: b.Log, Metrics: b.Metrics})
+		// Without the UI's or the exporter's projections (a replica of
+		// the nodes' modules), the view holds only the hosts whose nodes
+		// call this process, dropping those silent for many intervals
+		// (a node's connection, and so its replica, changed).
+		b.hview = hostview.New(hostview.Options{Store: b.Store, Logger: b.Log, Metrics: b.Metrics,
+			Evict: max(5*time.Minute, 10*b.cfg.HeartbeatInterval)})
 	}
 	return b.hview
 }
