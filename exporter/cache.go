@@ -113,7 +113,7 @@ func (c *hostCache) segments(v *view) []segment {
 		if p := v.projects[hv.h.Project]; p == nil || p.perHostOff {
 			continue
 		}
-		b := slotOf(hv.h.ID) & mask
+		b := hv.slot & mask
 		switch {
 		case dirty[b]:
 			fresh[b] = append(fresh[b], *hv)

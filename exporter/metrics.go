@@ -291,7 +291,12 @@ func appendLabels(b []byte, h *hostview.Host, projectID string) []byte {
 // backslash, double quote and line feed escaped, invalid UTF-8 replaced
 // (Prometheus refuses it).
 func appendEscaped(b []byte, v string) []byte {
-	if !strings.ContainsAny(v, "\\\"\n") && utf8.ValidString(v) {
+	plain := true
+	for i := 0; i < len(v) && plain; i++ {
+		c := v[i]
+		plain = c < utf8.RuneSelf && c != '\\' && c != '"' && c != '\n'
+	}
+	if plain {
 		return append(b, v...)
 	}
 	for _, r := range strings.ToValidUTF8(v, string(utf8.RuneError)) {

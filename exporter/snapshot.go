@@ -19,10 +19,10 @@ import (
 // under the lock and renders without it.
 type snapshot struct {
 	mu       sync.RWMutex
-	hosts    map[string]*hostview.Host // by host ID
-	projects map[string]*projectRec    // by name
-	trees    map[string]*tree          // by project name
-	loaded   bool                      // a full load finished
+	hosts    map[string]shownHost   // by host ID
+	projects map[string]*projectRec // by name
+	trees    map[string]*tree       // by project name
+	loaded   bool                   // a full load finished
 	// slots date the changes to the hosts, by slot of the host's ID
 	// (slotOf): a host or its instance that changes what a scrape shows
 	// (or comes, or goes) sets its slot to the next version, a load sets
@@ -75,7 +75,7 @@ type siteRec struct{ name, region string }
 const statusRegistered = "Host is Registered"
 
 func newSnapshot() *snapshot {
-	return &snapshot{hosts: map[string]*hostview.Host{}, projects: map[string]*projectRec{}, trees: map[string]*tree{}}
+	return &snapshot{hosts: map[string]shownHost{}, projects: map[string]*projectRec{}, trees: map[string]*tree{}}
 }
 
 // put replaces old (nil: none) by h (nil: none): the snapshot's
@@ -90,18 +90,26 @@ func (sn *snapshot) put(old, h *hostview.Host) {
 		delete(sn.hosts, old.ID)
 		sn.touch(old.ID)
 	default:
-		sn.hosts[h.ID] = h
-		if old == nil || !sameShown(old, h) {
+		y := hostView{h: h}
+		y.fold()
+		if x, ok := sn.hosts[h.ID]; !ok || !sameShown(hostView{h: x.h, f: x.f}, y) {
 			sn.touch(h.ID)
 		}
+		sn.hosts[h.ID] = shownHost{h: h, f: y.f, slot: slotOf(h.ID)}
 	}
 }
 
-// sameShown reports whether a and b show the same in a scrape.
-func sameShown(a, b *hostview.Host) bool {
-	x, y := hostView{h: a}, hostView{h: b}
-	x.fold()
-	y.fold()
+// shownHost is a host's record, its statuses folded and its slot, as a
+// change left them: a scrape does not work them out again.
+type shownHost struct {
+	h    *hostview.Host
+	f    folds
+	slot uint32 // slotOf(h.ID)
+}
+
+// sameShown reports whether x and y show the same in a scrape.
+func sameShown(x, y hostView) bool {
+	a, b := x.h, y.h
 	if a.ID != b.ID || a.Project != b.Project || a.Name != b.Name || a.UUID != b.UUID || a.SerialNumber != b.SerialNumber ||
 		a.Hostname != b.Hostname || a.SiteID != b.SiteID || x.f != y.f || x.created() != y.created() ||
 		x.onboarded() != y.onboarded() || x.firstContact() != y.firstContact() || (a.Instance == nil) != (b.Instance == nil) {

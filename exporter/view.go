@@ -23,8 +23,9 @@ type view struct {
 
 // hostView is a host and what a scrape shows of it.
 type hostView struct {
-	h *hostview.Host
-	f folds
+	h    *hostview.Host
+	f    folds
+	slot uint32 // slotOf(h.ID)
 	// maintenance: a window covers the host now.
 	maintenance bool
 }
@@ -155,8 +156,8 @@ func (s *Service) take(now time.Time) *view {
 	sn := s.snap
 	sn.mu.RLock()
 	v := &view{now: now, projects: sn.projects, trees: sn.trees, hosts: make([]hostView, 0, len(sn.hosts))}
-	for _, h := range sn.hosts {
-		v.hosts = append(v.hosts, hostView{h: h})
+	for _, x := range sn.hosts {
+		v.hosts = append(v.hosts, hostView{h: x.h, f: x.f, slot: x.slot})
 	}
 	// The maps are replaced, never changed in place, except trees, whose
 	// entries are: copy it.
@@ -173,7 +174,6 @@ func (s *Service) take(now time.Time) *view {
 	}
 	for i := range v.hosts {
 		hv := &v.hosts[i]
-		hv.fold()
 		if o := open[hv.h.Project]; o != nil {
 			hv.maintenance = o.covers(hv.h)
 		}
