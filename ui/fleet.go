@@ -549,23 +549,19 @@ func (f *fleet) ensureText(project string) {
 // the walk ends when the page is full; a search walks every host,
 // counting the matches.
 func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, int) {
-	bit, tabBit := stateBit(v.state), uint8(0)
 	si, ti := 0, slices.Index(tabKeys[:], cmp.Or(v.tab, "all"))
 	if ti < 0 {
 		return nil, 0
 	}
-	tabBit = 1 << ti
-	if bit != 0 {
+	if stateBit(v.state) != 0 {
 		si = slices.Index(stateKeys[:], v.state) + 1
 	}
 	q := strings.ToLower(v.q)
-	match := func(h *hostview.Host) bool {
-		if bit == 0 && ti == 0 {
-			return q == "" || contains(h, q)
-		}
-		bits, tabs := classify(h)
-		return tabs&tabBit != 0 && (bit == 0 || bits&bit != 0) && (q == "" || contains(h, q))
+	// Only the view's predicates: a walk may visit many hosts.
+	inView := func(h *hostview.Host) bool {
+		return (ti == 0 || tabPreds[ti](h)) && (si == 0 || statePreds[si-1](h))
 	}
+	match := func(h *hostview.Host) bool { return inView(h) && (q == "" || contains(h, q)) }
 	f.ensureOrder(project, v.sort)
 	if q != "" {
 		f.ensureText(project)
@@ -586,10 +582,6 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 	}
 	if q != "" {
 		// The search text has matched q: only the view is left to check.
-		inView := func(h *hostview.Host) bool {
-			bits, tabs := classify(h)
-			return tabs&tabBit != 0 && (bit == 0 || bits&bit != 0)
-		}
 		if found, ok := p.search(q, inView); ok && (v.sort == "" || v.sort == "name" || len(found) <= maxSortedHits) {
 			// The hosts that hold the text, in the view's order.
 			if v.sort != "" && v.sort != "name" {
