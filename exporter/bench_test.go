@@ -29,8 +29,10 @@ import (
 // series: as a scrape finds them when nothing changed since the last
 // (per-host: the compressed series are reused) and when every host did
 // (per-host-cold: all compressed again). "load" is the snapshot's full
-// read (at start, and after the feed failed). MB-snapshot includes the
-// compressed series once the first scrape made them.
+// read (at start, and after the feed failed), with the host view of its
+// own that it is a projection over (in a server, the process's). MB-snapshot
+// includes that view (which the process shares with its other modules)
+// and the compressed series once the first scrape made them.
 //
 //	go test -run '^$' -bench Scrape -benchtime 5x ./exporter
 func BenchmarkScrape(b *testing.B) {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/eimhq/eim/hostview"
 )
 
 // The per-host series of a gzip answer (what Prometheus asks for) are
@@ -105,13 +107,13 @@ func (c *hostCache) segments(v *view) []segment {
 	// One pass over the hosts: those of the buckets to render, and those
 	// a window covers in the others.
 	fresh := make([][]hostView, n)
-	covered := make([][]*hostRec, n)
+	covered := make([][]*hostview.Host, n)
 	for i := range v.hosts {
 		hv := &v.hosts[i]
-		if p := v.projects[hv.h.project]; p == nil || p.perHostOff {
+		if p := v.projects[hv.h.Project]; p == nil || p.perHostOff {
 			continue
 		}
-		b := hv.h.slot & mask
+		b := hv.slot & mask
 		switch {
 		case dirty[b]:
 			fresh[b] = append(fresh[b], *hv)
@@ -124,10 +126,10 @@ func (c *hostCache) segments(v *view) []segment {
 	for b := range c.buckets {
 		bk := &c.buckets[b]
 		if dirty[b] {
-			slices.SortFunc(fresh[b], func(x, y hostView) int { return cmp.Compare(x.h.id, y.h.id) })
+			slices.SortFunc(fresh[b], func(x, y hostView) int { return cmp.Compare(x.h.ID, y.h.ID) })
 			bk.hosts, bk.ids = fresh[b], make([]string, len(fresh[b]))
 			for i := range bk.hosts {
-				bk.ids[i] = v.projects[bk.hosts[i].h.project].id
+				bk.ids[i] = v.projects[bk.hosts[i].h.Project].id
 			}
 			bk.ver, bk.done = cur[b], true
 			jobs = append(jobs, job{bk: bk, all: true})
@@ -169,18 +171,20 @@ func renderAll(jobs []job) {
 			c := compressors.Get().(*compressor)
 			defer compressors.Put(c)
 			var text []byte
+			var labels bucketLabels
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(jobs) {
 					return
 				}
 				j := jobs[i]
+				labels.render(j.bk)
 				if !j.all {
-					text = j.bk.render(c, scheduleFamily, text)
+					text = j.bk.render(c, scheduleFamily, &labels, text)
 					continue
 				}
 				for f := range hostFamilies {
-					text = j.bk.render(c, f, text)
+					text = j.bk.render(c, f, &labels, text)
 				}
 			}
 		})
@@ -188,13 +192,38 @@ func renderAll(jobs []job) {
 	wg.Wait()
 }
 
+// bucketLabels are the identity labels of a bucket's hosts, rendered
+// once for the families a job compresses (scratch space, reused): kept
+// rendered they would cost as much memory as the compressed series.
+type bucketLabels struct {
+	buf  []byte
+	ends []int
+}
+
+func (l *bucketLabels) render(bk *bucket) {
+	l.buf, l.ends = l.buf[:0], l.ends[:0]
+	for i := range bk.hosts {
+		l.buf = appendLabels(l.buf, bk.hosts[i].h, bk.ids[i])
+		l.ends = append(l.ends, len(l.buf))
+	}
+}
+
+// of returns host i's labels.
+func (l *bucketLabels) of(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = l.ends[i-1]
+	}
+	return l.buf[start:l.ends[i]]
+}
+
 // render compresses family f's lines of the bucket's hosts into its
 // segment; text is scratch space, returned for the next call.
-func (bk *bucket) render(c *compressor, f int, text []byte) []byte {
+func (bk *bucket) render(c *compressor, f int, labels *bucketLabels, text []byte) []byte {
 	text = text[:0]
 	fam := hostFamilies[f]
 	for i := range bk.hosts {
-		text = fam.appendHost(text, &bk.hosts[i], bk.ids[i])
+		text = fam.appendHost(text, &bk.hosts[i], labels.of(i))
 	}
 	bk.segs[f] = c.compress(text)
 	return text
@@ -202,7 +231,7 @@ func (bk *bucket) render(c *compressor, f int, text []byte) []byte {
 
 // cover sets which of the bucket's hosts a window covers now (those in
 // covered, the others not) and reports whether that changed anything.
-func (bk *bucket) cover(covered []*hostRec) bool {
+func (bk *bucket) cover(covered []*hostview.Host) bool {
 	now := 0
 	for i := range bk.hosts {
 		if bk.hosts[i].maintenance {
@@ -214,7 +243,7 @@ func (bk *bucket) cover(covered []*hostRec) bool {
 	}
 	next := make([]bool, len(bk.hosts))
 	for _, h := range covered {
-		if i, ok := slices.BinarySearchFunc(bk.hosts, h.id, func(x hostView, id string) int { return cmp.Compare(x.h.id, id) }); ok {
+		if i, ok := slices.BinarySearchFunc(bk.hosts, h.ID, func(x hostView, id string) int { return cmp.Compare(x.h.ID, id) }); ok {
 			next[i] = true
 		}
 	}

@@ -7,8 +7,10 @@
 // and time-to-RUNNING durations computed from stored timestamps.
 //
 // A scrape reads no database: every process of the module keeps a
-// snapshot of the hosts, instances, projects, locations and schedules,
-// loaded once and kept by the change feed (feed.go). Per-host series can
+// snapshot of the projects, locations and schedules, loaded once and kept
+// by the change feed (feed.go), and of the hosts and their instances as a
+// projection over the process's host view (hostview), whose records it
+// shares. Per-host series can
 // be turned off for the whole process (Options.PerHost false, the
 // server's --exporter-per-host=false) and per project (its
 // exporterPerHostOff setting). docs/metrics.md describes every series.
@@ -32,12 +34,17 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
+	"github.com/eimhq/eim/hostview"
 )
 
 // Options configure a Service.
 type Options struct {
 	Store  eim.Store
 	Logger *slog.Logger
+	// Hosts, when set, is the process's read model of the hosts, which
+	// the snapshot is a projection over (the process runs it); nil: the
+	// exporter keeps a view of Store of its own, and Run runs it.
+	Hosts *hostview.View
 	// PerHost turns the original's per-host series on (for the projects
 	// that do not turn them off); off, only the aggregates are served.
 	PerHost bool
@@ -68,11 +75,13 @@ type Service struct {
 	projectsEvery time.Duration
 	own           prometheus.Gatherer
 
-	snap   *snapshot
-	cache  *hostCache
-	feed   feed.Series
-	live   atomic.Bool // following the feed
-	loaded atomic.Bool // a first load finished
+	hosts    *hostview.View
+	ownHosts bool
+	snap     *snapshot
+	cache    *hostCache
+	feed     feed.Series
+	live     atomic.Bool // following the feed
+	loaded   atomic.Bool // a first load finished
 }
 
 // New returns an exporter; Run keeps its snapshot.
@@ -92,16 +101,24 @@ func New(opts Options) *Service {
 	if s.projectsEvery <= 0 {
 		s.projectsEvery = 10 * time.Second
 	}
+	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log})
+	s.hosts.Project(s.snap.put)
 	return s
 }
 
 // Run loads the snapshot and keeps it by the change feed until ctx ends
 // (then it returns nil). It may be called again after it returned.
-func (s *Service) Run(ctx context.Context) error { return s.follow(ctx) }
+func (s *Service) Run(ctx context.Context) error {
+	return hostview.RunAlong(ctx, s.hosts, s.ownHosts, s.follow)
+}
 
-// Loaded reports whether the snapshot was loaded once: until then a
-// scrape shows no host.
-func (s *Service) Loaded() bool { return s.loaded.Load() }
+// Loaded reports whether the snapshot was loaded once and the host view
+// read the whole fleet: until then a scrape shows no host.
+func (s *Service) Loaded() bool { return s.loaded.Load() && s.hosts.Primed() }
+
+// followed reports whether the snapshot follows the feed: its own loop
+// and the host view.
+func (s *Service) followed() bool { return s.live.Load() && s.hosts.Live() }
 
 func (s *Service) hostCount() int {
 	s.snap.mu.RLock()
@@ -119,11 +136,11 @@ var contentType = string(expfmt.NewFormat(expfmt.TypeTextPlain))
 // does).
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var v *view
-	if s.loaded.Load() {
+	if s.Loaded() {
 		v = s.take(s.now())
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(fleetCollector{v: v, live: s.live.Load()})
+	reg.MustRegister(fleetCollector{v: v, live: s.followed()})
 	reg.MustRegister(workloadCollector{ctx: r.Context(), store: s.store, log: s.log})
 	var g prometheus.Gatherer = reg
 	if s.own != nil {

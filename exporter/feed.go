@@ -8,8 +8,9 @@ import (
 	"github.com/eimhq/eim"
 )
 
-// Following the change feed: this file is all of it, so that it can move
-// onto the shared feed runner as a whole. The shape is the runner's: a
+// Following the change feed for the projects, locations and schedules
+// (the hosts and instances come through the host view): this file is all
+// of it, so that it can move onto the shared feed runner as a whole. The shape is the runner's: a
 // re-list (load) when the feed starts or restarts, then batches of events
 // (apply); a failure starts over after a pause, from the store's revision
 // of that moment.
@@ -56,11 +57,13 @@ func (s *Service) followOnce(ctx context.Context) error {
 	s.feed.Live(true)
 	defer s.feed.Live(false)
 	s.loaded.Store(true)
-	s.log.Info("exporter: snapshot loaded", "hosts", s.hostCount(), "took", time.Since(start).Round(time.Millisecond))
-	if s.perHost {
-		// Every host is new to the compressed series: compress them now
-		// rather than in the first scrape's time (cache.go).
-		s.cache.segments(s.take(s.now()))
+	s.log.Info("exporter: snapshot loaded", "took", time.Since(start).Round(time.Millisecond))
+	// Once the host view has read the whole fleet, every host is new to
+	// the compressed series: they are compressed then rather than in the
+	// first scrape's time (cache.go).
+	primed := s.hosts.WhenPrimed()
+	if !s.perHost {
+		primed = nil
 	}
 
 	// The feed is read by a goroutine of this call's own, and applied
@@ -102,6 +105,11 @@ func (s *Service) followOnce(ctx context.Context) error {
 		var ok bool
 		select {
 		case ev, ok = <-evs:
+		case <-primed:
+			primed = nil
+			s.log.Info("exporter: the host view is whole", "hosts", s.hostCount())
+			s.cache.segments(s.take(s.now()))
+			continue
 		case <-projects.C:
 			if err := s.refreshProjects(ctx); err != nil {
 				return err

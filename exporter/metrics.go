@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/eimhq/eim/hostview"
 )
 
 // The series, in two parts:
@@ -103,37 +105,30 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range v.hosts {
 		hv := &v.hosts[i]
 		h := hv.h
-		agg := sites[siteKey{h.project, h.site}]
+		agg := sites[siteKey{h.Project, h.SiteID}]
 		if agg == nil {
 			agg = &siteAgg{}
 			for j, set := range statusFields {
 				agg.counts[j] = make([]int, len(set.values))
 			}
-			sites[siteKey{h.project, h.site}] = agg
+			sites[siteKey{h.Project, h.SiteID}] = agg
 		}
-		hs := hists[h.project]
+		hs := hists[h.Project]
 		if hs == nil {
 			hs = &[3]histo{}
-			hists[h.project] = hs
+			hists[h.Project] = hs
 		}
 		if hv.maintenance {
 			agg.maintenance++
 		}
-		agg.counts[0][h.status]++
-		agg.counts[1][h.onboarding]++
+		agg.counts[0][hv.f.status]++
+		agg.counts[1][hv.f.onboarding]++
 		agg.counts[2][hv.prov()]++
 		agg.counts[3][hv.update()]++
-		if !h.statusOK {
-			unrecognised[0]++
-		}
-		if !h.onboardingOK {
-			unrecognised[1]++
-		}
-		if hv.in != nil && !hv.in.provOK {
-			unrecognised[2]++
-		}
-		if hv.in != nil && !hv.in.updateOK {
-			unrecognised[3]++
+		for j, ok := range [4]bool{hv.f.statusOK, hv.f.onboardingOK, hv.f.provOK, hv.f.updateOK} {
+			if !ok {
+				unrecognised[j]++
+			}
 		}
 		if x, ok := hv.onboardingDuration(); ok {
 			hs[0].observe(x)
@@ -217,9 +212,9 @@ type hostFamily struct {
 }
 
 var hostFamilies = []*hostFamily{
-	{name: "edge_host_status", valueLabel: "status", set: &hostStatuses, value: func(hv *hostView) uint8 { return hv.h.status },
+	{name: "edge_host_status", valueLabel: "status", set: &hostStatuses, value: func(hv *hostView) uint8 { return hv.f.status },
 		help: "1 for the host's current status (hostStatus, folded: \"Error: …\" is \"Error\"), 0 for the other values."},
-	{name: "edge_host_onboarding_status", valueLabel: "onboardingStatus", set: &onboardingStatuses, value: func(hv *hostView) uint8 { return hv.h.onboarding },
+	{name: "edge_host_onboarding_status", valueLabel: "onboardingStatus", set: &onboardingStatuses, value: func(hv *hostView) uint8 { return hv.f.onboarding },
 		help: "1 for the host's current onboarding status, 0 for the other values."},
 	{name: "edge_host_provisioning_status", valueLabel: "provisioningStatus", set: &provisioningStatuses, value: (*hostView).prov,
 		help: "1 for the provisioning status of the host's instance (folded: \"Provisioning In Progress: 3/7 …\" is \"Provisioning In Progress\"; \"Not Provisioned\" without an instance), 0 for the other values."},
@@ -275,14 +270,47 @@ func renderText(mf *dto.MetricFamily) []byte {
 	return b.Bytes()
 }
 
-// labels returns the host's identity labels, rendered on first use.
-func (h *hostRec) labelsFor(projectID string) []byte {
-	if p := h.labels.Load(); p != nil {
-		return *p
+// appendLabels appends the host's identity labels as the library
+// writes them between a sample's braces (renderLabels): the values
+// escaped, invalid UTF-8 replaced.
+func appendLabels(b []byte, h *hostview.Host, projectID string) []byte {
+	for i, l := range [...]struct{ name, value string }{{"hostID", h.ID}, {"deviceGuid", h.UUID}, {"name", h.Name},
+		{"hostname", h.Hostname}, {"serial", h.SerialNumber}, {"projectId", projectID}} {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, l.name...)
+		b = append(b, '=', '"')
+		b = appendEscaped(b, l.value)
+		b = append(b, '"')
 	}
-	b := renderLabels([]string{"hostID", h.id, "deviceGuid", h.uuid, "name", h.name, "hostname", h.hostname,
-		"serial", h.serial, "projectId", projectID})
-	h.labels.Store(&b)
+	return b
+}
+
+// appendEscaped appends a label value as the text format writes it:
+// backslash, double quote and line feed escaped, invalid UTF-8 replaced
+// (Prometheus refuses it).
+func appendEscaped(b []byte, v string) []byte {
+	plain := true
+	for i := 0; i < len(v) && plain; i++ {
+		c := v[i]
+		plain = c < utf8.RuneSelf && c != '\\' && c != '"' && c != '\n'
+	}
+	if plain {
+		return append(b, v...)
+	}
+	for _, r := range strings.ToValidUTF8(v, string(utf8.RuneError)) {
+		switch r {
+		case '\\':
+			b = append(b, '\\', '\\')
+		case '"':
+			b = append(b, '\\', '"')
+		case '\n':
+			b = append(b, '\\', 'n')
+		default:
+			b = utf8.AppendRune(b, r)
+		}
+	}
 	return b
 }
 
@@ -293,7 +321,7 @@ func (s *Service) writeHostSeries(w io.Writer, v *view) error {
 	ids := make([]string, 0, len(v.hosts))
 	for i := range v.hosts {
 		hv := &v.hosts[i]
-		p := v.projects[hv.h.project]
+		p := v.projects[hv.h.Project]
 		if p == nil || p.perHostOff {
 			continue
 		}
@@ -303,11 +331,15 @@ func (s *Service) writeHostSeries(w io.Writer, v *view) error {
 	if len(shown) == 0 {
 		return nil
 	}
+	labels := make([][]byte, len(shown))
+	for i, hv := range shown {
+		labels[i] = appendLabels(nil, hv.h, ids[i])
+	}
 	buf := make([]byte, 0, 64<<10)
 	for _, f := range hostFamilies {
 		buf = append(buf, f.header...)
 		for i, hv := range shown {
-			buf = f.appendHost(buf, hv, ids[i])
+			buf = f.appendHost(buf, hv, labels[i])
 			if len(buf) >= 60<<10 {
 				if _, err := w.Write(buf); err != nil {
 					return err
@@ -320,10 +352,9 @@ func (s *Service) writeHostSeries(w io.Writer, v *view) error {
 	return err
 }
 
-// appendHost appends the family's lines of a host of the project with
-// the UUID projectID.
-func (f *hostFamily) appendHost(b []byte, hv *hostView, projectID string) []byte {
-	labels := hv.h.labelsFor(projectID)
+// appendHost appends the family's lines of a host whose identity labels
+// are labels (appendLabels).
+func (f *hostFamily) appendHost(b []byte, hv *hostView, labels []byte) []byte {
 	switch {
 	case f.set != nil:
 		cur := int(f.value(hv))

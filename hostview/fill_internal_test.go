@@ -33,7 +33,7 @@ func TestFillStalePage(t *testing.T) {
 	}
 	mark := v.changes.Load()
 	v.changed([]eim.Event{{Kind: eim.KindHost, ID: "host-00000001"}})
-	if v.fill(mark, page) {
+	if v.fill(mark, page, nil) {
 		t.Fatal("a page read while a host changed was kept")
 	}
 	if held("host-00000001") != nil || held("host-00000002") != nil {
@@ -42,14 +42,14 @@ func TestFillStalePage(t *testing.T) {
 	// Events of other kinds do not make a page stale.
 	mark = v.changes.Load()
 	v.changed([]eim.Event{{Kind: eim.KindInstance, ID: "inst-00000001"}})
-	if !v.fill(mark, page) || held("host-00000002") == nil {
+	if !v.fill(mark, page, nil) || held("host-00000002") == nil {
 		t.Fatal("a page was refused for an instance's change")
 	}
 	// What the view holds is at least as new as a page.
 	newer := &eim.Host{Meta: eim.Meta{ResourceID: "host-00000003", Project: "p"}, HostStatus: "new"}
-	v.fill(v.changes.Load(), []eim.Resource{newer})
+	v.fill(v.changes.Load(), []eim.Resource{newer}, nil)
 	older := &eim.Host{Meta: eim.Meta{ResourceID: "host-00000003", Project: "p"}, HostStatus: "old"}
-	v.fill(v.changes.Load(), []eim.Resource{older})
+	v.fill(v.changes.Load(), []eim.Resource{older}, nil)
 	if got := held("host-00000003").HostStatus; got != "new" {
 		t.Fatalf("a page replaced a held host: %q, want new", got)
 	}

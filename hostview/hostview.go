@@ -1,11 +1,18 @@
-// Package hostview is the per-host view that the modules answering nodes
-// share: what one process knows of each host's row — its project, site,
-// states, status, power and node credentials — read once and kept current
-// by the change feed and by this process's own commits. Node
-// authentication (southbound), the host module, telemetry and
-// maintenance read it, so that a process reads and follows a host once,
-// not once per module, and a node's call costs no database access while
-// its host is unchanged.
+// Package hostview is the process's one per-host read model: what one
+// process knows of each host's row and its instance — project, site,
+// states, statuses, power, node credentials, and what the fleet's pages
+// and series show — read once and kept current by the change feed and
+// by this process's own commits. Node authentication (southbound), the
+// host module, telemetry and maintenance read it, so that a process
+// reads and follows a host once, not once per module, and a node's call
+// costs no database access while its host is unchanged; the UI's
+// summaries and the exporter's series are projections over it
+// (Project): they are told of each record replaced, (old, new), and
+// index the shared records rather than keeping copies.
+//
+// The feed's handler reads again every changed host (and, with
+// projections, every changed instance) once per batch, and the record
+// it makes is what every reader and projection then uses.
 //
 // Consistency is node authentication's, the strictest of its readers:
 //
@@ -26,6 +33,16 @@
 // counts its changes, and a read is kept only if none happened since it
 // began.
 //
+// Without projections, a view with Options.Evict holds only the hosts
+// whose nodes call its process: none is read ahead, and a host no call
+// looks up for a while is dropped.
+//
+// A projection is told of every record the view replaces, in order per
+// host: the read ahead at the start, the feed's reads, the calls' reads.
+// With projections the view also follows instances, and the read ahead
+// must succeed (it is tried again) so that a projection sees the whole
+// fleet (Primed).
+//
 // Modules keep what they compute from a host on its Host value (Memo):
 // a Host is never changed, a change makes a new one, so a memo cannot
 // outlive the facts it came from. Modules that keep more per host than
@@ -34,8 +51,11 @@ package hostview
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,45 +64,8 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
+	"github.com/eimhq/eim/feedcache"
 )
-
-// Host is what the view holds of one host: the fields of its row that
-// the modules answering nodes read. It is never changed once returned.
-type Host struct {
-	ID, Project  string
-	SiteID       string
-	DesiredState eim.HostState
-	CurrentState eim.HostState
-	// The host module's: the status it shows, the hardware digest and
-	// the node's boot it keeps, and the power fields its in-band actions
-	// follow.
-	HostStatus           string
-	HostStatusIndicator  eim.StatusIndication
-	HardwareDigest       string
-	BootID               string
-	BmcKind              eim.BaremetalControllerKind
-	DesiredPowerState    eim.PowerState
-	CurrentPowerState    eim.PowerState
-	PowerStatus          string
-	PowerStatusTimestamp uint64
-	// Node authentication's.
-	NodeSecretHash string
-	NodeCredGen    int64
-
-	memo [maxSlots]atomic.Value
-}
-
-// factsOf returns what the view keeps of a host row.
-func factsOf(h *eim.Host) *Host {
-	return &Host{
-		ID: h.ResourceID, Project: h.Project, SiteID: h.SiteID,
-		DesiredState: h.DesiredState, CurrentState: h.CurrentState,
-		HostStatus: h.HostStatus, HostStatusIndicator: h.HostStatusIndicator, HardwareDigest: h.HardwareDigest,
-		BootID: h.BootID, BmcKind: h.BmcKind, DesiredPowerState: h.DesiredPowerState, CurrentPowerState: h.CurrentPowerState,
-		PowerStatus: h.PowerStatus, PowerStatusTimestamp: h.PowerStatusTimestamp,
-		NodeSecretHash: h.NodeSecretHash, NodeCredGen: h.NodeCredGen,
-	}
-}
 
 // Credentials returns what decides whether the host's node may
 // authenticate.
@@ -97,11 +80,28 @@ type Slot int
 const maxSlots = 4
 
 // Memo returns what the module of slot s kept on h (nil: nothing).
-func (h *Host) Memo(s Slot) any { return h.memo[s].Load() }
+func (h *Host) Memo(s Slot) any {
+	if m := h.memo.Load(); m != nil {
+		return m[s].Load()
+	}
+	return nil
+}
 
 // SetMemo keeps v on h for the module of slot s. Every call of a slot
 // must keep values of the same type.
-func (h *Host) SetMemo(s Slot, v any) { h.memo[s].Store(v) }
+func (h *Host) SetMemo(s Slot, v any) {
+	m := h.memo.Load()
+	if m == nil {
+		// Made on the first memo: a host no module keeps one on (one a
+		// process shows but does not serve) costs a pointer.
+		h.memo.CompareAndSwap(nil, new(memos))
+		m = h.memo.Load()
+	}
+	m[s].Store(v)
+}
+
+// memos are a Host's memos, by slot.
+type memos [maxSlots]atomic.Value
 
 // Options configure a View. Store is required.
 type Options struct {
@@ -111,6 +111,13 @@ type Options struct {
 	// Metrics, when set, gets the series of its change-feed runner
 	// (feed.Options.Metrics).
 	Metrics prometheus.Registerer
+	// Evict, when set, makes a view without projections hold only the
+	// hosts whose nodes call this process (a replica of the nodes'
+	// modules): it does not read the fleet ahead, a host is read at its
+	// first call, and a host no call looked up for about Evict (between
+	// Evict/2 and Evict) is dropped. Replicas then divide the fleet's
+	// memory among them, as they divide its nodes.
+	Evict time.Duration
 }
 
 // View is the per-host view. Its methods work before Run is called, but
@@ -133,6 +140,18 @@ type View struct {
 	slots   atomic.Int32
 	hooksMu sync.Mutex
 	hooks   atomic.Pointer[[]func(project, id string, deleted bool)]
+	// projs are the projections (Project); primed is set once the read
+	// ahead read every host (and instance) for them.
+	projs   atomic.Pointer[[]func(old, new *Host)]
+	primed  atomic.Bool
+	primedC chan struct{} // closed when primed is set
+	// evict is Options.Evict; onDemand is set when Run follows it (no
+	// projections).
+	evict    time.Duration
+	onDemand atomic.Bool
+	// insts is each instance's host (with projections): the feed's
+	// handler and the read ahead use it, never at once.
+	insts map[string]string
 }
 
 // shardCount spreads the entries over locks: every southbound call and
@@ -144,12 +163,17 @@ type shard struct {
 	m  map[string]*entry
 }
 
-// entry is one host's place in the view; it stays when the host is
-// dropped (h nil), so that a read begun before a change or a delete
-// cannot bring the old row back.
+// entry is one host's place in the view. A drop (a change of the host)
+// marks it stale, and bumps its generation, so that a read begun before
+// the change cannot bring the old row back; a stale record is not
+// served, but stays what the projections were last told until the feed
+// reads the host again. The entry goes when the feed finds the host
+// gone.
 type entry struct {
-	h   *Host
-	gen uint64 // bumped by every drop
+	h     *Host
+	gen   uint64 // bumped by every drop
+	stale bool
+	used  bool // looked up since the last sweep (Options.Evict)
 }
 
 // New returns a View of the store, and hooks it to the store's commits.
@@ -157,7 +181,7 @@ func New(o Options) *View {
 	if o.Store == nil {
 		panic("hostview.New: Store is required")
 	}
-	v := &View{store: o.Store, log: o.Logger, now: o.Now, seed: maphash.MakeSeed()}
+	v := &View{store: o.Store, log: o.Logger, now: o.Now, evict: o.Evict, seed: maphash.MakeSeed(), insts: map[string]string{}, primedC: make(chan struct{})}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -167,11 +191,9 @@ func New(o Options) *View {
 	for i := range v.shards {
 		v.shards[i].m = map[string]*entry{}
 	}
-	v.feed = feed.New(feed.Options{Store: o.Store, Name: "host view", Logger: v.log, Metrics: o.Metrics, Kinds: []eim.Kind{eim.KindHost},
-		Handle: func(_ context.Context, evs []eim.Event) error {
-			v.changed(evs)
-			return nil
-		},
+	v.feed = feed.New(feed.Options{Store: o.Store, Name: "host view", Logger: v.log, Metrics: o.Metrics, Kinds: []eim.Kind{eim.KindHost, eim.KindInstance},
+		Handle:   v.handle,
+		MaxBatch: 500,
 		// At the start, the whole fleet in a few scans: after a restart
 		// every node calls within an interval, and each call would
 		// otherwise read its host.
@@ -189,7 +211,60 @@ func New(o Options) *View {
 }
 
 // Run follows the change feed until ctx ends, and returns nil then.
-func (v *View) Run(ctx context.Context) error { return v.feed.Run(ctx) }
+func (v *View) Run(ctx context.Context) error {
+	if v.evict <= 0 || v.projected() {
+		return v.feed.Run(ctx)
+	}
+	v.onDemand.Store(true)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { v.sweep(ctx) })
+	return v.feed.Run(ctx)
+}
+
+// sweep drops, every Evict/2, the hosts no call looked up since the last
+// sweep, until ctx ends.
+func (v *View) sweep(ctx context.Context) {
+	t := time.NewTicker(v.evict / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for i := range v.shards {
+			sh := &v.shards[i]
+			sh.mu.Lock()
+			for id, e := range sh.m {
+				if e.used {
+					e.used = false
+				} else {
+					delete(sh.m, id)
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// Len returns how many hosts the view holds.
+func (v *View) Len() int {
+	n := 0
+	for i := range v.shards {
+		sh := &v.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			if e.h != nil {
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
 
 // Shared returns v, the process's view, for a module to use; when v is
 // nil (a module on its own: tests, tools) it returns a new View of o that
@@ -257,8 +332,9 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 	sh := v.shard(id)
 	sh.mu.Lock()
 	e := sh.m[id]
-	if e != nil && e.h != nil {
+	if e != nil && e.h != nil && !e.stale {
 		h := e.h
+		e.used = true
 		sh.mu.Unlock()
 		if project != "" && h.Project != project {
 			return nil, notFound(id)
@@ -269,6 +345,7 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 		e = &entry{}
 		sh.m[id] = e
 	}
+	e.used = true
 	gen := e.gen
 	sh.mu.Unlock()
 
@@ -279,12 +356,17 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.m[id] == e && e.gen == gen && v.feed.Live() {
-		if e.h != nil {
+		if e.h != nil && !e.stale {
 			// Filled meanwhile (read ahead), from the same state: one
 			// Host value per state, so that memos are shared.
 			return e.h, nil
 		}
-		e.h = h
+		if e.h == nil {
+			// Keyed by the record's copy of the ID, not the caller's.
+			delete(sh.m, id)
+			sh.m[h.ID] = e
+		}
+		v.install(e, h, false)
 	}
 	return h, nil
 }
@@ -316,7 +398,7 @@ func (v *View) Stale(id string, maxAge time.Duration) (*Host, bool) {
 	sh := v.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[id]; e != nil && e.h != nil {
+	if e := sh.m[id]; e != nil && e.h != nil && !e.stale {
 		return e.h, true
 	}
 	return nil, false
@@ -335,7 +417,7 @@ func (v *View) changed(evs []eim.Event) {
 		// it (see fill).
 		v.changes.Add(1)
 		if e := sh.m[ev.ID]; e != nil {
-			e.h, e.gen = nil, e.gen+1
+			e.stale, e.gen = true, e.gen+1
 		}
 		sh.mu.Unlock()
 		if hooks != nil {
@@ -347,18 +429,37 @@ func (v *View) changed(evs []eim.Event) {
 }
 
 // primePage is how many hosts one read of prime takes, and primeTries
-// how often a page is read before it is left to the hosts' reads (a page
-// read while a host changed is not kept).
+// how often a page is read before it is kept stale (a page read while a
+// host changed is not served from).
 const (
 	primePage  = 2000
 	primeTries = 3
 )
 
-// prime reads every host, of every project, into the view, in pages. It
-// stops when ctx ends or a read fails (the calls then read what is
-// missing), and returns nil: it is not tried again.
+// prime reads every host, of every project, into the view, in pages,
+// and with projections every instance. Without projections it stops
+// when ctx ends or a read fails (the calls then read what is missing),
+// and returns nil: it is not tried again. With projections a failure is
+// returned, for the runner to call it again: they need the whole fleet.
 func (v *View) prime(ctx context.Context) error {
+	if v.onDemand.Load() {
+		return nil // the hosts are read at their calls
+	}
 	start := time.Now()
+	full := v.projected()
+	// With projections the instances are read first, so that each host's
+	// record is made once, with its instance.
+	var insts map[string]*Instance // by host ID
+	if full {
+		insts = map[string]*Instance{}
+		err := feedcache.Each(ctx, v.store, "", eim.KindInstance, primePage, func(r eim.Resource) {
+			in := r.(*eim.Instance)
+			insts[in.HostID] = instanceOf(in)
+		})
+		if err != nil {
+			return fmt.Errorf("read the instances ahead: %w", err)
+		}
+	}
 	after, n, skipped := "", 0, 0
 	for {
 		q := eim.Query{OrderBy: "resourceId", Limit: primePage, NoTotal: true}
@@ -375,12 +476,15 @@ func (v *View) prime(ctx context.Context) error {
 				return err
 			})
 			if err != nil {
+				if full {
+					return fmt.Errorf("read the hosts ahead: %w", err)
+				}
 				if ctx.Err() == nil {
 					v.log.Warn("host view: could not read the hosts ahead; calls will read their hosts", "err", err)
 				}
 				return nil
 			}
-			if kept = v.fill(mark, page); kept {
+			if kept = v.fill(mark, page, insts); kept {
 				break
 			}
 		}
@@ -388,11 +492,20 @@ func (v *View) prime(ctx context.Context) error {
 			n += len(page)
 		} else {
 			skipped += len(page)
+			v.fillStale(page, insts)
 		}
 		if len(page) < primePage {
 			break
 		}
 		after = page[len(page)-1].Base().ResourceID
+	}
+	// Each instance on its host's record (there already, but for a host
+	// a call read meanwhile), and its host remembered.
+	for hostID, in := range insts {
+		v.setInstance(hostID, in)
+	}
+	if !v.primed.Swap(true) {
+		close(v.primedC)
 	}
 	v.log.Info("host view: read ahead", "hosts", n, "left to their calls", skipped, "took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -404,9 +517,10 @@ func (v *View) prime(ctx context.Context) error {
 // and keeps the rest of the page out (those kept before the drop are
 // dropped by it if they changed). Hosts the view holds already are left:
 // they are at least as new.
-func (v *View) fill(mark uint64, page []eim.Resource) bool {
+func (v *View) fill(mark uint64, page []eim.Resource, insts map[string]*Instance) bool {
 	for _, r := range page {
 		h := factsOf(r.(*eim.Host))
+		h.Instance = insts[h.ID]
 		sh := v.shard(h.ID)
 		sh.mu.Lock()
 		if v.changes.Load() != mark {
@@ -419,9 +533,198 @@ func (v *View) fill(mark uint64, page []eim.Resource) bool {
 			sh.m[h.ID] = e
 		}
 		if e.h == nil {
-			e.h = h
+			v.install(e, h, false)
 		}
 		sh.mu.Unlock()
 	}
 	return true
+}
+
+// fillStale keeps, for the projections, the hosts of a page that could
+// not be read apart from changes: stale, so not served (a call reads its
+// host), and read again by the feed if they changed.
+func (v *View) fillStale(page []eim.Resource, insts map[string]*Instance) {
+	if !v.projected() {
+		return
+	}
+	for _, r := range page {
+		h := factsOf(r.(*eim.Host))
+		h.Instance = insts[h.ID]
+		sh := v.shard(h.ID)
+		sh.mu.Lock()
+		e := sh.m[h.ID]
+		if e == nil {
+			e = &entry{}
+			sh.m[h.ID] = e
+		}
+		if e.h == nil {
+			v.install(e, h, true)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// install makes h e's record, with the instance of the record it
+// replaces, and tells the projections. The entry's shard is locked.
+func (v *View) install(e *entry, h *Host, stale bool) {
+	old := e.h
+	if old != nil && h.Instance == nil {
+		h.Instance = old.Instance
+	}
+	e.h, e.stale = h, stale
+	v.project(old, h)
+}
+
+// handle handles a batch of the feed: it drops the changed hosts, then
+// reads them again (with projections, every changed host; without, those
+// the view holds) and, with projections, the changed instances.
+func (v *View) handle(ctx context.Context, evs []eim.Event) error {
+	v.changed(evs)
+	full := v.projected()
+	var hostIDs, instIDs []string
+	for _, ev := range evs {
+		switch ev.Kind {
+		case eim.KindHost:
+			hostIDs = append(hostIDs, ev.ID)
+		case eim.KindInstance:
+			if full {
+				instIDs = append(instIDs, ev.ID)
+			}
+		}
+	}
+	if err := v.refreshHosts(ctx, dedupe(hostIDs), full); err != nil {
+		return err
+	}
+	return v.refreshInstances(ctx, dedupe(instIDs))
+}
+
+// getManyBatch bounds the IDs of one read of changed rows.
+const getManyBatch = 500
+
+// refreshHosts reads the hosts with the ids again and keeps what it
+// read: served again when nothing of this process changed the host
+// since the read began, and told to the projections in any case (it is
+// never older than what they were told: the feed reads again what
+// changed meanwhile). A host gone leaves the view.
+func (v *View) refreshHosts(ctx context.Context, ids []string, all bool) error {
+	type mark struct {
+		e   *entry
+		gen uint64
+	}
+	marks := make(map[string]mark, len(ids))
+	for _, id := range ids {
+		sh := v.shard(id)
+		sh.mu.Lock()
+		e := sh.m[id]
+		if e == nil && all {
+			e = &entry{stale: true}
+			sh.m[id] = e
+		}
+		if e != nil {
+			marks[id] = mark{e, e.gen}
+		}
+		sh.mu.Unlock()
+	}
+	if len(marks) == 0 {
+		return nil
+	}
+	found := make(map[string]*Host, len(marks))
+	for chunk := range slices.Chunk(slices.Collect(maps.Keys(marks)), getManyBatch) {
+		err := v.store.View(ctx, "", func(tx eim.Tx) error {
+			rs, err := tx.GetMany(ctx, eim.KindHost, chunk)
+			for _, r := range rs {
+				found[r.Base().ResourceID] = factsOf(r.(*eim.Host))
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read changed hosts: %w", err)
+		}
+	}
+	for id, m := range marks {
+		sh := v.shard(id)
+		sh.mu.Lock()
+		if sh.m[id] == m.e {
+			h, e := found[id], m.e
+			switch {
+			case h == nil:
+				delete(sh.m, id)
+				if e.h != nil {
+					v.project(e.h, nil)
+				}
+			case e.gen == m.gen:
+				v.install(e, h, false)
+			case e.stale || e.h == nil:
+				// Changed again meanwhile: the projections get what
+				// was read; the feed brings the change after it.
+				v.install(e, h, true)
+			}
+			// Otherwise a call read it after the change: newer.
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// refreshInstances reads the instances with the ids again and sets each
+// on its host's record (a new record: see Host).
+func (v *View) refreshInstances(ctx context.Context, ids []string) error {
+	found := make(map[string]*eim.Instance, len(ids))
+	for chunk := range slices.Chunk(ids, getManyBatch) {
+		err := v.store.View(ctx, "", func(tx eim.Tx) error {
+			rs, err := tx.GetMany(ctx, eim.KindInstance, chunk)
+			for _, r := range rs {
+				found[r.Base().ResourceID] = r.(*eim.Instance)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read changed instances: %w", err)
+		}
+	}
+	for _, id := range ids {
+		in := found[id]
+		if prev, ok := v.insts[id]; ok && (in == nil || in.HostID != prev) {
+			v.clearInstance(prev, id)
+		}
+		if in != nil {
+			v.setInstance(in.HostID, instanceOf(in))
+		}
+	}
+	return nil
+}
+
+// setInstance sets in on its host's record, and remembers its host.
+func (v *View) setInstance(hostID string, in *Instance) {
+	sh := v.shard(hostID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[hostID]
+	if e != nil && e.h != nil {
+		hostID = e.h.ID // the record's copy, not the row's
+	}
+	v.insts[in.ID] = hostID
+	if e != nil && e.h != nil && (e.h.Instance == nil || *e.h.Instance != *in) {
+		old := e.h
+		e.h = old.withInstance(in)
+		v.project(old, e.h)
+	}
+}
+
+// clearInstance takes instance id off its host's record.
+func (v *View) clearInstance(hostID, id string) {
+	delete(v.insts, id)
+	sh := v.shard(hostID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[hostID]; e != nil && e.h != nil && e.h.Instance != nil && e.h.Instance.ID == id {
+		old := e.h
+		e.h = old.withInstance(nil)
+		v.project(old, e.h)
+	}
+}
+
+func dedupe(ids []string) []string {
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }

@@ -394,3 +394,136 @@ func TestStoreAway(t *testing.T) {
 		}
 	})
 }
+
+// tally is a projection that keeps the records it was told of, checking
+// that each old is what it was told last.
+type tally struct {
+	t  *testing.T
+	mu sync.Mutex
+	m  map[string]*hostview.Host
+}
+
+func (p *tally) put(old, h *hostview.Host) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := ""
+	if old != nil {
+		id = old.ID
+		if p.m[id] != old {
+			p.t.Errorf("told of %s's old record %p, want the last one told %p", id, old, p.m[id])
+		}
+		delete(p.m, id)
+	}
+	if h != nil {
+		p.m[h.ID] = h
+	}
+}
+
+func (p *tally) get(id string) *hostview.Host {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[id]
+}
+
+// A projection is told of every host read ahead, with its instance, and
+// of every change after, of the host or of its instance, by this process
+// or another; a deleted host leaves it.
+func TestProjection(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		osr := &eim.OS{Name: "emt", ProfileName: "emt", ImageID: "1.0", OsType: "OS_TYPE_IMMUTABLE",
+			ImageURL: "https://images.example/emt.raw.gz", Sha256: strings.Repeat("ab", 32), SecurityFeature: "SECURITY_FEATURE_NONE", Architecture: "x86_64"}
+		in := &eim.Instance{Name: "i0", Kind: eim.InstanceKindMetal, HostID: e.hosts[0], UpdateStatusIndicator: eim.StatusIdle}
+		err := e.real.Update(e.ctx, e.project, func(tx eim.Tx) error {
+			if err := tx.Create(e.ctx, osr); err != nil {
+				return err
+			}
+			in.OSID = osr.ResourceID
+			return tx.Create(e.ctx, in)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := e.view()
+		p := &tally{t: t, m: map[string]*hostview.Host{}}
+		v.Project(p.put)
+		e.run(v)
+		waitFor(t, "the read ahead", v.Primed)
+		for _, id := range e.hosts {
+			if p.get(id) == nil {
+				t.Fatalf("host %s not told", id)
+			}
+		}
+		h := p.get(e.hosts[0])
+		if h.Name != "h0" || h.Instance == nil || h.Instance.ID != in.ResourceID || h.Instance.OSID != osr.ResourceID || h.Instance.UpdateStatusIndicator != eim.StatusIdle {
+			t.Fatalf("got %+v, instance %+v; want h0 with its instance", h, h.Instance)
+		}
+		if p.get(e.hosts[1]).Instance != nil {
+			t.Fatal("a host without an instance has one")
+		}
+
+		other := e.open()
+		e.edit(other, e.hosts[1], func(h *eim.Host) { h.Name = "renamed" })
+		waitFor(t, "another process's change", func() bool { return p.get(e.hosts[1]).Name == "renamed" })
+		e.edit(e.real, e.hosts[0], func(h *eim.Host) { h.HostStatus = "No Connection" })
+		waitFor(t, "this process's change", func() bool { return p.get(e.hosts[0]).HostStatus == "No Connection" })
+		if got := p.get(e.hosts[0]); got.Instance == nil || got.Instance.ID != in.ResourceID {
+			t.Fatalf("the host's change lost its instance: %+v", got.Instance)
+		}
+		err = other.Update(e.ctx, e.project, func(tx eim.Tx) error {
+			r, err := tx.Get(e.ctx, eim.KindInstance, in.ResourceID)
+			if err != nil {
+				return err
+			}
+			r.(*eim.Instance).UpdateStatusIndicator = eim.StatusInProgress
+			return tx.Update(e.ctx, r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the instance's change", func() bool {
+			in := p.get(e.hosts[0]).Instance
+			return in != nil && in.UpdateStatusIndicator == eim.StatusInProgress
+		})
+		if err := other.Update(e.ctx, e.project, func(tx eim.Tx) error { return tx.Delete(e.ctx, eim.KindInstance, in.ResourceID) }); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the instance's delete", func() bool { return p.get(e.hosts[0]).Instance == nil })
+		if err := other.Update(e.ctx, e.project, func(tx eim.Tx) error { return tx.Delete(e.ctx, eim.KindHost, e.hosts[2]) }); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the host's delete", func() bool { return p.get(e.hosts[2]) == nil })
+		// What the projection holds is what the view serves.
+		if got := e.host(v, e.hosts[1]); got != p.get(e.hosts[1]) {
+			t.Fatal("the view serves another record than its projection holds")
+		}
+	})
+}
+
+// With Evict and no projection the view reads no host ahead: a host is
+// read at its first call and served from memory after, and one no call
+// looks up is dropped, and read again at its next call.
+func TestOnDemand(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		v := hostview.New(hostview.Options{Store: e.st, Now: e.clock.Now, Evict: 200 * time.Millisecond})
+		e.run(v)
+		if n := v.Len(); n != 0 {
+			t.Fatalf("%d hosts held before any call, want 0", n)
+		}
+		if n := e.reads(func() { e.host(v, e.hosts[0]) }); n != 1 {
+			t.Fatalf("the first call: %d reads, want 1", n)
+		}
+		if n := e.reads(func() { e.host(v, e.hosts[0]) }); n != 0 {
+			t.Fatalf("the next call: %d reads, want 0", n)
+		}
+		if n := v.Len(); n != 1 {
+			t.Fatalf("%d hosts held, want 1", n)
+		}
+		// A change reaches a held host as before.
+		e.edit(e.open(), e.hosts[0], func(h *eim.Host) { h.HostStatus = "No Connection" })
+		waitFor(t, "another process's write", func() bool { return e.host(v, e.hosts[0]).HostStatus == "No Connection" })
+		waitFor(t, "the idle host's eviction", func() bool { return v.Len() == 0 })
+		if n := e.reads(func() { e.host(v, e.hosts[0]) }); n != 1 {
+			t.Fatalf("a call after the eviction: %d reads, want 1", n)
+		}
+	})
+}

@@ -11,7 +11,11 @@ func exporterModule() *Module {
 }
 
 func buildExporter(b *Builder) (Parts, error) {
-	exp := exporter.New(exporter.Options{Store: b.Store, Logger: b.Log, PerHost: b.cfg.ExporterPerHost, Own: b.Metrics, Metrics: b.Metrics})
+	hosts, err := Use(b, hostView)
+	if err != nil {
+		return Parts{}, err
+	}
+	exp := exporter.New(exporter.Options{Store: b.Store, Logger: b.Log, Hosts: hosts, PerHost: b.cfg.ExporterPerHost, Own: b.Metrics, Metrics: b.Metrics})
 	return Parts{
 		// /metrics: the process's own series, then the fleet's.
 		Metrics: exp,

@@ -34,7 +34,11 @@ func buildUI(b *Builder) (Parts, error) {
 	if err != nil {
 		return Parts{}, err
 	}
-	opts := ui.Options{Logger: b.Log, Reprovisioner: prov, Store: b.Store, API: v1, V2: v2, Deployed: b.deployment.Modules}
+	hosts, err := Use(b, hostView)
+	if err != nil {
+		return Parts{}, err
+	}
+	opts := ui.Options{Logger: b.Log, Reprovisioner: prov, Store: b.Store, Hosts: hosts, API: v1, V2: v2, Deployed: b.deployment.Modules}
 	if b.cfg.OIDCIssuer != "" && b.cfg.UIOIDCClientID != "" {
 		opts.OIDC = &ui.OIDC{Issuer: b.cfg.OIDCIssuer, ClientID: b.cfg.UIOIDCClientID}
 	}

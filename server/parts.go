@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,7 +22,12 @@ import (
 // host is read and followed once per process, not once per module. The
 // process runs it (a per-process loop) once something asked for it.
 var hostView = &Part[*hostview.View]{Name: "host view", Build: func(b *Builder) (*hostview.View, error) {
-	v := hostview.New(hostview.Options{Store: b.Store, Logger: b.Log, Metrics: b.Metrics})
+	// Without the UI's or the exporter's projections (a replica of the
+	// nodes' modules), the view holds only the hosts whose nodes call
+	// this process, dropping those silent for many intervals (a node's
+	// connection, and so its replica, changed).
+	v := hostview.New(hostview.Options{Store: b.Store, Logger: b.Log, Metrics: b.Metrics,
+		Evict: max(5*time.Minute, 10*b.cfg.HeartbeatInterval)})
 	b.runLoop("agent", Loop{Name: "hosts", Run: v.Run, Ready: v.Live})
 	return v, nil
 }}

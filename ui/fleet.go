@@ -10,42 +10,44 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unique"
 
 	"github.com/eimhq/eim"
-	"github.com/eimhq/eim/feed"
-	"github.com/eimhq/eim/feedcache"
+	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/inventory"
 )
 
-// fleet is the UI's summary of every host in memory, kept by the change
-// feed (a cache: package feed): what the overview counts and what the
-// host list's built-in views (tabs, states, the search box) select and
-// sort, so that they cost a pass over memory rather than scans of the
-// hosts and instances tables (at 100,000 hosts, a state's COUNT over a
-// substring filter or an instance subquery reads every row). The rows of
-// a page are still read from the store, by their IDs, and a filter typed
-// by the user always runs in the store. While the feed is not live (at
-// start, while the database is away) the pages ask the store for
-// everything.
+// fleet is the UI's summary of every host, a projection over the
+// process's read model (hostview.Project): what the overview counts and
+// what the host list's built-in views (tabs, states, the search box)
+// select and sort, so that they cost a pass over memory rather than
+// scans of the hosts and instances tables (at 100,000 hosts, a state's
+// COUNT over a substring filter or an instance subquery reads every
+// row). It keeps counts and indices of the view's records, never copies
+// of them: a host costs its places in byName (and in the sorted orders
+// and the search text once asked for). The rows of a page are still read
+// from the store, by their IDs, and a filter typed by the user always
+// runs in the store. While the view is not live or has not read the
+// whole fleet (at start, while the database is away) the pages ask the
+// store for everything.
 type fleet struct {
-	store  eim.Store
-	runner *feed.Runner
-	loaded atomic.Bool
-	once   atomic.Bool // loaded at least once
+	view *hostview.View
+	own  bool // the view is the fleet's own (a UI without a process's)
+	// ordered is set once the fleet is whole (the view primed) and byName
+	// sorted: until then hosts are appended as the read ahead brings them.
+	ordered atomic.Bool
 
-	mu    sync.RWMutex
-	hosts map[string]*hostSum // by host ID
-	prj   map[string]*prjSum  // by project
-	inst  map[string]string   // instance ID → its host's ID
+	mu  sync.RWMutex
+	prj map[string]*prjSum // by project
 }
 
 // prjSum is a project's hosts and their counts, kept as hosts come and go
 // so that the overview reads them rather than counting.
 type prjSum struct {
-	hosts  map[string]*hostSum
-	byName []*hostSum // ordered by name, then ID: the list's default order
-	states [len(stateKeys)]int
+	byName []*hostview.Host // ordered by name, then ID: the list's default order
+	// loading holds the hosts, by ID, until the fleet is whole: byName is
+	// then made of them, in order, once.
+	loading map[string]*hostview.Host
+	states  [len(stateKeys)]int
 	// views counts the hosts of each tab (tabKeys) in all (column 0) and
 	// in each state (column i+1 for stateKeys[i]).
 	views [len(tabKeys)][len(stateKeys) + 1]int
@@ -60,18 +62,18 @@ type prjSum struct {
 	// for it and kept in order from then on as byName is: a page of a
 	// sorted view is then a walk from either end, not a pass over every
 	// host with a heap.
-	sorted map[string][]*hostSum
+	sorted map[string][]*hostview.Host
 	// text is the hosts' searched fields in one buffer, for the search
 	// box: built on the first search, dropped when a host comes, goes or
 	// changes a searched field.
 	text *searchText
 }
 
-// searchText is every host's searched fields (hostSum.search), each
-// followed by \x01, in one buffer, in the order of byName: a search is a
-// scan of contiguous memory, and a match's text is its host's place in
-// byName. A host's change that keeps its place (a status) keeps the text;
-// one that moves it, or changes what is searched, drops it.
+// searchText is every host's searched fields (searchOf), each followed
+// by \x01, in one buffer, in the order of byName: a search is a scan of
+// contiguous memory, and a match's text is its host's place in byName. A
+// host's change that keeps its place (a status) keeps the text; one that
+// moves it, or changes what is searched, drops it.
 type searchText struct {
 	buf  []byte
 	ends []int    // the end of each host's text in buf
@@ -85,7 +87,7 @@ const maxSortedHits = 20000
 // search returns the hosts whose searched fields hold q (lower-case) and
 // that match, in the order of byName; ok false when the project has no
 // current text. p's lock is held.
-func (p *prjSum) search(q string, match func(*hostSum) bool) ([]*hostSum, bool) {
+func (p *prjSum) search(q string, match func(*hostview.Host) bool) ([]*hostview.Host, bool) {
 	t := p.text
 	if t == nil || len(t.ids) != len(p.byName) {
 		return nil, false
@@ -94,198 +96,225 @@ func (p *prjSum) search(q string, match func(*hostSum) bool) ([]*hostSum, bool) 
 		return nil, true // no host's text holds these
 	}
 	needle := []byte(q)
-	var out []*hostSum
+	var out []*hostview.Host
 	for pos := 0; pos < len(t.buf); {
 		i := bytes.Index(t.buf[pos:], needle)
 		if i < 0 {
 			break
 		}
 		j, _ := slices.BinarySearch(t.ends, pos+i) // the text holding the match
-		s := p.byName[j]
-		if s.id != t.ids[j] {
+		h := p.byName[j]
+		if h.ID != t.ids[j] {
 			return nil, false
 		}
-		if match(s) {
-			out = append(out, s)
+		if match(h) {
+			out = append(out, h)
 		}
 		pos = t.ends[j] + 1
 	}
 	return out, true
 }
 
-// hostSum is what the fleet keeps of a host and its instance. It is not
-// changed once in the maps: a change replaces it (readers hold the lock
-// only while they look).
-type hostSum struct {
-	project, id, name, serial, uuid, hostname string
-	siteID                                    string
-	search                                    string // the searched fields, lower-case, joined
-	hostStatus                                string
-	hostInd, onbInd, regInd                   eim.StatusIndication
-	desired, current                          eim.HostState
-	statusTime                                uint64
-	inst                                      string
-	provInd, updInd                           eim.StatusIndication
-	osID                                      string
-	osUpdate                                  bool   // an OS update is available
-	bits                                      uint16 // the states it is in: bit i for stateKeys[i]
-	tabs                                      uint8  // the tabs it is on: bit i for tabKeys[i]
+// searchOf is a host's searched fields, lower-case, joined by \x00.
+func searchOf(h *hostview.Host) string {
+	return strings.ToLower(strings.Join([]string{h.Name, h.SerialNumber, h.UUID, h.ID, h.Hostname}, "\x00"))
 }
 
-// fleetBatch is how many hosts (or instances) a load reads per query.
-const fleetBatch = 2000
+// sameSearch reports whether a and b have the same searched fields.
+func sameSearch(a, b *hostview.Host) bool {
+	return a.Name == b.Name && a.SerialNumber == b.SerialNumber && a.UUID == b.UUID && a.ID == b.ID && a.Hostname == b.Hostname
+}
 
-func newFleet(st eim.Store) *fleet {
-	f := &fleet{store: st}
-	f.reset()
-	f.runner = feed.New(feed.Options{
-		Store: st, Name: "ui-fleet", Kinds: []eim.Kind{eim.KindHost, eim.KindInstance},
-		Handle: f.handle, Relist: f.relist, Reset: f.reset,
-	})
+// contains reports whether a host's searched fields hold q (lower-case).
+func contains(h *hostview.Host, q string) bool {
+	for _, f := range [...]string{h.Name, h.SerialNumber, h.UUID, h.ID, h.Hostname} {
+		if strings.Contains(strings.ToLower(f), q) {
+			return true
+		}
+	}
+	return false
+}
+
+// newFleet returns the fleet as a projection over v (a view of its own,
+// which it runs, when own).
+func newFleet(v *hostview.View, own bool) *fleet {
+	f := &fleet{view: v, own: own, prj: map[string]*prjSum{}}
+	v.Project(f.put)
 	return f
 }
 
-// Run follows the feed until ctx ends.
-func (f *fleet) Run(ctx context.Context) error { return f.runner.Run(ctx) }
-
-// live reports whether the summary may be used.
-func (f *fleet) live() bool { return f != nil && f.loaded.Load() && f.runner.Live() }
-
-func (f *fleet) reset() {
-	f.loaded.Store(false)
-	f.mu.Lock()
-	f.hosts, f.prj, f.inst = map[string]*hostSum{}, map[string]*prjSum{}, map[string]string{}
-	f.mu.Unlock()
+// Run runs the fleet's own view, if it has one, until ctx ends: the
+// process's view is run by the process.
+func (f *fleet) Run(ctx context.Context) error {
+	return hostview.RunAlong(ctx, f.view, f.own, func(ctx context.Context) error {
+		<-ctx.Done()
+		return nil
+	})
 }
 
-// put replaces old (nil: none) by s (nil: none) in the maps and the
-// counts; f.mu is held. Unless ordered, byName is left for the caller to
-// sort.
-func (f *fleet) put(old, s *hostSum, ordered bool) {
-	if s != nil {
-		s.classify()
+// live reports whether the summary may be used: the view is followed
+// and has read the whole fleet. The first time, it puts the hosts the
+// read ahead appended in order.
+func (f *fleet) live() bool {
+	if f == nil || !f.view.Live() || !f.view.Primed() {
+		return false
 	}
-	if old == nil || s == nil || old.search != s.search {
-		for _, x := range []*hostSum{old, s} {
-			if x != nil && f.prj[x.project] != nil {
-				f.prj[x.project].text = nil
+	if !f.ordered.Load() {
+		f.mu.Lock()
+		if !f.ordered.Load() {
+			for _, p := range f.prj {
+				p.byName = slices.AppendSeq(p.byName[:0], maps.Values(p.loading))
+				slices.SortFunc(p.byName, byName)
+				p.loading, p.sorted, p.text = nil, nil, nil
+			}
+			f.ordered.Store(true)
+		}
+		f.mu.Unlock()
+	}
+	return true
+}
+
+// put replaces old (nil: none) by h (nil: none) in the indices and the
+// counts: the view's projection.
+func (f *fleet) put(old, h *hostview.Host) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ordered := f.ordered.Load()
+	if old == nil || h == nil || !sameSearch(old, h) {
+		for _, x := range []*hostview.Host{old, h} {
+			if x != nil && f.prj[x.Project] != nil {
+				f.prj[x.Project].text = nil
 			}
 		}
 	}
 	if old != nil {
-		p := f.prj[old.project]
-		p.count(old, -1)
-		delete(p.hosts, old.id)
-		delete(f.hosts, old.id)
-		if ordered {
-			i, found := slices.BinarySearchFunc(p.byName, old, byName)
-			switch {
-			case !found:
-			case s != nil && s.name == old.name:
-				p.byName[i] = s // in its place
-			default:
-				p.byName = slices.Delete(p.byName, i, i+1)
-			}
-			for col, idx := range p.sorted {
-				less := ascending[col]
-				i, found := slices.BinarySearchFunc(idx, old, less)
-				switch {
-				case !found:
-				case s != nil && s.project == old.project && less(s, old) == 0 && sameKey(col, s, old):
-					idx[i] = s // in its place
-					continue
-				default:
-					idx = slices.Delete(idx, i, i+1)
-				}
-				p.sorted[col] = idx
-			}
-		} else {
-			p.sorted = nil
+		if p := f.prj[old.Project]; p != nil {
+			f.remove(p, old, h, ordered)
 		}
 	}
-	if s == nil {
+	if h == nil {
 		return
 	}
-	p := f.prj[s.project]
+	p := f.prj[h.Project]
 	if p == nil {
-		p = &prjSum{hosts: map[string]*hostSum{}, updOS: map[string]*inventory.UpdateCounts{}, sites: map[string]*[len(stateKeys) + 1]int{}}
-		f.prj[s.project] = p
+		p = &prjSum{updOS: map[string]*inventory.UpdateCounts{}, sites: map[string]*[len(stateKeys) + 1]int{}}
+		f.prj[h.Project] = p
 	}
-	p.hosts[s.id] = s
-	f.hosts[s.id] = s
-	p.count(s, 1)
+	p.count(h, 1)
 	switch {
 	case !ordered:
-		p.byName = append(p.byName, s)
-		p.sorted = nil
-	case old == nil || s.name != old.name:
-		i, _ := slices.BinarySearchFunc(p.byName, s, byName)
-		p.byName = slices.Insert(p.byName, i, s)
-	}
-	if !ordered {
+		if p.loading == nil {
+			p.loading = map[string]*hostview.Host{}
+		}
+		p.loading[h.ID] = h
 		return
+	case old == nil || old.Project != h.Project || h.Name != old.Name:
+		i, _ := slices.BinarySearchFunc(p.byName, h, byName)
+		p.byName = slices.Insert(p.byName, i, h)
 	}
 	for col, idx := range p.sorted {
-		if old != nil && old.project == s.project && sameKey(col, s, old) {
-			continue // replaced in its place above
+		if old != nil && old.Project == h.Project && sameKey(col, h, old) {
+			continue // replaced in its place by remove
 		}
-		i, _ := slices.BinarySearchFunc(idx, s, ascending[col])
-		p.sorted[col] = slices.Insert(idx, i, s)
+		i, _ := slices.BinarySearchFunc(idx, h, ascending[col])
+		p.sorted[col] = slices.Insert(idx, i, h)
+	}
+}
+
+// remove takes old out of p's counts and indices; h, when it replaces
+// old at the same place of an index, takes that place. f.mu is held.
+func (f *fleet) remove(p *prjSum, old, h *hostview.Host, ordered bool) {
+	p.count(old, -1)
+	if h != nil && h.Project != old.Project {
+		h = nil
+	}
+	if !ordered {
+		delete(p.loading, old.ID)
+		if len(p.loading) == 0 {
+			delete(f.prj, old.Project)
+		}
+		return
+	}
+	i, found := slices.BinarySearchFunc(p.byName, old, byName)
+	switch {
+	case !found:
+	case h != nil && h.Name == old.Name:
+		p.byName[i] = h // in its place
+	default:
+		p.byName = slices.Delete(p.byName, i, i+1)
+	}
+	for col, idx := range p.sorted {
+		less := ascending[col]
+		i, found := slices.BinarySearchFunc(idx, old, less)
+		switch {
+		case !found:
+		case h != nil && sameKey(col, h, old):
+			idx[i] = h // in its place
+			continue
+		default:
+			idx = slices.Delete(idx, i, i+1)
+		}
+		p.sorted[col] = idx
+	}
+	if len(p.byName) == 0 {
+		delete(f.prj, old.Project)
 	}
 }
 
 // sameKey reports whether a and b have the same value of column col.
-func sameKey(col string, a, b *hostSum) bool {
-	return a.id == b.id && ascending[col](a, b) == 0
+func sameKey(col string, a, b *hostview.Host) bool {
+	return a.ID == b.ID && ascending[col](a, b) == 0
 }
 
-func byName(a, b *hostSum) int {
-	return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.id, b.id))
+func byName(a, b *hostview.Host) int {
+	return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
 }
 
 // count adds (d = 1) or takes away (d = -1) a host's share of the counts.
-func (p *prjSum) count(s *hostSum, d int) {
+func (p *prjSum) count(h *hostview.Host, d int) {
+	bits, tabs := classify(h)
 	for i := range stateKeys {
-		if s.bits&(1<<i) != 0 {
+		if bits&(1<<i) != 0 {
 			p.states[i] += d
 		}
 	}
-	sc := p.sites[s.siteID]
+	sc := p.sites[h.SiteID]
 	if sc == nil {
 		sc = new([len(stateKeys) + 1]int)
-		p.sites[s.siteID] = sc
+		p.sites[h.SiteID] = sc
 	}
 	sc[0] += d
 	for i := range stateKeys {
-		if s.bits&(1<<i) != 0 {
+		if bits&(1<<i) != 0 {
 			sc[i+1] += d
 		}
 	}
 	if sc[0] == 0 {
-		delete(p.sites, s.siteID)
+		delete(p.sites, h.SiteID)
 	}
 	for t := range tabKeys {
-		if s.tabs&(1<<t) == 0 {
+		if tabs&(1<<t) == 0 {
 			continue
 		}
 		p.views[t][0] += d
 		for i := range stateKeys {
-			if s.bits&(1<<i) != 0 {
+			if bits&(1<<i) != 0 {
 				p.views[t][i+1] += d
 			}
 		}
 	}
-	if s.inst == "" {
+	in := h.Instance
+	if in == nil {
 		return
 	}
-	c := p.updOS[s.osID]
+	c := p.updOS[in.OSID]
 	if c == nil {
 		c = &inventory.UpdateCounts{}
-		p.updOS[s.osID] = c
+		p.updOS[in.OSID] = c
 	}
 	for _, c := range []*inventory.UpdateCounts{&p.upd, c} {
 		c.Total += d
-		switch s.updInd {
+		switch in.UpdateStatusIndicator {
 		case eim.StatusIdle:
 			c.UpToDate += d
 		case eim.StatusInProgress:
@@ -295,163 +324,35 @@ func (p *prjSum) count(s *hostSum, d int) {
 		default:
 			c.Unknown += d
 		}
-		if s.osUpdate {
+		if in.OSUpdateAvailable {
 			c.OSUpdateAvailable += d
 		}
 	}
 	if c.Total == 0 {
-		delete(p.updOS, s.osID)
+		delete(p.updOS, in.OSID)
 	}
 }
 
-// relist reads every host and instance afresh.
-func (f *fleet) relist(ctx context.Context) error {
-	hosts := map[string]*hostSum{}
-	err := feedcache.Each(ctx, f.store, "", eim.KindHost, fleetBatch, func(r eim.Resource) {
-		s := sumOf(r.(*eim.Host))
-		hosts[s.id] = s
-	})
-	if err != nil {
-		return err
-	}
-	inst := map[string]string{}
-	err = feedcache.Each(ctx, f.store, "", eim.KindInstance, fleetBatch, func(r eim.Resource) {
-		in := r.(*eim.Instance)
-		if s := hosts[in.HostID]; s != nil {
-			s.setInstance(in)
-			inst[in.ResourceID] = in.HostID
+// classify returns the states a host is in (bit i for stateKeys[i]) and
+// the tabs it is on (bit i for tabKeys[i]).
+func classify(h *hostview.Host) (bits uint16, tabs uint8) {
+	for i, pred := range statePreds {
+		if pred(h) {
+			bits |= 1 << i
 		}
-	})
-	if err != nil {
-		return err
 	}
-	f.mu.Lock()
-	f.hosts, f.prj, f.inst = map[string]*hostSum{}, map[string]*prjSum{}, inst
-	for _, s := range hosts {
-		f.put(nil, s, false)
+	for i, pred := range tabPreds {
+		if pred(h) {
+			tabs |= 1 << i
+		}
 	}
-	for _, p := range f.prj {
-		slices.SortFunc(p.byName, byName)
-	}
-	f.mu.Unlock()
-	f.loaded.Store(true)
-	f.once.Store(true)
-	return nil
+	return bits, tabs
 }
 
-// handle reads again the hosts and instances that changed.
-func (f *fleet) handle(ctx context.Context, evs []eim.Event) error {
-	var hostIDs, instIDs []string
-	for _, ev := range evs {
-		switch ev.Kind {
-		case eim.KindHost:
-			hostIDs = append(hostIDs, ev.ID)
-		case eim.KindInstance:
-			instIDs = append(instIDs, ev.ID)
-		}
-	}
-	hostIDs, instIDs = slices.Compact(slices.Sorted(slices.Values(hostIDs))), slices.Compact(slices.Sorted(slices.Values(instIDs)))
-	var hosts, insts []eim.Resource
-	err := f.store.View(ctx, "", func(tx eim.Tx) error {
-		var err error
-		if len(hostIDs) > 0 {
-			if hosts, err = tx.GetMany(ctx, eim.KindHost, hostIDs); err != nil {
-				return err
-			}
-		}
-		if len(instIDs) > 0 {
-			insts, err = tx.GetMany(ctx, eim.KindInstance, instIDs)
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	found := map[string]bool{}
-	for _, r := range hosts {
-		h := r.(*eim.Host)
-		found[h.ResourceID] = true
-		s := sumOf(h)
-		old := f.hosts[h.ResourceID]
-		if old != nil {
-			s.inst, s.provInd, s.updInd, s.osID, s.osUpdate = old.inst, old.provInd, old.updInd, old.osID, old.osUpdate
-		}
-		f.put(old, s, true)
-	}
-	for _, id := range hostIDs {
-		if old := f.hosts[id]; old != nil && !found[id] {
-			f.put(old, nil, true)
-		}
-	}
-	found = map[string]bool{}
-	for _, r := range insts {
-		in := r.(*eim.Instance)
-		found[in.ResourceID] = true
-		if old := f.hosts[in.HostID]; old != nil {
-			s := *old
-			s.setInstance(in)
-			f.put(old, &s, true)
-			f.inst[in.ResourceID] = in.HostID
-		}
-	}
-	for _, id := range instIDs {
-		if found[id] {
-			continue
-		}
-		if old := f.hosts[f.inst[id]]; old != nil && old.inst == id {
-			s := *old
-			s.clearInstance()
-			f.put(old, &s, true)
-		}
-		delete(f.inst, id)
-	}
-	return nil
-}
-
-func sumOf(h *eim.Host) *hostSum {
-	s := &hostSum{project: intern(h.Project), id: h.ResourceID, siteID: intern(h.SiteID), name: h.Name, serial: h.SerialNumber, uuid: h.UUID, hostname: h.Hostname,
-		hostStatus: intern(h.HostStatus), hostInd: intern(h.HostStatusIndicator), onbInd: intern(h.OnboardingStatusIndicator),
-		regInd: intern(h.RegistrationStatusIndicator), desired: intern(h.DesiredState), current: intern(h.CurrentState),
-		statusTime: h.HostStatusTimestamp}
-	s.search = strings.ToLower(strings.Join([]string{s.name, s.serial, s.uuid, s.id, s.hostname}, "\x00"))
-	return s
-}
-
-// intern returns the one copy of a value that many hosts share (states,
-// indicators, common statuses, project names): each read of a row
-// allocates its strings anew, which for 100,000 hosts is tens of MB.
-func intern[S ~string](v S) S { return S(unique.Make(string(v)).Value()) }
-
-func (s *hostSum) setInstance(in *eim.Instance) {
-	s.inst, s.provInd, s.updInd = in.ResourceID, intern(in.ProvisioningStatusIndicator), intern(in.UpdateStatusIndicator)
-	s.osID, s.osUpdate = intern(in.OSID), in.OsUpdateAvailable != ""
-}
-
-func (s *hostSum) clearInstance() {
-	s.inst, s.provInd, s.updInd, s.osID, s.osUpdate = "", "", "", "", false
-}
-
-// classify sets the host's state and tab bits.
-func (s *hostSum) classify() {
-	s.bits, s.tabs = 0, 0
-	for i, k := range stateKeys {
-		if statePreds[k](s) {
-			s.bits |= 1 << i
-		}
-	}
-	for i, k := range tabKeys {
-		if tabPreds[k](s) {
-			s.tabs |= 1 << i
-		}
-	}
-}
-
-// tabKeys are the keys of tabPreds, in the order of their bits.
+// tabKeys are the keys of the tabs, in the order of their bits.
 var tabKeys = [...]string{"all", "provisioned", "onboarded", "registered"}
 
-// stateKeys are the keys of statePreds, in the order of their bits.
+// stateKeys are the keys of the states, in the order of their bits.
 var stateKeys = [...]string{"running", "provisioning", "onboarding", "failed", "noconnection", "updating"}
 
 // stateBit returns the bit of state key, 0 when it has none.
@@ -464,29 +365,37 @@ func stateBit(key string) uint16 {
 	return 0
 }
 
-// The built-in views as predicates over a summary: the same selections
-// as the filters of hostStates and hostTabs, which the pages use while
-// the fleet is not live.
-var statePreds = map[string]func(*hostSum) bool{
-	"running":      func(s *hostSum) bool { return s.hostStatus == "Running" && s.hostInd == eim.StatusIdle },
-	"provisioning": func(s *hostSum) bool { return s.inst != "" && s.provInd == eim.StatusInProgress },
-	"onboarding": func(s *hostSum) bool {
-		return s.desired == eim.HostStateOnboarded && s.current != eim.HostStateOnboarded
+// The built-in views as predicates over a host, in the order of
+// stateKeys and tabKeys: the same selections as the filters of
+// hostStates and hostTabs, which the pages use while the fleet is not
+// live.
+var statePreds = [len(stateKeys)]func(*hostview.Host) bool{
+	func(h *hostview.Host) bool {
+		return h.HostStatus == "Running" && h.HostStatusIndicator == eim.StatusIdle
 	},
-	"failed": func(s *hostSum) bool {
-		return (s.inst != "" && (s.provInd == eim.StatusError || s.updInd == eim.StatusError)) ||
-			s.onbInd == eim.StatusError || s.regInd == eim.StatusError ||
-			(s.hostInd == eim.StatusError && s.hostStatus != "No Connection")
+	func(h *hostview.Host) bool {
+		return h.Instance != nil && h.Instance.ProvisioningStatusIndicator == eim.StatusInProgress
 	},
-	"noconnection": func(s *hostSum) bool { return s.hostStatus == "No Connection" },
-	"updating":     func(s *hostSum) bool { return s.inst != "" && s.updInd == eim.StatusInProgress },
+	func(h *hostview.Host) bool {
+		return h.DesiredState == eim.HostStateOnboarded && h.CurrentState != eim.HostStateOnboarded
+	},
+	func(h *hostview.Host) bool {
+		in := h.Instance
+		return (in != nil && (in.ProvisioningStatusIndicator == eim.StatusError || in.UpdateStatusIndicator == eim.StatusError)) ||
+			h.OnboardingStatusIndicator == eim.StatusError || h.RegistrationStatusIndicator == eim.StatusError ||
+			(h.HostStatusIndicator == eim.StatusError && h.HostStatus != "No Connection")
+	},
+	func(h *hostview.Host) bool { return h.HostStatus == "No Connection" },
+	func(h *hostview.Host) bool {
+		return h.Instance != nil && h.Instance.UpdateStatusIndicator == eim.StatusInProgress
+	},
 }
 
-var tabPreds = map[string]func(*hostSum) bool{
-	"all":         func(*hostSum) bool { return true },
-	"provisioned": func(s *hostSum) bool { return s.inst != "" },
-	"onboarded":   func(s *hostSum) bool { return s.current == eim.HostStateOnboarded && s.inst == "" },
-	"registered":  func(s *hostSum) bool { return s.current != eim.HostStateOnboarded },
+var tabPreds = [len(tabKeys)]func(*hostview.Host) bool{
+	func(*hostview.Host) bool { return true },
+	func(h *hostview.Host) bool { return h.Instance != nil },
+	func(h *hostview.Host) bool { return h.CurrentState == eim.HostStateOnboarded && h.Instance == nil },
+	func(h *hostview.Host) bool { return h.CurrentState != eim.HostStateOnboarded },
 }
 
 // counts returns the project's number of hosts and, per state, how many
@@ -502,7 +411,7 @@ func (f *fleet) counts(project string) (int, map[string]int) {
 	for i, k := range stateKeys {
 		out[k] = p.states[i]
 	}
-	return len(p.hosts), out
+	return len(p.byName), out
 }
 
 // siteCounts returns, per site ID ("" for none), how many of the
@@ -543,28 +452,28 @@ func (f *fleet) updateCounts(project string) (inventory.UpdateCounts, map[string
 	return p.upd, out
 }
 
-// sortKey orders summaries as the store orders hosts by a column of
+// sortKey orders hosts as the store orders them by a column of
 // hostColumns, ascending or descending, then by ID.
-func sortKey(col string, desc bool) func(a, b *hostSum) int {
-	var by func(a, b *hostSum) int
+func sortKey(col string, desc bool) func(a, b *hostview.Host) int {
+	var by func(a, b *hostview.Host) int
 	switch col {
 	case "id":
-		by = func(a, b *hostSum) int { return 0 }
+		by = func(a, b *hostview.Host) int { return 0 }
 	case "serial":
-		by = func(a, b *hostSum) int { return strings.Compare(a.serial, b.serial) }
+		by = func(a, b *hostview.Host) int { return strings.Compare(a.SerialNumber, b.SerialNumber) }
 	case "uuid":
-		by = func(a, b *hostSum) int { return strings.Compare(a.uuid, b.uuid) }
+		by = func(a, b *hostview.Host) int { return strings.Compare(a.UUID, b.UUID) }
 	case "status":
-		by = func(a, b *hostSum) int { return strings.Compare(a.hostStatus, b.hostStatus) }
+		by = func(a, b *hostview.Host) int { return strings.Compare(a.HostStatus, b.HostStatus) }
 	case "lastseen":
-		by = func(a, b *hostSum) int { return cmp.Compare(a.statusTime, b.statusTime) }
+		by = func(a, b *hostview.Host) int { return cmp.Compare(a.HostStatusTimestamp, b.HostStatusTimestamp) }
 	default:
-		by = func(a, b *hostSum) int { return strings.Compare(a.name, b.name) }
+		by = func(a, b *hostview.Host) int { return strings.Compare(a.Name, b.Name) }
 	}
 	if desc {
-		return func(a, b *hostSum) int { return cmp.Or(by(b, a), strings.Compare(a.id, b.id)) }
+		return func(a, b *hostview.Host) int { return cmp.Or(by(b, a), strings.Compare(a.ID, b.ID)) }
 	}
-	return func(a, b *hostSum) int { return cmp.Or(by(a, b), strings.Compare(a.id, b.id)) }
+	return func(a, b *hostview.Host) int { return cmp.Or(by(a, b), strings.Compare(a.ID, b.ID)) }
 }
 
 // hostView is a built-in view of the host list: a tab, a state ("" = any),
@@ -576,7 +485,7 @@ type hostView struct {
 
 // ascending are the orders of the sortable columns besides the name (whose
 // order is byName), ascending: the orders of prjSum.sorted.
-var ascending = map[string]func(a, b *hostSum) int{
+var ascending = map[string]func(a, b *hostview.Host) int{
 	"id": sortKey("id", false), "serial": sortKey("serial", false), "uuid": sortKey("uuid", false),
 	"status": sortKey("status", false), "lastseen": sortKey("lastseen", false),
 }
@@ -598,13 +507,15 @@ func (f *fleet) ensureOrder(project, col string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if p = f.prj[project]; p == nil || p.sorted[col] != nil {
+	if p = f.prj[project]; p == nil || p.sorted[col] != nil || !f.ordered.Load() {
 		return
 	}
 	if p.sorted == nil {
-		p.sorted = map[string][]*hostSum{}
+		p.sorted = map[string][]*hostview.Host{}
 	}
-	p.sorted[col] = slices.SortedFunc(maps.Values(p.hosts), less)
+	idx := slices.Clone(p.byName)
+	slices.SortFunc(idx, less)
+	p.sorted[col] = idx
 }
 
 // ensureText builds the project's search text unless it has it, under the
@@ -619,20 +530,15 @@ func (f *fleet) ensureText(project string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if p = f.prj[project]; p == nil || p.text != nil {
+	if p = f.prj[project]; p == nil || p.text != nil || !f.ordered.Load() {
 		return
 	}
 	t := &searchText{ends: make([]int, 0, len(p.byName)), ids: make([]string, 0, len(p.byName))}
-	size := 0
-	for _, s := range p.byName {
-		size += len(s.search) + 1
-	}
-	t.buf = make([]byte, 0, size)
-	for _, s := range p.byName {
-		t.buf = append(t.buf, s.search...)
+	for _, h := range p.byName {
+		t.buf = append(t.buf, searchOf(h)...)
 		t.ends = append(t.ends, len(t.buf))
 		t.buf = append(t.buf, 1)
-		t.ids = append(t.ids, s.id)
+		t.ids = append(t.ids, h.ID)
 	}
 	p.text = t
 }
@@ -643,19 +549,19 @@ func (f *fleet) ensureText(project string) {
 // the walk ends when the page is full; a search walks every host,
 // counting the matches.
 func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, int) {
-	bit, tabBit := stateBit(v.state), uint8(0)
 	si, ti := 0, slices.Index(tabKeys[:], cmp.Or(v.tab, "all"))
 	if ti < 0 {
 		return nil, 0
 	}
-	tabBit = 1 << ti
-	if bit != 0 {
+	if stateBit(v.state) != 0 {
 		si = slices.Index(stateKeys[:], v.state) + 1
 	}
 	q := strings.ToLower(v.q)
-	match := func(s *hostSum) bool {
-		return s.tabs&tabBit != 0 && (bit == 0 || s.bits&bit != 0) && (q == "" || strings.Contains(s.search, q))
+	// Only the view's predicates: a walk may visit many hosts.
+	inView := func(h *hostview.Host) bool {
+		return (ti == 0 || tabPreds[ti](h)) && (si == 0 || statePreds[si-1](h))
 	}
+	match := func(h *hostview.Host) bool { return inView(h) && (q == "" || contains(h, q)) }
 	f.ensureOrder(project, v.sort)
 	if q != "" {
 		f.ensureText(project)
@@ -675,7 +581,8 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 		}
 	}
 	if q != "" {
-		if found, ok := p.search(q, match); ok && (v.sort == "" || v.sort == "name" || len(found) <= maxSortedHits) {
+		// The search text has matched q: only the view is left to check.
+		if found, ok := p.search(q, inView); ok && (v.sort == "" || v.sort == "name" || len(found) <= maxSortedHits) {
 			// The hosts that hold the text, in the view's order.
 			if v.sort != "" && v.sort != "name" {
 				slices.SortFunc(found, ascending[v.sort])
@@ -684,8 +591,8 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 				slices.Reverse(found)
 			}
 			var ids []string
-			for _, s := range found[min(offset, len(found)):min(offset+limit, len(found))] {
-				ids = append(ids, s.id)
+			for _, h := range found[min(offset, len(found)):min(offset+limit, len(found))] {
+				ids = append(ids, h.ID)
 			}
 			return ids, len(found)
 		}
@@ -698,15 +605,15 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 	var ids []string
 	seen, n := 0, len(order)
 	for i := range n {
-		s := order[i]
+		h := order[i]
 		if v.desc {
-			s = order[n-1-i]
+			h = order[n-1-i]
 		}
-		if !match(s) {
+		if !match(h) {
 			continue
 		}
 		if seen++; seen > offset && len(ids) < limit {
-			ids = append(ids, s.id)
+			ids = append(ids, h.ID)
 		}
 		if counted && (len(ids) == limit || seen == total) {
 			break
@@ -720,12 +627,12 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 
 // heapPage is page by a pass over the project's hosts, keeping the first
 // offset+limit matches in a bounded heap whose top is the greatest.
-func heapPage(p *prjSum, col string, desc bool, match func(*hostSum) bool, offset, limit int) ([]string, int) {
+func heapPage(p *prjSum, col string, desc bool, match func(*hostview.Host) bool, offset, limit int) ([]string, int) {
 	less := sortKey(col, desc)
 	k := offset + limit
 	h := &sumHeap{less: less}
 	total := 0
-	for _, s := range p.hosts {
+	for _, s := range p.byName {
 		if !match(s) {
 			continue
 		}
@@ -744,21 +651,21 @@ func heapPage(p *prjSum, col string, desc bool, match func(*hostSum) bool, offse
 	}
 	var ids []string
 	for _, s := range pg[offset:] {
-		ids = append(ids, s.id)
+		ids = append(ids, s.ID)
 	}
 	return ids, total
 }
 
-// sumHeap is a max-heap of summaries by less.
+// sumHeap is a max-heap of hosts by less.
 type sumHeap struct {
-	s    []*hostSum
-	less func(a, b *hostSum) int
+	s    []*hostview.Host
+	less func(a, b *hostview.Host) int
 }
 
 func (h *sumHeap) Len() int           { return len(h.s) }
 func (h *sumHeap) Less(i, j int) bool { return h.less(h.s[i], h.s[j]) > 0 }
 func (h *sumHeap) Swap(i, j int)      { h.s[i], h.s[j] = h.s[j], h.s[i] }
-func (h *sumHeap) Push(x any)         { h.s = append(h.s, x.(*hostSum)) }
+func (h *sumHeap) Push(x any)         { h.s = append(h.s, x.(*hostview.Host)) }
 func (h *sumHeap) Pop() any {
 	x := h.s[len(h.s)-1]
 	h.s = h.s[:len(h.s)-1]

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/hostview"
 	"github.com/eimhq/eim/inventory"
 )
 
@@ -61,6 +62,10 @@ type Options struct {
 	// the UI's summary of the fleet (Run); nil: every page asks the
 	// inventory for everything.
 	Store eim.Store
+	// Hosts, when set, is the process's read model of the hosts, which
+	// the summary of the fleet is a projection over (the process runs
+	// it); nil: the UI keeps a view of Store of its own, and Run runs it.
+	Hosts *hostview.View
 	// OIDC, when set, offers sign-in through an external issuer
 	// (authorization code with PKCE) besides a pasted token.
 	OIDC *OIDC
@@ -127,16 +132,17 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) (*Handler, e
 	}
 	h.static = http.StripPrefix("/ui/static/", http.FileServerFS(sub))
 	if opts.Store != nil {
-		h.fleet = newFleet(opts.Store)
+		h.fleet = newFleet(hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: h.log}))
 	}
 	h.routes()
 	return h, nil
 }
 
-// Run keeps the UI's summary of the fleet (counts, the built-in views of
-// the host list) current from the change feed until ctx ends: a loop of
-// every process that serves the UI. Until it is live, the pages ask the
-// store for everything.
+// Run runs the UI's own view of the hosts, when it has one (no Hosts),
+// until ctx ends: a loop of every process that serves the UI. The summary
+// of the fleet (counts, the built-in views of the host list) is a
+// projection over the view; until the view is live and whole, the pages
+// ask the store for everything.
 func (h *Handler) Run(ctx context.Context) error {
 	if h.fleet == nil {
 		<-ctx.Done()
@@ -152,7 +158,7 @@ func (h *Handler) Live() bool { return h.fleet.live() }
 // there is none to load): /readyz waits for it, so that a process is not
 // sent users before its pages can answer from memory. A later outage of
 // the feed does not make it unready; the pages then ask the store.
-func (h *Handler) Loaded() bool { return h.fleet == nil || h.fleet.once.Load() }
+func (h *Handler) Loaded() bool { return h.fleet == nil || h.fleet.view.Primed() }
 
 // Patterns are the ServeMux patterns the handler is mounted on.
 func Patterns() []string { return []string{"/ui/", "GET /{$}"} }
