@@ -157,7 +157,7 @@ func (b *Builder) nodeAuth() connect.HandlerOption {
 func (b *Builder) API() http.Handler {
 	if b.api == nil {
 		b.api = httpapi.New(b.Inventory, b.Verifier, httpapi.Options{
-			Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: b.Provisioning(),
+			Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: b.Provisioning(), RecoveryKeys: b.Provisioning(),
 			Deployed: b.deployment.Modules, DeployedNow: b.deployment.Fresh, Initialisers: Initialisers(), Version: buildVersion(),
 			Metrics: b.Metrics,
 		})
@@ -177,6 +177,13 @@ func (b *Builder) Provisioning() *provisioning.Service {
 			b.provOpts.CACertPEM, b.provOpts.CAFingerprint = b.ca.CACertPEM(), b.ca.Fingerprint()
 		}
 		b.provOpts.SecureBootCert, b.provOpts.RequireSecureBoot = b.sbCert, b.cfg.RequireSecureBoot
+		// Recovery keys of encrypted disks are sealed with the secrets key;
+		// a server without one refuses to escrow them (and says why).
+		if key, err := b.secretsKey(); err == nil {
+			b.provOpts.SecretsKey = key
+		} else {
+			b.Log.Error("provisioning: no secrets key: full-disk encryption will fail", "err", err)
+		}
 		b.prov = provisioning.New(b.provOpts)
 	}
 	return b.prov
