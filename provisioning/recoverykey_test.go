@@ -7,8 +7,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
-	"github.com/eimhq/eim/provisioning"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
+	"github.com/eimhq/eim/provisioning"
 	"github.com/eimhq/eim/seal"
 )
 
@@ -46,7 +46,9 @@ func TestEscrowRecoveryKey(t *testing.T) {
 			code connect.Code
 		}{
 			{"no key", h.ResourceID, func(m *provisioningv1.EscrowRecoveryKeyRequest) { m.RecoveryKey = "" }, connect.CodeInvalidArgument},
-			{"key too long", h.ResourceID, func(m *provisioningv1.EscrowRecoveryKeyRequest) { m.RecoveryKey = string(bytes.Repeat([]byte("k"), 513)) }, connect.CodeInvalidArgument},
+			{"key too long", h.ResourceID, func(m *provisioningv1.EscrowRecoveryKeyRequest) {
+				m.RecoveryKey = string(bytes.Repeat([]byte("k"), 513))
+			}, connect.CodeInvalidArgument},
 			{"not a workflow ID", h.ResourceID, func(m *provisioningv1.EscrowRecoveryKeyRequest) { m.WorkflowId = "inst-12345678" }, connect.CodeInvalidArgument},
 			{"not the encrypt-root action", h.ResourceID, func(m *provisioningv1.EscrowRecoveryKeyRequest) { m.Index = 1 }, connect.CodeInvalidArgument},
 			{"another attempt", h.ResourceID, func(m *provisioningv1.EscrowRecoveryKeyRequest) { m.Attempt = 2 }, connect.CodeFailedPrecondition},
