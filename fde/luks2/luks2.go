@@ -22,6 +22,8 @@
 //	ReadHeader(dev io.ReaderAt) (*Header, error)
 //	Activate(name, devPath string, volumeKey []byte) (mapperPath string, err error)  // Linux
 //	Deactivate(name string) error                                                      // Linux
+//	AddToken(dev Device, typ string, keyslots []int, fields map[string]string) (id int, err error)
+//	(*Header).Tokens() ([]Token, error); (*Header).FindToken(typ string) (*Token, error)
 //
 // Errors: ErrNotLUKS2 (no LUKS2 header on the device), ErrBadKey (no keyslot
 // opens with the key), *HeaderError (a header that is damaged or not one this
