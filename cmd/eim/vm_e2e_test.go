@@ -87,7 +87,10 @@ func TestVMDay0(t *testing.T) {
 		secureBootMismatchVM(t, s, logDir, bootURL, osID, "sb-required-uefi", uefiFirmware(t), 4)
 	})
 	t.Run("secure-boot-attested-uefi", func(t *testing.T) {
-		attestedVM(t, s, logDir, bootURL, osID, "sb-attested-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi")), 5)
+		attestedVM(t, s, logDir, bootURL, osID, "sb-attested-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi"), true), 5)
+	})
+	t.Run("secure-boot-fde-no-tpm-uefi", func(t *testing.T) {
+		noTPMVM(t, s, logDir, bootURL, osID, "sb-no-tpm-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi"), false), 6)
 	})
 	t.Logf("VM test total %s", time.Since(total).Round(time.Second))
 }
@@ -375,6 +378,7 @@ func buildStaticAgent(t *testing.T) string {
 type vm struct {
 	cmd   *exec.Cmd
 	log   string
+	disk  string // the raw disk image
 	start time.Time
 	done  chan error
 	err   error
@@ -414,7 +418,7 @@ func startVM(t *testing.T, logDir, name, bootURL, uuid, serial string, fw firmwa
 	args = append(args, fw.args...)
 	cmd := exec.Command("qemu-system-x86_64", args...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
-	v := &vm{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	v := &vm{cmd: cmd, log: logPath, disk: disk, done: make(chan error, 1)}
 	v.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start qemu: %v", err)
