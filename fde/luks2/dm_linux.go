@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -40,10 +41,14 @@ func dmIoctlCmd(nr uintptr) uintptr {
 
 // Activate maps the LUKS2 volume on the block device devPath, whose volume
 // key is volumeKey (Unlock), as /dev/mapper/name through the kernel's
-// dm-crypt (the micro-OS and the test OS load dm-crypt, which needs
-// dm-mod): DM_DEV_CREATE, DM_TABLE_LOAD of one "crypt" target over the data
+// dm-crypt: DM_DEV_CREATE, DM_TABLE_LOAD of one "crypt" target over the data
 // segment, DM_DEV_SUSPEND to resume it, then the device node. It returns the
 // node's path. No udev is needed; Deactivate undoes it.
+//
+// The kernel needs dm-mod, dm-crypt and the cipher: Debian's kernel builds
+// dm_mod, dm_crypt, xts and ecb (which xts(aes) is made of) as modules,
+// which an initramfs loads first (aesni_intel too, for speed; AES itself is
+// built in). Without ecb, the table load fails with ENOENT.
 func Activate(name, devPath string, volumeKey []byte) (string, error) {
 	if name == "" || len(name) >= dmNameLen || strings.ContainsAny(name, "/ ") || name == "." || name == ".." || name == "control" {
 		return "", fmt.Errorf("luks2: activate: name %q: want 1 to %d characters, no '/' or space", name, dmNameLen-1)
@@ -75,11 +80,13 @@ func Activate(name, devPath string, volumeKey []byte) (string, error) {
 	if length <= 0 || h.DataOffset+length > size {
 		return "", fmt.Errorf("luks2: activate: %s has %d bytes, the data segment [%d, +%d) does not fit", devPath, size, h.DataOffset, length)
 	}
-	sys := st.Sys().(*unix.Stat_t)
-	dev := fmt.Sprintf("%d:%d", unix.Major(uint64(sys.Rdev)), unix.Minor(uint64(sys.Rdev)))
+	rdev := uint64(st.Sys().(*syscall.Stat_t).Rdev)
+	dev := fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev))
 	params := fmt.Sprintf("%s %s 0 %s %d", h.Cipher, hex.EncodeToString(volumeKey), dev, h.DataOffset/512)
 	if h.SectorSize != 512 {
-		params += fmt.Sprintf(" 1 sector_size:%d", h.SectorSize)
+		// LUKS2 counts the IV in sectors of the segment's size (cryptsetup
+		// maps such volumes with iv_large_sectors).
+		params += fmt.Sprintf(" 2 sector_size:%d iv_large_sectors", h.SectorSize)
 	}
 
 	ctl, err := openControl()

@@ -18,6 +18,7 @@
 //	NewVolumeKey() ([]byte, error)                      // 64 random bytes
 //	Format(dev Device, size int64, key []byte, opts Options) (*Header, error)
 //	AddKey(dev Device, key, newKey []byte, kdf KDF) (slot int, err error)
+//	AddKeyVolumeKey(dev Device, volumeKey, newKey []byte, kdf KDF) (slot int, err error)
 //	Unlock(dev io.ReaderAt, key []byte) (volumeKey []byte, err error)
 //	ReadHeader(dev io.ReaderAt) (*Header, error)
 //	Activate(name, devPath string, volumeKey []byte) (mapperPath string, err error)  // Linux
@@ -299,14 +300,7 @@ func Format(dev Device, size int64, key []byte, opts Options) (*Header, error) {
 // AddKey adds a keyslot opened by newKey (a recovery key) to the volume on
 // dev, whose existing key is key, and returns the new keyslot's ID.
 func AddKey(dev Device, key, newKey []byte, kdf KDF) (int, error) {
-	if len(newKey) == 0 {
-		return 0, errors.New("luks2: new key: empty")
-	}
-	kdf, err := kdf.withDefaults()
-	if err != nil {
-		return 0, err
-	}
-	h, err := ReadHeader(dev)
+	h, kdf, err := prepareAdd(dev, newKey, kdf)
 	if err != nil {
 		return 0, err
 	}
@@ -314,15 +308,50 @@ func AddKey(dev Device, key, newKey []byte, kdf KDF) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return addKey(dev, h, vk, newKey, kdf)
+}
+
+// AddKeyVolumeKey is AddKey for a caller that holds the volume key (the
+// installer, right after Format): it skips deriving an existing keyslot's
+// key, and refuses a volume key the volume's digest does not match.
+func AddKeyVolumeKey(dev Device, volumeKey, newKey []byte, kdf KDF) (int, error) {
+	h, kdf, err := prepareAdd(dev, newKey, kdf)
+	if err != nil {
+		return 0, err
+	}
+	ok := false
+	for _, d := range h.meta.Digests {
+		ok = ok || d.matches(volumeKey)
+	}
+	if !ok {
+		return 0, errors.New("luks2: volume key: not this volume's (its digest does not match)")
+	}
+	return addKey(dev, h, volumeKey, newKey, kdf)
+}
+
+func prepareAdd(dev Device, newKey []byte, kdf KDF) (*Header, KDF, error) {
+	if len(newKey) == 0 {
+		return nil, kdf, errors.New("luks2: new key: empty")
+	}
+	kdf, err := kdf.withDefaults()
+	if err != nil {
+		return nil, kdf, err
+	}
+	h, err := ReadHeader(dev)
+	return h, kdf, err
+}
+
+// addKey writes a keyslot holding vk for newKey, then both headers with
+// the next seqid.
+func addKey(dev Device, h *Header, vk, newKey []byte, kdf KDF) (int, error) {
 	if err := addKeyslot(dev, h, vk, newKey, kdf, rand.Reader); err != nil {
 		return 0, err
 	}
-	slot := h.newSlot
 	h.Seqid++
 	if err := writeHeaders(dev, h, rand.Reader); err != nil {
 		return 0, err
 	}
-	return slot, nil
+	return h.newSlot, nil
 }
 
 // Unlock returns the volume key of the volume on dev, trying key on every

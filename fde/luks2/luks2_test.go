@@ -88,6 +88,19 @@ func TestFormatUnlockAddKey(t *testing.T) {
 			if err != nil || h.Seqid != 1 || len(h.Keyslots) != 2 {
 				t.Fatalf("ReadHeader after AddKey: got %+v, %v; want seqid 1, two keyslots", h, err)
 			}
+			// The installer's way: with the volume key, no KDF run for the
+			// existing keyslot.
+			third := []byte("third")
+			if slot, err := luks2.AddKeyVolumeKey(dev, vk, third, tc.kdf); err != nil || slot != 2 {
+				t.Fatalf("AddKeyVolumeKey: got %d, %v; want 2", slot, err)
+			}
+			if got, err := luks2.Unlock(dev, third); err != nil || !bytes.Equal(got, vk) {
+				t.Fatalf("Unlock with the third key: got %x, %v; want %x", got, err, vk)
+			}
+			other, _ := luks2.NewVolumeKey()
+			if _, err := luks2.AddKeyVolumeKey(dev, other, third, tc.kdf); err == nil || !strings.Contains(err.Error(), "not this volume's") {
+				t.Fatalf("AddKeyVolumeKey with another volume key: got %v", err)
+			}
 		})
 	}
 }
