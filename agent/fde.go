@@ -170,7 +170,7 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 	if _, err := luks2.Format(f, size, tpmKey, luks2.Options{KDF: tpmKeyKDF, VolumeKey: vk, Label: e.GetLabel(), UUID: e.GetVolumeUuid()}); err != nil {
 		return fmt.Errorf("encrypt root: %w", err)
 	}
-	slot, err := luks2.AddKey(f, tpmKey, []byte(e.GetRecoveryKey()), recoveryKeyKDF)
+	slot, err := luks2.AddKeyVolumeKey(f, vk, []byte(e.GetRecoveryKey()), recoveryKeyKDF)
 	if err != nil {
 		return fmt.Errorf("encrypt root: recovery keyslot: %w", err)
 	}
