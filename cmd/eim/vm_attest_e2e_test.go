@@ -134,9 +134,11 @@ func startSwtpm(t *testing.T, dir string) string {
 // runs the signed iPXE, which loads the signed micro-OS kernel; the
 // micro-OS reports the TPM's PCRs and the firmware's event log, and the
 // instance shows attestation "Verified": the log replays to the PCRs and
-// PCR 4 holds exactly the iPXE and kernel the server serves. (The VM does
-// not get to RUNNING: the test OS's boot loader is not signed, so the
-// firmware refuses the installed disk.)
+// PCR 4 holds exactly the iPXE and kernel the server serves. The workflow
+// encrypts the installed root (LUKS2, its key sealed to the TPM's PCR 7),
+// the firmware boots the installed disk's signed loader, the test OS
+// unlocks its root with the TPM and reports in: RUNNING, Verified kept,
+// and the disk checked from outside (checkEncryptedDisk).
 func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int) {
 	ctx := context.Background()
 	uuid, serial := fmt.Sprintf("4c4c4544-0045-4910-8000-%012d", n), fmt.Sprintf("EIMVM%04d", n)
