@@ -237,9 +237,12 @@ func checkEncryptedDisk(t *testing.T, s *day0Server, disk, instanceID string) {
 	}
 	dump := string(out)
 	ctx := context.Background()
-	k, err := s.admin.RecoveryKey(ctx, eim.DefaultProject, instanceID)
-	if err != nil {
-		t.Fatalf("recovery key of %s: %v", instanceID, err)
+	// The key as an administrator reads it: eim instance recovery-key.
+	cli := cliRunner{t: t, url: s.api, tokenFile: writeToken(t, strings.TrimSpace(string(mustRead(t, filepath.Join(s.dataDir, adminTokenFile)))))}
+	var k client.RecoveryKey
+	cli.json(&k, "instance", "recovery-key", instanceID)
+	if k.RecoveryKey == "" || k.InstanceID != instanceID {
+		t.Fatalf("eim instance recovery-key %s: got %+v", instanceID, k)
 	}
 	for _, re := range []string{`(?m)^Version:\s+2$`, `(?m)^Label:\s+eim-root$`, `(?m)^UUID:\s+` + regexp.QuoteMeta(k.VolumeUUID) + `$`,
 		`(?m)^\s+0: luks2$`, `(?m)^\s+1: luks2$`, `(?m)^\s+0: eim-tpm2$`, `(?m)^\s+cipher:\s+aes-xts-plain64$`} {
