@@ -141,19 +141,7 @@ func startSwtpm(t *testing.T, dir string) string {
 // and the disk checked from outside (checkEncryptedDisk).
 func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int) {
 	ctx := context.Background()
-	uuid, serial := fmt.Sprintf("4c4c4544-0045-4910-8000-%012d", n), fmt.Sprintf("EIMVM%04d", n)
-	h, err := s.admin.RegisterHost(ctx, eim.DefaultProject, client.HostRegistration{Name: name, UUID: uuid, SerialNumber: serial, AutoOnboard: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in eim.Instance
-	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindInstance, &eim.Instance{
-		Name: name, Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID,
-		SecurityFeature: "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION",
-	}, &in); err != nil {
-		t.Fatal(err)
-	}
-	vm := startVM(t, logDir, name, bootURL, uuid, serial, fw)
+	_, in, vm := startInstanceVM(t, s, logDir, bootURL, osID, name, fw, n, sbFDE)
 	deadline := time.Now().Add(8 * time.Minute)
 	var gi eim.Instance
 	for {
@@ -276,55 +264,4 @@ func checkEncryptedDisk(t *testing.T, s *day0Server, disk, instanceID string) {
 		t.Errorf("audit records of the recovery key's read: %d, want 1", len(page.Records))
 	}
 	t.Logf("the installed root is LUKS2 (volume %s) and opens with the escrowed recovery key (checked in %s)", k.VolumeUUID, time.Since(start).Round(100*time.Millisecond))
-}
-
-// noTPMVM: an instance asking for Secure Boot and full-disk encryption on
-// a VM whose firmware enforces Secure Boot but that has no TPM fails before
-// its disk is touched: the micro-OS reports no TPM, and the instance shows
-// "Provisioning Failed: No TPM for full-disk encryption: …".
-func noTPMVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int) {
-	ctx := context.Background()
-	uuid, serial := fmt.Sprintf("4c4c4544-0045-4910-8000-%012d", n), fmt.Sprintf("EIMVM%04d", n)
-	h, err := s.admin.RegisterHost(ctx, eim.DefaultProject, client.HostRegistration{Name: name, UUID: uuid, SerialNumber: serial, AutoOnboard: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in eim.Instance
-	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindInstance, &eim.Instance{
-		Name: name, Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID,
-		SecurityFeature: "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION",
-	}, &in); err != nil {
-		t.Fatal(err)
-	}
-	vm := startVM(t, logDir, name, bootURL, uuid, serial, fw)
-	deadline := time.Now().Add(5 * time.Minute)
-	var gi eim.Instance
-	for !strings.HasPrefix(gi.ProvisioningStatus, "Provisioning Failed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: instance %s did not fail for the missing TPM (%q); serial console in %s", time.Since(vm.start).Round(time.Second), in.ResourceID, gi.ProvisioningStatus, vm.log)
-		}
-		if err := vm.exited(); err != nil {
-			t.Fatalf("the VM stopped: %v; serial console in %s", err, vm.log)
-		}
-		time.Sleep(250 * time.Millisecond)
-		if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, in.ResourceID, &gi); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const want = "Provisioning Failed: No TPM for full-disk encryption: "
-	if !strings.HasPrefix(gi.ProvisioningStatus, want) || !strings.Contains(gi.ProvisioningStatus, "has no TPM 2.0") {
-		t.Errorf("instance status %q, want %q… saying the node has no TPM 2.0", gi.ProvisioningStatus, want)
-	}
-	var gh eim.Host
-	if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, h.ResourceID, &gh); err != nil {
-		t.Fatal(err)
-	}
-	if gh.HostStatus != "No TPM for full-disk encryption" {
-		t.Errorf("host status %q, want \"No TPM for full-disk encryption\"", gh.HostStatus)
-	}
-	if cons := string(mustRead(t, vm.log)); strings.Contains(cons, "action=erase-disk") || strings.Contains(cons, "action=stream-image") {
-		t.Errorf("the micro-OS ran actions although provisioning was refused; console in %s", vm.log)
-	}
-	t.Logf("%s: power-on to the missing TPM shown: %s", name, time.Since(vm.start).Round(100*time.Millisecond))
-	vm.stop()
 }
