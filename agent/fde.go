@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -27,13 +26,8 @@ import (
 // it with UnlockRoot.
 
 // TPMTokenType is the type of the LUKS2 token that holds the TPM-sealed key
-// of keyslot 0: its member TPMTokenBlob is the tpmseal blob (base64), and
-// TPMTokenPCRs the PCRs it is sealed to ("7").
-const (
-	TPMTokenType = "eim-tpm2"
-	TPMTokenBlob = "eim-tpm2-blob"
-	TPMTokenPCRs = "eim-tpm2-pcrs"
-)
+// of keyslot 0: its data is the tpmseal blob (which names its PCRs).
+const TPMTokenType = "eim-tpm2"
 
 // KDFs of the keyslots. Both keys are random, not chosen by a person: the
 // TPM's 256 bits, the recovery key's 160. Stretching adds nothing to a
@@ -177,9 +171,7 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 	if err != nil {
 		return fmt.Errorf("encrypt root: recovery keyslot: %w", err)
 	}
-	if _, err := luks2.AddToken(f, TPMTokenType, []int{0}, map[string]string{
-		TPMTokenBlob: base64.StdEncoding.EncodeToString(blob), TPMTokenPCRs: joinInts(pcrs),
-	}); err != nil {
+	if _, err := luks2.AddToken(f, TPMTokenType, []int{0}, blob); err != nil {
 		return fmt.Errorf("encrypt root: %w", err)
 	}
 	if err := f.Sync(); err != nil {
@@ -235,16 +227,11 @@ func unsealKey(tpm io.ReadWriter, dev io.ReaderAt) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := h.FindToken(TPMTokenType)
-	if err != nil {
-		return nil, err
+	tok, ok := h.Token(TPMTokenType)
+	if !ok || len(tok.Data) == 0 {
+		return nil, fmt.Errorf("the volume has no %s token holding its TPM-sealed key", TPMTokenType)
 	}
-	s, _ := tok.Fields[TPMTokenBlob].(string)
-	blob, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || s == "" {
-		return nil, fmt.Errorf("token %s: %s is not base64", TPMTokenType, TPMTokenBlob)
-	}
-	return tpmseal.Unseal(tpm, blob)
+	return tpmseal.Unseal(tpm, tok.Data)
 }
 
 // UnlockRoot opens the encrypted root on dev (a LUKS2 volume encrypt-root

@@ -103,7 +103,7 @@ func TestCryptsetupReadsGo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := luks2.AddKey(f, readFile(t, tpmKey), readFile(t, recovery), tc.kdf); err != nil {
+			if _, err := luks2.AddKeyVolumeKey(f, vk, readFile(t, recovery), tc.kdf); err != nil {
 				t.Fatal(err)
 			}
 

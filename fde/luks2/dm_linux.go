@@ -116,6 +116,7 @@ func Activate(name, devPath string, volumeKey []byte) (string, error) {
 		return "", fmt.Errorf("luks2: activate %s: resume: %w", name, err)
 	}
 	node := filepath.Join("/dev/mapper", name)
+	_ = os.MkdirAll(filepath.Dir(node), 0o755)
 	_ = os.Remove(node)
 	major, minor := uint32((devt&0xfff00)>>8), uint32(devt&0xff|(devt>>12)&0xfff00)
 	if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(major, minor))); err != nil {

@@ -297,6 +297,9 @@ func (h *Header) validate() error {
 		h.Keyslots = append(h.Keyslots, Keyslot{ID: id, KDF: ks.KDF.Type, KeySize: ks.KeySize})
 	}
 	sort.Slice(h.Keyslots, func(i, j int) bool { return h.Keyslots[i].ID < h.Keyslots[j].ID })
+	if err := h.parseTokens(); err != nil {
+		return err
+	}
 
 	for name, d := range m.Digests {
 		field := "digests." + name

@@ -3,6 +3,7 @@ package luks2
 import (
 	"crypto/aes"
 	"crypto/pbkdf2"
+	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -246,4 +247,61 @@ func diffuse(b []byte, newHash func() hash.Hash) {
 		h.Write(chunk)
 		copy(chunk, h.Sum(nil))
 	}
+}
+
+// RemoveKeyslot removes keyslot slot from the volume on dev and wipes its
+// key material (when the TPM's key is replaced after a change of PCR 7, or
+// the recovery key is rotated). Tokens naming only that keyslot go with it.
+// The last keyslot is refused: the volume could never be opened again.
+func RemoveKeyslot(dev Device, slot int) error {
+	h, err := ReadHeader(dev)
+	if err != nil {
+		return err
+	}
+	name := strconv.Itoa(slot)
+	ks := h.meta.Keyslots[name]
+	if ks == nil {
+		return fmt.Errorf("luks2: keyslot %d: no such keyslot", slot)
+	}
+	if len(h.meta.Keyslots) == 1 {
+		return fmt.Errorf("luks2: keyslot %d is the last one: removing it would lock the volume for good", slot)
+	}
+	delete(h.meta.Keyslots, name)
+	for _, d := range h.meta.Digests {
+		d.Keyslots = without(d.Keyslots, name)
+	}
+	for id, v := range h.meta.Tokens {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		list, _ := obj["keyslots"].([]any)
+		kept := []any{}
+		for _, k := range list {
+			if k != name {
+				kept = append(kept, k)
+			}
+		}
+		if len(kept) == 0 && len(list) > 0 {
+			delete(h.meta.Tokens, id)
+			continue
+		}
+		obj["keyslots"] = kept
+	}
+	// The header first (no longer pointing at the area), then the wipe.
+	h.Seqid++
+	if err := writeHeaders(dev, h, rand.Reader); err != nil {
+		return err
+	}
+	return wipe(dev, int64(ks.Area.Offset), int64(ks.Area.Size))
+}
+
+func without(list []string, s string) []string {
+	out := []string{}
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
 }

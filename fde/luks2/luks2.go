@@ -19,12 +19,13 @@
 //	Format(dev Device, size int64, key []byte, opts Options) (*Header, error)
 //	AddKey(dev Device, key, newKey []byte, kdf KDF) (slot int, err error)
 //	AddKeyVolumeKey(dev Device, volumeKey, newKey []byte, kdf KDF) (slot int, err error)
+//	RemoveKeyslot(dev Device, slot int) error
 //	Unlock(dev io.ReaderAt, key []byte) (volumeKey []byte, err error)
+//	AddToken(dev Device, typ string, keyslots []int, data []byte) (id int, err error)
+//	RemoveToken(dev Device, id int) error                 // Header.Tokens, Header.Token(typ)
 //	ReadHeader(dev io.ReaderAt) (*Header, error)
 //	Activate(name, devPath string, volumeKey []byte) (mapperPath string, err error)  // Linux
 //	Deactivate(name string) error                                                      // Linux
-//	AddToken(dev Device, typ string, keyslots []int, fields map[string]string) (id int, err error)
-//	(*Header).Tokens() ([]Token, error); (*Header).FindToken(typ string) (*Token, error)
 //
 // Errors: ErrNotLUKS2 (no LUKS2 header on the device), ErrBadKey (no keyslot
 // opens with the key), *HeaderError (a header that is damaged or not one this
@@ -188,6 +189,7 @@ type Header struct {
 	Cipher     string
 	SectorSize int
 	Keyslots   []Keyslot // by ID
+	Tokens     []Token   // by ID
 
 	meta    *metadata
 	newSlot int // the keyslot addKeyslot added

@@ -2,72 +2,63 @@ package luks2
 
 import (
 	"crypto/rand"
-	"errors"
+	"encoding/base64"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// Tokens are the LUKS2 header's way to say where a keyslot's key comes
-// from (systemd-cryptenroll's "systemd-tpm2" is one): a JSON object with a
-// type, the keyslots it opens and members of the type's own. cryptsetup
-// keeps tokens of types it does not know and shows them in luksDump. EIM
-// keeps the TPM-sealed key of keyslot 0 in one, so the volume carries what
-// unlocks it.
-
-// Token is one token of a volume.
+// Token is a LUKS2 token: metadata in the header that names keyslots and
+// says how to get their key (systemd keeps its TPM2 blobs so). cryptsetup
+// keeps tokens it does not know and shows them in luksDump. This package
+// writes tokens of its own with Data in the field "eim_data" (base64): the
+// disk then carries what opens it, e.g. the tpmseal blob of keyslot 0's
+// key.
 type Token struct {
 	ID       int
 	Type     string
 	Keyslots []int
-	// Fields are the token's other members, by name (strings, as AddToken
-	// writes them; other JSON values as encoding/json decodes them).
-	Fields map[string]any
+	Data     []byte // nil for a token of another program
 }
 
-// maxTokens is LUKS2's limit (LUKS2_TOKENS_MAX).
-const maxTokens = 32
+const tokenDataField = "eim_data"
 
-// AddToken adds a token of type typ for keyslots, with fields as its other
-// members, to the volume on dev and returns its ID (the lowest free one).
-// Types starting "luks2-" are cryptsetup's own and refused, as are keyslots
-// the volume does not have.
-func AddToken(dev Device, typ string, keyslots []int, fields map[string]string) (int, error) {
+// AddToken adds a token of type typ (e.g. "eim-tpm2") for keyslots with
+// data to the volume on dev, and returns its ID. It needs no key: tokens
+// are not secret.
+func AddToken(dev Device, typ string, keyslots []int, data []byte) (int, error) {
 	if typ == "" || strings.HasPrefix(typ, "luks2-") || len(typ) > 64 {
-		return 0, fmt.Errorf("luks2: token type %q: want 1 to 64 characters, not starting luks2-", typ)
+		return 0, fmt.Errorf("luks2: token type %q: want 1 to 64 bytes, not starting luks2- (cryptsetup's own)", typ)
 	}
 	h, err := ReadHeader(dev)
 	if err != nil {
 		return 0, err
 	}
-	slots := make([]any, 0, len(keyslots))
+	slots := []string{}
 	for _, k := range keyslots {
-		if _, ok := h.meta.Keyslots[strconv.Itoa(k)]; !ok {
-			return 0, fmt.Errorf("luks2: token: the volume has no keyslot %d", k)
+		name := strconv.Itoa(k)
+		if h.meta.Keyslots[name] == nil {
+			return 0, fmt.Errorf("luks2: token keyslots: keyslot %d does not exist", k)
 		}
-		slots = append(slots, strconv.Itoa(k))
+		slots = append(slots, name)
 	}
-	tok := map[string]any{"type": typ, "keyslots": slots}
-	for k, v := range fields {
-		if k == "type" || k == "keyslots" {
-			return 0, fmt.Errorf("luks2: token field %q is the token's own", k)
+	id := -1
+	for i := 0; i < maxTokens; i++ {
+		if _, used := h.meta.Tokens[strconv.Itoa(i)]; !used {
+			id = i
+			break
 		}
-		tok[k] = v
+	}
+	if id < 0 {
+		return 0, fmt.Errorf("luks2: all %d tokens are in use", maxTokens)
 	}
 	if h.meta.Tokens == nil {
 		h.meta.Tokens = map[string]any{}
 	}
-	id := 0
-	for ; id < maxTokens; id++ {
-		if _, ok := h.meta.Tokens[strconv.Itoa(id)]; !ok {
-			break
-		}
+	h.meta.Tokens[strconv.Itoa(id)] = map[string]any{
+		"type": typ, "keyslots": slots, tokenDataField: base64.StdEncoding.EncodeToString(data),
 	}
-	if id == maxTokens {
-		return 0, fmt.Errorf("luks2: token: the volume has %d tokens already", maxTokens)
-	}
-	h.meta.Tokens[strconv.Itoa(id)] = tok
 	h.Seqid++
 	if err := writeHeaders(dev, h, rand.Reader); err != nil {
 		return 0, err
@@ -75,58 +66,75 @@ func AddToken(dev Device, typ string, keyslots []int, fields map[string]string) 
 	return id, nil
 }
 
-// Tokens returns the volume's tokens, by ID. A token that is not an object
-// with a type and a list of keyslot IDs is a *HeaderError naming it.
-func (h *Header) Tokens() ([]Token, error) {
-	var out []Token
+// maxTokens is LUKS2's limit.
+const maxTokens = 32
+
+// parseTokens reads the tokens of the JSON area (validate calls it).
+func (h *Header) parseTokens() error {
+	h.Tokens = nil
 	for name, v := range h.meta.Tokens {
-		id, err := strconv.Atoi(name)
 		field := "tokens." + name
-		if err != nil || id < 0 {
-			return nil, headerErr(field, "token ID %q is not a number", name)
+		id, err := strconv.Atoi(name)
+		if err != nil || id < 0 || id >= maxTokens || strconv.Itoa(id) != name {
+			return headerErr("tokens", "token ID %q: want 0 to %d", name, maxTokens-1)
 		}
-		m, ok := v.(map[string]any)
+		obj, ok := v.(map[string]any)
 		if !ok {
-			return nil, headerErr(field, "not an object")
+			return headerErr(field, "not an object")
 		}
-		t := Token{ID: id, Fields: map[string]any{}}
-		if t.Type, ok = m["type"].(string); !ok || t.Type == "" {
-			return nil, headerErr(field+".type", "missing")
+		typ, ok := obj["type"].(string)
+		if !ok || typ == "" {
+			return headerErr(field+".type", "missing or not a string")
 		}
-		ks, ok := m["keyslots"].([]any)
+		list, ok := obj["keyslots"].([]any)
 		if !ok {
-			return nil, headerErr(field+".keyslots", "not a list")
+			return headerErr(field+".keyslots", "missing or not an array")
 		}
-		for _, k := range ks {
-			s, _ := k.(string)
+		t := Token{ID: id, Type: typ}
+		for _, k := range list {
+			s, ok := k.(string)
 			n, err := strconv.Atoi(s)
-			if err != nil || n < 0 {
-				return nil, headerErr(field+".keyslots", "%v is not a keyslot ID", k)
+			if !ok || err != nil || h.meta.Keyslots[s] == nil {
+				return headerErr(field+".keyslots", "%v is not a keyslot of the volume", k)
 			}
 			t.Keyslots = append(t.Keyslots, n)
 		}
-		for k, v := range m {
-			if k != "type" && k != "keyslots" {
-				t.Fields[k] = v
+		if d, present := obj[tokenDataField]; present {
+			s, ok := d.(string)
+			b, err := base64.StdEncoding.DecodeString(s)
+			if !ok || err != nil {
+				return headerErr(field+"."+tokenDataField, "not base64")
 			}
+			t.Data = b
 		}
-		out = append(out, t)
+		h.Tokens = append(h.Tokens, t)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	sort.Slice(h.Tokens, func(i, j int) bool { return h.Tokens[i].ID < h.Tokens[j].ID })
+	return nil
 }
 
-// FindToken returns the first token of type typ, or an error saying the
-// volume has none.
-func (h *Header) FindToken(typ string) (*Token, error) {
-	ts, err := h.Tokens()
-	if err != nil {
-		return nil, err
-	}
-	for i := range ts {
-		if ts[i].Type == typ {
-			return &ts[i], nil
+// Token returns the first token of type typ, or false.
+func (h *Header) Token(typ string) (Token, bool) {
+	for _, t := range h.Tokens {
+		if t.Type == typ {
+			return t, true
 		}
 	}
-	return nil, errors.New("luks2: the volume has no " + typ + " token")
+	return Token{}, false
+}
+
+// RemoveToken removes token id from the volume on dev (when its keyslot is
+// replaced).
+func RemoveToken(dev Device, id int) error {
+	h, err := ReadHeader(dev)
+	if err != nil {
+		return err
+	}
+	name := strconv.Itoa(id)
+	if _, ok := h.meta.Tokens[name]; !ok {
+		return fmt.Errorf("luks2: token %d: no such token", id)
+	}
+	delete(h.meta.Tokens, name)
+	h.Seqid++
+	return writeHeaders(dev, h, rand.Reader)
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/eimhq/eim/provisioning/osbuild"
 )
 
-// TestActivateVM checks Activate and Deactivate against the kernel's
+// TestVMActivateAndSeal checks Activate and Deactivate against the kernel's
 // dm-crypt, which this machine's kernel may lack: a QEMU VM boots Debian's
 // kernel with an initramfs whose /init is testdata/vmcheck. In the VM, Go
 // formats the first disk (as the installer does), maps it and writes a
@@ -30,11 +30,18 @@ import (
 // cryptsetup formatted here and the test filled through its own AES-XTS,
 // and reads it back through the kernel. Outside, cryptsetup reads the first
 // disk's header and volume key, and the data the kernel wrote decrypts to
-// the pattern. It skips without QEMU, a kernel in /boot or cryptsetup,
-// unless EIM_REQUIRE_QEMU (or EIM_REQUIRE_TOOLS, for cryptsetup) is set.
-func TestActivateVM(t *testing.T) {
+// the pattern. With swtpm as the VM's TPM (tpm-tis), the VM also seals and
+// unseals a secret with fde/tpmseal through the kernel's /dev/tpmrm0;
+// without swtpm, it checks that tpmseal.Open says there is no TPM. It
+// skips without QEMU, a kernel in /boot or cryptsetup, unless
+// EIM_REQUIRE_QEMU (or EIM_REQUIRE_TOOLS, for cryptsetup) is set; without
+// swtpm the TPM part fails with EIM_REQUIRE_SECUREBOOT.
+func TestVMActivateAndSeal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM")
+	}
+	if raceEnabled {
+		t.Skip("runs in the test step without the race detector (one VM boot)")
 	}
 	needCryptsetup(t)
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
@@ -103,6 +110,15 @@ func TestActivateVM(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var tpmArgs []string
+	if _, err := exec.LookPath("swtpm"); err == nil {
+		tpmArgs = startVMTPM(t, dir)
+		if err := a.AddFile("tpm", nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else if os.Getenv("EIM_REQUIRE_SECUREBOOT") != "" {
+		t.Fatal("swtpm not installed and EIM_REQUIRE_SECUREBOOT is set")
+	}
 	var img bytes.Buffer
 	if err := a.WriteGzip(&img); err != nil {
 		t.Fatal(err)
@@ -112,12 +128,12 @@ func TestActivateVM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	qemu := exec.CommandContext(ctx, "qemu-system-x86_64",
+	qemu := exec.CommandContext(ctx, "qemu-system-x86_64", append([]string{
 		"-machine", "q35", "-m", "512",
 		"-nographic", "-no-user-config", "-no-reboot", "-net", "none",
 		"-kernel", k.Image, "-initrd", initrd, "-append", "console=ttyS0 panic=-1",
-		"-drive", "file="+vda+",format=raw,if=virtio",
-		"-drive", "file="+vdb+",format=raw,if=virtio")
+		"-drive", "file=" + vda + ",format=raw,if=virtio",
+		"-drive", "file=" + vdb + ",format=raw,if=virtio"}, tpmArgs...)...)
 	out, err := qemu.CombinedOutput()
 	console := string(out)
 	if err != nil || !strings.Contains(console, "VMCHECK DONE") {
@@ -125,7 +141,11 @@ func TestActivateVM(t *testing.T) {
 	}
 	t.Logf("VM ran in %v", time.Since(start).Round(time.Second))
 	want := fmt.Sprintf("%x", sha256.Sum256(pattern))
-	for _, line := range []string{"VMCHECK vda-readback " + want, "VMCHECK vdb " + want, "VMCHECK duplicate-name luks2: activate vmcheck-b: DM_DEV_CREATE: device or resource busy"} {
+	tpmLine := "VMCHECK tpm sealed and unsealed"
+	if tpmArgs == nil {
+		tpmLine = "VMCHECK tpm absent: tpmseal: no TPM 2.0 on this node"
+	}
+	for _, line := range []string{tpmLine, "VMCHECK vda-readback " + want, "VMCHECK vdb " + want, "VMCHECK duplicate-name luks2: activate vmcheck-b: DM_DEV_CREATE: device or resource busy"} {
 		if !strings.Contains(console, line) {
 			t.Errorf("console lacks %q:\n%s", line, console)
 		}
@@ -213,4 +233,37 @@ func readDecrypted(t *testing.T, img string, off int64, sector int, vk []byte, n
 		c.Decrypt(b[i:i+sector], b[i:i+sector], uint64(i/sector))
 	}
 	return b
+}
+
+// startVMTPM starts swtpm for QEMU (its control channel on a Unix socket)
+// and returns QEMU's arguments for a TPM 2.0 on the TIS interface.
+func startVMTPM(t *testing.T, dir string) []string {
+	t.Helper()
+	state := filepath.Join(dir, "tpm")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "swtpm.sock")
+	var log bytes.Buffer
+	cmd := exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+state,
+		"--ctrl", "type=unixio,path="+sock, "--flags", "not-need-init")
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swtpm did not create its socket in 30 s: %s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the socket, with the deadline above
+	}
+	return []string{"-chardev", "socket,id=chrtpm,path=" + sock,
+		"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0"}
 }

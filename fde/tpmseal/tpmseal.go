@@ -40,6 +40,7 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultPCRs is what Seal seals to without a list: PCR 7, the Secure Boot
@@ -83,14 +84,18 @@ func (e *PolicyError) Error() string {
 func (e *PolicyError) Is(target error) bool { return target == ErrPolicy }
 
 // Open opens the node's TPM: the kernel's resource manager /dev/tpmrm0, or
-// /dev/tpm0.
+// /dev/tpm0. The file is in blocking mode: the kernel then runs a command
+// in its write, and the read returns the answer. (os.OpenFile would make
+// it non-blocking, for Go's poller: the write returns at once and a read
+// before the TPM has answered returns nothing. Seal and Unseal wait for
+// the answer on such a file too.)
 func Open() (io.ReadWriteCloser, error) {
 	for _, p := range []string{"/dev/tpmrm0", "/dev/tpm0"} {
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err == nil {
-			return f, nil
+			return os.NewFile(uintptr(fd), p), nil
 		}
-		if !errors.Is(err, os.ErrNotExist) {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) && !errors.Is(err, unix.ENXIO) {
 			return nil, fmt.Errorf("tpmseal: open %s: %w", p, err)
 		}
 	}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
 
 	"github.com/google/go-tpm/tpm2/transport"
+	"golang.org/x/sys/unix"
 )
 
 // rwTransport sends TPM commands over a device or a stream: a character
@@ -29,6 +32,16 @@ func (t rwTransport) Send(cmd []byte) ([]byte, error) {
 			buf = append(buf, make([]byte, len(buf))...)
 		}
 		m, err := t.rw.Read(buf[n:])
+		if m == 0 && errors.Is(err, io.EOF) {
+			// A TPM device opened non-blocking has no answer yet: wait
+			// for it.
+			if f, ok := t.rw.(*os.File); ok {
+				if werr := waitReadable(f); werr != nil {
+					return nil, fmt.Errorf("tpmseal: wait for the TPM's answer: %w", werr)
+				}
+				continue
+			}
+		}
 		n += m
 		if n >= 10 {
 			size := int(binary.BigEndian.Uint32(buf[2:6]))
@@ -46,4 +59,36 @@ func (t rwTransport) Send(cmd []byte) ([]byte, error) {
 			return nil, fmt.Errorf("tpmseal: read the TPM's answer: %w", err)
 		}
 	}
+}
+
+// answerTimeout bounds the wait for a TPM's answer (key generation on a
+// slow TPM takes seconds).
+const answerTimeout = 2 * time.Minute
+
+// waitReadable waits until the TPM device f has an answer to read.
+func waitReadable(f *os.File) error {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var perr error
+	err = sc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, int(answerTimeout/time.Millisecond))
+			switch {
+			case errors.Is(err, unix.EINTR):
+				continue
+			case err != nil:
+				perr = err
+			case n == 0:
+				perr = fmt.Errorf("no answer in %v", answerTimeout)
+			}
+			return
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return perr
 }

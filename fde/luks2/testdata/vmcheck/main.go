@@ -1,14 +1,19 @@
-// Command vmcheck is the /init of the initramfs TestActivateVM boots: it
+// Command vmcheck is the /init of the initramfs TestVMActivateAndSeal boots: it
 // formats /dev/vda with luks2.Format (as the installer does), maps it with
 // luks2.Activate through the kernel's dm-crypt and writes a pattern through
 // the mapping; it opens /dev/vdb (which cryptsetup formatted and the test
 // filled through Go's cipher) with luks2.Unlock and Activate and reports a
-// digest of what the kernel decrypts. Then it powers the VM off. Its lines
-// of result start with "VMCHECK ".
+// digest of what the kernel decrypts. With a TPM (/tpm in the initramfs
+// says the test attached one), it seals a secret with tpmseal through the
+// kernel's /dev/tpmrm0 and unseals it; without, it checks that
+// tpmseal.Open says ErrNoTPM. Then it powers the VM off. Its lines of
+// result start with "VMCHECK ".
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +24,7 @@ import (
 
 	"github.com/eimhq/eim/agent/sysinit"
 	"github.com/eimhq/eim/fde/luks2"
+	"github.com/eimhq/eim/fde/tpmseal"
 	"golang.org/x/sys/unix"
 )
 
@@ -115,7 +121,51 @@ func run() error {
 	} else {
 		fmt.Printf("VMCHECK duplicate-name %v\n", err)
 	}
-	return luks2.Deactivate("vmcheck-b")
+	if err := luks2.Deactivate("vmcheck-b"); err != nil {
+		return err
+	}
+	return checkTPM()
+}
+
+func checkTPM() error {
+	_, err := os.Stat("/tpm")
+	wantTPM := err == nil
+	rw, err := tpmseal.Open()
+	if !wantTPM {
+		if !errors.Is(err, tpmseal.ErrNoTPM) {
+			return fmt.Errorf("tpmseal.Open without a TPM: got %v, want ErrNoTPM", err)
+		}
+		fmt.Println("VMCHECK tpm absent:", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer rw.Close()
+	secret := []byte("the disk's key, sealed to PCR 7")
+	blob, err := tpmseal.Seal(rw, secret, nil)
+	if err != nil {
+		return err
+	}
+	got, err := tpmseal.Unseal(rw, blob)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, secret) {
+		return fmt.Errorf("unsealed %q, want %q", got, secret)
+	}
+	// The same through a file Go opened non-blocking (its poller's way):
+	// the transport waits for the answer.
+	f, err := os.OpenFile("/dev/tpmrm0", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if got, err = tpmseal.Unseal(f, blob); err != nil || !bytes.Equal(got, secret) {
+		return fmt.Errorf("unseal through os.OpenFile: got %q, %v", got, err)
+	}
+	fmt.Println("VMCHECK tpm sealed and unsealed")
+	return nil
 }
 
 func waitFor(p string) error {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package luks2_test
+
+const raceEnabled = false
