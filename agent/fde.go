@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -146,6 +147,7 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 	// The TPM's key, sealed before anything is written: a TPM that cannot
 	// seal leaves the disk as the image wrote it.
 	tpmKey := make([]byte, 32)
+	defer clear(tpmKey)
 	if _, err := rand.Read(tpmKey); err != nil {
 		return err
 	}
@@ -164,6 +166,7 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 	if err != nil {
 		return err
 	}
+	defer clear(vk)
 	if _, err := luks2.Format(f, size, tpmKey, luks2.Options{KDF: tpmKeyKDF, VolumeKey: vk, Label: e.GetLabel(), UUID: e.GetVolumeUuid()}); err != nil {
 		return fmt.Errorf("encrypt root: %w", err)
 	}
@@ -182,21 +185,28 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 	if err != nil {
 		return fmt.Errorf("encrypt root: %w", err)
 	}
-	werr := moveUp(f, mapped, head, fsSize)
+	werr := moveUp(ctx, f, mapped, head, fsSize)
 	if err := errors.Join(werr, luks2.Deactivate(installMapping)); err != nil {
 		return fmt.Errorf("encrypt root: %w", err)
 	}
 	// The way the installed OS will open it: unseal, unlock.
-	if _, err := unsealKey(tpm, f); err != nil {
+	key, err := unsealKey(tpm, f)
+	if err != nil {
 		return fmt.Errorf("encrypt root: the TPM does not unseal the key it just sealed: %w", err)
 	}
-	fmt.Fprintf(out, "encrypted %d bytes; the TPM unseals the disk key\n", fsSize)
+	got, err := luks2.Unlock(f, key)
+	clear(key)
+	if err != nil || !bytes.Equal(got, vk) {
+		return fmt.Errorf("encrypt root: the unsealed key does not open the volume: %v", err)
+	}
+	clear(got)
+	fmt.Fprintf(out, "encrypted %d bytes; the key the TPM unseals opens the volume\n", fsSize)
 	return nil
 }
 
 // moveUp writes the file system (head, then what follows it on raw) into
-// the mapping, from the end down.
-func moveUp(raw *os.File, mapped string, head []byte, fsSize int64) error {
+// the mapping, from the end down, until ctx ends (the action's timeout).
+func moveUp(ctx context.Context, raw *os.File, mapped string, head []byte, fsSize int64) error {
 	mf, err := os.OpenFile(mapped, os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -205,6 +215,9 @@ func moveUp(raw *os.File, mapped string, head []byte, fsSize int64) error {
 	const chunk = 4 << 20
 	buf := make([]byte, chunk)
 	for end := fsSize; end > int64(len(head)); {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		start := max(end-chunk, int64(len(head)))
 		b := buf[:end-start]
 		if _, err := raw.ReadAt(b, start); err != nil {
