@@ -355,6 +355,9 @@ type EdgeWorkloadStatus struct {
 	ReportedAt     Time
 	LastDataUpload Time
 	UploadErrors   []string
+	// LastDataDownload and DownloadErrors are the ingress data paths'.
+	LastDataDownload Time
+	DownloadErrors   []string
 }
 
 // ContainerState is one container's state on a device.
@@ -493,6 +496,10 @@ type EdgeWorkloadStore interface {
 	// RecordEdgeWorkloadUploads records an upload round of a device's
 	// workload: its time when some file was sent, and its errors.
 	RecordEdgeWorkloadUploads(ctx context.Context, project, hostID, name string, at time.Time, errs []string) error
+	// RecordEdgeWorkloadDownloads records a download round of a device's
+	// workload (its ingress data paths): its time when some file was
+	// downloaded or removed, and its errors.
+	RecordEdgeWorkloadDownloads(ctx context.Context, project, hostID, name string, at time.Time, errs []string) error
 
 	// CreateEdgeWorkloadLogRequest stores r (ID set by the caller) and
 	// gives its device a new version.

@@ -122,6 +122,18 @@ func TestCheckEdgeWorkloadSpec(t *testing.T) {
 		{"data.egress[0].target", func(s *eim.EdgeWorkloadSpec) {
 			s.Data = &eim.DataConfig{Egress: []eim.DataPath{{Source: "a", Target: "/abs"}}}
 		}},
+		{"data.ingress[0].target", func(s *eim.EdgeWorkloadSpec) {
+			s.Data = &eim.DataConfig{Ingress: []eim.DataPath{{Source: "a", Target: "x/../../y"}}}
+		}},
+		{"data.ingress[0].target", func(s *eim.EdgeWorkloadSpec) {
+			s.Data = &eim.DataConfig{Ingress: []eim.DataPath{{Source: "a", Target: "x/.."}}}
+		}},
+		{"data.ingress[0].source", func(s *eim.EdgeWorkloadSpec) {
+			s.Data = &eim.DataConfig{Egress: []eim.DataPath{{Source: "out", Target: "o"}}, Ingress: []eim.DataPath{{Source: "out/in", Target: "i"}}}
+		}},
+		{"data.ingress[0].source", func(s *eim.EdgeWorkloadSpec) {
+			s.Data = &eim.DataConfig{Ingress: []eim.DataPath{{Source: "models", Target: "m"}, {Source: "./models", Target: "n"}}}
+		}},
 	} {
 		s := base()
 		tc.edit(s)

@@ -320,6 +320,11 @@ func (c *specCheck) data(d *DataConfig) {
 			f := fmt.Sprintf("%s[%d]", dir, i)
 			c.relPath(f+".source", p.Source)
 			c.relPath(f+".target", p.Target)
+			if p.Target != "" && path.Clean(p.Target) == "." {
+				// "." would be the workload's whole prefix, not a data
+				// path's directory in it.
+				c.fail(f+".target", "%q: want a directory below the workload's prefix", p.Target)
+			}
 			if targets[p.Target] {
 				c.fail(f+".target", "%q appears more than once", p.Target)
 			}
@@ -329,6 +334,31 @@ func (c *specCheck) data(d *DataConfig) {
 			}
 		}
 	}
+	// An ingress directory is the store's copy: another data path in it,
+	// or around it, would upload what is downloaded or remove what the
+	// other downloads.
+	for i, in := range d.Ingress {
+		for _, o := range []struct {
+			dir  string
+			list []DataPath
+		}{{"data.egress", d.Egress}, {"data.ingress", d.Ingress}} {
+			for j, other := range o.list {
+				if o.dir == "data.ingress" && j == i {
+					continue
+				}
+				if nested(in.Source, other.Source) {
+					c.fail(fmt.Sprintf("data.ingress[%d].source", i), "%q overlaps %s[%d].source %q: an ingress directory must be a data path's alone", in.Source, o.dir, j, other.Source)
+				}
+			}
+		}
+	}
+}
+
+// nested says whether one of the relative directories a and b is the
+// other or below it.
+func nested(a, b string) bool {
+	a, b = path.Clean(a), path.Clean(b)
+	return a == b || a == "." || b == "." || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
 func (c *specCheck) pod(p *PodSpec) {

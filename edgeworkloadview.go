@@ -37,6 +37,11 @@ type EdgeWorkloadDeviceView struct {
 	Containers     []ContainerState `json:"containers"`
 	LastDataUpload Time             `json:"lastDataUpload"`
 	UploadErrors   []string         `json:"uploadErrors,omitempty"`
+	// LastDataDownload is when a file of an ingress data path was last
+	// downloaded (or removed) on the device; DownloadErrors the last
+	// pass's failures.
+	LastDataDownload Time     `json:"lastDataDownload"`
+	DownloadErrors   []string `json:"downloadErrors,omitempty"`
 }
 
 // EdgeWorkloadCounts are the devices of a workload by summary.

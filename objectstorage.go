@@ -46,6 +46,13 @@ type ObjectStorage struct {
 	// MaxFileSize is the largest file a device may upload (bytes; 0 the
 	// default, DefaultMaxUploadSize).
 	MaxFileSize int64
+	// BucketPerDevice, when set, is the name template of each device's
+	// own bucket (e.g. "eim-{hostId}"), as Flotta's bucket claims: the
+	// device's files (its uploads and its own ingress files) go to that
+	// bucket, created with the setting's credentials on the device's
+	// first grant; Bucket keeps the workloads' shared ingress files. ""
+	// puts every device's files in Bucket.
+	BucketPerDevice string
 
 	// Reachable is the outcome of the check made when the setting was
 	// saved (a HEAD of the bucket with the credentials).
@@ -143,8 +150,45 @@ func (o *ObjectStorage) Validate() error {
 			return err
 		}
 	}
+	if err := o.checkBucketPerDevice(); err != nil {
+		return err
+	}
 	if o.MaxFileSize < 0 || o.MaxFileSize > DefaultMaxUploadSize {
 		return Errorf(EINVALID, "maxFileSize: %d: must be 0 (the default, 5 GiB) to %d bytes", o.MaxFileSize, DefaultMaxUploadSize)
+	}
+	return nil
+}
+
+// HostIDPlaceholder is what BucketPerDevice's template has where the
+// device's host ID goes.
+const HostIDPlaceholder = "{hostId}"
+
+// DeviceBucket is the bucket of host's files: its own with
+// BucketPerDevice, else Bucket.
+func (o *ObjectStorage) DeviceBucket(host string) string {
+	if o.BucketPerDevice == "" {
+		return o.Bucket
+	}
+	return strings.Replace(o.BucketPerDevice, HostIDPlaceholder, host, 1)
+}
+
+// checkBucketPerDevice checks the template: the placeholder once, and
+// with any host's ID in its place an S3 bucket name.
+func (o *ObjectStorage) checkBucketPerDevice() error {
+	t := o.BucketPerDevice
+	if t == "" {
+		return nil
+	}
+	if strings.Count(t, HostIDPlaceholder) != 1 {
+		return Errorf(EINVALID, "bucketPerDevice: %q must hold %s once (e.g. eim-%s)", t, HostIDPlaceholder, HostIDPlaceholder)
+	}
+	// Host IDs are host- and 8 hex digits: one long stands for all.
+	b := strings.Replace(t, HostIDPlaceholder, "host-0123abcd", 1)
+	switch {
+	case !reBucket.MatchString(b) || strings.Contains(b, ".."):
+		return Errorf(EINVALID, "bucketPerDevice: %q: with a host ID in place of %s it is not an S3 bucket name (3 to 63 lower-case letters, digits, '.' and '-')", t, HostIDPlaceholder)
+	case !o.PathStyle && strings.Contains(b, "."):
+		return Errorf(EINVALID, "bucketPerDevice: %q: a bucket with dots needs pathStyle", t)
 	}
 	return nil
 }
@@ -235,22 +279,26 @@ type ObjectStorageInput struct {
 	SecretAccessKey *string `json:"secretAccessKey,omitempty"`
 	CACert          string  `json:"caCert,omitempty"`
 	MaxFileSize     int64   `json:"maxFileSize,omitempty"`
+	BucketPerDevice string  `json:"bucketPerDevice,omitempty"`
 }
 
 // ObjectStorageView is a setting as the API answers it: never the secret
 // key, only whether one is set.
 type ObjectStorageView struct {
-	Endpoint     string           `json:"endpoint"`
-	Bucket       string           `json:"bucket"`
-	KeyPrefix    string           `json:"keyPrefix,omitempty"`
-	Region       string           `json:"region"`
-	PathStyle    bool             `json:"pathStyle"`
-	AccessKeyID  string           `json:"accessKeyId"`
-	SecretKeySet bool             `json:"secretAccessKeySet"`
-	CACert       string           `json:"caCert,omitempty"`
-	MaxFileSize  int64            `json:"maxFileSize"`
-	Reachable    StorageReachable `json:"reachable"`
-	Timestamps   Timestamps       `json:"timestamps"`
+	Endpoint     string `json:"endpoint"`
+	Bucket       string `json:"bucket"`
+	KeyPrefix    string `json:"keyPrefix,omitempty"`
+	Region       string `json:"region"`
+	PathStyle    bool   `json:"pathStyle"`
+	AccessKeyID  string `json:"accessKeyId"`
+	SecretKeySet bool   `json:"secretAccessKeySet"`
+	CACert       string `json:"caCert,omitempty"`
+	MaxFileSize  int64  `json:"maxFileSize"`
+	// BucketPerDevice is the template of the devices' own buckets ("":
+	// none).
+	BucketPerDevice string           `json:"bucketPerDevice,omitempty"`
+	Reachable       StorageReachable `json:"reachable"`
+	Timestamps      Timestamps       `json:"timestamps"`
 }
 
 // View is o as the API answers it.
@@ -261,7 +309,7 @@ func (o *ObjectStorage) View() *ObjectStorageView {
 	}
 	return &ObjectStorageView{Endpoint: o.Endpoint, Bucket: o.Bucket, KeyPrefix: o.KeyPrefix, Region: o.Region, PathStyle: o.PathStyle,
 		AccessKeyID: o.AccessKeyID, SecretKeySet: o.SealedSecretKey != "", CACert: o.CACert, MaxFileSize: max,
-		Reachable: o.Reachable, Timestamps: Timestamps{CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}}
+		BucketPerDevice: o.BucketPerDevice, Reachable: o.Reachable, Timestamps: Timestamps{CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}}
 }
 
 // EdgeObject is a file a device uploaded to the embedded store, as the

@@ -51,6 +51,11 @@ type Store interface {
 	// contract: modules read it rather than ask which database it is.
 	Capabilities() Capabilities
 
+	// HostBeats returns the host module's typed operations on its hosts'
+	// liveness, their transactions run by run (a batch shared with other
+	// nodes' calls; nil: Update).
+	HostBeats(run TxRunner) HostBeats
+
 	// SaveLastSeen records when nodes were last heard from. The host module
 	// keeps liveness in memory and flushes it here in batches, so that a
 	// heartbeat is not a write. A time older than the one stored is

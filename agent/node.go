@@ -121,10 +121,10 @@ type Node struct {
 	// that failed to deploy is tried again (default DefaultWorkloadRetry).
 	WorkloadCheck time.Duration
 	WorkloadRetry Backoff
-	// UploadClient sends the data paths' files where the upload grants
-	// say (default: the system's roots and EIM's CA); UploadRetry bounds
-	// the waits before a failed pass is tried again (default
-	// DefaultUploadRetry).
+	// UploadClient sends the data paths' requests where the upload and
+	// download grants say (default: the system's roots and EIM's CA);
+	// UploadRetry bounds the waits before a failed pass (of either
+	// direction) is tried again (default DefaultUploadRetry).
 	UploadClient *http.Client
 	UploadRetry  Backoff
 
@@ -241,16 +241,20 @@ func (n *Node) Run(ctx context.Context) error {
 		e.retry = retrier{b: n.Backoff}
 		n.edge = e
 		wctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{}, 2)
+		done := make(chan struct{}, 3)
 		go func() {
 			defer func() { done <- struct{}{} }()
 			n.runWorkloads(wctx)
 		}()
 		go func() {
 			defer func() { done <- struct{}{} }()
-			n.runUploads(wctx)
+			n.runData(wctx, false, e.pathsSet, n.uploads())
 		}()
-		defer func() { cancel(); <-done; <-done }()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			n.runData(wctx, true, e.ingressSet, n.downloads())
+		}()
+		defer func() { cancel(); <-done; <-done; <-done }()
 	}
 	r := retrier{b: n.Backoff}
 	for {

@@ -93,13 +93,14 @@ type edgePhase struct {
 // edgeRun is a Node's workload state, shared by the heartbeat loop (which
 // sets the version wanted) and the workloads loop (which owns the rest).
 type edgeRun struct {
-	mu       sync.Mutex
-	wanted   string
-	wantFull bool // the server asked for a full status report
-	off      bool // the server has no workloads service
-	changed  chan struct{}
-	paths    []dataPath // the egress data paths, for the upload loop
-	pathsSet chan struct{}
+	mu         sync.Mutex
+	wanted     string
+	wantFull   bool // the server asked for a full status report
+	off        bool // the server has no workloads service
+	changed    chan struct{}
+	paths      []dataPath    // the data paths, for the data loops
+	pathsSet   chan struct{} // wakes the upload loop when paths changed
+	ingressSet chan struct{} // wakes the download loop
 
 	// The workloads loop's own.
 	path       string // "" keeps the state in memory
@@ -123,7 +124,7 @@ type applyState struct {
 }
 
 func loadEdge(dir, bootID string) (*edgeRun, error) {
-	e := &edgeRun{changed: make(chan struct{}, 1), pathsSet: make(chan struct{}, 1),
+	e := &edgeRun{changed: make(chan struct{}, 1), pathsSet: make(chan struct{}, 1), ingressSet: make(chan struct{}, 1),
 		apply: map[string]*applyState{}, removing: map[string]string{}}
 	if dir != "" {
 		e.path = filepath.Join(dir, workloadsFile)
@@ -344,9 +345,11 @@ func (n *Node) fetchWorkloads(ctx context.Context, wanted string) {
 	e.mu.Lock()
 	e.paths = dataPaths(set)
 	e.mu.Unlock()
-	select {
-	case e.pathsSet <- struct{}{}:
-	default:
+	for _, c := range []chan struct{}{e.pathsSet, e.ingressSet} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 	names := make([]string, len(set))
 	for i, w := range set {

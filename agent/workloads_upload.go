@@ -2,20 +2,24 @@ package agent
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/eimhq/eim/agent/download"
 	"github.com/eimhq/eim/agent/upload"
 	workloadsv1 "github.com/eimhq/eim/proto/eim/workloads/v1"
 	"github.com/eimhq/eim/proto/eim/workloads/v1/workloadsv1connect"
 )
 
-// The upload loop sends the files of the workloads' egress data paths
-// (package upload), each path every interval it sets (default 15 s, as
-// Flotta's), one pass at a time: the device's uplink is one. A pass that
-// fails is tried again with back-off.
+// The data loops: the upload loop sends the files of the workloads'
+// egress data paths (package upload), the download loop brings those of
+// their ingress data paths (package download). Each makes a pass over
+// each of its paths every interval the path sets (default 15 s, as
+// Flotta's), one pass at a time: the device's link is one each way. A
+// pass that fails is tried again with back-off.
 
 // defaultUploadInterval is a data path's interval when it sets none.
 const defaultUploadInterval = 15 * time.Second
@@ -24,25 +28,30 @@ const defaultUploadInterval = 15 * time.Second
 // again.
 var DefaultUploadRetry = Backoff{Min: 5 * time.Second, Max: 5 * time.Minute}
 
-// dataPath is an egress data path of the set.
+// dataPath is a data path of the set.
 type dataPath struct {
-	upload.Path
-	every time.Duration
+	Workload       string
+	Source         string // the directory on the device
+	Target         string
+	BytesPerSecond int64
+	every          time.Duration
+	ingress        bool
 }
 
 func dataPaths(set []*workloadsv1.Workload) []dataPath {
 	var out []dataPath
 	for _, w := range set {
 		for _, d := range w.DataPaths {
-			if d.Direction != workloadsv1.DataPath_DIRECTION_EGRESS || !filepath.IsAbs(d.Source) || d.Target == "" {
+			ingress := d.Direction == workloadsv1.DataPath_DIRECTION_INGRESS
+			if (!ingress && d.Direction != workloadsv1.DataPath_DIRECTION_EGRESS) || !filepath.IsAbs(d.Source) || d.Target == "" {
 				continue
 			}
 			every := time.Duration(d.IntervalSeconds) * time.Second
 			if every <= 0 {
 				every = defaultUploadInterval
 			}
-			out = append(out, dataPath{Path: upload.Path{Workload: w.Name, Source: d.Source, Target: d.Target,
-				BytesPerSecond: int64(min(d.BandwidthBytesPerSecond, 1<<62))}, every: every})
+			out = append(out, dataPath{Workload: w.Name, Source: d.Source, Target: d.Target,
+				BytesPerSecond: int64(min(d.BandwidthBytesPerSecond, 1<<62)), every: every, ingress: ingress})
 		}
 	}
 	return out
@@ -94,19 +103,50 @@ func (n *Node) uploadDir() string {
 	return filepath.Join(n.StateDir, "uploads")
 }
 
-// runUploads is the upload loop.
-func (n *Node) runUploads(ctx context.Context) {
-	e := n.edge
-	client := n.UploadClient
-	if client == nil {
-		client = n.urlClient()
+// passOutcome is what the loop logs of a pass.
+type passOutcome struct {
+	done, failed int
+	first        string // the first failure: "path: reason"
+}
+
+// passer makes the passes of one direction.
+type passer struct {
+	verb   string // "upload", "download"
+	pass   func(ctx context.Context, p dataPath) (passOutcome, error)
+	forget func(workload string) error
+}
+
+// uploads is the upload loop's passer.
+func (n *Node) uploads() passer {
+	syncer := &upload.Syncer{Granter: grants{wc: n.wc}, Client: n.dataClient(), StateDir: n.uploadDir(), Now: n.Now}
+	return passer{verb: "upload", forget: syncer.Forget,
+		pass: func(ctx context.Context, p dataPath) (passOutcome, error) {
+			res, err := syncer.Sync(ctx, upload.Path{Workload: p.Workload, Source: p.Source, Target: p.Target, BytesPerSecond: p.BytesPerSecond})
+			o := passOutcome{done: len(res.Sent), failed: len(res.Failed)}
+			if len(res.Failed) > 0 {
+				o.first = res.Failed[0].Path + ": " + res.Failed[0].Reason
+			}
+			return o, err
+		}}
+}
+
+// dataClient sends the grants' requests.
+func (n *Node) dataClient() *http.Client {
+	if n.UploadClient != nil {
+		return n.UploadClient
 	}
-	syncer := &upload.Syncer{Granter: grants{wc: n.wc}, Client: client, StateDir: n.uploadDir(), Now: n.Now}
+	return n.urlClient()
+}
+
+// runData is a data loop: the passes of the data paths of one direction
+// (ingress or not).
+func (n *Node) runData(ctx context.Context, ingress bool, wake <-chan struct{}, ps passer) {
+	e := n.edge
 	type due struct {
 		at    time.Time
 		retry retrier
 	}
-	next := map[upload.Path]*due{}
+	next := map[dataPath]*due{}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -114,28 +154,31 @@ func (n *Node) runUploads(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-e.pathsSet:
+		case <-wake:
 		}
 		e.mu.Lock()
 		paths := e.paths
 		e.mu.Unlock()
 		now := n.now()
 		wait := time.Minute
-		seen := map[upload.Path]bool{}
+		seen := map[dataPath]bool{}
 		workloads := map[string]bool{}
 		for _, p := range paths {
-			seen[p.Path] = true
+			if p.ingress != ingress {
+				continue
+			}
+			seen[p] = true
 			workloads[p.Workload] = true
-			d := next[p.Path]
+			d := next[p]
 			if d == nil {
 				d = &due{retry: retrier{b: n.uploadRetry()}}
-				next[p.Path] = d
+				next[p] = d
 			}
 			if now.Before(d.at) {
 				wait = min(wait, d.at.Sub(now))
 				continue
 			}
-			res, err := syncer.Sync(ctx, p.Path)
+			res, err := ps.pass(ctx, p)
 			if ctx.Err() != nil {
 				return
 			}
@@ -144,17 +187,17 @@ func (n *Node) runUploads(ctx context.Context) {
 			case err != nil:
 				r := d.retry.next(err)
 				d.at = now.Add(r)
-				n.log().Warn("data upload failed", "workload", p.Workload, "target", p.Target, "err", err, "retry_in", r)
-			case len(res.Failed) > 0:
+				n.log().Warn("data "+ps.verb+" failed", "workload", p.Workload, "target", p.Target, "err", err, "retry_in", r)
+			case res.failed > 0:
 				r := min(d.retry.next(nil), p.every)
 				d.at = now.Add(r)
-				n.log().Warn("data upload incomplete", "workload", p.Workload, "target", p.Target,
-					"sent", len(res.Sent), "failed", len(res.Failed), "first", res.Failed[0].Path+": "+res.Failed[0].Reason, "retry_in", r)
+				n.log().Warn("data "+ps.verb+" incomplete", "workload", p.Workload, "target", p.Target,
+					"done", res.done, "failed", res.failed, "first", res.first, "retry_in", r)
 			default:
 				d.retry.reset()
 				d.at = now.Add(p.every)
-				if len(res.Sent) > 0 {
-					n.log().Info("data uploaded", "workload", p.Workload, "target", p.Target, "files", len(res.Sent))
+				if res.done > 0 {
+					n.log().Info("data "+ps.verb+"ed", "workload", p.Workload, "target", p.Target, "files", res.done)
 				}
 			}
 			wait = min(wait, d.at.Sub(now))
@@ -167,8 +210,8 @@ func (n *Node) runUploads(ctx context.Context) {
 			// Its workload was removed, or the data path: a workload
 			// of that name deployed again starts afresh.
 			if !workloads[p.Workload] {
-				if err := syncer.Forget(p.Workload); err != nil {
-					n.log().Warn("cannot drop a data path's upload state", "workload", p.Workload, "err", err)
+				if err := ps.forget(p.Workload); err != nil {
+					n.log().Warn("cannot drop a data path's "+ps.verb+" state", "workload", p.Workload, "err", err)
 				}
 			}
 		}
@@ -183,4 +226,7 @@ func (n *Node) uploadRetry() Backoff {
 	return DefaultUploadRetry
 }
 
-var _ upload.Granter = grants{}
+var (
+	_ upload.Granter  = grants{}
+	_ download.Lister = lister{}
+)

@@ -84,6 +84,8 @@ var ourOperations = []string{
 	"DELETE /v1/projects/{projectName}/objectstorage",
 	"GET /v1/projects/{projectName}/edgedata/{hostId}",
 	"GET /v1/projects/{projectName}/edgedata/{hostId}/{path}",
+	"PUT /v1/projects/{projectName}/edgedata/{hostId}/{path}",
+	"DELETE /v1/projects/{projectName}/edgedata/{hostId}/{path}",
 	// The enrollment lobby (the onboarding module).
 	"GET /v1/projects/{projectName}/enrollmentrequests",
 	"GET /v1/projects/{projectName}/enrollmentrequests/{id}",

@@ -15,7 +15,7 @@ engine=${1:-sqlite}; shift || true
 nodes=${1:-10000}; shift || true
 dir=$(mktemp -d)
 pgdb=; sampler=
-api=127.0.0.1:${API_PORT:-18080}; agent=127.0.0.1:${AGENT_PORT:-18443}
+api=127.0.0.1:${API_PORT:-18080}; agent=127.0.0.1:${AGENT_PORT:-18443}; debug=127.0.0.1:${DEBUG_PORT:-16061}
 db=()
 CGO_ENABLED=0 go build -o "$dir/eim" ./cmd/eim
 CGO_ENABLED=0 go build -o "$dir/eim-agent" ./cmd/eim-agent
@@ -49,7 +49,8 @@ os=$(curl -fsS -H "Authorization: Bearer $tok" -H 'Content-Type: application/jso
 echo "engine: $engine; nodes: $nodes; machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version)"
 describe_servers
 # Registration (REST, one host and one instance per node) is timed apart
-# from the Day-0 flow the simulator measures.
+# from the Day-0 flow the simulator measures. The pprof of the (first
+# node-facing) server is on 127.0.0.1:16061 (DEBUG_PORT).
 rc=0
 t0=$(date +%s.%N)
 /usr/bin/time -f "simulator: %e s wall (including registration), %U s user, %S s sys, %M KiB max RSS" \

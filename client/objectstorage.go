@@ -70,6 +70,26 @@ func (c *Client) ListEdgeData(ctx context.Context, project, host, prefix string,
 	return &out, nil
 }
 
+// PutEdgeData stores content as a file of the embedded store under
+// host's prefix (host: a host ID, or eim.SharedIngressDir for every device
+// of a workload; path: <workload>/<target>/<file>), for the ingress data
+// paths that read it.
+func (c *Client) PutEdgeData(ctx context.Context, project, host, path string, content []byte) (*eim.EdgeObject, error) {
+	if content == nil {
+		content = []byte{}
+	}
+	var out eim.EdgeObject
+	if err := c.Do(ctx, http.MethodPut, EdgeDataPath(project, host, path), content, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteEdgeData removes a file of the embedded store.
+func (c *Client) DeleteEdgeData(ctx context.Context, project, host, path string) error {
+	return c.Do(ctx, http.MethodDelete, EdgeDataPath(project, host, path), nil, nil)
+}
+
 // EdgeDataPath is the API path of one of a host's files in the embedded
 // store (GET it for the content).
 func EdgeDataPath(project, host, path string) string {

@@ -103,6 +103,7 @@ func benchHeartbeats(b *testing.B, editors int) {
 			}
 			b.SetParallelism(32) // 2 cores × 32 = 64 callers
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					n := next.Add(1)
@@ -119,6 +120,7 @@ func benchHeartbeats(b *testing.B, editors int) {
 				}
 			})
 			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 			stop()
 			editing.Wait()
 			b.ReportMetric(float64(st.Races()-races0)/float64(b.N), "races/op")

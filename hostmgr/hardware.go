@@ -16,7 +16,6 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/hwlimit"
-	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -42,16 +41,8 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 	digest := hardwareDigest(hw)
 	now := s.now()
 	gen, _ := s.live.syncing(n.Project, n.HostID, now)
-	var h *eim.Host
-	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
-		var err error
-		h, err = getHost(ctx, tx, n.HostID)
-		if err != nil || h.HardwareDigest == digest {
-			return err
-		}
-		prev := h.HardwareDigest
+	_, err = s.store.ReportHardware(ctx, n.Project, n.HostID, digest, eim.NewTime(now), func(h *eim.Host) {
 		applyHardware(h, hw, digest, eim.NewTime(now))
-		return inventory.RecordHardware(ctx, tx, h, prev, eim.NewTime(now))
 	})
 	if err != nil {
 		return nil, southbound.Error(ctx, s.log, "hostmgr: report hardware", err)

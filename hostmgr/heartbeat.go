@@ -12,7 +12,6 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/hostview"
-	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/southbound"
 )
@@ -160,9 +159,11 @@ func (t *tracker) beat(project, id string, now time.Time, status string, m *host
 	return true, e.digest, prev
 }
 
-// sync is the slow path: read the host (from the host view, which holds
-// it unless it changed), write it if the heartbeat changes it, and
-// remember what it shows.
+// sync is the slow path: decide on the host as the host view holds it
+// (unless it changed, as stored) and, when the heartbeat changes it,
+// record the beat: the decision is taken again on the liveness the store
+// reads in the write's transaction, and its writes made there. Then
+// remember what the host shows.
 //
 // prev is when the node was heard from before (zero: not known).
 func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.HeartbeatRequest, now time.Time, want hostStatus) (_ *hostv1.HostAction, _ string, prev time.Time, _ error) {
@@ -175,82 +176,46 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 		return nil, "", prev, err
 	}
 	ts := uint64(now.Unix())
-	probe := probeOf(v)
-	act, _, changed := applyBeat(probe, m, ts, want)
+	act, ch := applyBeat(livenessOf(v), m, ts, want)
 	status, digest := v.HostStatus, v.HardwareDigest
-	if changed {
-		err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
-			h, err := getHost(ctx, tx, n.HostID)
-			if err != nil {
-				return err
-			}
-			before := *h
-			var changed bool
-			act, _, changed = applyBeat(h, m, ts, want)
-			status, digest = h.HostStatus, h.HardwareDigest
-			if !changed {
-				return nil
-			}
-			return writeBeat(ctx, tx, &before, h)
+	if !ch.Empty() {
+		l, err := s.store.RecordBeat(ctx, n.Project, n.HostID, func(l eim.HostLiveness) eim.LivenessChange {
+			act, ch = applyBeat(l, m, ts, want)
+			return ch
 		})
 		if err != nil {
 			return nil, "", prev, err
 		}
+		status, digest = l.Status.Text, l.HardwareDigest
 	}
 	s.live.synced(n.HostID, gen, status, digest, act)
 	return act, digest, prev, nil
 }
 
-// probeOf returns a host with the fields of v that applyBeat reads.
-func probeOf(v *hostview.Host) *eim.Host {
-	return &eim.Host{Meta: eim.Meta{ResourceID: v.ID, Project: v.Project},
-		HostStatus: v.HostStatus, HostStatusIndicator: v.HostStatusIndicator, HardwareDigest: v.HardwareDigest,
-		BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, CurrentPowerState: v.CurrentPowerState,
-		PowerStatus: v.PowerStatus, PowerStatusTimestamp: v.PowerStatusTimestamp}
+// livenessOf returns the liveness of a host as the host view holds it.
+func livenessOf(v *hostview.Host) eim.HostLiveness {
+	return eim.HostLiveness{ID: v.ID, Project: v.Project,
+		Status: eim.StatusValue{Text: v.HostStatus, Indicator: v.HostStatusIndicator},
+		Power: eim.HostPower{Current: v.CurrentPowerState,
+			Status: eim.StatusValue{Text: v.PowerStatus, Timestamp: v.PowerStatusTimestamp}},
+		BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, HardwareDigest: v.HardwareDigest}
 }
 
-// applyBeat applies a heartbeat to h: power first (a reboot or shut down
-// the node starts sets the status), then the status the node's health asks
-// for, when the current one is this module's to change.
-func applyBeat(h *eim.Host, m *hostv1.HeartbeatRequest, now uint64, want hostStatus) (act *hostv1.HostAction, status hostStatus, changed bool) {
-	act, st, changed := applyPower(h, m.ActionResult, now)
+// applyBeat decides what a heartbeat m at now (unix seconds) changes of a
+// host with liveness l: power first (a reboot or shut down the node
+// starts sets the status), then the status the node's health asks for
+// (want), when the current one is this module's to change. It returns the
+// action to send the node and the writes.
+func applyBeat(l eim.HostLiveness, m *hostv1.HeartbeatRequest, now uint64, want hostStatus) (act *hostv1.HostAction, ch eim.LivenessChange) {
+	act, st, power := applyPower(l, m.ActionResult, now)
+	ch.Power = power
 	if st.text == "" {
 		st = want
 	}
-	if ours(h.HostStatus) && (h.HostStatus != st.text || h.HostStatusIndicator != st.indicator) {
-		h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = st.text, st.indicator, now
-		changed = true
+	if ours(l.Status.Text) && (l.Status.Text != st.text || l.Status.Indicator != st.indicator) {
+		ch.Status = &eim.StatusValue{Text: st.text, Indicator: st.indicator, Timestamp: now}
 	}
-	return act, st, changed
-}
-
-// writeBeat writes what applyBeat changed of a host, before as it was
-// read and after as applyBeat left it: its power state and status, and
-// its host status (each only over what before shows).
-func writeBeat(ctx context.Context, tx eim.Tx, before, after *eim.Host) error {
-	if before.CurrentPowerState != after.CurrentPowerState || before.PowerStatus != after.PowerStatus ||
-		before.PowerStatusIndicator != after.PowerStatusIndicator || before.PowerStatusTimestamp != after.PowerStatusTimestamp {
-		st := inventory.Status{Text: after.PowerStatus, Indicator: after.PowerStatusIndicator, Timestamp: after.PowerStatusTimestamp}
-		if err := inventory.SetHostPower(ctx, tx, before, after.CurrentPowerState, st); err != nil {
-			return err
-		}
-	}
-	if before.HostStatus != after.HostStatus || before.HostStatusIndicator != after.HostStatusIndicator ||
-		before.HostStatusTimestamp != after.HostStatusTimestamp {
-		st := inventory.Status{Text: after.HostStatus, Indicator: after.HostStatusIndicator, Timestamp: after.HostStatusTimestamp}
-		if err := inventory.SetHostStatus(ctx, tx, before, st); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func getHost(ctx context.Context, tx eim.Tx, id string) (*eim.Host, error) {
-	r, err := tx.Get(ctx, eim.KindHost, id)
-	if err != nil {
-		return nil, err
-	}
-	return r.(*eim.Host), nil
+	return act, ch
 }
 
 // syncing records a heartbeat about to be synced and returns the host's
@@ -303,40 +268,18 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 		g.Go(func() error {
 			var flagged, lapsed bool
 			var hold time.Time
-			err := s.batch.DoIn(gctx, x.project, func(tx eim.Tx) error {
-				flagged, lapsed, hold = false, false, time.Time{}
-				h, err := getHost(gctx, tx, x.id)
-				if eim.ErrorCode(err) == eim.ENOTFOUND {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				// Heard from since, or not a status that times out.
-				if !s.live.silentSince(x.id, x.seen) || !timesOut(h.HostStatus) {
-					return nil
-				}
-				// The lease of the host's shard may have lapsed (a late
-				// renewal): not ours to flag now; checked again at the
-				// next pass.
-				if lapsed = !s.owns(x.id); lapsed {
-					return nil
-				}
-				// An update may reboot the node and keep it silent for
-				// a while: not lost, unless the update takes too long.
-				if until, err := s.updatingUntil(gctx, tx, x.id); err != nil {
-					return err
-				} else if until.After(now) {
-					hold = until
-					return nil
-				}
-				at := x.seen
-				if at.IsZero() { // known from the feed only, never heard
-					at = now
-				}
-				flagged = true
-				return inventory.SetHostStatus(gctx, tx, h, inventory.StatusAt(statusNoConnection, eim.StatusError, at))
+			at := x.seen
+			if at.IsZero() { // known from the feed only, never heard
+				at = now
+			}
+			_, err := s.store.RecordSilence(gctx, x.project, x.id, func(l eim.HostLiveness) eim.LivenessChange {
+				var ch eim.LivenessChange
+				ch, flagged, lapsed, hold = s.silence(l, x.id, x.seen, at, now)
+				return ch
 			})
+			if eim.ErrorCode(err) == eim.ENOTFOUND {
+				err = nil
+			}
 			if err != nil && gctx.Err() == nil {
 				s.log.Warn("hostmgr: flag host", "host", x.id, "project", x.project, "err", err)
 				// Not flagged: check it again at the next pass.
@@ -364,19 +307,27 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 	}
 }
 
-// updatingUntil returns, when the host's instance is updating its OS, until
-// when its silence is not taken for a lost connection: the update's last
-// report plus the update timeout. The zero time when it is not updating.
-func (s *Service) updatingUntil(ctx context.Context, tx eim.Tx, hostID string) (time.Time, error) {
-	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: hostID}}, Limit: 1, NoTotal: true})
-	if err != nil || len(items) == 0 {
-		return time.Time{}, err
+// silence decides on a host whose node was silent since seen: it is
+// flagged "No Connection", dated at, unless it was heard from since, its
+// status does not time out, its shard's lease lapsed (a late renewal: not
+// this replica's to flag now; checked again at the next pass: lapsed), or
+// its instance is updating its OS (an update may reboot the node and keep
+// it silent for a while: not lost until the update takes too long; hold
+// is when).
+func (s *Service) silence(l eim.HostLiveness, id string, seen, at, now time.Time) (ch eim.LivenessChange, flagged, lapsed bool, hold time.Time) {
+	if !s.live.silentSince(id, seen) || !timesOut(l.Status.Text) {
+		return ch, false, false, time.Time{}
 	}
-	in := items[0].(*eim.Instance)
-	if in.UpdateStatusIndicator != eim.StatusInProgress {
-		return time.Time{}, nil
+	if !s.owns(id) {
+		return ch, false, true, time.Time{}
 	}
-	return time.Unix(int64(in.UpdateStatusTimestamp), 0).Add(s.updateMax), nil
+	if l.Updating {
+		if until := time.Unix(int64(l.UpdateTimestamp), 0).Add(s.updateMax); until.After(now) {
+			return ch, false, false, until
+		}
+	}
+	ch.Status = &eim.StatusValue{Text: statusNoConnection, Indicator: eim.StatusError, Timestamp: uint64(at.Unix())}
+	return ch, true, false, time.Time{}
 }
 
 // hold keeps a silent host from timing out until until (it is updating);
@@ -411,6 +362,9 @@ func (t *tracker) silentSince(id string, seen time.Time) bool {
 // the reboot timeout is minutes long.
 const rebootScanEvery = 30 * time.Second
 
+// rebootPage is how many hosts one read of the reboot scan returns.
+const rebootPage = 500
+
 // checkReboots flags the hosts that show "Rebooting" for longer than the
 // reboot timeout: after their provisioning workflow's reboot, or after a
 // reboot asked through desiredPowerState. The original left them
@@ -422,49 +376,42 @@ func (s *Service) checkReboots(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	var stuck []*eim.Host
+	var stuck []eim.HostLiveness
 	for _, p := range projects {
-		// Oldest first, so that a page ends at the first host not yet
-		// due; the (project, status) index serves it.
-		q := eim.Query{Where: []eim.Cond{{Field: "hostStatus", Value: statusRebooting}}, OrderBy: "hostStatusTimestamp", Limit: 500, NoTotal: true}
-		for {
-			var page []eim.Resource
-			err := s.store.View(ctx, p.Name, func(tx eim.Tx) error {
-				var err error
-				page, _, err = tx.List(ctx, eim.KindHost, q)
-				return err
-			})
+		// Oldest first, up to the cutoff; the (project, status) index
+		// serves it.
+		for offset := 0; ; offset += rebootPage {
+			page, err := s.store.HostsInStatus(ctx, p.Name, statusRebooting, cutoff, offset, rebootPage)
 			if err != nil {
 				return err
 			}
-			due := 0
-			for _, r := range page {
-				if h := r.(*eim.Host); h.HostStatusTimestamp <= cutoff {
-					if s.owns(h.ResourceID) { // another replica's otherwise
-						stuck = append(stuck, h)
-					}
-					due++
+			for _, l := range page {
+				if s.owns(l.ID) { // another replica's otherwise
+					stuck = append(stuck, l)
 				}
 			}
-			if len(page) < q.Limit || due < len(page) {
+			if len(page) < rebootPage {
 				break
 			}
-			q.Offset += q.Limit
 		}
 	}
 	for _, h := range stuck {
-		err := s.batch.DoIn(ctx, h.Project, func(tx eim.Tx) error {
-			h, err := getHost(ctx, tx, h.ResourceID)
-			if err != nil || h.HostStatus != statusRebooting || h.HostStatusTimestamp > cutoff {
-				return ignoreNotFound(err)
+		var flagged bool
+		_, err := s.store.RecordSilence(ctx, h.Project, h.ID, func(l eim.HostLiveness) eim.LivenessChange {
+			flagged = l.Status.Text == statusRebooting && l.Status.Timestamp <= cutoff
+			if !flagged {
+				return eim.LivenessChange{}
 			}
-			return inventory.SetHostStatus(ctx, tx, h, inventory.Status{Text: statusNoConnection, Indicator: eim.StatusError, Timestamp: h.HostStatusTimestamp})
+			return eim.LivenessChange{Status: &eim.StatusValue{Text: statusNoConnection, Indicator: eim.StatusError, Timestamp: l.Status.Timestamp}}
 		})
-		if err != nil {
-			return fmt.Errorf("flag %s: %w", h.ResourceID, err)
+		if err = ignoreNotFound(err); err != nil {
+			return fmt.Errorf("flag %s: %w", h.ID, err)
 		}
-		s.live.setStatus(h.ResourceID, statusNoConnection)
-		s.log.Info("hostmgr: host did not come back from its reboot", "host", h.ResourceID, "project", h.Project, "since", time.Unix(int64(h.HostStatusTimestamp), 0).UTC())
+		if !flagged {
+			continue // gone, or back meanwhile
+		}
+		s.live.setStatus(h.ID, statusNoConnection)
+		s.log.Info("hostmgr: host did not come back from its reboot", "host", h.ID, "project", h.Project, "since", time.Unix(int64(h.Status.Timestamp), 0).UTC())
 	}
 	return nil
 }

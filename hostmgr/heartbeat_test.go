@@ -1,6 +1,7 @@
 package hostmgr_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -356,6 +357,39 @@ func TestLastSeenSaves(t *testing.T) {
 		}
 		if saves == 0 || saves > 3 {
 			t.Fatalf("%d saves in six heartbeats over a minute (timeout 30 s): want one to three", saves)
+		}
+	})
+}
+
+// The host module's writes are in the audit log as who made them decided
+// them: the node's heartbeat by the node, the checker's flag by the
+// module. The webhooks' events come from those records (host.connection_lost
+// is a hostStatus that became "No Connection").
+func TestLivenessAudited(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := e.host(nil)
+		e.beat(e.svc, h, nil)
+		e.clock.Add(31 * time.Second)
+		e.svc.CheckTimeouts(eim.WithActor(e.ctx, eim.ModuleActor("host")))
+		e.wantStatus(h.ResourceID, "No Connection", eim.StatusError)
+
+		recs, _, err := e.store.Audit(e.ctx, e.proj, eim.AuditQuery{Filter: `kind="host" AND action="UPDATED"`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type change struct{ principal, old, new string }
+		var got []change
+		for i := len(recs) - 1; i >= 0; i-- { // oldest first
+			if c, ok := recs[i].Changes["hostStatus"]; ok && recs[i].ResourceID == h.ResourceID {
+				got = append(got, change{recs[i].Principal, string(c.Old), string(c.New)})
+			}
+		}
+		want := []change{
+			{"node:" + h.ResourceID, `"Not Connected"`, `"Running"`},
+			{"module:host", `"Running"`, `"No Connection"`},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("hostStatus audit records: got %v, want %v", got, want)
 		}
 	})
 }

@@ -40,12 +40,6 @@ import (
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 )
 
-// Batcher runs fn in a shared write transaction of the project (see
-// inventory.Batcher): fns must be re-runnable.
-type Batcher interface {
-	DoIn(ctx context.Context, project string, fn func(tx eim.Tx) error) error
-}
-
 // Telemetry is the telemetry module, as the host service carries it.
 type Telemetry interface {
 	// Version returns the version of the host's telemetry configuration,
@@ -87,8 +81,18 @@ type Workloads interface {
 // Options configure a Service. Store and ReportIn are required; zero values
 // select defaults.
 type Options struct {
-	Store    eim.Store
-	Batcher  Batcher // nil: one Store.Update per write
+	// Store is the store the module's shared parts run on: the
+	// change-feed runner that waits for it at the start, the shards'
+	// leases, and the module's own host view when Hosts is nil. What the
+	// module itself reads and writes goes through Liveness.
+	Store eim.Store
+	// Liveness is what the module reads and writes (see Store); nil:
+	// StoreOf(Store, Batcher).
+	Liveness Store
+	// Batcher runs the writes of StoreOf(Store, Batcher) in transactions
+	// shared with other nodes' calls (inventory.Batcher); nil: one
+	// Store.Update each. Unused with Liveness.
+	Batcher  eim.TxRunner
 	ReportIn ReportInFunc
 	Logger   *slog.Logger
 	Now      func() time.Time
@@ -159,8 +163,7 @@ type Options struct {
 type Service struct {
 	metrics     *serviceMetrics
 	reg         prometheus.Registerer
-	store       eim.Store
-	batch       Batcher
+	store       Store
 	reportIn    ReportInFunc
 	telemetry   Telemetry
 	maintenance Maintenance
@@ -187,7 +190,9 @@ type Service struct {
 	share    sharing
 	rescan   atomic.Bool // the owned shards' hosts are to be read from the store
 
-	flushMu        sync.Mutex // one flush at a time
+	restore        *feed.Runner  // reads liveness once the store answers
+	restoredCh     chan struct{} // closed once it has
+	flushMu        sync.Mutex    // one flush at a time
 	restored       atomic.Bool
 	storeState     atomic.Int32 // storeOK, storeSuspect or storeDown
 	runOnce        sync.Once
@@ -203,12 +208,12 @@ func New(opts Options) *Service {
 	}
 	s := &Service{
 		metrics: newServiceMetrics(opts.Metrics), reg: opts.Metrics,
-		store: opts.Store, batch: opts.Batcher, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, clusters: opts.Clusters, workloads: opts.Workloads, log: opts.Logger, now: opts.Now,
+		store: opts.Liveness, reportIn: opts.ReportIn, telemetry: opts.Telemetry, maintenance: opts.Maintenance, clusters: opts.Clusters, workloads: opts.Workloads, log: opts.Logger, now: opts.Now,
 		interval: opts.Interval, timeout: opts.Timeout, hwEvery: opts.HardwareInterval,
 		rebootMax: opts.RebootTimeout, updateMax: opts.UpdateTimeout, check: opts.CheckInterval, flush: opts.FlushInterval,
 	}
-	if s.batch == nil {
-		s.batch = storeBatcher{opts.Store}
+	if s.store == nil {
+		s.store = StoreOf(opts.Store, opts.Batcher)
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -242,7 +247,7 @@ func New(opts Options) *Service {
 		ttl = 10 * time.Second
 	}
 	s.live = newTracker(opts.Members == nil)
-	s.settings = newSettingsCache(opts.Store, s.now, ttl, s.interval, s.timeout)
+	s.settings = newSettingsCache(s.store, s.now, ttl, s.interval, s.timeout)
 	s.leaseTTL = opts.LeaseTTL
 	if s.leaseTTL <= 0 {
 		s.leaseTTL = coord.DefaultTTL
@@ -264,6 +269,20 @@ func New(opts Options) *Service {
 			panic("hostmgr.New: " + err.Error())
 		}
 	}
+	// A store that is away is waited for: heartbeats are answered
+	// meanwhile, and no host times out before its liveness is known.
+	s.restoredCh = make(chan struct{})
+	s.restore = feed.New(feed.Options{Store: opts.Store, Name: "hostmgr", Logger: s.log, Metrics: s.reg,
+		Relist: func(ctx context.Context) error {
+			if s.restored.Load() {
+				return nil
+			}
+			if err := s.loadLastSeen(ctx); err != nil {
+				return fmt.Errorf("read liveness from the store: %w", err)
+			}
+			close(s.restoredCh)
+			return nil
+		}})
 	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log, Now: s.now})
 	// A host changed (by this process, before its write returns, or
 	// through the feed) is read again at its next heartbeat; a deleted
@@ -276,12 +295,6 @@ func New(opts Options) *Service {
 		}
 	})
 	return s
-}
-
-type storeBatcher struct{ st eim.Store }
-
-func (b storeBatcher) DoIn(ctx context.Context, project string, fn func(eim.Tx) error) error {
-	return b.st.Update(ctx, project, fn)
 }
 
 // Run loads what the store knows of liveness and then, until ctx is done,
@@ -300,25 +313,11 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	// A store that is away is waited for: heartbeats are answered
-	// meanwhile, and no host times out before its liveness is known.
-	restored := make(chan struct{})
-	restore := feed.New(feed.Options{Store: s.store, Name: "hostmgr", Logger: s.log, Metrics: s.reg,
-		Relist: func(ctx context.Context) error {
-			if s.restored.Load() {
-				return nil
-			}
-			if err := s.loadLastSeen(ctx); err != nil {
-				return fmt.Errorf("read liveness from the store: %w", err)
-			}
-			close(restored)
-			return nil
-		}})
-	wg.Go(func() { restore.Run(ctx) })
+	wg.Go(func() { s.restore.Run(ctx) })
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-restored:
+	case <-s.restoredCh:
 	}
 	wg.Go(func() { s.checkLoop(ctx) })
 	wg.Go(func() { s.flushLoop(ctx) })

@@ -30,17 +30,18 @@ const (
 	powerUnsupported       = "Not supported without an out-of-band controller: "
 )
 
-// inBand reports whether the host module carries out h's power changes.
-func inBand(h *eim.Host) bool {
-	return h.BmcKind == "" || h.BmcKind == eim.BaremetalControllerKindUnspecified || h.BmcKind == eim.BaremetalControllerKindNone
+// inBand reports whether the host module carries out the power changes of
+// a host whose BMC is of kind k.
+func inBand(k eim.BaremetalControllerKind) bool {
+	return k == "" || k == eim.BaremetalControllerKindUnspecified || k == eim.BaremetalControllerKindNone
 }
 
-// wanted returns the action kind and its power status texts for h's
-// desired power state, or KIND_UNSPECIFIED when there is nothing to do in
-// band, and unsupported when the change cannot be made in band.
-func wanted(h *eim.Host) (kind hostv1.HostAction_Kind, requested, name string, unsupported bool) {
-	d := h.DesiredPowerState
-	if d == "" || d == eim.PowerStateUnspecified || d == h.CurrentPowerState {
+// wanted returns the action kind and its power status texts for the
+// desired power state d of a host whose current one is current, or
+// KIND_UNSPECIFIED when there is nothing to do in band, and unsupported
+// when the change cannot be made in band.
+func wanted(d, current eim.PowerState) (kind hostv1.HostAction_Kind, requested, name string, unsupported bool) {
+	if d == "" || d == eim.PowerStateUnspecified || d == current {
 		return 0, "", "", false
 	}
 	switch d {
@@ -63,64 +64,72 @@ func actionID(kind hostv1.HostAction_Kind, ts uint64) string {
 	return k + "-" + strconv.FormatUint(ts, 10)
 }
 
-// applyPower updates h's power fields for a call of its node at now (unix
-// seconds) with result r (may be nil). It returns the action to send, the
-// host status the call leads to ("" = unchanged) and whether h changed.
-func applyPower(h *eim.Host, r *hostv1.ActionResult, now uint64) (act *hostv1.HostAction, status hostStatus, changed bool) {
-	if !inBand(h) {
-		return nil, hostStatus{}, false
+// applyPower decides what a call of the node of a host with liveness l at
+// now (unix seconds), with result r (may be nil), does to its power. It
+// returns the action to send, the host status the call leads to ("" =
+// unchanged) and the power to write (nil: unchanged).
+func applyPower(l eim.HostLiveness, r *hostv1.ActionResult, now uint64) (act *hostv1.HostAction, status hostStatus, write *eim.HostPower) {
+	if !inBand(l.BmcKind) {
+		return nil, hostStatus{}, nil
 	}
+	p, changed := l.Power, false
 	setPower := func(text string, ind eim.StatusIndication) {
-		h.PowerStatus, h.PowerStatusIndicator, h.PowerStatusTimestamp = text, ind, now
+		p.Status = eim.StatusValue{Text: text, Indicator: ind, Timestamp: now}
 		changed = true
 	}
-	kind, requested, name, unsupported := wanted(h)
+	written := func() *eim.HostPower {
+		if !changed {
+			return nil
+		}
+		return &p
+	}
+	kind, requested, name, unsupported := wanted(l.DesiredPowerState, p.Current)
 	switch {
 	case unsupported:
-		if text := powerUnsupported + string(h.DesiredPowerState); h.PowerStatus != text {
+		if text := powerUnsupported + string(l.DesiredPowerState); p.Status.Text != text {
 			setPower(text, eim.StatusError)
 		}
-		return nil, hostStatus{}, changed
+		return nil, hostStatus{}, written()
 	case kind == 0:
 		// Nothing asked. A node that calls is on; leftovers of an
 		// earlier request go.
-		if h.CurrentPowerState == "" || h.CurrentPowerState == eim.PowerStateUnspecified || h.CurrentPowerState == eim.PowerStateOff {
-			h.CurrentPowerState = eim.PowerStateOn
+		if p.Current == "" || p.Current == eim.PowerStateUnspecified || p.Current == eim.PowerStateOff {
+			p.Current = eim.PowerStateOn
 			changed = true
 		}
-		if ourPowerStatus(h.PowerStatus) && h.PowerStatus != powerRebooting {
+		if ourPowerStatus(p.Status.Text) && p.Status.Text != powerRebooting {
 			setPower("", eim.StatusUnspecified)
 		}
-		return nil, hostStatus{}, changed
+		return nil, hostStatus{}, written()
 	}
-	if strings.HasPrefix(h.PowerStatus, name+powerFailed) {
-		return nil, hostStatus{}, false // failed: wait for a new desired state
+	if strings.HasPrefix(p.Status.Text, name+powerFailed) {
+		return nil, hostStatus{}, nil // failed: wait for a new desired state
 	}
-	if h.PowerStatus != requested {
+	if p.Status.Text != requested {
 		setPower(requested, eim.StatusInProgress)
 	}
-	id := actionID(kind, h.PowerStatusTimestamp)
+	id := actionID(kind, p.Status.Timestamp)
 	if r == nil || r.Id != id {
-		return &hostv1.HostAction{Kind: kind, Id: id}, hostStatus{}, changed
+		return &hostv1.HostAction{Kind: kind, Id: id}, hostStatus{}, written()
 	}
 	switch r.State {
 	case hostv1.ActionResult_STATE_STARTED:
-		h.CurrentPowerState = h.DesiredPowerState
+		p.Current = l.DesiredPowerState
 		if kind == hostv1.HostAction_KIND_SHUTDOWN {
 			setPower(powerOff, eim.StatusIdle)
-			return nil, hostStatus{statusPoweredOff, eim.StatusIdle}, true
+			return nil, hostStatus{statusPoweredOff, eim.StatusIdle}, written()
 		}
 		setPower(powerRebooting, eim.StatusInProgress)
-		return nil, hostStatus{statusRebooting, eim.StatusInProgress}, true
+		return nil, hostStatus{statusRebooting, eim.StatusInProgress}, written()
 	case hostv1.ActionResult_STATE_FAILED:
 		detail := r.Detail
 		if detail == "" {
 			detail = "the node gave no reason"
 		}
 		setPower(name+powerFailed+detail, eim.StatusError)
-		return nil, hostStatus{}, true
+		return nil, hostStatus{}, written()
 	}
-	return &hostv1.HostAction{Kind: kind, Id: id}, hostStatus{}, changed
+	return &hostv1.HostAction{Kind: kind, Id: id}, hostStatus{}, written()
 }
 
 // ourPowerStatus reports whether a power status is one applyPower writes.

@@ -12,7 +12,7 @@ import (
 // short while: projects are not in the change feed, and a heartbeat must
 // not read the project.
 type settingsCache struct {
-	store eim.Store
+	store Store
 	now   func() time.Time
 	ttl   time.Duration
 	// The server's defaults.
@@ -27,7 +27,7 @@ type projectTimes struct {
 	read              time.Time
 }
 
-func newSettingsCache(st eim.Store, now func() time.Time, ttl, interval, timeout time.Duration) *settingsCache {
+func newSettingsCache(st Store, now func() time.Time, ttl, interval, timeout time.Duration) *settingsCache {
 	return &settingsCache{store: st, now: now, ttl: ttl, interval: interval, timeout: timeout, m: map[string]projectTimes{}}
 }
 

@@ -34,9 +34,6 @@ func TestModuleWritesValidate(t *testing.T) {
 			{"status not UTF-8", "hostStatus", eim.EINVALID, func(tx eim.Tx) error {
 				return inventory.SetHostStatus(e.ctx, tx, h, inventory.Status{Text: "\xff"})
 			}},
-			{"power state", "currentPowerState", eim.EINVALID, func(tx eim.Tx) error {
-				return inventory.SetHostPower(e.ctx, tx, h, "POWER_STATE_HALF", inventory.Status{})
-			}},
 			{"hostname", "hostname", eim.EINVALID, func(tx eim.Tx) error { return inventory.SetHostname(e.ctx, tx, h, long) }},
 			{"hardware digest", "hardwareDigest", eim.EINVALID, func(tx eim.Tx) error {
 				hw := *h

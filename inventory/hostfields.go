@@ -12,8 +12,9 @@ import (
 // the caller read it in tx, and on success holds what was written.
 
 // SetHostStatus records a host's status (hostStatus, its indicator and
-// timestamp), as the host module does for its node's liveness and health
-// and the provisioning and onboarding modules for theirs. The caller
+// timestamp), as the provisioning and onboarding modules do for theirs
+// (the host module records its nodes' liveness and health through the
+// store's typed operations, eim.HostBeats). The caller
 // decided on the status h shows: the write is made only while the stored
 // status is still that (another module may have set one of its own
 // meanwhile; the transaction then runs again, on it).
@@ -27,30 +28,6 @@ func SetHostStatus(ctx context.Context, tx eim.Tx, h *eim.Host, st Status) error
 		return err
 	}
 	h.HostStatus, h.HostStatusIndicator, h.HostStatusTimestamp = w.HostStatus, w.HostStatusIndicator, w.HostStatusTimestamp
-	stamp(h, w)
-	return nil
-}
-
-// SetHostPower records what became of a host's power: its current power
-// state and its power status (the host module's in-band power actions).
-// The write is made only while the stored power state and status are
-// still h's.
-func SetHostPower(ctx context.Context, tx eim.Tx, h *eim.Host, current eim.PowerState, st Status) error {
-	if err := checkEnum("currentPowerState", current); err != nil {
-		return err
-	}
-	if err := st.check("powerStatus"); err != nil {
-		return err
-	}
-	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, CurrentPowerState: current,
-		PowerStatus: st.Text, PowerStatusIndicator: st.Indicator, PowerStatusTimestamp: st.Timestamp}
-	when := []eim.Cond{{Field: "currentPowerState", Value: h.CurrentPowerState}, {Field: "powerStatus", Value: h.PowerStatus},
-		{Field: "powerStatusIndicator", Value: h.PowerStatusIndicator}}
-	if err := tx.UpdateFieldsIf(ctx, w, when, "currentPowerState", "powerStatus", "powerStatusIndicator", "powerStatusTimestamp"); err != nil {
-		return err
-	}
-	h.CurrentPowerState = current
-	h.PowerStatus, h.PowerStatusIndicator, h.PowerStatusTimestamp = w.PowerStatus, w.PowerStatusIndicator, w.PowerStatusTimestamp
 	stamp(h, w)
 	return nil
 }

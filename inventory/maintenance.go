@@ -38,7 +38,7 @@ func checkPolicyRefs(ctx context.Context, tx eim.Tx, p *eim.OSUpdatePolicy) erro
 }
 
 // maxStatusText is the longest status text of the API's schemas.
-const maxStatusText = 1024
+const maxStatusText = eim.MaxStatusText
 
 // OSUpdatePolicyOf returns the OS update policy instance in names, with
 // its target OS filled in (TargetOs), or nil when it names none. It is how

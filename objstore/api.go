@@ -27,7 +27,7 @@ func (s *Service) putSetting(w http.ResponseWriter, r *http.Request, c *call) er
 	}
 	o := &eim.ObjectStorage{Project: c.project, Endpoint: strings.TrimSuffix(strings.TrimSpace(in.Endpoint), "/"), Bucket: strings.TrimSpace(in.Bucket),
 		KeyPrefix: in.KeyPrefix, Region: strings.TrimSpace(in.Region), PathStyle: in.PathStyle, AccessKeyID: strings.TrimSpace(in.AccessKeyID),
-		CACert: in.CACert, MaxFileSize: in.MaxFileSize}
+		CACert: in.CACert, MaxFileSize: in.MaxFileSize, BucketPerDevice: strings.TrimSpace(in.BucketPerDevice)}
 	if err := o.Validate(); err != nil {
 		return err
 	}

@@ -71,3 +71,28 @@ type noAuth struct{}
 func (noAuth) Authenticate(context.Context, string) (*eim.Principal, error) {
 	return nil, eim.Errorf(eim.EUNAUTHORIZED, "no")
 }
+
+// FuzzParseListObjectsV2: whatever an S3 server answers to a listing, the
+// parser returns an error or entries with a key and no negative size.
+func FuzzParseListObjectsV2(f *testing.F) {
+	for _, s := range []string{
+		`<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>edge</Name><Prefix>a/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>tok</NextContinuationToken><Contents><Key>a/x.bin</Key><LastModified>2026-12-03T09:00:00.000Z</LastModified><ETag>&#34;9e107d9d372bb6826bd81d3542a419d6&#34;</ETag><Size>43</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>`,
+		`<ListBucketResult><Contents><Key></Key><Size>-1</Size></Contents></ListBucketResult>`,
+		`<ListBucketResult><Contents><Key>k</Key><LastModified>yesterday</LastModified></Contents></ListBucketResult>`,
+		`<Error><Code>AccessDenied</Code></Error>`,
+		``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := objstore.ParseListObjectsV2(b)
+		if err != nil {
+			return
+		}
+		for _, c := range p.Contents {
+			if c.Key == "" || c.Size < 0 || strings.HasPrefix(c.ETag, `"`) {
+				t.Fatalf("entry %+v from %q", c, b)
+			}
+		}
+	})
+}

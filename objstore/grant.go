@@ -61,8 +61,14 @@ func (s *Service) GrantUploads(ctx context.Context, project, prefix string, chan
 			maxSize = setting.MaxFileSize
 		}
 		creds := Credentials{AccessKeyID: setting.AccessKeyID, SecretKey: secret}
+		dev := forDevice(setting, host)
+		if dev != setting {
+			if err := s.ensureBucket(ctx, dev, creds); err != nil {
+				return nil, time.Time{}, err
+			}
+		}
 		sign = func(g *eim.UploadGrant, key string, c eim.FileChange) {
-			s.signS3(g, setting, creds, setting.KeyPrefix+key, c, now)
+			s.signS3(g, dev, creds, setting.KeyPrefix+key, c, now)
 		}
 	} else {
 		if s.o.AgentURL == "" {

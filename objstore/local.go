@@ -63,6 +63,9 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) error {
 		return eim.Errorf(eim.EFORBIDDEN, "the grant's signature does not match this request")
 	}
 	dst := filepath.Join(s.root(), project, filepath.FromSlash(key))
+	if r.Method == http.MethodGet {
+		return s.serveDownload(w, r, dst, key)
+	}
 	if r.Method == http.MethodDelete {
 		if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return eim.Errorf(eim.ECONFLICT, "delete %s: %v", key, err)
@@ -80,6 +83,26 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength >= 0 && r.ContentLength != size {
 		return eim.Errorf(eim.EINVALID, "Content-Length: %d bytes, the grant is for %d", r.ContentLength, size)
 	}
+	err := s.writeObject(dst, key, r.Body, size, func(n int64, sum string) error {
+		if n != size {
+			return eim.Errorf(eim.EINVALID, "body: %d bytes, the grant is for %d", n, size)
+		}
+		if sum != sha {
+			return eim.Errorf(eim.EINVALID, "body: SHA-256 %s, the grant is for %s (BadDigest)", sum, sha)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// writeObject stores body (at most max bytes) as dst (the object key),
+// through a temporary file renamed into place once check accepts its
+// size and hex SHA-256. A body over max is EINVALID.
+func (s *Service) writeObject(dst, key string, body io.Reader, max int64, check func(n int64, sum string) error) error {
 	tmpDir := s.root() + ".tmp"
 	if err := os.MkdirAll(tmpDir, 0o700); err != nil {
 		return err
@@ -91,7 +114,7 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) error {
 	tmp := f.Name()
 	defer os.Remove(tmp)
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r.Body, size+1))
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(body, max+1))
 	if err == nil {
 		err = f.Sync()
 	}
@@ -101,11 +124,11 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return eim.Errorf(eim.EUNAVAILABLE, "upload of %s interrupted: %v", key, err)
 	}
-	if n != size {
-		return eim.Errorf(eim.EINVALID, "body: %d bytes, the grant is for %d", n, size)
+	if n > max {
+		return eim.Errorf(eim.EINVALID, "body: over %d bytes", max)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sha {
-		return eim.Errorf(eim.EINVALID, "body: SHA-256 %s, the grant is for %s (BadDigest)", got, sha)
+	if err := check(n, hex.EncodeToString(h.Sum(nil))); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return eim.Errorf(eim.ECONFLICT, "store %s: %v", key, err)
@@ -113,7 +136,6 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request) error {
 	if err := os.Rename(tmp, dst); err != nil {
 		return eim.Errorf(eim.ECONFLICT, "store %s: %v", key, err)
 	}
-	w.WriteHeader(http.StatusOK)
 	return nil
 }
 
@@ -138,7 +160,7 @@ func (s *Service) pruneDirs(dir, top string) {
 // ?prefix=.
 func (s *Service) listEdgeData(w http.ResponseWriter, r *http.Request, c *call) error {
 	host := r.PathValue("hostId")
-	if err := eim.CheckID(eim.KindHost, "hostId", host); err != nil {
+	if err := checkEdgeOwner(host); err != nil {
 		return err
 	}
 	q := r.URL.Query()
@@ -198,12 +220,9 @@ func (s *Service) listEdgeData(w http.ResponseWriter, r *http.Request, c *call) 
 // getEdgeData answers GET …/edgedata/{hostId}/{path...}: one file's
 // content, as an attachment.
 func (s *Service) getEdgeData(w http.ResponseWriter, r *http.Request, c *call) error {
-	host, p := r.PathValue("hostId"), r.PathValue("path")
-	if err := eim.CheckID(eim.KindHost, "hostId", host); err != nil {
+	host, p, err := edgeFile(r)
+	if err != nil {
 		return err
-	}
-	if why := checkRelPath(p); why != "" {
-		return eim.Errorf(eim.EINVALID, "path: %s", why)
 	}
 	f, err := os.Open(filepath.Join(s.root(), c.project, host, filepath.FromSlash(p)))
 	if err != nil {
@@ -219,4 +238,102 @@ func (s *Service) getEdgeData(w http.ResponseWriter, r *http.Request, c *call) e
 	w.Header().Set("Content-Disposition", `attachment; filename="`+strings.ReplaceAll(path.Base(p), `"`, "_")+`"`)
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 	return nil
+}
+
+// checkEdgeOwner checks the {hostId} of an edgedata path: a host's ID or
+// the workloads' shared directory (eim.SharedIngressDir).
+func checkEdgeOwner(host string) error {
+	if host == eim.SharedIngressDir {
+		return nil
+	}
+	if err := eim.CheckID(eim.KindHost, "hostId", host); err != nil {
+		return eim.Errorf(eim.EINVALID, "hostId: %q: want a host ID or %s", host, eim.SharedIngressDir)
+	}
+	return nil
+}
+
+// edgeFile is the {hostId} and {path} of an edgedata file's path,
+// checked.
+func edgeFile(r *http.Request) (string, string, error) {
+	host, p := r.PathValue("hostId"), r.PathValue("path")
+	if err := checkEdgeOwner(host); err != nil {
+		return "", "", err
+	}
+	if why := checkRelPath(p); why != "" {
+		return "", "", eim.Errorf(eim.EINVALID, "path: %s", why)
+	}
+	if len(host)+1+len(p) > maxKey {
+		return "", "", eim.Errorf(eim.EINVALID, "path: the object key would be over %d bytes", maxKey)
+	}
+	return host, p, nil
+}
+
+// putEdgeData answers PUT …/edgedata/{hostId}/{path...}: an operator puts
+// a file into the embedded store, for the ingress data paths of the
+// devices that read it (docs/workloads.md). A project with object storage
+// is refused: its devices read its bucket.
+func (s *Service) putEdgeData(w http.ResponseWriter, r *http.Request, c *call) error {
+	host, p, err := edgeFile(r)
+	if err != nil {
+		return err
+	}
+	if err := s.noSetting(r, c); err != nil {
+		return err
+	}
+	rc := http.NewResponseController(w)
+	until := time.Now().Add(10*time.Minute + time.Duration(max(r.ContentLength, 0)/(64<<10))*time.Second)
+	_ = rc.SetReadDeadline(until)
+	_ = rc.SetWriteDeadline(until.Add(time.Minute))
+	if r.ContentLength > eim.DefaultMaxUploadSize {
+		return eim.Errorf(eim.EINVALID, "body: over %d bytes", eim.DefaultMaxUploadSize)
+	}
+	dst := filepath.Join(s.root(), c.project, host, filepath.FromSlash(p))
+	err = s.writeObject(dst, host+"/"+p, r.Body, eim.DefaultMaxUploadSize, func(n int64, _ string) error {
+		if r.ContentLength >= 0 && n != r.ContentLength {
+			return eim.Errorf(eim.EINVALID, "body: %d bytes, Content-Length says %d", n, r.ContentLength)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(dst)
+	if err != nil {
+		return err
+	}
+	apiv2.WriteJSON(w, http.StatusOK, eim.EdgeObject{Path: p, Size: fi.Size(), UpdatedAt: eim.NewTime(fi.ModTime())})
+	return nil
+}
+
+// deleteEdgeData answers DELETE …/edgedata/{hostId}/{path...}.
+func (s *Service) deleteEdgeData(w http.ResponseWriter, r *http.Request, c *call) error {
+	host, p, err := edgeFile(r)
+	if err != nil {
+		return err
+	}
+	top := filepath.Join(s.root(), c.project)
+	dst := filepath.Join(top, host, filepath.FromSlash(p))
+	if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
+		return eim.Errorf(eim.ENOTFOUND, "%s has no file %s", host, p)
+	}
+	if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return eim.Errorf(eim.ECONFLICT, "delete %s: %v", p, err)
+	}
+	s.pruneDirs(filepath.Dir(dst), top)
+	apiv2.WriteJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+// noSetting refuses a write to the embedded store of a project that has
+// object storage.
+func (s *Service) noSetting(r *http.Request, c *call) error {
+	_, err := s.o.Store.GetObjectStorage(r.Context(), c.project)
+	switch eim.ErrorCode(err) {
+	case eim.ENOTFOUND:
+		return nil
+	case "":
+		return eim.Errorf(eim.EPRECONDITION, "project %s has object storage: its devices read its bucket; put the file there", c.project)
+	default:
+		return err
+	}
 }

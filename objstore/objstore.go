@@ -77,6 +77,7 @@ type Service struct {
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter // by project/host
+	buckets  map[string]bool          // the devices' buckets known to exist
 }
 
 // New returns the part.
@@ -106,10 +107,13 @@ func New(o Options) (*Service, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.AgentURL = strings.TrimSuffix(o.AgentURL, "/")
-	return &Service{o: o, log: o.Logger, mac: o.Key.Derive("objstore-upload-url"), limiters: map[string]*rate.Limiter{}}, nil
+	return &Service{o: o, log: o.Logger, mac: o.Key.Derive("objstore-upload-url"), limiters: map[string]*rate.Limiter{}, buckets: map[string]bool{}}, nil
 }
 
-var _ eim.UploadGranter = (*Service)(nil)
+var (
+	_ eim.UploadGranter   = (*Service)(nil)
+	_ eim.DownloadGranter = (*Service)(nil)
+)
 
 // Paths of the API and of the agent listener.
 const (
@@ -122,11 +126,13 @@ const (
 // Routes returns the API's handlers by ServeMux pattern.
 func (s *Service) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
-		"PUT " + SettingPath:                 s.api(s.putSetting),
-		"GET " + SettingPath:                 s.api(s.getSetting),
-		"DELETE " + SettingPath:              s.api(s.deleteSetting),
-		"GET " + EdgeDataPath:                s.api(s.listEdgeData),
-		"GET " + EdgeDataPath + "/{path...}": s.api(s.getEdgeData),
+		"PUT " + SettingPath:                    s.api(s.putSetting),
+		"GET " + SettingPath:                    s.api(s.getSetting),
+		"DELETE " + SettingPath:                 s.api(s.deleteSetting),
+		"GET " + EdgeDataPath:                   s.api(s.listEdgeData),
+		"GET " + EdgeDataPath + "/{path...}":    s.api(s.getEdgeData),
+		"PUT " + EdgeDataPath + "/{path...}":    s.api(s.putEdgeData),
+		"DELETE " + EdgeDataPath + "/{path...}": s.api(s.deleteEdgeData),
 	}
 }
 
@@ -136,6 +142,7 @@ func (s *Service) Routes() map[string]http.Handler {
 func (s *Service) AgentRoutes() map[string]http.Handler {
 	h := http.HandlerFunc(s.serveUpload)
 	return map[string]http.Handler{
+		"GET " + UploadPath + "{project}/{key...}":    h,
 		"PUT " + UploadPath + "{project}/{key...}":    h,
 		"DELETE " + UploadPath + "{project}/{key...}": h,
 	}

@@ -39,7 +39,10 @@ type Config struct {
 	// created on first start.
 	SigningKey string
 
-	// Modules are the modules this process runs (Select); nil: every one.
+	// Registry is the modules this release has; nil: Builtin().
+	Registry *Registry
+	// Modules are the modules this process runs (Registry.Select); nil:
+	// every one.
 	Modules []*Module
 	// ReplicaID names this process among the deployment's (leases,
 	// membership); "" picks hostname-pid-random.
@@ -126,6 +129,32 @@ type Config struct {
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.
 	Stdout io.Writer
+}
+
+// withDefaults fills in what was left unset.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	if c.Registry == nil {
+		c.Registry = Builtin()
+	}
+	if c.Modules == nil {
+		c.Modules = c.Registry.Modules()
+	}
+	if c.BootArtifacts == "" {
+		c.BootArtifacts = filepath.Join(c.DataDir, "boot")
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.ReplicaID == "" {
+		c.ReplicaID = defaultReplicaID()
+	}
+	return c
 }
 
 // AdminTokenFile is the admin token's file in the data directory.

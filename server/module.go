@@ -1,10 +1,14 @@
-// Package server runs EIM's modules: it opens the store, builds the
-// modules selected for this process (Config.Modules), mounts their handlers
-// on the HTTP listener (the northbound API, /boot/, health) and the agent
-// listener (HTTPS, the nodes' calls), and runs their loops under one owner
-// until the context ends.
+// Package server runs EIM's modules as one process (Process: Open, Serve,
+// Close; process.go tells its life): it opens the store, builds the
+// modules selected for this process (Config.Modules) and the shared parts
+// they use (Part), mounts their handlers on the listeners (listener.go:
+// the HTTP listener with the northbound API, /boot/ and health, the agent
+// listener with the nodes' calls over HTTPS, metrics, debug), and runs
+// their loops under one owner until it is told to stop.
 //
-// A module is one registration (Module, in builtin.go). Any module may run
+// A module is one file, module_NAME.go, with one registration (Module),
+// listed in Builtin (builtin.go); the parts it shares with other modules
+// are declared there too. Any module may run
 // in several processes at once on one PostgreSQL: its per-process loops
 // (caches kept by the change feed) run in every process, and its run-once
 // loops (reconcilers, scans) in one process at a time, claimed through a
@@ -37,9 +41,8 @@ type Module struct {
 	// records its readiness condition on it (eim.Condition): a project is
 	// ready once each such module running in the deployment says so.
 	Initialises bool
-	// Build makes the module's parts in this process. It may use what
-	// other modules of the process built through the Builder's shared
-	// components, never their Parts.
+	// Build makes the module's parts in this process. It may use the
+	// shared parts (Use), other modules' included, never their Parts.
 	Build func(b *Builder) (Parts, error)
 }
 
@@ -87,30 +90,49 @@ type Loop struct {
 	Ready func() bool
 }
 
-// registry holds the built-in modules, in the order they are built and
-// listed.
-var registry []*Module
-
-// register adds m; names are unique.
-func register(m *Module) {
-	if Lookup(m.Name) != nil {
-		panic("server: module " + m.Name + " registered twice")
-	}
-	registry = append(registry, m)
+// Registry is a set of modules, in the order they are built and listed.
+// The built-in modules are Builtin's; a test may run a process of its own
+// modules (Config.Registry).
+type Registry struct {
+	modules []*Module
 }
 
-// Modules returns every module of this release, in their order.
-func Modules() []*Module { return slices.Clone(registry) }
+// NewRegistry returns the registry of modules, in their order. Each has a
+// name of its own and a Build.
+func NewRegistry(modules ...*Module) (*Registry, error) {
+	r := &Registry{}
+	for _, m := range modules {
+		switch {
+		case m.Name == "" || strings.ContainsAny(m.Name, ", "):
+			return nil, fmt.Errorf("module %q: want a name without commas or spaces", m.Name)
+		case m.Build == nil:
+			return nil, fmt.Errorf("module %s: no Build", m.Name)
+		case r.Lookup(m.Name) != nil:
+			return nil, fmt.Errorf("module %s: registered twice", m.Name)
+		}
+		r.modules = append(r.modules, m)
+	}
+	return r, nil
+}
+
+// Modules returns every module, in their order.
+func (r *Registry) Modules() []*Module { return slices.Clone(r.modules) }
 
 // Lookup returns the module named name, or nil.
-func Lookup(name string) *Module {
-	for _, m := range registry {
+func (r *Registry) Lookup(name string) *Module {
+	for _, m := range r.modules {
 		if m.Name == name {
 			return m
 		}
 	}
 	return nil
 }
+
+// Modules returns every built-in module, in their order.
+func Modules() []*Module { return Builtin().Modules() }
+
+// Lookup returns the built-in module named name, or nil.
+func Lookup(name string) *Module { return Builtin().Lookup(name) }
 
 // Profile is a documented set of modules for a kind of deployment.
 type Profile struct {
@@ -151,10 +173,16 @@ func ProfilesOf(name string) []string {
 	return out
 }
 
+// Select returns the built-in modules of a --modules list or of a
+// --profile (Registry.Select).
+func Select(modules, profileName string) ([]*Module, error) {
+	return Builtin().Select(modules, profileName)
+}
+
 // Select returns the modules of a --modules list (comma-separated) or of a
 // --profile, in registry order; with neither, every module. An unknown
 // name is an error that lists the known ones.
-func Select(modules, profileName string) ([]*Module, error) {
+func (r *Registry) Select(modules, profileName string) ([]*Module, error) {
 	modules, profileName = strings.TrimSpace(modules), strings.TrimSpace(profileName)
 	var names []string
 	switch {
@@ -166,13 +194,13 @@ func Select(modules, profileName string) ([]*Module, error) {
 			if n == "" {
 				continue
 			}
-			if Lookup(n) == nil {
-				return nil, fmt.Errorf("--modules: no module %q (modules: %s)", n, strings.Join(moduleNames(registry), ", "))
+			if r.Lookup(n) == nil {
+				return nil, fmt.Errorf("--modules: no module %q (modules: %s)", n, strings.Join(moduleNames(r.modules), ", "))
 			}
 			names = append(names, n)
 		}
 		if len(names) == 0 {
-			return nil, fmt.Errorf("--modules: name at least one module (modules: %s)", strings.Join(moduleNames(registry), ", "))
+			return nil, fmt.Errorf("--modules: name at least one module (modules: %s)", strings.Join(moduleNames(r.modules), ", "))
 		}
 	case profileName != "":
 		p := profile(profileName)
@@ -186,7 +214,7 @@ func Select(modules, profileName string) ([]*Module, error) {
 		names = p.Modules
 	}
 	var out []*Module
-	for _, m := range registry {
+	for _, m := range r.modules {
 		if names == nil || slices.Contains(names, m.Name) {
 			out = append(out, m)
 		}
@@ -196,14 +224,30 @@ func Select(modules, profileName string) ([]*Module, error) {
 
 // Initialisers returns the names of the modules that initialise projects
 // (Module.Initialises).
-func Initialisers() []string {
+func (r *Registry) Initialisers() []string {
 	var out []string
-	for _, m := range registry {
+	for _, m := range r.modules {
 		if m.Initialises {
 			out = append(out, m.Name)
 		}
 	}
 	return out
+}
+
+// routesOf turns a service's routes (pattern → handler) into Routes, in
+// the patterns' order.
+func routesOf(m map[string]http.Handler) []Route {
+	out := make([]Route, 0, len(m))
+	for p, h := range m {
+		out = append(out, Route{p, h})
+	}
+	slices.SortFunc(out, func(a, b Route) int { return strings.Compare(a.Pattern, b.Pattern) })
+	return out
+}
+
+// route turns a Connect handler's (path, handler) into a Route.
+func route(path string, h http.Handler) Route {
+	return Route{path, h}
 }
 
 func moduleNames(ms []*Module) []string {

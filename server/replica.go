@@ -27,7 +27,7 @@ func defaultReplicaID() string {
 // would split the fleet's liveness and run the run-once loops twice), and
 // the operating system drops the lock of a process that dies, so a killed
 // server restarts at once.
-func lockSQLite(dbPath string) (unlock func(), err error) {
+func lockSQLite(dbPath string) (unlock func() error, err error) {
 	path := dbPath + ".lock"
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -40,5 +40,5 @@ func lockSQLite(dbPath string) (unlock func(), err error) {
 		}
 		return nil, fmt.Errorf("lock the database (%s): %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	return f.Close, nil
 }

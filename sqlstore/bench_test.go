@@ -277,3 +277,23 @@ func BenchmarkListHostsPage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetBMCAbsent: the BMC of a host that has none (what the oob
+// module asks of every host it follows): a one-row lookup whose cost is
+// mostly the statement's, prepared or not.
+func BenchmarkGetBMCAbsent(b *testing.B) {
+	for name, open := range engines() {
+		b.Run(name, func(b *testing.B) {
+			s := open(b, false)
+			ctx := context.Background()
+			if err := s.CreateProject(ctx, &eim.Project{Name: "bench", ID: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := s.GetBMC(ctx, "bench", "host-00000000"); eim.ErrorCode(err) != eim.ENOTFOUND {
+					b.Fatalf("GetBMC: got %v, want not found", err)
+				}
+			}
+		})
+	}
+}

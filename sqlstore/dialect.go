@@ -101,6 +101,10 @@ type stmtCache struct {
 	mu      sync.Mutex // serializes changes of stmts and pending
 	pending map[stmtKey]bool
 	learnt  int
+	// seen counts the sightings of texts not learnt yet (see learn), so
+	// that a text built once (an IN list of a rare length) does not take
+	// one of the maxLearnt places; cleared when it grows past maxSeen.
+	seen map[stmtKey]int
 
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
@@ -113,11 +117,16 @@ type stmtKey struct {
 }
 
 // maxLearnt bounds the statements learnt per store: beyond it, new texts
-// run unprepared.
-const maxLearnt = 512
+// run unprepared. A text is learnt at its learnAfter-th sighting, and at
+// most maxSeen texts are counted at once.
+const (
+	maxLearnt  = 512
+	learnAfter = 3
+	maxSeen    = 4096
+)
 
 func newStmtCache() *stmtCache {
-	c := &stmtCache{pending: map[stmtKey]bool{}}
+	c := &stmtCache{pending: map[stmtKey]bool{}, seen: map[stmtKey]int{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.stmts.Store(&map[stmtKey]*sql.Stmt{})
 	return c
@@ -163,6 +172,14 @@ func (c *stmtCache) learn(db *sql.DB, q string) {
 	if c.ctx.Err() != nil || c.pending[k] || c.learnt >= maxLearnt || (*c.stmts.Load())[k] != nil {
 		return
 	}
+	if n := c.seen[k] + 1; n < learnAfter {
+		if len(c.seen) >= maxSeen {
+			clear(c.seen)
+		}
+		c.seen[k] = n
+		return
+	}
+	delete(c.seen, k)
 	c.pending[k] = true
 	c.learnt++ // a text that fails to prepare is not tried again
 	c.wg.Go(func() {

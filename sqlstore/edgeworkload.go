@@ -525,7 +525,7 @@ func (s *Store) EdgeWorkloadStatuses(ctx context.Context, project, name string) 
 	err := s.run(ctx, project, false, func(etx eim.Tx) error {
 		t := etx.(*tx)
 		out = nil
-		rows, err := t.query(ctx, "SELECT host_id, revision, phase, last_error, transition_at, containers, reported_at, last_data_upload, upload_errors"+
+		rows, err := t.query(ctx, "SELECT host_id, revision, phase, last_error, transition_at, containers, reported_at, last_data_upload, upload_errors, last_data_download, download_errors"+
 			" FROM edge_workload_status WHERE project = ? AND name = ? ORDER BY host_id", project, name)
 		if err != nil {
 			return s.failf(t, "read edge workload status: %w", err)
@@ -534,10 +534,10 @@ func (s *Store) EdgeWorkloadStatuses(ctx context.Context, project, name string) 
 		for rows.Next() {
 			st := eim.EdgeWorkloadStatus{Workload: name}
 			var (
-				ctrs, errs                   string
-				transition, reported, upload int64
+				ctrs, errs, derrs                      string
+				transition, reported, upload, download int64
 			)
-			if err := rows.Scan(&st.HostID, &st.Revision, &st.Phase, &st.LastError, &transition, &ctrs, &reported, &upload, &errs); err != nil {
+			if err := rows.Scan(&st.HostID, &st.Revision, &st.Phase, &st.LastError, &transition, &ctrs, &reported, &upload, &errs, &download, &derrs); err != nil {
 				return t.fail(err)
 			}
 			if err := json.Unmarshal([]byte(ctrs), &st.Containers); err != nil {
@@ -546,7 +546,10 @@ func (s *Store) EdgeWorkloadStatuses(ctx context.Context, project, name string) 
 			if err := json.Unmarshal([]byte(errs), &st.UploadErrors); err != nil {
 				return t.fail(err)
 			}
-			st.TransitionTime, st.ReportedAt, st.LastDataUpload = milli(transition), milli(reported), milli(upload)
+			if err := json.Unmarshal([]byte(derrs), &st.DownloadErrors); err != nil {
+				return t.fail(err)
+			}
+			st.TransitionTime, st.ReportedAt, st.LastDataUpload, st.LastDataDownload = milli(transition), milli(reported), milli(upload), milli(download)
 			out = append(out, st)
 		}
 		if err := rows.Err(); err != nil {
@@ -567,6 +570,17 @@ func milli(ms int64) eim.Time {
 
 // RecordEdgeWorkloadUploads implements eim.EdgeWorkloadStore.
 func (s *Store) RecordEdgeWorkloadUploads(ctx context.Context, project, hostID, name string, at time.Time, errs []string) error {
+	return s.recordDataSync(ctx, "last_data_upload", "upload_errors", project, hostID, name, at, errs)
+}
+
+// RecordEdgeWorkloadDownloads implements eim.EdgeWorkloadStore.
+func (s *Store) RecordEdgeWorkloadDownloads(ctx context.Context, project, hostID, name string, at time.Time, errs []string) error {
+	return s.recordDataSync(ctx, "last_data_download", "download_errors", project, hostID, name, at, errs)
+}
+
+// recordDataSync records a round of a device's data paths of one
+// direction in its columns (timeCol, errsCol: constants of the callers).
+func (s *Store) recordDataSync(ctx context.Context, timeCol, errsCol, project, hostID, name string, at time.Time, errs []string) error {
 	if errs == nil {
 		errs = []string{}
 	}
@@ -592,13 +606,13 @@ func (s *Store) RecordEdgeWorkloadUploads(ctx context.Context, project, hostID, 
 			}
 			return eim.Errorf(eim.ENOTFOUND, "host %s not found", hostID)
 		}
-		q := "INSERT INTO edge_workload_status (project, name, host_id, last_data_upload, upload_errors) VALUES (?, ?, ?, ?, ?)" +
-			" ON CONFLICT (project, name, host_id) DO UPDATE SET upload_errors = excluded.upload_errors"
+		q := "INSERT INTO edge_workload_status (project, name, host_id, " + timeCol + ", " + errsCol + ") VALUES (?, ?, ?, ?, ?)" +
+			" ON CONFLICT (project, name, host_id) DO UPDATE SET " + errsCol + " = excluded." + errsCol
 		if atMS != 0 {
-			q += ", last_data_upload = excluded.last_data_upload"
+			q += ", " + timeCol + " = excluded." + timeCol
 		}
 		if _, err := t.exec(ctx, q, project, name, hostID, atMS, string(body)); err != nil {
-			return s.failf(t, "record edge workload uploads: %w", err)
+			return s.failf(t, "record edge workload "+errsCol+": %w", err)
 		}
 		return nil
 	})

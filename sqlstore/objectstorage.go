@@ -18,7 +18,7 @@ import (
 
 var _ eim.ObjectStorageStore = (*Store)(nil)
 
-const objStorageCols = "project, endpoint, bucket, key_prefix, region, path_style, access_key_id, secret_key, ca_cert, max_file_size, reachable, created_at, updated_at"
+const objStorageCols = "project, endpoint, bucket, key_prefix, region, path_style, access_key_id, secret_key, ca_cert, max_file_size, reachable, created_at, updated_at, bucket_per_device"
 
 func scanObjectStorage(sc interface{ Scan(...any) error }) (*eim.ObjectStorage, error) {
 	var (
@@ -27,7 +27,7 @@ func scanObjectStorage(sc interface{ Scan(...any) error }) (*eim.ObjectStorage, 
 		created, updated int64
 	)
 	if err := sc.Scan(&o.Project, &o.Endpoint, &o.Bucket, &o.KeyPrefix, &o.Region, &o.PathStyle, &o.AccessKeyID,
-		&o.SealedSecretKey, &o.CACert, &o.MaxFileSize, &reach, &created, &updated); err != nil {
+		&o.SealedSecretKey, &o.CACert, &o.MaxFileSize, &reach, &created, &updated, &o.BucketPerDevice); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(reach), &o.Reachable); err != nil {
@@ -87,15 +87,15 @@ func (s *Store) PutObjectStorage(ctx context.Context, o *eim.ObjectStorage) erro
 		created := now
 		if old != nil {
 			created = old.CreatedAt
-			_, err = t.exec(ctx, "UPDATE object_storage SET endpoint = ?, bucket = ?, key_prefix = ?, region = ?, path_style = ?, access_key_id = ?, secret_key = ?, ca_cert = ?, max_file_size = ?, reachable = ?, updated_at = ? WHERE project = ?",
-				o.Endpoint, o.Bucket, o.KeyPrefix, o.Region, o.PathStyle, o.AccessKeyID, sealed, o.CACert, o.MaxFileSize, string(reach), now.UnixMilli(), o.Project)
+			_, err = t.exec(ctx, "UPDATE object_storage SET endpoint = ?, bucket = ?, key_prefix = ?, region = ?, path_style = ?, access_key_id = ?, secret_key = ?, ca_cert = ?, max_file_size = ?, reachable = ?, updated_at = ?, bucket_per_device = ? WHERE project = ?",
+				o.Endpoint, o.Bucket, o.KeyPrefix, o.Region, o.PathStyle, o.AccessKeyID, sealed, o.CACert, o.MaxFileSize, string(reach), now.UnixMilli(), o.BucketPerDevice, o.Project)
 		} else {
 			// Two first puts of a project race (PostgreSQL: FOR UPDATE above
 			// locks no row that does not exist yet): the one that did not
 			// insert runs again, and replaces what the other wrote.
 			var res sql.Result
-			res, err = t.exec(ctx, "INSERT INTO object_storage ("+objStorageCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project) DO NOTHING",
-				o.Project, o.Endpoint, o.Bucket, o.KeyPrefix, o.Region, o.PathStyle, o.AccessKeyID, sealed, o.CACert, o.MaxFileSize, string(reach), created.UnixMilli(), now.UnixMilli())
+			res, err = t.exec(ctx, "INSERT INTO object_storage ("+objStorageCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project) DO NOTHING",
+				o.Project, o.Endpoint, o.Bucket, o.KeyPrefix, o.Region, o.PathStyle, o.AccessKeyID, sealed, o.CACert, o.MaxFileSize, string(reach), created.UnixMilli(), now.UnixMilli(), o.BucketPerDevice)
 			if err == nil {
 				if n, _ := res.RowsAffected(); n == 0 {
 					return errRaced
@@ -140,6 +140,7 @@ func objectStorageChanges(old, o *eim.ObjectStorage, sealed string) map[string]e
 	field("accessKeyId", prev.AccessKeyID, o.AccessKeyID)
 	field("caCert", prev.CACert, o.CACert)
 	field("maxFileSize", prev.MaxFileSize, o.MaxFileSize)
+	field("bucketPerDevice", prev.BucketPerDevice, o.BucketPerDevice)
 	switch {
 	case old == nil:
 		ch["secretAccessKey"] = eim.Change{Old: jsonNull, New: json.RawMessage(eim.Redacted)}

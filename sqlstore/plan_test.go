@@ -31,8 +31,9 @@ func TestFreshWriterPlansWithStatistics(t *testing.T) {
 	}
 }
 
-// A built statement is prepared once it has been seen, on the side, and
-// reused after that, by the writer and by readers alike.
+// A statement is prepared once it has been seen a few times (learnAfter),
+// on the side, and reused after that, by the writer and by readers alike;
+// a text seen fewer times is not.
 func TestBuiltStatementsAreLearnt(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "eim.db"), Options{})
@@ -65,13 +66,22 @@ func TestBuiltStatementsAreLearnt(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		for range learnAfter - 1 {
+			run()
+		}
+		s.stmts.mu.Lock()
+		early := s.stmts.pending[stmtKey{db, q}] || s.stmts.get(db, q) != nil
+		s.stmts.mu.Unlock()
+		if early {
+			t.Fatalf("write %v: learnt after %d runs, before its %dth", write, learnAfter-1, learnAfter)
+		}
 		run()
 		// The writer's preparation waits for the transaction that saw the
 		// text to end; wait for it here.
 		deadline := time.Now().Add(10 * time.Second)
 		for s.stmts.get(db, q) == nil {
 			if time.Now().After(deadline) {
-				t.Fatalf("write %v: not learnt after its first run", write)
+				t.Fatalf("write %v: not learnt after %d runs", write, learnAfter)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

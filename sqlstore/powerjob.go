@@ -149,6 +149,13 @@ func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	if t.ensureBegun(ctx) == nil {
 		_ = t.flushHeld(ctx) // a failure is sticky (t.err)
 	}
+	if t.s.stmts != nil && t.sqlTx != nil {
+		db := t.db()
+		if st := t.s.stmts.get(db, q); st != nil {
+			return t.sqlTx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		}
+		t.s.stmts.learn(db, q)
+	}
 	return t.q.QueryRowContext(ctx, t.s.d.rebind(q), args...)
 }
 

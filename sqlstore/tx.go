@@ -162,9 +162,11 @@ func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 		return nil, err
 	}
 	if t.s.stmts != nil {
-		if st := t.s.stmts.get(t.db(), q); st != nil {
+		db := t.db()
+		if st := t.s.stmts.get(db, q); st != nil {
 			return t.sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
 		}
+		t.s.stmts.learn(db, q)
 	}
 	return t.q.ExecContext(ctx, t.s.d.rebind(q), args...)
 }
@@ -177,9 +179,11 @@ func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 		return nil, err
 	}
 	if t.s.stmts != nil {
-		if st := t.s.stmts.get(t.db(), q); st != nil {
+		db := t.db()
+		if st := t.s.stmts.get(db, q); st != nil {
 			return t.sqlTx.StmtContext(ctx, st).QueryContext(ctx, args...)
 		}
+		t.s.stmts.learn(db, q)
 	}
 	return t.q.QueryContext(ctx, t.s.d.rebind(q), args...)
 }

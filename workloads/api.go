@@ -299,6 +299,7 @@ func (s *Service) deviceViews(ctx context.Context, project, name string) ([]Devi
 		if st != nil {
 			v.Revision, v.LastError, v.TransitionTime, v.ReportedAt = st.Revision, st.LastError, st.TransitionTime, st.ReportedAt
 			v.LastDataUpload, v.UploadErrors = st.LastDataUpload, st.UploadErrors
+			v.LastDataDownload, v.DownloadErrors = st.LastDataDownload, st.DownloadErrors
 			if st.Phase != "" {
 				v.Phase = st.Phase
 			}

@@ -103,7 +103,10 @@ func newEnv(t testing.TB, dsn string, uploads eim.UploadGranter) *env {
 		t.Fatal(err)
 	}
 	e.key = key
-	e.svc, err = workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: e.inv, Authenticator: ver, Key: key, Uploads: uploads, LogWait: 5 * time.Second, Now: e.now})
+	// A granter of uploads that grants downloads too is given both.
+	downloads, _ := uploads.(eim.DownloadGranter)
+	e.svc, err = workloads.New(workloads.Options{Store: st, FeedStore: st, Inventory: e.inv, Authenticator: ver, Key: key, Uploads: uploads,
+		Downloads: downloads, LogWait: 5 * time.Second, Now: e.now})
 	if err != nil {
 		t.Fatal(err)
 	}

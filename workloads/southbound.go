@@ -172,25 +172,39 @@ func (s *Service) ReportLogs(ctx context.Context, req *connect.Request[workloads
 // egressTarget checks that the device runs the workload and that target
 // is one of its revision's egress data paths.
 func (s *Service) egressTarget(ctx context.Context, n southbound.Node, workload, target string) error {
+	return s.dataTarget(ctx, n, workload, target, false)
+}
+
+// dataTarget checks that the device runs the workload and that target is
+// one of its revision's egress (or, with ingress, ingress) data paths.
+func (s *Service) dataTarget(ctx context.Context, n southbound.Node, workload, target string, ingress bool) error {
 	if eim.CheckEdgeWorkloadName(workload) != nil {
 		return invalid("workload: %q is not a workload name", workload)
 	}
+	dir := "egress"
+	if ingress {
+		dir = "ingress"
+	}
 	dw, err := s.o.Store.DeviceWorkloads(ctx, n.Project, n.HostID)
 	if err != nil {
-		return southbound.Error(ctx, s.log, "workloads: uploads", err)
+		return southbound.Error(ctx, s.log, "workloads: data paths", err)
 	}
 	for _, t := range dw.Targets {
 		if t.Name != workload {
 			continue
 		}
-		if t.Spec.Data != nil {
-			for _, p := range t.Spec.Data.Egress {
+		if d := t.Spec.Data; d != nil {
+			list := d.Egress
+			if ingress {
+				list = d.Ingress
+			}
+			for _, p := range list {
 				if path.Clean(p.Target) == target {
 					return nil
 				}
 			}
 		}
-		return invalid("target: %q is not an egress data path of workload %s", target, workload)
+		return invalid("target: %q is not an %s data path of workload %s", target, dir, workload)
 	}
 	return connect.NewError(connect.CodeNotFound, fmt.Errorf("this device does not run workload %s", workload))
 }
@@ -279,4 +293,74 @@ func (s *Service) ReportUploads(ctx context.Context, req *connect.Request[worklo
 		return nil, southbound.Error(ctx, s.log, "workloads: uploads", err)
 	}
 	return connect.NewResponse(&workloadsv1.ReportUploadsResponse{}), nil
+}
+
+// ListDownloads implements workloadsv1connect.WorkloadServiceHandler: the
+// files of the device's own prefix of an ingress data path, then the
+// workload's shared prefix's (eim.SharedIngressPrefix) that the device's
+// do not hide, each with a GET grant.
+func (s *Service) ListDownloads(ctx context.Context, req *connect.Request[workloadsv1.ListDownloadsRequest]) (*connect.Response[workloadsv1.ListDownloadsResponse], error) {
+	n, err := southbound.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if err := s.dataTarget(ctx, n, m.Workload, m.Target, true); err != nil {
+		return nil, err
+	}
+	if s.o.Downloads == nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("no object storage configured for project %s", n.Project))
+	}
+	own := n.HostID + "/" + m.Workload + "/" + m.Target + "/"
+	grants, truncated, expires, err := s.o.Downloads.GrantDownloads(ctx, n.Project, []string{own, eim.SharedIngressPrefix(m.Workload, m.Target)})
+	if err != nil {
+		return nil, southbound.Error(ctx, s.log, "workloads: list downloads", err)
+	}
+	out := &workloadsv1.ListDownloadsResponse{ExpiresTime: expires.Unix(), Truncated: truncated}
+	for _, g := range grants {
+		f := &workloadsv1.RemoteFile{Path: g.Path, Size: g.Size, Etag: g.ETag, Url: g.URL}
+		if !g.Modified.IsZero() {
+			f.ModifiedTime = g.Modified.Unix()
+		}
+		for k, v := range g.Headers {
+			f.Headers = append(f.Headers, &workloadsv1.Header{Name: k, Value: v})
+		}
+		out.Files = append(out.Files, f)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ReportDownloads implements workloadsv1connect.WorkloadServiceHandler.
+func (s *Service) ReportDownloads(ctx context.Context, req *connect.Request[workloadsv1.ReportDownloadsRequest]) (*connect.Response[workloadsv1.ReportDownloadsResponse], error) {
+	n, err := southbound.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if len(m.Done) > maxChanges || len(m.Failed) > maxFailures {
+		return nil, invalid("done, failed: at most %d each", maxChanges)
+	}
+	var errs []string
+	for i, f := range m.Failed {
+		if err := checkFile(fmt.Sprintf("failed[%d].path", i), f.Path); err != nil {
+			return nil, err
+		}
+		if err := checkText(fmt.Sprintf("failed[%d].reason", i), f.Reason); err != nil {
+			return nil, err
+		}
+		if len(errs) < maxErrorsKep {
+			errs = append(errs, m.Target+"/"+f.Path+": "+f.Reason)
+		}
+	}
+	if err := s.dataTarget(ctx, n, m.Workload, m.Target, true); err != nil {
+		return nil, err
+	}
+	var at time.Time
+	if len(m.Done) > 0 {
+		at = s.o.Now()
+	}
+	if err := s.o.Store.RecordEdgeWorkloadDownloads(ctx, n.Project, n.HostID, m.Workload, at, errs); err != nil {
+		return nil, southbound.Error(ctx, s.log, "workloads: downloads", err)
+	}
+	return connect.NewResponse(&workloadsv1.ReportDownloadsResponse{}), nil
 }

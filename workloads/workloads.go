@@ -63,9 +63,13 @@ type Options struct {
 	// Uploads grants devices' uploads to their project's object storage;
 	// nil: none configured (GrantUploads answers FailedPrecondition).
 	Uploads eim.UploadGranter
-	Logger  *slog.Logger
-	Metrics prometheus.Registerer
-	Now     func() time.Time
+	// Downloads lists and grants the files of devices' ingress data
+	// paths; nil: none configured (ListDownloads answers
+	// FailedPrecondition).
+	Downloads eim.DownloadGranter
+	Logger    *slog.Logger
+	Metrics   prometheus.Registerer
+	Now       func() time.Time
 	// Relist is how often every project's targets are reconciled again
 	// (default 5 min).
 	Relist time.Duration

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,6 +225,20 @@ func (r *recorder) GrantUploads(_ context.Context, project, prefix string, chang
 		out = append(out, eim.UploadGrant{Path: c.Path, Method: m, URL: "https://s3.example/bucket/" + prefix + c.Path, Headers: map[string]string{"x-amz-date": "now"}})
 	}
 	return out, time.Unix(2_000_000_000, 0), nil
+}
+
+// GrantDownloads records the prefixes asked for and answers one file per
+// prefix, named by its order.
+func (r *recorder) GrantDownloads(_ context.Context, project string, prefixes []string) ([]eim.DownloadGrant, bool, time.Time, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []eim.DownloadGrant
+	for i, p := range prefixes {
+		r.prefixes = append(r.prefixes, project+":"+p)
+		out = append(out, eim.DownloadGrant{Path: strconv.Itoa(i) + ".bin", Size: 3, ETag: "e", Modified: time.Unix(1_900_000_000, 0),
+			URL: "https://s3.example/bucket/" + p + strconv.Itoa(i) + ".bin"})
+	}
+	return out, true, time.Unix(2_000_000_000, 0), nil
 }
 
 // TestDevices drives WorkloadService through its Connect client with real
@@ -460,6 +475,68 @@ func TestUploadGrants(t *testing.T) {
 	}
 	if len(rec.prefixes) != 1 {
 		t.Fatalf("refused requests reached the storage: %q", rec.prefixes)
+	}
+}
+
+// TestDownloadGrants: a device's ingress listing is asked of the
+// project's object storage for its own prefix, then the workload's
+// shared one, for an ingress data path of a workload it runs only; its
+// report is the device's lastDataDownload and download errors.
+func TestDownloadGrants(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, t.TempDir()+"/eim.db", rec)
+	p := e.proj.Name
+	d := e.device(p, "", "amd64", "line", "1")
+	w := camera("r.example/cam:1")
+	w["spec"].(map[string]any)["data"] = map[string]any{"egress": []map[string]any{{"source": "frames", "target": "frames"}},
+		"ingress": []map[string]any{{"source": "models", "target": "models/v1"}}}
+	e.want(e.call(p, "POST", "", w), 201, "create")
+	e.reconcile(p)
+	res, err := d.client.ListDownloads(e.ctx, connect.NewRequest(&workloadsv1.ListDownloadsRequest{Workload: "camera", Target: "models/v1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Msg; len(m.Files) != 2 || m.Files[0].Path != "0.bin" || m.Files[0].ModifiedTime != 1_900_000_000 || !m.Truncated || m.ExpiresTime != 2_000_000_000 {
+		t.Fatalf("listing: %+v", m)
+	}
+	if want := []string{p + ":" + d.id + "/camera/models/v1/", p + ":_workloads/camera/models/v1/"}; !slices.Equal(rec.prefixes, want) {
+		t.Fatalf("prefixes asked: %q, want %q", rec.prefixes, want)
+	}
+	for _, tc := range []struct {
+		name     string
+		workload string
+		target   string
+		code     connect.Code
+	}{
+		{"an egress target", "camera", "frames", connect.CodeInvalidArgument},
+		{"not a target", "camera", "models", connect.CodeInvalidArgument},
+		{"escaping", "camera", "models/v1/..", connect.CodeInvalidArgument},
+		{"a workload it does not run", "nope", "models/v1", connect.CodeNotFound},
+		{"a bad workload name", "../x", "models/v1", connect.CodeInvalidArgument},
+	} {
+		_, err := d.client.ListDownloads(e.ctx, connect.NewRequest(&workloadsv1.ListDownloadsRequest{Workload: tc.workload, Target: tc.target}))
+		if connect.CodeOf(err) != tc.code {
+			t.Fatalf("%s: got %v, want %v", tc.name, err, tc.code)
+		}
+	}
+	if len(rec.prefixes) != 2 {
+		t.Fatalf("refused requests reached the storage: %q", rec.prefixes)
+	}
+	if _, err := d.client.ReportDownloads(e.ctx, connect.NewRequest(&workloadsv1.ReportDownloadsRequest{Workload: "camera", Target: "models/v1",
+		Done: []string{"0.bin"}, Failed: []*workloadsv1.UploadFailure{{Path: "1.bin", Reason: "GET: 403"}}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.ReportDownloads(e.ctx, connect.NewRequest(&workloadsv1.ReportDownloadsRequest{Workload: "camera", Target: "frames",
+		Done: []string{"0.bin"}})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("a download report of an egress target: got %v, want InvalidArgument", err)
+	}
+	var devs struct {
+		Devices []eim.EdgeWorkloadDeviceView `json:"devices"`
+	}
+	e.want(e.call(p, "GET", "/camera/devices", nil), 200, "devices").decode(t, &devs)
+	if len(devs.Devices) != 1 || devs.Devices[0].LastDataDownload.IsZero() || !slices.Equal(devs.Devices[0].DownloadErrors, []string{"models/v1/1.bin: GET: 403"}) ||
+		!devs.Devices[0].LastDataUpload.IsZero() {
+		t.Fatalf("downloads in the status: %+v", devs.Devices)
 	}
 }
 

@@ -38,6 +38,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/eimhq/eim/internal/atomicfile"
+	"github.com/eimhq/eim/internal/throttle"
 )
 
 // Path is one egress data path of a workload.
@@ -160,13 +161,7 @@ func (s *Syncer) Sync(ctx context.Context, p Path) (Result, error) {
 	if len(changes) == 0 {
 		return res, nil
 	}
-	var lim *rate.Limiter
-	if p.BytesPerSecond > 0 {
-		// A burst of 64 KiB or a second's worth, whichever is smaller:
-		// the average stays at the bound.
-		burst := int(min(p.BytesPerSecond, 64<<10))
-		lim = rate.NewLimiter(rate.Limit(p.BytesPerSecond), burst)
-	}
+	lim := throttle.NewLimiter(p.BytesPerSecond)
 	per := s.MaxGrants
 	if per <= 0 {
 		per = 100
@@ -347,10 +342,7 @@ func (s *Syncer) send(ctx context.Context, root *os.Root, c Change, g Grant, lim
 		if info.Size() != c.Size || info.ModTime().UnixNano() == 0 {
 			return fmt.Errorf("changed since it was scanned")
 		}
-		body = io.LimitReader(f, c.Size)
-		if lim != nil {
-			body = &limited{ctx: ctx, r: body, lim: lim}
-		}
+		body = throttle.Reader(ctx, io.LimitReader(f, c.Size), lim)
 	case !c.Present && g.Method == http.MethodDelete:
 	default:
 		return fmt.Errorf("grant method %q does not fit a file %s", g.Method, map[bool]string{true: "to upload", false: "to delete"}[c.Present])
@@ -400,26 +392,6 @@ func (s *Syncer) send(ctx context.Context, root *os.Root, c Change, g Grant, lim
 		}
 	}
 	return nil
-}
-
-// limited reads from r at most at lim's rate.
-type limited struct {
-	ctx context.Context
-	r   io.Reader
-	lim *rate.Limiter
-}
-
-func (l *limited) Read(p []byte) (int, error) {
-	if len(p) > l.lim.Burst() {
-		p = p[:l.lim.Burst()]
-	}
-	n, err := l.r.Read(p)
-	if n > 0 {
-		if werr := l.lim.WaitN(l.ctx, n); werr != nil {
-			return n, werr
-		}
-	}
-	return n, err
 }
 
 func trim(s string) string {

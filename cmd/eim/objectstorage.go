@@ -16,6 +16,7 @@ const objectStorageUsage = `Usage:
   eim objectstorage set --endpoint URL --bucket B --access-key-id K
                         [--secret-key-stdin | --secret-key S] [--region R] [--path-style]
                         [--key-prefix P/] [--ca-cert FILE] [--max-file-size BYTES]
+                        [--bucket-per-device TEMPLATE]
   eim objectstorage get
   eim objectstorage delete
 
@@ -24,7 +25,10 @@ secret key a replace keeps the stored one. The bucket is tried with the keys
 (a HEAD of the bucket) and the setting is saved either way: REACHABLE says it
 answered, otherwise why not. --secret-key-stdin reads the key from standard
 input (one line); --secret-key shows it to other users of the machine (ps).
-delete sends the devices' uploads to the server's embedded store again.
+--bucket-per-device eim-{hostId} gives each device a bucket of its own,
+created on its first grant; --bucket then keeps the workloads' shared
+ingress files. delete sends the devices' uploads to the server's embedded
+store again.
 `
 
 func (c *cli) objectStorage(args []string) error {
@@ -89,6 +93,7 @@ func (c *cli) objectStorageSet(args []string) error {
 	fs.BoolVar(&fromStdin, "secret-key-stdin", false, "read the secret access key from standard input")
 	fs.StringVar(&caFile, "ca-cert", "", "PEM file of the CAs the endpoint's TLS certificate is checked against")
 	fs.StringVar(&maxSize, "max-file-size", "", "the largest file a device may upload, in bytes (default 5 GiB)")
+	fs.StringVar(&in.BucketPerDevice, "bucket-per-device", "", "a bucket per device: the buckets' name template, with {hostId} (e.g. eim-{hostId})")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err

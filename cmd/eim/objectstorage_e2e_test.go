@@ -27,6 +27,8 @@ import (
 // secrets key (as the workloads module's granter in the server makes it)
 // uploads a file bigger than the agent listener's body limit over its
 // TLS, the API lists and serves it back, and a tampered grant is refused.
+// A file an operator puts through the API for a workload's devices is
+// granted to a device's listing and downloaded over the agent listener.
 func TestObjectStorageE2E(t *testing.T) {
 	dataDir := t.TempDir()
 	s := startModules(t, dataDir, true, "--profile", "devices")
@@ -63,7 +65,7 @@ func TestObjectStorageE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	g, err := objstore.New(objstore.Options{Store: st, Authenticator: oneToken{}, Key: key, AgentURL: s.agent})
+	g, err := objstore.New(objstore.Options{Store: st, Authenticator: oneToken{}, Key: key, AgentURL: s.agent, DataDir: dataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +113,41 @@ func TestObjectStorageE2E(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, content) {
 		t.Fatalf("download: got %d, %d bytes; want 200 and the %d bytes uploaded", resp.StatusCode, len(got), len(content))
+	}
+
+	// Ingress: the operator puts a file for every device of a workload
+	// through the API (over the API's body limit of calls too); the
+	// device's listing grants a GET of it on the agent listener, which a
+	// changed URL does not get.
+	model := bytes.Repeat([]byte("weights!"), 5<<17) // 5 MiB
+	obj, err := cl.PutEdgeData(ctx, "default", eim.SharedIngressDir, "cam/models/net.bin", model)
+	if err != nil || obj.Size != int64(len(model)) {
+		t.Fatalf("put a file for the workload's devices: %+v, %v", obj, err)
+	}
+	ds, _, _, err := g.GrantDownloads(ctx, "default", []string{host.ResourceID + "/cam/models/", eim.SharedIngressPrefix("cam", "models")})
+	if err != nil || len(ds) != 1 || ds[0].Path != "net.bin" || ds[0].Size != int64(len(model)) {
+		t.Fatalf("download grants: %+v, %v", ds, err)
+	}
+	get := func(url string) (int, []byte) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := agent.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if code, b := get(ds[0].URL); code != http.StatusOK || !bytes.Equal(b, model) {
+		t.Fatalf("download through the agent listener: got %d, %d bytes; want 200 and %d", code, len(b), len(model))
+	}
+	if code, _ := get(strings.Replace(ds[0].URL, "net.bin", "other.bin", 1)); code != http.StatusForbidden {
+		t.Fatalf("tampered download grant: got %d, want 403", code)
+	}
+	if err := cl.DeleteEdgeData(ctx, "default", eim.SharedIngressDir, "cam/models/net.bin"); err != nil {
+		t.Fatal(err)
+	}
+	if ds, _, _, err := g.GrantDownloads(ctx, "default", []string{eim.SharedIngressPrefix("cam", "models")}); err != nil || len(ds) != 0 {
+		t.Fatalf("download grants after the delete: %+v, %v; want none", ds, err)
 	}
 }

@@ -34,7 +34,12 @@ import (
 // an egress data path runs on it (status Running, by the API); the files
 // its container writes reach a real S3 server (versitygw, checking
 // signatures) under the device's prefix, which the device never holds the
-// keys of: a changed file is uploaded again, a deleted one deleted.
+// keys of: a changed file is uploaded again, a deleted one deleted. Its
+// ingress data path brings the objects put in the bucket for it (the
+// workload's shared prefix and the device's own) into the pod's
+// /export/models, where the container reads one (it copies it to its
+// egress path, so it comes back to the bucket); a changed object is
+// downloaded again, a deleted one's file removed.
 // Revision 2 replaces the pod (podman shows its label); deleting the
 // workload removes the pod and its status.
 func TestWorkloadsE2E(t *testing.T) {
@@ -178,11 +183,18 @@ func TestWorkloadsE2E(t *testing.T) {
 			DeviceSelector: &eim.LabelSelector{MatchLabels: map[string]string{"role": "camera"}},
 			Pod: eim.PodTemplate{Spec: eim.PodSpec{RestartPolicy: "Always", Containers: []eim.Container{
 				{Name: "reader", Image: env.Image, Command: append([]string{env.Prog}, steps...)}}}},
-			Data: &eim.DataConfig{Egress: []eim.DataPath{{Source: "frames", Target: "frames", IntervalSeconds: 1}}},
+			Data: &eim.DataConfig{Egress: []eim.DataPath{{Source: "frames", Target: "frames", IntervalSeconds: 1}},
+				Ingress: []eim.DataPath{{Source: "models", Target: "models", IntervalSeconds: 1}}},
 		}}
 	}
+	// Files for the workload's ingress data path: one for every device of
+	// the workload, one for this device.
+	shared, own := eim.SharedIngressPrefix(name, "models"), hostID+"/"+name+"/models/"
+	s3.Put(t, "edge", shared+"net.bin", []byte("weights v1"))
+	s3.Put(t, "edge", own+"own.cfg", []byte("mode=a"))
 	began := time.Now()
-	w, err := s.admin.CreateEdgeWorkload(ctx, project, workload("write:/export/frames/a.txt=one", "write:/export/frames/sub/b.txt=bee", "forever"))
+	w, err := s.admin.CreateEdgeWorkload(ctx, project, workload("write:/export/frames/a.txt=one", "write:/export/frames/sub/b.txt=bee",
+		"copy:/export/models/net.bin=/export/frames/seen.bin", "forever"))
 	if err != nil || w.Revision != 1 {
 		t.Fatalf("create the workload: %+v, %v", w, err)
 	}
@@ -226,6 +238,33 @@ func TestWorkloadsE2E(t *testing.T) {
 	// ID).
 	checkNoKeys(t, filepath.Join(dir, "state"), s3.Creds.SecretKey)
 
+	// 3b. The ingress files reach the device's directory, which the pod
+	// mounts: the container read net.bin at /export/models (its copy came
+	// back through the egress path).
+	models := filepath.Join(workloads.DeviceDataRoot, name, "data", "models")
+	onDevice := func(file, want string) func() bool {
+		return func() bool {
+			b, err := os.ReadFile(filepath.Join(models, file))
+			if want == "" {
+				return os.IsNotExist(err)
+			}
+			return err == nil && string(b) == want
+		}
+	}
+	waitFor(t, "net.bin (shared) on the device", onDevice("net.bin", "weights v1"))
+	waitFor(t, "own.cfg (the device's) on the device", onDevice("own.cfg", "mode=a"))
+	waitFor(t, "net.bin read by the pod at /export/models", object("seen.bin", "weights v1"))
+	waitFor(t, "lastDataDownload in the device's status", func() bool {
+		_, devs, err := s.admin.EdgeWorkloadStatus(ctx, project, name)
+		return err == nil && len(devs) == 1 && !devs[0].LastDataDownload.IsZero() && len(devs[0].DownloadErrors) == 0
+	})
+	// Changed in the bucket: downloaded again; deleted: removed.
+	s3.Put(t, "edge", shared+"net.bin", []byte("weights v2, larger"))
+	s3.Delete(t, "edge", own+"own.cfg")
+	waitFor(t, "the changed net.bin on the device", onDevice("net.bin", "weights v2, larger"))
+	waitFor(t, "own.cfg removed from the device", onDevice("own.cfg", ""))
+	checkNoKeys(t, filepath.Join(dir, "state"), s3.Creds.SecretKey)
+
 	// 4. Revision 2 replaces the pod; it changes a.txt and deletes b.txt.
 	began = time.Now()
 	w, err = s.admin.ReplaceEdgeWorkload(ctx, project, workload("write:/export/frames/a.txt=two", "rm:/export/frames/sub/b.txt", "forever"))
@@ -242,8 +281,8 @@ func TestWorkloadsE2E(t *testing.T) {
 		_, ok := s3.Get(t, "edge", prefix+"sub/b.txt")
 		return !ok
 	})
-	if keys := s3.List(t, "edge", hostID+"/"); len(keys) != 1 || keys[0] != prefix+"a.txt" {
-		t.Fatalf("the device's objects: got %v, want %sa.txt alone", keys, prefix)
+	if keys := s3.List(t, "edge", prefix); len(keys) != 2 || keys[0] != prefix+"a.txt" || keys[1] != prefix+"seen.bin" {
+		t.Fatalf("the device's uploads: got %v, want %sa.txt and seen.bin", keys, prefix)
 	}
 
 	// Revision 3: a container exiting 3 beside one that runs: the device

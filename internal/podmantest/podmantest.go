@@ -2,7 +2,8 @@
 // with runc, as on these machines): a containers.conf with the runtime and
 // ulimits podman needs here, and an image built offline FROM scratch with
 // a static Go program (prog/main.go) whose arguments are steps:
-// echo:TEXT, write:PATH=TEXT, rm:PATH, sleep:DURATION, exit:N, forever.
+// echo:TEXT, write:PATH=TEXT, rm:PATH, copy:SRC=DST (once SRC exists),
+// sleep:DURATION, exit:N, forever.
 package podmantest
 
 import (

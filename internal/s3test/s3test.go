@@ -236,3 +236,19 @@ func randHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Put writes an object as the bucket owner.
+func (s *Server) Put(t testing.TB, bucket, key string, data []byte) {
+	t.Helper()
+	if code, b := s.Do(t, http.MethodPut, "/"+bucket+"/"+key, data); code != http.StatusOK {
+		t.Fatalf("PUT %s/%s: got %d %s", bucket, key, code, b)
+	}
+}
+
+// Delete removes an object as the bucket owner.
+func (s *Server) Delete(t testing.TB, bucket, key string) {
+	t.Helper()
+	if code, b := s.Do(t, http.MethodDelete, "/"+bucket+"/"+key, nil); code != http.StatusNoContent && code != http.StatusOK {
+		t.Fatalf("DELETE %s/%s: got %d %s", bucket, key, code, b)
+	}
+}

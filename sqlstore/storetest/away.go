@@ -136,3 +136,30 @@ func (s *Away) Watch(ctx context.Context, after int64, kinds ...eim.Kind) iter.S
 		}
 	}
 }
+
+// HostBeats is the wrapped store's, its transactions run through s (or
+// run) and its reads failing while the database is away.
+func (s *Away) HostBeats(run eim.TxRunner) eim.HostBeats {
+	if run == nil {
+		run = awayRunner{s}
+	}
+	return awayBeats{HostBeats: s.Store.HostBeats(run), s: s}
+}
+
+type awayRunner struct{ s *Away }
+
+func (r awayRunner) DoIn(ctx context.Context, project string, fn func(eim.Tx) error) error {
+	return r.s.Update(ctx, project, fn)
+}
+
+type awayBeats struct {
+	eim.HostBeats
+	s *Away
+}
+
+func (b awayBeats) HostsInStatus(ctx context.Context, project, status string, before uint64, offset, limit int) ([]eim.HostLiveness, error) {
+	if b.s.away.Load() {
+		return nil, ErrAway
+	}
+	return b.HostBeats.HostsInStatus(ctx, project, status, before, offset, limit)
+}

@@ -173,13 +173,26 @@ func testEdgeWorkloads(t *testing.T, s eim.Store) {
 	if err := s.RecordEdgeWorkloadUploads(ctx(t), p1, h1, "cam", now.Time, []string{"a.txt: 403"}); err != nil {
 		t.Fatal(err)
 	}
+	// Downloads are recorded beside uploads, neither touching the other;
+	// a round with nothing done keeps the last time.
+	later := now.Time.Add(time.Second)
+	if err := s.RecordEdgeWorkloadDownloads(ctx(t), p1, h1, "cam", later, []string{"m.bin: 404", "n.bin: 500"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordEdgeWorkloadDownloads(ctx(t), p1, h1, "cam", time.Time{}, []string{"m.bin: 404"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordEdgeWorkloadDownloads(ctx(t), p1, h1, "gone", later, nil); eim.ErrorCode(err) != eim.ENOTFOUND {
+		t.Fatalf("downloads of a workload that does not exist: got %v, want ENOTFOUND", err)
+	}
 	// A device reporting no pod of the workload: its status goes.
 	if err := s.RecordEdgeWorkloadStatus(ctx(t), p1, h2, nil); err != nil {
 		t.Fatal(err)
 	}
 	sts, _ = s.EdgeWorkloadStatuses(ctx(t), p1, "cam")
-	if len(sts) != 1 || sts[0].HostID != h1 || !sts[0].LastDataUpload.Equal(now.Time) || len(sts[0].UploadErrors) != 1 {
-		t.Fatalf("statuses after h2 reported none: got %+v, want h1's with its upload", sts)
+	if len(sts) != 1 || sts[0].HostID != h1 || !sts[0].LastDataUpload.Equal(now.Time) || len(sts[0].UploadErrors) != 1 ||
+		!sts[0].LastDataDownload.Equal(later) || len(sts[0].DownloadErrors) != 1 || sts[0].DownloadErrors[0] != "m.bin: 404" {
+		t.Fatalf("statuses after h2 reported none: got %+v, want h1's with its upload and download", sts)
 	}
 
 	// Counts, for the exporter: h1 runs revision 2, h2 reported nothing.

@@ -17,7 +17,7 @@ func testObjectStorage(t *testing.T, s eim.Store) {
 	p1, p2 := project(t, s), project(t, s)
 
 	o := &eim.ObjectStorage{Project: p1, Endpoint: "https://s3.example", Bucket: "edge", KeyPrefix: "eim/", Region: "eu-west-1",
-		PathStyle: true, AccessKeyID: "AKID", SealedSecretKey: "sealed-1", MaxFileSize: 1 << 20,
+		PathStyle: true, AccessKeyID: "AKID", SealedSecretKey: "sealed-1", MaxFileSize: 1 << 20, BucketPerDevice: "eim-{hostId}",
 		Reachable: eim.StorageReachable{Status: eim.StorageUnreachable, LastError: "403 Forbidden"}}
 	wantCode(t, s.PutObjectStorage(ctx(t), &eim.ObjectStorage{Project: p1, Endpoint: "https://a", Bucket: "b", Region: "r", AccessKeyID: "k"}), eim.EINVALID)
 	wantCode(t, s.PutObjectStorage(ctx(t), &eim.ObjectStorage{Project: "no-such-project", Endpoint: "https://a", Bucket: "b", Region: "r", AccessKeyID: "k", SealedSecretKey: "x"}), eim.ENOTFOUND)
@@ -35,7 +35,7 @@ func testObjectStorage(t *testing.T, s eim.Store) {
 	}
 	if got.Project != p1 || got.Endpoint != o.Endpoint || got.Bucket != "edge" || got.KeyPrefix != "eim/" || got.Region != "eu-west-1" ||
 		!got.PathStyle || got.AccessKeyID != "AKID" || got.SealedSecretKey != "sealed-1" || got.MaxFileSize != 1<<20 ||
-		got.Reachable.Status != eim.StorageUnreachable || got.Reachable.LastError != "403 Forbidden" {
+		got.BucketPerDevice != "eim-{hostId}" || got.Reachable.Status != eim.StorageUnreachable || got.Reachable.LastError != "403 Forbidden" {
 		t.Fatalf("get: got %+v, want %+v", got, o)
 	}
 	// Another project sees none, and cannot delete this one's.
@@ -53,7 +53,7 @@ func testObjectStorage(t *testing.T, s eim.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Endpoint != r.Endpoint || got.Bucket != "edge2" || got.KeyPrefix != "" || got.PathStyle || got.MaxFileSize != 0 ||
+	if got.Endpoint != r.Endpoint || got.Bucket != "edge2" || got.KeyPrefix != "" || got.PathStyle || got.MaxFileSize != 0 || got.BucketPerDevice != "" ||
 		got.SealedSecretKey != "sealed-1" || r.SealedSecretKey != "sealed-1" || !got.CreatedAt.Equal(o.CreatedAt.Time) ||
 		got.Reachable.Status != eim.StorageReachableOK || got.Reachable.LastError != "" {
 		t.Fatalf("replaced: got %+v, want the new settings, the old secret and creation time", got)

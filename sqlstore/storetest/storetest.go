@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"HiddenStoredFields", testHiddenFields},
 		{"WorkflowCascade", testWorkflowCascade},
 		{"LastSeen", testLastSeen},
+		{"HostBeats", testHostBeats},
 		{"Leases", testLeases},
 		{"Members", testMembers},
 		{"HardwareRoundTrip", testHardwareRoundTrip},

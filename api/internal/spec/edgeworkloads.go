@@ -302,8 +302,10 @@ func edgeWorkloadSchemas(into *obj) {
 		"lastTransitionTime", maybe("When the phase last changed."), "reportedAt", maybe("When it last reported."),
 		"containers", o("type", "array", "items", ref("EdgeWorkloadContainerState")),
 		"lastDataUpload", maybe("When it last uploaded a file."),
-		"uploadErrors", strs("Its last upload round's errors.")),
-		"hostId", "targetRevision", "revision", "phase", "summary", "lastTransitionTime", "reportedAt", "containers", "lastDataUpload"))
+		"uploadErrors", strs("Its last upload round's errors."),
+		"lastDataDownload", maybe("When it last downloaded (or removed) a file of an ingress data path."),
+		"downloadErrors", strs("Its last download round's errors.")),
+		"hostId", "targetRevision", "revision", "phase", "summary", "lastTransitionTime", "reportedAt", "containers", "lastDataUpload", "lastDataDownload"))
 	into.set("EdgeWorkloadDeviceList", closed("A workload's devices.", o(
 		"devices", o("type", "array", "items", ref("EdgeWorkloadDevice"))), "devices"))
 	into.set("EdgeWorkloadLogs", closed("A log request and, once answered, the logs.", o(

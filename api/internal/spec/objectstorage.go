@@ -1,6 +1,10 @@
 package spec
 
-import "github.com/eimhq/eim"
+import (
+	"strings"
+
+	"github.com/eimhq/eim"
+)
 
 // A project's object storage and the embedded store's files (package
 // objstore, the objectstorage module).
@@ -27,23 +31,37 @@ func addObjectStorage(ps *pathSet) {
 			desc: "Removes the setting: the project's devices upload to the embedded store again. Needs the project's _im-rw role." + module,
 			ok:   o("$ref", "#/components/responses/Deleted")},
 	)
-	host := o("name", "hostId", "in", "path", "required", true, "description", "ID of the host.",
-		"schema", o("type", "string", "pattern", idPattern(eim.KindHost)))
+	host := o("name", "hostId", "in", "path", "required", true,
+		"description", "ID of the host, or "+eim.SharedIngressDir+" for the files every device of a workload downloads.",
+		"schema", o("type", "string", "pattern", "^(?:"+strings.TrimSuffix(strings.TrimPrefix(idPattern(eim.KindHost), "^"), "$")+"|"+eim.SharedIngressDir+")$"))
+	file := o("name", "path", "in", "path", "required", true,
+		"description", "The file's path under the host's prefix (slashes included).", "schema", o("type", "string"))
 	ps.add("/edgedata/{hostId}",
 		op{method: "get", id: "listEdgeData", tag: tagObjectStorage, summary: "List a host's files in the embedded store",
 			params: []any{host,
 				o("name", "prefix", "in", "query", "description", "Only the paths that start with it.", "schema", o("type", "string")),
 				pref("pageSize"), pref("offset")},
-			desc: "The files the host's workloads uploaded to the server's embedded store (when the project had no object " +
-				"storage), by path under the host's prefix (<workload>/<target>/<file>). Needs a role on the project." + module,
+			desc: "The files in the server's embedded store (used when the project has no object storage) under the host's " +
+				"prefix, by path (<workload>/<target>/<file>): those its workloads uploaded and those put for it to download; " +
+				"under " + eim.SharedIngressDir + ", the files put for every device of a workload. Needs a role on the project." + module,
 			ok: okJSON("One page of files.", ref("EdgeObjectList"))},
 	)
 	ps.add("/edgedata/{hostId}/{path}",
 		op{method: "get", id: "getEdgeData", tag: tagObjectStorage, summary: "Read one of a host's files in the embedded store",
-			params: []any{host, o("name", "path", "in", "path", "required", true,
-				"description", "The file's path under the host's prefix (slashes included).", "schema", o("type", "string"))},
-			desc: "The file's content, as an attachment (ranges supported). 404 when there is no such file. Needs a role on the project." + module,
-			ok:   o("description", "The content.", "content", o("application/octet-stream", o("schema", o("type", "string", "format", "binary"))))},
+			params: []any{host, file},
+			desc:   "The file's content, as an attachment (ranges supported). 404 when there is no such file. Needs a role on the project." + module,
+			ok:     o("description", "The content.", "content", o("application/octet-stream", o("schema", o("type", "string", "format", "binary"))))},
+		op{method: "put", id: "putEdgeData", tag: tagObjectStorage, summary: "Put a file into the embedded store", write: true, rawBody: true,
+			params: []any{host, file},
+			desc: "Stores the body as the file (replacing it), for the ingress data paths that read it: a host's " +
+				"<workload>/<target>/<file> goes to that device, " + eim.SharedIngressDir + "/<workload>/<target>/<file> to every " +
+				"device of the workload (docs/workloads.md). 409 when the project has object storage: its devices read the bucket, " +
+				"where files are put with S3's own tools. Needs the project's _im-rw role." + module,
+			ok: okJSON("The file as stored.", ref("EdgeObject"))},
+		op{method: "delete", id: "deleteEdgeData", tag: tagObjectStorage, summary: "Delete a file of the embedded store", write: true,
+			params: []any{host, file},
+			desc:   "Removes the file: the devices that downloaded it remove their copy at their next pass. 404 when there is no such file. Needs the project's _im-rw role." + module,
+			ok:     o("$ref", "#/components/responses/Deleted")},
 	)
 }
 
@@ -56,6 +74,10 @@ func objectStorageSchemas(into *obj) {
 	pathStyle := o("type", "boolean", "description", "Address the bucket as endpoint/bucket/key; otherwise bucket.host/key.")
 	access := o("type", "string", "minLength", 1, "maxLength", 128, "description", "The access key ID.")
 	ca := o("type", "string", "maxLength", eim.MaxStorageCACert, "description", "PEM bundle the endpoint's TLS certificate is checked against; empty: the system's roots.")
+	perDevice := o("type", "string", "maxLength", 63,
+		"description", "A bucket per device: the template of each device's bucket name, with "+eim.HostIDPlaceholder+" where its host ID goes "+
+			"(e.g. eim-"+eim.HostIDPlaceholder+"). Each device's files (its uploads, its own ingress files) go to its bucket, created with "+
+			"the credentials on its first grant; bucket keeps the workloads' shared ingress files. Absent or empty: every device under bucket.")
 	maxSize := o("type", "integer", "format", "int64", "minimum", 0, "maximum", eim.DefaultMaxUploadSize,
 		"description", "The largest file a device may upload, in bytes (0 in a PUT: the default, 5 GiB).")
 	into.set("ObjectStorageInput", o("type", "object", "additionalProperties", false,
@@ -64,7 +86,7 @@ func objectStorageSchemas(into *obj) {
 			"accessKeyId", access,
 			"secretAccessKey", o("type", "string", "maxLength", eim.MaxStorageSecret, "writeOnly", true,
 				"description", "The secret access key. Required for a new setting; absent on a replace: the stored one is kept."),
-			"caCert", ca, "maxFileSize", maxSize),
+			"caCert", ca, "maxFileSize", maxSize, "bucketPerDevice", perDevice),
 		"required", []string{"endpoint", "bucket", "accessKeyId"}))
 	into.set("StorageReachable", o("type", "object", "additionalProperties", false,
 		"description", "The outcome of the bucket's check at the last PUT.",
@@ -77,7 +99,7 @@ func objectStorageSchemas(into *obj) {
 		"properties", o("endpoint", endpoint, "bucket", bucket, "keyPrefix", keyPrefix, "region", region, "pathStyle", pathStyle,
 			"accessKeyId", access,
 			"secretAccessKeySet", o("type", "boolean", "description", "Whether a secret key is stored (it is never answered)."),
-			"caCert", ca, "maxFileSize", maxSize,
+			"caCert", ca, "maxFileSize", maxSize, "bucketPerDevice", perDevice,
 			"reachable", ref("StorageReachable"), "timestamps", ref("Timestamps")),
 		"required", []string{"endpoint", "bucket", "region", "pathStyle", "accessKeyId", "secretAccessKeySet", "maxFileSize", "reachable", "timestamps"}))
 	into.set("EdgeObject", o("type", "object", "additionalProperties", false,

@@ -18,6 +18,7 @@ type op struct {
 	desc    string
 	params  []any    // parameter objects or $refs, after projectName
 	body    *obj     // request body schema; nil for none
+	rawBody bool     // the request body is the bytes of a file (application/octet-stream)
 	ok      *obj     // response 200 (a components/responses $ref or a response object)
 	started *obj     // response 202, for an operation that may start work and answer before it is done
 	write   bool     // changes state: may answer 409
@@ -114,6 +115,9 @@ func (x op) render() *obj {
 	if x.body != nil {
 		out.set("requestBody", o("required", true, "content", o("application/json", o("schema", x.body))))
 	}
+	if x.rawBody {
+		out.set("requestBody", o("required", true, "content", o("application/octet-stream", o("schema", o("type", "string", "format", "binary")))))
+	}
 	resp := o(cmp.Or(x.status, "200"), x.ok)
 	if x.started != nil {
 		resp.set("202", x.started)
@@ -133,7 +137,7 @@ func (x op) render() *obj {
 		if x.write && x.method != "delete" {
 			statuses = append(statuses, "409")
 		}
-		if x.body != nil {
+		if x.body != nil || x.rawBody {
 			statuses = append(statuses, "413")
 		}
 		statuses = append(statuses, "429", "500", "503")

@@ -4,6 +4,7 @@
 //	echo:TEXT          print TEXT
 //	write:PATH=TEXT    write TEXT to PATH (creating its directory)
 //	rm:PATH            remove PATH
+//	copy:SRC=DST       wait until SRC exists, then copy it to DST
 //	sleep:DURATION     wait
 //	exit:N             exit with status N
 //	forever            wait until killed
@@ -40,6 +41,22 @@ func main() {
 				fail(err)
 			}
 			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				fail(err)
+			}
+		case "copy":
+			src, dst, _ := strings.Cut(val, "=")
+			var b []byte
+			for {
+				var err error
+				if b, err = os.ReadFile(src); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				fail(err)
+			}
+			if err := os.WriteFile(dst, b, 0o644); err != nil {
 				fail(err)
 			}
 		case "rm":

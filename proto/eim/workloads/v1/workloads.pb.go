@@ -37,7 +37,8 @@ const (
 	// Files the pod writes here are uploaded, and deleted from the store
 	// when deleted here.
 	DataPath_DIRECTION_EGRESS DataPath_Direction = 1
-	// Files in the store are downloaded here.
+	// Files in the store are downloaded here (ListDownloads); a file
+	// downloaded whose object is gone is removed.
 	DataPath_DIRECTION_INGRESS DataPath_Direction = 2
 )
 
@@ -538,11 +539,13 @@ type DataPath struct {
 	Direction DataPath_Direction     `protobuf:"varint,1,opt,name=direction,proto3,enum=eim.workloads.v1.DataPath_Direction" json:"direction,omitempty"`
 	// The directory on the device (the hostPath the pod mounts).
 	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
-	// The path under the device's prefix in the store (<host>/<workload>/<target>/…).
+	// The path under the device's prefix in the store (<host>/<workload>/<target>/…);
+	// an ingress path also reads the workload's shared prefix
+	// (_workloads/<workload>/<target>/…).
 	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
 	// How often to look for changes (seconds).
 	IntervalSeconds uint32 `protobuf:"varint,4,opt,name=interval_seconds,json=intervalSeconds,proto3" json:"interval_seconds,omitempty"`
-	// The most bytes per second to send (0: no limit).
+	// The most bytes per second to send or receive (0: no limit).
 	BandwidthBytesPerSecond uint64 `protobuf:"varint,5,opt,name=bandwidth_bytes_per_second,json=bandwidthBytesPerSecond,proto3" json:"bandwidth_bytes_per_second,omitempty"`
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
@@ -1581,6 +1584,319 @@ func (*ReportUploadsResponse) Descriptor() ([]byte, []int) {
 	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{22}
 }
 
+type ListDownloadsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Workload string                 `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	// The ingress data path's target (DataPath.target).
+	Target        string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDownloadsRequest) Reset() {
+	*x = ListDownloadsRequest{}
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDownloadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDownloadsRequest) ProtoMessage() {}
+
+func (x *ListDownloadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDownloadsRequest.ProtoReflect.Descriptor instead.
+func (*ListDownloadsRequest) Descriptor() ([]byte, []int) {
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListDownloadsRequest) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *ListDownloadsRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+type ListDownloadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The files, by path; a path of the device's own prefix hides the same
+	// path of the shared one.
+	Files []*RemoteFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// When the grants expire (Unix seconds): the device lists again after.
+	ExpiresTime int64 `protobuf:"varint,2,opt,name=expires_time,json=expiresTime,proto3" json:"expires_time,omitempty"`
+	// More files than one listing holds (1000): those after the last path
+	// are left out.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDownloadsResponse) Reset() {
+	*x = ListDownloadsResponse{}
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDownloadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDownloadsResponse) ProtoMessage() {}
+
+func (x *ListDownloadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDownloadsResponse.ProtoReflect.Descriptor instead.
+func (*ListDownloadsResponse) Descriptor() ([]byte, []int) {
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListDownloadsResponse) GetFiles() []*RemoteFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ListDownloadsResponse) GetExpiresTime() int64 {
+	if x != nil {
+		return x.ExpiresTime
+	}
+	return 0
+}
+
+func (x *ListDownloadsResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// RemoteFile is a file of an ingress data path and leave to GET it.
+type RemoteFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relative to the data path, slash-separated.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Size int64  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// The store's entity tag: it changes when the content does.
+	Etag string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	// When the object was last written (Unix seconds; 0 unknown).
+	ModifiedTime int64 `protobuf:"varint,4,opt,name=modified_time,json=modifiedTime,proto3" json:"modified_time,omitempty"`
+	// A GET of url with the headers given.
+	Url           string    `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
+	Headers       []*Header `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteFile) Reset() {
+	*x = RemoteFile{}
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteFile) ProtoMessage() {}
+
+func (x *RemoteFile) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteFile.ProtoReflect.Descriptor instead.
+func (*RemoteFile) Descriptor() ([]byte, []int) {
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RemoteFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RemoteFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *RemoteFile) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *RemoteFile) GetModifiedTime() int64 {
+	if x != nil {
+		return x.ModifiedTime
+	}
+	return 0
+}
+
+func (x *RemoteFile) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *RemoteFile) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+type ReportDownloadsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Workload string                 `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	Target   string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// Paths downloaded or removed with success.
+	Done []string `protobuf:"bytes,3,rep,name=done,proto3" json:"done,omitempty"`
+	// Paths that failed, with the reason.
+	Failed        []*UploadFailure `protobuf:"bytes,4,rep,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportDownloadsRequest) Reset() {
+	*x = ReportDownloadsRequest{}
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportDownloadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportDownloadsRequest) ProtoMessage() {}
+
+func (x *ReportDownloadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportDownloadsRequest.ProtoReflect.Descriptor instead.
+func (*ReportDownloadsRequest) Descriptor() ([]byte, []int) {
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReportDownloadsRequest) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *ReportDownloadsRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ReportDownloadsRequest) GetDone() []string {
+	if x != nil {
+		return x.Done
+	}
+	return nil
+}
+
+func (x *ReportDownloadsRequest) GetFailed() []*UploadFailure {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+type ReportDownloadsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportDownloadsResponse) Reset() {
+	*x = ReportDownloadsResponse{}
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportDownloadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportDownloadsResponse) ProtoMessage() {}
+
+func (x *ReportDownloadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_workloads_v1_workloads_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportDownloadsResponse.ProtoReflect.Descriptor instead.
+func (*ReportDownloadsResponse) Descriptor() ([]byte, []int) {
+	return file_eim_workloads_v1_workloads_proto_rawDescGZIP(), []int{27}
+}
+
 var File_eim_workloads_v1_workloads_proto protoreflect.FileDescriptor
 
 const file_eim_workloads_v1_workloads_proto_rawDesc = "" +
@@ -1700,14 +2016,37 @@ const file_eim_workloads_v1_workloads_proto_rawDesc = "" +
 	"\rUploadFailure\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x17\n" +
-	"\x15ReportUploadsResponse2\xe9\x03\n" +
+	"\x15ReportUploadsResponse\"J\n" +
+	"\x14ListDownloadsRequest\x12\x1a\n" +
+	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\"\x8c\x01\n" +
+	"\x15ListDownloadsResponse\x122\n" +
+	"\x05files\x18\x01 \x03(\v2\x1c.eim.workloads.v1.RemoteFileR\x05files\x12!\n" +
+	"\fexpires_time\x18\x02 \x01(\x03R\vexpiresTime\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xb3\x01\n" +
+	"\n" +
+	"RemoteFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\x12#\n" +
+	"\rmodified_time\x18\x04 \x01(\x03R\fmodifiedTime\x12\x10\n" +
+	"\x03url\x18\x05 \x01(\tR\x03url\x122\n" +
+	"\aheaders\x18\x06 \x03(\v2\x18.eim.workloads.v1.HeaderR\aheaders\"\x99\x01\n" +
+	"\x16ReportDownloadsRequest\x12\x1a\n" +
+	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x12\n" +
+	"\x04done\x18\x03 \x03(\tR\x04done\x127\n" +
+	"\x06failed\x18\x04 \x03(\v2\x1f.eim.workloads.v1.UploadFailureR\x06failed\"\x19\n" +
+	"\x17ReportDownloadsResponse2\xb3\x05\n" +
 	"\x0fWorkloadService\x12]\n" +
 	"\fGetWorkloads\x12%.eim.workloads.v1.GetWorkloadsRequest\x1a&.eim.workloads.v1.GetWorkloadsResponse\x12]\n" +
 	"\fReportStatus\x12%.eim.workloads.v1.ReportStatusRequest\x1a&.eim.workloads.v1.ReportStatusResponse\x12W\n" +
 	"\n" +
 	"ReportLogs\x12#.eim.workloads.v1.ReportLogsRequest\x1a$.eim.workloads.v1.ReportLogsResponse\x12]\n" +
 	"\fGrantUploads\x12%.eim.workloads.v1.GrantUploadsRequest\x1a&.eim.workloads.v1.GrantUploadsResponse\x12`\n" +
-	"\rReportUploads\x12&.eim.workloads.v1.ReportUploadsRequest\x1a'.eim.workloads.v1.ReportUploadsResponseB9Z7github.com/eimhq/eim/proto/eim/workloads/v1;workloadsv1b\x06proto3"
+	"\rReportUploads\x12&.eim.workloads.v1.ReportUploadsRequest\x1a'.eim.workloads.v1.ReportUploadsResponse\x12`\n" +
+	"\rListDownloads\x12&.eim.workloads.v1.ListDownloadsRequest\x1a'.eim.workloads.v1.ListDownloadsResponse\x12f\n" +
+	"\x0fReportDownloads\x12(.eim.workloads.v1.ReportDownloadsRequest\x1a).eim.workloads.v1.ReportDownloadsResponseB9Z7github.com/eimhq/eim/proto/eim/workloads/v1;workloadsv1b\x06proto3"
 
 var (
 	file_eim_workloads_v1_workloads_proto_rawDescOnce sync.Once
@@ -1722,33 +2061,38 @@ func file_eim_workloads_v1_workloads_proto_rawDescGZIP() []byte {
 }
 
 var file_eim_workloads_v1_workloads_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_eim_workloads_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_eim_workloads_v1_workloads_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_eim_workloads_v1_workloads_proto_goTypes = []any{
-	(DataPath_Direction)(0),       // 0: eim.workloads.v1.DataPath.Direction
-	(WorkloadStatus_Phase)(0),     // 1: eim.workloads.v1.WorkloadStatus.Phase
-	(*GetWorkloadsRequest)(nil),   // 2: eim.workloads.v1.GetWorkloadsRequest
-	(*GetWorkloadsResponse)(nil),  // 3: eim.workloads.v1.GetWorkloadsResponse
-	(*Workload)(nil),              // 4: eim.workloads.v1.Workload
-	(*Secret)(nil),                // 5: eim.workloads.v1.Secret
-	(*SecretItem)(nil),            // 6: eim.workloads.v1.SecretItem
-	(*RegistryAuth)(nil),          // 7: eim.workloads.v1.RegistryAuth
-	(*DataPath)(nil),              // 8: eim.workloads.v1.DataPath
-	(*LogRequest)(nil),            // 9: eim.workloads.v1.LogRequest
-	(*ReportStatusRequest)(nil),   // 10: eim.workloads.v1.ReportStatusRequest
-	(*WorkloadStatus)(nil),        // 11: eim.workloads.v1.WorkloadStatus
-	(*ContainerStatus)(nil),       // 12: eim.workloads.v1.ContainerStatus
-	(*ReportStatusResponse)(nil),  // 13: eim.workloads.v1.ReportStatusResponse
-	(*ReportLogsRequest)(nil),     // 14: eim.workloads.v1.ReportLogsRequest
-	(*ContainerLog)(nil),          // 15: eim.workloads.v1.ContainerLog
-	(*ReportLogsResponse)(nil),    // 16: eim.workloads.v1.ReportLogsResponse
-	(*GrantUploadsRequest)(nil),   // 17: eim.workloads.v1.GrantUploadsRequest
-	(*FileChange)(nil),            // 18: eim.workloads.v1.FileChange
-	(*GrantUploadsResponse)(nil),  // 19: eim.workloads.v1.GrantUploadsResponse
-	(*Header)(nil),                // 20: eim.workloads.v1.Header
-	(*Grant)(nil),                 // 21: eim.workloads.v1.Grant
-	(*ReportUploadsRequest)(nil),  // 22: eim.workloads.v1.ReportUploadsRequest
-	(*UploadFailure)(nil),         // 23: eim.workloads.v1.UploadFailure
-	(*ReportUploadsResponse)(nil), // 24: eim.workloads.v1.ReportUploadsResponse
+	(DataPath_Direction)(0),         // 0: eim.workloads.v1.DataPath.Direction
+	(WorkloadStatus_Phase)(0),       // 1: eim.workloads.v1.WorkloadStatus.Phase
+	(*GetWorkloadsRequest)(nil),     // 2: eim.workloads.v1.GetWorkloadsRequest
+	(*GetWorkloadsResponse)(nil),    // 3: eim.workloads.v1.GetWorkloadsResponse
+	(*Workload)(nil),                // 4: eim.workloads.v1.Workload
+	(*Secret)(nil),                  // 5: eim.workloads.v1.Secret
+	(*SecretItem)(nil),              // 6: eim.workloads.v1.SecretItem
+	(*RegistryAuth)(nil),            // 7: eim.workloads.v1.RegistryAuth
+	(*DataPath)(nil),                // 8: eim.workloads.v1.DataPath
+	(*LogRequest)(nil),              // 9: eim.workloads.v1.LogRequest
+	(*ReportStatusRequest)(nil),     // 10: eim.workloads.v1.ReportStatusRequest
+	(*WorkloadStatus)(nil),          // 11: eim.workloads.v1.WorkloadStatus
+	(*ContainerStatus)(nil),         // 12: eim.workloads.v1.ContainerStatus
+	(*ReportStatusResponse)(nil),    // 13: eim.workloads.v1.ReportStatusResponse
+	(*ReportLogsRequest)(nil),       // 14: eim.workloads.v1.ReportLogsRequest
+	(*ContainerLog)(nil),            // 15: eim.workloads.v1.ContainerLog
+	(*ReportLogsResponse)(nil),      // 16: eim.workloads.v1.ReportLogsResponse
+	(*GrantUploadsRequest)(nil),     // 17: eim.workloads.v1.GrantUploadsRequest
+	(*FileChange)(nil),              // 18: eim.workloads.v1.FileChange
+	(*GrantUploadsResponse)(nil),    // 19: eim.workloads.v1.GrantUploadsResponse
+	(*Header)(nil),                  // 20: eim.workloads.v1.Header
+	(*Grant)(nil),                   // 21: eim.workloads.v1.Grant
+	(*ReportUploadsRequest)(nil),    // 22: eim.workloads.v1.ReportUploadsRequest
+	(*UploadFailure)(nil),           // 23: eim.workloads.v1.UploadFailure
+	(*ReportUploadsResponse)(nil),   // 24: eim.workloads.v1.ReportUploadsResponse
+	(*ListDownloadsRequest)(nil),    // 25: eim.workloads.v1.ListDownloadsRequest
+	(*ListDownloadsResponse)(nil),   // 26: eim.workloads.v1.ListDownloadsResponse
+	(*RemoteFile)(nil),              // 27: eim.workloads.v1.RemoteFile
+	(*ReportDownloadsRequest)(nil),  // 28: eim.workloads.v1.ReportDownloadsRequest
+	(*ReportDownloadsResponse)(nil), // 29: eim.workloads.v1.ReportDownloadsResponse
 }
 var file_eim_workloads_v1_workloads_proto_depIdxs = []int32{
 	4,  // 0: eim.workloads.v1.GetWorkloadsResponse.workloads:type_name -> eim.workloads.v1.Workload
@@ -1766,21 +2110,28 @@ var file_eim_workloads_v1_workloads_proto_depIdxs = []int32{
 	21, // 12: eim.workloads.v1.GrantUploadsResponse.grants:type_name -> eim.workloads.v1.Grant
 	20, // 13: eim.workloads.v1.Grant.headers:type_name -> eim.workloads.v1.Header
 	23, // 14: eim.workloads.v1.ReportUploadsRequest.failed:type_name -> eim.workloads.v1.UploadFailure
-	2,  // 15: eim.workloads.v1.WorkloadService.GetWorkloads:input_type -> eim.workloads.v1.GetWorkloadsRequest
-	10, // 16: eim.workloads.v1.WorkloadService.ReportStatus:input_type -> eim.workloads.v1.ReportStatusRequest
-	14, // 17: eim.workloads.v1.WorkloadService.ReportLogs:input_type -> eim.workloads.v1.ReportLogsRequest
-	17, // 18: eim.workloads.v1.WorkloadService.GrantUploads:input_type -> eim.workloads.v1.GrantUploadsRequest
-	22, // 19: eim.workloads.v1.WorkloadService.ReportUploads:input_type -> eim.workloads.v1.ReportUploadsRequest
-	3,  // 20: eim.workloads.v1.WorkloadService.GetWorkloads:output_type -> eim.workloads.v1.GetWorkloadsResponse
-	13, // 21: eim.workloads.v1.WorkloadService.ReportStatus:output_type -> eim.workloads.v1.ReportStatusResponse
-	16, // 22: eim.workloads.v1.WorkloadService.ReportLogs:output_type -> eim.workloads.v1.ReportLogsResponse
-	19, // 23: eim.workloads.v1.WorkloadService.GrantUploads:output_type -> eim.workloads.v1.GrantUploadsResponse
-	24, // 24: eim.workloads.v1.WorkloadService.ReportUploads:output_type -> eim.workloads.v1.ReportUploadsResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	27, // 15: eim.workloads.v1.ListDownloadsResponse.files:type_name -> eim.workloads.v1.RemoteFile
+	20, // 16: eim.workloads.v1.RemoteFile.headers:type_name -> eim.workloads.v1.Header
+	23, // 17: eim.workloads.v1.ReportDownloadsRequest.failed:type_name -> eim.workloads.v1.UploadFailure
+	2,  // 18: eim.workloads.v1.WorkloadService.GetWorkloads:input_type -> eim.workloads.v1.GetWorkloadsRequest
+	10, // 19: eim.workloads.v1.WorkloadService.ReportStatus:input_type -> eim.workloads.v1.ReportStatusRequest
+	14, // 20: eim.workloads.v1.WorkloadService.ReportLogs:input_type -> eim.workloads.v1.ReportLogsRequest
+	17, // 21: eim.workloads.v1.WorkloadService.GrantUploads:input_type -> eim.workloads.v1.GrantUploadsRequest
+	22, // 22: eim.workloads.v1.WorkloadService.ReportUploads:input_type -> eim.workloads.v1.ReportUploadsRequest
+	25, // 23: eim.workloads.v1.WorkloadService.ListDownloads:input_type -> eim.workloads.v1.ListDownloadsRequest
+	28, // 24: eim.workloads.v1.WorkloadService.ReportDownloads:input_type -> eim.workloads.v1.ReportDownloadsRequest
+	3,  // 25: eim.workloads.v1.WorkloadService.GetWorkloads:output_type -> eim.workloads.v1.GetWorkloadsResponse
+	13, // 26: eim.workloads.v1.WorkloadService.ReportStatus:output_type -> eim.workloads.v1.ReportStatusResponse
+	16, // 27: eim.workloads.v1.WorkloadService.ReportLogs:output_type -> eim.workloads.v1.ReportLogsResponse
+	19, // 28: eim.workloads.v1.WorkloadService.GrantUploads:output_type -> eim.workloads.v1.GrantUploadsResponse
+	24, // 29: eim.workloads.v1.WorkloadService.ReportUploads:output_type -> eim.workloads.v1.ReportUploadsResponse
+	26, // 30: eim.workloads.v1.WorkloadService.ListDownloads:output_type -> eim.workloads.v1.ListDownloadsResponse
+	29, // 31: eim.workloads.v1.WorkloadService.ReportDownloads:output_type -> eim.workloads.v1.ReportDownloadsResponse
+	25, // [25:32] is the sub-list for method output_type
+	18, // [18:25] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_eim_workloads_v1_workloads_proto_init() }
@@ -1794,7 +2145,7 @@ func file_eim_workloads_v1_workloads_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_workloads_v1_workloads_proto_rawDesc), len(file_eim_workloads_v1_workloads_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

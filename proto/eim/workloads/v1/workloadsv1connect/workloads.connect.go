@@ -56,6 +56,12 @@ const (
 	// WorkloadServiceReportUploadsProcedure is the fully-qualified name of the WorkloadService's
 	// ReportUploads RPC.
 	WorkloadServiceReportUploadsProcedure = "/eim.workloads.v1.WorkloadService/ReportUploads"
+	// WorkloadServiceListDownloadsProcedure is the fully-qualified name of the WorkloadService's
+	// ListDownloads RPC.
+	WorkloadServiceListDownloadsProcedure = "/eim.workloads.v1.WorkloadService/ListDownloads"
+	// WorkloadServiceReportDownloadsProcedure is the fully-qualified name of the WorkloadService's
+	// ReportDownloads RPC.
+	WorkloadServiceReportDownloadsProcedure = "/eim.workloads.v1.WorkloadService/ReportDownloads"
 )
 
 // WorkloadServiceClient is a client for the eim.workloads.v1.WorkloadService service.
@@ -79,6 +85,15 @@ type WorkloadServiceClient interface {
 	// ReportUploads records the outcome of the grants (last upload time,
 	// errors), for the workload's status.
 	ReportUploads(context.Context, *connect.Request[v1.ReportUploadsRequest]) (*connect.Response[v1.ReportUploadsResponse], error)
+	// ListDownloads lists the files of a workload's ingress data path: the
+	// server lists the workload's shared prefix and the device's own with
+	// the storage's credentials and answers each file with a short-lived
+	// GET grant. The device downloads those that changed and removes the
+	// files it downloaded whose object is gone.
+	ListDownloads(context.Context, *connect.Request[v1.ListDownloadsRequest]) (*connect.Response[v1.ListDownloadsResponse], error)
+	// ReportDownloads records the outcome of a download pass (last download
+	// time, errors), for the workload's status.
+	ReportDownloads(context.Context, *connect.Request[v1.ReportDownloadsRequest]) (*connect.Response[v1.ReportDownloadsResponse], error)
 }
 
 // NewWorkloadServiceClient constructs a client for the eim.workloads.v1.WorkloadService service. By
@@ -122,16 +137,30 @@ func NewWorkloadServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(workloadServiceMethods.ByName("ReportUploads")),
 			connect.WithClientOptions(opts...),
 		),
+		listDownloads: connect.NewClient[v1.ListDownloadsRequest, v1.ListDownloadsResponse](
+			httpClient,
+			baseURL+WorkloadServiceListDownloadsProcedure,
+			connect.WithSchema(workloadServiceMethods.ByName("ListDownloads")),
+			connect.WithClientOptions(opts...),
+		),
+		reportDownloads: connect.NewClient[v1.ReportDownloadsRequest, v1.ReportDownloadsResponse](
+			httpClient,
+			baseURL+WorkloadServiceReportDownloadsProcedure,
+			connect.WithSchema(workloadServiceMethods.ByName("ReportDownloads")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // workloadServiceClient implements WorkloadServiceClient.
 type workloadServiceClient struct {
-	getWorkloads  *connect.Client[v1.GetWorkloadsRequest, v1.GetWorkloadsResponse]
-	reportStatus  *connect.Client[v1.ReportStatusRequest, v1.ReportStatusResponse]
-	reportLogs    *connect.Client[v1.ReportLogsRequest, v1.ReportLogsResponse]
-	grantUploads  *connect.Client[v1.GrantUploadsRequest, v1.GrantUploadsResponse]
-	reportUploads *connect.Client[v1.ReportUploadsRequest, v1.ReportUploadsResponse]
+	getWorkloads    *connect.Client[v1.GetWorkloadsRequest, v1.GetWorkloadsResponse]
+	reportStatus    *connect.Client[v1.ReportStatusRequest, v1.ReportStatusResponse]
+	reportLogs      *connect.Client[v1.ReportLogsRequest, v1.ReportLogsResponse]
+	grantUploads    *connect.Client[v1.GrantUploadsRequest, v1.GrantUploadsResponse]
+	reportUploads   *connect.Client[v1.ReportUploadsRequest, v1.ReportUploadsResponse]
+	listDownloads   *connect.Client[v1.ListDownloadsRequest, v1.ListDownloadsResponse]
+	reportDownloads *connect.Client[v1.ReportDownloadsRequest, v1.ReportDownloadsResponse]
 }
 
 // GetWorkloads calls eim.workloads.v1.WorkloadService.GetWorkloads.
@@ -159,6 +188,16 @@ func (c *workloadServiceClient) ReportUploads(ctx context.Context, req *connect.
 	return c.reportUploads.CallUnary(ctx, req)
 }
 
+// ListDownloads calls eim.workloads.v1.WorkloadService.ListDownloads.
+func (c *workloadServiceClient) ListDownloads(ctx context.Context, req *connect.Request[v1.ListDownloadsRequest]) (*connect.Response[v1.ListDownloadsResponse], error) {
+	return c.listDownloads.CallUnary(ctx, req)
+}
+
+// ReportDownloads calls eim.workloads.v1.WorkloadService.ReportDownloads.
+func (c *workloadServiceClient) ReportDownloads(ctx context.Context, req *connect.Request[v1.ReportDownloadsRequest]) (*connect.Response[v1.ReportDownloadsResponse], error) {
+	return c.reportDownloads.CallUnary(ctx, req)
+}
+
 // WorkloadServiceHandler is an implementation of the eim.workloads.v1.WorkloadService service.
 type WorkloadServiceHandler interface {
 	// GetWorkloads returns the workloads the device must run now. A device
@@ -180,6 +219,15 @@ type WorkloadServiceHandler interface {
 	// ReportUploads records the outcome of the grants (last upload time,
 	// errors), for the workload's status.
 	ReportUploads(context.Context, *connect.Request[v1.ReportUploadsRequest]) (*connect.Response[v1.ReportUploadsResponse], error)
+	// ListDownloads lists the files of a workload's ingress data path: the
+	// server lists the workload's shared prefix and the device's own with
+	// the storage's credentials and answers each file with a short-lived
+	// GET grant. The device downloads those that changed and removes the
+	// files it downloaded whose object is gone.
+	ListDownloads(context.Context, *connect.Request[v1.ListDownloadsRequest]) (*connect.Response[v1.ListDownloadsResponse], error)
+	// ReportDownloads records the outcome of a download pass (last download
+	// time, errors), for the workload's status.
+	ReportDownloads(context.Context, *connect.Request[v1.ReportDownloadsRequest]) (*connect.Response[v1.ReportDownloadsResponse], error)
 }
 
 // NewWorkloadServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -219,6 +267,18 @@ func NewWorkloadServiceHandler(svc WorkloadServiceHandler, opts ...connect.Handl
 		connect.WithSchema(workloadServiceMethods.ByName("ReportUploads")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workloadServiceListDownloadsHandler := connect.NewUnaryHandler(
+		WorkloadServiceListDownloadsProcedure,
+		svc.ListDownloads,
+		connect.WithSchema(workloadServiceMethods.ByName("ListDownloads")),
+		connect.WithHandlerOptions(opts...),
+	)
+	workloadServiceReportDownloadsHandler := connect.NewUnaryHandler(
+		WorkloadServiceReportDownloadsProcedure,
+		svc.ReportDownloads,
+		connect.WithSchema(workloadServiceMethods.ByName("ReportDownloads")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/eim.workloads.v1.WorkloadService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkloadServiceGetWorkloadsProcedure:
@@ -231,6 +291,10 @@ func NewWorkloadServiceHandler(svc WorkloadServiceHandler, opts ...connect.Handl
 			workloadServiceGrantUploadsHandler.ServeHTTP(w, r)
 		case WorkloadServiceReportUploadsProcedure:
 			workloadServiceReportUploadsHandler.ServeHTTP(w, r)
+		case WorkloadServiceListDownloadsProcedure:
+			workloadServiceListDownloadsHandler.ServeHTTP(w, r)
+		case WorkloadServiceReportDownloadsProcedure:
+			workloadServiceReportDownloadsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -258,4 +322,12 @@ func (UnimplementedWorkloadServiceHandler) GrantUploads(context.Context, *connec
 
 func (UnimplementedWorkloadServiceHandler) ReportUploads(context.Context, *connect.Request[v1.ReportUploadsRequest]) (*connect.Response[v1.ReportUploadsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.workloads.v1.WorkloadService.ReportUploads is not implemented"))
+}
+
+func (UnimplementedWorkloadServiceHandler) ListDownloads(context.Context, *connect.Request[v1.ListDownloadsRequest]) (*connect.Response[v1.ListDownloadsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.workloads.v1.WorkloadService.ListDownloads is not implemented"))
+}
+
+func (UnimplementedWorkloadServiceHandler) ReportDownloads(context.Context, *connect.Request[v1.ReportDownloadsRequest]) (*connect.Response[v1.ReportDownloadsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.workloads.v1.WorkloadService.ReportDownloads is not implemented"))
 }
