@@ -156,6 +156,8 @@ type Store interface {
 	ObjectStorageStore
 	// The onboarding module's enrollment lobby.
 	EnrollmentStore
+	// The provisioning module's escrowed recovery keys of encrypted disks.
+	RecoveryKeyStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)

@@ -53,6 +53,7 @@ const (
 	ActionSetBootOrder     = "set-boot-order"
 	ActionReboot           = "reboot"
 	ActionWriteAgentConfig = "write-agent-config"
+	ActionEncryptRoot      = "encrypt-root"
 )
 
 // WorkflowAction is one step of a workflow.

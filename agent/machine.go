@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
+	"github.com/eimhq/eim/fde/luks2"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 )
 
@@ -37,6 +38,9 @@ type Machine struct {
 	LookPath func(name string) (string, error)
 	// DevDir is where block devices are ("/dev" when "").
 	DevDir string
+	// OpenTPM opens the TPM 2.0 that seals the disk key of encrypt-root;
+	// nil opens the kernel's (/dev/tpmrm0).
+	OpenTPM func() (io.ReadWriteCloser, error)
 }
 
 var _ Executor = (*Machine)(nil)
@@ -54,6 +58,8 @@ func (m *Machine) Run(ctx context.Context, a *provisioningv1.Action, out io.Writ
 		return errors.New("write-agent-config must be turned into a write-file by the Provisioner")
 	case *provisioningv1.Action_SetBootOrder:
 		return m.setBootOrder(ctx, s.SetBootOrder, out)
+	case *provisioningv1.Action_EncryptRoot:
+		return m.encryptRoot(ctx, s.EncryptRoot, out)
 	case *provisioningv1.Action_Reboot:
 		fmt.Fprintln(out, "rebooting")
 		_, err := m.command(ctx, "reboot", "-f")
@@ -399,6 +405,16 @@ func (m *Machine) writeFile(ctx context.Context, w *provisioningv1.WriteFile, ou
 		return fmt.Errorf("write file: %w", err)
 	}
 	defer os.Remove(mnt)
+	if IsLUKS2(part) {
+		// The root encrypt-root encrypted: through its mapping, unlocked
+		// as the installed OS will unlock it.
+		mapped, err := UnlockRoot(part, installMapping)
+		if err != nil {
+			return fmt.Errorf("write file: %w", err)
+		}
+		defer luks2.Deactivate(installMapping)
+		part = mapped
+	}
 	if b, err := m.command(ctx, "mount", part, mnt); err != nil {
 		out.Write(b)
 		return fmt.Errorf("write file: %w", err)

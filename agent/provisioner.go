@@ -424,7 +424,7 @@ func (p *Provisioner) runWorkflow(ctx context.Context, pc provisioningv1connect.
 // runAction runs one action, reporting its output while it runs and its
 // end. ok is false when the action failed or the attempt was cancelled.
 func (p *Provisioner) runAction(ctx context.Context, rep *reporter, a *provisioningv1.Action, res *Result) (ok bool, err error) {
-	a, err = p.prepare(a, res)
+	a, err = p.prepare(ctx, rep, a, res)
 	if err != nil {
 		_, rerr := rep.send(ctx, provisioningv1.ActionState_ACTION_STATE_FAILED, err.Error(), nil, 1, true)
 		return false, rerr
@@ -515,8 +515,13 @@ func (p *Provisioner) outputInterval() time.Duration {
 }
 
 // prepare turns a write-agent-config action into the write-file of the node
-// configuration: only the agent knows its client secret.
-func (p *Provisioner) prepare(a *provisioningv1.Action, res *Result) (*provisioningv1.Action, error) {
+// configuration: only the agent knows its client secret. An encrypt-root
+// action gets a new recovery key, escrowed with the server first: a disk
+// whose only key is sealed to its TPM is lost with the TPM.
+func (p *Provisioner) prepare(ctx context.Context, rep *reporter, a *provisioningv1.Action, res *Result) (*provisioningv1.Action, error) {
+	if er, ok := a.GetSpec().(*provisioningv1.Action_EncryptRoot); ok {
+		return p.escrow(ctx, rep, a, er.EncryptRoot)
+	}
 	wc, ok := a.GetSpec().(*provisioningv1.Action_WriteAgentConfig)
 	if !ok {
 		return a, nil
@@ -546,6 +551,42 @@ func (p *Provisioner) prepare(a *provisioningv1.Action, res *Result) (*provision
 		Content:   content,
 		Mode:      0o600,
 	}}
+	return out, nil
+}
+
+// escrow makes the recovery key and the volume UUID of an encrypt-root
+// action, sends them to the server (retrying transient errors) and returns
+// the action carrying them for the Executor.
+func (p *Provisioner) escrow(ctx context.Context, rep *reporter, a *provisioningv1.Action, er *provisioningv1.EncryptRoot) (*provisioningv1.Action, error) {
+	key, err := NewRecoveryKey()
+	if err != nil {
+		return nil, err
+	}
+	uuid, err := newVolumeUUID()
+	if err != nil {
+		return nil, err
+	}
+	req := &provisioningv1.EscrowRecoveryKeyRequest{WorkflowId: rep.wf.GetId(), Attempt: rep.wf.GetAttempt(), Index: a.GetIndex(), RecoveryKey: key, VolumeUuid: uuid}
+	rt := retrier{b: p.Backoff}
+	for {
+		_, err := rep.pc.EscrowRecoveryKey(ctx, connect.NewRequest(req))
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errInvalidClient) || ctx.Err() != nil || !transient(err) {
+			return nil, fmt.Errorf("escrow the recovery key (the disk is not encrypted without it): %w", errors.Join(err, context.Cause(ctx)))
+		}
+		d := rt.next(err)
+		p.log().Warn("escrowing the recovery key failed", "err", err, "retry_in", d)
+		if err := p.wait(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	p.log().Info("recovery key escrowed", "volume", uuid)
+	out := proto.CloneOf(a)
+	enc := proto.CloneOf(er)
+	enc.RecoveryKey, enc.VolumeUuid = key, uuid
+	out.Spec = &provisioningv1.Action_EncryptRoot{EncryptRoot: enc}
 	return out, nil
 }
 

@@ -109,6 +109,9 @@ type southbound struct {
 	getWorkflow func(n int) (*provisioningv1.GetWorkflowResponse, error)
 	report      func(req *provisioningv1.ReportActionRequest) (*provisioningv1.ReportActionResponse, error)
 	reportIn    func(n int) (*hostv1.ReportInResponse, error)
+	// escrow serves EscrowRecoveryKey; without it the call is
+	// Unimplemented (a server that predates it).
+	escrow func(n int, req *provisioningv1.EscrowRecoveryKeyRequest) error
 	// heartbeat and hardware serve Heartbeat and ReportHardware; without
 	// them the calls are Unimplemented (a server that predates them).
 	heartbeat func(n int, req *hostv1.HeartbeatRequest) (*hostv1.HeartbeatResponse, error)
@@ -191,6 +194,19 @@ func (s *southbound) GetWorkflow(_ context.Context, req *connect.Request[provisi
 		return nil, err
 	}
 	return connect.NewResponse(resp), nil
+}
+
+func (s *southbound) EscrowRecoveryKey(_ context.Context, req *connect.Request[provisioningv1.EscrowRecoveryKeyRequest]) (*connect.Response[provisioningv1.EscrowRecoveryKeyResponse], error) {
+	if s.escrow == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("no EscrowRecoveryKey here"))
+	}
+	if err := s.authorize(req.Header()); err != nil {
+		return nil, err
+	}
+	if err := s.escrow(s.count("escrow"), req.Msg); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&provisioningv1.EscrowRecoveryKeyResponse{}), nil
 }
 
 func (s *southbound) ReportAction(_ context.Context, req *connect.Request[provisioningv1.ReportActionRequest]) (*connect.Response[provisioningv1.ReportActionResponse], error) {

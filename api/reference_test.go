@@ -59,6 +59,7 @@ var ourOperations = []string{
 	"GET /v1/projects/{projectName}/compute/instances/updates_summary",
 	"GET /v1/projects/{projectName}/compute/instances/{resourceId}/provisioning_log",
 	"POST /v1/projects/{projectName}/compute/instances/{resourceId}/reprovision",
+	"GET /v1/projects/{projectName}/compute/instances/{resourceId}/recoverykey",
 	"PATCH /v1/projects/{projectName}/settings",
 	"GET /v1/projects/{projectName}/audit",
 	"GET /v1/projects/{projectName}/webhooks",

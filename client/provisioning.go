@@ -71,3 +71,28 @@ func (c *Client) Reprovision(ctx context.Context, project, id string) (*Provisio
 	}
 	return &out, nil
 }
+
+// RecoveryKey is the escrowed recovery key of an instance's encrypted disk
+// (GET …/instances/{id}/recoverykey).
+type RecoveryKey struct {
+	InstanceID  string   `json:"instanceId"`
+	HostID      string   `json:"hostId"`
+	VolumeUUID  string   `json:"volumeUuid"`
+	RecoveryKey string   `json:"recoveryKey"`
+	EscrowedAt  eim.Time `json:"escrowedAt"`
+}
+
+// RecoveryKey reads the recovery key of instance id's encrypted disk: for
+// administrators (eim-admin) only, each read recorded in the audit log. An
+// instance without one is ENOTFOUND.
+func (c *Client) RecoveryKey(ctx context.Context, project, id string) (*RecoveryKey, error) {
+	p, err := item(project, eim.KindInstance, id)
+	if err != nil {
+		return nil, err
+	}
+	var out RecoveryKey
+	if err := c.Do(ctx, http.MethodGet, p+"/recoverykey", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -40,6 +40,9 @@ type Options struct {
 	// Reprovisioner retries failed provisioning (POST …/reprovision); nil
 	// answers that operation 503.
 	Reprovisioner Reprovisioner
+	// RecoveryKeys reads escrowed recovery keys (GET …/recoverykey); nil
+	// answers 503.
+	RecoveryKeys RecoveryKeys
 	// Deployed returns the modules that run somewhere in the deployment
 	// (this process or another; ModuleOnboarding …). It is called per
 	// request and must answer from memory. GET /v1/orchestrator lists the
@@ -82,6 +85,7 @@ type handler struct {
 	mux         *http.ServeMux
 	timeout     time.Duration
 	reprov      Reprovisioner
+	keys        RecoveryKeys
 	version     string
 	deployed    func() []string
 	deployedNow func(context.Context) []string
@@ -110,6 +114,7 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 		mux:         http.NewServeMux(),
 		timeout:     opts.RequestTimeout,
 		reprov:      opts.Reprovisioner,
+		keys:        opts.RecoveryKeys,
 		version:     opts.Version,
 		deployed:    opts.Deployed,
 		deployedNow: opts.DeployedNow,

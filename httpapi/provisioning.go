@@ -29,6 +29,13 @@ type Reprovisioner interface {
 	Reprovision(ctx context.Context, project, instanceID, subject string) (*eim.Workflow, error)
 }
 
+// RecoveryKeys reads the escrowed recovery key of an instance's encrypted
+// disk, recording the read in the audit log by the context's actor (see
+// provisioning.Service.RecoveryKey).
+type RecoveryKeys interface {
+	RecoveryKey(ctx context.Context, project, instanceID string) (*eim.RecoveryKey, error)
+}
+
 // timeoutOf returns how long request r may take: the request timeout, and
 // for a provisioning-log long poll at least its wait plus logWaitSlack.
 func (h *handler) timeoutOf(r *http.Request) time.Duration {
@@ -68,6 +75,40 @@ func (l *provisioningLog) finished() bool {
 func (h *handler) provisioningLogRoutes() {
 	h.handle("GET /compute/instances/{resourceId}/provisioning_log", h.provisioningLog)
 	h.handle("POST /compute/instances/{resourceId}/reprovision", h.reprovision)
+	h.handle("GET /compute/instances/{resourceId}/recoverykey", h.recoveryKey)
+}
+
+// recoveryKey is the wire shape of GET …/recoverykey.
+type recoveryKey struct {
+	InstanceID  string   `json:"instanceId"`
+	HostID      string   `json:"hostId"`
+	VolumeUUID  string   `json:"volumeUuid"`
+	RecoveryKey string   `json:"recoveryKey"`
+	EscrowedAt  eim.Time `json:"escrowedAt"`
+}
+
+// recoveryKey answers the recovery key of the instance's encrypted disk
+// (EIM's own endpoint; the original had none), to administrators only
+// (eim-admin): it opens the disk without its TPM. Every read is an audit
+// record (kind recoverykey, action READ).
+func (h *handler) recoveryKey(w http.ResponseWriter, r *http.Request, c *call) error {
+	id, err := pathID(r, eim.KindInstance)
+	if err != nil {
+		return err
+	}
+	if !c.p.IsAdmin() {
+		return eim.Errorf(eim.EFORBIDDEN, "reading the recovery key of instance %s needs the %s role", id, eim.RoleAdmin)
+	}
+	if h.keys == nil {
+		return eim.Errorf(eim.EUNAVAILABLE, "provisioning is not running on this server")
+	}
+	k, err := h.keys.RecoveryKey(r.Context(), c.project, id)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	h.writeJSON(w, http.StatusOK, &recoveryKey{InstanceID: id, HostID: k.HostID, VolumeUUID: k.VolumeUUID, RecoveryKey: k.Key, EscrowedAt: k.EscrowedAt})
+	return nil
 }
 
 // reprovision retries the instance's failed provisioning: a new attempt of

@@ -101,7 +101,13 @@ func TestGetWorkflowAttests(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: GetWorkflow: %v", tt.name, err)
 			}
-			if resp.Msg.Disposition != provisioningv1.GetWorkflowResponse_DISPOSITION_RUN {
+			// The status does not stop provisioning; full-disk encryption
+			// without a TPM does (TestGetWorkflowChecksTPM).
+			if noTPM := tt.feature == sbFDE && tt.mb.GetTpm() == provisioningv1.MeasuredBoot_TPM_ABSENT; noTPM {
+				if resp.Msg.Disposition != provisioningv1.GetWorkflowResponse_DISPOSITION_FAILED {
+					t.Errorf("%s: got %v, want FAILED: full-disk encryption needs a TPM", tt.name, resp.Msg.Disposition)
+				}
+			} else if resp.Msg.Disposition != provisioningv1.GetWorkflowResponse_DISPOSITION_RUN {
 				t.Errorf("%s: got %v (%s), want RUN: the status says, it does not stop provisioning", tt.name, resp.Msg.Disposition, resp.Msg.Message)
 			}
 			got := e.getInstance(in.ResourceID)

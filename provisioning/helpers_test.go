@@ -243,7 +243,14 @@ func (e *env) getWorkflow(hostID string) *provisioningv1.GetWorkflowResponse {
 // state sb.
 func (e *env) getWorkflowSB(hostID string, sb provisioningv1.SecureBootState) *provisioningv1.GetWorkflowResponse {
 	e.t.Helper()
-	resp, err := e.svc.GetWorkflow(asNode(e.ctx, e.proj, hostID), connect.NewRequest(&provisioningv1.GetWorkflowRequest{AgentVersion: "test", SecureBoot: sb}))
+	return e.getWorkflowMB(hostID, sb, nil)
+}
+
+// getWorkflowMB asks for the workflow as a node reporting Secure Boot
+// state sb and the measured boot mb.
+func (e *env) getWorkflowMB(hostID string, sb provisioningv1.SecureBootState, mb *provisioningv1.MeasuredBoot) *provisioningv1.GetWorkflowResponse {
+	e.t.Helper()
+	resp, err := e.svc.GetWorkflow(asNode(e.ctx, e.proj, hostID), connect.NewRequest(&provisioningv1.GetWorkflowRequest{AgentVersion: "test", SecureBoot: sb, MeasuredBoot: mb}))
 	if err != nil {
 		e.t.Fatalf("GetWorkflow: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
+	"github.com/eimhq/eim/seal"
 	"github.com/eimhq/eim/southbound"
 )
 
@@ -67,6 +68,9 @@ type Options struct {
 	// LogCap bounds a workflow's log (default 1 MiB): the oldest output is
 	// dropped first; transitions are always kept.
 	LogCap int
+	// SecretsKey seals the recovery keys of encrypted disks; without it
+	// nodes cannot escrow one, and full-disk encryption fails.
+	SecretsKey *seal.Key
 }
 
 // Service implements the provisioning and host southbound services.
@@ -84,6 +88,7 @@ type Service struct {
 	direct   bool
 	// instances remembers host ID → instance ID (see instanceOf).
 	instances sync.Map
+	secrets   *seal.Key
 	// served are the EFI binaries of the artifacts directory, which
 	// measured boots are checked against.
 	served *servedArtifacts
@@ -120,6 +125,7 @@ func New(opts Options) *Service {
 		timeouts: opts.ActionTimeouts,
 		scan:     opts.ScanInterval,
 		logCap:   opts.LogCap,
+		secrets:  opts.SecretsKey,
 		// A store that takes concurrent writers (PostgreSQL): calls that
 		// may write go straight to the batcher, which reads what they
 		// need anyway, instead of looking in a read-only transaction

@@ -6,6 +6,7 @@ import (
 	"mime/multipart"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,9 @@ const (
 	seedDir         = "/var/lib/cloud/seed/nocloud"
 	AgentConfigPath = "/etc/eim/agent.json"
 	agentBinary     = "/usr/local/bin/eim-agent"
+	// rootLabel is the label of the encrypted root the installed OS
+	// unlocks: the test OS's (osbuild.RootLabel).
+	rootLabel = "eim-root"
 )
 
 // Default action timeouts, as the original's (erase 560 s, image stream
@@ -58,6 +62,8 @@ func (s *Service) render(in renderInput) ([]eim.WorkflowAction, error) {
 			"url": in.OS.ImageURL, "sha256": strings.ToLower(in.OS.Sha256), "device": "",
 			"compression": "", "caCertPem": in.OS.TLSCaCert,
 		}},
+		// Full-disk encryption (between the image and what is written
+		// into it): inserted below when the instance asks for it.
 		{Name: "write-meta-data", Type: eim.ActionWriteFile, Params: map[string]string{
 			"device": "", "partition": "0", "path": seedDir + "/meta-data", "content": metaData, "mode": "0644",
 		}},
@@ -69,6 +75,14 @@ func (s *Service) render(in renderInput) ([]eim.WorkflowAction, error) {
 		}},
 		{Name: "set-boot-order", Type: eim.ActionSetBootOrder, Params: map[string]string{"device": "", "label": label}},
 		{Name: "reboot", Type: eim.ActionReboot},
+	}
+	if in.Instance.SecurityFeature == sbRequired {
+		// The root partition (the largest: the one written into below),
+		// found again at boot by its LUKS2 label.
+		enc := eim.WorkflowAction{Name: "encrypt-root", Type: eim.ActionEncryptRoot, Params: map[string]string{
+			"device": "", "partition": "0", "pcrs": fdePCRs, "label": rootLabel,
+		}}
+		actions = slices.Insert(actions, 2, enc)
 	}
 	for i := range actions {
 		actions[i].TimeoutSeconds = int(s.timeout(actions[i].Name, actions[i].Type) / time.Second)

@@ -41,7 +41,8 @@ func TestGetWorkflowChecksSecureBoot(t *testing.T) {
 		for _, tt := range tests {
 			h := e.host()
 			in := e.instance(h, os, func(in *eim.Instance) { in.SecurityFeature = tt.feature })
-			got := e.getWorkflowSB(h.ResourceID, tt.state)
+			// A node with a TPM: full-disk encryption can seal to it.
+			got := e.getWorkflowMB(h.ResourceID, tt.state, &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, Error: "not read in this test"})
 			inst, host := e.getInstance(in.ResourceID), e.getHost(h.ResourceID)
 			if tt.reason == "" {
 				if got.Disposition != provisioningv1.GetWorkflowResponse_DISPOSITION_RUN {
@@ -58,6 +59,81 @@ func TestGetWorkflowChecksSecureBoot(t *testing.T) {
 			}
 			if host.HostStatus != "SecureBoot status mismatch" || host.HostStatusIndicator != eim.StatusError {
 				t.Errorf("%s: host status %q %s, want \"SecureBoot status mismatch\" ERROR", tt.name, host.HostStatus, host.HostStatusIndicator)
+			}
+		}
+	})
+}
+
+// Full-disk encryption needs a TPM 2.0 to seal the disk's key to: an
+// instance asking for it on a node that reported none (or nothing: an
+// agent older than the report) fails before anything is written, the
+// instance saying why and the host "No TPM for full-disk encryption". With
+// a TPM the workflow encrypts the root right after the image is written,
+// sealing to PCR 7; an instance that does not ask has no such action.
+func TestGetWorkflowChecksTPM(t *testing.T) {
+	const (
+		sbFDE = eim.SecurityFeature("SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION")
+		none  = eim.SecurityFeature("SECURITY_FEATURE_NONE")
+	)
+	enabled, disabled := provisioningv1.SecureBootState_SECURE_BOOT_STATE_ENABLED, provisioningv1.SecureBootState_SECURE_BOOT_STATE_DISABLED
+	present := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, Error: "not read in this test"}
+	absent := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_ABSENT}
+	tests := []struct {
+		name    string
+		feature eim.SecurityFeature
+		sb      provisioningv1.SecureBootState
+		mb      *provisioningv1.MeasuredBoot
+		reason  string // "" when provisioning goes ahead
+		encrypt bool
+	}{
+		{"FDE with a TPM", sbFDE, enabled, present, "", true},
+		{"FDE without a TPM", sbFDE, enabled, absent, "the node has no TPM 2.0 to seal its disk key to", false},
+		{"FDE, TPM not reported", sbFDE, enabled, nil, "did not report its TPM", false},
+		{"none without a TPM", none, disabled, absent, "", false},
+		{"none with a TPM", none, disabled, present, "", false},
+	}
+	run(t, func(t *testing.T, e *env) {
+		os := e.os("https://images.example/ubuntu.raw.gz", goodSha)
+		for _, tt := range tests {
+			h := e.host()
+			in := e.instance(h, os, func(in *eim.Instance) { in.SecurityFeature = tt.feature })
+			got := e.getWorkflowMB(h.ResourceID, tt.sb, tt.mb)
+			inst, host := e.getInstance(in.ResourceID), e.getHost(h.ResourceID)
+			if tt.reason != "" {
+				const want = "No TPM for full-disk encryption: "
+				if got.Disposition != provisioningv1.GetWorkflowResponse_DISPOSITION_FAILED || !strings.HasPrefix(got.Message, want) || !strings.Contains(got.Message, tt.reason) {
+					t.Errorf("%s: got %v %q, want FAILED %q… with %q", tt.name, got.Disposition, got.Message, want, tt.reason)
+				}
+				if !strings.HasPrefix(inst.ProvisioningStatus, "Provisioning Failed: "+want) || inst.ProvisioningStatusIndicator != eim.StatusError {
+					t.Errorf("%s: instance status %q %s", tt.name, inst.ProvisioningStatus, inst.ProvisioningStatusIndicator)
+				}
+				if host.HostStatus != "No TPM for full-disk encryption" || host.HostStatusIndicator != eim.StatusError {
+					t.Errorf("%s: host status %q %s, want \"No TPM for full-disk encryption\" ERROR", tt.name, host.HostStatus, host.HostStatusIndicator)
+				}
+				continue
+			}
+			if got.Disposition != provisioningv1.GetWorkflowResponse_DISPOSITION_RUN {
+				t.Fatalf("%s: got %v (%s), want RUN", tt.name, got.Disposition, got.Message)
+			}
+			var names []string
+			var enc *provisioningv1.EncryptRoot
+			for _, a := range got.Workflow.GetActions() {
+				names = append(names, a.GetName())
+				if a.GetEncryptRoot() != nil {
+					enc = a.GetEncryptRoot()
+				}
+			}
+			if !tt.encrypt {
+				if enc != nil {
+					t.Errorf("%s: actions %q: an encrypt-root the instance does not ask for", tt.name, names)
+				}
+				continue
+			}
+			if len(names) < 3 || names[1] != "stream-image" || names[2] != "encrypt-root" || enc == nil {
+				t.Fatalf("%s: actions %q, want encrypt-root right after stream-image", tt.name, names)
+			}
+			if len(enc.GetPcrs()) != 1 || enc.GetPcrs()[0] != 7 || enc.GetLabel() != "eim-root" || enc.GetPartition() != 0 || enc.GetRecoveryKey() != "" {
+				t.Errorf("%s: encrypt-root %v, want PCR 7, label eim-root, the largest partition, no key", tt.name, enc)
 			}
 		}
 	})

@@ -26,6 +26,9 @@ type nodeState struct {
 	// secureBoot is the node's Secure Boot state, as its GetWorkflow
 	// reported it.
 	secureBoot provisioningv1.SecureBootState
+	// tpm says whether the node has a TPM 2.0, as its measured boot
+	// reported it.
+	tpm provisioningv1.MeasuredBoot_Tpm
 	// attest is the check of the measured boot the node reported with
 	// it; attested false when it reported none.
 	attest   verdict
@@ -159,6 +162,7 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 			return nil
 		}
 		st.secureBoot = req.Msg.GetSecureBoot()
+		st.tpm = req.Msg.GetMeasuredBoot().GetTpm()
 		st.attest, st.attested = v, attested
 		st.workflow, err = s.create(ctx, tx, st)
 		return err
@@ -249,10 +253,12 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 	if err == nil {
 		wf.Actions, err = s.render(input)
 	}
-	sbMismatch := false
+	refused := "" // the host's status when the node is refused
 	if err == nil {
 		if err = checkSecureBoot(in, st.secureBoot); err != nil {
-			sbMismatch = true
+			refused = SecureBootMismatch
+		} else if err = checkTPM(in, st.tpm); err != nil {
+			refused = NoTPMForFDE
 		}
 	}
 	if err != nil {
@@ -262,7 +268,7 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 		wf.State, wf.FinishedAt = eim.WorkflowFailed, now
 		wf.Message = eim.ErrorMessage(err)
 		what := "cannot render the workflow: "
-		if sbMismatch {
+		if refused != "" {
 			what = "refused: "
 		}
 		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Action: -1, Message: what + wf.Message})
@@ -278,9 +284,9 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 	if err := inventory.SetProvisioningStatus(ctx, tx, in, provisioningStatus(in)); err != nil {
 		return nil, fmt.Errorf("update instance: %w", err)
 	}
-	if sbMismatch {
+	if refused != "" {
 		// As the original's onboarding: the host shows the mismatch too.
-		if err := inventory.SetHostStatus(ctx, tx, st.host, inventory.StatusAt(SecureBootMismatch, eim.StatusError, now.Time)); err != nil {
+		if err := inventory.SetHostStatus(ctx, tx, st.host, inventory.StatusAt(refused, eim.StatusError, now.Time)); err != nil {
 			return nil, fmt.Errorf("update host: %w", err)
 		}
 	}
@@ -658,6 +664,10 @@ func toProto(wf *eim.Workflow) *provisioningv1.Workflow {
 			pa.Spec = &provisioningv1.Action_WriteAgentConfig{WriteAgentConfig: &provisioningv1.WriteAgentConfig{
 				Device: p["device"], Partition: parseUint(p["partition"], 10), Path: p["path"],
 			}}
+		case eim.ActionEncryptRoot:
+			pa.Spec = &provisioningv1.Action_EncryptRoot{EncryptRoot: &provisioningv1.EncryptRoot{
+				Device: p["device"], Partition: parseUint(p["partition"], 10), Pcrs: parseUints(p["pcrs"]), Label: p["label"],
+			}}
 		case eim.ActionSetBootOrder:
 			pa.Spec = &provisioningv1.Action_SetBootOrder{SetBootOrder: &provisioningv1.SetBootOrder{Device: p["device"], Label: p["label"]}}
 		case eim.ActionReboot:
@@ -672,4 +682,15 @@ func toProto(wf *eim.Workflow) *provisioningv1.Workflow {
 func parseUint(s string, base int) uint32 {
 	v, _ := strconv.ParseUint(s, base, 32)
 	return uint32(v)
+}
+
+// parseUints parses a stored list of numbers ("7,11").
+func parseUints(s string) []uint32 {
+	var out []uint32
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, parseUint(f, 10))
+		}
+	}
+	return out
 }

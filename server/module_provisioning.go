@@ -36,6 +36,10 @@ var provisioningOptions = &Part[provisioning.Options]{Name: "provisioning option
 		o.CACertPEM, o.CAFingerprint = b.ca.CACertPEM(), b.ca.Fingerprint()
 	}
 	o.SecureBootCert, o.RequireSecureBoot = b.sbCert, b.cfg.RequireSecureBoot
+	// Recovery keys of encrypted disks are sealed with the secrets key.
+	if o.SecretsKey, err = Use(b, secretsKey); err != nil {
+		return provisioning.Options{}, err
+	}
 	return o, nil
 }}
 

@@ -19,12 +19,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FSLabel returns the label of the ext2/3/4 or FAT file system at the start
-// of r, or "" when it is neither or has none.
+// FSLabel returns the label of the ext2/3/4 or FAT file system, or of the
+// LUKS2 volume (an encrypted root), at the start of r, or "" when it is
+// none of them or has none.
 func FSLabel(r io.ReaderAt) string {
 	b := make([]byte, 2048)
 	if n, _ := r.ReadAt(b, 0); n < len(b) {
 		return ""
+	}
+	// LUKS2: the magic, version 2, the label at 24 (48 bytes).
+	if string(b[:6]) == "LUKS\xba\xbe" && binary.BigEndian.Uint16(b[6:]) == 2 {
+		return cString(b[24:72])
 	}
 	// ext: the superblock at 1024, magic 0xEF53 at 56, s_volume_name at 120.
 	if sb := b[1024:]; binary.LittleEndian.Uint16(sb[56:]) == 0xEF53 {

@@ -24,11 +24,18 @@ func TestFSLabel(t *testing.T) {
 	copy(fat16[43:54], "EIMBOOT    ")
 	copy(fat16[54:62], "FAT16   ")
 	fat16[510], fat16[511] = 0x55, 0xaa
+	luks := make([]byte, 4096)
+	copy(luks, "LUKS\xba\xbe\x00\x02")
+	copy(luks[24:], "eim-root")
+	luks1 := slices.Clone(luks)
+	luks1[7] = 1
 	for name, c := range map[string]struct {
 		b    []byte
 		want string
 	}{
 		"ext4":  {ext, "eim-root"},
+		"luks2": {luks, "eim-root"},
+		"luks1": {luks1, ""},
 		"fat32": {fat32, "EIMBOOT"},
 		"fat16": {fat16, "EIMBOOT"},
 		"empty": {make([]byte, 4096), ""},

@@ -21,6 +21,8 @@ const (
 	initCAFile     = "/etc/eim/ca.crt"
 	initArtifactPK = "/etc/eim/artifacts.pub"
 	sysroot        = "/sysroot"
+	// rootMapping is the device-mapper name of the unlocked encrypted root.
+	rootMapping = "eim-root"
 )
 
 // pid1 is eim-agent as a machine's first process, in an initramfs built by
@@ -138,6 +140,19 @@ func nodeOS(ctx context.Context, cfg sysinit.Config, log *slog.Logger, out io.Wr
 		return err
 	}
 	if _, err := os.Stat(sysroot + "/etc"); err != nil {
+		if agent.IsLUKS2(dev) {
+			// The encrypted root (full-disk encryption): its key is sealed
+			// to the TPM. When it does not unseal, the error says why on
+			// the console; the agent's credentials are inside, so nothing
+			// else can be reported.
+			start := time.Now()
+			mapped, err := agent.UnlockRoot(dev, rootMapping)
+			if err != nil {
+				return err
+			}
+			log.Info("unlocked the encrypted root with the TPM", "device", dev, "mapping", mapped, "took", time.Since(start).Round(time.Millisecond))
+			dev = mapped
+		}
 		fstype, err := sysinit.Mount(dev, sysroot, 0)
 		if err != nil {
 			return err

@@ -140,6 +140,7 @@ Usage:
                                            edge workloads on devices (eim edgeworkload -h)
   eim instance log ID [-f]                 provisioning log; -f follows it to the end
   eim instance reprovision ID [-f]         retry a failed provisioning (new attempt); -f follows it
+  eim instance recovery-key ID             the recovery key of its encrypted disk (admins; audited)
   eim instance updates-summary [--filter F]  instances by OS update state, per OS profile
   eim connect token CLUSTER --out F | revoke CLUSTER | status [CLUSTER] | kubeconfig CLUSTER --out F
                                            an edge cluster's connect tunnel (eim connect -h)

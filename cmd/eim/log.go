@@ -203,3 +203,36 @@ func (p *logPrinter) endLine() {
 		p.midRaw = false
 	}
 }
+
+// instanceRecoveryKey runs "eim instance recovery-key ID": the recovery key
+// of the instance's encrypted disk (administrators only; the read is
+// audited).
+func (c *cli) instanceRecoveryKey(args []string) error {
+	fs := c.flagSet("eim instance recovery-key", "eim instance recovery-key ID",
+		"Print the recovery key of an instance's encrypted disk (SECURE_BOOT_AND_FULL_DISK_ENCRYPTION), which opens\n"+
+			"it when its TPM will not unseal the key (a changed Secure Boot configuration, a replaced board):\n"+
+			"  cryptsetup open DEVICE NAME    (type the key)\n"+
+			"Administrators (eim-admin) only; every read is recorded in the project's audit log.")
+	c.globalFlags(fs)
+	pos, err := c.parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("recovery-key", pos, 1, "one instance ID"); err != nil {
+		return err
+	}
+	cl, err := c.clientFor()
+	if err != nil {
+		return err
+	}
+	k, err := cl.RecoveryKey(c.ctx, c.g.project, pos[0])
+	if err != nil {
+		return err
+	}
+	if c.g.output == "json" {
+		return c.printJSON(k)
+	}
+	fmt.Fprintln(c.stdout, k.RecoveryKey)
+	fmt.Fprintf(c.stderr, "volume %s of host %s, escrowed %s; this read is in the audit log\n", k.VolumeUUID, k.HostID, k.EscrowedAt.Time.UTC().Format(time.RFC3339))
+	return nil
+}

@@ -65,6 +65,8 @@ func (c *cli) resource(n *noun, args []string) error {
 			return c.instanceLog(rest)
 		case "reprovision":
 			return c.instanceReprovision(rest)
+		case "recovery-key":
+			return c.instanceRecoveryKey(rest)
 		case "updates-summary":
 			return c.instanceUpdatesSummary(rest)
 		}
@@ -101,6 +103,7 @@ func (n *noun) usage() string {
 	if n.kind == eim.KindInstance {
 		b.WriteString("  eim instance log ID [-f]   provisioning log (-f: follow until it ends)\n")
 		b.WriteString("  eim instance reprovision ID [-f]   retry a failed provisioning (-f: follow it)\n")
+		b.WriteString("  eim instance recovery-key ID   the recovery key of its encrypted disk (admins; audited)\n")
 		b.WriteString("  eim instance updates-summary [--filter F]   instances by OS update state, per OS profile\n")
 	}
 	if len(n.flags) > 0 {

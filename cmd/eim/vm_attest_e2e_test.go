@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -46,12 +48,12 @@ func useSnakeoilKey(t *testing.T, dataDir string) {
 }
 
 // secureBootFirmware is OVMF with Secure Boot enforced (SMM, secure
-// flash, the snakeoil variables), a TPM 2.0 (swtpm, a fresh state) and a
+// flash, the snakeoil variables), a TPM 2.0 when withTPM (swtpm, a fresh state) and a
 // USB stick (a FAT file system) holding ipxe — the signed iPXE "eim microos
 // build" wrote — as \EFI\BOOT\BOOTX64.EFI. iPXE then boots
 // from the network as the ROM does for the other VMs (DHCP's boot file is
 // the boot script). The NIC has no option ROM: it would not be signed.
-func secureBootFirmware(t *testing.T, ipxe string) firmware {
+func secureBootFirmware(t *testing.T, ipxe string, withTPM bool) firmware {
 	t.Helper()
 	for _, f := range []string{ovmfSecureCode, ovmfSnakeVars, ipxe} {
 		if _, err := os.Stat(f); err != nil {
@@ -73,8 +75,7 @@ func secureBootFirmware(t *testing.T, ipxe string) firmware {
 	if err := os.WriteFile(filepath.Join(esp, "BOOTX64.EFI"), mustRead(t, ipxe), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sock := startSwtpm(t, dir)
-	return firmware{args: []string{
+	fw := firmware{args: []string{
 		"-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on",
 		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + ovmfSecureCode,
 		"-drive", "if=pflash,format=raw,unit=1,file=" + vars,
@@ -84,9 +85,13 @@ func secureBootFirmware(t *testing.T, ipxe string) firmware {
 		// OVMF would put the stick before the entry provisioning writes.
 		"-device", "qemu-xhci,id=xhci", "-device", "usb-storage,bus=xhci.0,drive=esp,removable=on",
 		"-global", "virtio-net-pci.romfile=",
-		"-chardev", "socket,id=chrtpm,path=" + sock,
-		"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0",
 	}}
+	if withTPM {
+		sock := startSwtpm(t, dir)
+		fw.args = append(fw.args, "-chardev", "socket,id=chrtpm,path="+sock,
+			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0")
+	}
+	return fw
 }
 
 // startSwtpm runs swtpm as a TPM 2.0 with its state in dir until the test
@@ -129,24 +134,14 @@ func startSwtpm(t *testing.T, dir string) string {
 // runs the signed iPXE, which loads the signed micro-OS kernel; the
 // micro-OS reports the TPM's PCRs and the firmware's event log, and the
 // instance shows attestation "Verified": the log replays to the PCRs and
-// PCR 4 holds exactly the iPXE and kernel the server serves. (The VM does
-// not get to RUNNING: the test OS's boot loader is not signed, so the
-// firmware refuses the installed disk.)
+// PCR 4 holds exactly the iPXE and kernel the server serves. The workflow
+// encrypts the installed root (LUKS2, its key sealed to the TPM's PCR 7),
+// the firmware boots the installed disk's signed loader, the test OS
+// unlocks its root with the TPM and reports in: RUNNING, Verified kept,
+// and the disk checked from outside (checkEncryptedDisk).
 func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int) {
 	ctx := context.Background()
-	uuid, serial := fmt.Sprintf("4c4c4544-0045-4910-8000-%012d", n), fmt.Sprintf("EIMVM%04d", n)
-	h, err := s.admin.RegisterHost(ctx, eim.DefaultProject, client.HostRegistration{Name: name, UUID: uuid, SerialNumber: serial, AutoOnboard: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in eim.Instance
-	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindInstance, &eim.Instance{
-		Name: name, Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID,
-		SecurityFeature: "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION",
-	}, &in); err != nil {
-		t.Fatal(err)
-	}
-	vm := startVM(t, logDir, name, bootURL, uuid, serial, fw)
+	_, in, vm := startInstanceVM(t, s, logDir, bootURL, osID, name, fw, n, sbFDE)
 	deadline := time.Now().Add(8 * time.Minute)
 	var gi eim.Instance
 	for {
@@ -192,5 +187,81 @@ func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string,
 		t.Errorf("attestation %q once RUNNING, want Verified kept", gi.TrustedAttestationStatus)
 	}
 	t.Logf("%s: power-on to instance RUNNING: %s", name, time.Since(vm.start).Round(100*time.Millisecond))
+	// Full-disk encryption: the installed OS unlocked its root with the
+	// key its TPM unsealed, nobody typing anything.
+	if cons := string(mustRead(t, vm.log)); !strings.Contains(cons, "unlocked the encrypted root with the TPM") {
+		t.Errorf("the installed OS did not say it unlocked its encrypted root with the TPM; serial console in %s", vm.log)
+	}
 	vm.stop()
+	checkEncryptedDisk(t, s, vm.disk, in.ResourceID)
+}
+
+// checkEncryptedDisk checks from outside, with cryptsetup, the disk of an
+// instance of SECURE_BOOT_AND_FULL_DISK_ENCRYPTION after its run: the root
+// partition is LUKS2 with two keyslots (the TPM's, the recovery key's) and
+// the eim-tpm2 token, and the recovery key the API gives an administrator
+// opens it.
+func checkEncryptedDisk(t *testing.T, s *day0Server, disk, instanceID string) {
+	t.Helper()
+	start := time.Now()
+	if _, err := exec.LookPath("cryptsetup"); err != nil {
+		t.Fatal("cryptsetup is not installed (.ci/run installs Debian's cryptsetup-bin)")
+	}
+	// The root partition (the test OS's second GPT entry) as a file of
+	// its own: cryptsetup reads a LUKS2 header at the start.
+	b := mustRead(t, disk)
+	ent := b[2*512+128:]
+	first, last := binary.LittleEndian.Uint64(ent[32:]), binary.LittleEndian.Uint64(ent[40:])
+	if first == 0 || last < first || int((last+1)*512) > len(b) {
+		t.Fatalf("disk %s: no second partition in its GPT (%d–%d)", disk, first, last)
+	}
+	part := filepath.Join(t.TempDir(), "root.img")
+	if err := os.WriteFile(part, b[first*512:(last+1)*512], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("cryptsetup", "--disable-locks", "luksDump", part).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cryptsetup luksDump of the installed root: %v\n%s", err, out)
+	}
+	dump := string(out)
+	ctx := context.Background()
+	// The key as an administrator reads it: eim instance recovery-key.
+	cli := cliRunner{t: t, url: s.api, tokenFile: writeToken(t, strings.TrimSpace(string(mustRead(t, filepath.Join(s.dataDir, adminTokenFile)))))}
+	var k client.RecoveryKey
+	cli.json(&k, "instance", "recovery-key", instanceID)
+	if k.RecoveryKey == "" || k.InstanceID != instanceID {
+		t.Fatalf("eim instance recovery-key %s: got %+v", instanceID, k)
+	}
+	for _, re := range []string{`(?m)^Version:\s+2$`, `(?m)^Label:\s+eim-root$`, `(?m)^UUID:\s+` + regexp.QuoteMeta(k.VolumeUUID) + `$`,
+		`(?m)^\s+0: luks2$`, `(?m)^\s+1: luks2$`, `(?m)^\s+0: eim-tpm2$`, `(?m)^\s+cipher:\s+aes-xts-plain64$`} {
+		if !regexp.MustCompile(re).MatchString(dump) {
+			t.Errorf("cryptsetup luksDump of the installed root does not match %s:\n%s", re, dump)
+		}
+	}
+	if regexp.MustCompile(`(?m)^\s+2: luks2$`).MatchString(dump) {
+		t.Errorf("more than two keyslots:\n%s", dump)
+	}
+	open := func(key string) error {
+		cmd := exec.Command("cryptsetup", "--disable-locks", "open", "--test-passphrase", "--key-file", "-", part)
+		cmd.Stdin = strings.NewReader(key)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	if err := open(k.RecoveryKey); err != nil {
+		t.Errorf("cryptsetup open --test-passphrase with the escrowed recovery key: %v", err)
+	}
+	if err := open("not-" + k.RecoveryKey); err == nil {
+		t.Error("cryptsetup opens the root with a wrong key")
+	}
+	// The read is in the audit log, by the administrator.
+	page, err := s.admin.Audit(ctx, eim.DefaultProject, `kind = "recoverykey" AND action = "READ" AND resourceId = "`+instanceID+`"`, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Records) != 1 {
+		t.Errorf("audit records of the recovery key's read: %d, want 1", len(page.Records))
+	}
+	t.Logf("the installed root is LUKS2 (volume %s) and opens with the escrowed recovery key (checked in %s)", k.VolumeUUID, time.Since(start).Round(100*time.Millisecond))
 }

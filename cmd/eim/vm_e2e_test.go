@@ -84,10 +84,17 @@ func TestVMDay0(t *testing.T) {
 		vm.stop()
 	})
 	t.Run("secure-boot-required-uefi", func(t *testing.T) {
-		secureBootMismatchVM(t, s, logDir, bootURL, osID, "sb-required-uefi", uefiFirmware(t), 4)
+		// OVMF_VARS_4M.fd has no platform key: the firmware is in setup
+		// mode, which enforces nothing.
+		refusedVM(t, s, logDir, bootURL, osID, "sb-required-uefi", uefiFirmware(t), 4, "SecureBoot status mismatch", "setup mode")
 	})
 	t.Run("secure-boot-attested-uefi", func(t *testing.T) {
-		attestedVM(t, s, logDir, bootURL, osID, "sb-attested-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi")), 5)
+		attestedVM(t, s, logDir, bootURL, osID, "sb-attested-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi"), true), 5)
+	})
+	t.Run("secure-boot-fde-no-tpm-uefi", func(t *testing.T) {
+		// Secure Boot enforced, no TPM to seal the disk key to.
+		refusedVM(t, s, logDir, bootURL, osID, "sb-no-tpm-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi"), false), 6,
+			"No TPM for full-disk encryption", "has no TPM 2.0")
 	})
 	t.Logf("VM test total %s", time.Since(total).Round(time.Second))
 }
@@ -137,13 +144,55 @@ func startVMEnv(t *testing.T, extra ...string) *vmEnv {
 	return &vmEnv{s: s, cli: cli, logDir: logDir, bootURL: fmt.Sprintf("http://%s:%d/boot/boot.ipxe", vmHost, apiPort), osID: osID}
 }
 
-// secureBootMismatchVM: an instance asking for Secure Boot and full-disk
-// encryption, on a UEFI VM whose firmware does not enforce Secure Boot
-// (OVMF with empty variables: setup mode),
-// fails provisioning before anything is written: the micro-OS reports the
-// state it read from efivarfs, and the host and instance show the
-// original's "SecureBoot status mismatch" with the reason.
-func secureBootMismatchVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int) {
+// refusedVM: an instance asking for Secure Boot and full-disk encryption,
+// on a VM that cannot have them, fails provisioning before anything is
+// written: the micro-OS reports what it found, and the host shows
+// hostStatus and the instance "Provisioning Failed: <hostStatus>: …"
+// naming why (reason).
+func refusedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int, hostStatus, reason string) {
+	ctx := context.Background()
+	h, in, vm := startInstanceVM(t, s, logDir, bootURL, osID, name, fw, n, sbFDE)
+	deadline := time.Now().Add(5 * time.Minute)
+	var gi eim.Instance
+	for !strings.HasPrefix(gi.ProvisioningStatus, "Provisioning Failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: instance %s did not fail with %q (%q); serial console in %s", time.Since(vm.start).Round(time.Second), in.ResourceID, hostStatus, gi.ProvisioningStatus, vm.log)
+		}
+		if err := vm.exited(); err != nil {
+			t.Fatalf("the VM stopped: %v; serial console in %s", err, vm.log)
+		}
+		time.Sleep(250 * time.Millisecond)
+		if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, in.ResourceID, &gi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "Provisioning Failed: " + hostStatus + ": "
+	if !strings.HasPrefix(gi.ProvisioningStatus, want) || !strings.Contains(gi.ProvisioningStatus, reason) {
+		t.Errorf("instance status %q, want %q… naming %q", gi.ProvisioningStatus, want, reason)
+	}
+	var gh eim.Host
+	if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, h.ResourceID, &gh); err != nil {
+		t.Fatal(err)
+	}
+	if gh.HostStatus != hostStatus {
+		t.Errorf("host status %q, want %q", gh.HostStatus, hostStatus)
+	}
+	if cons := string(mustRead(t, vm.log)); strings.Contains(cons, "action=erase-disk") || strings.Contains(cons, "action=stream-image") {
+		t.Errorf("the micro-OS ran actions although provisioning was refused; console in %s", vm.log)
+	}
+	t.Logf("%s: power-on to %q shown: %s", name, hostStatus, time.Since(vm.start).Round(100*time.Millisecond))
+	vm.stop()
+}
+
+// sbFDE is the security feature that asks for Secure Boot and full-disk
+// encryption.
+const sbFDE = eim.SecurityFeature("SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION")
+
+// startInstanceVM registers a host for a VM with the n-th identity,
+// creates its instance of the test OS with the security feature, and powers
+// the VM on with an empty disk.
+func startInstanceVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int, feature eim.SecurityFeature) (*eim.Host, eim.Instance, *vm) {
+	t.Helper()
 	ctx := context.Background()
 	uuid, serial := fmt.Sprintf("4c4c4544-0045-4910-8000-%012d", n), fmt.Sprintf("EIMVM%04d", n)
 	h, err := s.admin.RegisterHost(ctx, eim.DefaultProject, client.HostRegistration{Name: name, UUID: uuid, SerialNumber: serial, AutoOnboard: true})
@@ -152,47 +201,11 @@ func secureBootMismatchVM(t *testing.T, s *day0Server, logDir, bootURL, osID, na
 	}
 	var in eim.Instance
 	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindInstance, &eim.Instance{
-		Name: name, Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID,
-		SecurityFeature: "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION",
+		Name: name, Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID, SecurityFeature: feature,
 	}, &in); err != nil {
 		t.Fatal(err)
 	}
-	vm := startVM(t, logDir, name, bootURL, uuid, serial, fw)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: instance %s did not fail for the Secure Boot mismatch; serial console in %s", time.Since(vm.start).Round(time.Second), in.ResourceID, vm.log)
-		}
-		if err := vm.exited(); err != nil {
-			t.Fatalf("the VM stopped: %v; serial console in %s", err, vm.log)
-		}
-		var gi eim.Instance
-		if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, in.ResourceID, &gi); err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(gi.ProvisioningStatus, "Provisioning Failed") {
-			const want = "Provisioning Failed: SecureBoot status mismatch: "
-			// OVMF_VARS_4M.fd has no platform key: the firmware is in
-			// setup mode, which enforces nothing.
-			if !strings.HasPrefix(gi.ProvisioningStatus, want) || !strings.Contains(gi.ProvisioningStatus, "setup mode") {
-				t.Fatalf("instance status %q, want %q… naming the firmware's setup mode", gi.ProvisioningStatus, want)
-			}
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	var gh eim.Host
-	if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, h.ResourceID, &gh); err != nil {
-		t.Fatal(err)
-	}
-	if gh.HostStatus != "SecureBoot status mismatch" {
-		t.Errorf("host status %q, want \"SecureBoot status mismatch\"", gh.HostStatus)
-	}
-	if cons := string(mustRead(t, vm.log)); strings.Contains(cons, "action=erase-disk") || strings.Contains(cons, "action=stream-image") {
-		t.Errorf("the micro-OS ran actions although provisioning was refused; console in %s", vm.log)
-	}
-	t.Logf("%s: power-on to the Secure Boot mismatch shown: %s", name, time.Since(vm.start).Round(100*time.Millisecond))
-	vm.stop()
+	return h, in, startVM(t, logDir, name, bootURL, uuid, serial, fw)
 }
 
 // provisionVM registers a host for a VM with the n-th identity, powers the
@@ -200,18 +213,7 @@ func secureBootMismatchVM(t *testing.T, s *day0Server, logDir, bootURL, osID, na
 // onboarded and running and its instance RUNNING.
 func provisionVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int) {
 	ctx := context.Background()
-	uuid, serial := fmt.Sprintf("4c4c4544-0045-4910-8000-%012d", n), fmt.Sprintf("EIMVM%04d", n)
-	h, err := s.admin.RegisterHost(ctx, eim.DefaultProject, client.HostRegistration{Name: name, UUID: uuid, SerialNumber: serial, AutoOnboard: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in eim.Instance
-	if err := s.admin.Create(ctx, eim.DefaultProject, eim.KindInstance, &eim.Instance{
-		Name: name, Kind: eim.InstanceKindMetal, HostID: h.ResourceID, OSID: osID,
-	}, &in); err != nil {
-		t.Fatal(err)
-	}
-	vm := startVM(t, logDir, name, bootURL, uuid, serial, fw)
+	h, in, vm := startInstanceVM(t, s, logDir, bootURL, osID, name, fw, n, "")
 	var hostOK, instOK bool
 	deadline := time.Now().Add(5 * time.Minute)
 	for !(hostOK && instOK) {
@@ -375,6 +377,7 @@ func buildStaticAgent(t *testing.T) string {
 type vm struct {
 	cmd   *exec.Cmd
 	log   string
+	disk  string // the raw disk image
 	start time.Time
 	done  chan error
 	err   error
@@ -414,7 +417,7 @@ func startVM(t *testing.T, logDir, name, bootURL, uuid, serial string, fw firmwa
 	args = append(args, fw.args...)
 	cmd := exec.Command("qemu-system-x86_64", args...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
-	v := &vm{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	v := &vm{cmd: cmd, log: logPath, disk: disk, done: make(chan error, 1)}
 	v.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start qemu: %v", err)

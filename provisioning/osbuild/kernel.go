@@ -35,15 +35,18 @@ import (
 // number generator (without one, or a CPU with RDRAND, the kernel's
 // generator can take minutes to be seeded, and TLS waits for it), the
 // common wired NICs and disk controllers of edge hardware, and the file
-// systems provisioning writes into, and efivarfs (the boot entry of the
-// installed disk on UEFI machines). Names the kernel lacks, or has built
-// in, are skipped.
+// systems provisioning writes into, efivarfs (the boot entry of the
+// installed disk on UEFI machines), and device-mapper's dm-crypt with
+// aes-xts (full-disk encryption: the micro-OS encrypts the root, the test
+// OS unlocks it; no modprobe loads the crypto templates on demand). Names
+// the kernel lacks, or has built in, are skipped.
 var DefaultModules = []string{
 	"virtio_pci", "virtio_net", "virtio_blk", "virtio_scsi", "virtio_rng",
 	"e1000", "e1000e", "igb", "igc", "ixgbe", "r8169", "tg3",
 	"ahci", "nvme", "sd_mod",
 	"crc32c_generic", "crc32c_intel", "ext4", "vfat", "nls_cp437", "nls_utf8", "nls_iso8859_1",
 	"efivarfs",
+	"dm_mod", "dm_crypt", "ecb", "xts", "aesni_intel",
 }
 
 // Kernel is a kernel image and the modules built for it.

@@ -63,12 +63,17 @@ type TestOS struct {
 // marked legacy-BIOS-bootable) holding syslinux for BIOS and for UEFI
 // (\EFI\BOOT\BOOTX64.EFI), the kernel and the initramfs, then the root
 // file system (ext4, labelled RootLabel), the largest partition, where
-// provisioning writes. The same image boots on BIOS and UEFI machines.
+// provisioning writes, with 16 MiB free after it in its partition (where
+// full-disk encryption puts the LUKS2 header, moving the file system up).
+// The same image boots on BIOS and UEFI machines.
 const (
 	sector    = 512
 	firstLBA  = 2048 // partitions start at 1 MiB
 	mib       = 1 << 20
 	fatVolume = "45494d42"
+	// luksHeaderRoom is the size of a LUKS2 header and keyslots area
+	// (luks2.DataOffset), left free at the end of the root partition.
+	luksHeaderRoom = 16 * mib
 )
 
 // syslinuxCfg boots the kernel with the initramfs at once, on the serial
@@ -219,6 +224,10 @@ func BuildTestOS(ctx context.Context, opts TestOSOptions) (*TestOS, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The root partition leaves luksHeaderRoom free after the file
+	// system: the room full-disk encryption takes for the LUKS2 header
+	// when it encrypts the root in place (it moves the file system up).
+	root = append(root, make([]byte, luksHeaderRoom)...)
 	disk := assembleGPT(mbr, []gptPart{
 		{typ: typeESP, name: "EIM boot", attrs: gptAttrLegacyBoot, data: boot},
 		{typ: typeLinux, name: RootLabel, data: root},

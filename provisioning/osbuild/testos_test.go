@@ -53,6 +53,13 @@ func TestBuildTestOS(t *testing.T) {
 	if got := sysinit.FSLabel(bytes.NewReader(disk[rootLBA*512:])); got != RootLabel {
 		t.Errorf("root label %q, want %q", got, RootLabel)
 	}
+	// Full-disk encryption needs 16 MiB after the file system for the
+	// LUKS2 header.
+	sb := disk[rootLBA*512+1024:]
+	fsBytes := uint64(binary.LittleEndian.Uint32(sb[4:])) << (10 + binary.LittleEndian.Uint32(sb[24:]))
+	if free := rootN*512 - fsBytes; free < 16<<20 {
+		t.Errorf("root partition: %d bytes free after the file system, want at least 16 MiB", free)
+	}
 	if got := sysinit.FSLabel(bytes.NewReader(disk[bootLBA*512:])); got != "EIMBOOT" {
 		t.Errorf("boot label %q", got)
 	}

@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"WebhookQueue", testWebhookQueue},
 		{"TenantRecords", testTenantRecords},
 		{"BMCs", testBMCs},
+		{"RecoveryKeys", testRecoveryKeys},
 		{"EdgeWorkloads", testEdgeWorkloads},
 		{"EdgeWorkloadDeleteRaces", testEdgeWorkloadDeleteRaces},
 		{"EdgeWorkloadRollouts", testEdgeWorkloadRollouts},

@@ -282,6 +282,18 @@ func sharedSchemas(into *obj) {
 		),
 		"required", []string{"instanceId", "workflowId", "attempt", "state", "totalActions", "entries", "next"},
 	))
+	into.set("RecoveryKey", o(
+		"type", "object",
+		"description", "The escrowed recovery key of an instance's encrypted disk.",
+		"properties", o(
+			"instanceId", o("type", "string", "pattern", idPattern(eim.KindInstance), "description", "The instance."),
+			"hostId", o("type", "string", "description", "The host whose node escrowed it."),
+			"volumeUuid", o("type", "string", "description", "The LUKS2 UUID of the volume it opens (cryptsetup luksUUID)."),
+			"recoveryKey", o("type", "string", "description", "The passphrase of the volume's recovery keyslot."),
+			"escrowedAt", o("type", "string", "format", "date-time", "description", "When the node escrowed it."),
+		),
+		"required", []string{"instanceId", "hostId", "volumeUuid", "recoveryKey", "escrowedAt"},
+	))
 	into.set("ListProjectsResponse", o(
 		"type", "object",
 		"description", "The projects the caller may read (all of them for eim-admin).",

@@ -124,6 +124,17 @@ func addOperations(ps *pathSet) {
 			"entries; follow it with getProvisioningLog from `next`. An OS profile that still cannot be installed is a 400.",
 		params: []any{idParam(eim.KindInstance)},
 		ok:     okJSON("The new attempt.", ref("ProvisioningLog")), write: true})
+	ps.add("/compute/instances/{resourceId}/recoverykey", op{method: "get", id: "getInstanceRecoveryKey", tag: tagInstances,
+		summary: "Read the recovery key of an instance's encrypted disk",
+		desc: "EIM's own operation (the original had none). An instance of SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION " +
+			"has its root encrypted (LUKS2) by its node, which unlocks it at boot with a key sealed to its TPM; the node escrows a " +
+			"recovery key (a second keyslot) with EIM before it encrypts, kept sealed with the deployment's secrets key. This " +
+			"answers it, to administrators only (the eim-admin role; others get 403), and records every read in the project's " +
+			"audit log (kind recoverykey, action READ, the reader as principal). Open the disk with it when the TPM will not " +
+			"unseal (a changed Secure Boot configuration, a replaced board): `cryptsetup open DEVICE NAME` and type it. 404 when " +
+			"the instance has none (its disk is not encrypted, or its node has not escrowed one yet).",
+		params: []any{idParam(eim.KindInstance)},
+		ok:     okJSON("The recovery key.", ref("RecoveryKey"))})
 
 	osc := full
 	osc.listParams = queryParams

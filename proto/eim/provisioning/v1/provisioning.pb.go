@@ -631,6 +631,7 @@ type Action struct {
 	//	*Action_SetBootOrder
 	//	*Action_Reboot
 	//	*Action_WriteAgentConfig
+	//	*Action_EncryptRoot
 	Spec          isAction_Spec `protobuf_oneof:"spec"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -748,6 +749,15 @@ func (x *Action) GetWriteAgentConfig() *WriteAgentConfig {
 	return nil
 }
 
+func (x *Action) GetEncryptRoot() *EncryptRoot {
+	if x != nil {
+		if x, ok := x.Spec.(*Action_EncryptRoot); ok {
+			return x.EncryptRoot
+		}
+	}
+	return nil
+}
+
 type isAction_Spec interface {
 	isAction_Spec()
 }
@@ -776,6 +786,10 @@ type Action_WriteAgentConfig struct {
 	WriteAgentConfig *WriteAgentConfig `protobuf:"bytes,15,opt,name=write_agent_config,json=writeAgentConfig,proto3,oneof"`
 }
 
+type Action_EncryptRoot struct {
+	EncryptRoot *EncryptRoot `protobuf:"bytes,16,opt,name=encrypt_root,json=encryptRoot,proto3,oneof"`
+}
+
 func (*Action_EraseDisk) isAction_Spec() {}
 
 func (*Action_StreamImage) isAction_Spec() {}
@@ -787,6 +801,8 @@ func (*Action_SetBootOrder) isAction_Spec() {}
 func (*Action_Reboot) isAction_Spec() {}
 
 func (*Action_WriteAgentConfig) isAction_Spec() {}
+
+func (*Action_EncryptRoot) isAction_Spec() {}
 
 // EraseDisk wipes partition tables and filesystem signatures.
 type EraseDisk struct {
@@ -1058,6 +1074,104 @@ func (x *WriteAgentConfig) GetPath() string {
 	return ""
 }
 
+// EncryptRoot encrypts the installed system's root partition (LUKS2,
+// aes-xts-plain64) in place, for an instance that asks for full-disk
+// encryption: the agent makes a volume key, a key sealed to the node's TPM
+// 2.0 under a policy of the PCRs named (keyslot 0, unlocked by the installed
+// OS at boot) and a recovery key (keyslot 1, escrowed first through
+// EscrowRecoveryKey), then writes the file system back through the
+// encrypted mapping. The file system must leave 16 MiB free at the end of
+// its partition for the LUKS2 header. Later WriteFile actions into the
+// partition go through the mapping, unlocked with the TPM.
+type EncryptRoot struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Device string                 `protobuf:"bytes,1,opt,name=device,proto3" json:"device,omitempty"`
+	// Partition number on device (1-based); 0 = the largest partition.
+	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// SHA-256 PCRs the TPM key is sealed to (7: the Secure Boot state).
+	Pcrs []uint32 `protobuf:"varint,3,rep,packed,name=pcrs,proto3" json:"pcrs,omitempty"`
+	// The LUKS2 label, which the installed OS finds its root by.
+	Label string `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	// Filled in by the agent once it escrowed them (a server leaves them
+	// empty): the recovery key and the volume's UUID.
+	RecoveryKey   string `protobuf:"bytes,5,opt,name=recovery_key,json=recoveryKey,proto3" json:"recovery_key,omitempty"`
+	VolumeUuid    string `protobuf:"bytes,6,opt,name=volume_uuid,json=volumeUuid,proto3" json:"volume_uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncryptRoot) Reset() {
+	*x = EncryptRoot{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncryptRoot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncryptRoot) ProtoMessage() {}
+
+func (x *EncryptRoot) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncryptRoot.ProtoReflect.Descriptor instead.
+func (*EncryptRoot) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EncryptRoot) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *EncryptRoot) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *EncryptRoot) GetPcrs() []uint32 {
+	if x != nil {
+		return x.Pcrs
+	}
+	return nil
+}
+
+func (x *EncryptRoot) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *EncryptRoot) GetRecoveryKey() string {
+	if x != nil {
+		return x.RecoveryKey
+	}
+	return ""
+}
+
+func (x *EncryptRoot) GetVolumeUuid() string {
+	if x != nil {
+		return x.VolumeUuid
+	}
+	return ""
+}
+
 // SetBootOrder makes the firmware boot the installed disk next.
 type SetBootOrder struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1069,7 +1183,7 @@ type SetBootOrder struct {
 
 func (x *SetBootOrder) Reset() {
 	*x = SetBootOrder{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1195,7 @@ func (x *SetBootOrder) String() string {
 func (*SetBootOrder) ProtoMessage() {}
 
 func (x *SetBootOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1208,7 @@ func (x *SetBootOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBootOrder.ProtoReflect.Descriptor instead.
 func (*SetBootOrder) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{10}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetBootOrder) GetDevice() string {
@@ -1121,7 +1235,7 @@ type Reboot struct {
 
 func (x *Reboot) Reset() {
 	*x = Reboot{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1247,7 @@ func (x *Reboot) String() string {
 func (*Reboot) ProtoMessage() {}
 
 func (x *Reboot) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1260,7 @@ func (x *Reboot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reboot.ProtoReflect.Descriptor instead.
 func (*Reboot) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{11}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
 }
 
 type ReportActionRequest struct {
@@ -1172,7 +1286,7 @@ type ReportActionRequest struct {
 
 func (x *ReportActionRequest) Reset() {
 	*x = ReportActionRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1298,7 @@ func (x *ReportActionRequest) String() string {
 func (*ReportActionRequest) ProtoMessage() {}
 
 func (x *ReportActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1311,7 @@ func (x *ReportActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionRequest.ProtoReflect.Descriptor instead.
 func (*ReportActionRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportActionRequest) GetWorkflowId() string {
@@ -1267,7 +1381,7 @@ type ReportActionResponse struct {
 
 func (x *ReportActionResponse) Reset() {
 	*x = ReportActionResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1393,7 @@ func (x *ReportActionResponse) String() string {
 func (*ReportActionResponse) ProtoMessage() {}
 
 func (x *ReportActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1406,7 @@ func (x *ReportActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionResponse.ProtoReflect.Descriptor instead.
 func (*ReportActionResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReportActionResponse) GetCancel() bool {
@@ -1312,7 +1426,7 @@ type ReportActionsRequest struct {
 
 func (x *ReportActionsRequest) Reset() {
 	*x = ReportActionsRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1438,7 @@ func (x *ReportActionsRequest) String() string {
 func (*ReportActionsRequest) ProtoMessage() {}
 
 func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1451,7 @@ func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionsRequest.ProtoReflect.Descriptor instead.
 func (*ReportActionsRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{14}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReportActionsRequest) GetReports() []*ReportActionRequest {
@@ -1358,7 +1472,7 @@ type ReportActionsResponse struct {
 
 func (x *ReportActionsResponse) Reset() {
 	*x = ReportActionsResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1484,7 @@ func (x *ReportActionsResponse) String() string {
 func (*ReportActionsResponse) ProtoMessage() {}
 
 func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1497,7 @@ func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionsResponse.ProtoReflect.Descriptor instead.
 func (*ReportActionsResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{15}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportActionsResponse) GetCancel() bool {
@@ -1391,6 +1505,122 @@ func (x *ReportActionsResponse) GetCancel() bool {
 		return x.Cancel
 	}
 	return false
+}
+
+type EscrowRecoveryKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workflow and attempt of the EncryptRoot action.
+	WorkflowId string `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Attempt    uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Index      uint32 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// The recovery key: the passphrase of the volume's recovery keyslot, as
+	// an administrator types it into cryptsetup.
+	RecoveryKey string `protobuf:"bytes,4,opt,name=recovery_key,json=recoveryKey,proto3" json:"recovery_key,omitempty"`
+	// The UUID the LUKS2 header will carry, to tell disks apart.
+	VolumeUuid    string `protobuf:"bytes,5,opt,name=volume_uuid,json=volumeUuid,proto3" json:"volume_uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EscrowRecoveryKeyRequest) Reset() {
+	*x = EscrowRecoveryKeyRequest{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EscrowRecoveryKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EscrowRecoveryKeyRequest) ProtoMessage() {}
+
+func (x *EscrowRecoveryKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EscrowRecoveryKeyRequest.ProtoReflect.Descriptor instead.
+func (*EscrowRecoveryKeyRequest) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *EscrowRecoveryKeyRequest) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *EscrowRecoveryKeyRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *EscrowRecoveryKeyRequest) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *EscrowRecoveryKeyRequest) GetRecoveryKey() string {
+	if x != nil {
+		return x.RecoveryKey
+	}
+	return ""
+}
+
+func (x *EscrowRecoveryKeyRequest) GetVolumeUuid() string {
+	if x != nil {
+		return x.VolumeUuid
+	}
+	return ""
+}
+
+type EscrowRecoveryKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EscrowRecoveryKeyResponse) Reset() {
+	*x = EscrowRecoveryKeyResponse{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EscrowRecoveryKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EscrowRecoveryKeyResponse) ProtoMessage() {}
+
+func (x *EscrowRecoveryKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EscrowRecoveryKeyResponse.ProtoReflect.Descriptor instead.
+func (*EscrowRecoveryKeyResponse) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{18}
 }
 
 var File_eim_provisioning_v1_provisioning_proto protoreflect.FileDescriptor
@@ -1434,7 +1664,7 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x125\n" +
 	"\aactions\x18\x03 \x03(\v2\x1b.eim.provisioning.v1.ActionR\aactions\x12\x1f\n" +
 	"\vresume_from\x18\x04 \x01(\rR\n" +
-	"resumeFrom\"\x85\x04\n" +
+	"resumeFrom\"\xcc\x04\n" +
 	"\x06Action\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -1447,7 +1677,8 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"write_file\x18\f \x01(\v2\x1e.eim.provisioning.v1.WriteFileH\x00R\twriteFile\x12I\n" +
 	"\x0eset_boot_order\x18\r \x01(\v2!.eim.provisioning.v1.SetBootOrderH\x00R\fsetBootOrder\x125\n" +
 	"\x06reboot\x18\x0e \x01(\v2\x1b.eim.provisioning.v1.RebootH\x00R\x06reboot\x12U\n" +
-	"\x12write_agent_config\x18\x0f \x01(\v2%.eim.provisioning.v1.WriteAgentConfigH\x00R\x10writeAgentConfigB\x06\n" +
+	"\x12write_agent_config\x18\x0f \x01(\v2%.eim.provisioning.v1.WriteAgentConfigH\x00R\x10writeAgentConfig\x12E\n" +
+	"\fencrypt_root\x18\x10 \x01(\v2 .eim.provisioning.v1.EncryptRootH\x00R\vencryptRootB\x06\n" +
 	"\x04spec\"#\n" +
 	"\tEraseDisk\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\"\x91\x01\n" +
@@ -1466,7 +1697,15 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\x10WriteAgentConfig\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x12\n" +
-	"\x04path\x18\x03 \x01(\tR\x04path\"<\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\"\xb1\x01\n" +
+	"\vEncryptRoot\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\tR\x06device\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x12\n" +
+	"\x04pcrs\x18\x03 \x03(\rR\x04pcrs\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\tR\x05label\x12!\n" +
+	"\frecovery_key\x18\x05 \x01(\tR\vrecoveryKey\x12\x1f\n" +
+	"\vvolume_uuid\x18\x06 \x01(\tR\n" +
+	"volumeUuid\"<\n" +
 	"\fSetBootOrder\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\"\b\n" +
@@ -1486,7 +1725,16 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\x14ReportActionsRequest\x12B\n" +
 	"\areports\x18\x01 \x03(\v2(.eim.provisioning.v1.ReportActionRequestR\areports\"/\n" +
 	"\x15ReportActionsResponse\x12\x16\n" +
-	"\x06cancel\x18\x01 \x01(\bR\x06cancel*\xb5\x01\n" +
+	"\x06cancel\x18\x01 \x01(\bR\x06cancel\"\xaf\x01\n" +
+	"\x18EscrowRecoveryKeyRequest\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\rR\x05index\x12!\n" +
+	"\frecovery_key\x18\x04 \x01(\tR\vrecoveryKey\x12\x1f\n" +
+	"\vvolume_uuid\x18\x05 \x01(\tR\n" +
+	"volumeUuid\"\x1b\n" +
+	"\x19EscrowRecoveryKeyResponse*\xb5\x01\n" +
 	"\x0fSecureBootState\x12!\n" +
 	"\x1dSECURE_BOOT_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aSECURE_BOOT_STATE_NOT_UEFI\x10\x01\x12\x1e\n" +
@@ -1497,11 +1745,12 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\x18ACTION_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACTION_STATE_RUNNING\x10\x01\x12\x1a\n" +
 	"\x16ACTION_STATE_SUCCEEDED\x10\x02\x12\x17\n" +
-	"\x13ACTION_STATE_FAILED\x10\x032\xc4\x02\n" +
+	"\x13ACTION_STATE_FAILED\x10\x032\xb8\x03\n" +
 	"\x13ProvisioningService\x12`\n" +
 	"\vGetWorkflow\x12'.eim.provisioning.v1.GetWorkflowRequest\x1a(.eim.provisioning.v1.GetWorkflowResponse\x12c\n" +
 	"\fReportAction\x12(.eim.provisioning.v1.ReportActionRequest\x1a).eim.provisioning.v1.ReportActionResponse\x12f\n" +
-	"\rReportActions\x12).eim.provisioning.v1.ReportActionsRequest\x1a*.eim.provisioning.v1.ReportActionsResponseB?Z=github.com/eimhq/eim/proto/eim/provisioning/v1;provisioningv1b\x06proto3"
+	"\rReportActions\x12).eim.provisioning.v1.ReportActionsRequest\x1a*.eim.provisioning.v1.ReportActionsResponse\x12r\n" +
+	"\x11EscrowRecoveryKey\x12-.eim.provisioning.v1.EscrowRecoveryKeyRequest\x1a..eim.provisioning.v1.EscrowRecoveryKeyResponseB?Z=github.com/eimhq/eim/proto/eim/provisioning/v1;provisioningv1b\x06proto3"
 
 var (
 	file_eim_provisioning_v1_provisioning_proto_rawDescOnce sync.Once
@@ -1516,7 +1765,7 @@ func file_eim_provisioning_v1_provisioning_proto_rawDescGZIP() []byte {
 }
 
 var file_eim_provisioning_v1_provisioning_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_eim_provisioning_v1_provisioning_proto_goTypes = []any{
 	(SecureBootState)(0),                 // 0: eim.provisioning.v1.SecureBootState
 	(ActionState)(0),                     // 1: eim.provisioning.v1.ActionState
@@ -1532,12 +1781,15 @@ var file_eim_provisioning_v1_provisioning_proto_goTypes = []any{
 	(*StreamImage)(nil),                  // 11: eim.provisioning.v1.StreamImage
 	(*WriteFile)(nil),                    // 12: eim.provisioning.v1.WriteFile
 	(*WriteAgentConfig)(nil),             // 13: eim.provisioning.v1.WriteAgentConfig
-	(*SetBootOrder)(nil),                 // 14: eim.provisioning.v1.SetBootOrder
-	(*Reboot)(nil),                       // 15: eim.provisioning.v1.Reboot
-	(*ReportActionRequest)(nil),          // 16: eim.provisioning.v1.ReportActionRequest
-	(*ReportActionResponse)(nil),         // 17: eim.provisioning.v1.ReportActionResponse
-	(*ReportActionsRequest)(nil),         // 18: eim.provisioning.v1.ReportActionsRequest
-	(*ReportActionsResponse)(nil),        // 19: eim.provisioning.v1.ReportActionsResponse
+	(*EncryptRoot)(nil),                  // 14: eim.provisioning.v1.EncryptRoot
+	(*SetBootOrder)(nil),                 // 15: eim.provisioning.v1.SetBootOrder
+	(*Reboot)(nil),                       // 16: eim.provisioning.v1.Reboot
+	(*ReportActionRequest)(nil),          // 17: eim.provisioning.v1.ReportActionRequest
+	(*ReportActionResponse)(nil),         // 18: eim.provisioning.v1.ReportActionResponse
+	(*ReportActionsRequest)(nil),         // 19: eim.provisioning.v1.ReportActionsRequest
+	(*ReportActionsResponse)(nil),        // 20: eim.provisioning.v1.ReportActionsResponse
+	(*EscrowRecoveryKeyRequest)(nil),     // 21: eim.provisioning.v1.EscrowRecoveryKeyRequest
+	(*EscrowRecoveryKeyResponse)(nil),    // 22: eim.provisioning.v1.EscrowRecoveryKeyResponse
 }
 var file_eim_provisioning_v1_provisioning_proto_depIdxs = []int32{
 	0,  // 0: eim.provisioning.v1.GetWorkflowRequest.secure_boot:type_name -> eim.provisioning.v1.SecureBootState
@@ -1550,22 +1802,25 @@ var file_eim_provisioning_v1_provisioning_proto_depIdxs = []int32{
 	10, // 7: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
 	11, // 8: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
 	12, // 9: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
-	14, // 10: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
-	15, // 11: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
+	15, // 10: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
+	16, // 11: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
 	13, // 12: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
-	1,  // 13: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
-	16, // 14: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
-	4,  // 15: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
-	16, // 16: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
-	18, // 17: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
-	7,  // 18: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
-	17, // 19: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
-	19, // 20: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	14, // 13: eim.provisioning.v1.Action.encrypt_root:type_name -> eim.provisioning.v1.EncryptRoot
+	1,  // 14: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
+	17, // 15: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
+	4,  // 16: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
+	17, // 17: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
+	19, // 18: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
+	21, // 19: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:input_type -> eim.provisioning.v1.EscrowRecoveryKeyRequest
+	7,  // 20: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
+	18, // 21: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
+	20, // 22: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
+	22, // 23: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:output_type -> eim.provisioning.v1.EscrowRecoveryKeyResponse
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_eim_provisioning_v1_provisioning_proto_init() }
@@ -1580,6 +1835,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 		(*Action_SetBootOrder)(nil),
 		(*Action_Reboot)(nil),
 		(*Action_WriteAgentConfig)(nil),
+		(*Action_EncryptRoot)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1587,7 +1843,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_provisioning_v1_provisioning_proto_rawDesc), len(file_eim_provisioning_v1_provisioning_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

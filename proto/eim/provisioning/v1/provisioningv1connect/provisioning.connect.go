@@ -44,6 +44,9 @@ const (
 	// ProvisioningServiceReportActionsProcedure is the fully-qualified name of the
 	// ProvisioningService's ReportActions RPC.
 	ProvisioningServiceReportActionsProcedure = "/eim.provisioning.v1.ProvisioningService/ReportActions"
+	// ProvisioningServiceEscrowRecoveryKeyProcedure is the fully-qualified name of the
+	// ProvisioningService's EscrowRecoveryKey RPC.
+	ProvisioningServiceEscrowRecoveryKeyProcedure = "/eim.provisioning.v1.ProvisioningService/EscrowRecoveryKey"
 )
 
 // ProvisioningServiceClient is a client for the eim.provisioning.v1.ProvisioningService service.
@@ -62,6 +65,13 @@ type ProvisioningServiceClient interface {
 	// the reports of actions that ended within its report interval together,
 	// so quick actions cost one round trip and one write between them.
 	ReportActions(context.Context, *connect.Request[v1.ReportActionsRequest]) (*connect.Response[v1.ReportActionsResponse], error)
+	// EscrowRecoveryKey keeps the recovery key of the disk an EncryptRoot
+	// action is about to encrypt, sealed with the server's secrets key, for
+	// the instance's administrators. The agent calls it before it touches the
+	// disk and fails the action when it cannot: a disk whose only key is
+	// sealed to its TPM is lost with the TPM. A later call (the action run
+	// again) replaces the key.
+	EscrowRecoveryKey(context.Context, *connect.Request[v1.EscrowRecoveryKeyRequest]) (*connect.Response[v1.EscrowRecoveryKeyResponse], error)
 }
 
 // NewProvisioningServiceClient constructs a client for the eim.provisioning.v1.ProvisioningService
@@ -93,14 +103,21 @@ func NewProvisioningServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(provisioningServiceMethods.ByName("ReportActions")),
 			connect.WithClientOptions(opts...),
 		),
+		escrowRecoveryKey: connect.NewClient[v1.EscrowRecoveryKeyRequest, v1.EscrowRecoveryKeyResponse](
+			httpClient,
+			baseURL+ProvisioningServiceEscrowRecoveryKeyProcedure,
+			connect.WithSchema(provisioningServiceMethods.ByName("EscrowRecoveryKey")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // provisioningServiceClient implements ProvisioningServiceClient.
 type provisioningServiceClient struct {
-	getWorkflow   *connect.Client[v1.GetWorkflowRequest, v1.GetWorkflowResponse]
-	reportAction  *connect.Client[v1.ReportActionRequest, v1.ReportActionResponse]
-	reportActions *connect.Client[v1.ReportActionsRequest, v1.ReportActionsResponse]
+	getWorkflow       *connect.Client[v1.GetWorkflowRequest, v1.GetWorkflowResponse]
+	reportAction      *connect.Client[v1.ReportActionRequest, v1.ReportActionResponse]
+	reportActions     *connect.Client[v1.ReportActionsRequest, v1.ReportActionsResponse]
+	escrowRecoveryKey *connect.Client[v1.EscrowRecoveryKeyRequest, v1.EscrowRecoveryKeyResponse]
 }
 
 // GetWorkflow calls eim.provisioning.v1.ProvisioningService.GetWorkflow.
@@ -116,6 +133,11 @@ func (c *provisioningServiceClient) ReportAction(ctx context.Context, req *conne
 // ReportActions calls eim.provisioning.v1.ProvisioningService.ReportActions.
 func (c *provisioningServiceClient) ReportActions(ctx context.Context, req *connect.Request[v1.ReportActionsRequest]) (*connect.Response[v1.ReportActionsResponse], error) {
 	return c.reportActions.CallUnary(ctx, req)
+}
+
+// EscrowRecoveryKey calls eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey.
+func (c *provisioningServiceClient) EscrowRecoveryKey(ctx context.Context, req *connect.Request[v1.EscrowRecoveryKeyRequest]) (*connect.Response[v1.EscrowRecoveryKeyResponse], error) {
+	return c.escrowRecoveryKey.CallUnary(ctx, req)
 }
 
 // ProvisioningServiceHandler is an implementation of the eim.provisioning.v1.ProvisioningService
@@ -135,6 +157,13 @@ type ProvisioningServiceHandler interface {
 	// the reports of actions that ended within its report interval together,
 	// so quick actions cost one round trip and one write between them.
 	ReportActions(context.Context, *connect.Request[v1.ReportActionsRequest]) (*connect.Response[v1.ReportActionsResponse], error)
+	// EscrowRecoveryKey keeps the recovery key of the disk an EncryptRoot
+	// action is about to encrypt, sealed with the server's secrets key, for
+	// the instance's administrators. The agent calls it before it touches the
+	// disk and fails the action when it cannot: a disk whose only key is
+	// sealed to its TPM is lost with the TPM. A later call (the action run
+	// again) replaces the key.
+	EscrowRecoveryKey(context.Context, *connect.Request[v1.EscrowRecoveryKeyRequest]) (*connect.Response[v1.EscrowRecoveryKeyResponse], error)
 }
 
 // NewProvisioningServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -162,6 +191,12 @@ func NewProvisioningServiceHandler(svc ProvisioningServiceHandler, opts ...conne
 		connect.WithSchema(provisioningServiceMethods.ByName("ReportActions")),
 		connect.WithHandlerOptions(opts...),
 	)
+	provisioningServiceEscrowRecoveryKeyHandler := connect.NewUnaryHandler(
+		ProvisioningServiceEscrowRecoveryKeyProcedure,
+		svc.EscrowRecoveryKey,
+		connect.WithSchema(provisioningServiceMethods.ByName("EscrowRecoveryKey")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/eim.provisioning.v1.ProvisioningService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProvisioningServiceGetWorkflowProcedure:
@@ -170,6 +205,8 @@ func NewProvisioningServiceHandler(svc ProvisioningServiceHandler, opts ...conne
 			provisioningServiceReportActionHandler.ServeHTTP(w, r)
 		case ProvisioningServiceReportActionsProcedure:
 			provisioningServiceReportActionsHandler.ServeHTTP(w, r)
+		case ProvisioningServiceEscrowRecoveryKeyProcedure:
+			provisioningServiceEscrowRecoveryKeyHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -189,4 +226,8 @@ func (UnimplementedProvisioningServiceHandler) ReportAction(context.Context, *co
 
 func (UnimplementedProvisioningServiceHandler) ReportActions(context.Context, *connect.Request[v1.ReportActionsRequest]) (*connect.Response[v1.ReportActionsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.provisioning.v1.ProvisioningService.ReportActions is not implemented"))
+}
+
+func (UnimplementedProvisioningServiceHandler) EscrowRecoveryKey(context.Context, *connect.Request[v1.EscrowRecoveryKeyRequest]) (*connect.Response[v1.EscrowRecoveryKeyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey is not implemented"))
 }

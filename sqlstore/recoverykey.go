@@ -1,0 +1,96 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/eimhq/eim"
+)
+
+// Instances' recovery keys (eim.RecoveryKeyStore): the table
+// recovery_keys, scoped to the project like the resource tables (row-level
+// security on PostgreSQL). A put is audited with the key redacted, and so
+// is every read; neither puts an event in the change feed.
+
+var _ eim.RecoveryKeyStore = (*Store)(nil)
+
+// PutRecoveryKey implements eim.RecoveryKeyStore.
+func (s *Store) PutRecoveryKey(ctx context.Context, k *eim.RecoveryKey) error {
+	if k.Project == "" || k.InstanceID == "" {
+		return eim.Errorf(eim.EINVALID, "recovery key: project and instance required")
+	}
+	if k.SealedKey == "" {
+		return eim.Errorf(eim.EINVALID, "recovery key: sealed key required")
+	}
+	now := eim.NewTime(s.now())
+	return s.run(ctx, k.Project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		if !t.exists(ctx, "SELECT 1 FROM instances WHERE project = ? AND id = ?", k.Project, k.InstanceID) {
+			return eim.Errorf(eim.ENOTFOUND, "instance %s not found", k.InstanceID)
+		}
+		had := t.exists(ctx, "SELECT 1 FROM recovery_keys WHERE project = ? AND instance_id = ?", k.Project, k.InstanceID)
+		var err error
+		if had {
+			_, err = t.exec(ctx, "UPDATE recovery_keys SET host_id = ?, volume_uuid = ?, sealed_key = ?, escrowed_at = ? WHERE project = ? AND instance_id = ?",
+				k.HostID, k.VolumeUUID, k.SealedKey, now.UnixMilli(), k.Project, k.InstanceID)
+		} else {
+			_, err = t.exec(ctx, "INSERT INTO recovery_keys (project, instance_id, host_id, volume_uuid, sealed_key, escrowed_at) VALUES (?, ?, ?, ?, ?, ?)",
+				k.Project, k.InstanceID, k.HostID, k.VolumeUUID, k.SealedKey, now.UnixMilli())
+		}
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("put recovery key: %w", err), nil))
+		}
+		op := eim.OpCreated
+		if had {
+			op = eim.OpUpdated
+		}
+		t.addAudit(ctx, k.Project, eim.KindRecoveryKey, k.InstanceID, op, map[string]eim.Change{
+			"volumeUuid":  {Old: jsonNull, New: jsonString(k.VolumeUUID)},
+			"hostId":      {Old: jsonNull, New: jsonString(k.HostID)},
+			"recoveryKey": {Old: jsonNull, New: []byte(eim.Redacted)},
+		})
+		k.EscrowedAt = now
+		return nil
+	})
+}
+
+// ReadRecoveryKey implements eim.RecoveryKeyStore.
+func (s *Store) ReadRecoveryKey(ctx context.Context, project, instanceID string) (*eim.RecoveryKey, error) {
+	var k *eim.RecoveryKey
+	err := s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		k = nil
+		rows, err := t.query(ctx, "SELECT host_id, volume_uuid, sealed_key, escrowed_at FROM recovery_keys WHERE project = ? AND instance_id = ?", project, instanceID)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("read recovery key: %w", err), nil))
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var at int64
+			r := eim.RecoveryKey{Project: project, InstanceID: instanceID}
+			if err := rows.Scan(&r.HostID, &r.VolumeUUID, &r.SealedKey, &at); err != nil {
+				return t.fail(err)
+			}
+			r.EscrowedAt = eim.TimeFromUnixMilli(at)
+			k = &r
+		}
+		if err := rows.Err(); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("read recovery key: %w", err), nil))
+		}
+		if k == nil {
+			return eim.Errorf(eim.ENOTFOUND, "instance %s has no recovery key (not found, or its disk is not encrypted)", instanceID)
+		}
+		t.addAudit(ctx, project, eim.KindRecoveryKey, instanceID, eim.AuditRead, map[string]eim.Change{})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func jsonString(v string) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
