@@ -245,7 +245,8 @@ func (b *Builder) Workloads() (*workloads.Service, error) {
 			return nil, err
 		}
 		if b.edge, err = workloads.New(workloads.Options{Store: b.Store, FeedStore: b.Store, Inventory: b.Inventory,
-			Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: uploads}); err != nil {
+			Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: uploads,
+			RolloutTick: b.cfg.WorkloadsRolloutTick}); err != nil {
 			return nil, err
 		}
 	}
