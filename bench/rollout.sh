@@ -39,10 +39,12 @@ tick=${TICK:-10s}
 fail_timeout=${FAIL_TIMEOUT:-1m}
 kill_batch=${KILL_BATCH:-3}
 dir=$(mktemp -d)
-pgdb=; sampler=; simpid=
+pgdb=; sampler=; simpid=; observer=
 api=127.0.0.1:${API_PORT:-18180}; agent=127.0.0.1:${AGENT_PORT:-18543}
 db=(); store=$dir/data
 export SOUTH_MODULES=host,workloads
+# The PostgreSQL server is shared (100 connections): 4 processes of 8.
+export SOUTH_CONNS=${SOUTH_CONNS:-8}
 EIM_BENCH_SERVER_FLAGS="--workloads-rollout-tick $tick ${EIM_BENCH_SERVER_FLAGS:-}"
 CGO_ENABLED=0 go build -o "$dir/eim" ./cmd/eim
 CGO_ENABLED=0 go build -o "$dir/eim-agent" ./cmd/eim-agent
@@ -51,6 +53,7 @@ source bench/servers.sh
 cleanup() {
 	set +e
 	[ -n "$simpid" ] && kill "$simpid" 2>/dev/null && wait "$simpid" 2>/dev/null
+	[ -n "$observer" ] && kill "$observer" 2>/dev/null && wait "$observer" 2>/dev/null
 	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null
 	stop_servers
 	stop_lbs
@@ -64,13 +67,20 @@ if [ "$engine" = postgres ]; then
 	store="postgres://postgres@127.0.0.1:5432/$pgdb?sslmode=disable"
 	db=(--database "$store")
 fi
-# sql QUERY: rows as "a|b|…" lines, from the store the servers use.
+# sql QUERY: rows as "a|b|…" lines, from the store the servers use; tried
+# again for a minute (the shared PostgreSQL may be out of connections).
 sql() {
-	if [ "$engine" = postgres ]; then
-		psql -h 127.0.0.1 -U postgres -d "$pgdb" -qAtc "$1"
-	else
-		sqlite3 "$dir/data/eim.db" ".timeout 5000" "$1"
-	fi
+	local i
+	for i in $(seq 1 60); do
+		if [ "$engine" = postgres ]; then
+			psql -h 127.0.0.1 -U postgres -d "$pgdb" -qAtc "$1" 2>>"$dir/sql.log" && return 0
+		else
+			sqlite3 "$dir/data/eim.db" ".timeout 5000" "$1" 2>>"$dir/sql.log" && return 0
+		fi
+		sleep 1
+	done
+	echo "rollout: the store did not answer: $1" >&2
+	return 1
 }
 mkdir -p "$dir/boot"
 head -c 4096 /dev/urandom >"$dir/boot/os.img"
@@ -102,7 +112,7 @@ wl=http://$boot/v1/projects/default/edgeworkloads # a process with the workloads
 sample_servers >"$dir/samples.txt" &
 sampler=$!
 echo "engine: $engine; devices: $nodes (seeded) in $sites sites; heartbeats every ${interval}s; pod start $start_time ±50 %; rollout tick $tick"
-echo "$(describe_servers | sed "s/$south_modules/host,workloads/")"
+describe_servers
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$dir/seed.txt"
 
@@ -125,6 +135,15 @@ spec() { # TAG [POLICY]
 		"$1" "${2:+,\"rolloutPolicy\":$2}"
 }
 now() { date +%s.%N; }
+# sql1 QUERY: sql, tried once (the observer's checks; a missed poll is
+# counted as not checked).
+sql1() {
+	if [ "$engine" = postgres ]; then
+		psql -h 127.0.0.1 -U postgres -d "$pgdb" -qAtc "$1"
+	else
+		sqlite3 "$dir/data/eim.db" ".timeout 5000" "$1"
+	fi
+}
 # observe: the rollout polled every second, one line each in
 # observations.txt: "SENT REV STATE BATCH STARTED UPDATING DONE FAILED",
 # and the store's rows checked (violations.txt). Runs until killed.
@@ -135,18 +154,19 @@ observe() {
 		curl -fsS "${auth[@]}" "$wl/cam/rollout" 2>/dev/null |
 			jq -r --arg t "$t" '"\($t) \(.toRevision) \(.state) \(.batch) \(if .batchStarted then 1 else 0 end) \(.currentBatch.updating) \(.devices.done) \(.devices.failed)"' \
 				>>"$dir/observations.txt" 2>/dev/null || true
-		v=$(sql "SELECT t.host_id, d.batch, d.state, r.batch FROM edge_workload_targets t
+		v=$(sql1 "SELECT t.host_id, d.batch, d.state, r.batch FROM edge_workload_targets t
 			JOIN edge_workload_rollouts r ON r.project = t.project AND r.name = t.name
 			LEFT JOIN edge_workload_rollout_devices d ON d.project = t.project AND d.name = t.name AND d.host_id = t.host_id
-			WHERE t.name = 'cam' AND t.revision = r.to_revision AND (d.state IS NULL OR d.state = 'waiting' OR d.batch > r.batch)" 2>/dev/null) || v=
+			WHERE t.name = 'cam' AND t.revision = r.to_revision AND (d.state IS NULL OR d.state = 'waiting' OR d.batch > r.batch)" 2>/dev/null) &&
+			echo "$t" >>"$dir/checked.txt" || v=
 		[ -n "$v" ] && echo "$t outside a started batch: $v" >>"$dir/violations.txt"
-		v=$(sql "SELECT h.site_id, count(*) FROM edge_workload_rollout_devices d JOIN hosts h ON h.project = d.project AND h.id = d.host_id
+		v=$(sql1 "SELECT h.site_id, count(*) FROM edge_workload_rollout_devices d JOIN hosts h ON h.project = d.project AND h.id = d.host_id
 			WHERE d.name = 'cam' AND d.state = 'updating' GROUP BY h.site_id HAVING count(*) > $(( (nodes / sites + 9) / 10 ))" 2>/dev/null) || v=
 		[ -n "$v" ] && echo "$t over the budget: $v" >>"$dir/violations.txt"
 		sleep 1
 	done
 }
-: >"$dir/observations.txt"; : >"$dir/violations.txt"; : >"$dir/phases.txt"
+: >"$dir/observations.txt"; : >"$dir/violations.txt"; : >"$dir/phases.txt"; : >"$dir/checked.txt"
 latest() { tail -n 1 "$dir/observations.txt"; }
 # wait_state REV STATE: until the rollout of REV is STATE (fails on another
 # end state).
@@ -270,7 +290,7 @@ for rev in 2 3 4; do
 				rev, members, devs, outside, early, twice
 		}' "$dir/observations.txt" "$dir/batches$rev.txt" "$dir/deploys.txt"
 done
-echo "  the store's rows at each poll: $(grep -c outside "$dir/violations.txt" || true) polls with a device given the revision outside a started batch, $(grep -c budget "$dir/violations.txt" || true) with a site over its budget (of $(wc -l <"$dir/observations.txt") polls)"
+echo "  the store's rows at each poll: $(grep -c outside "$dir/violations.txt" || true) polls with a device given the revision outside a started batch, $(grep -c budget "$dir/violations.txt" || true) with a site over its budget (of $(wc -l <"$dir/checked.txt") polls checked; $(wc -l <"$dir/observations.txt") of the API)"
 
 echo
 echo "server resources (CPU seconds from /proc/PID/stat, peak RSS = VmHWM, sampled every second; the killed process until its death):"
