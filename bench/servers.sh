@@ -6,8 +6,8 @@
 # SOUTH unset or 0: one process with every module (the all-in-one shape).
 # SOUTH=N (PostgreSQL only): the modules apart, as a scaled-out deployment:
 #   core     --modules api,os,exporter on $api
-#   south1…N --modules onboarding,provisioning,host,maintenance,telemetry,
-#            each on ports of its own (API port + 10·i, agent port + 10·i),
+#   south1…N --modules onboarding,provisioning,host,maintenance,telemetry
+#            (or $SOUTH_MODULES), each on ports of its own (API port + 10·i, agent port + 10·i),
 #            behind round-robin TCP balancers (bench/lb) on $agent (the
 #            nodes' calls) and on $boot (the /boot/ artifacts).
 # Every process's CPU and memory are sampled every second (sample_servers).
@@ -15,7 +15,8 @@
 # to stay within PostgreSQL's 100 connections.
 
 south=${SOUTH:-0}
-south_modules=onboarding,provisioning,host,maintenance,telemetry
+# SOUTH_MODULES: the south processes' modules (bench/rollout.sh: host,workloads).
+south_modules=${SOUTH_MODULES:-onboarding,provisioning,host,maintenance,telemetry}
 boot=$api
 if [ "$south" -gt 0 ]; then
 	[ "$engine" = postgres ] || { echo "SOUTH=$south needs postgres: replicas share a PostgreSQL" >&2; exit 2; }

@@ -127,6 +127,11 @@ type Config struct {
 	OOBHTTPBootURL     string
 	OOBCallHomeTimeout time.Duration
 
+	// WorkloadsRolloutTick is how often the workloads module's targets
+	// loop steps the projects with a rollout in progress (zero: its
+	// default, 10 s; see workloads.Options.RolloutTick).
+	WorkloadsRolloutTick time.Duration
+
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.
 	Stdout io.Writer

@@ -30,7 +30,8 @@ var workloadsService = &Part[*workloads.Service]{Name: "workloads service", Buil
 		return nil, err
 	}
 	return workloads.New(workloads.Options{Store: b.Store, FeedStore: b.Store, Inventory: b.Inventory,
-		Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: objects, Downloads: objects})
+		Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: objects, Downloads: objects,
+		RolloutTick: b.cfg.WorkloadsRolloutTick})
 }}
 
 func buildWorkloads(b *Builder) (Parts, error) {

@@ -114,6 +114,11 @@ type Options struct {
 	WorkloadStart   time.Duration
 	WorkloadFaults  WorkloadFaults
 	WorkloadRestart time.Duration
+	// WorkloadDeploys, when set, receives a line for each simulated pod
+	// deployed (a workload new to its node, or at another revision): a
+	// WorkloadDeploy in JSON. A rollout's checks read them: which device
+	// was given which revision, when, and how often.
+	WorkloadDeploys io.Writer
 }
 
 // Run provisions every node of the fleet until it is RUNNING, its injected

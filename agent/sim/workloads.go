@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -77,6 +78,33 @@ func (f WorkloadFaults) Crashes(seed uint64, host, workload string, rev int64) b
 	return float64(h.Sum64()>>11)/float64(1<<53) < s
 }
 
+// WorkloadDeploy is a line of Options.WorkloadDeploys: a node deployed a
+// workload's revision (it fetched a set naming it) at At (Unix
+// nanoseconds).
+type WorkloadDeploy struct {
+	At       int64  `json:"at"`
+	HostID   string `json:"hostId"`
+	Workload string `json:"workload"`
+	Revision int64  `json:"revision"`
+}
+
+// noteDeploy writes a deploy to Options.WorkloadDeploys.
+func (h *holder) noteDeploy(d WorkloadDeploy) {
+	if h.o.WorkloadDeploys == nil {
+		return
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return
+	}
+	h.wstats.deploysMu.Lock()
+	defer h.wstats.deploysMu.Unlock()
+	if _, err := h.o.WorkloadDeploys.Write(append(b, '\n')); err != nil && !h.wstats.deploysFailed {
+		h.wstats.deploysFailed = true
+		h.noteErr(fmt.Errorf("workloads: write a deploy: %w", err))
+	}
+}
+
 // simWorkloads is a simulated node's workloads side, guarded by mu.
 type simWorkloads struct {
 	mu      sync.Mutex
@@ -122,6 +150,9 @@ type workloadStats struct {
 	last       atomic.Int64 // Unix nanoseconds of the last report answered
 	off        atomic.Bool
 	names      sync.Map // FNV-64 of a pod YAML → its container names
+	// deploysMu serializes the lines of Options.WorkloadDeploys.
+	deploysMu     sync.Mutex
+	deploysFailed bool
 }
 
 // workloadsHeard is the heartbeat's part: it notes the version and the
@@ -323,6 +354,7 @@ func (h *holder) applySet(b *beater, w *simWorkloads, set *workloadsv1.GetWorklo
 			phase: workloadsv1.WorkloadStatus_PHASE_DEPLOYING, since: unix, deployed: now, next: now + start,
 			crash: h.o.WorkloadFaults.Crashes(h.o.Seed, b.hostID, wl.Name, wl.Revision)}
 		w.dirty = true
+		h.noteDeploy(WorkloadDeploy{At: h.o.Now().UnixNano(), HostID: b.hostID, Workload: wl.Name, Revision: wl.Revision})
 	}
 	for name := range w.pods {
 		if !listed[name] {

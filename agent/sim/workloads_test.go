@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -173,8 +176,10 @@ func TestWorkloadNodes(t *testing.T) {
 	const nodes = 20
 	start := 300 * time.Millisecond
 	faults := WorkloadFaults{ByRevision: map[int64]float64{2: 0.5}}
+	deploys := &lockedBuffer{}
 	o := Options{URL: srv.URL, Seed: 27, Now: time.Now, Workers: 4, WorkloadStart: start, WorkloadFaults: faults,
-		WorkloadRestart: 100 * time.Millisecond, Backoff: agent.Backoff{Min: 50 * time.Millisecond, Max: 200 * time.Millisecond}}
+		WorkloadRestart: 100 * time.Millisecond, Backoff: agent.Backoff{Min: 50 * time.Millisecond, Max: 200 * time.Millisecond},
+		WorkloadDeploys: deploys}
 	f.script("1", &workloadsv1.GetWorkloadsResponse{Version: "1", Workloads: []*workloadsv1.Workload{
 		{Name: "cam", Revision: 1, PodYaml: podYAML("cam", "reader", "sidecar")},
 		{Name: "gw", Revision: 1, PodYaml: podYAML("gw", "gw")},
@@ -288,6 +293,54 @@ func TestWorkloadNodes(t *testing.T) {
 		rep.ByRevision["2"]["Degraded"] != crashed || rep.Status.Errors != 0 || rep.Get.Count != 2*nodes || rep.Deploy.Count < nodes {
 		t.Fatalf("report %+v", rep)
 	}
+
+	// The deploys' log: each node deployed cam 1, gw 1 and cam 2, once
+	// each, cam 2 after cam 1; restarts of crashed pods are no deploys.
+	type key struct {
+		host, workload string
+		rev            int64
+	}
+	at := map[key][]int64{}
+	sc := bufio.NewScanner(strings.NewReader(deploys.String()))
+	for sc.Scan() {
+		var d WorkloadDeploy
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			t.Fatalf("deploy line %q: %v", sc.Text(), err)
+		}
+		if d.At < began.UnixNano() || d.At > time.Now().UnixNano() {
+			t.Errorf("deploy %+v: at is not the deploy's time", d)
+		}
+		k := key{d.HostID, d.Workload, d.Revision}
+		at[k] = append(at[k], d.At)
+	}
+	if len(at) != 3*nodes {
+		t.Errorf("deploys: got %d (host, workload, revision), want %d", len(at), 3*nodes)
+	}
+	for i := range nodes {
+		id := fmt.Sprintf("host-%08d", i)
+		c1, g1, c2 := at[key{id, "cam", 1}], at[key{id, "gw", 1}], at[key{id, "cam", 2}]
+		if len(c1) != 1 || len(g1) != 1 || len(c2) != 1 || c2[0] < c1[0] {
+			t.Errorf("%s: deploys of cam 1 %v, gw 1 %v, cam 2 %v; want one each, cam 2 after cam 1", id, c1, g1, c2)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer written from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // A single-container pod that crashes is Exited; the decision of a crash

@@ -6,7 +6,7 @@
 // writes to --out, for "eim-agent simulate --hold D --nodes-file FILE".
 //
 //	go run ./bench/seed --database DATA-DIR|SQLITE-FILE|postgres://… --nodes 100000 --out nodes.jsonl \
-//		[--project default] [--os OS-ID] [--token-url URL] [--seed N] [--batch 2000]
+//		[--project default] [--os OS-ID] [--token-url URL] [--seed N] [--batch 2000] [--sites SITE-ID,…]
 //
 // Start the server once on the database first (it creates the schema and
 // the default project), and stop it while seeding: the server's caches
@@ -81,6 +81,10 @@ type config struct {
 	seed     uint64
 	batch    int
 	parallel int
+	// sites, when given, are site IDs the hosts are placed in, in turn
+	// (host i in sites[i % len]): a fleet with sites for per-site
+	// disruption budgets (bench/rollout.sh).
+	sites []string
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -96,6 +100,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the nodes' identities (default: from the clock)")
 	fs.IntVar(&c.batch, "batch", 2000, "hosts (with their instances) per transaction")
 	fs.IntVar(&c.parallel, "parallel", 4, "transactions at once (SQLite has one writer: they queue)")
+	sites := fs.String("sites", "", "comma-separated IDs of existing sites of the project: the hosts are placed in them in turn")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -114,6 +119,14 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.batch <= 0 || c.parallel <= 0 {
 		problems = append(problems, "--batch and --parallel must be positive")
+	}
+	for _, id := range strings.Split(*sites, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			c.sites = append(c.sites, id)
+		}
+	}
+	if *sites != "" && len(c.sites) == 0 {
+		problems = append(problems, "--sites names no site")
 	}
 	if len(problems) > 0 {
 		return nil, &usageError{strings.Join(problems, "; ")}
@@ -221,7 +234,7 @@ func seed(ctx context.Context, st eim.Store, c *config, w io.Writer) (*seeded, e
 	g.SetLimit(parallel)
 	for i := range batches {
 		g.Go(func() error {
-			nodes, err := seedBatch(gctx, st, c, osID, ids[i*c.batch:min((i+1)*c.batch, len(ids))])
+			nodes, err := seedBatch(gctx, st, c, osID, i*c.batch, ids[i*c.batch:min((i+1)*c.batch, len(ids))])
 			if err != nil {
 				return err
 			}
@@ -284,16 +297,20 @@ func seedOS(ctx context.Context, st eim.Store, c *config) (string, error) {
 	return r.Base().ResourceID, nil
 }
 
-// seedBatch writes the nodes of ids in one transaction and returns them.
-func seedBatch(ctx context.Context, st eim.Store, c *config, osID string, ids []sim.Identity) ([]sim.ProvisionedNode, error) {
+// seedBatch writes the nodes of ids (the first is the fleet's first-th)
+// in one transaction and returns them.
+func seedBatch(ctx context.Context, st eim.Store, c *config, osID string, first int, ids []sim.Identity) ([]sim.ProvisionedNode, error) {
 	var nodes []sim.ProvisionedNode
 	err := st.Update(ctx, c.project, func(tx eim.Tx) error {
 		nodes = nodes[:0]
 		ts := uint64(time.Now().Unix())
-		for _, id := range ids {
+		for i, id := range ids {
 			h, secret, err := newHost(id, ts)
 			if err != nil {
 				return err
+			}
+			if len(c.sites) > 0 {
+				h.SiteID = c.sites[(first+i)%len(c.sites)]
 			}
 			if err := tx.Create(ctx, h); err != nil {
 				return fmt.Errorf("host %s: %w", id.Hostname, err)

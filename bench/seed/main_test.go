@@ -138,6 +138,45 @@ func testSeed(t *testing.T, dsn string) {
 	if err != nil || n != 28 {
 		t.Errorf("hosts after the failed seeds: got %d (%v), want 28 (a failed batch writes nothing)", n, err)
 	}
+
+	// --sites: the hosts placed in the sites in turn, across batches.
+	reg := &eim.Region{Meta: eim.Meta{ResourceID: eim.NewID(eim.KindRegion)}, Name: "r"}
+	sites := []*eim.Site{{Meta: eim.Meta{ResourceID: eim.NewID(eim.KindSite)}, Name: "s1", RegionID: reg.ResourceID},
+		{Meta: eim.Meta{ResourceID: eim.NewID(eim.KindSite)}, Name: "s2", RegionID: reg.ResourceID}}
+	err = st.Update(ctx, eim.DefaultProject, func(tx eim.Tx) error {
+		if err := tx.Create(ctx, reg); err != nil {
+			return err
+		}
+		for _, s := range sites {
+			if err := tx.Create(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &config{project: eim.DefaultProject, nodes: 5, batch: 2, parallel: 2, seed: 10, osID: res.osID, sites: []string{sites[0].ResourceID, sites[1].ResourceID}}
+	res3, err := seed(ctx, st, cs, &progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(ctx, eim.DefaultProject, func(tx eim.Tx) error {
+		for i, nd := range res3.nodes {
+			r, err := tx.Get(ctx, eim.KindHost, nd.HostID)
+			if err != nil {
+				return err
+			}
+			if got, want := r.(*eim.Host).SiteID, cs.sites[i%2]; got != want {
+				t.Errorf("node %d with --sites: got site %q, want %q", i, got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // The command on a server's data directory writes the nodes file, mode

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -62,6 +63,7 @@ type simConfig struct {
 	workloadStart, workloadRestart time.Duration
 	workloadFailShare              float64
 	workloadFailRevision           revisionShares
+	workloadDeploys                string
 }
 
 // revisionShares collects repeated --workload-fail-revision REV=SHARE.
@@ -153,7 +155,9 @@ runs simulated pods: Deploying, then Running after --workload-start-time
 --workload-fail-revision REV=SHARE), crashing: the first container exits
 with code 3 and is restarted after --workload-restart, doubling. Status is
 sent (ReportStatus) only when it changed, and in full when an answer asks.
-Nothing runs; the report has a workloads section.
+Nothing runs; the report has a workloads section. --workload-deploys FILE
+records each pod deployed, a JSON line each (at, hostId, workload,
+revision): which device was given which revision, when.
 
 `
 
@@ -214,6 +218,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.Float64Var(&c.workloadFailShare, "workload-fail-share", 0, "with --hold: share of the simulated pods that crash (Degraded, or Exited with one container; exit code 3, restarts) (0..1)")
 	c.workloadFailRevision = revisionShares{}
 	fs.Var(c.workloadFailRevision, "workload-fail-revision", "with --hold: REV=SHARE: the share of the pods of revision REV that crash, instead of --workload-fail-share (repeatable)")
+	fs.StringVar(&c.workloadDeploys, "workload-deploys", "", "with --hold: write a JSON line to this file for each simulated pod deployed (at, hostId, workload, revision): which device was given which revision, when")
 	fs.DurationVar(&c.workloadRestart, "workload-restart", sim.DefaultWorkloadRestart, "with --hold: wait before a crashed container's first restart (doubling up to 5m)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
@@ -359,6 +364,18 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		ClusterFailShare: c.clusterFailShare, ClusterRetry: c.clusterRetry,
 		WorkloadStart: c.workloadStart, WorkloadRestart: c.workloadRestart,
 		WorkloadFaults: sim.WorkloadFaults{Share: c.workloadFailShare, ByRevision: c.workloadFailRevision},
+	}
+	if c.workloadDeploys != "" {
+		f, err := os.Create(c.workloadDeploys)
+		if err != nil {
+			return fmt.Errorf("simulate: %w", err)
+		}
+		defer f.Close()
+		w := bufio.NewWriterSize(f, 1<<16)
+		// Flushed at the end: a line is written for each deploy, not
+		// read before the simulator ends.
+		defer w.Flush()
+		opts.WorkloadDeploys = w
 	}
 	if c.hold > 0 && c.tokenFile != "" {
 		cl, err := c.apiClient()

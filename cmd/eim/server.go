@@ -103,6 +103,7 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.OOBHTTPBootURL, "oob-http-boot-url", "", "oob: the URL a network-boot job gives a UEFI BMC that lists HTTP boot (UEFI HTTP boot of EIM's iPXE); empty: PXE always")
 	fs.DurationVar(&cfg.OOBCallHomeTimeout, "oob-call-home-timeout", 10*time.Minute, "oob: how long a network-boot job waits for the node to call home after powering it on or resetting it")
 	fs.StringVar(&cfg.OOBIPMITool, "oob-ipmitool", "ipmitool", "oob: the ipmitool binary the IPMI driver runs")
+	fs.DurationVar(&cfg.WorkloadsRolloutTick, "workloads-rollout-tick", 10*time.Second, "workloads: how often the projects with an edge workload rollout in progress are stepped (devices' status reports and timeouts move rollouts, and are no change events)")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
 	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters, devices or oob (see --list-modules)")
 	fs.BoolVar(&listModules, "list-modules", false, "print the modules, what each needs and the profiles that hold it, and exit")
@@ -164,6 +165,9 @@ func (c *cli) server(args []string) error {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return usagef("--oob-http-boot-url: want an http or https URL, got %q", u)
 		}
+	}
+	if cfg.WorkloadsRolloutTick < 100*time.Millisecond || cfg.WorkloadsRolloutTick > 10*time.Minute {
+		return usagef("--workloads-rollout-tick: must be 100ms..10m, got %s", cfg.WorkloadsRolloutTick)
 	}
 	if cfg.OOBSiteLimit == 0 {
 		return usagef("--oob-site-limit: must not be 0 (negative: no limit)")

@@ -187,6 +187,8 @@ func TestServerAgentFlags(t *testing.T) {
 		{"connect peer url with a path", []string{"--connect-peer-url", "http://10.0.0.1:8080/api"}},
 		{"connect ping interval zero", []string{"--connect-ping-interval", "0s"}},
 		{"connect token ttl too short", []string{"--connect-token-ttl", "10s"}},
+		{"rollout tick too short", []string{"--workloads-rollout-tick", "10ms"}},
+		{"rollout tick too long", []string{"--workloads-rollout-tick", "1h"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut syncBuffer
