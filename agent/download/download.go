@@ -23,9 +23,7 @@ package download
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,7 +39,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/eimhq/eim/internal/atomicfile"
+	"github.com/eimhq/eim/agent/pathstate"
 	"github.com/eimhq/eim/internal/throttle"
 )
 
@@ -102,7 +100,7 @@ type Syncer struct {
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
-	mem map[string]*manifest
+	manifests pathstate.Store[manifest]
 }
 
 // manifest is what a data path downloaded, by path.
@@ -401,67 +399,22 @@ func (s *Syncer) now() time.Time {
 	return time.Now()
 }
 
-// stateName is the manifest file of p: a directory per workload, a file
-// named by a digest of the target (targets are paths).
-func stateName(p Path) string {
-	sum := sha256.Sum256([]byte(p.Target))
-	return filepath.Join(p.Workload, hex.EncodeToString(sum[:8])+".json")
-}
-
 func (s *Syncer) load(p Path) (*manifest, error) {
-	m := &manifest{Files: map[string]entry{}}
-	if s.StateDir == "" {
-		if s.mem == nil {
-			s.mem = map[string]*manifest{}
-		}
-		if old := s.mem[stateName(p)]; old != nil {
-			return old, nil
-		}
-		s.mem[stateName(p)] = m
-		return m, nil
-	}
-	b, err := os.ReadFile(filepath.Join(s.StateDir, stateName(p)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return m, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("download manifest: %w", err)
-	}
-	if json.Unmarshal(b, m) != nil || m.Files == nil {
-		// Damaged: every file is downloaded again (harmless), and none
-		// is known to remove.
-		m = &manifest{Files: map[string]entry{}}
-	}
-	return m, nil
+	s.manifests.Dir, s.manifests.Name = s.StateDir, "download manifest"
+	// A damaged manifest has every file downloaded again (harmless), and
+	// none known to remove.
+	return s.manifests.Load(p.Workload, p.Target, func() *manifest { return &manifest{Files: map[string]entry{}} },
+		func(m *manifest) bool { return m.Files != nil })
 }
 
 func (s *Syncer) save(p Path, m *manifest) error {
-	if s.StateDir == "" {
-		return nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(filepath.Join(s.StateDir, stateName(p)), b, 0o600, 0o700); err != nil {
-		return fmt.Errorf("download manifest: %w", err)
-	}
-	return nil
+	s.manifests.Dir, s.manifests.Name = s.StateDir, "download manifest"
+	return s.manifests.Save(p.Workload, p.Target, m)
 }
 
 // Forget drops the manifests of a workload's data paths (it was removed):
 // a workload of that name starts afresh.
 func (s *Syncer) Forget(workload string) error {
-	if workload == "" || strings.ContainsAny(workload, `/\.`) {
-		return fmt.Errorf("forget downloads: bad workload name %q", workload)
-	}
-	if s.StateDir == "" {
-		for k := range s.mem {
-			if strings.HasPrefix(k, workload+string(filepath.Separator)) {
-				delete(s.mem, k)
-			}
-		}
-		return nil
-	}
-	return os.RemoveAll(filepath.Join(s.StateDir, workload))
+	s.manifests.Dir, s.manifests.Name = s.StateDir, "download manifest"
+	return s.manifests.Forget(workload)
 }

@@ -23,7 +23,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +36,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/eimhq/eim/internal/atomicfile"
+	"github.com/eimhq/eim/agent/pathstate"
 	"github.com/eimhq/eim/internal/throttle"
 )
 
@@ -105,7 +104,7 @@ type Syncer struct {
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
-	mem map[string]*state // the states when StateDir is ""
+	states pathstate.Store[state]
 }
 
 // state is what a data path sent, by path.
@@ -408,66 +407,21 @@ func (s *Syncer) now() time.Time {
 	return time.Now()
 }
 
-// stateName is the state file of p: a directory per workload, a file
-// named by a digest of the target (targets are paths).
-func stateName(p Path) string {
-	sum := sha256.Sum256([]byte(p.Target))
-	return filepath.Join(p.Workload, hex.EncodeToString(sum[:8])+".json")
-}
-
 func (s *Syncer) load(p Path) (*state, error) {
-	st := &state{Files: map[string]fileState{}}
-	if s.StateDir == "" {
-		if s.mem == nil {
-			s.mem = map[string]*state{}
-		}
-		if m := s.mem[stateName(p)]; m != nil {
-			return m, nil
-		}
-		s.mem[stateName(p)] = st
-		return st, nil
-	}
-	b, err := os.ReadFile(filepath.Join(s.StateDir, stateName(p)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return st, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("upload state: %w", err)
-	}
-	if json.Unmarshal(b, st) != nil || st.Files == nil {
-		// Damaged: every file is sent again, which is harmless.
-		st = &state{Files: map[string]fileState{}}
-	}
-	return st, nil
+	s.states.Dir, s.states.Name = s.StateDir, "upload state"
+	// A damaged state has every file sent again, which is harmless.
+	return s.states.Load(p.Workload, p.Target, func() *state { return &state{Files: map[string]fileState{}} },
+		func(st *state) bool { return st.Files != nil })
 }
 
 func (s *Syncer) save(p Path, st *state) error {
-	if s.StateDir == "" {
-		return nil
-	}
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(filepath.Join(s.StateDir, stateName(p)), b, 0o600, 0o700); err != nil {
-		return fmt.Errorf("upload state: %w", err)
-	}
-	return nil
+	s.states.Dir, s.states.Name = s.StateDir, "upload state"
+	return s.states.Save(p.Workload, p.Target, st)
 }
 
 // Forget drops the state of a workload's data paths (it was removed): a
 // workload of that name starts afresh.
 func (s *Syncer) Forget(workload string) error {
-	if workload == "" || strings.ContainsAny(workload, `/\.`) {
-		return fmt.Errorf("forget uploads: bad workload name %q", workload)
-	}
-	if s.StateDir == "" {
-		for k := range s.mem {
-			if strings.HasPrefix(k, workload+string(filepath.Separator)) {
-				delete(s.mem, k)
-			}
-		}
-		return nil
-	}
-	return os.RemoveAll(filepath.Join(s.StateDir, workload))
+	s.states.Dir, s.states.Name = s.StateDir, "upload state"
+	return s.states.Forget(workload)
 }
