@@ -260,18 +260,18 @@ func (s *Service) GrantUploads(ctx context.Context, req *connect.Request[workloa
 	return connect.NewResponse(out), nil
 }
 
-// ReportUploads implements workloadsv1connect.WorkloadServiceHandler.
-func (s *Service) ReportUploads(ctx context.Context, req *connect.Request[workloadsv1.ReportUploadsRequest]) (*connect.Response[workloadsv1.ReportUploadsResponse], error) {
-	n, err := southbound.Caller(ctx)
-	if err != nil {
-		return nil, err
+// reportErrors checks the files a device reports sent (done counts them)
+// or failed for a data path's target, and returns the failures as the
+// status keeps them (the first maxErrorsKep).
+func reportErrors(target string, done int, failed []*workloadsv1.UploadFailure) ([]string, error) {
+	if done > maxChanges {
+		return nil, invalid("done: at most %d", maxChanges)
 	}
-	m := req.Msg
-	if len(m.Done) > maxChanges || len(m.Failed) > maxFailures {
-		return nil, invalid("done, failed: at most %d each", maxChanges)
+	if len(failed) > maxFailures {
+		return nil, invalid("failed: at most %d", maxFailures)
 	}
 	var errs []string
-	for i, f := range m.Failed {
+	for i, f := range failed {
 		if err := checkFile(fmt.Sprintf("failed[%d].path", i), f.Path); err != nil {
 			return nil, err
 		}
@@ -279,8 +279,22 @@ func (s *Service) ReportUploads(ctx context.Context, req *connect.Request[worklo
 			return nil, err
 		}
 		if len(errs) < maxErrorsKep {
-			errs = append(errs, m.Target+"/"+f.Path+": "+f.Reason)
+			errs = append(errs, target+"/"+f.Path+": "+f.Reason)
 		}
+	}
+	return errs, nil
+}
+
+// ReportUploads implements workloadsv1connect.WorkloadServiceHandler.
+func (s *Service) ReportUploads(ctx context.Context, req *connect.Request[workloadsv1.ReportUploadsRequest]) (*connect.Response[workloadsv1.ReportUploadsResponse], error) {
+	n, err := southbound.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	errs, err := reportErrors(m.Target, len(m.Done), m.Failed)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.egressTarget(ctx, n, m.Workload, m.Target); err != nil {
 		return nil, err
@@ -337,20 +351,9 @@ func (s *Service) ReportDownloads(ctx context.Context, req *connect.Request[work
 		return nil, err
 	}
 	m := req.Msg
-	if len(m.Done) > maxChanges || len(m.Failed) > maxFailures {
-		return nil, invalid("done, failed: at most %d each", maxChanges)
-	}
-	var errs []string
-	for i, f := range m.Failed {
-		if err := checkFile(fmt.Sprintf("failed[%d].path", i), f.Path); err != nil {
-			return nil, err
-		}
-		if err := checkText(fmt.Sprintf("failed[%d].reason", i), f.Reason); err != nil {
-			return nil, err
-		}
-		if len(errs) < maxErrorsKep {
-			errs = append(errs, m.Target+"/"+f.Path+": "+f.Reason)
-		}
+	errs, err := reportErrors(m.Target, len(m.Done), m.Failed)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.dataTarget(ctx, n, m.Workload, m.Target, true); err != nil {
 		return nil, err
