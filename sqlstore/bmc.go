@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -89,8 +90,17 @@ func (s *Store) PutBMC(ctx context.Context, b *eim.BMC) error {
 			created = old.CreatedAt
 		}
 		if old == nil {
-			_, err = t.exec(ctx, "INSERT INTO bmcs ("+bmcCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			// Two first puts of a host's BMC race (PostgreSQL: FOR UPDATE
+			// locks no row that does not exist yet): the one that did not
+			// insert runs again, and replaces what the other wrote.
+			var res sql.Result
+			res, err = t.exec(ctx, "INSERT INTO bmcs ("+bmcCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project, host_id) DO NOTHING",
 				b.Project, b.HostID, string(b.Protocol), b.Address, b.SystemID, b.Username, sealed, b.CACert, b.Insecure, string(b.PowerPolicy), "{}", "{}", created.UnixMilli(), now.UnixMilli())
+			if err == nil {
+				if n, _ := res.RowsAffected(); n == 0 {
+					return errRaced
+				}
+			}
 		} else {
 			_, err = t.exec(ctx, "UPDATE bmcs SET protocol = ?, address = ?, system_id = ?, username = ?, password = ?, ca_cert = ?, insecure = ?, power_policy = ?, capabilities = ?, reachable = ?, updated_at = ? WHERE project = ? AND host_id = ?",
 				string(b.Protocol), b.Address, b.SystemID, b.Username, sealed, b.CACert, b.Insecure, string(b.PowerPolicy), "{}", "{}", now.UnixMilli(), b.Project, b.HostID)
