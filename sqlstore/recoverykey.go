@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -35,8 +36,16 @@ func (s *Store) PutRecoveryKey(ctx context.Context, k *eim.RecoveryKey) error {
 			_, err = t.exec(ctx, "UPDATE recovery_keys SET host_id = ?, volume_uuid = ?, sealed_key = ?, escrowed_at = ? WHERE project = ? AND instance_id = ?",
 				k.HostID, k.VolumeUUID, k.SealedKey, now.UnixMilli(), k.Project, k.InstanceID)
 		} else {
-			_, err = t.exec(ctx, "INSERT INTO recovery_keys (project, instance_id, host_id, volume_uuid, sealed_key, escrowed_at) VALUES (?, ?, ?, ?, ?, ?)",
+			// A first escrow racing another (PostgreSQL locks no row that
+			// does not exist yet): the one that did not insert runs again.
+			var res sql.Result
+			res, err = t.exec(ctx, "INSERT INTO recovery_keys (project, instance_id, host_id, volume_uuid, sealed_key, escrowed_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (project, instance_id) DO NOTHING",
 				k.Project, k.InstanceID, k.HostID, k.VolumeUUID, k.SealedKey, now.UnixMilli())
+			if err == nil {
+				if n, _ := res.RowsAffected(); n == 0 {
+					return errRaced
+				}
+			}
 		}
 		if err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("put recovery key: %w", err), nil))
