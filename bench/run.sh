@@ -27,5 +27,5 @@ fi
 srv=$!
 for _ in $(seq 1 100); do [ -s "$dir/data/admin.token" ] && curl -fs http://127.0.0.1:${API_PORT:-18080}/healthz >/dev/null && break; sleep 0.2; done
 echo "engine: $engine; machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(go version)"
-/usr/bin/time -f "load tool: %e s wall, %U s user, %S s sys, %M KiB max RSS" "$dir/apiload" --server http://127.0.0.1:${API_PORT:-18080} --token-file "$dir/data/admin.token" "$@"
+/usr/bin/time -f "load tool: %e s wall, %U s user, %S s sys, %M KiB max RSS" "$dir/apiload" --server-pid "$srv" --server http://127.0.0.1:${API_PORT:-18080} --token-file "$dir/data/admin.token" "$@"
 ps -o rss=,time= -p $srv | awk '{printf "server: RSS %.0f MiB, CPU time %s\n", $1/1024, $2}'

@@ -39,6 +39,7 @@ type config struct {
 	hosts, clients         int
 	samples, sites         int
 	skipCreate             bool
+	serverPID              int // >0: report the server's CPU per request of each phase
 }
 
 func run() error {
@@ -52,6 +53,7 @@ func run() error {
 	flag.IntVar(&c.samples, "samples", 2000, "requests per latency measurement")
 	flag.IntVar(&c.sites, "sites", 100, "sites (in one region) the hosts are spread over")
 	flag.BoolVar(&c.skipCreate, "skip-create", false, "measure reads only, against hosts already there")
+	flag.IntVar(&c.serverPID, "server-pid", 0, "process ID of the eim server (on this machine): report its CPU time per request of each phase")
 	flag.Parse()
 
 	u, err := url.Parse(c.server)
@@ -78,9 +80,11 @@ func run() error {
 		if region, sites, err = l.createSites(ctx); err != nil {
 			return err
 		}
+		cpu := l.cpuMark()
 		if ids, err = l.create(ctx, sites); err != nil {
 			return err
 		}
+		cpu.report("create", c.hosts)
 	} else if ids, region, sites, err = l.existing(ctx); err != nil {
 		return err
 	}
@@ -271,6 +275,7 @@ func (l *loader) measure(ctx context.Context, name string, f func(i int) error) 
 		}
 	}
 	lat := make([]time.Duration, 0, l.c.samples)
+	cpu := l.cpuMark()
 	for i := range l.c.samples {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -282,7 +287,69 @@ func (l *loader) measure(ctx context.Context, name string, f func(i int) error) 
 		lat = append(lat, time.Since(t0))
 	}
 	fmt.Printf("%s: %s\n", name, pct(lat))
+	cpu.report(name, l.c.samples)
 	return nil
+}
+
+// cpuMark is the server's CPU time at the start of a phase (none without
+// --server-pid).
+type cpuMark struct {
+	pid   int
+	start time.Duration
+}
+
+func (l *loader) cpuMark() cpuMark {
+	if l.c.serverPID <= 0 {
+		return cpuMark{}
+	}
+	t, err := processCPU(l.c.serverPID)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "apiload: server CPU:", err)
+		return cpuMark{}
+	}
+	return cpuMark{pid: l.c.serverPID, start: t}
+}
+
+// report prints the server's CPU time per request of the phase since m.
+func (m cpuMark) report(name string, requests int) {
+	if m.pid == 0 || requests == 0 {
+		return
+	}
+	t, err := processCPU(m.pid)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "apiload: server CPU:", err)
+		return
+	}
+	d := t - m.start
+	fmt.Printf("  server CPU, %s: %.2f s for %d requests, %d µs per request\n", name, d.Seconds(), requests, d.Microseconds()/int64(requests))
+}
+
+// processCPU is a process's user and system CPU time from /proc/PID/stat
+// (fields 14 and 15, in clock ticks of 1/100 s, as on every Linux this
+// runs on).
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields after it start past the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name, want at least 13", pid, len(f))
+	}
+	var user, sys int64
+	if _, err := fmt.Sscan(f[11], &user); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime: %w", pid, err)
+	}
+	if _, err := fmt.Sscan(f[12], &sys); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: stime: %w", pid, err)
+	}
+	return time.Duration(user+sys) * 10 * time.Millisecond, nil
 }
 
 func pct(d []time.Duration) string {
