@@ -92,6 +92,11 @@ type NodeVerifier struct {
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]NodeClaims
 	max   int // the cache's bound; 0 = nodeCacheEntries (tests set less)
+	// swept is when expired tokens were last dropped, and peak the most
+	// tokens cached since the map was last made (a Go map keeps its
+	// table when entries are deleted).
+	swept time.Time
+	peak  int
 }
 
 // NewNodeVerifier returns a verifier of iss's node tokens. now nil means
@@ -125,13 +130,7 @@ func (v *NodeVerifier) Verify(token string) (NodeClaims, error) {
 		return NodeClaims{}, err
 	}
 	v.mu.Lock()
-	if v.cache == nil {
-		v.cache = make(map[[sha256.Size]byte]NodeClaims)
-	}
-	if len(v.cache) >= v.capacity() {
-		v.prune(now)
-	}
-	v.cache[key] = n
+	v.add(key, n, now)
 	v.mu.Unlock()
 	return n, nil
 }
@@ -150,13 +149,47 @@ func (v *NodeVerifier) Remember(token string, n NodeClaims) {
 	now := v.now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.add(key, n, now)
+}
+
+// expireEvery is how often the cache drops the tokens that expired: it
+// holds the tokens of the nodes that call this process, not every token
+// it saw since it filled up (each node renews its token every lifetime,
+// and with replicas a node may move to another).
+const expireEvery = time.Minute
+
+// add caches n under key. At most once per expireEvery the expired
+// tokens go first, and the map is made anew when it holds less than half
+// of its peak. v.mu is held.
+func (v *NodeVerifier) add(key [sha256.Size]byte, n NodeClaims, now time.Time) {
 	if v.cache == nil {
 		v.cache = make(map[[sha256.Size]byte]NodeClaims)
 	}
 	if len(v.cache) >= v.capacity() {
 		v.prune(now)
+	} else if now.Sub(v.swept) >= expireEvery {
+		v.expire(now)
 	}
 	v.cache[key] = n
+	v.peak = max(v.peak, len(v.cache))
+}
+
+// expire drops the expired tokens and shrinks the map when it is less
+// than half full of its peak. v.mu is held.
+func (v *NodeVerifier) expire(now time.Time) {
+	v.swept = now
+	for k, c := range v.cache {
+		if !now.Before(c.Expiry.Add(v.leeway)) {
+			delete(v.cache, k)
+		}
+	}
+	if len(v.cache) < v.peak/2 {
+		m := make(map[[sha256.Size]byte]NodeClaims, len(v.cache))
+		for k, c := range v.cache {
+			m[k] = c
+		}
+		v.cache, v.peak = m, len(m)
+	}
 }
 
 // nodeCacheEntries bounds the cache of verified node tokens: a fleet of
@@ -176,13 +209,9 @@ func (v *NodeVerifier) capacity() int {
 // than a quarter of the cache (a flood of distinct tokens then costs one
 // verification each, as without a cache). v.mu is held.
 func (v *NodeVerifier) prune(now time.Time) {
-	for k, c := range v.cache {
-		if !now.Before(c.Expiry.Add(v.leeway)) {
-			delete(v.cache, k)
-		}
-	}
+	v.expire(now)
 	if len(v.cache) > v.capacity()*3/4 {
-		v.cache = make(map[[sha256.Size]byte]NodeClaims)
+		v.cache, v.peak = make(map[[sha256.Size]byte]NodeClaims), 0
 	}
 }
 

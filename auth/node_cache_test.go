@@ -53,3 +53,45 @@ func TestNodeVerifierCachePrune(t *testing.T) {
 		t.Fatalf("a cache full of valid tokens: %d cached after the next, want 1", n)
 	}
 }
+
+// Expired tokens leave the cache within a minute of the next one cached,
+// full or not, and the map is made anew when it has shrunk by half: a
+// process holds the tokens of the nodes that call it now, not of every
+// node that ever did.
+func TestNodeVerifierCacheExpires(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	iss, err := NewIssuer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	v := NewNodeVerifier(iss, 0, func() time.Time { return now })
+	remember := func(i int, ttl time.Duration) {
+		n := NodeClaims{Subject: "edgenode-host-x", HostID: fmt.Sprintf("host-%08x", i), Project: "p", Gen: 1}
+		tok, exp, err := iss.MintNode(n, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Expiry = exp
+		v.Remember(tok, n)
+	}
+	for i := range 100 {
+		remember(i, 10*time.Minute)
+	}
+	for i := 100; i < 110; i++ {
+		remember(i, time.Hour)
+	}
+	now = now.Add(30 * time.Second)
+	remember(110, time.Hour)
+	if n := len(v.cache); n != 111 {
+		t.Fatalf("half a minute later: %d cached, want all 111", n)
+	}
+	now = now.Add(11 * time.Minute) // the first 100 expired
+	remember(111, time.Hour)
+	if n := len(v.cache); n != 12 {
+		t.Fatalf("after the expired went: %d cached, want the 12 valid", n)
+	}
+	if v.peak != 12 {
+		t.Fatalf("the map was not made anew: peak %d, want 12", v.peak)
+	}
+}

@@ -307,6 +307,12 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 		})
 	}
 	g.Wait()
+	if s.shards != nil && now.Sub(s.lastSweep) >= sweepEvery {
+		s.lastSweep = now
+		if n := s.live.sweep(now, s.idleAfter); n > 0 {
+			s.log.Debug("hostmgr: dropped hosts this replica no longer hears nor owns", "hosts", n)
+		}
+	}
 	if now.Sub(s.lastRebootScan) >= rebootScanEvery {
 		s.lastRebootScan = now
 		if err := s.checkReboots(ctx, now); err != nil && ctx.Err() == nil {

@@ -197,6 +197,7 @@ type Service struct {
 	storeState     atomic.Int32 // storeOK, storeSuspect or storeDown
 	runOnce        sync.Once
 	lastRebootScan time.Time // CheckTimeouts' own: not concurrent
+	lastSweep      time.Time // likewise
 }
 
 var _ hostv1connect.HostServiceHandler = (*Service)(nil)
@@ -337,8 +338,17 @@ func (s *Service) loadLastSeen(ctx context.Context) error {
 		return err
 	}
 	now := s.now()
+	if s.shards != nil {
+		// A replica watches only the hosts of the shards it gains, and
+		// gain reads their times then; the rest it learns as their
+		// nodes call it. Restoring every host here would make each
+		// replica hold the whole fleet.
+		s.log.Info("hostmgr: liveness known to the store", "hosts", len(all))
+		s.restored.Store(true)
+		return nil
+	}
 	for _, ls := range all {
-		s.live.restore(ls.Project, ls.HostID, ls.At, now, s.shards == nil)
+		s.live.restore(ls.Project, ls.HostID, ls.At, now, true)
 	}
 	s.log.Info("hostmgr: restored liveness", "hosts", len(all))
 	s.restored.Store(true)

@@ -1,6 +1,7 @@
 package hostmgr
 
 import (
+	"container/heap"
 	"context"
 	"time"
 
@@ -274,13 +275,51 @@ func (t *tracker) ownedShards() []int {
 	return out
 }
 
-// lose stops watching shards; their hosts leave the heap as they come up.
+// lose stops watching shards; their hosts leave the heap as they come up,
+// and the tracker as sweep finds them idle.
 func (t *tracker) lose(lost []int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, i := range lost {
 		t.owned[i] = false
 	}
+}
+
+// idleAfter is how long a host of a shard this replica does not own may
+// be silent here before sweep drops it.
+func (s *Service) idleAfter(project string) time.Duration {
+	return max(sweepIdle, 2*s.settings.timeoutOf(project))
+}
+
+// sweepEvery is how often a replica looks for entries it no longer needs.
+const sweepEvery = time.Minute
+
+// sweepIdle is the least silence after which a host of a shard this
+// replica does not own is dropped (twice its timeout when longer).
+const sweepIdle = 10 * time.Minute
+
+// sweep drops the hosts of shards this replica does not own that it has
+// not heard from for idle (at least twice their timeout): their nodes now
+// call another replica, or are silent and the owner of their shard flags
+// them. A host whose last time here is not saved yet stays until it is.
+// So a replica holds the hosts whose nodes call it and those of the
+// shards it owns, not the fleet; a host dropped and heard again is read
+// again (the slow path of its first heartbeat). It returns how many went.
+func (t *tracker) sweep(now time.Time, idle func(project string) time.Duration) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for id, e := range t.hosts {
+		if t.owned[e.shard] || e.saving || e.seen.After(e.stored) || now.Sub(e.seen) < idle(e.project) {
+			continue
+		}
+		if e.index >= 0 {
+			heap.Remove(&t.due, e.index)
+		}
+		delete(t.hosts, id)
+		n++
+	}
+	return n
 }
 
 // saveShards queues the hosts of shards heard since their last save.

@@ -66,3 +66,66 @@ func TestRestoredPassesSpread(t *testing.T) {
 		}
 	}
 }
+
+// A replica drops the hosts it neither owns nor hears: after their
+// silence here, once what it heard of them is saved. The hosts of the
+// shards it owns stay, heard or not, and so do hosts heard lately.
+func TestSweepDropsIdleHostsOfOtherShards(t *testing.T) {
+	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	tr := newTracker(false)
+	var mine, others []string
+	for i := 0; len(mine) < 20 || len(others) < 20; i++ {
+		id := fmt.Sprintf("host-%08x", i)
+		if shardOf(id)%2 == 0 {
+			mine = append(mine, id)
+		} else {
+			others = append(others, id)
+		}
+	}
+	owned := []int{}
+	for i := 0; i < shards; i += 2 {
+		owned = append(owned, i)
+	}
+	tr.gain(owned, nil, start, true)
+	tr.setShared(true, 30*time.Second, 0) // other replicas call: a host heard is saved every 30 s
+	for _, id := range append(mine[:20:20], others[:20]...) {
+		tr.heardAt(tr.get("p", id), start)
+	}
+	idle := func(string) time.Duration { return 10 * time.Minute }
+	// Heard lately, and not saved: nothing goes.
+	if n := tr.sweep(start.Add(time.Minute), idle); n != 0 {
+		t.Fatalf("swept %d hosts heard a minute ago", n)
+	}
+	// Silent for longer than idle, but what was heard is not saved yet.
+	later := start.Add(11 * time.Minute)
+	if n := tr.sweep(later, idle); n != 0 {
+		t.Fatalf("swept %d hosts whose last times are not saved", n)
+	}
+	batch := tr.unsaved(100)
+	if len(batch) != 40 {
+		t.Fatalf("%d times to save, want 40", len(batch))
+	}
+	tr.saved(batch, true)
+	// One host of another shard is heard again, late: it stays.
+	tr.heardAt(tr.hosts[others[0]], later.Add(-time.Minute))
+	tr.saved(tr.unsaved(100), true)
+	if n := tr.sweep(later, idle); n != 19 {
+		t.Fatalf("swept %d hosts, want the 19 silent ones of shards not owned", n)
+	}
+	for _, id := range mine[:20] {
+		if tr.hosts[id] == nil {
+			t.Fatalf("host %s of an owned shard was dropped", id)
+		}
+	}
+	if tr.hosts[others[0]] == nil || len(tr.hosts) != 21 {
+		t.Fatalf("after the sweep: %d hosts tracked (the one heard lately: %v), want 21", len(tr.hosts), tr.hosts[others[0]] != nil)
+	}
+	// A shard lost: its hosts go at the next sweep after their silence.
+	tr.lose(owned)
+	if n := tr.sweep(later.Add(20*time.Minute), idle); n != 21 {
+		t.Fatalf("after losing every shard: swept %d, want 21", n)
+	}
+	if len(tr.hosts) != 0 || tr.due.Len() != 0 {
+		t.Fatalf("after the last sweep: %d hosts, %d queued, want none", len(tr.hosts), tr.due.Len())
+	}
+}
