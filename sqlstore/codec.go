@@ -55,6 +55,9 @@ type codec struct {
 	updateIf, updateIfScoped string
 	// referrers are the edges of other kinds that point at this kind.
 	referrers []*referrer
+	// audited are the columns an audit record shows, by their names in
+	// the record's order (see createChangesJSON).
+	audited []auditedColumn
 }
 
 // referrer is a column of another table that references this kind.
@@ -146,6 +149,7 @@ func newCodec(s *eim.Schema) *codec {
 			c.updCols = append(c.updCols, col)
 		}
 	}
+	c.audited = auditedColumns(c.cols)
 	names := make([]string, len(c.cols))
 	qual := make([]string, len(c.cols))
 	marks := make([]string, len(c.cols))

@@ -436,7 +436,7 @@ func (t *tx) Create(ctx context.Context, r eim.Resource) error {
 		}
 		t.held = append(t.held, heldCreate{c: c, r: r, vals: vals, generated: generated})
 		t.addEvent(m.Project, k, m.ResourceID, eim.OpCreated)
-		t.addAudit(ctx, m.Project, k, m.ResourceID, eim.OpCreated, createChanges(c, r))
+		t.addCreateAudit(ctx, c, m.Project, m.ResourceID, r)
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
@@ -470,7 +470,7 @@ func (t *tx) Create(ctx context.Context, r eim.Resource) error {
 		}
 	}
 	t.addEvent(m.Project, k, m.ResourceID, eim.OpCreated)
-	t.addAudit(ctx, m.Project, k, m.ResourceID, eim.OpCreated, createChanges(c, r))
+	t.addCreateAudit(ctx, c, m.Project, m.ResourceID, r)
 	return nil
 }
 
