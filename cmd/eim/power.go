@@ -144,6 +144,10 @@ func (c *cli) printJobs(jobs []*client.PowerJob) error {
 				name = "call home"
 			case oob.StepClearBoot:
 				name = "clear boot"
+			case oob.StepInsertMedia:
+				name = "insert CD"
+			case oob.StepEjectMedia:
+				name = "eject CD"
 			}
 			switch {
 			case s.Done:
