@@ -2,6 +2,7 @@ package redfishsim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -92,4 +93,81 @@ func (q *QEMU) localImage(boot Boot) (Boot, error) {
 	}
 	boot.Image = (&url.URL{Scheme: "file", Path: f.Name()}).String()
 	return boot, nil
+}
+
+// patchMedia is a PATCH of the virtual CD: Image (a URL, or null or ""
+// with Inserted false), Inserted, WriteProtected — how older services
+// insert and eject without the actions.
+func (b *BMC) patchMedia(w http.ResponseWriter, r *http.Request, s *system) *apiError {
+	body, aerr := decodeObject(r)
+	if aerr != nil {
+		return aerr
+	}
+	var msgs []message
+	var image *string
+	var inserted, writeProtected *bool
+	for _, k := range sortedKeys(body) {
+		raw := body[k]
+		switch k {
+		case "Image":
+			var v *string
+			if err := json.Unmarshal(raw, &v); err != nil {
+				msgs = append(msgs, msgTypeError("#/Image", k, string(raw)))
+				continue
+			}
+			if v == nil {
+				v = new(string)
+			}
+			if *v != "" {
+				if u, err := url.Parse(*v); err != nil || u.Scheme == "" || (u.Host == "" && u.Scheme != "file") {
+					msgs = append(msgs, message{id: "PropertyValueFormatError",
+						text: fmt.Sprintf("The value '%s' for the property Image is of a different format than the property can accept.", *v),
+						args: []string{*v, "Image"}, related: []string{"#/Image"}})
+					continue
+				}
+			}
+			image = v
+		case "Inserted", "WriteProtected":
+			var v bool
+			if err := json.Unmarshal(raw, &v); err != nil {
+				msgs = append(msgs, msgTypeError("#/"+k, k, string(raw)))
+				continue
+			}
+			if k == "Inserted" {
+				inserted = &v
+			} else {
+				writeProtected = &v
+			}
+		default:
+			msgs = append(msgs, msgPropertyUnknown("#/"+k, k))
+		}
+	}
+	if len(msgs) > 0 {
+		return newError(http.StatusBadRequest, msgs...)
+	}
+	s.mu.Lock()
+	if image != nil {
+		s.image = *image
+		if inserted == nil {
+			s.inserted = *image != ""
+		}
+	}
+	if inserted != nil {
+		s.inserted = *inserted && s.image != ""
+	}
+	if writeProtected != nil {
+		s.writeProtected = *writeProtected
+	}
+	ejected := !s.inserted
+	if ejected {
+		s.image = ""
+	}
+	s.mu.Unlock()
+	if e, ok := s.machine.(CDEjector); ok && ejected {
+		if err := e.EjectCD(r.Context()); err != nil {
+			return errInternal(fmt.Errorf("eject the machine's CD: %w", err))
+		}
+	}
+	writeResource(w, cdResource(s, b.Faults().NoMediaActions))
+	return nil
 }
