@@ -206,3 +206,32 @@ func TestMediaBootRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestMediaBootCancelledEjects: a virtual-media job cancelled while it
+// waits for the node ejects its image and clears its override.
+func TestMediaBootCancelledEjects(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		m := &mediaBMC{fakeBMC: newFake(oob.PowerOff)}
+		j := mediaJobs(t, e, m, nil)
+		run(t, j.svc.Work)
+		id := j.post(t, map[string]any{"boot": "VIRTUAL_MEDIA"})
+		j.waitStep(t, id, 3)
+		if m.inserted() != isoURL {
+			t.Fatalf("before the cancel: image %q, want %s", m.inserted(), isoURL)
+		}
+		e.want("admin", "POST", bmcPath("a", e.hostA)+"/jobs/"+id+"/cancel", nil, 200, "CANCELLED")
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			m.mu.Lock()
+			b := m.boot
+			m.mu.Unlock()
+			if b.Target == oob.BootNone && m.inserted() == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after the cancel: override %+v, image %q; want none and none", b, m.inserted())
+			}
+			time.Sleep(10 * time.Millisecond) // a poll's pace
+		}
+	})
+}
