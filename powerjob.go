@@ -47,6 +47,9 @@ type PowerStep struct {
 	// Boot and Once: the override of a SET_BOOT step (PXE, HTTP, …).
 	Boot string `json:"boot,omitempty"`
 	Once bool   `json:"once,omitempty"`
+	// Image is the URL of the CD image an INSERT_MEDIA step inserts
+	// into the BMC's virtual media.
+	Image string `json:"image,omitempty"`
 	// Timeout bounds the wait for the step's confirmation (milliseconds;
 	// 0: the module's default). A graceful shutdown that times out passes
 	// on to the next step (the forced one).

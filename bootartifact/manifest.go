@@ -37,6 +37,16 @@ const (
 	InitrdFile = "initramfs.img"
 )
 
+// The micro-OS as a CD image (a BMC's virtual media): the server composes
+// CDFile from the kernel, the initramfs and systemd-boot (BootLoaderFile),
+// which eim microos build writes beside them. The manifest does not list
+// the loader: the micro-OS checks what its kernel unpacked, not how it was
+// loaded.
+const (
+	CDFile         = "eim-microos.iso"
+	BootLoaderFile = "systemd-bootx64.efi"
+)
+
 // Version is the manifest format this package writes and reads.
 const Version = 1
 

@@ -77,7 +77,9 @@ type PowerRequest struct {
 	DesiredPowerState eim.PowerState `json:"desiredPowerState"`
 	// Boot is a boot override set before the power action: PXE, HTTP, CD,
 	// DISK or BIOS ("" none); BootOnce for the next boot only. NETWORK is
-	// a network-boot job (day0.go): Day 0 started through the BMC.
+	// a network-boot job (day0.go): Day 0 started through the BMC;
+	// VIRTUAL_MEDIA the same from EIM's CD image as virtual media
+	// (vmedia.go).
 	Boot     string `json:"boot,omitempty"`
 	BootOnce bool   `json:"bootOnce,omitempty"`
 }
@@ -165,6 +167,9 @@ func (s *Service) postJob(w http.ResponseWriter, r *http.Request, c *call) error
 	}
 	if isNetbootRequest(in) {
 		return s.postNetboot(w, r, c, in) // day0.go
+	}
+	if isMediaRequest(in) {
+		return s.postMediaBoot(w, r, c, in) // vmedia.go
 	}
 	if !slices.Contains(in.DesiredPowerState.Values(), string(in.DesiredPowerState)) {
 		return eim.Errorf(eim.EINVALID, "desiredPowerState: %q is not one of %v", in.DesiredPowerState, in.DesiredPowerState.Values())

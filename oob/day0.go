@@ -299,6 +299,12 @@ func (r *run) netbootStep(ctx context.Context, st *eim.PowerStep) error {
 	default:
 		return fail("step %d: unknown kind %q", r.j.Step, st.Kind)
 	}
+	return r.undoOnFailure(ctx, err)
+}
+
+// undoOnFailure clears what a network-boot (or virtual-media) job set
+// when err ends it: a failure says how that went; a cancel logs it.
+func (r *run) undoOnFailure(ctx context.Context, err error) error {
 	var f *failure
 	switch {
 	case errors.As(err, &f):
@@ -422,8 +428,17 @@ func (r *run) clearAfterFailure(ctx context.Context) string {
 	if r.conn == nil {
 		return ""
 	}
+	if IsMediaBoot(r.j) {
+		return r.undoMedia(ctx) // vmedia.go: the image too
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	return r.clearOverride(cctx)
+}
+
+// clearOverride clears the boot override, reads it back, and says how
+// that went.
+func (r *run) clearOverride(cctx context.Context) string {
 	err := r.conn.SetBoot(cctx, Boot{Target: BootNone})
 	if err == nil {
 		var got Boot

@@ -441,9 +441,14 @@ func (r *run) step(ctx context.Context) error {
 	case eim.PowerStepPower:
 		return r.power(ctx, st)
 	case eim.PowerStepSetBoot:
+		if IsMediaBoot(r.j) {
+			return r.mediaStep(ctx, st) // vmedia.go: undone on failure
+		}
 		return r.setBoot(ctx, st)
 	case StepBootPower, StepCallHome, StepClearBoot:
 		return r.netbootStep(ctx, st)
+	case StepInsertMedia, StepEjectMedia:
+		return r.mediaStep(ctx, st)
 	}
 	return fail("step %d: unknown kind %q", r.j.Step, st.Kind)
 }

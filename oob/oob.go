@@ -79,6 +79,10 @@ type Options struct {
 	// wait for the node to call home (default 10 min).
 	HTTPBootURL     string
 	CallHomeTimeout time.Duration
+	// VirtualMediaURL is the http(s) URL of EIM's micro-OS CD image
+	// (/boot/artifacts/eim-microos.iso) that a virtual-media job has the
+	// BMC insert (vmedia.go); empty: such jobs are refused.
+	VirtualMediaURL string
 	// MaxSends bounds the sends of one step's action (default 3).
 	MaxSends int
 	// SiteLimit power-ons start per site per SiteWindow at most (defaults

@@ -137,6 +137,24 @@ func TestRedfishDriver(t *testing.T) {
 	if err := c.EjectMedia(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if img, _ := sim.VirtualCD("1"); img != "" {
+		t.Errorf("virtual CD after the eject: %q", img)
+	}
+	// An older service without the actions: the CD's Image is PATCHed.
+	sim.SetFaults(redfishsim.Faults{NoMediaActions: true})
+	if err := c.InsertMedia(ctx, "http://127.0.0.1:8080/micro-os.iso"); err != nil {
+		t.Fatalf("insert without the action: %v", err)
+	}
+	if img, _ := sim.VirtualCD("1"); img != "http://127.0.0.1:8080/micro-os.iso" {
+		t.Errorf("virtual CD inserted by PATCH: %q", img)
+	}
+	if err := c.EjectMedia(ctx); err != nil {
+		t.Fatalf("eject without the action: %v", err)
+	}
+	if img, _ := sim.VirtualCD("1"); img != "" {
+		t.Errorf("virtual CD after the eject by PATCH: %q", img)
+	}
+	sim.SetFaults(redfishsim.Faults{})
 	if err := c.Power(ctx, oob.ActionHibernate); !errors.Is(err, oob.ErrUnsupported) {
 		t.Errorf("hibernate: got %v, want unsupported", err)
 	}

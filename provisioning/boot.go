@@ -31,6 +31,7 @@ var enrollRe = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
 //
 //	GET /boot/boot.ipxe[?enroll=TOKEN]  the iPXE script
 //	GET /boot/artifacts/NAME            a file of opts.ArtifactsDir (Range supported)
+//	GET /boot/artifacts/eim-microos.iso[?enroll=TOKEN]  the micro-OS as a CD (bootcd.go)
 func BootHandler(opts Options) http.Handler {
 	b := &boot{opts: opts}
 	b.signed.ok = map[string]fileStamp{}
@@ -103,6 +104,10 @@ func (b *boot) artifact(w http.ResponseWriter, r *http.Request) {
 	}
 	defer root.Close()
 	f, err := root.Open(name)
+	if name == CDName && errors.Is(err, fs.ErrNotExist) {
+		b.cd(w, r, root)
+		return
+	}
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			b.logger().Warn("boot: open artifact", "name", name, "err", err)

@@ -126,6 +126,9 @@ type Config struct {
 	// the node to call home.
 	OOBHTTPBootURL     string
 	OOBCallHomeTimeout time.Duration
+	// OOBVirtualMediaURL: the URL of the micro-OS CD image that
+	// virtual-media jobs have BMCs insert (empty: such jobs are refused).
+	OOBVirtualMediaURL string
 
 	// WorkloadsRolloutTick is how often the workloads module's targets
 	// loop steps the projects with a rollout in progress (zero: its

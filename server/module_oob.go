@@ -32,7 +32,7 @@ var oobService = &Part[*oob.Service]{Name: "oob service", Build: func(b *Builder
 		},
 		Workers: b.cfg.OOBWorkers, PollWorkers: b.cfg.OOBPollWorkers, PollEvery: b.cfg.OOBPollEvery, SiteLimit: b.cfg.OOBSiteLimit, SiteWindow: b.cfg.OOBSiteWindow,
 		ConfirmTimeout: b.cfg.OOBConfirmTimeout, JobTimeout: b.cfg.OOBJobTimeout, Lease: b.cfg.OOBLease, GracefulTimeout: b.cfg.OOBGracefulTimeout,
-		HTTPBootURL: b.cfg.OOBHTTPBootURL, CallHomeTimeout: b.cfg.OOBCallHomeTimeout})
+		HTTPBootURL: b.cfg.OOBHTTPBootURL, CallHomeTimeout: b.cfg.OOBCallHomeTimeout, VirtualMediaURL: b.cfg.OOBVirtualMediaURL})
 }}
 
 func buildOOB(b *Builder) (Parts, error) {

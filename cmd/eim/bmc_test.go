@@ -174,11 +174,16 @@ func TestHostPowerCLI(t *testing.T) {
 	if err != nil || !strings.Contains(out, "PENDING") || !strings.Contains(out, "boot PXE, ON or RESET, call home, clear boot") {
 		t.Fatalf("provision: got %q, %v; want a PENDING network-boot job", out, err)
 	}
+	// From virtual media: the server (here) has no CD image URL.
+	if out, err := run("provision", h.ResourceID, "--boot", "virtual-media"); err == nil || !strings.Contains(out+err.Error(), "--oob-virtual-media-url") {
+		t.Fatalf("provision --boot virtual-media without a CD image URL: got %q, %v; want an error naming --oob-virtual-media-url", out, err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"provision"}, "one host ID"},
+		{[]string{"provision", h.ResourceID, "--boot", "usb"}, "network or virtual-media"},
 		{[]string{"provision", h.ResourceID, "extra"}, "one host ID"},
 		{[]string{"power", h.ResourceID, "warp"}, "not one of"},
 		{[]string{"power", h.ResourceID, "on", "--once"}, "--once goes with --boot"},
@@ -196,6 +201,7 @@ func TestHostPowerCLI(t *testing.T) {
 // the server starts, and the error names the flag.
 func TestServerNetbootFlags(t *testing.T) {
 	for _, bad := range []string{"--oob-http-boot-url=tftp://10.0.0.1/ipxe.efi", "--oob-http-boot-url=/boot/ipxe.efi",
+		"--oob-virtual-media-url=nfs://10.0.0.1/eim.iso", "--oob-virtual-media-url=eim-microos.iso",
 		"--oob-call-home-timeout=500ms", "--oob-call-home-timeout=soon"} {
 		err := Main(t.Context(), []string{"server", bad, "--data-dir", t.TempDir()}, io.Discard, io.Discard)
 		flag, _, _ := strings.Cut(strings.TrimPrefix(bad, "--"), "=")

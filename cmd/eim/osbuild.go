@@ -73,10 +73,14 @@ func findAgent() (string, error) {
 	return "", usagef("no eim-agent binary beside eim or on PATH: build one (CGO_ENABLED=0 go build ./cmd/eim-agent) and pass --agent")
 }
 
+// defaultBootLoader is Debian's systemd-boot (systemd-boot-efi), the
+// loader of the micro-OS CD image.
+const defaultBootLoader = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
+
 func (c *cli) microos(args []string) error {
 	if len(args) == 0 || args[0] != "build" {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F] [--ipxe-efi F]\n")
+			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F] [--ipxe-efi F] [--systemd-boot F]\n")
 			return nil
 		}
 		return usagef("microos: unknown verb %q (build)", args[0])
@@ -89,10 +93,11 @@ func (c *cli) microos(args []string) error {
 			"it booted against the signed manifest. The same inputs give the same bytes.\n"+
 			"The kernel, and iPXE's EFI binary (ipxe.efi, for UEFI HTTP boot and USB sticks), are signed for\n"+
 			"Secure Boot with the deployment's db key (secureboot-db.key in the data directory; see eim\n"+
-			"secureboot export and docs/security.md).")
+			"secureboot export and docs/security.md). So is systemd-boot (systemd-bootx64.efi), the loader of\n"+
+			"the micro-OS CD image the server makes for a BMC's virtual media (eim-microos.iso).")
 	var (
-		dataDir, out, ipxe string
-		k                  kernelFlags
+		dataDir, out, ipxe, loader string
+		k                          kernelFlags
 	)
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the server's data directory (ca.crt, artifacts.key)")
 	fs.StringVar(&out, "out", "", "boot artifacts directory to write (default <data-dir>/boot, the server's default --boot-artifacts)")
@@ -101,9 +106,16 @@ func (c *cli) microos(args []string) error {
 	fs.Var(&k.modules, "module", "kernel module to carry, with its dependencies (repeatable, or a,b,c; default: VM, common NIC and disk drivers, ext4, vfat)")
 	fs.StringVar(&k.agent, "agent", "", "static eim-agent binary (default: beside eim, or on PATH)")
 	fs.StringVar(&ipxe, "ipxe-efi", defaultIPXE, "iPXE EFI binary to sign and write as ipxe.efi (Debian's ipxe package; \"\" or a missing default: none)")
+	fs.StringVar(&loader, "systemd-boot", defaultBootLoader, "systemd-boot EFI binary to sign and write as systemd-bootx64.efi, the loader of the micro-OS CD image (Debian's systemd-boot-efi; \"\" or a missing default: none, and no CD image)")
 	pos, err := c.parseAll(fs, args[1:])
 	if err != nil {
 		return err
+	}
+	loaderNote := ""
+	if loader == defaultBootLoader {
+		if _, err := os.Stat(loader); err != nil {
+			loader, loaderNote = "", "  (no "+defaultBootLoader+": no systemd-bootx64.efi written, no CD image for virtual media; Debian's systemd-boot-efi has it)\n"
+		}
 	}
 	ipxeNote := ""
 	if ipxe == defaultIPXE {
@@ -138,7 +150,7 @@ func (c *cli) microos(args []string) error {
 	}
 	res, err := osbuild.BuildMicroOS(osbuild.MicroOSOptions{
 		Kernel: kern, Modules: mods, Agent: agent, CACertPEM: ca, Key: key, Dir: out,
-		SecureBootKey: sb.Key, SecureBootCert: sb.Cert, IPXE: ipxe,
+		SecureBootKey: sb.Key, SecureBootCert: sb.Cert, IPXE: ipxe, BootLoader: loader,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -152,7 +164,11 @@ func (c *cli) microos(args []string) error {
 		fmt.Fprintf(c.stdout, "  %-14s signed from %s\n", osbuild.IPXEFile, ipxe)
 	}
 	fmt.Fprintf(c.stdout, "  EFI executables signed for Secure Boot by %q (%s)\n", sb.Cert.Subject.CommonName, certFingerprint(sb.Cert))
+	if loader != "" {
+		fmt.Fprintf(c.stdout, "  %-14s signed from %s (the loader of the CD image %s)\n", bootartifact.BootLoaderFile, loader, bootartifact.CDFile)
+	}
 	fmt.Fprint(c.stdout, ipxeNote)
+	fmt.Fprint(c.stdout, loaderNote)
 	if len(res.Missing) > 0 {
 		fmt.Fprintf(c.stdout, "  (default modules this kernel lacks: %s)\n", strings.Join(res.Missing, " "))
 	}

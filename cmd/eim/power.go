@@ -55,12 +55,24 @@ func (c *cli) hostPower(args []string) error {
 // host's BMC (a network-boot job: one-time network boot, power on or
 // reset, wait for the node to call home, clear the boot override).
 func (c *cli) hostProvision(args []string) error {
-	fs := c.flagSet("eim host provision", "eim host provision HOST",
-		"Boots the host from the network through its BMC (one-time PXE, or UEFI HTTP boot; on if off, reset if on) so that it onboards and provisions; the job ends when the node has called home and the boot override is cleared (`eim host jobs HOST`).")
+	fs := c.flagSet("eim host provision", "eim host provision HOST [--boot network|virtual-media]",
+		"Boots the host from the network through its BMC (one-time PXE, or UEFI HTTP boot; on if off, reset if on) so that it onboards and provisions; the job ends when the node has called home and the boot override is cleared (`eim host jobs HOST`).\n"+
+			"With --boot virtual-media, from EIM's micro-OS CD image instead, inserted as the BMC's virtual CD (for sites without PXE; the server's --oob-virtual-media-url), ejected once the node has called home.")
 	c.globalFlags(fs)
+	var boot string
+	fs.StringVar(&boot, "boot", "network", "how the host boots EIM's micro-OS: network or virtual-media")
 	pos, err := c.parseAll(fs, args)
 	if err != nil {
 		return err
+	}
+	var kind string
+	switch strings.ToLower(boot) {
+	case "network":
+		kind = "NETWORK"
+	case "virtual-media", "cd":
+		kind = "VIRTUAL_MEDIA"
+	default:
+		return usagef("host provision: --boot %q: want network or virtual-media", boot)
 	}
 	if err := wantArgs("host provision", pos, 1, "one host ID"); err != nil {
 		return err
@@ -69,7 +81,7 @@ func (c *cli) hostProvision(args []string) error {
 	if err != nil {
 		return err
 	}
-	j, err := cl.RequestPower(c.ctx, c.g.project, pos[0], client.PowerRequest{DesiredPowerState: eim.PowerStateOn, Boot: "NETWORK"})
+	j, err := cl.RequestPower(c.ctx, c.g.project, pos[0], client.PowerRequest{DesiredPowerState: eim.PowerStateOn, Boot: kind})
 	if err != nil {
 		return err
 	}
@@ -132,6 +144,10 @@ func (c *cli) printJobs(jobs []*client.PowerJob) error {
 				name = "call home"
 			case oob.StepClearBoot:
 				name = "clear boot"
+			case oob.StepInsertMedia:
+				name = "insert CD"
+			case oob.StepEjectMedia:
+				name = "eject CD"
 			}
 			switch {
 			case s.Done:

@@ -101,6 +101,7 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.OOBLease, "oob-lease", 30*time.Second, "oob: how long a process holds a power job without renewing it (another takes it over after)")
 	fs.DurationVar(&cfg.OOBGracefulTimeout, "oob-graceful-timeout", time.Minute, "oob: how long a graceful shutdown through the BMC has before the machine is forced off")
 	fs.StringVar(&cfg.OOBHTTPBootURL, "oob-http-boot-url", "", "oob: the URL a network-boot job gives a UEFI BMC that lists HTTP boot (UEFI HTTP boot of EIM's iPXE); empty: PXE always")
+	fs.StringVar(&cfg.OOBVirtualMediaURL, "oob-virtual-media-url", "", "oob: the http(s) URL of EIM's micro-OS CD image that a virtual-media job (boot VIRTUAL_MEDIA) has the BMC insert, as the BMC reaches this server, e.g. http://eim.example.com:8080/boot/artifacts/eim-microos.iso; empty: such jobs are refused")
 	fs.DurationVar(&cfg.OOBCallHomeTimeout, "oob-call-home-timeout", 10*time.Minute, "oob: how long a network-boot job waits for the node to call home after powering it on or resetting it")
 	fs.StringVar(&cfg.OOBIPMITool, "oob-ipmitool", "ipmitool", "oob: the ipmitool binary the IPMI driver runs")
 	fs.DurationVar(&cfg.WorkloadsRolloutTick, "workloads-rollout-tick", 10*time.Second, "workloads: how often the projects with an edge workload rollout in progress are stepped (devices' status reports and timeouts move rollouts, and are no change events)")
@@ -161,9 +162,12 @@ func (c *cli) server(args []string) error {
 			return usagef("%s: must be at least 1s, got %s", d.name, d.v)
 		}
 	}
-	if u := cfg.OOBHTTPBootURL; u != "" {
-		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return usagef("--oob-http-boot-url: want an http or https URL, got %q", u)
+	for _, f := range []struct{ name, u string }{{"--oob-http-boot-url", cfg.OOBHTTPBootURL}, {"--oob-virtual-media-url", cfg.OOBVirtualMediaURL}} {
+		if f.u == "" {
+			continue
+		}
+		if p, err := url.Parse(f.u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return usagef("%s: want an http or https URL, got %q", f.name, f.u)
 		}
 	}
 	if cfg.WorkloadsRolloutTick < 100*time.Millisecond || cfg.WorkloadsRolloutTick > 10*time.Minute {

@@ -45,6 +45,9 @@ import (
 //     OS image is served broken), then `eim instance reprovision`: the oob
 //     module resets the running machine with a one-time PXE boot through
 //     the BMC, and attempt 2 runs to RUNNING.
+//   - redfish-virtual-media: Day 0 from EIM's micro-OS CD image inserted
+//     as the Redfish BMC's virtual media, on a UEFI VM that cannot boot
+//     from the network (vm_vmedia_e2e_test.go).
 //
 // It runs with EIM_VM_TEST=1 (.ci/run's VM step), beside TestVMDay0, and
 // also needs Debian's openipmi and ipmitool.
@@ -58,10 +61,11 @@ func TestVMDay0BMC(t *testing.T) {
 		}
 	}
 	total := time.Now()
-	e := startVMEnv(t, "--oob-poll-every", "5s", "--oob-graceful-timeout", "5s", "--oob-call-home-timeout", "5m", "--oob-job-timeout", "5m")
+	e := startVMEnv(t, "--oob-poll-every", "5s", "--oob-graceful-timeout", "5s", "--oob-call-home-timeout", "5m", "--oob-job-timeout", "5m", mediaURLFlag)
 	t.Run("ipmi", func(t *testing.T) { bmcDay0IPMI(t, e, 5) })
 	t.Run("redfish", func(t *testing.T) { bmcDay0Redfish(t, e, 6) })
 	t.Run("redfish-reprovision", func(t *testing.T) { bmcReprovisionRedfish(t, e, 7) })
+	t.Run("redfish-virtual-media", func(t *testing.T) { bmcMediaRedfish(t, e, 8) })
 	t.Logf("BMC VM test total %s", time.Since(total).Round(time.Second))
 }
 

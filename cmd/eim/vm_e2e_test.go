@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,6 +118,10 @@ func startVMEnv(t *testing.T, extra ...string) *vmEnv {
 	// Ports chosen up front: the agent URL given to nodes (the VM's view of
 	// the agent listener) names the port.
 	apiPort, agentPort := freePort(t), freePort(t)
+	extra = slices.Clone(extra)
+	for i := range extra { // flags that name the API's port
+		extra[i] = strings.ReplaceAll(extra[i], "{apiPort}", strconv.Itoa(apiPort))
+	}
 	base := t.TempDir()
 	s := &day0Server{t: t, dataDir: filepath.Join(base, "data"), bootDir: filepath.Join(base, "data", "boot"),
 		extra: append([]string{"--agent-url", fmt.Sprintf("https://%s:%d", vmHost, agentPort), "--log-level", "info"}, extra...)}

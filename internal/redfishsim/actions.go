@@ -404,6 +404,11 @@ func (b *BMC) ejectMedia(w http.ResponseWriter, r *http.Request, s *system) *api
 	s.mu.Lock()
 	s.image, s.inserted, s.writeProtected = "", false, true
 	s.mu.Unlock()
+	if e, ok := s.machine.(CDEjector); ok {
+		if err := e.EjectCD(r.Context()); err != nil {
+			return errInternal(fmt.Errorf("eject the machine's CD: %w", err))
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -61,6 +61,10 @@ type Faults struct {
 	// TaskException: with AsyncTasks, an accepted action is not done and
 	// its task ends in the Exception state.
 	TaskException bool
+	// NoMediaActions: the virtual CD lists no InsertMedia or EjectMedia
+	// action (older services, Lenovo's XCC): clients PATCH its Image and
+	// Inserted instead (media.go).
+	NoMediaActions bool
 }
 
 // Action is one reset request the BMC received, with what it did.
@@ -390,13 +394,16 @@ func (b *BMC) routeManagers(w http.ResponseWriter, r *http.Request, method strin
 		return nil
 	case len(seg) >= 3 && seg[1] == "VirtualMedia" && seg[2] == "Cd":
 		if len(seg) == 3 {
-			if method != http.MethodGet {
-				return allow(w, method, "GET")
+			switch method {
+			case http.MethodGet:
+				writeResource(w, cdResource(s, b.Faults().NoMediaActions))
+				return nil
+			case http.MethodPatch:
+				return b.patchMedia(w, r, s)
 			}
-			writeResource(w, cdResource(s))
-			return nil
+			return allow(w, method, "GET, PATCH")
 		}
-		if len(seg) == 5 && seg[3] == "Actions" {
+		if len(seg) == 5 && seg[3] == "Actions" && !b.Faults().NoMediaActions {
 			if method != http.MethodPost {
 				return allow(w, method, "POST")
 			}

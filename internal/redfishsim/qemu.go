@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
+	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -32,6 +33,10 @@ type QEMUConfig struct {
 	// GracefulTimeout bounds the wait for the guest to power off in a
 	// graceful restart (default 5 min); after it the restart is given up.
 	GracefulTimeout time.Duration
+	// CDDevice is the qdev ID of the CD drive BootArgs attach for a Cd
+	// boot ("" none): the BMC's EjectMedia ejects its medium from the
+	// running VM (media.go).
+	CDDevice string
 }
 
 // DefaultBootArgs boots once from the override target: Pxe -boot once=n,
@@ -72,6 +77,7 @@ type QEMU struct {
 	starting bool          // started, its CPUs not running yet
 	gen      int           // bumped by each action: a pending graceful restart yields to a newer one
 	boots    []BootRecord
+	mediaDir string // virtual media images downloaded (media.go); removed by Close
 }
 
 // NewQEMU returns a QEMU machine; Close stops the process it started.
@@ -187,6 +193,10 @@ func (q *QEMU) powerOn(ctx context.Context, boot Boot) error {
 func (q *QEMU) start(boot Boot) error {
 	if len(q.cfg.Command) == 0 {
 		return errors.New("redfishsim: the VM is not running and there is no command to start it")
+	}
+	boot, err := q.localImage(boot) // an http(s) CD image as a file
+	if err != nil {
+		return err
 	}
 	args := append(slices.Clone(q.cfg.Command[1:]), q.cfg.BootArgs(boot)...)
 	cmd := exec.Command(q.cfg.Command[0], args...)
@@ -421,6 +431,9 @@ func (q *QEMU) Close() error {
 		cancel()
 	}
 	q.wg.Wait()
+	if q.mediaDir != "" {
+		_ = os.RemoveAll(q.mediaDir)
+	}
 	return nil
 }
 

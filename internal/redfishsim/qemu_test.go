@@ -2,10 +2,14 @@ package redfishsim_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,3 +298,70 @@ func TestQEMUMachine(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestQEMUVirtualCD: an image inserted by URL into the virtual CD is
+// downloaded when a one-time Cd boot starts the VM, and the VM starts
+// with that file as its CD (here a drive of machine none); the override
+// is used once, and an ejected CD is no longer there.
+func TestQEMUVirtualCD(t *testing.T) {
+	qemu := qemuBinary(t)
+	image := []byte(strings.Repeat("EIM CD image ", 1000))
+	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(image) }))
+	t.Cleanup(img.Close)
+	sock := filepath.Join(t.TempDir(), "qmp.sock")
+	m, err := redfishsim.NewQEMU(redfishsim.QEMUConfig{
+		QMP:     sock,
+		Command: vm(qemu, sock),
+		BootArgs: func(b redfishsim.Boot) []string {
+			u, err := url.Parse(b.Image)
+			if b.Target != "Cd" || err != nil || u.Scheme != "file" {
+				return nil
+			}
+			return []string{"-name", "boot-Cd", "-drive", "if=none,id=cd0,media=cdrom,readonly=on,format=raw,file=" + u.Path}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	e := oneSystem(t, m, redfishsim.Faults{})
+	cd := "/redfish/v1/Managers/BMC/VirtualMedia/Cd"
+	if a := e.do(t, "POST", cd+"/Actions/VirtualMedia.InsertMedia", map[string]any{"Image": img.URL + "/eim-microos.iso"}, nil); a.status != 204 {
+		t.Fatalf("InsertMedia: %d %s", a.status, a.raw)
+	}
+	e.do(t, "PATCH", sys1, map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once"}}, nil)
+	if a := e.do(t, "POST", sys1+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "On"}, nil); a.status != 204 {
+		t.Fatalf("On: %d %s", a.status, a.raw)
+	}
+	eventually(t, 30*time.Second, "the VM on", func() bool { return e.get(t, sys1)["PowerState"] == "On" })
+	data, _ := os.ReadFile("/proc/" + itoa(m.PID()) + "/cmdline")
+	args := strings.Split(string(data), "\x00")
+	var file string
+	for _, a := range args {
+		if _, f, ok := strings.Cut(a, ",file="); ok {
+			file = f
+		}
+	}
+	if file == "" {
+		t.Fatalf("command line %q: no CD drive", args)
+	}
+	if got, err := os.ReadFile(file); err != nil || !bytes.Equal(got, image) {
+		t.Fatalf("the VM's CD %s: %d bytes (%v), want the %d served", file, len(got), err, len(image))
+	}
+	if b := m.Boots(); len(b) != 1 || b[0].Target != "Cd" {
+		t.Errorf("boots %+v, want one from the CD", b)
+	}
+	if target, enabled, _, _ := e.bmc.BootOverride("1"); enabled != "Disabled" {
+		t.Errorf("override after the boot: %s %s, want used up (Disabled)", target, enabled)
+	}
+	if a := e.do(t, "POST", cd+"/Actions/VirtualMedia.EjectMedia", map[string]any{}, nil); a.status != 204 {
+		t.Fatalf("EjectMedia: %d %s", a.status, a.raw)
+	}
+	if v := e.get(t, cd); v["Inserted"] != false || (v["Image"] != nil && v["Image"] != "") {
+		t.Errorf("the virtual CD after the eject: Inserted %v Image %v", v["Inserted"], v["Image"])
+	}
+	m.Close()
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("the downloaded image %s outlived the machine (%v)", file, err)
+	}
+}

@@ -112,14 +112,14 @@ func managerResource(s *system) map[string]any {
 	}
 }
 
-func cdResource(s *system) map[string]any {
+func cdResource(s *system, noActions bool) map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	image, name, via := "", "", "NotConnected"
 	if s.inserted {
 		image, name, via = s.image, imageName(s.image), "URI"
 	}
-	return map[string]any{
+	res := map[string]any{
 		"@odata.id":      cdPath(s),
 		"@odata.type":    "#VirtualMedia.v1_3_0.VirtualMedia",
 		"Id":             "Cd",
@@ -136,6 +136,10 @@ func cdResource(s *system) map[string]any {
 			"#VirtualMedia.EjectMedia":  map[string]any{"target": cdPath(s) + "/Actions/VirtualMedia.EjectMedia"},
 		},
 	}
+	if noActions {
+		delete(res, "Actions")
+	}
+	return res
 }
 
 func imageName(url string) string {

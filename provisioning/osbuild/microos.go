@@ -41,8 +41,14 @@ type MicroOSOptions struct {
 	// IPXE, when set, is an iPXE EFI binary (Debian's ipxe.efi) written
 	// beside the micro-OS as ipxe.efi, signed with the Secure Boot key:
 	// what UEFI HTTP boot and USB sticks start.
-	IPXE   string
-	Logger *slog.Logger
+	IPXE string
+	// BootLoader, when set, is systemd-boot (Debian's systemd-boot-efi
+	// systemd-bootx64.efi), written beside the micro-OS as
+	// bootartifact.BootLoaderFile, signed with the Secure Boot key: the
+	// server makes the micro-OS CD image of it (bootartifact.CDFile,
+	// provisioning/bootcd.go).
+	BootLoader string
+	Logger     *slog.Logger
 }
 
 // IPXEFile is the name of the signed iPXE EFI binary in the boot
@@ -117,6 +123,17 @@ func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
 	} else if opts.IPXE != "" {
 		return nil, errors.New("micro-OS: iPXE is written only signed: give the Secure Boot key")
 	}
+	var loader []byte
+	if opts.BootLoader != "" {
+		if loader, err = os.ReadFile(opts.BootLoader); err != nil {
+			return nil, fmt.Errorf("boot loader: %w", err)
+		}
+		if opts.SecureBootKey != nil {
+			if loader, err = secureboot.Sign(loader, opts.SecureBootCert, opts.SecureBootKey); err != nil {
+				return nil, fmt.Errorf("boot loader %s: sign for Secure Boot: %w", opts.BootLoader, err)
+			}
+		}
+	}
 	m := &bootartifact.Manifest{Version: bootartifact.Version, KernelRelease: opts.Kernel.Release}
 	for _, f := range []struct {
 		name string
@@ -144,6 +161,11 @@ func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
 	}
 	if ipxe != nil {
 		if err := WriteFileAtomic(filepath.Join(opts.Dir, IPXEFile), ipxe, 0o644); err != nil {
+			return nil, fmt.Errorf("micro-OS: %w", err)
+		}
+	}
+	if loader != nil {
+		if err := WriteFileAtomic(filepath.Join(opts.Dir, bootartifact.BootLoaderFile), loader, 0o644); err != nil {
 			return nil, fmt.Errorf("micro-OS: %w", err)
 		}
 	}

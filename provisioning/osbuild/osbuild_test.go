@@ -279,7 +279,8 @@ func TestBuildMicroOSSignsForSecureBoot(t *testing.T) {
 	plain := k.Image
 	pe := filepath.Join(t.TempDir(), "vmlinuz-pe")
 	ipxe := filepath.Join(t.TempDir(), "ipxe.efi")
-	for p, b := range map[string][]byte{pe: img, ipxe: petest.Minimal(9)} {
+	loader := filepath.Join(t.TempDir(), "systemd-bootx64.efi")
+	for p, b := range map[string][]byte{pe: img, ipxe: petest.Minimal(9), loader: petest.Minimal(11)} {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -293,12 +294,12 @@ func TestBuildMicroOSSignsForSecureBoot(t *testing.T) {
 	dir := t.TempDir()
 	opts := MicroOSOptions{Kernel: k, Modules: []string{"ext4"}, Agent: fakeAgent(t, false),
 		CACertPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Key: key, Dir: dir,
-		SecureBootKey: sbKey, SecureBootCert: sbCert, IPXE: ipxe}
+		SecureBootKey: sbKey, SecureBootCert: sbCert, IPXE: ipxe, BootLoader: loader}
 	res, err := BuildMicroOS(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{bootartifact.KernelFile, IPXEFile} {
+	for _, name := range []string{bootartifact.KernelFile, IPXEFile, bootartifact.BootLoaderFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

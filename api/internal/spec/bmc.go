@@ -105,19 +105,21 @@ func bmcSchemas(into *obj) {
 
 	power := o("type", "string", "enum", eim.PowerState("").Values(), "description", "A host's power state.")
 	into.set("PowerRequest", o("type", "object", "additionalProperties", false,
-		"description", "A power change asked through the host's BMC; with boot NETWORK, Day 0 started through it (a network-boot job).",
+		"description", "A power change asked through the host's BMC; with boot NETWORK or VIRTUAL_MEDIA, Day 0 started through it (a network-boot or virtual-media job).",
 		"properties", o("desiredPowerState", o("type", "string", "enum", eim.PowerState("").Values(),
-			"description", "A host's power state (required, but with boot NETWORK, where it may only be POWER_STATE_ON)."),
-			"boot", o("type", "string", "enum", []string{"PXE", "HTTP", "CD", "DISK", "BIOS", "NETWORK"},
-				"description", "A boot override set before the power action (ON, RESET, POWER_CYCLE); NETWORK: a network-boot job (a one-time PXE or UEFI HTTP boot, on if off or reset if on, done when the node calls home, the override cleared)."),
-			"bootOnce", o("type", "boolean", "description", "The override is for the next boot only (not with NETWORK, always once)."))))
+			"description", "A host's power state (required, but with boot NETWORK or VIRTUAL_MEDIA, where it may only be POWER_STATE_ON)."),
+			"boot", o("type", "string", "enum", []string{"PXE", "HTTP", "CD", "DISK", "BIOS", "NETWORK", "VIRTUAL_MEDIA"},
+				"description", "A boot override set before the power action (ON, RESET, POWER_CYCLE); NETWORK: a network-boot job (a one-time PXE or UEFI HTTP boot, on if off or reset if on, done when the node calls home, the override cleared); "+
+					"VIRTUAL_MEDIA: a virtual-media job (EIM's micro-OS CD image, --oob-virtual-media-url, inserted as the BMC's virtual CD, a one-time boot from it, on if off or reset if on, done when the node calls home, the image ejected and the override cleared; a BMC without virtual media fails the job at once)."),
+			"bootOnce", o("type", "boolean", "description", "The override is for the next boot only (not with NETWORK or VIRTUAL_MEDIA, always once)."))))
 	into.set("PowerStep", o("type", "object", "additionalProperties", false,
 		"description", "A step of a power job and how far it got.",
-		"properties", o("kind", o("type", "string", "enum", []string{eim.PowerStepSetBoot, eim.PowerStepPower, "BOOT_POWER", "CALL_HOME", "CLEAR_BOOT"},
-			"description", "SET_BOOT, POWER; a network-boot job's BOOT_POWER (on or reset, chosen from the state), CALL_HOME (the node calling home), CLEAR_BOOT."),
+		"properties", o("kind", o("type", "string", "enum", []string{eim.PowerStepSetBoot, eim.PowerStepPower, "BOOT_POWER", "CALL_HOME", "CLEAR_BOOT", "INSERT_MEDIA", "EJECT_MEDIA"},
+			"description", "SET_BOOT, POWER; a network-boot job's BOOT_POWER (on or reset, chosen from the state), CALL_HOME (the node calling home), CLEAR_BOOT; a virtual-media job's INSERT_MEDIA and EJECT_MEDIA besides."),
 			"action", o("type", "string", "description", "The power action: ON, GRACEFUL_OFF, FORCE_OFF, RESET, POWER_CYCLE, SLEEP, HIBERNATE."),
 			"boot", o("type", "string", "description", "The boot override of a SET_BOOT step."),
 			"once", o("type", "boolean"),
+			"image", o("type", "string", "description", "The URL of the CD image an INSERT_MEDIA step inserts."),
 			"timeoutMs", o("type", "integer", "description", "How long the step's confirmation is awaited (ms)."),
 			"sends", o("type", "integer", "description", "Times the action was sent."),
 			"sentAt", o("type", "string", "format", "date-time"),
