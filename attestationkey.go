@@ -9,6 +9,10 @@ import "context"
 // first use) and refuses a quote by another later: the key pinned is what
 // makes a later boot's quote evidence of that node's TPM.
 
+// KindAttestationKey names a host's pinned attestation key in the audit
+// log (its resource ID is the host's): the pin is recorded, by the node.
+const KindAttestationKey Kind = "attestationkey"
+
 // AttestationKey is the AK pinned to a host.
 type AttestationKey struct {
 	Project string
@@ -30,7 +34,8 @@ type AttestationKey struct {
 //
 // UseAttestationKey records a verified quote by k (its Project, HostID,
 // Public, Name and NonceAt): with no key pinned to the host it pins k
-// (PinnedAt set) and returns it; with another key pinned it returns that
+// (PinnedAt set, an audit record of it created by the context's actor)
+// and returns it; with another key pinned it returns that
 // one and changes nothing (the caller reports the mismatch); with k pinned
 // it moves NonceAt forward and returns the pinned key, or fails with
 // ECONFLICT when k.NonceAt is not after the recorded one (a replayed

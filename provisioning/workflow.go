@@ -131,12 +131,16 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		}
 		if resp := answer(st); resp != nil {
 			resp.MeasuredBootLater = true
-			return connect.NewResponse(resp), nil
+			return s.respond(n, req.Msg, resp), nil
 		}
 	}
 	// The measured boot is checked outside the write transaction (the
-	// first check after a boot artifact changed hashes it).
-	v, attested := s.attestation(req.Msg.GetMeasuredBoot(), req.Msg.GetSecureBoot())
+	// first check after a boot artifact changed hashes it; the quote's
+	// key is pinned, and its nonce used, in a transaction of its own).
+	v, attested, reask, err := s.attestation(ctx, n, req.Msg)
+	if err != nil {
+		return nil, s.rpcError(ctx, "attest", err)
+	}
 	// No workflow yet (or, with concurrent writers, not looked for yet): render and
 	// create it in the write transaction, which reads again and answers
 	// with the workflow it finds, whether it was there or another call of
@@ -157,7 +161,9 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		if ask = false; answer(st) != nil {
 			return nil
 		}
-		if withheld {
+		if withheld || reask {
+			// Asked for the measured boot, or for it quoted over the
+			// nonce of this answer.
 			ask = true
 			return nil
 		}
@@ -175,10 +181,14 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		return nil, s.rpcError(ctx, "create workflow", err)
 	}
 	if ask {
-		return connect.NewResponse(&provisioningv1.GetWorkflowResponse{
+		msg := "the workflow is created with the node's measured boot: send it"
+		if !withheld {
+			msg = "the workflow is created with the node's measured boot quoted by its TPM over the nonce of this answer: send it"
+		}
+		return s.respond(n, req.Msg, &provisioningv1.GetWorkflowResponse{
 			Disposition:      provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT,
 			PollAfterSeconds: 1,
-			Message:          "the workflow is created with the node's measured boot: send it",
+			Message:          msg,
 		}), nil
 	}
 	resp := answer(st)
@@ -186,7 +196,17 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		return nil, s.rpcError(ctx, "create workflow", errors.New("workflow not created"))
 	}
 	resp.MeasuredBootLater = true
-	return connect.NewResponse(resp), nil
+	return s.respond(n, req.Msg, resp), nil
+}
+
+// respond is the answer resp, with a fresh attestation nonce for an agent
+// that quotes its measured boot: it quotes over the nonce of the answer
+// before the request that carries its measurements.
+func (s *Service) respond(n southbound.Node, req *provisioningv1.GetWorkflowRequest, resp *provisioningv1.GetWorkflowResponse) *connect.Response[provisioningv1.GetWorkflowResponse] {
+	if req.GetQuotes() {
+		resp.AttestationNonce = s.nonces.issue(n.Project, n.HostID)
+	}
+	return connect.NewResponse(resp)
 }
 
 // answer is the reply to GetWorkflow for st, or nil when a workflow must be

@@ -11,7 +11,8 @@ import (
 
 // Hosts' pinned TPM attestation keys (eim.AttestationKeyStore): the table
 // attestation_keys, scoped to the project like the resource tables
-// (row-level security on PostgreSQL). Not in the change feed.
+// (row-level security on PostgreSQL). Not in the change feed; a pin is in
+// the audit log.
 
 var _ eim.AttestationKeyStore = (*Store)(nil)
 
@@ -51,6 +52,9 @@ func (s *Store) UseAttestationKey(ctx context.Context, k *eim.AttestationKey) (*
 			if n, _ := res.RowsAffected(); n == 0 {
 				return errRaced
 			}
+			t.addAudit(ctx, k.Project, eim.KindAttestationKey, k.HostID, eim.OpCreated, map[string]eim.Change{
+				"name": {Old: jsonNull, New: jsonString(k.Name)},
+			})
 			p := *k
 			p.PinnedAt = now
 			out = &p

@@ -34,6 +34,10 @@ func testAttestationKeys(t *testing.T, s eim.Store) {
 	if got.Name != "000b01" || got.PinnedAt.IsZero() || got.NonceAt != 100 {
 		t.Fatalf("first use: got %+v, want 000b01 pinned, nonce at 100", got)
 	}
+	recs, _ := audit(t, s, p1, eim.AuditQuery{Filter: `kind = "attestationkey"`, Limit: 10})
+	if len(recs) != 1 || recs[0].ResourceID != h || recs[0].Action != string(eim.OpCreated) || string(recs[0].Changes["name"].New) != `"000b01"` {
+		t.Fatalf("audit records of the pin: got %+v, want one CREATED of %s naming 000b01", recs, h)
+	}
 	read, err := s.AttestationKey(c, p1, h)
 	if err != nil {
 		t.Fatal(err)
