@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/eimhq/eim/attest/tpmquote"
+	"github.com/eimhq/eim/fde/tpmseal"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 )
 
@@ -97,4 +101,42 @@ func readEventLog(path string) ([]byte, error) {
 		return nil, fmt.Errorf("the TPM event log is larger than %d bytes", maxEventLog)
 	}
 	return b, nil
+}
+
+// canQuote reports whether mb is a measured boot the TPM can quote: a TPM
+// 2.0 whose SHA-256 PCRs were read.
+func canQuote(mb *provisioningv1.MeasuredBoot) bool {
+	return mb.GetTpm() == provisioningv1.MeasuredBoot_TPM_PRESENT && mb.GetError() == "" && len(mb.GetPcrs()) > 0
+}
+
+// quote returns mb with the TPM's quote of its PCRs over nonce
+// (attest/tpmquote), or with the reason there is none: the server then
+// does not believe the values.
+func (p *Provisioner) quote(mb *provisioningv1.MeasuredBoot, nonce []byte) *provisioningv1.MeasuredBoot {
+	out := proto.Clone(mb).(*provisioningv1.MeasuredBoot)
+	q, err := p.makeQuote(out.GetPcrs(), nonce)
+	if err != nil {
+		p.log().Warn("the TPM did not quote the measured boot", "err", err)
+		out.Quote = &provisioningv1.Quote{Error: err.Error()}
+		return out
+	}
+	out.Quote = &provisioningv1.Quote{Nonce: nonce, AkPublic: q.AKPublic, Attest: q.Attest, Signature: q.Signature}
+	return out
+}
+
+func (p *Provisioner) makeQuote(pcrs []*provisioningv1.Pcr, nonce []byte) (*tpmquote.Quote, error) {
+	open := p.OpenTPM
+	if open == nil {
+		open = tpmseal.Open
+	}
+	tpm, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer tpm.Close()
+	idx := make([]int, len(pcrs))
+	for i, pcr := range pcrs {
+		idx[i] = int(pcr.GetIndex())
+	}
+	return tpmquote.Make(tpm, nonce, idx)
 }

@@ -93,6 +93,10 @@ type Provisioner struct {
 	// OutputInterval is how often output of a running action is reported
 	// (default 2 s).
 	OutputInterval time.Duration
+	// OpenTPM opens the TPM that quotes the measured boot
+	// (Identity.MeasuredBoot, when it has one); nil is tpmseal.Open, the
+	// node's /dev/tpmrm0.
+	OpenTPM func() (io.ReadWriteCloser, error)
 	// Now and Wait replace the clock in tests (Wait sleeps d or until ctx
 	// ends).
 	Now  func() time.Time
@@ -319,11 +323,20 @@ func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.Pr
 	// The measured boot (some 13 KB) goes with the first request, and
 	// again only when the server's last answer did not say it can do
 	// without (measured_boot_later): when it asks for it, or predates that.
+	// With a TPM that measured the boot, the agent quotes: the server
+	// gives a nonce with each answer, and the measured boot goes quoted
+	// over the latest one (the first request has none yet: the server
+	// answers with one and asks again before it creates the workflow).
 	later := false
+	quotes := canQuote(p.Identity.MeasuredBoot)
+	var nonce []byte
 	for {
-		req := &provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot, MeasuredBoot: p.Identity.MeasuredBoot}
-		if later && req.MeasuredBoot != nil {
+		req := &provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot, MeasuredBoot: p.Identity.MeasuredBoot, Quotes: quotes}
+		switch {
+		case later && req.MeasuredBoot != nil:
 			req.MeasuredBoot, req.MeasuredBootWithheld = nil, true
+		case quotes && nonce != nil:
+			req.MeasuredBoot = p.quote(req.MeasuredBoot, nonce)
 		}
 		resp, err := pc.GetWorkflow(ctx, connect.NewRequest(req))
 		var d time.Duration
@@ -340,6 +353,7 @@ func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.Pr
 			r.reset()
 			m := resp.Msg
 			later = m.GetMeasuredBootLater()
+			nonce = m.GetAttestationNonce()
 			d = pollAfter(m.GetPollAfterSeconds())
 			switch m.GetDisposition() {
 			case provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT:

@@ -13,8 +13,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
 
 	"github.com/eimhq/eim/agent"
+	"github.com/eimhq/eim/attest/tpmquote"
+	"github.com/eimhq/eim/internal/swtpmtest"
 	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 )
@@ -595,3 +599,84 @@ func TestProvisionerWithholdsMeasuredBoot(t *testing.T) {
 		}
 	}
 }
+
+// With a TPM, the agent says it quotes; once an answer gave it a nonce,
+// the measured boot it sends carries its TPM's quote of the PCRs over it.
+func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
+	ca := newTestCA(t)
+	sw := swtpmtest.Start(t, t.TempDir())
+	s := &southbound{}
+	var url string
+	s.discover = func(int, *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+		return onboarded(url), nil
+	}
+	nonce := bytes.Repeat([]byte{0x5a}, 32)
+	answers := []*provisioningv1.GetWorkflowResponse{
+		{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT, PollAfterSeconds: 1, AttestationNonce: nonce},
+		{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE},
+	}
+	s.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
+		if n > len(answers) {
+			return nil, errors.New("asked after DONE")
+		}
+		return answers[n-1], nil
+	}
+	url = s.start(t, ca)
+	p, _, _ := newProvisioner(t, ca, url, &recorder{})
+	// The PCRs as the micro-OS reads them from sysfs: the TPM's values.
+	tpm := transport.FromReadWriter(sw.Conn)
+	mb := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, EventLog: []byte("log")}
+	values := map[int][]byte{}
+	for _, i := range []int{0, 4, 7} {
+		r, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{
+			{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(uint(i))},
+		}}}.Execute(tpm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		values[i] = r.PCRValues.Digests[0].Buffer
+		mb.Pcrs = append(mb.Pcrs, &provisioningv1.Pcr{Index: uint32(i), Sha256: values[i]})
+	}
+	p.Identity.MeasuredBoot = mb
+	p.OpenTPM = func() (io.ReadWriteCloser, error) { return nopCloser{sw.Conn}, nil }
+	if _, err := p.Run(runCtx(t)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	reqs := s.workflowRequests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d GetWorkflow requests, want 2", len(reqs))
+	}
+	if !reqs[0].GetQuotes() || reqs[0].GetMeasuredBoot() == nil || reqs[0].GetMeasuredBoot().GetQuote() != nil {
+		t.Fatalf("first request: quotes %v, measured boot %v; want quotes, the measured boot without a quote (no nonce yet)", reqs[0].GetQuotes(), reqs[0].GetMeasuredBoot())
+	}
+	q := reqs[1].GetMeasuredBoot().GetQuote()
+	if q == nil || q.GetError() != "" || !bytes.Equal(q.GetNonce(), nonce) {
+		t.Fatalf("second request: quote %v; want one over the nonce", q)
+	}
+	if _, err := tpmquote.Verify(tpmquote.Quote{AKPublic: q.GetAkPublic(), Attest: q.GetAttest(), Signature: q.GetSignature()}, nonce, values); err != nil {
+		t.Fatalf("the agent's quote: %v", err)
+	}
+
+	// A TPM that cannot be opened: the quote says why.
+	s2 := &southbound{discover: s.discover}
+	s2.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
+		if n > len(answers) {
+			return nil, errors.New("asked after DONE")
+		}
+		return answers[n-1], nil
+	}
+	url = s2.start(t, ca)
+	p2, _, _ := newProvisioner(t, ca, url, &recorder{})
+	p2.Identity.MeasuredBoot = mb
+	p2.OpenTPM = func() (io.ReadWriteCloser, error) { return nil, errors.New("no /dev/tpmrm0") }
+	if _, err := p2.Run(runCtx(t)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if q := s2.workflowRequests()[1].GetMeasuredBoot().GetQuote(); q.GetError() != "no /dev/tpmrm0" {
+		t.Fatalf("quote without a TPM: got %v, want its error", q)
+	}
+}
+
+type nopCloser struct{ io.ReadWriter }
+
+func (nopCloser) Close() error { return nil }
