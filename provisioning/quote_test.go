@@ -239,9 +239,9 @@ func TestGetWorkflowQuote(t *testing.T) {
 			t.Fatalf("another TPM: %q does not name the pinned key", s)
 		}
 
-		// The TPM failed to quote.
+		// The TPM failed to quote (over the nonce of an answer).
 		next()
-		r = ask(mb, true) // no quote yet: WAIT, a nonce
+		ask(mb, true)
 		failed := proto.Clone(mb).(*provisioningv1.MeasuredBoot)
 		failed.Quote = &provisioningv1.Quote{Error: "TPM_RC_FAILURE"}
 		ask(failed, true)
