@@ -16,6 +16,10 @@ import (
 // pcrValues reads the SHA-256 values of pcrs from the TPM, as the agent
 // reports them (from sysfs there; the same values).
 func pcrValues(t *testing.T, tpm transport.TPM, pcrs []int) map[int][]byte {
+	return pcrValuesOf(t, tpm, pcrs)
+}
+
+func pcrValuesOf(t testing.TB, tpm transport.TPM, pcrs []int) map[int][]byte {
 	t.Helper()
 	out := map[int][]byte{}
 	for _, p := range pcrs {
