@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/google/go-tpm/tpm2"
-	"github.com/google/go-tpm/tpm2/transport"
 
 	"github.com/eimhq/eim/agent"
 	"github.com/eimhq/eim/attest/tpmquote"
@@ -624,17 +622,9 @@ func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 	url = s.start(t, ca)
 	p, _, _ := newProvisioner(t, ca, url, &recorder{})
 	// The PCRs as the micro-OS reads them from sysfs: the TPM's values.
-	tpm := transport.FromReadWriter(sw.Conn)
 	mb := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, EventLog: []byte("log")}
-	values := map[int][]byte{}
+	values := sw.PCRs(t, []int{0, 4, 7})
 	for _, i := range []int{0, 4, 7} {
-		r, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{
-			{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(uint(i))},
-		}}}.Execute(tpm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		values[i] = r.PCRValues.Digests[0].Buffer
 		mb.Pcrs = append(mb.Pcrs, &provisioningv1.Pcr{Index: uint32(i), Sha256: values[i]})
 	}
 	p.Identity.MeasuredBoot = mb
@@ -658,13 +648,7 @@ func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 	}
 
 	// A TPM that cannot be opened: the quote says why.
-	s2 := &southbound{discover: s.discover}
-	s2.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
-		if n > len(answers) {
-			return nil, errors.New("asked after DONE")
-		}
-		return answers[n-1], nil
-	}
+	s2 := &southbound{discover: s.discover, getWorkflow: s.getWorkflow}
 	url = s2.start(t, ca)
 	p2, _, _ := newProvisioner(t, ca, url, &recorder{})
 	p2.Identity.MeasuredBoot = mb

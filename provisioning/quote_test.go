@@ -2,7 +2,6 @@ package provisioning_test
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/google/go-tpm/tpm2"
-	"github.com/google/go-tpm/tpm2/transport"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/eimhq/eim"
@@ -28,7 +25,7 @@ import (
 // PCRs extended with the log's events, as firmware does.
 type node struct {
 	t    *testing.T
-	conn net.Conn
+	tpm  *swtpmtest.TPM
 	boot attesttest.Boot
 }
 
@@ -39,35 +36,25 @@ func bootedNode(t *testing.T, b attesttest.Boot) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpm := transport.FromReadWriter(sw.Conn)
 	for _, e := range l.Events {
-		if e.Type == attest.EvNoAction {
-			continue
-		}
-		_, err := tpm2.PCRExtend{
-			PCRHandle: tpm2.AuthHandle{Handle: tpm2.TPMHandle(e.PCR), Auth: tpm2.PasswordAuth(nil)},
-			Digests:   tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{{HashAlg: tpm2.TPMAlgSHA256, Digest: e.Digests[attest.AlgSHA256]}}},
-		}.Execute(tpm)
-		if err != nil {
-			t.Fatalf("extend PCR %d: %v", e.PCR, err)
+		if e.Type != attest.EvNoAction {
+			sw.Extend(t, e.PCR, e.Digests[attest.AlgSHA256])
 		}
 	}
-	return &node{t: t, conn: sw.Conn, boot: b}
+	return &node{t: t, tpm: sw, boot: b}
 }
 
 // measured is what the agent reads: the TPM's 24 SHA-256 PCRs and the log.
 func (n *node) measured() *provisioningv1.MeasuredBoot {
 	n.t.Helper()
-	tpm := transport.FromReadWriter(n.conn)
 	mb := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, EventLog: n.boot.EventLog}
-	for i := 0; i < 24; i++ {
-		r, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{
-			{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(uint(i))},
-		}}}.Execute(tpm)
-		if err != nil {
-			n.t.Fatal(err)
-		}
-		mb.Pcrs = append(mb.Pcrs, &provisioningv1.Pcr{Index: uint32(i), Sha256: r.PCRValues.Digests[0].Buffer})
+	idx := make([]int, 24)
+	for i := range idx {
+		idx[i] = i
+	}
+	values := n.tpm.PCRs(n.t, idx)
+	for _, i := range idx {
+		mb.Pcrs = append(mb.Pcrs, &provisioningv1.Pcr{Index: uint32(i), Sha256: values[i]})
 	}
 	return mb
 }
@@ -79,7 +66,7 @@ func (n *node) quoted(mb *provisioningv1.MeasuredBoot, nonce []byte) *provisioni
 	for _, p := range mb.GetPcrs() {
 		pcrs = append(pcrs, int(p.GetIndex()))
 	}
-	q, err := tpmquote.Make(n.conn, nonce, pcrs)
+	q, err := tpmquote.Make(n.tpm.Conn, nonce, pcrs)
 	if err != nil {
 		n.t.Fatal(err)
 	}

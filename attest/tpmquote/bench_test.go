@@ -3,8 +3,6 @@ package tpmquote_test
 import (
 	"testing"
 
-	"github.com/google/go-tpm/tpm2/transport"
-
 	"github.com/eimhq/eim/attest/tpmquote"
 	"github.com/eimhq/eim/internal/swtpmtest"
 )
@@ -23,7 +21,7 @@ func BenchmarkVerify(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	values := pcrValuesOf(b, transport.FromReadWriter(sw.Conn), pcrs)
+	values := sw.PCRs(b, pcrs)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := tpmquote.Verify(*q, n, values); err != nil {

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"sort"
 
 	"github.com/google/go-tpm/tpm2"
@@ -216,7 +217,7 @@ func Verify(q Quote, nonce []byte, pcrs map[int][]byte) (*Key, error) {
 		want = append(want, i)
 	}
 	sort.Ints(want)
-	if !equalInts(quoted, want) {
+	if !slices.Equal(quoted, want) {
 		return nil, fmt.Errorf("the quote covers PCRs %v, not the reported %v", quoted, want)
 	}
 	h := sha256.New()
@@ -291,16 +292,4 @@ func selected(sel tpm2.TPMLPCRSelection) ([]int, error) {
 		}
 	}
 	return out, nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -7,56 +7,23 @@ import (
 	"testing"
 
 	"github.com/google/go-tpm/tpm2"
-	"github.com/google/go-tpm/tpm2/transport"
 
 	"github.com/eimhq/eim/attest/tpmquote"
 	"github.com/eimhq/eim/internal/swtpmtest"
 )
 
-// pcrValues reads the SHA-256 values of pcrs from the TPM, as the agent
-// reports them (from sysfs there; the same values).
-func pcrValues(t *testing.T, tpm transport.TPM, pcrs []int) map[int][]byte {
-	return pcrValuesOf(t, tpm, pcrs)
-}
+func nonce(s string) []byte { return digestOf(s) }
 
-func pcrValuesOf(t testing.TB, tpm transport.TPM, pcrs []int) map[int][]byte {
-	t.Helper()
-	out := map[int][]byte{}
-	for _, p := range pcrs {
-		r, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{
-			{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(uint(p))},
-		}}}.Execute(tpm)
-		if err != nil {
-			t.Fatalf("read PCR %d: %v", p, err)
-		}
-		out[p] = r.PCRValues.Digests[0].Buffer
-	}
-	return out
-}
-
-func extend(t *testing.T, tpm transport.TPM, pcr int, what string) {
-	t.Helper()
-	d := sha256.Sum256([]byte(what))
-	_, err := tpm2.PCRExtend{
-		PCRHandle: tpm2.AuthHandle{Handle: tpm2.TPMHandle(pcr), Auth: tpm2.PasswordAuth(nil)},
-		Digests:   tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{{HashAlg: tpm2.TPMAlgSHA256, Digest: d[:]}}},
-	}.Execute(tpm)
-	if err != nil {
-		t.Fatalf("extend PCR %d: %v", pcr, err)
-	}
-}
-
-func nonce(s string) []byte { h := sha256.Sum256([]byte(s)); return h[:] }
+func digestOf(s string) []byte { h := sha256.Sum256([]byte(s)); return h[:] }
 
 func TestQuote(t *testing.T) {
 	dir := t.TempDir()
 	sw := swtpmtest.Start(t, dir)
-	tpm := transport.FromReadWriter(sw.Conn)
 	pcrs := []int{0, 4, 7, 9, 14}
 	for _, p := range []int{0, 4, 7} {
-		extend(t, tpm, p, "firmware measured this")
+		sw.Extend(t, p, digestOf("firmware measured this"))
 	}
-	values := pcrValues(t, tpm, pcrs)
+	values := sw.PCRs(t, pcrs)
 	n := nonce("server nonce 1")
 	q, err := tpmquote.Make(sw.Conn, n, pcrs)
 	if err != nil {
@@ -123,8 +90,8 @@ func TestQuote(t *testing.T) {
 
 	// The PCRs change (another boot): the old quote no longer verifies
 	// against the new values, a new one does, by the same AK.
-	extend(t, tpm, 7, "another Secure Boot state")
-	values2 := pcrValues(t, tpm, pcrs)
+	sw.Extend(t, 7, digestOf("another Secure Boot state"))
+	values2 := sw.PCRs(t, pcrs)
 	_, err = tpmquote.Verify(*q, n, values2)
 	wantErr(t, err, "not the digest of the reported PCR values")
 	q2, err := tpmquote.Make(sw.Conn, n, pcrs)
@@ -143,7 +110,7 @@ func TestQuote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key3, err := tpmquote.Verify(*q3, n, pcrValues(t, transport.FromReadWriter(sw.Conn), pcrs))
+	key3, err := tpmquote.Verify(*q3, n, sw.PCRs(t, pcrs))
 	if err != nil || key3.Name != key.Name {
 		t.Fatalf("after a restart: got %v, %v; want AK %s", key3, err, key.Name)
 	}
@@ -155,7 +122,7 @@ func TestQuote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ovalues := pcrValues(t, transport.FromReadWriter(other.Conn), pcrs)
+	ovalues := other.PCRs(t, pcrs)
 	okey, err := tpmquote.Verify(*oq, n, ovalues)
 	if err != nil {
 		t.Fatal(err)

@@ -9,27 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-tpm/tpm2"
-	"github.com/google/go-tpm/tpm2/transport"
-
 	"github.com/eimhq/eim/fde/tpmseal"
 	"github.com/eimhq/eim/internal/swtpmtest"
 )
 
-// extend extends PCR pcr of the TPM behind rw (what firmware does when the
-// Secure Boot state changes).
-func extend(t *testing.T, rw net.Conn, pcr int) {
-	t.Helper()
-	tpm := transport.FromReadWriter(rw)
-	d := sha256.Sum256([]byte("another db"))
-	_, err := tpm2.PCRExtend{
-		PCRHandle: tpm2.AuthHandle{Handle: tpm2.TPMHandle(pcr), Auth: tpm2.PasswordAuth(nil)},
-		Digests:   tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{{HashAlg: tpm2.TPMAlgSHA256, Digest: d[:]}}},
-	}.Execute(tpm)
-	if err != nil {
-		t.Fatalf("extend PCR %d: %v", pcr, err)
-	}
-}
+// anotherDB is what firmware extends PCR 7 with when the Secure Boot
+// state changes (here also PCR 8, which the blob is not sealed to).
+var anotherDB = func() []byte { d := sha256.Sum256([]byte("another db")); return d[:] }()
 
 func TestSealUnseal(t *testing.T) {
 	dir := t.TempDir()
@@ -80,11 +66,11 @@ func TestSealUnseal(t *testing.T) {
 
 	// PCR 7 changes (another Secure Boot state): the policy refuses, naming
 	// it; a PCR the blob is not sealed to does not matter.
-	extend(t, tpm.Conn, 8)
+	tpm.Extend(t, 8, anotherDB)
 	if _, err := tpmseal.Unseal(tpm.Conn, blob); err != nil {
 		t.Fatalf("Unseal after PCR 8 changed: %v", err)
 	}
-	extend(t, tpm.Conn, 7)
+	tpm.Extend(t, 7, anotherDB)
 	_, err = tpmseal.Unseal(tpm.Conn, blob)
 	var pe *tpmseal.PolicyError
 	if !errors.Is(err, tpmseal.ErrPolicy) || !errors.As(err, &pe) || !equal(pe.Changed, []int{7}) {

@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/google/go-tpm/tpm2"
+	"github.com/google/go-tpm/tpm2/transport"
 )
 
 // TPM is a running swtpm with its state in a directory, reached over a
@@ -67,4 +70,33 @@ func (s *TPM) Stop() {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
 	}
+}
+
+// Extend extends the TPM's SHA-256 PCR pcr with digest, as firmware
+// measures what it runs.
+func (s *TPM) Extend(t testing.TB, pcr int, digest []byte) {
+	t.Helper()
+	_, err := tpm2.PCRExtend{
+		PCRHandle: tpm2.AuthHandle{Handle: tpm2.TPMHandle(pcr), Auth: tpm2.PasswordAuth(nil)},
+		Digests:   tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{{HashAlg: tpm2.TPMAlgSHA256, Digest: digest}}},
+	}.Execute(transport.FromReadWriter(s.Conn))
+	if err != nil {
+		t.Fatalf("extend PCR %d: %v", pcr, err)
+	}
+}
+
+// PCRs reads the TPM's SHA-256 values of pcrs, as a node reports them.
+func (s *TPM) PCRs(t testing.TB, pcrs []int) map[int][]byte {
+	t.Helper()
+	out := map[int][]byte{}
+	for _, p := range pcrs {
+		r, err := tpm2.PCRRead{PCRSelectionIn: tpm2.TPMLPCRSelection{PCRSelections: []tpm2.TPMSPCRSelection{
+			{Hash: tpm2.TPMAlgSHA256, PCRSelect: tpm2.PCClientCompatible.PCRs(uint(p))},
+		}}}.Execute(transport.FromReadWriter(s.Conn))
+		if err != nil {
+			t.Fatalf("read PCR %d: %v", p, err)
+		}
+		out[p] = r.PCRValues.Digests[0].Buffer
+	}
+	return out
 }
