@@ -21,6 +21,10 @@ type AttestationKey struct {
 	// hex ("000b…"), which messages call it by.
 	Public []byte
 	Name   string
+	// EKName is the TPM name, in hex, of the endorsement key of the TPM
+	// the key was proven to live in (TPM2_ActivateCredential of the
+	// nonce), pinned with it.
+	EKName string
 	// PinnedAt is when the host's first verified quote pinned it.
 	PinnedAt Time
 	// NonceAt is when the nonce of the last quote accepted from the host
@@ -33,10 +37,11 @@ type AttestationKey struct {
 // one per host, going with it.
 //
 // UseAttestationKey records a verified quote by k (its Project, HostID,
-// Public, Name and NonceAt): with no key pinned to the host it pins k
+// Public, Name, EKName and NonceAt): with no key pinned to the host it pins k
 // (PinnedAt set, an audit record of it created by the context's actor)
 // and returns it; with another key pinned it returns that
-// one and changes nothing (the caller reports the mismatch); with k pinned
+// one and changes nothing (the caller reports the mismatch, of the AK or
+// the EK); with k pinned
 // it moves NonceAt forward and returns the pinned key, or fails with
 // ECONFLICT when k.NonceAt is not after the recorded one (a replayed
 // nonce). ENOTFOUND when the host is not the project's.

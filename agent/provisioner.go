@@ -323,20 +323,26 @@ func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.Pr
 	// The measured boot (some 13 KB) goes with the first request, and
 	// again only when the server's last answer did not say it can do
 	// without (measured_boot_later): when it asks for it, or predates that.
-	// With a TPM that measured the boot, the agent quotes: the server
-	// gives a nonce with each answer, and the measured boot goes quoted
-	// over the latest one (the first request has none yet: the server
-	// answers with one and asks again before it creates the workflow).
+	// With a TPM that measured the boot, the agent quotes: it sends its
+	// TPM's keys, the server answers with a nonce wrapped for them, and
+	// the measured boot goes quoted over the latest one (the first request
+	// has none yet: the server answers with one and asks again before it
+	// creates the workflow).
 	later := false
-	quotes := canQuote(p.Identity.MeasuredBoot)
-	var nonce []byte
+	var qt *quoter
+	if canQuote(p.Identity.MeasuredBoot) {
+		qt = p.newQuoter()
+	}
 	for {
-		req := &provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot, MeasuredBoot: p.Identity.MeasuredBoot, Quotes: quotes}
+		req := &provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot, MeasuredBoot: p.Identity.MeasuredBoot}
+		if qt != nil {
+			req.Quotes, req.TpmKeys = true, qt.keys
+		}
 		switch {
 		case later && req.MeasuredBoot != nil:
 			req.MeasuredBoot, req.MeasuredBootWithheld = nil, true
-		case quotes && nonce != nil:
-			req.MeasuredBoot = p.quote(req.MeasuredBoot, nonce)
+		case qt != nil:
+			req.MeasuredBoot = qt.measured(req.MeasuredBoot)
 		}
 		resp, err := pc.GetWorkflow(ctx, connect.NewRequest(req))
 		var d time.Duration
@@ -353,7 +359,9 @@ func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.Pr
 			r.reset()
 			m := resp.Msg
 			later = m.GetMeasuredBootLater()
-			nonce = m.GetAttestationNonce()
+			if qt != nil {
+				qt.challenge = m.GetAttestationChallenge()
+			}
 			d = pollAfter(m.GetPollAfterSeconds())
 			switch m.GetDisposition() {
 			case provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT:

@@ -598,8 +598,9 @@ func TestProvisionerWithholdsMeasuredBoot(t *testing.T) {
 	}
 }
 
-// With a TPM, the agent says it quotes; once an answer gave it a nonce,
-// the measured boot it sends carries its TPM's quote of the PCRs over it.
+// With a TPM, the agent says it quotes and sends its TPM's keys; once an
+// answer gave it a nonce wrapped for them, the measured boot it sends
+// carries its TPM's quote of the PCRs over it.
 func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 	ca := newTestCA(t)
 	sw := swtpmtest.Start(t, t.TempDir())
@@ -609,15 +610,21 @@ func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 		return onboarded(url), nil
 	}
 	nonce := bytes.Repeat([]byte{0x5a}, 32)
-	answers := []*provisioningv1.GetWorkflowResponse{
-		{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT, PollAfterSeconds: 1, AttestationNonce: nonce},
-		{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE},
-	}
+	// The first answer wraps the nonce for the keys the request sent.
 	s.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
-		if n > len(answers) {
-			return nil, errors.New("asked after DONE")
+		switch n {
+		case 1:
+			k := s.workflowRequests()[0].GetTpmKeys()
+			blob, enc, err := tpmquote.Challenge(tpmquote.Keys{EKPublic: k.GetEkPublic(), AKPublic: k.GetAkPublic()}, nonce)
+			if err != nil {
+				return nil, err
+			}
+			return &provisioningv1.GetWorkflowResponse{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT, PollAfterSeconds: 1,
+				AttestationChallenge: &provisioningv1.AttestationChallenge{CredentialBlob: blob, EncryptedSecret: enc}}, nil
+		case 2:
+			return &provisioningv1.GetWorkflowResponse{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE}, nil
 		}
-		return answers[n-1], nil
+		return nil, errors.New("asked after DONE")
 	}
 	url = s.start(t, ca)
 	p, _, _ := newProvisioner(t, ca, url, &recorder{})
@@ -636,8 +643,8 @@ func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("%d GetWorkflow requests, want 2", len(reqs))
 	}
-	if !reqs[0].GetQuotes() || reqs[0].GetMeasuredBoot() == nil || reqs[0].GetMeasuredBoot().GetQuote() != nil {
-		t.Fatalf("first request: quotes %v, measured boot %v; want quotes, the measured boot without a quote (no nonce yet)", reqs[0].GetQuotes(), reqs[0].GetMeasuredBoot())
+	if !reqs[0].GetQuotes() || reqs[0].GetTpmKeys() == nil || reqs[0].GetMeasuredBoot() == nil || reqs[0].GetMeasuredBoot().GetQuote() != nil {
+		t.Fatalf("first request: quotes %v, keys %v, measured boot %v; want quotes, keys, the measured boot without a quote (no nonce yet)", reqs[0].GetQuotes(), reqs[0].GetTpmKeys(), reqs[0].GetMeasuredBoot())
 	}
 	q := reqs[1].GetMeasuredBoot().GetQuote()
 	if q == nil || q.GetError() != "" || !bytes.Equal(q.GetNonce(), nonce) {
@@ -647,8 +654,14 @@ func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 		t.Fatalf("the agent's quote: %v", err)
 	}
 
-	// A TPM that cannot be opened: the quote says why.
-	s2 := &southbound{discover: s.discover, getWorkflow: s.getWorkflow}
+	// A TPM that cannot be opened: no keys, and the quote says why.
+	s2 := &southbound{discover: s.discover}
+	s2.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
+		if n > 1 {
+			return nil, errors.New("asked after DONE")
+		}
+		return &provisioningv1.GetWorkflowResponse{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE}, nil
+	}
 	url = s2.start(t, ca)
 	p2, _, _ := newProvisioner(t, ca, url, &recorder{})
 	p2.Identity.MeasuredBoot = mb
@@ -656,8 +669,8 @@ func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 	if _, err := p2.Run(runCtx(t)); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if q := s2.workflowRequests()[1].GetMeasuredBoot().GetQuote(); q.GetError() != "no /dev/tpmrm0" {
-		t.Fatalf("quote without a TPM: got %v, want its error", q)
+	if r := s2.workflowRequests()[0]; !r.GetQuotes() || r.GetTpmKeys() != nil || r.GetMeasuredBoot().GetQuote().GetError() != "no /dev/tpmrm0" {
+		t.Fatalf("quote without a TPM: got keys %v, quote %v; want no keys, the TPM's error", r.GetTpmKeys(), r.GetMeasuredBoot().GetQuote())
 	}
 }
 

@@ -81,8 +81,15 @@ func (s *Service) attestation(ctx context.Context, n southbound.Node, req *provi
 		return v, true, false, err
 	case q.GetError() != "":
 		return verdict{text: AttestationNotVerified + "quote: the node's TPM gave no quote: " + q.GetError(), failed: true}, true, false, nil
-	case q == nil && req.GetQuotes():
-		return verdict{text: AttestationNotVerified + "quote: the node sent its measurements without a quote"}, true, true, nil
+	case req.GetQuotes() && req.GetTpmKeys() == nil:
+		return verdict{text: AttestationNotVerified + "quote: the node quotes but sent no TPM keys to wrap a nonce for", failed: true}, true, false, nil
+	case req.GetQuotes():
+		if err := tpmquote.CheckKeys(tpmKeys(req)); err != nil {
+			return mismatch("quote: the node's TPM keys: " + err.Error()), true, false, nil
+		}
+		if q == nil {
+			return verdict{text: AttestationNotVerified + "quote: the node sent its measurements without a quote"}, true, true, nil
+		}
 	}
 	rep := attest.Report{PCRs: map[int][]byte{}, EventLog: mb.GetEventLog(),
 		SecureBoot: req.GetSecureBoot() == provisioningv1.SecureBootState_SECURE_BOOT_STATE_ENABLED}
@@ -90,12 +97,19 @@ func (s *Service) attestation(ctx context.Context, n southbound.Node, req *provi
 		rep.PCRs[int(p.GetIndex())] = p.GetSha256()
 	}
 	quoted := false
+	if q != nil && !req.GetQuotes() {
+		return mismatch("quote: a quote from an agent that does not say it quotes, with no TPM keys its nonce was wrapped for"), true, false, nil
+	}
 	if q != nil {
-		at, err := s.nonces.check(n.Project, n.HostID, q.GetNonce())
+		keys := tpmKeys(req)
+		if !bytes.Equal(q.GetAkPublic(), keys.AKPublic) {
+			return mismatch("quote: signed by another attestation key than the one the nonce was wrapped for"), true, false, nil
+		}
+		at, err := s.nonces.check(n.Project, n.HostID, keysName(keys), q.GetNonce())
 		if err != nil {
 			return verdict{text: AttestationNotVerified + "quote: " + err.Error(), failed: true}, true, true, nil
 		}
-		if v, done, err := s.checkQuote(ctx, n, q, at, rep.PCRs); done || err != nil {
+		if v, done, err := s.checkQuote(ctx, n, q, keys, at, rep.PCRs); done || err != nil {
 			return v, true, false, err
 		}
 		quoted = true
@@ -125,12 +139,16 @@ func (s *Service) attestation(ctx context.Context, n southbound.Node, req *provi
 // checkQuote verifies q, over the nonce issued at nonceAt, against the
 // reported PCRs, and pins its key to the node's host or checks it against
 // the one pinned. done is true with the verdict when it does not hold.
-func (s *Service) checkQuote(ctx context.Context, n southbound.Node, q *provisioningv1.Quote, nonceAt int64, pcrs map[int][]byte) (v verdict, done bool, err error) {
+func (s *Service) checkQuote(ctx context.Context, n southbound.Node, q *provisioningv1.Quote, keys tpmquote.Keys, nonceAt int64, pcrs map[int][]byte) (v verdict, done bool, err error) {
 	key, err := tpmquote.Verify(tpmquote.Quote{AKPublic: q.GetAkPublic(), Attest: q.GetAttest(), Signature: q.GetSignature()}, q.GetNonce(), pcrs)
 	if err != nil {
 		return mismatch("quote: " + err.Error()), true, nil
 	}
-	pinned, err := s.keys.UseAttestationKey(ctx, &eim.AttestationKey{Project: n.Project, HostID: n.HostID, Public: key.Public, Name: key.Name, NonceAt: nonceAt})
+	ekName, err := tpmquote.NameOf(keys.EKPublic)
+	if err != nil {
+		return mismatch("quote: the node's endorsement key: " + err.Error()), true, nil
+	}
+	pinned, err := s.keys.UseAttestationKey(ctx, &eim.AttestationKey{Project: n.Project, HostID: n.HostID, Public: key.Public, Name: key.Name, EKName: ekName, NonceAt: nonceAt})
 	switch {
 	case eim.ErrorCode(err) == eim.ECONFLICT:
 		return mismatch("quote: " + eim.ErrorMessage(err) + ": a replayed quote"), true, nil
@@ -139,6 +157,9 @@ func (s *Service) checkQuote(ctx context.Context, n southbound.Node, q *provisio
 	case pinned.Name != key.Name:
 		return mismatch(fmt.Sprintf("quote: attestation key %s is not the one pinned to host %s at its first attestation (%s, %s): another TPM, or this one cleared",
 			key.Name, n.HostID, pinned.Name, pinned.PinnedAt.Format(time.RFC3339))), true, nil
+	case pinned.EKName != ekName:
+		return mismatch(fmt.Sprintf("quote: endorsement key %s is not the one pinned to host %s at its first attestation (%s, %s): another TPM",
+			ekName, n.HostID, pinned.EKName, pinned.PinnedAt.Format(time.RFC3339))), true, nil
 	}
 	return verdict{}, false, nil
 }
@@ -264,4 +285,21 @@ func (a *servedArtifacts) digest(name string) (*attest.Artifact, error) {
 		return nil, nil
 	}
 	return &art, nil
+}
+
+// tpmKeys is the request's TPM keys.
+func tpmKeys(req *provisioningv1.GetWorkflowRequest) tpmquote.Keys {
+	return tpmquote.Keys{EKPublic: req.GetTpmKeys().GetEkPublic(), AKPublic: req.GetTpmKeys().GetAkPublic()}
+}
+
+// keysName names the keys a nonce is wrapped for, to bind it to them: the
+// EK's and the AK's TPM names ("" for keys that do not parse, which get
+// no nonce).
+func keysName(k tpmquote.Keys) string {
+	ek, err1 := tpmquote.NameOf(k.EKPublic)
+	ak, err2 := tpmquote.NameOf(k.AKPublic)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return ek + "/" + ak
 }

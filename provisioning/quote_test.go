@@ -59,6 +59,29 @@ func (n *node) measured() *provisioningv1.MeasuredBoot {
 	return mb
 }
 
+// keys are the node's TPM's EK and AK, as the agent sends them.
+func (n *node) keys() *provisioningv1.TpmKeys {
+	n.t.Helper()
+	k, err := tpmquote.Identify(n.tpm.Conn)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return &provisioningv1.TpmKeys{EkPublic: k.EKPublic, AkPublic: k.AKPublic}
+}
+
+// unwrap is the nonce of a challenge for the node's TPM.
+func (n *node) unwrap(c *provisioningv1.AttestationChallenge) []byte {
+	n.t.Helper()
+	if c == nil {
+		n.t.Fatal("no attestation challenge in the answer")
+	}
+	nonce, err := tpmquote.Activate(n.tpm.Conn, c.GetCredentialBlob(), c.GetEncryptedSecret())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return nonce
+}
+
 // quoted is mb with the TPM's quote of its PCRs over nonce.
 func (n *node) quoted(mb *provisioningv1.MeasuredBoot, nonce []byte) *provisioningv1.MeasuredBoot {
 	n.t.Helper()
@@ -103,16 +126,25 @@ func TestGetWorkflowQuote(t *testing.T) {
 		osr := e.os("https://images.example/ubuntu.raw.gz", goodSha)
 		n := bootedNode(t, boot)
 		h := e.host()
-		ask := func(mb *provisioningv1.MeasuredBoot, quotes bool) *provisioningv1.GetWorkflowResponse {
+		// askAs asks as the agent on node, which quotes (sending its TPM's
+		// keys) or not; ask as n.
+		askAs := func(by *node, mb *provisioningv1.MeasuredBoot, quotes bool) *provisioningv1.GetWorkflowResponse {
 			t.Helper()
 			// Nonces are dated by the service's clock: a second apart.
 			e.clock.Add(time.Second)
-			resp, err := e.svc.GetWorkflow(asNode(e.ctx, e.proj, h.ResourceID), connect.NewRequest(&provisioningv1.GetWorkflowRequest{
-				AgentVersion: "test", SecureBoot: enabled, MeasuredBoot: mb, Quotes: quotes}))
+			req := &provisioningv1.GetWorkflowRequest{AgentVersion: "test", SecureBoot: enabled, MeasuredBoot: mb, Quotes: quotes}
+			if quotes {
+				req.TpmKeys = by.keys()
+			}
+			resp, err := e.svc.GetWorkflow(asNode(e.ctx, e.proj, h.ResourceID), connect.NewRequest(req))
 			if err != nil {
 				t.Fatalf("GetWorkflow: %v", err)
 			}
 			return resp.Msg
+		}
+		ask := func(mb *provisioningv1.MeasuredBoot, quotes bool) *provisioningv1.GetWorkflowResponse {
+			t.Helper()
+			return askAs(n, mb, quotes)
 		}
 		// next replaces the host's instance by a new one, whose workflow
 		// is created (and its boot attested) by the next request.
@@ -152,15 +184,18 @@ func TestGetWorkflowQuote(t *testing.T) {
 		next()
 		mb := n.measured()
 		r := ask(mb, true)
-		if r.Disposition != wait || r.MeasuredBootLater || len(r.AttestationNonce) != 32 || r.PollAfterSeconds != 1 {
-			t.Fatalf("first request: got %v, later %v, nonce %x, poll %d; want WAIT asking for a quote over a nonce", r.Disposition, r.MeasuredBootLater, r.AttestationNonce, r.PollAfterSeconds)
+		if r.Disposition != wait || r.MeasuredBootLater || r.AttestationChallenge == nil || r.PollAfterSeconds != 1 {
+			t.Fatalf("first request: got %v, later %v, challenge %v, poll %d; want WAIT asking for a quote over a nonce", r.Disposition, r.MeasuredBootLater, r.AttestationChallenge, r.PollAfterSeconds)
+		}
+		if nonce := n.unwrap(r.AttestationChallenge); len(nonce) != 32 {
+			t.Fatalf("the challenge's nonce: %d bytes, want 32", len(nonce))
 		}
 		if s := e.getInstance(in.ResourceID).TrustedAttestationStatus; s != "" {
 			t.Fatalf("before the quote: attestation %q, want none", s)
 		}
-		first := n.quoted(mb, r.AttestationNonce)
-		if r = ask(first, true); r.Disposition != runD || len(r.AttestationNonce) != 32 {
-			t.Fatalf("quoted: got %v (%s), nonce %x; want RUN with a nonce", r.Disposition, r.Message, r.AttestationNonce)
+		first := n.quoted(mb, n.unwrap(r.AttestationChallenge))
+		if r = ask(first, true); r.Disposition != runD || r.AttestationChallenge == nil {
+			t.Fatalf("quoted: got %v (%s), challenge %v; want RUN with a challenge", r.Disposition, r.Message, r.AttestationChallenge)
 		}
 		status("quoted", "Verified")
 		if s := e.getInstance(in.ResourceID).TrustedAttestationStatus; s != provisioning.AttestationVerified {
@@ -171,8 +206,9 @@ func TestGetWorkflowQuote(t *testing.T) {
 			t.Fatalf("the key pinned: %v", err)
 		}
 		name, _ := tpmquote.NameOf(first.Quote.AkPublic)
-		if ak.Name != name {
-			t.Fatalf("pinned %s, want the quote's key %s", ak.Name, name)
+		ekName, _ := tpmquote.NameOf(n.keys().EkPublic)
+		if ak.Name != name || ak.EKName != ekName {
+			t.Fatalf("pinned %s of EK %s, want the quote's key %s of EK %s", ak.Name, ak.EKName, name, ekName)
 		}
 
 		// The same quote again (its nonce used): a replay.
@@ -184,10 +220,10 @@ func TestGetWorkflowQuote(t *testing.T) {
 		// a fresh one, nothing written.
 		next()
 		r = ask(n.quoted(mb, bytes.Repeat([]byte{7}, 32)), true)
-		if r.Disposition != wait || len(r.AttestationNonce) != 32 {
-			t.Fatalf("a nonce not ours: got %v; want WAIT with a nonce", r.Disposition)
+		if r.Disposition != wait || r.AttestationChallenge == nil {
+			t.Fatalf("a nonce not ours: got %v; want WAIT with a challenge", r.Disposition)
 		}
-		stale := r.AttestationNonce
+		stale := n.unwrap(r.AttestationChallenge)
 		e.clock.Add(6 * time.Minute)
 		if r = ask(n.quoted(mb, stale), true); r.Disposition != wait {
 			t.Fatalf("a nonce 6 minutes old: got %v; want WAIT", r.Disposition)
@@ -196,13 +232,13 @@ func TestGetWorkflowQuote(t *testing.T) {
 			t.Fatalf("stale nonces: attestation %q, want none yet", s)
 		}
 		// A fresh nonce, the boot quoted again by the same TPM: verified.
-		ask(n.quoted(mb, r.AttestationNonce), true)
+		ask(n.quoted(mb, n.unwrap(r.AttestationChallenge)), true)
 		status("the same TPM again", "Verified")
 
 		// A forged PCR value: the quote's digest says otherwise.
 		next()
 		r = ask(mb, true) // no quote yet: WAIT, a nonce
-		forged := n.quoted(mb, r.AttestationNonce)
+		forged := n.quoted(mb, n.unwrap(r.AttestationChallenge))
 		forged.Pcrs[4].Sha256 = bytes.Repeat([]byte{4}, 32)
 		ask(forged, true)
 		status("forged PCR", "Mismatch: quote: the TPM quoted PCR digest")
@@ -210,21 +246,40 @@ func TestGetWorkflowQuote(t *testing.T) {
 		// A signature that does not verify.
 		next()
 		r = ask(mb, true) // no quote yet: WAIT, a nonce
-		bad := n.quoted(mb, r.AttestationNonce)
+		bad := n.quoted(mb, n.unwrap(r.AttestationChallenge))
 		bad.Quote.Signature[len(bad.Quote.Signature)-1] ^= 1
 		ask(bad, true)
 		status("bad signature", "Mismatch: quote: the signature by attestation key "+name+": does not verify")
 
-		// Another TPM (the same boot measured): its key is not the one
-		// pinned.
+		// Another TPM (the same boot measured), its own keys sent: its
+		// key is not the one pinned.
 		next()
-		r = ask(mb, true) // no quote yet: WAIT, a nonce
 		other := bootedNode(t, boot)
-		ask(other.quoted(other.measured(), r.AttestationNonce), true)
+		omb := other.measured()
+		r = askAs(other, omb, true)
+		askAs(other, other.quoted(omb, other.unwrap(r.AttestationChallenge)), true)
 		status("another TPM", "Mismatch: quote: attestation key ")
 		if s := e.getInstance(in.ResourceID).TrustedAttestationStatus; !strings.Contains(s, "is not the one pinned to host "+h.ResourceID+" at its first attestation ("+name) {
 			t.Fatalf("another TPM: %q does not name the pinned key", s)
 		}
+
+		// Another TPM's quote sent with this TPM's keys: not by the AK the
+		// nonce was wrapped for.
+		next()
+		r = askAs(other, omb, true)
+		ask(other.quoted(omb, other.unwrap(r.AttestationChallenge)), true)
+		status("another TPM's quote, this TPM's keys", "Mismatch: quote: signed by another attestation key than the one the nonce was wrapped for")
+
+		// Keys that are not an EK and an AK: no challenge, a mismatch.
+		next()
+		keys := n.keys()
+		e.clock.Add(time.Second)
+		resp, err := e.svc.GetWorkflow(asNode(e.ctx, e.proj, h.ResourceID), connect.NewRequest(&provisioningv1.GetWorkflowRequest{
+			AgentVersion: "test", SecureBoot: enabled, MeasuredBoot: mb, Quotes: true, TpmKeys: &provisioningv1.TpmKeys{EkPublic: keys.AkPublic, AkPublic: keys.AkPublic}}))
+		if err != nil || resp.Msg.AttestationChallenge != nil {
+			t.Fatalf("bad TPM keys: got %v, %v; want an answer without a challenge", resp, err)
+		}
+		status("bad TPM keys", "Mismatch: quote: the node's TPM keys: the endorsement key is not a restricted decryption key")
 
 		// The TPM failed to quote (over the nonce of an answer).
 		next()
@@ -258,8 +313,8 @@ func TestGetWorkflowQuote(t *testing.T) {
 		h = e.host()
 		in = nil
 		next()
-		if r = ask(mb, false); r.Disposition != runD || len(r.AttestationNonce) != 0 {
-			t.Fatalf("older agent: got %v, nonce %x; want RUN, no nonce", r.Disposition, r.AttestationNonce)
+		if r = ask(mb, false); r.Disposition != runD || r.AttestationChallenge != nil {
+			t.Fatalf("older agent: got %v, challenge %v; want RUN, no challenge", r.Disposition, r.AttestationChallenge)
 		}
 		status("older agent", provisioning.AttestationUnquoted)
 	})

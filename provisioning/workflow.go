@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/attest/tpmquote"
 	"github.com/eimhq/eim/inventory"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 	"github.com/eimhq/eim/southbound"
@@ -200,11 +201,19 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 }
 
 // respond is the answer resp, with a fresh attestation nonce for an agent
-// that quotes its measured boot: it quotes over the nonce of the answer
-// before the request that carries its measurements.
+// that quotes its measured boot, wrapped for its TPM's keys: it quotes
+// over the nonce of the answer before the request that carries its
+// measurements. Keys that are not a TPM's EK and AK get none (the
+// attestation says so).
 func (s *Service) respond(n southbound.Node, req *provisioningv1.GetWorkflowRequest, resp *provisioningv1.GetWorkflowResponse) *connect.Response[provisioningv1.GetWorkflowResponse] {
-	if req.GetQuotes() {
-		resp.AttestationNonce = s.nonces.issue(n.Project, n.HostID)
+	if req.GetQuotes() && req.GetTpmKeys() != nil {
+		keys := tpmKeys(req)
+		if name := keysName(keys); name != "" {
+			blob, enc, err := tpmquote.Challenge(keys, s.nonces.issue(n.Project, n.HostID, name))
+			if err == nil {
+				resp.AttestationChallenge = &provisioningv1.AttestationChallenge{CredentialBlob: blob, EncryptedSecret: enc}
+			}
+		}
 	}
 	return connect.NewResponse(resp)
 }

@@ -44,8 +44,8 @@ func (s *Store) UseAttestationKey(ctx context.Context, k *eim.AttestationKey) (*
 			// does not exist yet): the one that did not insert runs again
 			// and finds the winner's.
 			var res sql.Result
-			res, err = t.exec(ctx, "INSERT INTO attestation_keys (project, host_id, public, name, pinned_at, nonce_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (project, host_id) DO NOTHING",
-				k.Project, k.HostID, hex.EncodeToString(k.Public), k.Name, now.UnixMilli(), k.NonceAt)
+			res, err = t.exec(ctx, "INSERT INTO attestation_keys (project, host_id, public, name, ek_name, pinned_at, nonce_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project, host_id) DO NOTHING",
+				k.Project, k.HostID, hex.EncodeToString(k.Public), k.Name, k.EKName, now.UnixMilli(), k.NonceAt)
 			if err != nil {
 				return t.fail(s.d.translate(fmt.Errorf("pin attestation key: %w", err), nil))
 			}
@@ -53,13 +53,14 @@ func (s *Store) UseAttestationKey(ctx context.Context, k *eim.AttestationKey) (*
 				return errRaced
 			}
 			t.addAudit(ctx, k.Project, eim.KindAttestationKey, k.HostID, eim.OpCreated, map[string]eim.Change{
-				"name": {Old: jsonNull, New: jsonString(k.Name)},
+				"name":   {Old: jsonNull, New: jsonString(k.Name)},
+				"ekName": {Old: jsonNull, New: jsonString(k.EKName)},
 			})
 			p := *k
 			p.PinnedAt = now
 			out = &p
 			return nil
-		case pinned.Name != k.Name:
+		case pinned.Name != k.Name || pinned.EKName != k.EKName:
 			out = pinned
 			return nil
 		case k.NonceAt <= pinned.NonceAt:
@@ -98,7 +99,7 @@ func (s *Store) AttestationKey(ctx context.Context, project, hostID string) (*ei
 // readAttestationKey reads the key pinned to the host in t, nil when none
 // is; forUpdate locks its row (PostgreSQL).
 func (s *Store) readAttestationKey(ctx context.Context, t *tx, project, hostID string, forUpdate bool) (*eim.AttestationKey, error) {
-	q := "SELECT public, name, pinned_at, nonce_at FROM attestation_keys WHERE project = ? AND host_id = ?"
+	q := "SELECT public, name, ek_name, pinned_at, nonce_at FROM attestation_keys WHERE project = ? AND host_id = ?"
 	if forUpdate {
 		q += " FOR UPDATE"
 	}
@@ -112,7 +113,7 @@ func (s *Store) readAttestationKey(ctx context.Context, t *tx, project, hostID s
 		var pub string
 		var at int64
 		r := eim.AttestationKey{Project: project, HostID: hostID}
-		if err := rows.Scan(&pub, &r.Name, &at, &r.NonceAt); err != nil {
+		if err := rows.Scan(&pub, &r.Name, &r.EKName, &at, &r.NonceAt); err != nil {
 			return nil, t.fail(err)
 		}
 		if r.Public, err = hex.DecodeString(pub); err != nil {

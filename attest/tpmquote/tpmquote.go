@@ -103,12 +103,9 @@ func Make(rw io.ReadWriter, nonce []byte, pcrs []int) (*Quote, error) {
 		return nil, err
 	}
 	tpm := tpmseal.Transport(rw)
-	ak, err := tpm2.CreatePrimary{
-		PrimaryHandle: tpm2.AuthHandle{Handle: tpm2.TPMRHEndorsement, Auth: tpm2.PasswordAuth(nil)},
-		InPublic:      tpm2.New2B(AKTemplate),
-	}.Execute(tpm)
+	ak, err := createAK(tpm)
 	if err != nil {
-		return nil, fmt.Errorf("tpmquote: create the attestation key: %w", err)
+		return nil, err
 	}
 	defer flush(tpm, ak.ObjectHandle)
 	q, err := tpm2.Quote{
@@ -157,15 +154,36 @@ type Key struct {
 
 // NameOf is the TPM name, in hex, of the public area pub (TPMT_PUBLIC).
 func NameOf(pub []byte) (string, error) {
+	n, err := name(pub)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(n), nil
+}
+
+func name(pub []byte) ([]byte, error) {
 	p, err := tpm2.Unmarshal[tpm2.TPMTPublic](pub)
 	if err != nil {
-		return "", fmt.Errorf("the attestation key's public area does not parse: %w", err)
+		return nil, fmt.Errorf("the key's public area does not parse: %w", err)
 	}
 	n, err := tpm2.ObjectName(p)
 	if err != nil {
-		return "", fmt.Errorf("the attestation key's name: %w", err)
+		return nil, fmt.Errorf("the key's name: %w", err)
 	}
-	return hex.EncodeToString(n.Buffer), nil
+	return n.Buffer, nil
+}
+
+// checkAK checks that pub is a restricted signing key generated in and
+// fixed to a TPM, as an AK must be.
+func checkAK(pub []byte) error {
+	p, err := tpm2.Unmarshal[tpm2.TPMTPublic](pub)
+	if err != nil {
+		return fmt.Errorf("the attestation key's public area does not parse: %w", err)
+	}
+	if a := p.ObjectAttributes; !a.Restricted || !a.SignEncrypt || a.Decrypt || !a.FixedTPM || !a.SensitiveDataOrigin {
+		return errors.New("the attestation key is not a restricted signing key generated in and fixed to a TPM")
+	}
+	return nil
 }
 
 // Verify checks q against nonce (the one the server gave for it) and the
@@ -176,13 +194,12 @@ func NameOf(pub []byte) (string, error) {
 // is that of their values. It returns the AK; an error says what does not
 // hold.
 func Verify(q Quote, nonce []byte, pcrs map[int][]byte) (*Key, error) {
+	if err := checkAK(q.AKPublic); err != nil {
+		return nil, err
+	}
 	pub, err := tpm2.Unmarshal[tpm2.TPMTPublic](q.AKPublic)
 	if err != nil {
-		return nil, fmt.Errorf("the attestation key's public area does not parse: %w", err)
-	}
-	a := pub.ObjectAttributes
-	if !a.Restricted || !a.SignEncrypt || a.Decrypt || !a.FixedTPM || !a.SensitiveDataOrigin {
-		return nil, errors.New("the attestation key is not a restricted signing key generated in and fixed to a TPM")
+		return nil, err
 	}
 	name, err := NameOf(q.AKPublic)
 	if err != nil {

@@ -17,7 +17,7 @@ func testAttestationKeys(t *testing.T, s eim.Store) {
 	h := create(t, s, p1, &eim.Host{Name: "h"}).(*eim.Host).ResourceID
 	c := ctx(t)
 	ak := func(name string, nonceAt int64) *eim.AttestationKey {
-		return &eim.AttestationKey{Project: p1, HostID: h, Public: []byte("public of " + name), Name: name, NonceAt: nonceAt}
+		return &eim.AttestationKey{Project: p1, HostID: h, Public: []byte("public of " + name), Name: name, EKName: "000bee", NonceAt: nonceAt}
 	}
 
 	_, err := s.UseAttestationKey(c, &eim.AttestationKey{Project: p1, HostID: h})
@@ -42,7 +42,7 @@ func testAttestationKeys(t *testing.T, s eim.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if read.Name != "000b01" || !bytes.Equal(read.Public, []byte("public of 000b01")) || read.NonceAt != 100 || read.PinnedAt.IsZero() {
+	if read.Name != "000b01" || read.EKName != "000bee" || !bytes.Equal(read.Public, []byte("public of 000b01")) || read.NonceAt != 100 || read.PinnedAt.IsZero() {
 		t.Fatalf("read: got %+v", read)
 	}
 	_, err = s.AttestationKey(c, p2, h)
@@ -61,6 +61,14 @@ func testAttestationKeys(t *testing.T, s eim.Store) {
 	got, err = s.UseAttestationKey(c, ak("000b02", 300))
 	if err != nil || got.Name != "000b01" || got.NonceAt != 200 {
 		t.Fatalf("another key: got %+v, %v; want the pinned 000b01 at 200", got, err)
+	}
+
+	// The same AK name with another EK: the pinned key, nothing changes.
+	otherEK := ak("000b01", 300)
+	otherEK.EKName = "000bef"
+	got, err = s.UseAttestationKey(c, otherEK)
+	if err != nil || got.EKName != "000bee" || got.NonceAt != 200 {
+		t.Fatalf("another EK: got %+v, %v; want the pinned EK 000bee at 200", got, err)
 	}
 
 	// Two quotes over one nonce at once: one is accepted.

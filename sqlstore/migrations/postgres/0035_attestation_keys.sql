@@ -2,7 +2,8 @@
 -- attestation): the TPM attestation key pinned to a host at its first
 -- verified quote, one per host. Not a Store resource (its own statements,
 -- sqlstore/attestationkey.go), scoped to the project like one; it goes with
--- its host. public is the key's TPMT_PUBLIC in hex, name its TPM name in hex.
+-- its host. public is the key's TPMT_PUBLIC in hex, name its TPM name in hex,
+-- ek_name that of the endorsement key of the TPM it was proven to live in.
 -- pinned_at is unix milliseconds; nonce_at the issue time of the nonce of
 -- the last quote accepted, unix nanoseconds (each nonce is used once).
 CREATE TABLE attestation_keys (
@@ -10,6 +11,7 @@ CREATE TABLE attestation_keys (
     host_id TEXT NOT NULL,
     public TEXT NOT NULL,
     name TEXT NOT NULL,
+    ek_name TEXT NOT NULL DEFAULT '',
     pinned_at BIGINT NOT NULL,
     nonce_at BIGINT NOT NULL,
     PRIMARY KEY (project, host_id),

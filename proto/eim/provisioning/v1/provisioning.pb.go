@@ -187,7 +187,7 @@ func (x MeasuredBoot_Tpm) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MeasuredBoot_Tpm.Descriptor instead.
 func (MeasuredBoot_Tpm) EnumDescriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1, 0}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{2, 0}
 }
 
 type GetWorkflowResponse_Disposition int32
@@ -247,7 +247,7 @@ func (x GetWorkflowResponse_Disposition) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GetWorkflowResponse_Disposition.Descriptor instead.
 func (GetWorkflowResponse_Disposition) EnumDescriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{4, 0}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{5, 0}
 }
 
 type GetWorkflowRequest struct {
@@ -278,9 +278,14 @@ type GetWorkflowRequest struct {
 	MeasuredBootWithheld bool `protobuf:"varint,4,opt,name=measured_boot_withheld,json=measuredBootWithheld,proto3" json:"measured_boot_withheld,omitempty"`
 	// The agent quotes its measured boot with the TPM (MeasuredBoot.quote)
 	// over a nonce of the server's: it asks for one, which the server gives
-	// in its answers (attestation_nonce). Agents older than the field send
-	// false, and their measurements are checked unquoted.
-	Quotes        bool `protobuf:"varint,5,opt,name=quotes,proto3" json:"quotes,omitempty"`
+	// in its answers (attestation_challenge), wrapped for the TPM of
+	// tpm_keys. Agents older than the field send false, and their
+	// measurements are checked unquoted.
+	Quotes bool `protobuf:"varint,5,opt,name=quotes,proto3" json:"quotes,omitempty"`
+	// The public areas of the node's TPM's endorsement key and attestation
+	// key, with quotes; none when the TPM could not make them (the
+	// measured boot's quote then says why).
+	TpmKeys       *TpmKeys `protobuf:"bytes,6,opt,name=tpm_keys,json=tpmKeys,proto3" json:"tpm_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -350,6 +355,69 @@ func (x *GetWorkflowRequest) GetQuotes() bool {
 	return false
 }
 
+func (x *GetWorkflowRequest) GetTpmKeys() *TpmKeys {
+	if x != nil {
+		return x.TpmKeys
+	}
+	return nil
+}
+
+// TpmKeys are a TPM's endorsement key (EK: the TCG's ECC P-256 EK
+// template) and attestation key (AK: see Quote), made from fixed
+// templates, the same at every boot of the same TPM.
+type TpmKeys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// TPMT_PUBLIC, as the TPM marshals it.
+	EkPublic      []byte `protobuf:"bytes,1,opt,name=ek_public,json=ekPublic,proto3" json:"ek_public,omitempty"`
+	AkPublic      []byte `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TpmKeys) Reset() {
+	*x = TpmKeys{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TpmKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TpmKeys) ProtoMessage() {}
+
+func (x *TpmKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TpmKeys.ProtoReflect.Descriptor instead.
+func (*TpmKeys) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TpmKeys) GetEkPublic() []byte {
+	if x != nil {
+		return x.EkPublic
+	}
+	return nil
+}
+
+func (x *TpmKeys) GetAkPublic() []byte {
+	if x != nil {
+		return x.AkPublic
+	}
+	return nil
+}
+
 // MeasuredBoot is a node's TPM 2.0 measurements of its boot, as the node
 // read them, and the TPM's quote of the PCR values, which binds them to the
 // TPM.
@@ -364,7 +432,7 @@ type MeasuredBoot struct {
 	// Why the PCRs or the event log could not be read (TPM_PRESENT only).
 	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	// The TPM's quote of the PCRs above over the server's latest nonce
-	// (GetWorkflowResponse.attestation_nonce), from an agent that quotes
+	// (GetWorkflowResponse.attestation_challenge), from an agent that quotes
 	// (GetWorkflowRequest.quotes) and had a nonce; none otherwise.
 	Quote         *Quote `protobuf:"bytes,5,opt,name=quote,proto3" json:"quote,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -373,7 +441,7 @@ type MeasuredBoot struct {
 
 func (x *MeasuredBoot) Reset() {
 	*x = MeasuredBoot{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +453,7 @@ func (x *MeasuredBoot) String() string {
 func (*MeasuredBoot) ProtoMessage() {}
 
 func (x *MeasuredBoot) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +466,7 @@ func (x *MeasuredBoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeasuredBoot.ProtoReflect.Descriptor instead.
 func (*MeasuredBoot) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *MeasuredBoot) GetTpm() MeasuredBoot_Tpm {
@@ -445,7 +513,8 @@ func (x *MeasuredBoot) GetQuote() *Quote {
 // quote (docs/security.md).
 type Quote struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The server's nonce the quote is over: its qualifying data.
+	// The server's nonce the quote is over (unwrapped from its challenge):
+	// its qualifying data.
 	Nonce []byte `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	// The AK's public area (TPMT_PUBLIC, as the TPM marshals it).
 	AkPublic []byte `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"`
@@ -454,7 +523,8 @@ type Quote struct {
 	Attest []byte `protobuf:"bytes,3,opt,name=attest,proto3" json:"attest,omitempty"`
 	// The AK's signature over attest (TPMT_SIGNATURE, ECDSA with SHA-256).
 	Signature []byte `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
-	// Why the TPM gave no quote (the fields above empty).
+	// Why the TPM gave no quote (the fields above empty): its keys could
+	// not be made, the challenge did not unwrap, the quote failed.
 	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -462,7 +532,7 @@ type Quote struct {
 
 func (x *Quote) Reset() {
 	*x = Quote{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +544,7 @@ func (x *Quote) String() string {
 func (*Quote) ProtoMessage() {}
 
 func (x *Quote) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +557,7 @@ func (x *Quote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quote.ProtoReflect.Descriptor instead.
 func (*Quote) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{2}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Quote) GetNonce() []byte {
@@ -537,7 +607,7 @@ type Pcr struct {
 
 func (x *Pcr) Reset() {
 	*x = Pcr{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +619,7 @@ func (x *Pcr) String() string {
 func (*Pcr) ProtoMessage() {}
 
 func (x *Pcr) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +632,7 @@ func (x *Pcr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pcr.ProtoReflect.Descriptor instead.
 func (*Pcr) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{3}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Pcr) GetIndex() uint32 {
@@ -591,18 +661,22 @@ type GetWorkflowResponse struct {
 	// their agents send the measured boot every time.
 	MeasuredBootLater bool `protobuf:"varint,5,opt,name=measured_boot_later,json=measuredBootLater,proto3" json:"measured_boot_later,omitempty"`
 	// A fresh nonce for the TPM quote of the node's measured boot, to an
-	// agent that quotes (GetWorkflowRequest.quotes): 32 bytes, good for one
-	// quote within minutes of the answer. When the server needs the measured
-	// boot and the request's has no valid quote over one of its nonces, it
-	// answers WAIT with a short poll_after_seconds and a nonce to quote.
-	AttestationNonce []byte `protobuf:"bytes,6,opt,name=attestation_nonce,json=attestationNonce,proto3" json:"attestation_nonce,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// agent that quotes (GetWorkflowRequest.quotes, with tpm_keys), wrapped
+	// by TPM2_MakeCredential for the TPM of those keys: only that TPM, with
+	// that AK, unwraps it (TPM2_ActivateCredential), so a quote over it was
+	// signed by an AK of the EK's TPM. The nonce is 32 bytes, good for one
+	// quote within minutes of the answer. When the server needs the
+	// measured boot and the request's has no valid quote over one of its
+	// nonces, it answers WAIT with a short poll_after_seconds and a
+	// challenge.
+	AttestationChallenge *AttestationChallenge `protobuf:"bytes,6,opt,name=attestation_challenge,json=attestationChallenge,proto3" json:"attestation_challenge,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GetWorkflowResponse) Reset() {
 	*x = GetWorkflowResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +688,7 @@ func (x *GetWorkflowResponse) String() string {
 func (*GetWorkflowResponse) ProtoMessage() {}
 
 func (x *GetWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +701,7 @@ func (x *GetWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{4}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetWorkflowResponse) GetDisposition() GetWorkflowResponse_Disposition {
@@ -665,9 +739,64 @@ func (x *GetWorkflowResponse) GetMeasuredBootLater() bool {
 	return false
 }
 
-func (x *GetWorkflowResponse) GetAttestationNonce() []byte {
+func (x *GetWorkflowResponse) GetAttestationChallenge() *AttestationChallenge {
 	if x != nil {
-		return x.AttestationNonce
+		return x.AttestationChallenge
+	}
+	return nil
+}
+
+// AttestationChallenge is a nonce wrapped for a TPM (TPM2_MakeCredential).
+type AttestationChallenge struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The credential blob (TPM2B_ID_OBJECT's contents) and the seed
+	// encrypted to the EK (TPM2B_ENCRYPTED_SECRET's contents).
+	CredentialBlob  []byte `protobuf:"bytes,1,opt,name=credential_blob,json=credentialBlob,proto3" json:"credential_blob,omitempty"`
+	EncryptedSecret []byte `protobuf:"bytes,2,opt,name=encrypted_secret,json=encryptedSecret,proto3" json:"encrypted_secret,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AttestationChallenge) Reset() {
+	*x = AttestationChallenge{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttestationChallenge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttestationChallenge) ProtoMessage() {}
+
+func (x *AttestationChallenge) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttestationChallenge.ProtoReflect.Descriptor instead.
+func (*AttestationChallenge) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AttestationChallenge) GetCredentialBlob() []byte {
+	if x != nil {
+		return x.CredentialBlob
+	}
+	return nil
+}
+
+func (x *AttestationChallenge) GetEncryptedSecret() []byte {
+	if x != nil {
+		return x.EncryptedSecret
 	}
 	return nil
 }
@@ -687,7 +816,7 @@ type Workflow struct {
 
 func (x *Workflow) Reset() {
 	*x = Workflow{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +828,7 @@ func (x *Workflow) String() string {
 func (*Workflow) ProtoMessage() {}
 
 func (x *Workflow) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +841,7 @@ func (x *Workflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workflow.ProtoReflect.Descriptor instead.
 func (*Workflow) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{5}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Workflow) GetId() string {
@@ -765,7 +894,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +906,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +919,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{6}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Action) GetIndex() uint32 {
@@ -941,7 +1070,7 @@ type EraseDisk struct {
 
 func (x *EraseDisk) Reset() {
 	*x = EraseDisk{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1082,7 @@ func (x *EraseDisk) String() string {
 func (*EraseDisk) ProtoMessage() {}
 
 func (x *EraseDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1095,7 @@ func (x *EraseDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseDisk.ProtoReflect.Descriptor instead.
 func (*EraseDisk) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{7}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EraseDisk) GetDevice() string {
@@ -994,7 +1123,7 @@ type StreamImage struct {
 
 func (x *StreamImage) Reset() {
 	*x = StreamImage{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1135,7 @@ func (x *StreamImage) String() string {
 func (*StreamImage) ProtoMessage() {}
 
 func (x *StreamImage) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1148,7 @@ func (x *StreamImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamImage.ProtoReflect.Descriptor instead.
 func (*StreamImage) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{8}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamImage) GetUrl() string {
@@ -1073,7 +1202,7 @@ type WriteFile struct {
 
 func (x *WriteFile) Reset() {
 	*x = WriteFile{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1214,7 @@ func (x *WriteFile) String() string {
 func (*WriteFile) ProtoMessage() {}
 
 func (x *WriteFile) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1227,7 @@ func (x *WriteFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFile.ProtoReflect.Descriptor instead.
 func (*WriteFile) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{9}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WriteFile) GetDevice() string {
@@ -1151,7 +1280,7 @@ type WriteAgentConfig struct {
 
 func (x *WriteAgentConfig) Reset() {
 	*x = WriteAgentConfig{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1292,7 @@ func (x *WriteAgentConfig) String() string {
 func (*WriteAgentConfig) ProtoMessage() {}
 
 func (x *WriteAgentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1305,7 @@ func (x *WriteAgentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteAgentConfig.ProtoReflect.Descriptor instead.
 func (*WriteAgentConfig) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{10}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteAgentConfig) GetDevice() string {
@@ -1228,7 +1357,7 @@ type EncryptRoot struct {
 
 func (x *EncryptRoot) Reset() {
 	*x = EncryptRoot{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1369,7 @@ func (x *EncryptRoot) String() string {
 func (*EncryptRoot) ProtoMessage() {}
 
 func (x *EncryptRoot) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1382,7 @@ func (x *EncryptRoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncryptRoot.ProtoReflect.Descriptor instead.
 func (*EncryptRoot) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{11}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EncryptRoot) GetDevice() string {
@@ -1309,7 +1438,7 @@ type SetBootOrder struct {
 
 func (x *SetBootOrder) Reset() {
 	*x = SetBootOrder{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1450,7 @@ func (x *SetBootOrder) String() string {
 func (*SetBootOrder) ProtoMessage() {}
 
 func (x *SetBootOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1463,7 @@ func (x *SetBootOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBootOrder.ProtoReflect.Descriptor instead.
 func (*SetBootOrder) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetBootOrder) GetDevice() string {
@@ -1361,7 +1490,7 @@ type Reboot struct {
 
 func (x *Reboot) Reset() {
 	*x = Reboot{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1502,7 @@ func (x *Reboot) String() string {
 func (*Reboot) ProtoMessage() {}
 
 func (x *Reboot) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1515,7 @@ func (x *Reboot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reboot.ProtoReflect.Descriptor instead.
 func (*Reboot) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{15}
 }
 
 type ReportActionRequest struct {
@@ -1412,7 +1541,7 @@ type ReportActionRequest struct {
 
 func (x *ReportActionRequest) Reset() {
 	*x = ReportActionRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1553,7 @@ func (x *ReportActionRequest) String() string {
 func (*ReportActionRequest) ProtoMessage() {}
 
 func (x *ReportActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1566,7 @@ func (x *ReportActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionRequest.ProtoReflect.Descriptor instead.
 func (*ReportActionRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{14}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportActionRequest) GetWorkflowId() string {
@@ -1507,7 +1636,7 @@ type ReportActionResponse struct {
 
 func (x *ReportActionResponse) Reset() {
 	*x = ReportActionResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1648,7 @@ func (x *ReportActionResponse) String() string {
 func (*ReportActionResponse) ProtoMessage() {}
 
 func (x *ReportActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1661,7 @@ func (x *ReportActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionResponse.ProtoReflect.Descriptor instead.
 func (*ReportActionResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{15}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReportActionResponse) GetCancel() bool {
@@ -1552,7 +1681,7 @@ type ReportActionsRequest struct {
 
 func (x *ReportActionsRequest) Reset() {
 	*x = ReportActionsRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1693,7 @@ func (x *ReportActionsRequest) String() string {
 func (*ReportActionsRequest) ProtoMessage() {}
 
 func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1706,7 @@ func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionsRequest.ProtoReflect.Descriptor instead.
 func (*ReportActionsRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{16}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReportActionsRequest) GetReports() []*ReportActionRequest {
@@ -1598,7 +1727,7 @@ type ReportActionsResponse struct {
 
 func (x *ReportActionsResponse) Reset() {
 	*x = ReportActionsResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1739,7 @@ func (x *ReportActionsResponse) String() string {
 func (*ReportActionsResponse) ProtoMessage() {}
 
 func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1752,7 @@ func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionsResponse.ProtoReflect.Descriptor instead.
 func (*ReportActionsResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{17}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReportActionsResponse) GetCancel() bool {
@@ -1650,7 +1779,7 @@ type EscrowRecoveryKeyRequest struct {
 
 func (x *EscrowRecoveryKeyRequest) Reset() {
 	*x = EscrowRecoveryKeyRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1791,7 @@ func (x *EscrowRecoveryKeyRequest) String() string {
 func (*EscrowRecoveryKeyRequest) ProtoMessage() {}
 
 func (x *EscrowRecoveryKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1804,7 @@ func (x *EscrowRecoveryKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EscrowRecoveryKeyRequest.ProtoReflect.Descriptor instead.
 func (*EscrowRecoveryKeyRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{18}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EscrowRecoveryKeyRequest) GetWorkflowId() string {
@@ -1721,7 +1850,7 @@ type EscrowRecoveryKeyResponse struct {
 
 func (x *EscrowRecoveryKeyResponse) Reset() {
 	*x = EscrowRecoveryKeyResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[19]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1862,7 @@ func (x *EscrowRecoveryKeyResponse) String() string {
 func (*EscrowRecoveryKeyResponse) ProtoMessage() {}
 
 func (x *EscrowRecoveryKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[19]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,21 +1875,25 @@ func (x *EscrowRecoveryKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EscrowRecoveryKeyResponse.ProtoReflect.Descriptor instead.
 func (*EscrowRecoveryKeyResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{19}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{21}
 }
 
 var File_eim_provisioning_v1_provisioning_proto protoreflect.FileDescriptor
 
 const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\n" +
-	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\x96\x02\n" +
+	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\xcf\x02\n" +
 	"\x12GetWorkflowRequest\x12#\n" +
 	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12E\n" +
 	"\vsecure_boot\x18\x02 \x01(\x0e2$.eim.provisioning.v1.SecureBootStateR\n" +
 	"secureBoot\x12F\n" +
 	"\rmeasured_boot\x18\x03 \x01(\v2!.eim.provisioning.v1.MeasuredBootR\fmeasuredBoot\x124\n" +
 	"\x16measured_boot_withheld\x18\x04 \x01(\bR\x14measuredBootWithheld\x12\x16\n" +
-	"\x06quotes\x18\x05 \x01(\bR\x06quotes\"\x97\x02\n" +
+	"\x06quotes\x18\x05 \x01(\bR\x06quotes\x127\n" +
+	"\btpm_keys\x18\x06 \x01(\v2\x1c.eim.provisioning.v1.TpmKeysR\atpmKeys\"C\n" +
+	"\aTpmKeys\x12\x1b\n" +
+	"\tek_public\x18\x01 \x01(\fR\bekPublic\x12\x1b\n" +
+	"\tak_public\x18\x02 \x01(\fR\bakPublic\"\x97\x02\n" +
 	"\fMeasuredBoot\x127\n" +
 	"\x03tpm\x18\x01 \x01(\x0e2%.eim.provisioning.v1.MeasuredBoot.TpmR\x03tpm\x12,\n" +
 	"\x04pcrs\x18\x02 \x03(\v2\x18.eim.provisioning.v1.PcrR\x04pcrs\x12\x1b\n" +
@@ -1780,20 +1913,23 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\"3\n" +
 	"\x03Pcr\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\xd3\x03\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\x86\x04\n" +
 	"\x13GetWorkflowResponse\x12V\n" +
 	"\vdisposition\x18\x01 \x01(\x0e24.eim.provisioning.v1.GetWorkflowResponse.DispositionR\vdisposition\x129\n" +
 	"\bworkflow\x18\x02 \x01(\v2\x1d.eim.provisioning.v1.WorkflowR\bworkflow\x12,\n" +
 	"\x12poll_after_seconds\x18\x03 \x01(\rR\x10pollAfterSeconds\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
-	"\x13measured_boot_later\x18\x05 \x01(\bR\x11measuredBootLater\x12+\n" +
-	"\x11attestation_nonce\x18\x06 \x01(\fR\x10attestationNonce\"\x83\x01\n" +
+	"\x13measured_boot_later\x18\x05 \x01(\bR\x11measuredBootLater\x12^\n" +
+	"\x15attestation_challenge\x18\x06 \x01(\v2).eim.provisioning.v1.AttestationChallengeR\x14attestationChallenge\"\x83\x01\n" +
 	"\vDisposition\x12\x1b\n" +
 	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DISPOSITION_WAIT\x10\x01\x12\x13\n" +
 	"\x0fDISPOSITION_RUN\x10\x02\x12\x14\n" +
 	"\x10DISPOSITION_DONE\x10\x03\x12\x16\n" +
-	"\x12DISPOSITION_FAILED\x10\x04\"\x8c\x01\n" +
+	"\x12DISPOSITION_FAILED\x10\x04\"j\n" +
+	"\x14AttestationChallenge\x12'\n" +
+	"\x0fcredential_blob\x18\x01 \x01(\fR\x0ecredentialBlob\x12)\n" +
+	"\x10encrypted_secret\x18\x02 \x01(\fR\x0fencryptedSecret\"\x8c\x01\n" +
 	"\bWorkflow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x125\n" +
@@ -1900,64 +2036,68 @@ func file_eim_provisioning_v1_provisioning_proto_rawDescGZIP() []byte {
 }
 
 var file_eim_provisioning_v1_provisioning_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_eim_provisioning_v1_provisioning_proto_goTypes = []any{
 	(SecureBootState)(0),                 // 0: eim.provisioning.v1.SecureBootState
 	(ActionState)(0),                     // 1: eim.provisioning.v1.ActionState
 	(MeasuredBoot_Tpm)(0),                // 2: eim.provisioning.v1.MeasuredBoot.Tpm
 	(GetWorkflowResponse_Disposition)(0), // 3: eim.provisioning.v1.GetWorkflowResponse.Disposition
 	(*GetWorkflowRequest)(nil),           // 4: eim.provisioning.v1.GetWorkflowRequest
-	(*MeasuredBoot)(nil),                 // 5: eim.provisioning.v1.MeasuredBoot
-	(*Quote)(nil),                        // 6: eim.provisioning.v1.Quote
-	(*Pcr)(nil),                          // 7: eim.provisioning.v1.Pcr
-	(*GetWorkflowResponse)(nil),          // 8: eim.provisioning.v1.GetWorkflowResponse
-	(*Workflow)(nil),                     // 9: eim.provisioning.v1.Workflow
-	(*Action)(nil),                       // 10: eim.provisioning.v1.Action
-	(*EraseDisk)(nil),                    // 11: eim.provisioning.v1.EraseDisk
-	(*StreamImage)(nil),                  // 12: eim.provisioning.v1.StreamImage
-	(*WriteFile)(nil),                    // 13: eim.provisioning.v1.WriteFile
-	(*WriteAgentConfig)(nil),             // 14: eim.provisioning.v1.WriteAgentConfig
-	(*EncryptRoot)(nil),                  // 15: eim.provisioning.v1.EncryptRoot
-	(*SetBootOrder)(nil),                 // 16: eim.provisioning.v1.SetBootOrder
-	(*Reboot)(nil),                       // 17: eim.provisioning.v1.Reboot
-	(*ReportActionRequest)(nil),          // 18: eim.provisioning.v1.ReportActionRequest
-	(*ReportActionResponse)(nil),         // 19: eim.provisioning.v1.ReportActionResponse
-	(*ReportActionsRequest)(nil),         // 20: eim.provisioning.v1.ReportActionsRequest
-	(*ReportActionsResponse)(nil),        // 21: eim.provisioning.v1.ReportActionsResponse
-	(*EscrowRecoveryKeyRequest)(nil),     // 22: eim.provisioning.v1.EscrowRecoveryKeyRequest
-	(*EscrowRecoveryKeyResponse)(nil),    // 23: eim.provisioning.v1.EscrowRecoveryKeyResponse
+	(*TpmKeys)(nil),                      // 5: eim.provisioning.v1.TpmKeys
+	(*MeasuredBoot)(nil),                 // 6: eim.provisioning.v1.MeasuredBoot
+	(*Quote)(nil),                        // 7: eim.provisioning.v1.Quote
+	(*Pcr)(nil),                          // 8: eim.provisioning.v1.Pcr
+	(*GetWorkflowResponse)(nil),          // 9: eim.provisioning.v1.GetWorkflowResponse
+	(*AttestationChallenge)(nil),         // 10: eim.provisioning.v1.AttestationChallenge
+	(*Workflow)(nil),                     // 11: eim.provisioning.v1.Workflow
+	(*Action)(nil),                       // 12: eim.provisioning.v1.Action
+	(*EraseDisk)(nil),                    // 13: eim.provisioning.v1.EraseDisk
+	(*StreamImage)(nil),                  // 14: eim.provisioning.v1.StreamImage
+	(*WriteFile)(nil),                    // 15: eim.provisioning.v1.WriteFile
+	(*WriteAgentConfig)(nil),             // 16: eim.provisioning.v1.WriteAgentConfig
+	(*EncryptRoot)(nil),                  // 17: eim.provisioning.v1.EncryptRoot
+	(*SetBootOrder)(nil),                 // 18: eim.provisioning.v1.SetBootOrder
+	(*Reboot)(nil),                       // 19: eim.provisioning.v1.Reboot
+	(*ReportActionRequest)(nil),          // 20: eim.provisioning.v1.ReportActionRequest
+	(*ReportActionResponse)(nil),         // 21: eim.provisioning.v1.ReportActionResponse
+	(*ReportActionsRequest)(nil),         // 22: eim.provisioning.v1.ReportActionsRequest
+	(*ReportActionsResponse)(nil),        // 23: eim.provisioning.v1.ReportActionsResponse
+	(*EscrowRecoveryKeyRequest)(nil),     // 24: eim.provisioning.v1.EscrowRecoveryKeyRequest
+	(*EscrowRecoveryKeyResponse)(nil),    // 25: eim.provisioning.v1.EscrowRecoveryKeyResponse
 }
 var file_eim_provisioning_v1_provisioning_proto_depIdxs = []int32{
 	0,  // 0: eim.provisioning.v1.GetWorkflowRequest.secure_boot:type_name -> eim.provisioning.v1.SecureBootState
-	5,  // 1: eim.provisioning.v1.GetWorkflowRequest.measured_boot:type_name -> eim.provisioning.v1.MeasuredBoot
-	2,  // 2: eim.provisioning.v1.MeasuredBoot.tpm:type_name -> eim.provisioning.v1.MeasuredBoot.Tpm
-	7,  // 3: eim.provisioning.v1.MeasuredBoot.pcrs:type_name -> eim.provisioning.v1.Pcr
-	6,  // 4: eim.provisioning.v1.MeasuredBoot.quote:type_name -> eim.provisioning.v1.Quote
-	3,  // 5: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
-	9,  // 6: eim.provisioning.v1.GetWorkflowResponse.workflow:type_name -> eim.provisioning.v1.Workflow
-	10, // 7: eim.provisioning.v1.Workflow.actions:type_name -> eim.provisioning.v1.Action
-	11, // 8: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
-	12, // 9: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
-	13, // 10: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
-	16, // 11: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
-	17, // 12: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
-	14, // 13: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
-	15, // 14: eim.provisioning.v1.Action.encrypt_root:type_name -> eim.provisioning.v1.EncryptRoot
-	1,  // 15: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
-	18, // 16: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
-	4,  // 17: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
-	18, // 18: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
-	20, // 19: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
-	22, // 20: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:input_type -> eim.provisioning.v1.EscrowRecoveryKeyRequest
-	8,  // 21: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
-	19, // 22: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
-	21, // 23: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
-	23, // 24: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:output_type -> eim.provisioning.v1.EscrowRecoveryKeyResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 1: eim.provisioning.v1.GetWorkflowRequest.measured_boot:type_name -> eim.provisioning.v1.MeasuredBoot
+	5,  // 2: eim.provisioning.v1.GetWorkflowRequest.tpm_keys:type_name -> eim.provisioning.v1.TpmKeys
+	2,  // 3: eim.provisioning.v1.MeasuredBoot.tpm:type_name -> eim.provisioning.v1.MeasuredBoot.Tpm
+	8,  // 4: eim.provisioning.v1.MeasuredBoot.pcrs:type_name -> eim.provisioning.v1.Pcr
+	7,  // 5: eim.provisioning.v1.MeasuredBoot.quote:type_name -> eim.provisioning.v1.Quote
+	3,  // 6: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
+	11, // 7: eim.provisioning.v1.GetWorkflowResponse.workflow:type_name -> eim.provisioning.v1.Workflow
+	10, // 8: eim.provisioning.v1.GetWorkflowResponse.attestation_challenge:type_name -> eim.provisioning.v1.AttestationChallenge
+	12, // 9: eim.provisioning.v1.Workflow.actions:type_name -> eim.provisioning.v1.Action
+	13, // 10: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
+	14, // 11: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
+	15, // 12: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
+	18, // 13: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
+	19, // 14: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
+	16, // 15: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
+	17, // 16: eim.provisioning.v1.Action.encrypt_root:type_name -> eim.provisioning.v1.EncryptRoot
+	1,  // 17: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
+	20, // 18: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
+	4,  // 19: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
+	20, // 20: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
+	22, // 21: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
+	24, // 22: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:input_type -> eim.provisioning.v1.EscrowRecoveryKeyRequest
+	9,  // 23: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
+	21, // 24: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
+	23, // 25: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
+	25, // 26: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:output_type -> eim.provisioning.v1.EscrowRecoveryKeyResponse
+	23, // [23:27] is the sub-list for method output_type
+	19, // [19:23] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_eim_provisioning_v1_provisioning_proto_init() }
@@ -1965,7 +2105,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 	if File_eim_provisioning_v1_provisioning_proto != nil {
 		return
 	}
-	file_eim_provisioning_v1_provisioning_proto_msgTypes[6].OneofWrappers = []any{
+	file_eim_provisioning_v1_provisioning_proto_msgTypes[8].OneofWrappers = []any{
 		(*Action_EraseDisk)(nil),
 		(*Action_StreamImage)(nil),
 		(*Action_WriteFile)(nil),
@@ -1980,7 +2120,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_provisioning_v1_provisioning_proto_rawDesc), len(file_eim_provisioning_v1_provisioning_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
