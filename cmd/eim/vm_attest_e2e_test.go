@@ -133,7 +133,8 @@ func startSwtpm(t *testing.T, dir string) string {
 // on a VM whose firmware enforces Secure Boot and has a TPM. The firmware
 // runs the signed iPXE, which loads the signed micro-OS kernel; the
 // micro-OS reports the TPM's PCRs and the firmware's event log, quoted by
-// the TPM over the server's nonce, and the instance shows attestation
+// the TPM over the server's nonce (which only that TPM could unwrap: its EK
+// and AK), and the instance shows attestation
 // "Verified": the quote holds (its key then pinned to the host), the log
 // replays to the PCRs and PCR 4 holds exactly the iPXE and kernel the
 // server serves. The workflow
