@@ -194,8 +194,8 @@ func TestGetWorkflowQuote(t *testing.T) {
 			t.Fatalf("before the quote: attestation %q, want none", s)
 		}
 		first := n.quoted(mb, n.unwrap(r.AttestationChallenge))
-		if r = ask(first, true); r.Disposition != runD || r.AttestationChallenge == nil {
-			t.Fatalf("quoted: got %v (%s), challenge %v; want RUN with a challenge", r.Disposition, r.Message, r.AttestationChallenge)
+		if r = ask(first, true); r.Disposition != runD || r.AttestationChallenge != nil || !r.MeasuredBootLater {
+			t.Fatalf("quoted: got %v (%s), challenge %v, later %v; want RUN, measured boot later, no challenge (none is needed)", r.Disposition, r.Message, r.AttestationChallenge, r.MeasuredBootLater)
 		}
 		status("quoted", "Verified")
 		if s := e.getInstance(in.ResourceID).TrustedAttestationStatus; s != provisioning.AttestationVerified {

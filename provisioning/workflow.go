@@ -203,10 +203,12 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 // respond is the answer resp, with a fresh attestation nonce for an agent
 // that quotes its measured boot, wrapped for its TPM's keys: it quotes
 // over the nonce of the answer before the request that carries its
-// measurements. Keys that are not a TPM's EK and AK get none (the
-// attestation says so).
+// measurements. Only an answer that asks for the measured boot (without
+// measured_boot_later) has one: after the others the agent sends none, and
+// a node waiting for its instance costs no key agreement per poll. Keys
+// that are not a TPM's EK and AK get none (the attestation says so).
 func (s *Service) respond(n southbound.Node, req *provisioningv1.GetWorkflowRequest, resp *provisioningv1.GetWorkflowResponse) *connect.Response[provisioningv1.GetWorkflowResponse] {
-	if req.GetQuotes() && req.GetTpmKeys() != nil {
+	if req.GetQuotes() && req.GetTpmKeys() != nil && !resp.MeasuredBootLater {
 		keys := tpmKeys(req)
 		if name := keysName(keys); name != "" {
 			blob, enc, err := tpmquote.Challenge(keys, s.nonces.issue(n.Project, n.HostID, name))

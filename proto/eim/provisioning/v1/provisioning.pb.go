@@ -278,8 +278,8 @@ type GetWorkflowRequest struct {
 	MeasuredBootWithheld bool `protobuf:"varint,4,opt,name=measured_boot_withheld,json=measuredBootWithheld,proto3" json:"measured_boot_withheld,omitempty"`
 	// The agent quotes its measured boot with the TPM (MeasuredBoot.quote)
 	// over a nonce of the server's: it asks for one, which the server gives
-	// in its answers (attestation_challenge), wrapped for the TPM of
-	// tpm_keys. Agents older than the field send false, and their
+	// in its answers that ask for the measured boot
+	// (attestation_challenge), wrapped for the TPM of tpm_keys. Agents older than the field send false, and their
 	// measurements are checked unquoted.
 	Quotes bool `protobuf:"varint,5,opt,name=quotes,proto3" json:"quotes,omitempty"`
 	// The public areas of the node's TPM's endorsement key and attestation
@@ -660,8 +660,9 @@ type GetWorkflowResponse struct {
 	// answer lacks this. Servers older than the field never set it, so
 	// their agents send the measured boot every time.
 	MeasuredBootLater bool `protobuf:"varint,5,opt,name=measured_boot_later,json=measuredBootLater,proto3" json:"measured_boot_later,omitempty"`
-	// A fresh nonce for the TPM quote of the node's measured boot, to an
-	// agent that quotes (GetWorkflowRequest.quotes, with tpm_keys), wrapped
+	// A fresh nonce for the TPM quote of the node's measured boot, in an
+	// answer that asks for the measured boot (without measured_boot_later)
+	// to an agent that quotes (GetWorkflowRequest.quotes, with tpm_keys), wrapped
 	// by TPM2_MakeCredential for the TPM of those keys: only that TPM, with
 	// that AK, unwraps it (TPM2_ActivateCredential), so a quote over it was
 	// signed by an AK of the EK's TPM. The nonce is 32 bytes, good for one
