@@ -155,7 +155,7 @@ func (s *Service) checkQuote(ctx context.Context, n southbound.Node, q *provisio
 	case err != nil:
 		return verdict{}, true, fmt.Errorf("record the attestation key of %s: %w", n.HostID, err)
 	case pinned.Name != key.Name:
-		return mismatch(fmt.Sprintf("quote: attestation key %s is not the one pinned to host %s at its first attestation (%s, %s): another TPM, or this one cleared",
+		return mismatch(fmt.Sprintf("quote: attestation key %s is not the one pinned to host %s at its first attestation (%s, %s): another TPM, or its endorsement seed changed",
 			key.Name, n.HostID, pinned.Name, pinned.PinnedAt.Format(time.RFC3339))), true, nil
 	case pinned.EKName != ekName:
 		return mismatch(fmt.Sprintf("quote: endorsement key %s is not the one pinned to host %s at its first attestation (%s, %s): another TPM",
