@@ -158,6 +158,8 @@ type Store interface {
 	EnrollmentStore
 	// The provisioning module's escrowed recovery keys of encrypted disks.
 	RecoveryKeyStore
+	// The provisioning module's attestation keys pinned to hosts.
+	AttestationKeyStore
 	// Audit returns one page of the project's audit records matching q,
 	// newest first, and how many match (-1 with NoTotal).
 	Audit(ctx context.Context, project string, q AuditQuery) ([]AuditRecord, int, error)

@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/eimhq/eim/attest/tpmquote"
+	"github.com/eimhq/eim/fde/tpmseal"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 )
 
@@ -97,4 +101,86 @@ func readEventLog(path string) ([]byte, error) {
 		return nil, fmt.Errorf("the TPM event log is larger than %d bytes", maxEventLog)
 	}
 	return b, nil
+}
+
+// canQuote reports whether mb is a measured boot the TPM can quote: a TPM
+// 2.0 whose SHA-256 PCRs were read.
+func canQuote(mb *provisioningv1.MeasuredBoot) bool {
+	return mb.GetTpm() == provisioningv1.MeasuredBoot_TPM_PRESENT && mb.GetError() == "" && len(mb.GetPcrs()) > 0
+}
+
+// quoter is the agent's side of the quote in one provisioning run: its
+// TPM's keys, made once, and the server's latest challenge, unwrapped only
+// when a measured boot is to be sent.
+type quoter struct {
+	p *Provisioner
+	// keys are the TPM's EK and AK; nil when the TPM could not make them
+	// (err says why, in the quote of every measured boot sent).
+	keys      *provisioningv1.TpmKeys
+	err       error
+	challenge *provisioningv1.AttestationChallenge
+}
+
+func (p *Provisioner) newQuoter() *quoter {
+	q := &quoter{p: p}
+	q.err = q.withTPM(func(tpm io.ReadWriter) error {
+		k, err := tpmquote.Identify(tpm)
+		if err == nil {
+			q.keys = &provisioningv1.TpmKeys{EkPublic: k.EKPublic, AkPublic: k.AKPublic}
+		}
+		return err
+	})
+	if q.err != nil {
+		p.log().Warn("the TPM did not make its attestation keys: the measured boot goes without a quote, which says why", "err", q.err)
+	}
+	return q
+}
+
+// measured returns mb quoted by the TPM over the nonce of the latest
+// challenge (attest/tpmquote), mb itself when there is no challenge yet,
+// or mb with the reason the TPM gave no quote: the server then does not
+// believe the values.
+func (q *quoter) measured(mb *provisioningv1.MeasuredBoot) *provisioningv1.MeasuredBoot {
+	if q.err == nil && q.challenge == nil {
+		return mb
+	}
+	out := proto.Clone(mb).(*provisioningv1.MeasuredBoot)
+	err := q.err
+	if err == nil {
+		err = q.withTPM(func(tpm io.ReadWriter) error {
+			nonce, err := tpmquote.Activate(tpm, q.challenge.GetCredentialBlob(), q.challenge.GetEncryptedSecret())
+			if err != nil {
+				return err
+			}
+			idx := make([]int, len(mb.GetPcrs()))
+			for i, pcr := range mb.GetPcrs() {
+				idx[i] = int(pcr.GetIndex())
+			}
+			r, err := tpmquote.Make(tpm, nonce, idx)
+			if err != nil {
+				return err
+			}
+			out.Quote = &provisioningv1.Quote{Nonce: nonce, AkPublic: r.AKPublic, Attest: r.Attest, Signature: r.Signature}
+			return nil
+		})
+	}
+	if err != nil {
+		q.p.log().Warn("the TPM did not quote the measured boot", "err", err)
+		out.Quote = &provisioningv1.Quote{Error: err.Error()}
+	}
+	return out
+}
+
+// withTPM runs f with the TPM open.
+func (q *quoter) withTPM(f func(io.ReadWriter) error) error {
+	open := q.p.OpenTPM
+	if open == nil {
+		open = tpmseal.Open
+	}
+	tpm, err := open()
+	if err != nil {
+		return err
+	}
+	defer tpm.Close()
+	return f(tpm)
 }

@@ -93,6 +93,10 @@ type Provisioner struct {
 	// OutputInterval is how often output of a running action is reported
 	// (default 2 s).
 	OutputInterval time.Duration
+	// OpenTPM opens the TPM that quotes the measured boot
+	// (Identity.MeasuredBoot, when it has one); nil is tpmseal.Open, the
+	// node's /dev/tpmrm0.
+	OpenTPM func() (io.ReadWriteCloser, error)
 	// Now and Wait replace the clock in tests (Wait sleeps d or until ctx
 	// ends).
 	Now  func() time.Time
@@ -319,11 +323,26 @@ func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.Pr
 	// The measured boot (some 13 KB) goes with the first request, and
 	// again only when the server's last answer did not say it can do
 	// without (measured_boot_later): when it asks for it, or predates that.
+	// With a TPM that measured the boot, the agent quotes: it sends its
+	// TPM's keys, the server answers with a nonce wrapped for them, and
+	// the measured boot goes quoted over the latest one (the first request
+	// has none yet: the server answers with one and asks again before it
+	// creates the workflow).
 	later := false
+	var qt *quoter
+	if canQuote(p.Identity.MeasuredBoot) {
+		qt = p.newQuoter()
+	}
 	for {
 		req := &provisioningv1.GetWorkflowRequest{AgentVersion: p.version(), SecureBoot: p.Identity.SecureBoot, MeasuredBoot: p.Identity.MeasuredBoot}
-		if later && req.MeasuredBoot != nil {
+		if qt != nil {
+			req.Quotes, req.TpmKeys = true, qt.keys
+		}
+		switch {
+		case later && req.MeasuredBoot != nil:
 			req.MeasuredBoot, req.MeasuredBootWithheld = nil, true
+		case qt != nil:
+			req.MeasuredBoot = qt.measured(req.MeasuredBoot)
 		}
 		resp, err := pc.GetWorkflow(ctx, connect.NewRequest(req))
 		var d time.Duration
@@ -340,6 +359,9 @@ func (p *Provisioner) provision(ctx context.Context, pc provisioningv1connect.Pr
 			r.reset()
 			m := resp.Msg
 			later = m.GetMeasuredBootLater()
+			if qt != nil {
+				qt.challenge = m.GetAttestationChallenge()
+			}
 			d = pollAfter(m.GetPollAfterSeconds())
 			switch m.GetDisposition() {
 			case provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT:

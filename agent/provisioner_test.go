@@ -15,6 +15,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim/agent"
+	"github.com/eimhq/eim/attest/tpmquote"
+	"github.com/eimhq/eim/internal/swtpmtest"
 	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 )
@@ -595,3 +597,83 @@ func TestProvisionerWithholdsMeasuredBoot(t *testing.T) {
 		}
 	}
 }
+
+// With a TPM, the agent says it quotes and sends its TPM's keys; once an
+// answer gave it a nonce wrapped for them, the measured boot it sends
+// carries its TPM's quote of the PCRs over it.
+func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
+	ca := newTestCA(t)
+	sw := swtpmtest.Start(t, t.TempDir())
+	s := &southbound{}
+	var url string
+	s.discover = func(int, *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+		return onboarded(url), nil
+	}
+	nonce := bytes.Repeat([]byte{0x5a}, 32)
+	// The first answer wraps the nonce for the keys the request sent.
+	s.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
+		switch n {
+		case 1:
+			k := s.workflowRequests()[0].GetTpmKeys()
+			blob, enc, err := tpmquote.Challenge(tpmquote.Keys{EKPublic: k.GetEkPublic(), AKPublic: k.GetAkPublic()}, nonce)
+			if err != nil {
+				return nil, err
+			}
+			return &provisioningv1.GetWorkflowResponse{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT, PollAfterSeconds: 1,
+				AttestationChallenge: &provisioningv1.AttestationChallenge{CredentialBlob: blob, EncryptedSecret: enc}}, nil
+		case 2:
+			return &provisioningv1.GetWorkflowResponse{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE}, nil
+		}
+		return nil, errors.New("asked after DONE")
+	}
+	url = s.start(t, ca)
+	p, _, _ := newProvisioner(t, ca, url, &recorder{})
+	// The PCRs as the micro-OS reads them from sysfs: the TPM's values.
+	mb := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, EventLog: []byte("log")}
+	values := sw.PCRs(t, []int{0, 4, 7})
+	for _, i := range []int{0, 4, 7} {
+		mb.Pcrs = append(mb.Pcrs, &provisioningv1.Pcr{Index: uint32(i), Sha256: values[i]})
+	}
+	p.Identity.MeasuredBoot = mb
+	p.OpenTPM = func() (io.ReadWriteCloser, error) { return nopCloser{sw.Conn}, nil }
+	if _, err := p.Run(runCtx(t)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	reqs := s.workflowRequests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d GetWorkflow requests, want 2", len(reqs))
+	}
+	if !reqs[0].GetQuotes() || reqs[0].GetTpmKeys() == nil || reqs[0].GetMeasuredBoot() == nil || reqs[0].GetMeasuredBoot().GetQuote() != nil {
+		t.Fatalf("first request: quotes %v, keys %v, measured boot %v; want quotes, keys, the measured boot without a quote (no nonce yet)", reqs[0].GetQuotes(), reqs[0].GetTpmKeys(), reqs[0].GetMeasuredBoot())
+	}
+	q := reqs[1].GetMeasuredBoot().GetQuote()
+	if q == nil || q.GetError() != "" || !bytes.Equal(q.GetNonce(), nonce) {
+		t.Fatalf("second request: quote %v; want one over the nonce", q)
+	}
+	if _, err := tpmquote.Verify(tpmquote.Quote{AKPublic: q.GetAkPublic(), Attest: q.GetAttest(), Signature: q.GetSignature()}, nonce, values); err != nil {
+		t.Fatalf("the agent's quote: %v", err)
+	}
+
+	// A TPM that cannot be opened: no keys, and the quote says why.
+	s2 := &southbound{discover: s.discover}
+	s2.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
+		if n > 1 {
+			return nil, errors.New("asked after DONE")
+		}
+		return &provisioningv1.GetWorkflowResponse{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE}, nil
+	}
+	url = s2.start(t, ca)
+	p2, _, _ := newProvisioner(t, ca, url, &recorder{})
+	p2.Identity.MeasuredBoot = mb
+	p2.OpenTPM = func() (io.ReadWriteCloser, error) { return nil, errors.New("no /dev/tpmrm0") }
+	if _, err := p2.Run(runCtx(t)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r := s2.workflowRequests()[0]; !r.GetQuotes() || r.GetTpmKeys() != nil || r.GetMeasuredBoot().GetQuote().GetError() != "no /dev/tpmrm0" {
+		t.Fatalf("quote without a TPM: got keys %v, quote %v; want no keys, the TPM's error", r.GetTpmKeys(), r.GetMeasuredBoot().GetQuote())
+	}
+}
+
+type nopCloser struct{ io.ReadWriter }
+
+func (nopCloser) Close() error { return nil }

@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/attest"
+	"github.com/eimhq/eim/attest/tpmquote"
 	"github.com/eimhq/eim/inventory"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
+	"github.com/eimhq/eim/southbound"
 )
 
 // The instance's trustedAttestationStatus texts (the original's field;
@@ -35,6 +38,11 @@ const (
 	AttestationNotVerified = "Not verified: "
 )
 
+// AttestationUnquoted is the text of a measured boot that verifies but
+// came without a TPM quote (an agent older than quotes): the values are
+// the node's word, not its TPM's.
+const AttestationUnquoted = "Verified, not quoted: the event log replays to the PCR values the node read, but no TPM quote signed them (an agent older than quotes)"
+
 // verdict is the attestation result of a node's report: its text, and
 // whether it is a failure whatever the instance asks (a mismatch, a log
 // that cannot be read) or only when the instance requires a measured boot
@@ -45,39 +53,131 @@ type verdict struct {
 	failed   bool
 }
 
-// attestation checks the measured boot a node sent with GetWorkflow
-// against the EFI binaries the server serves. ok is false when the node
-// sent none (an agent older than the field): nothing is written then.
-func (s *Service) attestation(mb *provisioningv1.MeasuredBoot, sb provisioningv1.SecureBootState) (verdict, bool) {
+// mismatch is the verdict of a check that failed: "Mismatch: " and why.
+func mismatch(why string) verdict {
+	return verdict{text: AttestationMismatch + why, failed: true}
+}
+
+// attestation checks the measured boot a node sent with GetWorkflow: its
+// TPM quote (the signature of the attestation key, the nonce, the quoted
+// PCR digest, the key pinned to the host), then the event log against the
+// PCR values and the EFI binaries the server serves. ok is false when the
+// node sent none (an agent older than the field): nothing is written then.
+// reask is true when the node quotes but its report has no quote over a
+// good nonce of ours (its first request of a boot, or a nonce too old):
+// the server gives it one and asks again before creating the workflow. An
+// error is the store's, for the caller to return.
+func (s *Service) attestation(ctx context.Context, n southbound.Node, req *provisioningv1.GetWorkflowRequest) (v verdict, ok, reask bool, err error) {
+	mb := req.GetMeasuredBoot()
+	q := mb.GetQuote()
 	switch {
 	case mb == nil || mb.GetTpm() == provisioningv1.MeasuredBoot_TPM_UNSPECIFIED:
-		return verdict{}, false
+		return verdict{}, false, false, nil
 	case mb.GetTpm() == provisioningv1.MeasuredBoot_TPM_ABSENT:
-		return verdict{text: AttestationNoTPM}, true
+		v, err := s.unquoted(ctx, n, "the node reported no TPM", verdict{text: AttestationNoTPM})
+		return v, true, false, err
 	case mb.GetError() != "":
-		return verdict{text: AttestationNotMeasured + mb.GetError()}, true
+		v, err := s.unquoted(ctx, n, "the node could not read its measurements", verdict{text: AttestationNotMeasured + mb.GetError()})
+		return v, true, false, err
+	case q.GetError() != "":
+		return verdict{text: AttestationNotVerified + "quote: the node's TPM gave no quote: " + q.GetError(), failed: true}, true, false, nil
+	case req.GetQuotes() && req.GetTpmKeys() == nil:
+		return verdict{text: AttestationNotVerified + "quote: the node quotes but sent no TPM keys to wrap a nonce for", failed: true}, true, false, nil
+	case req.GetQuotes():
+		if err := tpmquote.CheckKeys(tpmKeys(req)); err != nil {
+			return mismatch("quote: the node's TPM keys: " + err.Error()), true, false, nil
+		}
+		if q == nil {
+			return verdict{text: AttestationNotVerified + "quote: the node sent its measurements without a quote"}, true, true, nil
+		}
 	}
 	rep := attest.Report{PCRs: map[int][]byte{}, EventLog: mb.GetEventLog(),
-		SecureBoot: sb == provisioningv1.SecureBootState_SECURE_BOOT_STATE_ENABLED}
+		SecureBoot: req.GetSecureBoot() == provisioningv1.SecureBootState_SECURE_BOOT_STATE_ENABLED}
 	for _, p := range mb.GetPcrs() {
 		rep.PCRs[int(p.GetIndex())] = p.GetSha256()
+	}
+	quoted := false
+	if q != nil && !req.GetQuotes() {
+		return mismatch("quote: a quote from an agent that does not say it quotes, with no TPM keys its nonce was wrapped for"), true, false, nil
+	}
+	if q != nil {
+		keys := tpmKeys(req)
+		if !bytes.Equal(q.GetAkPublic(), keys.AKPublic) {
+			return mismatch("quote: signed by another attestation key than the one the nonce was wrapped for"), true, false, nil
+		}
+		at, err := s.nonces.check(n.Project, n.HostID, keysName(keys), q.GetNonce())
+		if err != nil {
+			return verdict{text: AttestationNotVerified + "quote: " + err.Error(), failed: true}, true, true, nil
+		}
+		if v, done, err := s.checkQuote(ctx, n, q, keys, at, rep.PCRs); done || err != nil {
+			return v, true, false, err
+		}
+		quoted = true
 	}
 	served, err := s.served.list()
 	if err != nil {
 		// The boot cannot be checked now; a mismatch would blame the
 		// node for the server's disk.
 		s.log.Error("provisioning: read the boot artifacts to attest a boot", "err", err)
-		return verdict{text: AttestationNotVerified + "the server could not read the binaries it serves to compare: " + err.Error(), failed: true}, true
+		return verdict{text: AttestationNotVerified + "the server could not read the binaries it serves to compare: " + err.Error(), failed: true}, true, false, nil
 	}
 	var m *attest.Mismatch
 	switch err := attest.Verify(rep, served); {
+	case err == nil && quoted:
+		return verdict{text: AttestationVerified, verified: true}, true, false, nil
 	case err == nil:
-		return verdict{text: AttestationVerified, verified: true}, true
+		// Unquoted: acceptable only while the host has no key pinned.
+		v, err := s.unquoted(ctx, n, "this boot's measurements came without a quote", verdict{text: AttestationUnquoted, verified: true})
+		return v, true, false, err
 	case errors.As(err, &m):
-		return verdict{text: AttestationMismatch + m.Error(), failed: true}, true
+		return mismatch(m.Error()), true, false, nil
 	default:
-		return verdict{text: AttestationNotVerified + err.Error(), failed: true}, true
+		return verdict{text: AttestationNotVerified + err.Error(), failed: true}, true, false, nil
 	}
+}
+
+// checkQuote verifies q, over the nonce issued at nonceAt, against the
+// reported PCRs, and pins its key to the node's host or checks it against
+// the one pinned. done is true with the verdict when it does not hold.
+func (s *Service) checkQuote(ctx context.Context, n southbound.Node, q *provisioningv1.Quote, keys tpmquote.Keys, nonceAt int64, pcrs map[int][]byte) (v verdict, done bool, err error) {
+	key, err := tpmquote.Verify(tpmquote.Quote{AKPublic: q.GetAkPublic(), Attest: q.GetAttest(), Signature: q.GetSignature()}, q.GetNonce(), pcrs)
+	if err != nil {
+		return mismatch("quote: " + err.Error()), true, nil
+	}
+	ekName, err := tpmquote.NameOf(keys.EKPublic)
+	if err != nil {
+		return mismatch("quote: the node's endorsement key: " + err.Error()), true, nil
+	}
+	pinned, err := s.keys.UseAttestationKey(ctx, &eim.AttestationKey{Project: n.Project, HostID: n.HostID, Public: key.Public, Name: key.Name, EKName: ekName, NonceAt: nonceAt})
+	switch {
+	case eim.ErrorCode(err) == eim.ECONFLICT:
+		return mismatch("quote: " + eim.ErrorMessage(err) + ": a replayed quote"), true, nil
+	case err != nil:
+		return verdict{}, true, fmt.Errorf("record the attestation key of %s: %w", n.HostID, err)
+	case pinned.Name != key.Name:
+		return mismatch(fmt.Sprintf("quote: attestation key %s is not the one pinned to host %s at its first attestation (%s, %s): another TPM, or its endorsement seed changed",
+			key.Name, n.HostID, pinned.Name, pinned.PinnedAt.Format(time.RFC3339))), true, nil
+	case pinned.EKName != ekName:
+		return mismatch(fmt.Sprintf("quote: endorsement key %s is not the one pinned to host %s at its first attestation (%s, %s): another TPM",
+			ekName, n.HostID, pinned.EKName, pinned.PinnedAt.Format(time.RFC3339))), true, nil
+	}
+	return verdict{}, false, nil
+}
+
+// unquoted is v, the verdict of a report without a quote, unless the
+// host has an attestation key pinned: then a quote was due, and its
+// absence (why) is a mismatch: a node that quoted before and now does not
+// (a micro-OS that reports made-up values) is not believed.
+func (s *Service) unquoted(ctx context.Context, n southbound.Node, why string, v verdict) (verdict, error) {
+	k, err := s.keys.AttestationKey(ctx, n.Project, n.HostID)
+	switch {
+	case eim.ErrorCode(err) == eim.ENOTFOUND:
+		return v, nil
+	case err != nil:
+		return verdict{}, fmt.Errorf("read the attestation key of %s: %w", n.HostID, err)
+	}
+	return mismatch(fmt.Sprintf("quote: host %s has attestation key %s pinned since %s, and %s, unquoted",
+		n.HostID, k.Name, k.PinnedAt.Format(time.RFC3339), why)), nil
 }
 
 // status is the verdict as in's trustedAttestationStatus: a failure is an
@@ -185,4 +285,21 @@ func (a *servedArtifacts) digest(name string) (*attest.Artifact, error) {
 		return nil, nil
 	}
 	return &art, nil
+}
+
+// tpmKeys is the request's TPM keys.
+func tpmKeys(req *provisioningv1.GetWorkflowRequest) tpmquote.Keys {
+	return tpmquote.Keys{EKPublic: req.GetTpmKeys().GetEkPublic(), AKPublic: req.GetTpmKeys().GetAkPublic()}
+}
+
+// keysName names the keys a nonce is wrapped for, to bind it to them: the
+// EK's and the AK's TPM names ("" for keys that do not parse, which get
+// no nonce).
+func keysName(k tpmquote.Keys) string {
+	ek, err1 := tpmquote.NameOf(k.EKPublic)
+	ak, err2 := tpmquote.NameOf(k.AKPublic)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return ek + "/" + ak
 }

@@ -66,7 +66,7 @@ func TestGetWorkflowAttests(t *testing.T) {
 		ind     eim.StatusIndication
 	}
 	tests := []attestCase{
-		{"served chain", sbFDE, enabled, measured(digest(ipxe), digest(kernel)), "Verified", eim.StatusIdle},
+		{"served chain", sbFDE, enabled, measured(digest(ipxe), digest(kernel)), provisioning.AttestationUnquoted, eim.StatusIdle},
 		{"another kernel", sbFDE, enabled, measured(digest(ipxe), digest(other)), "Mismatch: PCR 4: unexpected boot code: an EFI application from \\EFI\\BOOT\\BOOTX64.EFI with Authenticode SHA-256 ", eim.StatusError},
 		{"PCR value", none, disabled, changedPCR, "Mismatch: PCR 0: the TPM's value 0000", eim.StatusError},
 		{"garbage log", none, disabled, &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, EventLog: []byte("x")}, "Not verified: event log", eim.StatusError},
@@ -81,7 +81,7 @@ func TestGetWorkflowAttests(t *testing.T) {
 		// (the digests are remembered by size and time): the other
 		// kernel's boot verifies, the first one's no longer does.
 		tests := append(tests,
-			attestCase{"kernel rebuilt", sbFDE, enabled, measured(digest(ipxe), digest(other)), "Verified", eim.StatusIdle},
+			attestCase{"kernel rebuilt", sbFDE, enabled, measured(digest(ipxe), digest(other)), provisioning.AttestationUnquoted, eim.StatusIdle},
 			attestCase{"old kernel after the rebuild", sbFDE, enabled, measured(digest(ipxe), digest(kernel)), "Mismatch: PCR 4", eim.StatusError})
 		for i, tt := range tests {
 			if tt.name == "kernel rebuilt" {

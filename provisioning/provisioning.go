@@ -92,6 +92,16 @@ type Service struct {
 	// served are the EFI binaries of the artifacts directory, which
 	// measured boots are checked against.
 	served *servedArtifacts
+	// keys are the attestation keys pinned to hosts; nonces makes and
+	// checks the nonces nodes' TPMs quote over.
+	keys   attestationKeys
+	nonces nonces
+}
+
+// attestationKeys is the store's part the quote checks use.
+type attestationKeys interface {
+	UseAttestationKey(ctx context.Context, k *eim.AttestationKey) (*eim.AttestationKey, error)
+	AttestationKey(ctx context.Context, project, hostID string) (*eim.AttestationKey, error)
 }
 
 // Service is the provisioning service; its ReportIn is served by the host
@@ -135,6 +145,7 @@ func New(opts Options) *Service {
 		direct: opts.Store.Capabilities().ConcurrentWriters,
 	}
 	s.served = &servedArtifacts{dir: opts.ArtifactsDir}
+	s.keys = opts.Store
 	if s.batch == nil {
 		s.batch = storeBatcher{opts.Store}
 	}
@@ -145,6 +156,7 @@ func New(opts Options) *Service {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.nonces = newNonces(s.secrets, s.now)
 	if s.scan <= 0 {
 		s.scan = defaultScan
 	}

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/attest/tpmquote"
 	"github.com/eimhq/eim/inventory"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 	"github.com/eimhq/eim/southbound"
@@ -131,12 +132,16 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		}
 		if resp := answer(st); resp != nil {
 			resp.MeasuredBootLater = true
-			return connect.NewResponse(resp), nil
+			return s.respond(n, req.Msg, resp), nil
 		}
 	}
 	// The measured boot is checked outside the write transaction (the
-	// first check after a boot artifact changed hashes it).
-	v, attested := s.attestation(req.Msg.GetMeasuredBoot(), req.Msg.GetSecureBoot())
+	// first check after a boot artifact changed hashes it; the quote's
+	// key is pinned, and its nonce used, in a transaction of its own).
+	v, attested, reask, err := s.attestation(ctx, n, req.Msg)
+	if err != nil {
+		return nil, s.rpcError(ctx, "attest", err)
+	}
 	// No workflow yet (or, with concurrent writers, not looked for yet): render and
 	// create it in the write transaction, which reads again and answers
 	// with the workflow it finds, whether it was there or another call of
@@ -157,7 +162,9 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		if ask = false; answer(st) != nil {
 			return nil
 		}
-		if withheld {
+		if withheld || reask {
+			// Asked for the measured boot, or for it quoted over the
+			// nonce of this answer.
 			ask = true
 			return nil
 		}
@@ -175,10 +182,14 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		return nil, s.rpcError(ctx, "create workflow", err)
 	}
 	if ask {
-		return connect.NewResponse(&provisioningv1.GetWorkflowResponse{
+		msg := "the workflow is created with the node's measured boot: send it"
+		if !withheld {
+			msg = "the workflow is created with the node's measured boot quoted by its TPM over the nonce of this answer: send it"
+		}
+		return s.respond(n, req.Msg, &provisioningv1.GetWorkflowResponse{
 			Disposition:      provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT,
 			PollAfterSeconds: 1,
-			Message:          "the workflow is created with the node's measured boot: send it",
+			Message:          msg,
 		}), nil
 	}
 	resp := answer(st)
@@ -186,7 +197,27 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		return nil, s.rpcError(ctx, "create workflow", errors.New("workflow not created"))
 	}
 	resp.MeasuredBootLater = true
-	return connect.NewResponse(resp), nil
+	return s.respond(n, req.Msg, resp), nil
+}
+
+// respond is the answer resp, with a fresh attestation nonce for an agent
+// that quotes its measured boot, wrapped for its TPM's keys: it quotes
+// over the nonce of the answer before the request that carries its
+// measurements. Only an answer that asks for the measured boot (without
+// measured_boot_later) has one: after the others the agent sends none, and
+// a node waiting for its instance costs no key agreement per poll. Keys
+// that are not a TPM's EK and AK get none (the attestation says so).
+func (s *Service) respond(n southbound.Node, req *provisioningv1.GetWorkflowRequest, resp *provisioningv1.GetWorkflowResponse) *connect.Response[provisioningv1.GetWorkflowResponse] {
+	if req.GetQuotes() && req.GetTpmKeys() != nil && !resp.MeasuredBootLater {
+		keys := tpmKeys(req)
+		if name := keysName(keys); name != "" {
+			blob, enc, err := tpmquote.Challenge(keys, s.nonces.issue(n.Project, n.HostID, name))
+			if err == nil {
+				resp.AttestationChallenge = &provisioningv1.AttestationChallenge{CredentialBlob: blob, EncryptedSecret: enc}
+			}
+		}
+	}
+	return connect.NewResponse(resp)
 }
 
 // answer is the reply to GetWorkflow for st, or nil when a workflow must be

@@ -132,9 +132,12 @@ func startSwtpm(t *testing.T, dir string) string {
 // attestedVM: an instance asking for Secure Boot and full-disk encryption
 // on a VM whose firmware enforces Secure Boot and has a TPM. The firmware
 // runs the signed iPXE, which loads the signed micro-OS kernel; the
-// micro-OS reports the TPM's PCRs and the firmware's event log, and the
-// instance shows attestation "Verified": the log replays to the PCRs and
-// PCR 4 holds exactly the iPXE and kernel the server serves. The workflow
+// micro-OS reports the TPM's PCRs and the firmware's event log, quoted by
+// the TPM over the server's nonce (which only that TPM could unwrap: its EK
+// and AK), and the instance shows attestation
+// "Verified": the quote holds (its key then pinned to the host), the log
+// replays to the PCRs and PCR 4 holds exactly the iPXE and kernel the
+// server serves. The workflow
 // encrypts the installed root (LUKS2, its key sealed to the TPM's PCR 7),
 // the firmware boots the installed disk's signed loader, the test OS
 // unlocks its root with the TPM and reports in: RUNNING, Verified kept,
@@ -163,7 +166,18 @@ func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string,
 	if gi.TrustedAttestationStatus != "Verified" || gi.TrustedAttestationStatusIndicator != eim.StatusIdle {
 		t.Errorf("attestation %q %s, want Verified IDLE; serial console in %s", gi.TrustedAttestationStatus, gi.TrustedAttestationStatusIndicator, vm.log)
 	}
-	t.Logf("%s: power-on to attestation %q: %s", name, gi.TrustedAttestationStatus, time.Since(vm.start).Round(100*time.Millisecond))
+	// "Verified" exactly is the quote path (an unquoted boot would say
+	// "Verified, not quoted: …"): the micro-OS's TPM quoted its PCRs over
+	// the server's nonce, and its attestation key is now pinned to the
+	// host, as the audit log records.
+	page, err := s.admin.Audit(ctx, eim.DefaultProject, `kind = "attestationkey" AND resourceId = "`+in.HostID+`"`, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Records) != 1 || page.Records[0].Action != string(eim.OpCreated) {
+		t.Errorf("audit records of the host's attestation key: got %+v, want the pin (CREATED): the boot was not quoted", page.Records)
+	}
+	t.Logf("%s: power-on to attestation %q (quoted by the TPM, its key pinned): %s", name, gi.TrustedAttestationStatus, time.Since(vm.start).Round(100*time.Millisecond))
 	// Secure Boot enforced, as the instance asks: provisioning goes on,
 	// and the firmware boots the installed disk (its boot loader signed
 	// by "eim testos build --secure-boot-data-dir").

@@ -6,87 +6,20 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/google/go-tpm/tpm2"
-	"github.com/google/go-tpm/tpm2/transport"
 
 	"github.com/eimhq/eim/fde/tpmseal"
+	"github.com/eimhq/eim/internal/swtpmtest"
 )
 
-// swtpm is a software TPM 2.0 (Debian's swtpm) with its state in dir,
-// reached over a Unix socket.
-type swtpm struct {
-	cmd  *exec.Cmd
-	conn net.Conn
-}
-
-// startSwtpm starts swtpm on state directory dir (empty: a new TPM, with
-// new seeds). It skips the test without swtpm, unless
-// EIM_REQUIRE_SECUREBOOT is set (as .ci/run sets it, after installing it).
-func startSwtpm(t *testing.T, dir string) *swtpm {
-	t.Helper()
-	if _, err := exec.LookPath("swtpm"); err != nil {
-		if os.Getenv("EIM_REQUIRE_SECUREBOOT") != "" {
-			t.Fatal("swtpm not installed and EIM_REQUIRE_SECUREBOOT is set")
-		}
-		t.Skip("swtpm not installed (Debian's swtpm)")
-	}
-	sock := filepath.Join(dir, "s")
-	_ = os.Remove(sock)
-	cmd := exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+dir,
-		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &swtpm{cmd: cmd}
-	t.Cleanup(s.stop)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			s.conn = c
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("swtpm did not listen on %s in 20 s: %v\n%s", sock, err, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling for the socket, with the deadline above
-	}
-}
-
-func (s *swtpm) stop() {
-	if s.conn != nil {
-		s.conn.Close()
-	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-}
-
-// extend extends PCR pcr of the TPM behind rw (what firmware does when the
-// Secure Boot state changes).
-func extend(t *testing.T, rw net.Conn, pcr int) {
-	t.Helper()
-	tpm := transport.FromReadWriter(rw)
-	d := sha256.Sum256([]byte("another db"))
-	_, err := tpm2.PCRExtend{
-		PCRHandle: tpm2.AuthHandle{Handle: tpm2.TPMHandle(pcr), Auth: tpm2.PasswordAuth(nil)},
-		Digests:   tpm2.TPMLDigestValues{Digests: []tpm2.TPMTHA{{HashAlg: tpm2.TPMAlgSHA256, Digest: d[:]}}},
-	}.Execute(tpm)
-	if err != nil {
-		t.Fatalf("extend PCR %d: %v", pcr, err)
-	}
-}
+// anotherDB is what firmware extends PCR 7 with when the Secure Boot
+// state changes (here also PCR 8, which the blob is not sealed to).
+var anotherDB = func() []byte { d := sha256.Sum256([]byte("another db")); return d[:] }()
 
 func TestSealUnseal(t *testing.T) {
 	dir := t.TempDir()
-	tpm := startSwtpm(t, dir)
+	tpm := swtpmtest.Start(t, dir)
 	secret := bytes.Repeat([]byte{0xa5, 0}, 32)
 	for _, tc := range []struct {
 		name string
@@ -97,7 +30,7 @@ func TestSealUnseal(t *testing.T) {
 		{"several", []int{14, 7, 0}, []int{0, 7, 14}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bus := &recorder{rw: tpm.conn}
+			bus := &recorder{rw: tpm.Conn}
 			blob, err := tpmseal.Seal(bus, secret, tc.pcrs)
 			if err != nil {
 				t.Fatal(err)
@@ -121,24 +54,24 @@ func TestSealUnseal(t *testing.T) {
 
 	// The same TPM after a restart (its seeds kept, its PCRs reset): the
 	// storage key is made again from the seed, the blob opens.
-	blob, err := tpmseal.Seal(tpm.conn, secret, nil)
+	blob, err := tpmseal.Seal(tpm.Conn, secret, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpm.stop()
-	tpm = startSwtpm(t, dir)
-	if got, err := tpmseal.Unseal(tpm.conn, blob); err != nil || !bytes.Equal(got, secret) {
+	tpm.Stop()
+	tpm = swtpmtest.Start(t, dir)
+	if got, err := tpmseal.Unseal(tpm.Conn, blob); err != nil || !bytes.Equal(got, secret) {
 		t.Fatalf("Unseal after a restart: got %x, %v; want the secret", got, err)
 	}
 
 	// PCR 7 changes (another Secure Boot state): the policy refuses, naming
 	// it; a PCR the blob is not sealed to does not matter.
-	extend(t, tpm.conn, 8)
-	if _, err := tpmseal.Unseal(tpm.conn, blob); err != nil {
+	tpm.Extend(t, 8, anotherDB)
+	if _, err := tpmseal.Unseal(tpm.Conn, blob); err != nil {
 		t.Fatalf("Unseal after PCR 8 changed: %v", err)
 	}
-	extend(t, tpm.conn, 7)
-	_, err = tpmseal.Unseal(tpm.conn, blob)
+	tpm.Extend(t, 7, anotherDB)
+	_, err = tpmseal.Unseal(tpm.Conn, blob)
 	var pe *tpmseal.PolicyError
 	if !errors.Is(err, tpmseal.ErrPolicy) || !errors.As(err, &pe) || !equal(pe.Changed, []int{7}) {
 		t.Fatalf("Unseal after PCR 7 changed: got %v, want ErrPolicy naming PCR 7", err)
@@ -148,14 +81,14 @@ func TestSealUnseal(t *testing.T) {
 	}
 
 	// Another TPM (other seeds) cannot load the blob.
-	other := startSwtpm(t, t.TempDir())
-	if _, err := tpmseal.Unseal(other.conn, blob); !errors.Is(err, tpmseal.ErrOtherTPM) {
+	other := swtpmtest.Start(t, t.TempDir())
+	if _, err := tpmseal.Unseal(other.Conn, blob); !errors.Is(err, tpmseal.ErrOtherTPM) {
 		t.Fatalf("Unseal on another TPM: got %v, want ErrOtherTPM", err)
 	}
 }
 
 func TestBadInput(t *testing.T) {
-	tpm := startSwtpm(t, t.TempDir())
+	tpm := swtpmtest.Start(t, t.TempDir())
 	for _, tc := range []struct {
 		name   string
 		secret []byte
@@ -169,12 +102,12 @@ func TestBadInput(t *testing.T) {
 		{"twice", []byte("s"), []int{7, 7}, "pcrs: 7 twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := tpmseal.Seal(tpm.conn, tc.secret, tc.pcrs); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := tpmseal.Seal(tpm.Conn, tc.secret, tc.pcrs); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
-	good, err := tpmseal.Seal(tpm.conn, []byte("s"), nil)
+	good, err := tpmseal.Seal(tpm.Conn, []byte("s"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +118,7 @@ func TestBadInput(t *testing.T) {
 		"trailing":  append(append([]byte(nil), good...), 0),
 		"pcr order": func() []byte { b := append([]byte(nil), good...); b[5] = 30; return b }(),
 	} {
-		if _, err := tpmseal.Unseal(tpm.conn, blob); !errors.Is(err, tpmseal.ErrBadBlob) {
+		if _, err := tpmseal.Unseal(tpm.Conn, blob); !errors.Is(err, tpmseal.ErrBadBlob) {
 			t.Errorf("%s: got %v, want ErrBadBlob", name, err)
 		}
 	}

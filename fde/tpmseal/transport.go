@@ -92,3 +92,9 @@ func waitReadable(f *os.File) error {
 	}
 	return perr
 }
+
+// Transport is the go-tpm transport over rw (the file Open returns, or a
+// swtpm socket) that tpmseal itself uses: it reads an answer whole, and
+// waits for it on a TPM device opened non-blocking. Other packages that
+// talk to the same TPM (attest/tpmquote) use it too.
+func Transport(rw io.ReadWriter) transport.TPM { return newTransport(rw) }

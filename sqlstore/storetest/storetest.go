@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"TenantRecords", testTenantRecords},
 		{"BMCs", testBMCs},
 		{"RecoveryKeys", testRecoveryKeys},
+		{"AttestationKeys", testAttestationKeys},
 		{"EdgeWorkloads", testEdgeWorkloads},
 		{"EdgeWorkloadDeleteRaces", testEdgeWorkloadDeleteRaces},
 		{"EdgeWorkloadRollouts", testEdgeWorkloadRollouts},

@@ -187,7 +187,7 @@ func (x MeasuredBoot_Tpm) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MeasuredBoot_Tpm.Descriptor instead.
 func (MeasuredBoot_Tpm) EnumDescriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1, 0}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{2, 0}
 }
 
 type GetWorkflowResponse_Disposition int32
@@ -247,7 +247,7 @@ func (x GetWorkflowResponse_Disposition) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GetWorkflowResponse_Disposition.Descriptor instead.
 func (GetWorkflowResponse_Disposition) EnumDescriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{3, 0}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{5, 0}
 }
 
 type GetWorkflowRequest struct {
@@ -276,8 +276,18 @@ type GetWorkflowRequest struct {
 	// create the instance's workflow) answers WAIT without
 	// measured_boot_later, asking for it, with a short poll_after_seconds.
 	MeasuredBootWithheld bool `protobuf:"varint,4,opt,name=measured_boot_withheld,json=measuredBootWithheld,proto3" json:"measured_boot_withheld,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The agent quotes its measured boot with the TPM (MeasuredBoot.quote)
+	// over a nonce of the server's: it asks for one, which the server gives
+	// in its answers that ask for the measured boot
+	// (attestation_challenge), wrapped for the TPM of tpm_keys. Agents older than the field send false, and their
+	// measurements are checked unquoted.
+	Quotes bool `protobuf:"varint,5,opt,name=quotes,proto3" json:"quotes,omitempty"`
+	// The public areas of the node's TPM's endorsement key and attestation
+	// key, with quotes; none when the TPM could not make them (the
+	// measured boot's quote then says why).
+	TpmKeys       *TpmKeys `protobuf:"bytes,6,opt,name=tpm_keys,json=tpmKeys,proto3" json:"tpm_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetWorkflowRequest) Reset() {
@@ -338,8 +348,79 @@ func (x *GetWorkflowRequest) GetMeasuredBootWithheld() bool {
 	return false
 }
 
+func (x *GetWorkflowRequest) GetQuotes() bool {
+	if x != nil {
+		return x.Quotes
+	}
+	return false
+}
+
+func (x *GetWorkflowRequest) GetTpmKeys() *TpmKeys {
+	if x != nil {
+		return x.TpmKeys
+	}
+	return nil
+}
+
+// TpmKeys are a TPM's endorsement key (EK: the TCG's ECC P-256 EK
+// template) and attestation key (AK: see Quote), made from fixed
+// templates, the same at every boot of the same TPM.
+type TpmKeys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// TPMT_PUBLIC, as the TPM marshals it.
+	EkPublic      []byte `protobuf:"bytes,1,opt,name=ek_public,json=ekPublic,proto3" json:"ek_public,omitempty"`
+	AkPublic      []byte `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TpmKeys) Reset() {
+	*x = TpmKeys{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TpmKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TpmKeys) ProtoMessage() {}
+
+func (x *TpmKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TpmKeys.ProtoReflect.Descriptor instead.
+func (*TpmKeys) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TpmKeys) GetEkPublic() []byte {
+	if x != nil {
+		return x.EkPublic
+	}
+	return nil
+}
+
+func (x *TpmKeys) GetAkPublic() []byte {
+	if x != nil {
+		return x.AkPublic
+	}
+	return nil
+}
+
 // MeasuredBoot is a node's TPM 2.0 measurements of its boot, as the node
-// read them (not a quote signed by the TPM).
+// read them, and the TPM's quote of the PCR values, which binds them to the
+// TPM.
 type MeasuredBoot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tpm   MeasuredBoot_Tpm       `protobuf:"varint,1,opt,name=tpm,proto3,enum=eim.provisioning.v1.MeasuredBoot_Tpm" json:"tpm,omitempty"`
@@ -349,14 +430,18 @@ type MeasuredBoot struct {
 	// (Linux's securityfs tpm0/binary_bios_measurements), at most 1 MiB.
 	EventLog []byte `protobuf:"bytes,3,opt,name=event_log,json=eventLog,proto3" json:"event_log,omitempty"`
 	// Why the PCRs or the event log could not be read (TPM_PRESENT only).
-	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// The TPM's quote of the PCRs above over the server's latest nonce
+	// (GetWorkflowResponse.attestation_challenge), from an agent that quotes
+	// (GetWorkflowRequest.quotes) and had a nonce; none otherwise.
+	Quote         *Quote `protobuf:"bytes,5,opt,name=quote,proto3" json:"quote,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MeasuredBoot) Reset() {
 	*x = MeasuredBoot{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +453,7 @@ func (x *MeasuredBoot) String() string {
 func (*MeasuredBoot) ProtoMessage() {}
 
 func (x *MeasuredBoot) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[1]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +466,7 @@ func (x *MeasuredBoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MeasuredBoot.ProtoReflect.Descriptor instead.
 func (*MeasuredBoot) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{1}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *MeasuredBoot) GetTpm() MeasuredBoot_Tpm {
@@ -412,6 +497,104 @@ func (x *MeasuredBoot) GetError() string {
 	return ""
 }
 
+func (x *MeasuredBoot) GetQuote() *Quote {
+	if x != nil {
+		return x.Quote
+	}
+	return nil
+}
+
+// Quote is a TPM2_Quote of the SHA-256 PCRs a node reports, signed by an
+// attestation key (AK) of its TPM: an ECC P-256 restricted signing primary
+// key of the endorsement hierarchy, made from a fixed template, so the same
+// TPM gives the same key at every boot. The server verifies the signature
+// with the AK's public area, the nonce, and that the quoted PCR digest is
+// that of the reported values; it pins the AK to the host at its first
+// quote (docs/security.md).
+type Quote struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's nonce the quote is over (unwrapped from its challenge):
+	// its qualifying data.
+	Nonce []byte `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// The AK's public area (TPMT_PUBLIC, as the TPM marshals it).
+	AkPublic []byte `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"`
+	// The attestation structure the TPM signed (TPMS_ATTEST, the contents
+	// of the TPM2B_ATTEST it returned).
+	Attest []byte `protobuf:"bytes,3,opt,name=attest,proto3" json:"attest,omitempty"`
+	// The AK's signature over attest (TPMT_SIGNATURE, ECDSA with SHA-256).
+	Signature []byte `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
+	// Why the TPM gave no quote (the fields above empty): its keys could
+	// not be made, the challenge did not unwrap, the quote failed.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quote) Reset() {
+	*x = Quote{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quote) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quote) ProtoMessage() {}
+
+func (x *Quote) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quote.ProtoReflect.Descriptor instead.
+func (*Quote) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Quote) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *Quote) GetAkPublic() []byte {
+	if x != nil {
+		return x.AkPublic
+	}
+	return nil
+}
+
+func (x *Quote) GetAttest() []byte {
+	if x != nil {
+		return x.Attest
+	}
+	return nil
+}
+
+func (x *Quote) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *Quote) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Pcr is one PCR's value in the SHA-256 bank.
 type Pcr struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -424,7 +607,7 @@ type Pcr struct {
 
 func (x *Pcr) Reset() {
 	*x = Pcr{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +619,7 @@ func (x *Pcr) String() string {
 func (*Pcr) ProtoMessage() {}
 
 func (x *Pcr) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[2]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +632,7 @@ func (x *Pcr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pcr.ProtoReflect.Descriptor instead.
 func (*Pcr) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{2}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Pcr) GetIndex() uint32 {
@@ -477,13 +660,24 @@ type GetWorkflowResponse struct {
 	// answer lacks this. Servers older than the field never set it, so
 	// their agents send the measured boot every time.
 	MeasuredBootLater bool `protobuf:"varint,5,opt,name=measured_boot_later,json=measuredBootLater,proto3" json:"measured_boot_later,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// A fresh nonce for the TPM quote of the node's measured boot, in an
+	// answer that asks for the measured boot (without measured_boot_later)
+	// to an agent that quotes (GetWorkflowRequest.quotes, with tpm_keys), wrapped
+	// by TPM2_MakeCredential for the TPM of those keys: only that TPM, with
+	// that AK, unwraps it (TPM2_ActivateCredential), so a quote over it was
+	// signed by an AK of the EK's TPM. The nonce is 32 bytes, good for one
+	// quote within minutes of the answer. When the server needs the
+	// measured boot and the request's has no valid quote over one of its
+	// nonces, it answers WAIT with a short poll_after_seconds and a
+	// challenge.
+	AttestationChallenge *AttestationChallenge `protobuf:"bytes,6,opt,name=attestation_challenge,json=attestationChallenge,proto3" json:"attestation_challenge,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GetWorkflowResponse) Reset() {
 	*x = GetWorkflowResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +689,7 @@ func (x *GetWorkflowResponse) String() string {
 func (*GetWorkflowResponse) ProtoMessage() {}
 
 func (x *GetWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[3]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +702,7 @@ func (x *GetWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{3}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetWorkflowResponse) GetDisposition() GetWorkflowResponse_Disposition {
@@ -546,6 +740,68 @@ func (x *GetWorkflowResponse) GetMeasuredBootLater() bool {
 	return false
 }
 
+func (x *GetWorkflowResponse) GetAttestationChallenge() *AttestationChallenge {
+	if x != nil {
+		return x.AttestationChallenge
+	}
+	return nil
+}
+
+// AttestationChallenge is a nonce wrapped for a TPM (TPM2_MakeCredential).
+type AttestationChallenge struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The credential blob (TPM2B_ID_OBJECT's contents) and the seed
+	// encrypted to the EK (TPM2B_ENCRYPTED_SECRET's contents).
+	CredentialBlob  []byte `protobuf:"bytes,1,opt,name=credential_blob,json=credentialBlob,proto3" json:"credential_blob,omitempty"`
+	EncryptedSecret []byte `protobuf:"bytes,2,opt,name=encrypted_secret,json=encryptedSecret,proto3" json:"encrypted_secret,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AttestationChallenge) Reset() {
+	*x = AttestationChallenge{}
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttestationChallenge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttestationChallenge) ProtoMessage() {}
+
+func (x *AttestationChallenge) ProtoReflect() protoreflect.Message {
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttestationChallenge.ProtoReflect.Descriptor instead.
+func (*AttestationChallenge) Descriptor() ([]byte, []int) {
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AttestationChallenge) GetCredentialBlob() []byte {
+	if x != nil {
+		return x.CredentialBlob
+	}
+	return nil
+}
+
+func (x *AttestationChallenge) GetEncryptedSecret() []byte {
+	if x != nil {
+		return x.EncryptedSecret
+	}
+	return nil
+}
+
 type Workflow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -561,7 +817,7 @@ type Workflow struct {
 
 func (x *Workflow) Reset() {
 	*x = Workflow{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +829,7 @@ func (x *Workflow) String() string {
 func (*Workflow) ProtoMessage() {}
 
 func (x *Workflow) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[4]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +842,7 @@ func (x *Workflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workflow.ProtoReflect.Descriptor instead.
 func (*Workflow) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{4}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Workflow) GetId() string {
@@ -639,7 +895,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +907,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[5]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +920,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{5}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Action) GetIndex() uint32 {
@@ -815,7 +1071,7 @@ type EraseDisk struct {
 
 func (x *EraseDisk) Reset() {
 	*x = EraseDisk{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +1083,7 @@ func (x *EraseDisk) String() string {
 func (*EraseDisk) ProtoMessage() {}
 
 func (x *EraseDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[6]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +1096,7 @@ func (x *EraseDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseDisk.ProtoReflect.Descriptor instead.
 func (*EraseDisk) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{6}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EraseDisk) GetDevice() string {
@@ -868,7 +1124,7 @@ type StreamImage struct {
 
 func (x *StreamImage) Reset() {
 	*x = StreamImage{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1136,7 @@ func (x *StreamImage) String() string {
 func (*StreamImage) ProtoMessage() {}
 
 func (x *StreamImage) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[7]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1149,7 @@ func (x *StreamImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamImage.ProtoReflect.Descriptor instead.
 func (*StreamImage) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{7}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamImage) GetUrl() string {
@@ -947,7 +1203,7 @@ type WriteFile struct {
 
 func (x *WriteFile) Reset() {
 	*x = WriteFile{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1215,7 @@ func (x *WriteFile) String() string {
 func (*WriteFile) ProtoMessage() {}
 
 func (x *WriteFile) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[8]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1228,7 @@ func (x *WriteFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFile.ProtoReflect.Descriptor instead.
 func (*WriteFile) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{8}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WriteFile) GetDevice() string {
@@ -1025,7 +1281,7 @@ type WriteAgentConfig struct {
 
 func (x *WriteAgentConfig) Reset() {
 	*x = WriteAgentConfig{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1293,7 @@ func (x *WriteAgentConfig) String() string {
 func (*WriteAgentConfig) ProtoMessage() {}
 
 func (x *WriteAgentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[9]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1306,7 @@ func (x *WriteAgentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteAgentConfig.ProtoReflect.Descriptor instead.
 func (*WriteAgentConfig) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{9}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteAgentConfig) GetDevice() string {
@@ -1102,7 +1358,7 @@ type EncryptRoot struct {
 
 func (x *EncryptRoot) Reset() {
 	*x = EncryptRoot{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1370,7 @@ func (x *EncryptRoot) String() string {
 func (*EncryptRoot) ProtoMessage() {}
 
 func (x *EncryptRoot) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[10]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1383,7 @@ func (x *EncryptRoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncryptRoot.ProtoReflect.Descriptor instead.
 func (*EncryptRoot) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{10}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EncryptRoot) GetDevice() string {
@@ -1183,7 +1439,7 @@ type SetBootOrder struct {
 
 func (x *SetBootOrder) Reset() {
 	*x = SetBootOrder{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1451,7 @@ func (x *SetBootOrder) String() string {
 func (*SetBootOrder) ProtoMessage() {}
 
 func (x *SetBootOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[11]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1464,7 @@ func (x *SetBootOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBootOrder.ProtoReflect.Descriptor instead.
 func (*SetBootOrder) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{11}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetBootOrder) GetDevice() string {
@@ -1235,7 +1491,7 @@ type Reboot struct {
 
 func (x *Reboot) Reset() {
 	*x = Reboot{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1503,7 @@ func (x *Reboot) String() string {
 func (*Reboot) ProtoMessage() {}
 
 func (x *Reboot) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[12]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1516,7 @@ func (x *Reboot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reboot.ProtoReflect.Descriptor instead.
 func (*Reboot) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{12}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{15}
 }
 
 type ReportActionRequest struct {
@@ -1286,7 +1542,7 @@ type ReportActionRequest struct {
 
 func (x *ReportActionRequest) Reset() {
 	*x = ReportActionRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1554,7 @@ func (x *ReportActionRequest) String() string {
 func (*ReportActionRequest) ProtoMessage() {}
 
 func (x *ReportActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[13]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1567,7 @@ func (x *ReportActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionRequest.ProtoReflect.Descriptor instead.
 func (*ReportActionRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{13}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportActionRequest) GetWorkflowId() string {
@@ -1381,7 +1637,7 @@ type ReportActionResponse struct {
 
 func (x *ReportActionResponse) Reset() {
 	*x = ReportActionResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1649,7 @@ func (x *ReportActionResponse) String() string {
 func (*ReportActionResponse) ProtoMessage() {}
 
 func (x *ReportActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[14]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1662,7 @@ func (x *ReportActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionResponse.ProtoReflect.Descriptor instead.
 func (*ReportActionResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{14}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReportActionResponse) GetCancel() bool {
@@ -1426,7 +1682,7 @@ type ReportActionsRequest struct {
 
 func (x *ReportActionsRequest) Reset() {
 	*x = ReportActionsRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1694,7 @@ func (x *ReportActionsRequest) String() string {
 func (*ReportActionsRequest) ProtoMessage() {}
 
 func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[15]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1707,7 @@ func (x *ReportActionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionsRequest.ProtoReflect.Descriptor instead.
 func (*ReportActionsRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{15}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReportActionsRequest) GetReports() []*ReportActionRequest {
@@ -1472,7 +1728,7 @@ type ReportActionsResponse struct {
 
 func (x *ReportActionsResponse) Reset() {
 	*x = ReportActionsResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1740,7 @@ func (x *ReportActionsResponse) String() string {
 func (*ReportActionsResponse) ProtoMessage() {}
 
 func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[16]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1753,7 @@ func (x *ReportActionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportActionsResponse.ProtoReflect.Descriptor instead.
 func (*ReportActionsResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{16}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReportActionsResponse) GetCancel() bool {
@@ -1524,7 +1780,7 @@ type EscrowRecoveryKeyRequest struct {
 
 func (x *EscrowRecoveryKeyRequest) Reset() {
 	*x = EscrowRecoveryKeyRequest{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1792,7 @@ func (x *EscrowRecoveryKeyRequest) String() string {
 func (*EscrowRecoveryKeyRequest) ProtoMessage() {}
 
 func (x *EscrowRecoveryKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[17]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1805,7 @@ func (x *EscrowRecoveryKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EscrowRecoveryKeyRequest.ProtoReflect.Descriptor instead.
 func (*EscrowRecoveryKeyRequest) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{17}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EscrowRecoveryKeyRequest) GetWorkflowId() string {
@@ -1595,7 +1851,7 @@ type EscrowRecoveryKeyResponse struct {
 
 func (x *EscrowRecoveryKeyResponse) Reset() {
 	*x = EscrowRecoveryKeyResponse{}
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1863,7 @@ func (x *EscrowRecoveryKeyResponse) String() string {
 func (*EscrowRecoveryKeyResponse) ProtoMessage() {}
 
 func (x *EscrowRecoveryKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[18]
+	mi := &file_eim_provisioning_v1_provisioning_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,45 +1876,61 @@ func (x *EscrowRecoveryKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EscrowRecoveryKeyResponse.ProtoReflect.Descriptor instead.
 func (*EscrowRecoveryKeyResponse) Descriptor() ([]byte, []int) {
-	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{18}
+	return file_eim_provisioning_v1_provisioning_proto_rawDescGZIP(), []int{21}
 }
 
 var File_eim_provisioning_v1_provisioning_proto protoreflect.FileDescriptor
 
 const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\n" +
-	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\xfe\x01\n" +
+	"&eim/provisioning/v1/provisioning.proto\x12\x13eim.provisioning.v1\"\xcf\x02\n" +
 	"\x12GetWorkflowRequest\x12#\n" +
 	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12E\n" +
 	"\vsecure_boot\x18\x02 \x01(\x0e2$.eim.provisioning.v1.SecureBootStateR\n" +
 	"secureBoot\x12F\n" +
 	"\rmeasured_boot\x18\x03 \x01(\v2!.eim.provisioning.v1.MeasuredBootR\fmeasuredBoot\x124\n" +
-	"\x16measured_boot_withheld\x18\x04 \x01(\bR\x14measuredBootWithheld\"\xe5\x01\n" +
+	"\x16measured_boot_withheld\x18\x04 \x01(\bR\x14measuredBootWithheld\x12\x16\n" +
+	"\x06quotes\x18\x05 \x01(\bR\x06quotes\x127\n" +
+	"\btpm_keys\x18\x06 \x01(\v2\x1c.eim.provisioning.v1.TpmKeysR\atpmKeys\"C\n" +
+	"\aTpmKeys\x12\x1b\n" +
+	"\tek_public\x18\x01 \x01(\fR\bekPublic\x12\x1b\n" +
+	"\tak_public\x18\x02 \x01(\fR\bakPublic\"\x97\x02\n" +
 	"\fMeasuredBoot\x127\n" +
 	"\x03tpm\x18\x01 \x01(\x0e2%.eim.provisioning.v1.MeasuredBoot.TpmR\x03tpm\x12,\n" +
 	"\x04pcrs\x18\x02 \x03(\v2\x18.eim.provisioning.v1.PcrR\x04pcrs\x12\x1b\n" +
 	"\tevent_log\x18\x03 \x01(\fR\beventLog\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\";\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x120\n" +
+	"\x05quote\x18\x05 \x01(\v2\x1a.eim.provisioning.v1.QuoteR\x05quote\";\n" +
 	"\x03Tpm\x12\x13\n" +
 	"\x0fTPM_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"TPM_ABSENT\x10\x01\x12\x0f\n" +
-	"\vTPM_PRESENT\x10\x02\"3\n" +
+	"\vTPM_PRESENT\x10\x02\"\x86\x01\n" +
+	"\x05Quote\x12\x14\n" +
+	"\x05nonce\x18\x01 \x01(\fR\x05nonce\x12\x1b\n" +
+	"\tak_public\x18\x02 \x01(\fR\bakPublic\x12\x16\n" +
+	"\x06attest\x18\x03 \x01(\fR\x06attest\x12\x1c\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"3\n" +
 	"\x03Pcr\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\xa6\x03\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\"\x86\x04\n" +
 	"\x13GetWorkflowResponse\x12V\n" +
 	"\vdisposition\x18\x01 \x01(\x0e24.eim.provisioning.v1.GetWorkflowResponse.DispositionR\vdisposition\x129\n" +
 	"\bworkflow\x18\x02 \x01(\v2\x1d.eim.provisioning.v1.WorkflowR\bworkflow\x12,\n" +
 	"\x12poll_after_seconds\x18\x03 \x01(\rR\x10pollAfterSeconds\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
-	"\x13measured_boot_later\x18\x05 \x01(\bR\x11measuredBootLater\"\x83\x01\n" +
+	"\x13measured_boot_later\x18\x05 \x01(\bR\x11measuredBootLater\x12^\n" +
+	"\x15attestation_challenge\x18\x06 \x01(\v2).eim.provisioning.v1.AttestationChallengeR\x14attestationChallenge\"\x83\x01\n" +
 	"\vDisposition\x12\x1b\n" +
 	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DISPOSITION_WAIT\x10\x01\x12\x13\n" +
 	"\x0fDISPOSITION_RUN\x10\x02\x12\x14\n" +
 	"\x10DISPOSITION_DONE\x10\x03\x12\x16\n" +
-	"\x12DISPOSITION_FAILED\x10\x04\"\x8c\x01\n" +
+	"\x12DISPOSITION_FAILED\x10\x04\"j\n" +
+	"\x14AttestationChallenge\x12'\n" +
+	"\x0fcredential_blob\x18\x01 \x01(\fR\x0ecredentialBlob\x12)\n" +
+	"\x10encrypted_secret\x18\x02 \x01(\fR\x0fencryptedSecret\"\x8c\x01\n" +
 	"\bWorkflow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x125\n" +
@@ -1765,62 +2037,68 @@ func file_eim_provisioning_v1_provisioning_proto_rawDescGZIP() []byte {
 }
 
 var file_eim_provisioning_v1_provisioning_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_eim_provisioning_v1_provisioning_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_eim_provisioning_v1_provisioning_proto_goTypes = []any{
 	(SecureBootState)(0),                 // 0: eim.provisioning.v1.SecureBootState
 	(ActionState)(0),                     // 1: eim.provisioning.v1.ActionState
 	(MeasuredBoot_Tpm)(0),                // 2: eim.provisioning.v1.MeasuredBoot.Tpm
 	(GetWorkflowResponse_Disposition)(0), // 3: eim.provisioning.v1.GetWorkflowResponse.Disposition
 	(*GetWorkflowRequest)(nil),           // 4: eim.provisioning.v1.GetWorkflowRequest
-	(*MeasuredBoot)(nil),                 // 5: eim.provisioning.v1.MeasuredBoot
-	(*Pcr)(nil),                          // 6: eim.provisioning.v1.Pcr
-	(*GetWorkflowResponse)(nil),          // 7: eim.provisioning.v1.GetWorkflowResponse
-	(*Workflow)(nil),                     // 8: eim.provisioning.v1.Workflow
-	(*Action)(nil),                       // 9: eim.provisioning.v1.Action
-	(*EraseDisk)(nil),                    // 10: eim.provisioning.v1.EraseDisk
-	(*StreamImage)(nil),                  // 11: eim.provisioning.v1.StreamImage
-	(*WriteFile)(nil),                    // 12: eim.provisioning.v1.WriteFile
-	(*WriteAgentConfig)(nil),             // 13: eim.provisioning.v1.WriteAgentConfig
-	(*EncryptRoot)(nil),                  // 14: eim.provisioning.v1.EncryptRoot
-	(*SetBootOrder)(nil),                 // 15: eim.provisioning.v1.SetBootOrder
-	(*Reboot)(nil),                       // 16: eim.provisioning.v1.Reboot
-	(*ReportActionRequest)(nil),          // 17: eim.provisioning.v1.ReportActionRequest
-	(*ReportActionResponse)(nil),         // 18: eim.provisioning.v1.ReportActionResponse
-	(*ReportActionsRequest)(nil),         // 19: eim.provisioning.v1.ReportActionsRequest
-	(*ReportActionsResponse)(nil),        // 20: eim.provisioning.v1.ReportActionsResponse
-	(*EscrowRecoveryKeyRequest)(nil),     // 21: eim.provisioning.v1.EscrowRecoveryKeyRequest
-	(*EscrowRecoveryKeyResponse)(nil),    // 22: eim.provisioning.v1.EscrowRecoveryKeyResponse
+	(*TpmKeys)(nil),                      // 5: eim.provisioning.v1.TpmKeys
+	(*MeasuredBoot)(nil),                 // 6: eim.provisioning.v1.MeasuredBoot
+	(*Quote)(nil),                        // 7: eim.provisioning.v1.Quote
+	(*Pcr)(nil),                          // 8: eim.provisioning.v1.Pcr
+	(*GetWorkflowResponse)(nil),          // 9: eim.provisioning.v1.GetWorkflowResponse
+	(*AttestationChallenge)(nil),         // 10: eim.provisioning.v1.AttestationChallenge
+	(*Workflow)(nil),                     // 11: eim.provisioning.v1.Workflow
+	(*Action)(nil),                       // 12: eim.provisioning.v1.Action
+	(*EraseDisk)(nil),                    // 13: eim.provisioning.v1.EraseDisk
+	(*StreamImage)(nil),                  // 14: eim.provisioning.v1.StreamImage
+	(*WriteFile)(nil),                    // 15: eim.provisioning.v1.WriteFile
+	(*WriteAgentConfig)(nil),             // 16: eim.provisioning.v1.WriteAgentConfig
+	(*EncryptRoot)(nil),                  // 17: eim.provisioning.v1.EncryptRoot
+	(*SetBootOrder)(nil),                 // 18: eim.provisioning.v1.SetBootOrder
+	(*Reboot)(nil),                       // 19: eim.provisioning.v1.Reboot
+	(*ReportActionRequest)(nil),          // 20: eim.provisioning.v1.ReportActionRequest
+	(*ReportActionResponse)(nil),         // 21: eim.provisioning.v1.ReportActionResponse
+	(*ReportActionsRequest)(nil),         // 22: eim.provisioning.v1.ReportActionsRequest
+	(*ReportActionsResponse)(nil),        // 23: eim.provisioning.v1.ReportActionsResponse
+	(*EscrowRecoveryKeyRequest)(nil),     // 24: eim.provisioning.v1.EscrowRecoveryKeyRequest
+	(*EscrowRecoveryKeyResponse)(nil),    // 25: eim.provisioning.v1.EscrowRecoveryKeyResponse
 }
 var file_eim_provisioning_v1_provisioning_proto_depIdxs = []int32{
 	0,  // 0: eim.provisioning.v1.GetWorkflowRequest.secure_boot:type_name -> eim.provisioning.v1.SecureBootState
-	5,  // 1: eim.provisioning.v1.GetWorkflowRequest.measured_boot:type_name -> eim.provisioning.v1.MeasuredBoot
-	2,  // 2: eim.provisioning.v1.MeasuredBoot.tpm:type_name -> eim.provisioning.v1.MeasuredBoot.Tpm
-	6,  // 3: eim.provisioning.v1.MeasuredBoot.pcrs:type_name -> eim.provisioning.v1.Pcr
-	3,  // 4: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
-	8,  // 5: eim.provisioning.v1.GetWorkflowResponse.workflow:type_name -> eim.provisioning.v1.Workflow
-	9,  // 6: eim.provisioning.v1.Workflow.actions:type_name -> eim.provisioning.v1.Action
-	10, // 7: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
-	11, // 8: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
-	12, // 9: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
-	15, // 10: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
-	16, // 11: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
-	13, // 12: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
-	14, // 13: eim.provisioning.v1.Action.encrypt_root:type_name -> eim.provisioning.v1.EncryptRoot
-	1,  // 14: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
-	17, // 15: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
-	4,  // 16: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
-	17, // 17: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
-	19, // 18: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
-	21, // 19: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:input_type -> eim.provisioning.v1.EscrowRecoveryKeyRequest
-	7,  // 20: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
-	18, // 21: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
-	20, // 22: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
-	22, // 23: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:output_type -> eim.provisioning.v1.EscrowRecoveryKeyResponse
-	20, // [20:24] is the sub-list for method output_type
-	16, // [16:20] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	6,  // 1: eim.provisioning.v1.GetWorkflowRequest.measured_boot:type_name -> eim.provisioning.v1.MeasuredBoot
+	5,  // 2: eim.provisioning.v1.GetWorkflowRequest.tpm_keys:type_name -> eim.provisioning.v1.TpmKeys
+	2,  // 3: eim.provisioning.v1.MeasuredBoot.tpm:type_name -> eim.provisioning.v1.MeasuredBoot.Tpm
+	8,  // 4: eim.provisioning.v1.MeasuredBoot.pcrs:type_name -> eim.provisioning.v1.Pcr
+	7,  // 5: eim.provisioning.v1.MeasuredBoot.quote:type_name -> eim.provisioning.v1.Quote
+	3,  // 6: eim.provisioning.v1.GetWorkflowResponse.disposition:type_name -> eim.provisioning.v1.GetWorkflowResponse.Disposition
+	11, // 7: eim.provisioning.v1.GetWorkflowResponse.workflow:type_name -> eim.provisioning.v1.Workflow
+	10, // 8: eim.provisioning.v1.GetWorkflowResponse.attestation_challenge:type_name -> eim.provisioning.v1.AttestationChallenge
+	12, // 9: eim.provisioning.v1.Workflow.actions:type_name -> eim.provisioning.v1.Action
+	13, // 10: eim.provisioning.v1.Action.erase_disk:type_name -> eim.provisioning.v1.EraseDisk
+	14, // 11: eim.provisioning.v1.Action.stream_image:type_name -> eim.provisioning.v1.StreamImage
+	15, // 12: eim.provisioning.v1.Action.write_file:type_name -> eim.provisioning.v1.WriteFile
+	18, // 13: eim.provisioning.v1.Action.set_boot_order:type_name -> eim.provisioning.v1.SetBootOrder
+	19, // 14: eim.provisioning.v1.Action.reboot:type_name -> eim.provisioning.v1.Reboot
+	16, // 15: eim.provisioning.v1.Action.write_agent_config:type_name -> eim.provisioning.v1.WriteAgentConfig
+	17, // 16: eim.provisioning.v1.Action.encrypt_root:type_name -> eim.provisioning.v1.EncryptRoot
+	1,  // 17: eim.provisioning.v1.ReportActionRequest.state:type_name -> eim.provisioning.v1.ActionState
+	20, // 18: eim.provisioning.v1.ReportActionsRequest.reports:type_name -> eim.provisioning.v1.ReportActionRequest
+	4,  // 19: eim.provisioning.v1.ProvisioningService.GetWorkflow:input_type -> eim.provisioning.v1.GetWorkflowRequest
+	20, // 20: eim.provisioning.v1.ProvisioningService.ReportAction:input_type -> eim.provisioning.v1.ReportActionRequest
+	22, // 21: eim.provisioning.v1.ProvisioningService.ReportActions:input_type -> eim.provisioning.v1.ReportActionsRequest
+	24, // 22: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:input_type -> eim.provisioning.v1.EscrowRecoveryKeyRequest
+	9,  // 23: eim.provisioning.v1.ProvisioningService.GetWorkflow:output_type -> eim.provisioning.v1.GetWorkflowResponse
+	21, // 24: eim.provisioning.v1.ProvisioningService.ReportAction:output_type -> eim.provisioning.v1.ReportActionResponse
+	23, // 25: eim.provisioning.v1.ProvisioningService.ReportActions:output_type -> eim.provisioning.v1.ReportActionsResponse
+	25, // 26: eim.provisioning.v1.ProvisioningService.EscrowRecoveryKey:output_type -> eim.provisioning.v1.EscrowRecoveryKeyResponse
+	23, // [23:27] is the sub-list for method output_type
+	19, // [19:23] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_eim_provisioning_v1_provisioning_proto_init() }
@@ -1828,7 +2106,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 	if File_eim_provisioning_v1_provisioning_proto != nil {
 		return
 	}
-	file_eim_provisioning_v1_provisioning_proto_msgTypes[5].OneofWrappers = []any{
+	file_eim_provisioning_v1_provisioning_proto_msgTypes[8].OneofWrappers = []any{
 		(*Action_EraseDisk)(nil),
 		(*Action_StreamImage)(nil),
 		(*Action_WriteFile)(nil),
@@ -1843,7 +2121,7 @@ func file_eim_provisioning_v1_provisioning_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_eim_provisioning_v1_provisioning_proto_rawDesc), len(file_eim_provisioning_v1_provisioning_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
