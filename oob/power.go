@@ -135,9 +135,10 @@ func (s *Service) eachBMC(ctx context.Context, fn func(b *eim.BMC) error) error 
 // bmcHosts is the follower's knowledge of which hosts have a BMC, by
 // project: a project's is read from the store with its first event (and
 // again at each re-list), then kept by the feed's KindBMC events, which
-// every process's puts and deletes write. It is exact for the events it
-// is asked about: a BMC put after the read has its event after the
-// follower's position, handled before the events that come after it.
+// every process's puts and deletes write. It may be ahead of the events
+// still to handle (a read sees changes whose events come later), never
+// behind: every change after a read has its event still to come, and the
+// syncs it leads to read the host and its BMC as they are then.
 type bmcHosts struct {
 	mu sync.Mutex
 	by map[string]map[string]bool // project → hosts with a BMC; absent: not read yet
