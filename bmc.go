@@ -18,8 +18,9 @@ import (
 // (BMCStore), one per host, keyed by the host's ID; it goes with its host
 // and with its project.
 
-// KindBMC names a host's BMC in the audit log (its resource ID is the
-// host's).
+// KindBMC names a host's BMC in the audit log and in the change feed (its
+// resource ID is the host's): a BMC put or deleted is an event of this
+// kind; a host deleted takes its BMC with it without one.
 const KindBMC Kind = "bmc"
 
 // BMCProtocol is how EIM talks to a BMC.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -36,8 +38,13 @@ type retrier struct {
 	fails int
 }
 
-// next returns how long to wait after a failure with err.
+// next returns how long to wait after a failure with err: the server's
+// hint when it gave one (RetryHint), else the back-off.
 func (r *retrier) next(err error) time.Duration {
+	if h := RetryHint(err); h > 0 {
+		r.fails++
+		return HintedWait(h)
+	}
 	b := r.b.orDefault()
 	d := b.Min
 	if transient(err) {
@@ -66,6 +73,35 @@ func transient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// RetryHint is how long the server asked to wait before trying again
+// (the Retry-After of a token endpoint that admits no more for now: a
+// fleet back after a server restart), found in err's chain; 0 when it
+// gave none.
+func RetryHint(err error) time.Duration {
+	var h interface{ RetryAfter() time.Duration }
+	if errors.As(err, &h) {
+		return max(h.RetryAfter(), 0)
+	}
+	return 0
+}
+
+// HintedWait is the wait after a server's hint h: h, plus up to a quarter
+// of it (at least a second, the header's grain) at random, so that the
+// nodes told the same time do not come back together.
+func HintedWait(h time.Duration) time.Duration {
+	return h + rand.N(max(h/4, time.Second))
+}
+
+// ParseRetryAfter reads a Retry-After header in seconds (the HTTP-date
+// form, which our servers do not send, reads as none: 0).
+func ParseRetryAfter(v string) time.Duration {
+	secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || secs <= 0 || secs > 3600 {
+		return 0
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // sleep waits for d or until ctx ends.

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,58 @@ func TestNodeReportsIn(t *testing.T) {
 	}
 	if accepted != 2 || s.calls("token") != 3 {
 		t.Errorf("accepted %d report-ins with %d token requests; want 2, 3", accepted, s.calls("token"))
+	}
+}
+
+// TestNodeHonoursTokenRetryAfter: a token endpoint that admits no more for
+// now (a server back from a restart, its fleet asking at once) answers 503
+// with a Retry-After; the node waits that long, plus a jitter of up to a
+// quarter of it (at least a second), instead of its own short back-off.
+func TestNodeHonoursTokenRetryAfter(t *testing.T) {
+	ca := newTestCA(t)
+	s := &southbound{}
+	busy := `{"error":"temporarily_unavailable","error_description":"too many token requests at once"}`
+	s.token = func(n int, _, _ string) (int, string) {
+		if n <= 2 {
+			return http.StatusServiceUnavailable, busy
+		}
+		return http.StatusOK, ""
+	}
+	s.tokenRetryAfter = func(n int) string { return map[int]string{1: "7", 2: "3"}[n] }
+	s.reportIn = func(int) (*hostv1.ReportInResponse, error) {
+		return &hostv1.ReportInResponse{HeartbeatIntervalSeconds: 10}, nil
+	}
+	url := s.start(t, ca)
+	client, err := agent.Dial(url, ca.pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &waits{}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	n := &agent.Node{
+		Client: client, Wait: w.wait, Rand: noJitter,
+		Config:     agent.NodeConfig{URL: url, ClientID: "edgenode-host-1", ClientSecret: "sec", HostID: "host-1", Project: "p"},
+		OnReportIn: func(*hostv1.ReportInResponse) { cancel() },
+	}
+	if err := n.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want canceled", err)
+	}
+	got := w.all()
+	if len(got) < 2 || got[0] < 7*time.Second || got[0] >= 7*time.Second+7*time.Second/4 || got[1] < 3*time.Second || got[1] >= 4*time.Second {
+		t.Errorf("waits = %v, want 7 s (+ up to 1.75 s), then 3 s (+ up to 1 s)", got)
+	}
+	if s.calls("token") != 3 {
+		t.Errorf("%d token requests, want 3", s.calls("token"))
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	for v, want := range map[string]time.Duration{"7": 7 * time.Second, " 2 ": 2 * time.Second, "0.5": 500 * time.Millisecond,
+		"": 0, "0": 0, "-3": 0, "soon": 0, "Wed, 21 Oct 2015 07:28:00 GMT": 0, "86400": 0} {
+		if got := agent.ParseRetryAfter(v); got != want {
+			t.Errorf("ParseRetryAfter(%q) = %s, want %s", v, got, want)
+		}
 	}
 }
 

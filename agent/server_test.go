@@ -104,11 +104,14 @@ type southbound struct {
 	provisioningv1connect.UnimplementedProvisioningServiceHandler
 	hostv1connect.UnimplementedHostServiceHandler
 
-	discover    func(n int, req *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error)
-	token       func(n int, id, secret string) (status int, body string)
-	getWorkflow func(n int) (*provisioningv1.GetWorkflowResponse, error)
-	report      func(req *provisioningv1.ReportActionRequest) (*provisioningv1.ReportActionResponse, error)
-	reportIn    func(n int) (*hostv1.ReportInResponse, error)
+	discover func(n int, req *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error)
+	token    func(n int, id, secret string) (status int, body string)
+	// tokenRetryAfter, when set, is the Retry-After of the n-th token
+	// answer ("" none).
+	tokenRetryAfter func(n int) string
+	getWorkflow     func(n int) (*provisioningv1.GetWorkflowResponse, error)
+	report          func(req *provisioningv1.ReportActionRequest) (*provisioningv1.ReportActionResponse, error)
+	reportIn        func(n int) (*hostv1.ReportInResponse, error)
 	// escrow serves EscrowRecoveryKey; without it the call is
 	// Unimplemented (a server that predates it).
 	escrow func(n int, req *provisioningv1.EscrowRecoveryKeyRequest) error
@@ -310,6 +313,11 @@ func (s *southbound) serveToken(w http.ResponseWriter, r *http.Request) {
 		s.issued[tok] = true
 		s.mu.Unlock()
 		body = fmt.Sprintf(`{"access_token":%q,"token_type":"Bearer","expires_in":900}`, tok)
+	}
+	if s.tokenRetryAfter != nil {
+		if v := s.tokenRetryAfter(n); v != "" {
+			w.Header().Set("Retry-After", v)
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -24,7 +24,13 @@ type tokenError struct {
 	status int
 	code   string
 	desc   string
+	// retryAfter is the server's Retry-After (0: none): a token endpoint
+	// that admits no more for now says when to come back (RetryHint).
+	retryAfter time.Duration
 }
+
+// RetryAfter implements the hint RetryHint finds.
+func (e *tokenError) RetryAfter() time.Duration { return e.retryAfter }
 
 func (e *tokenError) Error() string {
 	if e.code == "" {
@@ -114,7 +120,8 @@ func (t *tokens) fetch(ctx context.Context) (string, time.Duration, error) {
 	case r.Error == "invalid_client":
 		return "", 0, errInvalidClient
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusOK:
-		return "", 0, connect.NewError(connect.CodeUnavailable, &tokenError{status: resp.StatusCode, code: r.Error, desc: r.Description})
+		return "", 0, connect.NewError(connect.CodeUnavailable, &tokenError{status: resp.StatusCode, code: r.Error, desc: r.Description,
+			retryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"))})
 	default:
 		return "", 0, connect.NewError(connect.CodeInvalidArgument, &tokenError{status: resp.StatusCode, code: r.Error, desc: r.Description})
 	}

@@ -29,6 +29,11 @@
 #   EIM_BENCH_SERVER_FLAGS   more flags for "eim server"
 #   SOUTH=N            PostgreSQL: the nodes' modules in N processes behind a
 #                      round-robin balancer, the rest in one (bench/servers.sh)
+#   RESTART_SOUTH=S    with SOUTH: S seconds into the steady phase the first
+#                      south process is killed (SIGKILL) and started again at
+#                      once (a replica's restart storm); the heartbeats of the
+#                      60 s after the kill are reported (the largest p99 of
+#                      the simulator's 10 s windows, and their errors)
 # Each server process's CPU (utime+stime of /proc/PID/stat, as cores) and
 # memory (VmRSS, VmHWM) are sampled every second and reported per phase; the
 # pprof of the (first node-facing) server is on 127.0.0.1:16060 (ports:
@@ -45,7 +50,7 @@ margin=${MARGIN:-60}
 concurrency=${CONCURRENCY:-3000}
 seeded=${SEED:-}
 dir=$(mktemp -d)
-pgdb=; sampler=; profiler=
+pgdb=; sampler=; profiler=; restarter=
 api=127.0.0.1:${API_PORT:-18180}; agent=127.0.0.1:${AGENT_PORT:-18543}; debug=127.0.0.1:${DEBUG_PORT:-16060}
 db=(); store=$dir/data
 CGO_ENABLED=0 go build -o "$dir/eim" ./cmd/eim
@@ -58,6 +63,8 @@ cleanup() {
 	set +e
 	[ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null
 	[ -n "$profiler" ] && kill "$profiler" 2>/dev/null && wait "$profiler" 2>/dev/null
+	[ -n "$restarter" ] && kill "$restarter" 2>/dev/null && wait "$restarter" 2>/dev/null
+	[ -s "$dir/restarted.pid" ] && kill "$(cat "$dir/restarted.pid")" 2>/dev/null
 	stop_servers
 	stop_lbs
 	[ -n "$pgdb" ] && psql -h 127.0.0.1 -U postgres -d test -qc "DROP DATABASE IF EXISTS $pgdb"
@@ -116,6 +123,27 @@ profile() {
 profile &
 profiler=$!
 
+# RESTART_SOUTH: the first south process killed and started again, S
+# seconds into the steady phase (the steady phase starts SETTLE seconds
+# into the hold: the kill's second of the hold is in restart.txt).
+restart_south() {
+	while ! grep -q '] steady:' "$dir/progress.txt" 2>/dev/null; do sleep 0.5; done
+	sleep "$RESTART_SOUTH"
+	local t0 victim=${pids[1]}
+	t0=$(date +%s.%N)
+	kill -9 "$victim"
+	while kill -0 "$victim" 2>/dev/null; do sleep 0.1; done
+	start_south 1 south1-restarted
+	echo "${pids[-1]}" >"$dir/restarted.pid"
+	awk -v a="$t0" -v b="$(date +%s.%N)" -v at="$((settle + RESTART_SOUTH))" \
+		'BEGIN { printf "%d %.1f\n", at, b - a }' >"$dir/restart.txt"
+}
+if [ -n "${RESTART_SOUTH:-}" ]; then
+	[ "$south" -gt 0 ] || { echo "RESTART_SOUTH needs SOUTH=N" >&2; exit 2; }
+	restart_south &
+	restarter=$!
+fi
+
 timeout=$((3 * interval))
 hold=$((settle + steady + timeout + 10 + margin))
 stop_after=$((settle + steady))
@@ -138,6 +166,22 @@ rc=0
 	--report "$dir/report.json" "$@" >"$dir/report.txt" 2> >(tee "$dir/progress.txt" >&2) || rc=$?
 cat "$dir/report.txt"
 [ -s "$dir/report.json" ] || exit 1
+if [ -s "$dir/restart.txt" ]; then
+	read -r at took <"$dir/restart.txt"
+	echo
+	echo "south1 killed (SIGKILL) ${at} s into the hold and started again: ready after ${took} s"
+	# The simulator's 10 s windows that end within 60 s after the kill (and
+	# the one it fell in).
+	awk -v at="$at" '
+		match($0, /^\[hold +[0-9]+s\]/) {
+			t = substr($0, RSTART + 5, RLENGTH - 7) + 0
+			if (t <= at || t > at + 70) next
+			if (match($0, /p99 [0-9.]+ ms/)) { p = substr($0, RSTART + 4, RLENGTH - 7) + 0; if (p > worst) worst = p }
+			if (match($0, /phase: [0-9]+ errors/)) errs = substr($0, RSTART + 7, RLENGTH - 14) + 0
+			n++
+		}
+		END { printf "heartbeats over the 60 s after the kill (%d windows of 10 s): largest window p99 %.1f ms; the phase'\''s errors by then %d\n", n, worst, errs }' "$dir/progress.txt"
+fi
 
 # The servers' resources over each phase of the hold.
 echo

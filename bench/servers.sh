@@ -51,23 +51,28 @@ start_one() {
 	wait_ready "$name" "$addr" "$pid"
 }
 
+# start_south I NAME: the I-th south process (from 1), named NAME.
+start_south() {
+	local i=$1 name=$2
+	local h=127.0.0.1:$(($(port_of "$api") + 10 * i)) a=127.0.0.1:$(($(port_of "$agent") + 10 * i))
+	# The profile (heartbeat.sh) is of the first node-facing process.
+	local dbg=()
+	[ "$i" = 1 ] && [ -n "${debug:-}" ] && dbg=(--debug-addr "$debug")
+	start_one "$name" "$h" --modules "$south_modules" --agent-addr "$a" --agent-url "https://$agent" \
+		--database-max-conns "${SOUTH_CONNS:-16}" "${dbg[@]}"
+}
+
 start_servers() {
 	names=(); pids=()
 	if [ "$south" -eq 0 ]; then
 		start_one server "$api" --agent-addr "$agent" ${debug:+--debug-addr "$debug"}
 		return
 	fi
-	local conns=(--database-max-conns "${SOUTH_CONNS:-16}")
-	start_one core "$api" --modules api,os,exporter "${conns[@]}"
-	local agents=() boots=() a h
+	start_one core "$api" --modules api,os,exporter --database-max-conns "${SOUTH_CONNS:-16}"
+	local agents=() boots=()
 	for i in $(seq 1 "$south"); do
-		h=127.0.0.1:$(($(port_of "$api") + 10 * i))
-		a=127.0.0.1:$(($(port_of "$agent") + 10 * i))
-		# The profile (heartbeat.sh) is of the first node-facing process.
-		local dbg=()
-		[ "$i" = 1 ] && [ -n "${debug:-}" ] && dbg=(--debug-addr "$debug")
-		start_one "south$i" "$h" --modules "$south_modules" --agent-addr "$a" --agent-url "https://$agent" "${conns[@]}" "${dbg[@]}"
-		agents+=("$a"); boots+=("$h")
+		start_south "$i" "south$i"
+		agents+=("127.0.0.1:$(($(port_of "$agent") + 10 * i))"); boots+=("127.0.0.1:$(($(port_of "$api") + 10 * i))")
 	done
 	if [ ${#lbs[@]} -eq 0 ]; then
 		"$dir/lb" --listen "$agent" --to "$(IFS=,; echo "${agents[*]}")" >"$dir/lb-agent.log" 2>&1 &

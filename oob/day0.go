@@ -172,7 +172,7 @@ func (s *Service) syncInstance(ctx context.Context, project, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.syncHost(ctx, project, hostID)
+	return s.followHost(ctx, project, hostID)
 }
 
 // syncWorkflow: a provisioning workflow changed. One retried (`eim

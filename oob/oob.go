@@ -114,6 +114,7 @@ type Service struct {
 
 	slots slotQueues // jobs waiting for site slots (siteslot.go)
 	pace  pollPace   // the poll's read time (PollOnce)
+	bmcs  bmcHosts   // which hosts have a BMC, as the follower knows (power.go)
 }
 
 // New returns the module.

@@ -76,6 +76,10 @@ type Config struct {
 	FetchPackages    bool
 	// TokenLeeway is how long past their expiry tokens are accepted.
 	TokenLeeway time.Duration
+	// NodeTokenRate is how many node token requests a second the agent
+	// listener serves (0: southbound.DefaultTokenRate; negative: no
+	// bound); the others are told when to retry.
+	NodeTokenRate float64
 	// ExporterPerHost: the exporter module serves the per-host series
 	// (edge_host_*) of the projects that do not turn them off.
 	ExporterPerHost bool

@@ -58,7 +58,7 @@ var southboundServer = &Part[*southbound.Server]{Name: "southbound server", Buil
 		return nil, err
 	}
 	sb := southbound.New(southbound.Options{Store: b.Store, Issuer: b.Issuer, Logger: b.Log, TokenLeeway: leewayOption(b.cfg.TokenLeeway), Hosts: hosts,
-		Metrics: b.Metrics})
+		TokenRate: b.cfg.NodeTokenRate, Metrics: b.Metrics})
 	// Node credentials, read by every authenticated call, are a cache
 	// kept by the feed.
 	b.runLoop("agent", Loop{Name: "credentials", Run: sb.Run})

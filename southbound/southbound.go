@@ -53,6 +53,13 @@ type Options struct {
 	// Metrics, when set, gets the token endpoint's counts
 	// (eim_node_token_requests_total).
 	Metrics prometheus.Registerer
+	// TokenRate is how many token requests a second the token endpoint
+	// serves, TokenBurst how many more at once (0: DefaultTokenRate,
+	// DefaultTokenBurst; a negative rate: no bound). The others are
+	// answered 503 temporarily_unavailable with a Retry-After that spreads
+	// them over the time the rate needs (admission.go).
+	TokenRate  float64
+	TokenBurst int
 	// Hosts is the process's shared per-host view, which node
 	// authentication reads on every call; nil: the server keeps a view
 	// of its own, which Run follows.
@@ -73,9 +80,13 @@ type Server struct {
 	hosts    *hostview.View
 	ownHosts bool
 
+	// admission bounds the rate of token requests served (nil: none).
+	admission *admission
+
 	// tokens counts the token requests by result.
-	tokens *prometheus.CounterVec
-	issued prometheus.Counter
+	tokens   *prometheus.CounterVec
+	issued   prometheus.Counter
+	deferred prometheus.Counter
 
 	// storeWarn's count of failed calls and when it last logged.
 	storeFails  atomic.Int64
@@ -115,11 +126,21 @@ func New(opts Options) *Server {
 	case leeway < 0:
 		leeway = 0
 	}
+	tokenRate, tokenBurst := opts.TokenRate, opts.TokenBurst
+	if tokenRate == 0 {
+		tokenRate = DefaultTokenRate
+	}
+	if tokenBurst <= 0 {
+		tokenBurst = DefaultTokenBurst
+	}
+	s.admission = newAdmission(tokenRate, tokenBurst)
 	s.verifier = auth.NewNodeVerifier(opts.Issuer, leeway, s.now)
 	s.hosts, s.ownHosts = hostview.Shared(opts.Hosts, hostview.Options{Store: opts.Store, Logger: s.log, Now: s.now, Metrics: opts.Metrics})
 	s.tokens = metrics.Register(opts.Metrics, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eim_node_token_requests_total",
-		Help: "Node token requests (POST /oauth2/token) by result: \"issued\", or the OAuth error code of the refusal."}, []string{"result"}))
+		Help: "Node token requests (POST /oauth2/token) by result: \"issued\"; \"deferred\" (beyond the endpoint's rate: asked to retry after a while); or the OAuth error code of the refusal."},
+		[]string{"result"}))
 	s.issued = s.tokens.WithLabelValues("issued")
+	s.deferred = s.tokens.WithLabelValues("deferred")
 	s.mux.HandleFunc(TokenPath, s.token)
 	return s
 }

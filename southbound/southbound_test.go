@@ -119,7 +119,9 @@ func run(t *testing.T, f func(t *testing.T, e *env)) {
 	}
 }
 
-func newEnv(t *testing.T, dsn string) *env {
+// newEnv builds the env on the store at dsn; tweak, when given, changes
+// the server's options.
+func newEnv(t *testing.T, dsn string, tweak ...func(*southbound.Options)) *env {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), dsn: dsn}
 	st, err := sqlstore.Open(e.ctx, dsn, sqlstore.Options{})
@@ -139,7 +141,11 @@ func newEnv(t *testing.T, dsn string) *env {
 	now := time.Now()
 	e.now.Store(&now)
 
-	sb := southbound.New(southbound.Options{Store: st, Issuer: e.iss, Now: func() time.Time { return *e.now.Load() }})
+	o := southbound.Options{Store: st, Issuer: e.iss, Now: func() time.Time { return *e.now.Load() }}
+	for _, fn := range tweak {
+		fn(&o)
+	}
+	sb := southbound.New(o)
 	e.svc = &hostSvc{}
 	sb.Mount(hostv1connect.NewHostServiceHandler(e.svc, connect.WithInterceptors(sb.Interceptor())))
 	sb.Mount(onboardingv1connect.NewOnboardingServiceHandler(onboardingSvc{}))
@@ -263,6 +269,36 @@ func (e *env) reportIn(token string) error {
 	}
 	_, err := e.host.ReportIn(e.ctx, req)
 	return err
+}
+
+// TestTokenAdmission: beyond the endpoint's rate and burst, a node is
+// answered 503 temporarily_unavailable with a Retry-After (whole seconds,
+// rounded up) instead of a token, and served again once the rate allows.
+func TestTokenAdmission(t *testing.T) {
+	e := newEnv(t, filepath.Join(t.TempDir(), "eim.db"), func(o *southbound.Options) { o.TokenRate, o.TokenBurst = 10, 2 })
+	form := credForm(southbound.ClientID(e.hostID), e.secret)
+	for i := range 2 {
+		if a := e.postToken(formType, "", form); a.Status != http.StatusOK {
+			t.Fatalf("request %d within the burst: got %d %v, want 200", i+1, a.Status, a.Body)
+		}
+	}
+	for i := range 3 {
+		a := e.postToken(formType, "", form)
+		if a.Status != http.StatusServiceUnavailable || a.Body["error"] != "temporarily_unavailable" || a.Header.Get("Retry-After") != "1" ||
+			!strings.Contains(a.Body["error_description"].(string), "retry after 1 s") {
+			t.Fatalf("request %d beyond the burst: got %d %v (Retry-After %q), want 503 temporarily_unavailable, Retry-After 1",
+				i+3, a.Status, a.Body, a.Header.Get("Retry-After"))
+		}
+	}
+	later := e.now.Load().Add(time.Second)
+	e.now.Store(&later)
+	if a := e.postToken(formType, "", form); a.Status != http.StatusOK {
+		t.Fatalf("a second later: got %d %v, want 200", a.Status, a.Body)
+	}
+	// Malformed requests are answered as such, whatever the rate.
+	if a := e.postToken("application/json", "", "{}"); a.Status != http.StatusBadRequest {
+		t.Fatalf("malformed: got %d %v, want 400", a.Status, a.Body)
+	}
 }
 
 func TestTokenEndpoint(t *testing.T) {

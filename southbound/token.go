@@ -4,10 +4,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +85,16 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	req, oerr := parseTokenRequest(r.Header.Get("Content-Type"), r.Header.Get("Authorization"), body)
 	if oerr == nil {
+		if ok, retry := s.admission.admit(s.now()); !ok {
+			// Not logged: a restart's storm refuses thousands a second;
+			// eim_node_token_requests_total{result="deferred"} counts them.
+			s.deferred.Inc()
+			secs := int64((retry + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			writeOAuthError(w, &oauthError{Status: http.StatusServiceUnavailable, Code: errUnavailable,
+				Description: fmt.Sprintf("too many token requests at once: retry after %d s", secs)})
+			return
+		}
 		var resp tokenResponse
 		resp, oerr = s.issue(r, req)
 		if oerr == nil {

@@ -11,8 +11,11 @@ import (
 
 // Hosts' BMCs (eim.BMCStore): the table bmcs, scoped to the project like
 // the resource tables (row-level security on PostgreSQL). Writes are
-// audited (KindBMC, the host's ID) with the password redacted; they put
-// no event in the change feed (nothing follows BMCs yet).
+// audited (KindBMC, the host's ID) with the password redacted, and each
+// put and delete puts a KindBMC event (the host's ID) in the change feed:
+// the oob module's follower keeps from them which hosts have a BMC, so
+// that the events of hosts without one cost it no read. What the poll
+// records (RecordBMCFound) puts none.
 
 var _ eim.BMCStore = (*Store)(nil)
 
@@ -113,6 +116,7 @@ func (s *Store) PutBMC(ctx context.Context, b *eim.BMC) error {
 			op = eim.OpUpdated
 		}
 		t.addAudit(ctx, b.Project, eim.KindBMC, b.HostID, op, ch)
+		t.addEvent(b.Project, eim.KindBMC, b.HostID, op)
 		b.SealedPassword, b.CreatedAt, b.UpdatedAt = sealed, created, now
 		b.Capabilities, b.Reachable = eim.BMCCapabilities{}, eim.BMCReachable{}
 		return nil
@@ -183,6 +187,7 @@ func (s *Store) DeleteBMC(ctx context.Context, project, hostID string) error {
 			return eim.Errorf(eim.ENOTFOUND, "host %s has no BMC", hostID)
 		}
 		t.addAudit(ctx, project, eim.KindBMC, hostID, eim.OpDeleted, nil)
+		t.addEvent(project, eim.KindBMC, hostID, eim.OpDeleted)
 		return nil
 	})
 }

@@ -128,6 +128,7 @@ type holder struct {
 	window    atomic.Pointer[histogram] // latency since the last progress line
 	tokens    histogram
 	tokenErrs atomic.Int64
+	deferred  atomic.Int64 // token requests the server deferred (Retry-After)
 	revoked   atomic.Int64
 	beats     atomic.Int64 // answered
 	live      atomic.Int64 // nodes heartbeating
@@ -328,6 +329,15 @@ func (h *holder) beat(ctx context.Context, b *beater, due time.Duration) {
 			h.answeredOnce.Do(func() { close(h.answered) })
 			return
 		}
+		if hint := agent.RetryHint(err); hint > 0 {
+			// Deferred by the server, as agent.Node would be: not an
+			// error, and no heartbeat sent meanwhile.
+			h.deferred.Add(1)
+			if !b.stopped.Load() {
+				h.sched.Add(b, h.clock()+agent.HintedWait(hint))
+			}
+			return
+		}
 		ph.errors.Add(1)
 		h.noteErr(err)
 		h.retry(b, h.clock())
@@ -407,7 +417,9 @@ func (h *holder) tokenOf(ctx context.Context, b *beater, now time.Duration) (str
 	start := h.clock()
 	tok, ttl, err := fetchToken(ctx, h.pool[b.conn], b.tokenURL, b.clientID, b.secret)
 	if err != nil {
-		h.tokenErrs.Add(1)
+		if agent.RetryHint(err) == 0 {
+			h.tokenErrs.Add(1)
+		}
 		return "", err
 	}
 	end := h.clock()
@@ -647,8 +659,11 @@ type HoldReport struct {
 	// settle, steady, stopped.
 	Phases []BeatPhase `json:"phases"`
 	// Tokens are the token requests (the first of each node, and its
-	// refreshes at 80 % of a token's lifetime).
-	Tokens Latency `json:"tokens"`
+	// refreshes at 80 % of a token's lifetime); Deferred those the
+	// server answered "retry after" (not among the errors), each asked
+	// again after the time it said.
+	Tokens   Latency `json:"tokens"`
+	Deferred int64   `json:"tokensDeferred"`
 	// Revoked counts nodes whose credentials the server refused.
 	Revoked int64 `json:"revoked"`
 	// Recovered counts the nodes whose workflow failed on Day 0 that ran
@@ -732,7 +747,7 @@ func (h *holder) report(ctx context.Context) *HoldReport {
 	interval := time.Duration(h.interval.Load())
 	r := &HoldReport{
 		Nodes: len(h.beaters), IntervalSeconds: interval.Seconds(), HoldSeconds: round3(min(h.o.Hold, h.held).Seconds()),
-		Workers: h.o.Workers, Tokens: h.tokens.summary(h.tokenErrs.Load()), Revoked: h.revoked.Load(), Recovered: h.recovered.Load(),
+		Workers: h.o.Workers, Tokens: h.tokens.summary(h.tokenErrs.Load()), Deferred: h.deferred.Load(), Revoked: h.revoked.Load(), Recovered: h.recovered.Load(),
 		Monitored: h.o.Monitor != nil,
 	}
 	if r.Workers <= 0 {

@@ -10,11 +10,24 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/eimhq/eim/agent"
 )
 
 // errRevoked means the token endpoint refused a node's credentials
 // (invalid_client): only a new Discover would get it new ones.
 var errRevoked = errors.New("token endpoint: invalid_client (credentials revoked)")
+
+// deferredError is a token request the endpoint admits later: it asks
+// to be tried again after a while (agent.RetryHint reads it).
+type deferredError struct{ after time.Duration }
+
+func (e *deferredError) Error() string {
+	return fmt.Sprintf("token endpoint: deferred (retry after %s)", e.after)
+}
+
+// RetryAfter implements agent.RetryHint's hint.
+func (e *deferredError) RetryAfter() time.Duration { return e.after }
 
 // fetchToken gets a node token with the OAuth2 client-credentials grant, as
 // agent.Node does (its token cache is per node and unexported; a simulated
@@ -51,6 +64,8 @@ func fetchToken(ctx context.Context, hc *http.Client, tokenURL, clientID, secret
 		return r.AccessToken, ttl, nil
 	case r.Error == "invalid_client":
 		return "", 0, errRevoked
+	case resp.StatusCode == http.StatusServiceUnavailable && agent.ParseRetryAfter(resp.Header.Get("Retry-After")) > 0:
+		return "", 0, &deferredError{after: agent.ParseRetryAfter(resp.Header.Get("Retry-After"))}
 	case r.Error != "":
 		return "", 0, fmt.Errorf("token endpoint: HTTP %d: %s", resp.StatusCode, r.Error)
 	default:

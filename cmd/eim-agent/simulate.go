@@ -640,7 +640,8 @@ func printHold(w io.Writer, h *sim.HoldReport, after string) {
 		fmt.Fprintf(w, "recovered: %d nodes whose workflow failed ran it again after a reprovision and are RUNNING\n", h.Recovered)
 	}
 	t := h.Tokens
-	fmt.Fprintf(w, "tokens: %d fetched, %d errors, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d nodes revoked\n", t.Count, t.Errors, t.P50, t.P99, t.Max, h.Revoked)
+	fmt.Fprintf(w, "tokens: %d fetched, %d errors, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d deferred by the server (retry after); %d nodes revoked\n",
+		t.Count, t.Errors, t.P50, t.P99, t.Max, h.Deferred, h.Revoked)
 	if !h.Monitored {
 		fmt.Fprintln(w, "\"No Connection\" not checked (no --token-file)")
 	} else {

@@ -16,6 +16,7 @@ import (
 	"github.com/eimhq/eim/oscatalog"
 	"github.com/eimhq/eim/provisioning"
 	"github.com/eimhq/eim/server"
+	"github.com/eimhq/eim/southbound"
 	"github.com/eimhq/eim/sqlstore"
 )
 
@@ -62,6 +63,8 @@ func (c *cli) server(args []string) error {
 		cfg.ActionTimeouts[name] = d
 		return nil
 	})
+	fs.Float64Var(&cfg.NodeTokenRate, "node-token-rate", southbound.DefaultTokenRate,
+		"node token requests a second the agent listener serves; the others (a fleet back after a restart) are answered 503 with a Retry-After that spreads them (0: no bound)")
 	fs.DurationVar(&cfg.TokenLeeway, "token-leeway", auth.DefaultLeeway, "how long past its expiry a token (API or node) is still accepted, for clocks out of step (0: not at all)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", eim.DefaultHeartbeatInterval*time.Second, "how often nodes send heartbeats, in projects that do not set their own")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 0, "silence after which a host is \"No Connection\", in projects that do not set their own (default 3 heartbeat intervals)")
@@ -138,6 +141,12 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.HeartbeatTimeout != 0 && cfg.HeartbeatTimeout < 2*cfg.HeartbeatInterval {
 		return usagef("--heartbeat-timeout: must be at least two heartbeat intervals (%s), got %s", 2*cfg.HeartbeatInterval, cfg.HeartbeatTimeout)
+	}
+	if cfg.NodeTokenRate < 0 {
+		return usagef("--node-token-rate: must be 0 (no bound) or more, got %v", cfg.NodeTokenRate)
+	}
+	if cfg.NodeTokenRate == 0 {
+		cfg.NodeTokenRate = -1 // no bound (the zero value of the config is the default)
 	}
 	if cfg.TokenLeeway < 0 || cfg.TokenLeeway > 5*time.Minute {
 		return usagef("--token-leeway: must be 0s..5m, got %s", cfg.TokenLeeway)

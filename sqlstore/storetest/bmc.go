@@ -14,9 +14,14 @@ import (
 // testBMCs checks eim.BMCStore: one BMC per host of the project, created
 // and replaced by PutBMC (an empty password keeps the stored one; a new
 // BMC needs one), what the module found reset by a put, per project, gone
-// with its host and with its project, audited with the password redacted.
+// with its host and with its project, audited with the password redacted;
+// each put and delete is a KindBMC event in the feed.
 func testBMCs(t *testing.T, s eim.Store) {
 	p1, p2 := project(t, s), project(t, s)
+	rev, err := s.Revision(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	h1 := create(t, s, p1, &eim.Host{Name: "h1"}).(*eim.Host).ResourceID
 	h2 := create(t, s, p1, &eim.Host{Name: "h2"}).(*eim.Host).ResourceID
 	other := create(t, s, p2, &eim.Host{Name: "o"}).(*eim.Host).ResourceID
@@ -167,5 +172,29 @@ func testBMCs(t *testing.T, s eim.Store) {
 	}
 	if list, err := s.ListBMCs(ctx(t), p2); err != nil || len(list) != 0 {
 		t.Fatalf("after its project's deletion: got %d BMCs (%v), want none", len(list), err)
+	}
+
+	// The feed: an event per put and delete, by host; none for what the
+	// poll recorded, none for a BMC gone with its host or project.
+	evs, err := s.Events(ctx(t), rev, 1000, eim.KindBMC)
+	if err != nil {
+		t.Fatalf("Events: %v", err)
+	}
+	feed := map[string]string{}
+	for _, ev := range evs {
+		if ev.Kind != eim.KindBMC || (ev.Project != p1 && ev.Project != p2) {
+			t.Fatalf("Events of kind bmc: got %+v", ev)
+		}
+		feed[ev.Project+"/"+ev.ID] += string(ev.Op) + " "
+	}
+	racers := "CREATED " + strings.Repeat("UPDATED ", 7) + "DELETED "
+	want := map[string]string{p1 + "/" + h1: "CREATED UPDATED UPDATED ", p1 + "/" + h2: "CREATED DELETED ", p1 + "/" + h3: racers, p2 + "/" + other: "CREATED "}
+	if len(feed) != len(want) {
+		t.Fatalf("BMC events: got %q, want %q", feed, want)
+	}
+	for k, w := range want {
+		if feed[k] != w {
+			t.Fatalf("BMC events of %s: got %q, want %q", k, feed[k], w)
+		}
 	}
 }
