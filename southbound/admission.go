@@ -11,12 +11,13 @@ import (
 // serves by default (Options.TokenRate), and DefaultTokenBurst how many
 // more it serves at once. Minting a token costs some 50 µs of CPU, but a
 // request of a node the per-host view has not read yet reads the store
-// too; 2,000 a second lets a fleet of 100,000 that all come back at once
-// in at most 50 s (within a heartbeat timeout of the default interval),
-// while heartbeats keep most of the machine.
+// too; 5,000 a second lets a fleet of 100,000 that all come back at once
+// in within 20 s — inside the heartbeat timeout of a 10 s interval (30 s),
+// after which a node without a token would be flagged — while heartbeats
+// keep most of the machine.
 const (
-	DefaultTokenRate  = 2000
-	DefaultTokenBurst = 500
+	DefaultTokenRate  = 5000
+	DefaultTokenBurst = 1000
 )
 
 // maxTokenRetry bounds the back-off the token endpoint asks for: a node
