@@ -16,13 +16,18 @@ func Minimal(fill byte) []byte {
 	binary.LittleEndian.PutUint16(b[coff+2:], 1)    // NumberOfSections
 	binary.LittleEndian.PutUint16(b[coff+16:], 240) // SizeOfOptionalHeader
 	opt := coff + 20
-	binary.LittleEndian.PutUint16(b[opt:], 0x20b)    // PE32+
-	binary.LittleEndian.PutUint32(b[opt+60:], 0x200) // SizeOfHeaders
-	binary.LittleEndian.PutUint32(b[opt+108:], 16)   // NumberOfRvaAndSizes
+	binary.LittleEndian.PutUint16(b[opt:], 0x20b)     // PE32+
+	binary.LittleEndian.PutUint32(b[opt+32:], 0x1000) // SectionAlignment
+	binary.LittleEndian.PutUint32(b[opt+36:], 0x200)  // FileAlignment
+	binary.LittleEndian.PutUint32(b[opt+56:], 0x2000) // SizeOfImage
+	binary.LittleEndian.PutUint32(b[opt+60:], 0x200)  // SizeOfHeaders
+	binary.LittleEndian.PutUint32(b[opt+108:], 16)    // NumberOfRvaAndSizes
 	sec := opt + 240
 	copy(b[sec:], ".text")
-	binary.LittleEndian.PutUint32(b[sec+16:], 0x200) // SizeOfRawData
-	binary.LittleEndian.PutUint32(b[sec+20:], 0x200) // PointerToRawData
+	binary.LittleEndian.PutUint32(b[sec+8:], 0x200)   // VirtualSize
+	binary.LittleEndian.PutUint32(b[sec+12:], 0x1000) // VirtualAddress
+	binary.LittleEndian.PutUint32(b[sec+16:], 0x200)  // SizeOfRawData
+	binary.LittleEndian.PutUint32(b[sec+20:], 0x200)  // PointerToRawData
 	for i := 0x200; i < 0x400; i++ {
 		b[i] = fill
 	}
