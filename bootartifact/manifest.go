@@ -35,6 +35,10 @@ const (
 const (
 	KernelFile = "vmlinuz"
 	InitrdFile = "initramfs.img"
+	// UKIFile is the unified kernel image: the kernel, the same initramfs
+	// and the fixed command line in one PE signed for Secure Boot, which
+	// the boot script loads when the deployment requires Secure Boot.
+	UKIFile = "eim-microos.efi"
 )
 
 // Version is the manifest format this package writes and reads.

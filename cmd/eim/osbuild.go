@@ -2,6 +2,9 @@ package main
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +18,7 @@ import (
 	"github.com/eimhq/eim/bootartifact"
 	"github.com/eimhq/eim/pki"
 	"github.com/eimhq/eim/provisioning/osbuild"
+	"github.com/eimhq/eim/server"
 )
 
 // The commands that build what machines boot: "eim microos build" and
@@ -76,7 +80,7 @@ func findAgent() (string, error) {
 func (c *cli) microos(args []string) error {
 	if len(args) == 0 || args[0] != "build" {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F] [--ipxe-efi F]\n")
+			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F] [--ipxe-efi F] [--agent-url URL [--uki-stub F]]\n")
 			return nil
 		}
 		return usagef("microos: unknown verb %q (build)", args[0])
@@ -89,10 +93,13 @@ func (c *cli) microos(args []string) error {
 			"it booted against the signed manifest. The same inputs give the same bytes.\n"+
 			"The kernel, and iPXE's EFI binary (ipxe.efi, for UEFI HTTP boot and USB sticks), are signed for\n"+
 			"Secure Boot with the deployment's db key (secureboot-db.key in the data directory; see eim\n"+
-			"secureboot export and docs/security.md).")
+			"secureboot export and docs/security.md). With --agent-url (the server's), it also writes the\n"+
+			"micro-OS as a signed unified kernel image (eim-microos.efi: systemd-stub with the kernel, the\n"+
+			"initramfs and a fixed command line inside), which the boot script loads when the server\n"+
+			"requires Secure Boot, so that nothing unsigned is loaded.")
 	var (
-		dataDir, out, ipxe string
-		k                  kernelFlags
+		dataDir, out, ipxe, stub, agentURL string
+		k                                  kernelFlags
 	)
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the server's data directory (ca.crt, artifacts.key)")
 	fs.StringVar(&out, "out", "", "boot artifacts directory to write (default <data-dir>/boot, the server's default --boot-artifacts)")
@@ -101,9 +108,20 @@ func (c *cli) microos(args []string) error {
 	fs.Var(&k.modules, "module", "kernel module to carry, with its dependencies (repeatable, or a,b,c; default: VM, common NIC and disk drivers, ext4, vfat)")
 	fs.StringVar(&k.agent, "agent", "", "static eim-agent binary (default: beside eim, or on PATH)")
 	fs.StringVar(&ipxe, "ipxe-efi", defaultIPXE, "iPXE EFI binary to sign and write as ipxe.efi (Debian's ipxe package; \"\" or a missing default: none)")
+	fs.StringVar(&agentURL, "agent-url", "", "the server's --agent-url (what nodes call): the unified kernel image's signed command line carries it; \"\": no UKI")
+	fs.StringVar(&stub, "uki-stub", defaultUKIStub, "systemd-stub to make the unified kernel image of (Debian's systemd-boot-efi)")
 	pos, err := c.parseAll(fs, args[1:])
 	if err != nil {
 		return err
+	}
+	ukiNote := ""
+	switch {
+	case agentURL == "":
+		stub, ukiNote = "", "  (no --agent-url: no unified kernel image written; a server with --require-secure-boot boots only that)\n"
+	case server.CheckAgentURL(agentURL) != nil:
+		return usagef("microos build: %v", server.CheckAgentURL(agentURL))
+	case stub == "":
+		return usagef("microos build: --agent-url makes a unified kernel image: --uki-stub must name systemd-stub")
 	}
 	ipxeNote := ""
 	if ipxe == defaultIPXE {
@@ -136,9 +154,19 @@ func (c *cli) microos(args []string) error {
 	if err != nil {
 		return err
 	}
+	cmdline := ""
+	if stub != "" {
+		blk, _ := pem.Decode(ca)
+		if blk == nil {
+			return fmt.Errorf("%s: no PEM certificate", pki.CACertFile)
+		}
+		sum := sha256.Sum256(blk.Bytes)
+		cmdline = osbuild.UKICmdline(strings.TrimSuffix(agentURL, "/"), hex.EncodeToString(sum[:]))
+	}
 	res, err := osbuild.BuildMicroOS(osbuild.MicroOSOptions{
 		Kernel: kern, Modules: mods, Agent: agent, CACertPEM: ca, Key: key, Dir: out,
 		SecureBootKey: sb.Key, SecureBootCert: sb.Cert, IPXE: ipxe,
+		UKIStub: stub, UKICmdline: cmdline,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -152,7 +180,10 @@ func (c *cli) microos(args []string) error {
 		fmt.Fprintf(c.stdout, "  %-14s signed from %s\n", osbuild.IPXEFile, ipxe)
 	}
 	fmt.Fprintf(c.stdout, "  EFI executables signed for Secure Boot by %q (%s)\n", sb.Cert.Subject.CommonName, certFingerprint(sb.Cert))
-	fmt.Fprint(c.stdout, ipxeNote)
+	if stub != "" {
+		fmt.Fprintf(c.stdout, "  %-14s unified kernel image of %s, command line %q\n", bootartifact.UKIFile, stub, cmdline)
+	}
+	fmt.Fprint(c.stdout, ipxeNote, ukiNote)
 	if len(res.Missing) > 0 {
 		fmt.Fprintf(c.stdout, "  (default modules this kernel lacks: %s)\n", strings.Join(res.Missing, " "))
 	}
