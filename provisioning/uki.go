@@ -115,7 +115,7 @@ func checkUKICmdline(line, agentURL, caFingerprint string) error {
 // the same micro-OS.
 func (b *boot) ukiScript(w http.ResponseWriter, token string) {
 	if token != "" {
-		http.Error(w, "enroll: this deployment requires Secure Boot, and its micro-OS's command line is signed inside its unified kernel image: a per-boot enrollment token cannot be passed on it; pre-register the host, or let it wait in the enrollment lobby (an enrollment rule by serial or labels, or eim enrollment approve)", http.StatusBadRequest)
+		http.Error(w, "enroll: this deployment requires Secure Boot, and its micro-OS's command line is signed inside its unified kernel image: a per-boot enrollment token cannot be passed on it; register the host (its UUID or serial number) before it boots", http.StatusBadRequest)
 		return
 	}
 	line, err := b.uki.get(b.opts)
