@@ -131,10 +131,11 @@ func startSwtpm(t *testing.T, dir string) string {
 
 // attestedVM: an instance asking for Secure Boot and full-disk encryption
 // on a VM whose firmware enforces Secure Boot and has a TPM. The firmware
-// runs the signed iPXE, which loads the signed micro-OS kernel; the
-// micro-OS reports the TPM's PCRs and the firmware's event log, and the
-// instance shows attestation "Verified": the log replays to the PCRs and
-// PCR 4 holds exactly the iPXE and kernel the server serves. The workflow
+// runs the signed iPXE, which loads the micro-OS's signed unified kernel
+// image (the server requires Secure Boot); the micro-OS reports the TPM's
+// PCRs and the firmware's event log, and the instance shows attestation
+// "Verified": the log replays to the PCRs and PCR 4 holds exactly the
+// iPXE and UKI the server serves. The workflow
 // encrypts the installed root (LUKS2, its key sealed to the TPM's PCR 7),
 // the firmware boots the installed disk's signed loader, the test OS
 // unlocks its root with the TPM and reports in: RUNNING, Verified kept,
@@ -164,6 +165,9 @@ func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string,
 		t.Errorf("attestation %q %s, want Verified IDLE; serial console in %s", gi.TrustedAttestationStatus, gi.TrustedAttestationStatusIndicator, vm.log)
 	}
 	t.Logf("%s: power-on to attestation %q: %s", name, gi.TrustedAttestationStatus, time.Since(vm.start).Round(100*time.Millisecond))
+	if cons := string(mustRead(t, vm.log)); !strings.Contains(cons, "EIM: booting the micro-OS, a signed unified kernel image") {
+		t.Errorf("iPXE did not boot the micro-OS's unified kernel image; serial console in %s", vm.log)
+	}
 	// Secure Boot enforced, as the instance asks: provisioning goes on,
 	// and the firmware boots the installed disk (its boot loader signed
 	// by "eim testos build --secure-boot-data-dir").
