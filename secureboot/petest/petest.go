@@ -33,3 +33,18 @@ func Minimal(fill byte) []byte {
 	}
 	return b
 }
+
+// Stub returns a valid PE32+ image like Minimal whose headers leave room
+// for more section headers (1 KiB of headers, then one 512-byte section):
+// a stand-in for systemd-stub, which a unified kernel image's sections
+// are added to.
+func Stub(fill byte) []byte {
+	m := Minimal(fill)
+	b := make([]byte, 0x600)
+	copy(b, m[:0x200])
+	opt := 0x84 + 20
+	binary.LittleEndian.PutUint32(b[opt+60:], 0x400)     // SizeOfHeaders
+	binary.LittleEndian.PutUint32(b[opt+240+20:], 0x400) // PointerToRawData
+	copy(b[0x400:], m[0x200:])
+	return b
+}
