@@ -51,7 +51,7 @@ type Image struct {
 type headers struct {
 	coff, opt, secTab, nsec int
 	sectionAlign, fileAlign uint32
-	vaEnd                   uint32
+	vaEnd                   uint64
 }
 
 // section is where a section's data is in the file; vsize is its size in
@@ -123,12 +123,7 @@ func Parse(b []byte) (*Image, error) {
 		off := int(binary.LittleEndian.Uint32(s[20:]))
 		vsize := binary.LittleEndian.Uint32(s[secVirtualSize:])
 		va := binary.LittleEndian.Uint32(s[secVirtualAddress:])
-		if end := uint64(va) + uint64(max(vsize, uint32(size))); end > uint64(im.hdr.vaEnd) {
-			if end > 1<<32-1 {
-				return nil, fmt.Errorf("%w: section %d ends beyond 4 GiB in memory", ErrNotPE, i)
-			}
-			im.hdr.vaEnd = uint32(end)
-		}
+		im.hdr.vaEnd = max(im.hdr.vaEnd, uint64(va)+uint64(max(vsize, uint32(size))))
 		if size == 0 {
 			continue
 		}

@@ -32,7 +32,8 @@ const (
 
 // Section returns the contents of the first section called name (its
 // bytes in the file, up to its virtual size when that is smaller: the
-// raw size is padded to the file alignment).
+// raw size is padded to the file alignment). They are the parsed image's
+// own bytes, not a copy.
 func (im *Image) Section(name string) ([]byte, bool) {
 	for _, s := range im.sections {
 		if s.name == name {
@@ -92,7 +93,10 @@ func AddSections(image []byte, secs ...Section) ([]byte, error) {
 		}
 	}
 	end := im.hashedEnd(0)
-	va := h.vaEnd
+	if h.vaEnd > 1<<31 {
+		return nil, fmt.Errorf("%w: the image's sections end at %#x in memory, beyond what a PE image may span", ErrNotPE, h.vaEnd)
+	}
+	va := uint32(h.vaEnd)
 	align := max(h.sectionAlign, pageSize)
 	fileEnd := alignUp(end, int(h.fileAlign))
 	total := fileEnd
