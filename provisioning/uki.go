@@ -27,6 +27,7 @@ type ukiCmdline struct {
 	mu    sync.Mutex
 	stamp fileStamp
 	line  string
+	err   error // what was wrong with the file of stamp (a fleet asking again does not read it again)
 }
 
 // get returns the UKI's command line, or an error naming what is wrong
@@ -51,9 +52,9 @@ func (u *ukiCmdline) get(opts Options) (string, error) {
 	}
 	stamp := fileStamp{size: fi.Size(), mod: fi.ModTime()}
 	u.mu.Lock()
-	if u.stamp == stamp && u.line != "" {
+	if u.stamp == stamp && (u.line != "" || u.err != nil) {
 		defer u.mu.Unlock()
-		return u.line, nil
+		return u.line, u.err
 	}
 	u.mu.Unlock()
 	if fi.Size() > maxEFI {
@@ -61,8 +62,17 @@ func (u *ukiCmdline) get(opts Options) (string, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxEFI))
 	if err != nil {
-		return "", err
+		return "", err // a read error is not the file's: not remembered
 	}
+	line, err := ukiCmdlineOf(b, opts)
+	u.mu.Lock()
+	u.stamp, u.line, u.err = stamp, line, err
+	u.mu.Unlock()
+	return line, err
+}
+
+// ukiCmdlineOf is the checked .cmdline section of the UKI b.
+func ukiCmdlineOf(b []byte, opts Options) (string, error) {
 	im, err := secureboot.Parse(b)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", UKIName, err)
@@ -75,9 +85,6 @@ func (u *ukiCmdline) get(opts Options) (string, error) {
 	if err := checkUKICmdline(line, opts.AgentURL, opts.CAFingerprint); err != nil {
 		return "", fmt.Errorf("%s: %w", UKIName, err)
 	}
-	u.mu.Lock()
-	u.stamp, u.line = stamp, line
-	u.mu.Unlock()
 	return line, nil
 }
 
