@@ -94,6 +94,44 @@ func ext4Size(r io.ReaderAt) (int64, error) {
 // encrypts it or writes into it.
 const installMapping = "eim-install"
 
+// RootPreflight is an Executor that can tell, before the Provisioner
+// escrows a recovery key for an encrypt-root action, that the action would
+// be refused anyway. Machine is one.
+type RootPreflight interface {
+	CheckEncryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot) error
+}
+
+var _ RootPreflight = (*Machine)(nil)
+
+// CheckEncryptRoot refuses an encrypt-root action whose partition is
+// encrypted already (the action run again: a retry, or a reboot in its
+// middle). It runs before the recovery key is escrowed: a new key escrowed
+// for a volume it does not open would replace, in EIM, the one that does,
+// and the disk's real recovery key would be lost.
+func (m *Machine) CheckEncryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot) error {
+	dev, err := m.device(e.GetDevice())
+	if err != nil {
+		return err
+	}
+	part, err := m.partition(dev, e.GetPartition())
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(part)
+	if err != nil {
+		return fmt.Errorf("encrypt root: %w", err)
+	}
+	defer f.Close()
+	if _, err := luks2.ReadHeader(f); err == nil {
+		return errEncryptedAlready(part)
+	}
+	return nil
+}
+
+func errEncryptedAlready(part string) error {
+	return fmt.Errorf("encrypt root: %s is encrypted already (an earlier run of this action): no new recovery key escrowed, the one EIM keeps still opens it; reprovision the instance to write its image again", part)
+}
+
 // encryptRoot runs an encrypt-root action: it checks everything it can
 // before it writes (the TPM, the file system leaving room for the header,
 // the recovery key escrowed), seals the TPM's key, formats the partition
@@ -132,7 +170,7 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 		return fmt.Errorf("encrypt root: size of %s: %w", part, err)
 	}
 	if _, err := luks2.ReadHeader(f); err == nil {
-		return fmt.Errorf("encrypt root: %s is encrypted already (an earlier run of this action): reprovision the instance to write its image again", part)
+		return errEncryptedAlready(part)
 	}
 	fsSize, err := ext4Size(f)
 	if err != nil {

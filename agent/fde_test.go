@@ -184,3 +184,74 @@ type nopTPM struct{}
 func (nopTPM) Read([]byte) (int, error)    { return 0, io.EOF }
 func (nopTPM) Write(p []byte) (int, error) { return len(p), nil }
 func (nopTPM) Close() error                { return nil }
+
+// checkingRecorder records the actions it runs and checks encrypt-root
+// before escrow as the Machine does.
+type checkingRecorder struct {
+	*recorder
+	m *agent.Machine
+}
+
+func (c checkingRecorder) CheckEncryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot) error {
+	return c.m.CheckEncryptRoot(ctx, e)
+}
+
+// encrypt-root run again on a partition it encrypted already is refused
+// before a recovery key is escrowed: a new key would replace, in EIM, the
+// one that opens the disk. The action fails saying why; nothing is
+// escrowed and nothing runs.
+func TestEncryptRootAgainEscrowsNothing(t *testing.T) {
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk")
+	if err := os.WriteFile(disk+"1", mustLUKS2(t, filepath.Join(dir, "luks")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wf := encryptWorkflow()
+	wf.Actions[1].GetEncryptRoot().Device, wf.Actions[1].GetEncryptRoot().Partition = disk, 1
+	ca := newTestCA(t)
+	var mu sync.Mutex
+	escrowed := 0
+	s := &southbound{
+		getWorkflow: run(runWF(wf)),
+		escrow: func(int, *provisioningv1.EscrowRecoveryKeyRequest) error {
+			mu.Lock()
+			escrowed++
+			mu.Unlock()
+			return nil
+		},
+	}
+	var url string
+	s.discover = func(int, *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+		return onboarded(url), nil
+	}
+	url = s.start(t, ca)
+	rec := &recorder{}
+	p, _, _ := newProvisioner(t, ca, url, checkingRecorder{rec, &agent.Machine{}})
+	p.StopOnFailed = true
+	ctx, cancel := context.WithCancel(runCtx(t))
+	defer cancel()
+	var failure string
+	s.report = func(req *provisioningv1.ReportActionRequest) (*provisioningv1.ReportActionResponse, error) {
+		if req.GetState() == provisioningv1.ActionState_ACTION_STATE_FAILED {
+			mu.Lock()
+			failure = req.GetMessage()
+			mu.Unlock()
+			cancel()
+		}
+		return &provisioningv1.ReportActionResponse{}, nil
+	}
+	_, _ = p.Run(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(failure, "is encrypted already") || !strings.Contains(failure, "no new recovery key escrowed") {
+		t.Errorf("failure %q, want encrypt-root refused as encrypted already, nothing escrowed", failure)
+	}
+	if escrowed != 0 {
+		t.Errorf("%d recovery keys escrowed for a disk encrypted already, want none", escrowed)
+	}
+	for _, n := range rec.names() {
+		if n == "encrypt-root" {
+			t.Error("encrypt-root ran on a disk encrypted already")
+		}
+	}
+}

@@ -539,9 +539,16 @@ func (p *Provisioner) outputInterval() time.Duration {
 // prepare turns a write-agent-config action into the write-file of the node
 // configuration: only the agent knows its client secret. An encrypt-root
 // action gets a new recovery key, escrowed with the server first: a disk
-// whose only key is sealed to its TPM is lost with the TPM.
+// whose only key is sealed to its TPM is lost with the TPM. An executor
+// that can tell the action would be refused (RootPreflight: the partition
+// is encrypted already) fails it before, escrowing nothing.
 func (p *Provisioner) prepare(ctx context.Context, rep *reporter, a *provisioningv1.Action, res *Result) (*provisioningv1.Action, error) {
 	if er, ok := a.GetSpec().(*provisioningv1.Action_EncryptRoot); ok {
+		if c, ok := p.Exec.(RootPreflight); ok {
+			if err := c.CheckEncryptRoot(ctx, er.EncryptRoot); err != nil {
+				return nil, err
+			}
+		}
 		return p.escrow(ctx, rep, a, er.EncryptRoot)
 	}
 	wc, ok := a.GetSpec().(*provisioningv1.Action_WriteAgentConfig)

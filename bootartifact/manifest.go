@@ -35,6 +35,10 @@ const (
 const (
 	KernelFile = "vmlinuz"
 	InitrdFile = "initramfs.img"
+	// UKIFile is the unified kernel image: the kernel, the same initramfs
+	// and the fixed command line in one PE signed for Secure Boot, which
+	// the boot script loads when the deployment requires Secure Boot.
+	UKIFile = "eim-microos.efi"
 )
 
 // The micro-OS as a CD image (a BMC's virtual media): the server composes

@@ -1,6 +1,7 @@
 package provisioning_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/eimhq/eim/attest/attesttest"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 	"github.com/eimhq/eim/provisioning"
+	"github.com/eimhq/eim/secureboot"
 	"github.com/eimhq/eim/secureboot/petest"
 )
 
@@ -22,9 +24,18 @@ import (
 // and shown as the instance's trustedAttestationStatus.
 func TestGetWorkflowAttests(t *testing.T) {
 	ipxe, kernel, other := petest.Minimal(1), petest.Minimal(2), petest.Minimal(3)
+	// The unified kernel image a deployment that requires Secure Boot
+	// boots, and one whose initramfs was changed after it was built.
+	uki, err := secureboot.AddSections(petest.Minimal(4), secureboot.Section{Name: ".cmdline", Data: []byte("eim.url=x")},
+		secureboot.Section{Name: ".initrd", Data: []byte("initramfs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changedUKI := bytes.Clone(uki)
+	changedUKI[len(changedUKI)-512] ^= 1
 	artifacts := func() string {
 		dir := t.TempDir()
-		for name, b := range map[string][]byte{"ipxe.efi": ipxe, provisioning.KernelName: kernel, provisioning.InitrdName: []byte("not EFI")} {
+		for name, b := range map[string][]byte{"ipxe.efi": ipxe, provisioning.KernelName: kernel, provisioning.InitrdName: []byte("not EFI"), provisioning.UKIName: uki} {
 			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -67,6 +78,8 @@ func TestGetWorkflowAttests(t *testing.T) {
 	}
 	tests := []attestCase{
 		{"served chain", sbFDE, enabled, measured(digest(ipxe), digest(kernel)), provisioning.AttestationUnquoted, eim.StatusIdle},
+		{"served UKI", sbFDE, enabled, measured(digest(ipxe), digest(uki)), provisioning.AttestationUnquoted, eim.StatusIdle},
+		{"UKI changed", sbFDE, enabled, measured(digest(ipxe), digest(changedUKI)), "Mismatch: PCR 4: unexpected boot code", eim.StatusError},
 		{"another kernel", sbFDE, enabled, measured(digest(ipxe), digest(other)), "Mismatch: PCR 4: unexpected boot code: an EFI application from \\EFI\\BOOT\\BOOTX64.EFI with Authenticode SHA-256 ", eim.StatusError},
 		{"PCR value", none, disabled, changedPCR, "Mismatch: PCR 0: the TPM's value 0000", eim.StatusError},
 		{"garbage log", none, disabled, &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, EventLog: []byte("x")}, "Not verified: event log", eim.StatusError},

@@ -47,14 +47,22 @@ func BootHandler(opts Options) http.Handler {
 type boot struct {
 	opts   Options
 	signed signedCache
+	uki    ukiCmdline
 }
 
 // script renders the iPXE script. Artifact paths are relative, so iPXE
 // fetches them from wherever it fetched the script (no Host header trust).
+// A deployment that requires Secure Boot gets the unified kernel image's
+// script (ukiScript); the others the kernel and initramfs, the per-boot
+// arguments on the kernel's command line.
 func (b *boot) script(w http.ResponseWriter, r *http.Request) {
 	token := r.URL.Query().Get("enroll")
 	if token != "" && !enrollRe.MatchString(token) {
 		http.Error(w, "enroll: not a valid enrollment token", http.StatusBadRequest)
+		return
+	}
+	if b.opts.RequireSecureBoot {
+		b.ukiScript(w, token)
 		return
 	}
 	args := []string{"initrd=" + InitrdName, "eim.url=" + b.opts.AgentURL, "eim.ca=sha256:" + b.opts.CAFingerprint}

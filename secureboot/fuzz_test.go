@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/eimhq/eim/secureboot"
+	"github.com/eimhq/eim/secureboot/petest"
 )
 
 // FuzzParse: the PE parser takes any bytes (an artifact an operator puts
@@ -26,5 +27,26 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = im.Digest(crypto.SHA256)
 		_ = secureboot.Verify(b)
+	})
+}
+
+// FuzzAddSections: appending sections to whatever parses never panics,
+// and what it returns parses and holds the sections.
+func FuzzAddSections(f *testing.F) {
+	f.Add(petest.Minimal(3), "abc")
+	f.Add([]byte("MZ"), "")
+	f.Fuzz(func(t *testing.T, b []byte, data string) {
+		out, err := secureboot.AddSections(b, secureboot.Section{Name: ".cmdline", Data: []byte(data)})
+		if err != nil {
+			return
+		}
+		im, err := secureboot.Parse(out)
+		if err != nil {
+			t.Fatalf("the result does not parse: %v", err)
+		}
+		if got, ok := im.Section(".cmdline"); !ok || string(got) != data {
+			t.Fatalf(".cmdline: got %q (found %v), want %q", got, ok, data)
+		}
+		_ = im.Digest(crypto.SHA256)
 	})
 }

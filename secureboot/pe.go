@@ -9,6 +9,7 @@
 package secureboot
 
 import (
+	"bytes"
 	"crypto"
 	"encoding/binary"
 	"errors"
@@ -41,9 +42,24 @@ type Image struct {
 	sections          []section
 	// certOff, certSize locate the certificate table (0, 0: none).
 	certOff, certSize int
+	hdr               headers
 }
 
-type section struct{ off, size int }
+// headers are what AddSections needs of the headers: the COFF header's,
+// the optional header's and the section table's offsets, the number of
+// sections, the alignments and where the last section ends in memory.
+type headers struct {
+	coff, opt, secTab, nsec int
+	sectionAlign, fileAlign uint32
+	vaEnd                   uint64
+}
+
+// section is where a section's data is in the file; vsize is its size in
+// memory (0 when the linker left it out).
+type section struct {
+	name             string
+	off, size, vsize int
+}
 
 // ErrNotPE is returned for data that is not a PE/COFF image.
 var ErrNotPE = errors.New("not a PE/COFF image")
@@ -91,6 +107,8 @@ func Parse(b []byte) (*Image, error) {
 		checksum:      opt + checksumOffset,
 		certDir:       opt + ddOff + 8*certDirIndex,
 		sizeOfHeaders: int(binary.LittleEndian.Uint32(b[opt+60:])),
+		hdr: headers{coff: coff, opt: opt, secTab: opt + optSize, nsec: nsec,
+			sectionAlign: binary.LittleEndian.Uint32(b[opt+32:]), fileAlign: binary.LittleEndian.Uint32(b[opt+36:])},
 	}
 	secTab := opt + optSize
 	if nsec > 96 || secTab+nsec*sectionSize > len(b) {
@@ -103,13 +121,17 @@ func Parse(b []byte) (*Image, error) {
 		s := b[secTab+i*sectionSize:]
 		size := int(binary.LittleEndian.Uint32(s[16:]))
 		off := int(binary.LittleEndian.Uint32(s[20:]))
+		vsize := binary.LittleEndian.Uint32(s[secVirtualSize:])
+		va := binary.LittleEndian.Uint32(s[secVirtualAddress:])
+		im.hdr.vaEnd = max(im.hdr.vaEnd, uint64(va)+uint64(max(vsize, uint32(size))))
 		if size == 0 {
 			continue
 		}
 		if off < im.sizeOfHeaders || off > len(b) || size > len(b)-off {
 			return nil, fmt.Errorf("%w: section %d (%d bytes at %d) out of the file", ErrNotPE, i, size, off)
 		}
-		im.sections = append(im.sections, section{off, size})
+		name := string(bytes.TrimRight(s[:8], "\x00"))
+		im.sections = append(im.sections, section{name: name, off: off, size: size, vsize: int(vsize)})
 	}
 	sort.Slice(im.sections, func(i, j int) bool { return im.sections[i].off < im.sections[j].off })
 	im.certOff = int(binary.LittleEndian.Uint32(b[im.certDir:]))

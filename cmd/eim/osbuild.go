@@ -2,6 +2,9 @@ package main
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +18,7 @@ import (
 	"github.com/eimhq/eim/bootartifact"
 	"github.com/eimhq/eim/pki"
 	"github.com/eimhq/eim/provisioning/osbuild"
+	"github.com/eimhq/eim/server"
 )
 
 // The commands that build what machines boot: "eim microos build" and
@@ -80,7 +84,7 @@ const defaultBootLoader = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
 func (c *cli) microos(args []string) error {
 	if len(args) == 0 || args[0] != "build" {
 		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F] [--ipxe-efi F] [--systemd-boot F]\n")
+			fmt.Fprint(c.stdout, "Usage:\n  eim microos build [--data-dir D] [--out DIR] [--kernel F] [--modules-dir D] [--module M …] [--agent F] [--ipxe-efi F] [--systemd-boot F] [--agent-url URL [--uki-stub F]]\n")
 			return nil
 		}
 		return usagef("microos: unknown verb %q (build)", args[0])
@@ -94,10 +98,13 @@ func (c *cli) microos(args []string) error {
 			"The kernel, and iPXE's EFI binary (ipxe.efi, for UEFI HTTP boot and USB sticks), are signed for\n"+
 			"Secure Boot with the deployment's db key (secureboot-db.key in the data directory; see eim\n"+
 			"secureboot export and docs/security.md). So is systemd-boot (systemd-bootx64.efi), the loader of\n"+
-			"the micro-OS CD image the server makes for a BMC's virtual media (eim-microos.iso).")
+			"the micro-OS CD image the server makes for a BMC's virtual media (eim-microos.iso).\n"+
+			"With --agent-url (the server's), it also writes the micro-OS as a signed unified kernel image\n"+
+			"(eim-microos.efi: systemd-stub with the kernel, the initramfs and a fixed command line inside),\n"+
+			"which the boot script loads when the server requires Secure Boot, so that nothing unsigned is loaded.")
 	var (
-		dataDir, out, ipxe, loader string
-		k                          kernelFlags
+		dataDir, out, ipxe, loader, stub, agentURL string
+		k                                          kernelFlags
 	)
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the server's data directory (ca.crt, artifacts.key)")
 	fs.StringVar(&out, "out", "", "boot artifacts directory to write (default <data-dir>/boot, the server's default --boot-artifacts)")
@@ -107,6 +114,8 @@ func (c *cli) microos(args []string) error {
 	fs.StringVar(&k.agent, "agent", "", "static eim-agent binary (default: beside eim, or on PATH)")
 	fs.StringVar(&ipxe, "ipxe-efi", defaultIPXE, "iPXE EFI binary to sign and write as ipxe.efi (Debian's ipxe package; \"\" or a missing default: none)")
 	fs.StringVar(&loader, "systemd-boot", defaultBootLoader, "systemd-boot EFI binary to sign and write as systemd-bootx64.efi, the loader of the micro-OS CD image (Debian's systemd-boot-efi; \"\" or a missing default: none, and no CD image)")
+	fs.StringVar(&agentURL, "agent-url", "", "the server's --agent-url (what nodes call): the unified kernel image's signed command line carries it; \"\": no UKI")
+	fs.StringVar(&stub, "uki-stub", defaultUKIStub, "systemd-stub to make the unified kernel image of (Debian's systemd-boot-efi)")
 	pos, err := c.parseAll(fs, args[1:])
 	if err != nil {
 		return err
@@ -116,6 +125,15 @@ func (c *cli) microos(args []string) error {
 		if _, err := os.Stat(loader); err != nil {
 			loader, loaderNote = "", "  (no "+defaultBootLoader+": no systemd-bootx64.efi written, no CD image for virtual media; Debian's systemd-boot-efi has it)\n"
 		}
+	}
+	ukiNote := ""
+	switch {
+	case agentURL == "":
+		stub, ukiNote = "", "  (no --agent-url: no unified kernel image written; a server with --require-secure-boot boots only that)\n"
+	case server.CheckAgentURL(agentURL) != nil:
+		return usagef("microos build: %v", server.CheckAgentURL(agentURL))
+	case stub == "":
+		return usagef("microos build: --agent-url makes a unified kernel image: --uki-stub must name systemd-stub")
 	}
 	ipxeNote := ""
 	if ipxe == defaultIPXE {
@@ -148,9 +166,19 @@ func (c *cli) microos(args []string) error {
 	if err != nil {
 		return err
 	}
+	cmdline := ""
+	if stub != "" {
+		blk, _ := pem.Decode(ca)
+		if blk == nil {
+			return fmt.Errorf("%s: no PEM certificate", pki.CACertFile)
+		}
+		sum := sha256.Sum256(blk.Bytes)
+		cmdline = osbuild.UKICmdline(strings.TrimSuffix(agentURL, "/"), hex.EncodeToString(sum[:]))
+	}
 	res, err := osbuild.BuildMicroOS(osbuild.MicroOSOptions{
 		Kernel: kern, Modules: mods, Agent: agent, CACertPEM: ca, Key: key, Dir: out,
 		SecureBootKey: sb.Key, SecureBootCert: sb.Cert, IPXE: ipxe, BootLoader: loader,
+		UKIStub: stub, UKICmdline: cmdline,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -167,8 +195,10 @@ func (c *cli) microos(args []string) error {
 	if loader != "" {
 		fmt.Fprintf(c.stdout, "  %-14s signed from %s (the loader of the CD image %s)\n", bootartifact.BootLoaderFile, loader, bootartifact.CDFile)
 	}
-	fmt.Fprint(c.stdout, ipxeNote)
-	fmt.Fprint(c.stdout, loaderNote)
+	if stub != "" {
+		fmt.Fprintf(c.stdout, "  %-14s unified kernel image of %s, command line %q\n", bootartifact.UKIFile, stub, cmdline)
+	}
+	fmt.Fprint(c.stdout, ipxeNote, loaderNote, ukiNote)
 	if len(res.Missing) > 0 {
 		fmt.Fprintf(c.stdout, "  (default modules this kernel lacks: %s)\n", strings.Join(res.Missing, " "))
 	}

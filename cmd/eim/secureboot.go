@@ -20,6 +20,10 @@ import (
 // defaultIPXE is where Debian's ipxe package puts iPXE's EFI binary.
 const defaultIPXE = "/usr/lib/ipxe/ipxe.efi"
 
+// defaultUKIStub is where Debian's systemd-boot-efi puts systemd-stub, of
+// which eim microos build makes the unified kernel image.
+const defaultUKIStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
+
 // defaultOwner is the signature owner GUID written into EIM's signature
 // lists (any GUID serves: firmware records it, does not check it).
 const defaultOwner = "6f0e5b2a-3c1d-4e8f-9a7b-e1a0b0c0d0e1"

@@ -131,13 +131,13 @@ func startSwtpm(t *testing.T, dir string) string {
 
 // attestedVM: an instance asking for Secure Boot and full-disk encryption
 // on a VM whose firmware enforces Secure Boot and has a TPM. The firmware
-// runs the signed iPXE, which loads the signed micro-OS kernel; the
-// micro-OS reports the TPM's PCRs and the firmware's event log, quoted by
-// the TPM over the server's nonce (which only that TPM could unwrap: its EK
-// and AK), and the instance shows attestation
-// "Verified": the quote holds (its key then pinned to the host), the log
-// replays to the PCRs and PCR 4 holds exactly the iPXE and kernel the
-// server serves. The workflow
+// runs the signed iPXE, which loads the micro-OS's signed unified kernel
+// image (the server requires Secure Boot); the micro-OS reports the TPM's
+// PCRs and the firmware's event log, quoted by the TPM over the server's
+// nonce (which only that TPM could unwrap: its EK and AK), and the
+// instance shows attestation "Verified": the quote holds (its key then
+// pinned to the host), the log replays to the PCRs and PCR 4 holds
+// exactly the iPXE and UKI the server serves. The workflow
 // encrypts the installed root (LUKS2, its key sealed to the TPM's PCR 7),
 // the firmware boots the installed disk's signed loader, the test OS
 // unlocks its root with the TPM and reports in: RUNNING, Verified kept,
@@ -178,6 +178,9 @@ func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string,
 		t.Errorf("audit records of the host's attestation key: got %+v, want the pin (CREATED): the boot was not quoted", page.Records)
 	}
 	t.Logf("%s: power-on to attestation %q (quoted by the TPM, its key pinned): %s", name, gi.TrustedAttestationStatus, time.Since(vm.start).Round(100*time.Millisecond))
+	if cons := string(mustRead(t, vm.log)); !strings.Contains(cons, "EIM: booting the micro-OS, a signed unified kernel image") {
+		t.Errorf("iPXE did not boot the micro-OS's unified kernel image; serial console in %s", vm.log)
+	}
 	// Secure Boot enforced, as the instance asks: provisioning goes on,
 	// and the firmware boots the installed disk (its boot loader signed
 	// by "eim testos build --secure-boot-data-dir").

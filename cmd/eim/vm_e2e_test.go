@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,6 +86,15 @@ func TestVMDay0(t *testing.T) {
 		}
 		vm.stop()
 	})
+	// From here the deployment requires Secure Boot: the server serves
+	// only EFI executables signed with its db key, and its boot script
+	// loads the micro-OS as its signed unified kernel image (kernel,
+	// initramfs and command line in one PE), nothing unsigned.
+	s.extra = append(s.extra, "--require-secure-boot")
+	s.restart()
+	if body := httpGet(t, bootURLLocal(t, s)); !strings.Contains(body, "kernel artifacts/eim-microos.efi ") {
+		t.Fatalf("the boot script of a deployment that requires Secure Boot does not load the UKI:\n%s", body)
+	}
 	t.Run("secure-boot-required-uefi", func(t *testing.T) {
 		// OVMF_VARS_4M.fd has no platform key: the firmware is in setup
 		// mode, which enforces nothing.
@@ -137,7 +148,7 @@ func startVMEnv(t *testing.T, extra ...string) *vmEnv {
 	agentBin := buildStaticAgent(t)
 	t.Logf("built eim-agent in %s", time.Since(start).Round(time.Second))
 	start = time.Now()
-	out := cli.must("microos", "build", "--data-dir", s.dataDir, "--agent", agentBin)
+	out := cli.must("microos", "build", "--data-dir", s.dataDir, "--agent", agentBin, "--agent-url", fmt.Sprintf("https://%s:%d", vmHost, agentPort))
 	t.Logf("eim microos build (%s):\n%s", time.Since(start).Round(100*time.Millisecond), out)
 	start = time.Now()
 	imageURL := fmt.Sprintf("http://%s:%d/boot/artifacts/eim-testos.img.gz", vmHost, apiPort)
@@ -518,4 +529,25 @@ func waitConsoleCount(t *testing.T, v *vm, s string, n int) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// bootURLLocal is the boot script's URL as this machine reaches it.
+func bootURLLocal(t *testing.T, s *day0Server) string {
+	t.Helper()
+	return s.api + "/boot/boot.ipxe"
+}
+
+// httpGet returns the body of a GET that must answer 200.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v: %s", url, resp.Status, err, b)
+	}
+	return string(b)
 }

@@ -48,7 +48,22 @@ type MicroOSOptions struct {
 	// server makes the micro-OS CD image of it (bootartifact.CDFile,
 	// provisioning/bootcd.go).
 	BootLoader string
+	// UKIStub, when set with the Secure Boot key, is systemd-stub
+	// (Debian's systemd-boot-efi: linuxx64.efi.stub): the micro-OS is also
+	// written as a unified kernel image (bootartifact.UKIFile), the stub
+	// with the kernel, the initramfs and UKICmdline as sections, signed.
+	UKIStub string
+	// UKICmdline is the UKI's fixed command line (UKICmdline makes it).
+	UKICmdline string
 	Logger     *slog.Logger
+}
+
+// UKICmdline is the kernel command line a unified kernel image of the
+// micro-OS carries, signed: what does not vary from one boot to the next
+// (the server's agent URL and CA, the consoles). The per-boot enrollment
+// token cannot be on it (docs/security.md).
+func UKICmdline(agentURL, caFingerprint string) string {
+	return "eim.url=" + agentURL + " eim.ca=sha256:" + caFingerprint + " console=ttyS0 console=tty0"
 }
 
 // IPXEFile is the name of the signed iPXE EFI binary in the boot
@@ -120,8 +135,14 @@ func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
 				return nil, fmt.Errorf("iPXE %s: sign for Secure Boot: %w", opts.IPXE, err)
 			}
 		}
-	} else if opts.IPXE != "" {
-		return nil, errors.New("micro-OS: iPXE is written only signed: give the Secure Boot key")
+	} else if opts.IPXE != "" || opts.UKIStub != "" {
+		return nil, errors.New("micro-OS: iPXE and the unified kernel image are written only signed: give the Secure Boot key")
+	}
+	var uki []byte
+	if opts.UKIStub != "" {
+		if uki, err = buildUKI(opts, kernel, initrd.Bytes()); err != nil {
+			return nil, err
+		}
 	}
 	var loader []byte
 	if opts.BootLoader != "" {
@@ -138,7 +159,10 @@ func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{bootartifact.KernelFile, kernel}, {bootartifact.InitrdFile, initrd.Bytes()}} {
+	}{{bootartifact.KernelFile, kernel}, {bootartifact.InitrdFile, initrd.Bytes()}, {bootartifact.UKIFile, uki}} {
+		if f.data == nil {
+			continue
+		}
 		d, err := bootartifact.Describe(f.name, bytes.NewReader(f.data))
 		if err != nil {
 			return nil, err
@@ -169,6 +193,11 @@ func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
 			return nil, fmt.Errorf("micro-OS: %w", err)
 		}
 	}
+	if uki != nil {
+		if err := WriteFileAtomic(filepath.Join(opts.Dir, bootartifact.UKIFile), uki, 0o644); err != nil {
+			return nil, fmt.Errorf("micro-OS: %w", err)
+		}
+	}
 	for _, f := range []struct {
 		name string
 		data []byte
@@ -184,6 +213,36 @@ func BuildMicroOS(opts MicroOSOptions) (*MicroOS, error) {
 	}
 	log.Info("built the micro-OS", "dir", opts.Dir, "kernel", opts.Kernel.Release, "initramfs_bytes", initrd.Len(), "modules", len(paths))
 	return &MicroOS{Manifest: m, Modules: paths, Missing: missing}, nil
+}
+
+// buildUKI makes the signed unified kernel image of the micro-OS: the
+// stub with .osrel, .cmdline, .uname, .initrd and .linux (the kernel as
+// signed for Secure Boot, in case the stub has the firmware load it), the
+// sections systemd-stub looks for (UAPI "Unified Kernel Image"), signed
+// as a whole. Under Secure Boot the stub ignores any other command line.
+func buildUKI(opts MicroOSOptions, kernel, initrd []byte) ([]byte, error) {
+	if opts.UKICmdline == "" {
+		return nil, errors.New("micro-OS: the unified kernel image needs its command line (the server's agent URL and CA)")
+	}
+	stub, err := os.ReadFile(opts.UKIStub)
+	if err != nil {
+		return nil, fmt.Errorf("unified kernel image: %w (Debian's systemd-boot-efi has the stub)", err)
+	}
+	osrel := fmt.Sprintf("NAME=\"EIM micro-OS\"\nID=eim\nPRETTY_NAME=\"EIM micro-OS (Linux %s)\"\n", opts.Kernel.Release)
+	uki, err := secureboot.AddSections(stub,
+		secureboot.Section{Name: ".osrel", Data: []byte(osrel)},
+		secureboot.Section{Name: ".cmdline", Data: []byte(opts.UKICmdline)},
+		secureboot.Section{Name: ".uname", Data: []byte(opts.Kernel.Release)},
+		secureboot.Section{Name: ".initrd", Data: initrd},
+		secureboot.Section{Name: ".linux", Data: kernel},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("unified kernel image of %s: %w", opts.UKIStub, err)
+	}
+	if uki, err = secureboot.Sign(uki, opts.SecureBootCert, opts.SecureBootKey); err != nil {
+		return nil, fmt.Errorf("unified kernel image: sign for Secure Boot: %w", err)
+	}
+	return uki, nil
 }
 
 // modules resolves the module names (nil: the defaults, of which those

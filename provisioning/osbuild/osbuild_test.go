@@ -323,3 +323,69 @@ func TestBuildMicroOSSignsForSecureBoot(t *testing.T) {
 		t.Errorf("iPXE without the Secure Boot key: got %v", err)
 	}
 }
+
+// With a stub and the command line, the micro-OS is also written as a
+// signed unified kernel image: the stub with the signed kernel, the same
+// initramfs and the command line as sections, listed in the manifest.
+func TestBuildMicroOSUKI(t *testing.T) {
+	k := fakeKernel(t, "6.1.0-99-test")
+	img := make([]byte, 0x1000)
+	copy(img, petest.Minimal(7))
+	copy(img[0x202:], "HdrS")
+	binary.LittleEndian.PutUint16(img[0x20e:], 0x300)
+	dir := t.TempDir()
+	k.Image = filepath.Join(dir, "vmlinuz-pe")
+	stub := filepath.Join(dir, "linuxx64.efi.stub")
+	for p, b := range map[string][]byte{k.Image: img, stub: petest.Stub(5)} {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sbKey, sbCert, err := secureboot.NewKey("db", time.Now(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := ed25519.GenerateKey(nil)
+	out := t.TempDir()
+	cmdline := UKICmdline("https://eim.example:8443", strings.Repeat("ab", 32))
+	opts := MicroOSOptions{Kernel: k, Modules: []string{"ext4"}, Agent: fakeAgent(t, false),
+		CACertPEM: []byte("-----BEGIN CERTIFICATE-----\n"), Key: key, Dir: out,
+		SecureBootKey: sbKey, SecureBootCert: sbCert, UKIStub: stub, UKICmdline: cmdline}
+	res, err := BuildMicroOS(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uki, err := os.ReadFile(filepath.Join(out, bootartifact.UKIFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := secureboot.Verify(uki, sbCert); err != nil {
+		t.Fatalf("the UKI's signature: %v", err)
+	}
+	im, err := secureboot.Parse(uki)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, _ := os.ReadFile(filepath.Join(out, bootartifact.KernelFile))
+	initrd, _ := os.ReadFile(filepath.Join(out, bootartifact.InitrdFile))
+	for name, want := range map[string][]byte{".cmdline": []byte(cmdline), ".linux": kernel, ".initrd": initrd, ".uname": []byte("6.1.0-99-test")} {
+		if got, ok := im.Section(name); !ok || !bytes.Equal(got, want) {
+			t.Errorf("UKI section %s: %d bytes (found %v), want the %d of the build", name, len(got), ok, len(want))
+		}
+	}
+	if osrel, _ := im.Section(".osrel"); !strings.Contains(string(osrel), "ID=eim") {
+		t.Errorf(".osrel %q", osrel)
+	}
+	f, ok := res.Manifest.Find(bootartifact.UKIFile)
+	if !ok || f.Check(bytes.NewReader(uki)) != nil {
+		t.Errorf("the manifest does not describe the UKI (%v)", ok)
+	}
+	opts.UKICmdline, opts.Dir = "", t.TempDir()
+	if _, err := BuildMicroOS(opts); err == nil || !strings.Contains(err.Error(), "needs its command line") {
+		t.Errorf("a UKI without its command line: got %v", err)
+	}
+	opts.UKICmdline, opts.SecureBootKey = cmdline, nil
+	if _, err := BuildMicroOS(opts); err == nil || !strings.Contains(err.Error(), "only signed") {
+		t.Errorf("a UKI without the Secure Boot key: got %v", err)
+	}
+}
