@@ -601,7 +601,7 @@ func TestTakeOverCycleInProgress(t *testing.T) {
 			noteHas string
 		}{
 			{"comes back on", true, 0, oob.ActionPowerCycle, "confirmed from the BMC's state (on), not sent again"},
-			{"stays off", false, 1, oob.ActionOn, "the machine stayed off for 300ms: powered on"},
+			{"stays off", false, 1, oob.ActionOn, "the machine stayed off for 3s: powered on"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				f := newFake(oob.PowerOn)
@@ -618,10 +618,12 @@ func TestTakeOverCycleInProgress(t *testing.T) {
 				f.mu.Lock()
 				f.hang, f.state = false, oob.PowerOff
 				if tc.backOn {
-					f.next, f.lag = oob.PowerOn, 10 // ~100 ms of reads: within the wait
+					f.next, f.lag = oob.PowerOn, 10 // ten reads: within the wait
 				}
 				f.mu.Unlock()
-				b, err := oob.New(fastOptions(e, f, "process-b"))
+				o := fastOptions(e, f, "process-b")
+				o.ConfirmTimeout = 3 * time.Second // ten reads, however slow the machine running the test
+				b, err := oob.New(o)
 				if err != nil {
 					t.Fatal(err)
 				}
