@@ -19,7 +19,7 @@ import (
 // once, deleting BootNext, and its boot order afterwards.
 
 // httpBootOption is the number of the option SetHTTPBootNext writes.
-const httpBootOption = 0x0e1e
+const httpBootOption = 0x0100 // decimal-looking digits: no case for the firmware to print otherwise
 
 // The UEFI global variables' vendor GUID (8BE4DF61-93CA-11D2-AA0D-00E098032B8C), as stored.
 var efiGlobalVariable = [16]byte{0x61, 0xdf, 0xe4, 0x8b, 0xca, 0x93, 0xd2, 0x11, 0xaa, 0x0d, 0x00, 0xe0, 0x98, 0x03, 0x2b, 0x8c}
@@ -36,7 +36,9 @@ const (
 )
 
 // SetHTTPBootNext writes into the OVMF variables file at path a boot
-// option that HTTP boots uri, and BootNext naming it. The file must be a
+// option that HTTP boots uri, BootNext naming it, and BootOrder with it
+// first (the boot the firmware tries when BootNext is gone; provisioning
+// writes its own order). The file must be a
 // copy of OVMF's (authenticated variable store) and not in use by a
 // running VM; an option and BootNext already there are superseded (the
 // old ones marked deleted, as the firmware does).
@@ -60,6 +62,7 @@ func SetHTTPBootNext(path, uri string) error {
 		return fmt.Errorf("redfishsim: %s: variable store larger than the file", path)
 	}
 	name := fmt.Sprintf("Boot%04X", httpBootOption)
+	order := binary.LittleEndian.AppendUint16(nil, httpBootOption) // first in BootOrder too
 	off := store + storeHdrLen
 	for off+varHeaderLen <= end && binary.LittleEndian.Uint16(b[off:]) == varStartID {
 		ns, ds := int(binary.LittleEndian.Uint32(b[off+36:])), int(binary.LittleEndian.Uint32(b[off+40:]))
@@ -68,7 +71,15 @@ func SetHTTPBootNext(path, uri string) error {
 			return fmt.Errorf("redfishsim: %s: variable at %#x runs past the store", path, off)
 		}
 		if bytes.Equal(b[off+44:off+60], efiGlobalVariable[:]) && b[off+2] == varAdded {
-			if v := string(b[n : n+ns]); v == string(ucs2(name)) || v == string(ucs2("BootNext")) {
+			switch v := string(b[n : n+ns]); v {
+			case string(ucs2("BootOrder")):
+				for i := n + ns; i+1 < n+ns+ds; i += 2 {
+					if o := binary.LittleEndian.Uint16(b[i:]); o != httpBootOption {
+						order = binary.LittleEndian.AppendUint16(order, o)
+					}
+				}
+				fallthrough
+			case string(ucs2(name)), string(ucs2("BootNext")):
 				b[off+2] &^= 0x02 // VAR_DELETED (0xfd) ANDed in: superseded
 			}
 		}
@@ -83,6 +94,7 @@ func SetHTTPBootNext(path, uri string) error {
 	opt = binary.LittleEndian.AppendUint16(opt, uint16(len(path16)))
 	opt = append(append(opt, ucs2("EIM HTTP boot")...), path16...)
 	add := append(variable(name, opt), variable("BootNext", binary.LittleEndian.AppendUint16(nil, httpBootOption))...)
+	add = append(add, variable("BootOrder", order)...)
 	if off+len(add) > end {
 		return fmt.Errorf("redfishsim: %s: variable store full", path)
 	}

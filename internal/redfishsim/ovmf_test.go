@@ -13,8 +13,8 @@ import (
 
 // TestSetHTTPBootNext writes the HTTP boot option twice into a copy of
 // Debian's OVMF variables: the store then holds one valid option, with
-// the second URI, and one valid BootNext naming it; the first pair is
-// marked deleted. (TestVMDay0BMC's redfish-http case boots it.)
+// the second URI, one valid BootNext and one BootOrder naming it (once);
+// the first three are marked deleted. (TestVMDay0BMC's redfish-http case boots it.)
 func TestSetHTTPBootNext(t *testing.T) {
 	const vars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 	b, err := os.ReadFile(vars)
@@ -58,11 +58,11 @@ func TestSetHTTPBootNext(t *testing.T) {
 		}
 		off = (off + 60 + ns + ds + 3) &^ 3
 	}
-	next, opt := valid["BootNext"], valid["Boot0E1E"]
-	if len(valid) != 2 || deleted != 2 || len(next) != 2 || binary.LittleEndian.Uint16(next) != 0x0e1e {
-		t.Fatalf("variables: valid %v, %d deleted; want Boot0E1E and BootNext 0x0E1E valid, the first pair deleted", valid, deleted)
+	next, opt, order := valid["BootNext"], valid["Boot0100"], valid["BootOrder"]
+	if len(valid) != 3 || deleted != 3 || len(next) != 2 || binary.LittleEndian.Uint16(next) != 0x0100 || !bytes.Equal(order, []byte{0, 1}) {
+		t.Fatalf("variables: valid %v, %d deleted; want Boot0100, BootNext 0x0100 and BootOrder 0x0100 valid, the first three deleted", valid, deleted)
 	}
 	if binary.LittleEndian.Uint32(opt) != 1 || !strings.HasSuffix(string(opt), "\x03\x18\x1e\x00http://10.0.2.2:2/ipxe.efi\x7f\xff\x04\x00") {
-		t.Fatalf("Boot0E1E: got %q, want an active option whose path is the second URI's node and the end", opt)
+		t.Fatalf("Boot0100: got %q, want an active option whose path is the second URI's node and the end", opt)
 	}
 }
