@@ -102,6 +102,11 @@ type PowerJob struct {
 	EndedAt    Time
 	// Seq orders jobs by creation.
 	Seq int64
+	// QueuedFor is the site's power-on slots the job waits for (the oob
+	// module's key; "" none), since QueuedSince: the site's waiting jobs
+	// are counted across processes from them (CountQueuedPowerJobs).
+	QueuedFor   string
+	QueuedSince Time
 }
 
 // PowerJobStore keeps power jobs (see sqlstore), project-scoped for the
@@ -127,7 +132,10 @@ type PowerJob struct {
 // the attempt; nil when there is none. SavePowerJob records a job's
 // progress (State, Steps, Step, LastError, Deadline, EndedAt) and renews its lease
 // for ttl, only while holder still holds it and it has not ended:
-// ECONFLICT otherwise (the lease was lost, or the job was cancelled).
+// ECONFLICT otherwise (the lease was lost, or the job was cancelled); a
+// job that ends, or is claimed again, is no longer queued. CountQueuedPowerJobs counts the
+// project's RUNNING jobs under a live lease queued for key since before
+// before: the jobs of every process that wait ahead of one.
 type PowerJobStore interface {
 	CreatePowerJob(ctx context.Context, j *PowerJob) error
 	RequestPowerJob(ctx context.Context, r PowerJobRequest) (created bool, err error)
@@ -136,6 +144,7 @@ type PowerJobStore interface {
 	CancelPowerJob(ctx context.Context, project, hostID, id, reason string) (*PowerJob, error)
 	ClaimPowerJob(ctx context.Context, holder string, ttl time.Duration) (*PowerJob, error)
 	SavePowerJob(ctx context.Context, j *PowerJob, ttl time.Duration) error
+	CountQueuedPowerJobs(ctx context.Context, project, key string, before Time) (int, error)
 }
 
 // PowerJobRequest is a power request written in one transaction by

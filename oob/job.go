@@ -262,14 +262,28 @@ func (r *run) power(ctx context.Context, st *eim.PowerStep) error {
 	// out: confirm it from the BMC's state first, and send it again only
 	// when the state is not there by then (a reset or power cycle never
 	// twice; a power-on not again, nor through another site slot).
-	if byBoot && st.BootID != "" && st.Sends > 0 && !r.sent {
+	// A power cycle taken over finds the machine anywhere in the cycle:
+	// off is its middle, not a cycle that failed. It is awaited (on, or
+	// a new boot), and the machine powered on only when it stays off
+	// past a confirmation wait: never cycled a second time.
+	resumed := false
+	if a == ActionPowerCycle && st.Sends > 0 && !r.sent {
+		on, err := r.resumeCycle(ctx, st, timeout)
+		if err != nil || on {
+			st.Done = err == nil
+			return err
+		}
+		a, st.Action, resumed = ActionOn, string(ActionOn), true
+		st.Note = note(st.Note, fmt.Sprintf("power cycle recorded as sent before a take-over: the machine stayed off for %s: powered on", timeout))
+	}
+	if !resumed && byBoot && st.BootID != "" && st.Sends > 0 && !r.sent {
 		if err := r.confirmBoot(ctx, st); err != nil {
 			return err
 		}
 		st.Done = true
 		return nil
 	}
-	if st.Sends > 0 && !r.sent {
+	if !resumed && st.Sends > 0 && !r.sent {
 		if _, ok, err := r.confirm(ctx, want, timeout); err != nil {
 			return err
 		} else if ok {
@@ -770,6 +784,50 @@ func (r *run) confirmBoot(ctx context.Context, st *eim.PowerStep) error {
 		return nil
 	}
 	return fail("%s sent: no new boot reported by the host's agent, and the BMC reports %s", st.Action, orUnknown(st2))
+}
+
+// resumeCycle follows a power cycle that a worker which stopped recorded
+// as sent: it reports true when the cycle is seen through (the host's
+// agent reports a new boot, or, without one, the BMC reports the machine
+// on), false when the machine stays off for off from now (its power-on
+// is then due). Neither by the job's deadline: a failure. A machine
+// reported on while a new boot is awaited is left to confirmBoot.
+func (r *run) resumeCycle(ctx context.Context, st *eim.PowerStep, off time.Duration) (bool, error) {
+	until := time.Now().Add(off)
+	for {
+		if st.BootID != "" {
+			if b := r.s.bootOf(ctx, r.j.Project, r.j.HostID); b != "" && b != st.BootID {
+				st.Note = note(st.Note, "power cycle recorded as sent before a take-over: a new boot reported by the host's agent")
+				return true, nil
+			}
+		}
+		s, err := r.read(ctx)
+		switch {
+		case err != nil && permanent(err):
+			return false, fail("%v", err)
+		case err == nil && s == PowerOn && st.BootID != "":
+			if err := r.confirmBoot(ctx, st); err != nil {
+				return false, err
+			}
+			return true, nil
+		case err == nil && s == PowerOn:
+			st.Note = note(st.Note, "power cycle recorded as sent before a take-over: confirmed from the BMC's state (on), not sent again")
+			return true, nil
+		case err == nil && s == PowerOff && !time.Now().Before(until):
+			return false, nil
+		case err == nil && s != PowerOff:
+			until = time.Now().Add(off) // asleep, or in transition: not off yet
+		}
+		if err := r.renew(ctx); err != nil {
+			return false, err
+		}
+		if err := r.late(); err != nil {
+			return false, err
+		}
+		if err := r.wait(ctx, r.s.o.ConfirmEvery); err != nil {
+			return false, err
+		}
+	}
 }
 
 func note(prev, n string) string {

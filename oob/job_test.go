@@ -585,3 +585,61 @@ func TestSiteLimit(t *testing.T) {
 		t.Fatalf("six power-ons within %s, want three windows of a second (2 s and more)", d)
 	}
 }
+
+// TestTakeOverCycleInProgress: a worker that takes over a power cycle
+// recorded as sent and finds the machine off sees the cycle's middle, not
+// a cycle that failed: a machine that comes back on is confirmed with
+// nothing sent; one that stays off past a confirmation wait is powered on.
+// Neither is cycled a second time.
+func TestTakeOverCycleInProgress(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		for _, tc := range []struct {
+			name    string
+			backOn  bool
+			on      int
+			action  oob.Action
+			noteHas string
+		}{
+			{"comes back on", true, 0, oob.ActionPowerCycle, "confirmed from the BMC's state (on), not sent again"},
+			{"stays off", false, 1, oob.ActionOn, "the machine stayed off for 3s: powered on"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				f := newFake(oob.PowerOn)
+				f.hang = true
+				j := newJobs(t, e, f, nil)
+				stopA := run(t, j.svc.Work)
+				id := j.post(t, map[string]any{"desiredPowerState": "POWER_STATE_POWER_CYCLE"})
+				deadline := time.Now().Add(20 * time.Second)
+				for f.sent(oob.ActionPowerCycle) == 0 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				stopA()
+				// The worker stopped in the cycle's off.
+				f.mu.Lock()
+				f.hang, f.state = false, oob.PowerOff
+				if tc.backOn {
+					f.next, f.lag = oob.PowerOn, 10 // ten reads: within the wait
+				}
+				f.mu.Unlock()
+				o := fastOptions(e, f, "process-b")
+				o.ConfirmTimeout = 3 * time.Second // ten reads, however slow the machine running the test
+				b, err := oob.New(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				run(t, b.Work)
+				got := j.wait(t, id, eim.PowerJobSucceeded)
+				st := got.Steps[0]
+				if c, on := f.sent(oob.ActionPowerCycle), f.sent(oob.ActionOn); c != 1 || on != tc.on {
+					t.Fatalf("sent: got %d power cycles and %d power-ons, want 1 and %d; step %+v", c, on, tc.on, st)
+				}
+				if st.Action != string(tc.action) || !strings.Contains(st.Note, tc.noteHas) || got.Attempts < 2 {
+					t.Fatalf("step: got %+v (attempts %d), want action %s, a note with %q, a second attempt", st, got.Attempts, tc.action, tc.noteHas)
+				}
+				if h := j.host(t); h.CurrentPowerState != eim.PowerStatePowerCycle || h.PowerStatus != "Power cycle successful" {
+					t.Fatalf("host: got %s %q, want POWER_CYCLE, Power cycle successful", h.CurrentPowerState, h.PowerStatus)
+				}
+			})
+		}
+	})
+}

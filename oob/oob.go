@@ -111,6 +111,7 @@ type Service struct {
 	mu    sync.Mutex
 	reach map[string]eim.BMCReachable // the last written, by project/host
 	pol   policyState
+	drift driftState // hosts recorded off while their agent ran (drift.go)
 
 	slots slotQueues // jobs waiting for site slots (siteslot.go)
 	pace  pollPace   // the poll's read time (PollOnce)

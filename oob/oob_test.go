@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,9 +47,28 @@ type env struct {
 	driver, dsn   string
 	key           *seal.Key
 	srv           *httptest.Server
-	logs          *bytes.Buffer
+	logs          *logBuffer
 	hostA, hostA2 string // project a's hosts
 	hostB         string // project b's
+}
+
+// logBuffer is the module's log in a test: written by its loops while
+// the test reads it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 const password = "Pa55-w0rd-for-the-bmc"
@@ -78,7 +98,7 @@ func newEnv(t *testing.T, driver, dsn string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, store: st, driver: driver, dsn: dsn, key: key, logs: &bytes.Buffer{}}
+	e := &env{t: t, store: st, driver: driver, dsn: dsn, key: key, logs: &logBuffer{}}
 	for i, name := range []string{"a", "b"} {
 		if err := st.CreateProject(ctx, &eim.Project{Name: name, ID: "00000000-0000-4000-8000-00000000000" + string(rune('1'+i))}); err != nil {
 			t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 // reason says why, at most once per host per RestoreBackoff. The poll
 // finds such a host (after recording the drift), and so does a host
 // going "No Connection": its BMC is read at once rather than at the next
-// poll. REPORT (the default) shows the drift only.
+// poll (lostConnection). REPORT (the default) shows the drift only.
 
 // RestorePrefix begins the reason of a job the power policy made.
 const RestorePrefix = "restored by power policy "
@@ -28,30 +28,37 @@ func restoreReason(obs eim.PowerState) string {
 // noConnection is the hostStatus of a host whose agent went silent.
 const noConnection = "No Connection"
 
-// policyState is what the module remembers for the power policy: when a
-// host seen "No Connection" last had its BMC read for it.
+// policyState is what the module remembers for lost connections: when
+// a host seen "No Connection" last had its BMC read for it, and for which
+// silence (the status's timestamp: when its node was last heard from).
 type policyState struct {
 	mu      sync.Mutex
-	checked map[string]time.Time // by project/host
+	checked map[string]checked // by project/host
 }
 
-// due reports whether the host's BMC may be read for its lost
-// connection now (at most once per every), and notes it.
-func (p *policyState) due(key string, now time.Time, every time.Duration) bool {
+type checked struct {
+	at      time.Time
+	silence uint64
+}
+
+// due reports whether the host's BMC may be read for its lost connection
+// (silence) now: once for each silence, and at most once per every for
+// the same one; it notes it.
+func (p *policyState) due(key string, silence uint64, now time.Time, every time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.checked == nil {
-		p.checked = map[string]time.Time{}
+		p.checked = map[string]checked{}
 	}
-	if t, ok := p.checked[key]; ok && now.Sub(t) < every {
+	if c, ok := p.checked[key]; ok && c.silence == silence && now.Sub(c.at) < every {
 		return false
 	}
-	for k, t := range p.checked {
-		if now.Sub(t) >= every {
+	for k, c := range p.checked {
+		if now.Sub(c.at) >= every {
 			delete(p.checked, k)
 		}
 	}
-	p.checked[key] = now
+	p.checked[key] = checked{at: now, silence: silence}
 	return true
 }
 
@@ -99,6 +106,9 @@ func (s *Service) enforce(ctx context.Context, b *eim.BMC, obs eim.PowerState) {
 	if h.DesiredPowerState != eim.PowerStateOn {
 		return
 	}
+	if h.PowerStatus == BMCDisagreesText && agentUp(h.HostStatus) {
+		return // its agent runs: the BMC's off is in doubt (drift.go)
+	}
 	pol, err := s.Policy(ctx, b, h)
 	if err != nil {
 		s.log.Info("host's power policy not read", "project", b.Project, "host", b.HostID, "err", err)
@@ -144,20 +154,28 @@ func (s *Service) restore(ctx context.Context, h *eim.Host, obs eim.PowerState) 
 	return j, nil
 }
 
-// lostConnection reads the BMC of a host that went "No Connection" while
-// asked to be ON under ALWAYS_ON (at most once per PollEvery a host):
-// the poll's record of its state and the policy's restore follow.
+// lostConnection reads the BMC of a host that went "No Connection" (once
+// a silence, and at most once per PollEvery for the same one) when its power is recorded on — a
+// machine switched off behind EIM's back is recorded off at once rather
+// than at the next poll — or when it is asked to be ON under ALWAYS_ON:
+// the poll's record of its state and the policy's restore follow. A
+// silent agent on a machine the BMC reports on changes nothing.
 func (s *Service) lostConnection(ctx context.Context, h *eim.Host, b *eim.BMC) {
-	if h.HostStatus != noConnection || h.DesiredPowerState != eim.PowerStateOn {
+	if h.HostStatus != noConnection {
 		return
 	}
-	pol, err := s.Policy(ctx, b, h)
-	if err != nil || pol != eim.PowerPolicyAlwaysOn {
+	if offish(h.CurrentPowerState) {
+		if h.DesiredPowerState != eim.PowerStateOn {
+			return
+		}
+		pol, err := s.Policy(ctx, b, h)
+		if err != nil || pol != eim.PowerPolicyAlwaysOn {
+			return
+		}
+	}
+	if !s.pol.due(h.Project+"/"+h.ResourceID, h.HostStatusTimestamp, time.Now(), s.o.PollEvery) {
 		return
 	}
-	if !s.pol.due(h.Project+"/"+h.ResourceID, time.Now(), s.o.PollEvery) {
-		return
-	}
-	s.log.Info("host lost its connection: reading its BMC for its power policy", "project", h.Project, "host", h.ResourceID)
+	s.log.Info("host lost its connection: reading its BMC", "project", h.Project, "host", h.ResourceID)
 	s.pollOne(ctx, b)
 }

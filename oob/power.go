@@ -268,6 +268,7 @@ func (s *Service) syncHost(ctx context.Context, project, hostID string) error {
 		return err
 	}
 	s.lostConnection(ctx, h, b)
+	s.agentBeats(ctx, h, b) // drift.go
 	return nil
 }
 
@@ -486,25 +487,7 @@ func (s *Service) pollOne(ctx context.Context, b *eim.BMC) {
 		return // a job is in flight: it writes the state
 	}
 	err = s.writePower(ctx, b.Project, b.HostID, func(h *eim.Host) (eim.PowerState, string, eim.StatusIndication, bool) {
-		want := expected(h.DesiredPowerState)
-		switch {
-		case want == "":
-			return obs, h.PowerStatus, h.PowerStatusIndicator, false
-		case obs == want:
-			cur := obs
-			if obs == eim.PowerStateOn && expected(h.CurrentPowerState) == eim.PowerStateOn {
-				cur = h.CurrentPowerState // RESET or POWER_CYCLE done: shown as asked
-			}
-			if h.PowerStatus == MismatchText {
-				return cur, doneText(h.DesiredPowerState), eim.StatusIdle, false
-			}
-			return cur, h.PowerStatus, h.PowerStatusIndicator, false
-		}
-		if h.CurrentPowerState != obs || h.PowerStatus != MismatchText {
-			s.log.Warn("power drift: the BMC reports a state other than the one desired", "project", h.Project, "host", h.ResourceID,
-				"desired", string(h.DesiredPowerState), "reported", string(obs), "was", string(h.CurrentPowerState))
-		}
-		return obs, MismatchText, eim.StatusError, false
+		return s.observedPower(h, obs, "the BMC")
 	})
 	if err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
 		s.log.Info("host's power state not recorded", "host", b.HostID, "err", err)

@@ -195,3 +195,50 @@ func TestSiteSlotQueueKeepsDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestSiteSlotQueueAcrossReplicas: with two processes on one store, a
+// waiting job's "N ahead" counts the other process's jobs too. Eight
+// power-ons at 1 per second, four jobs in each process at once (each has
+// four workers): a process alone sees at most 3 of its own ahead of a
+// job, the deployment has up to 7.
+func TestSiteSlotQueueAcrossReplicas(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		const n = 8
+		var o oob.Options
+		st := newSite(t, e, n, func(opt *oob.Options) {
+			opt.Workers, opt.SiteLimit, opt.SiteWindow = n/2, 1, time.Second
+			o = *opt
+		})
+		o.Holder = "replica-b"
+		b, err := oob.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.powerOn(t)
+		run(t, st.svc.Work)
+		run(t, b.Work)
+		queued := regexp.MustCompile(`^waiting for a site slot: ([0-9]+) ahead \(1 power-ons per 1s at site \(none\)\)$`)
+		most := -1
+		st.waitAll(t, 60*time.Second, func(j *eim.PowerJob) {
+			if q := j.Steps[0].Queued; q != "" {
+				m := queued.FindStringSubmatch(q)
+				if m == nil {
+					t.Fatalf("job %s: queued %q, want it to match %s", j.ID, q, queued)
+				}
+				var ahead int
+				fmt.Sscan(m[1], &ahead)
+				most = max(most, ahead)
+			}
+		})
+		if most < n/2 {
+			t.Fatalf("most jobs seen ahead of one: got %d, want %d or more (the other process's counted)", most, n/2)
+		}
+		st.fleet.mu.Lock()
+		defer st.fleet.mu.Unlock()
+		for i, h := range st.hosts {
+			if f := st.fleet.m[fmt.Sprintf("127.0.0.%d", i+1)]; f.sent(oob.ActionOn) != 1 {
+				t.Fatalf("host %s: got %d power-ons, want 1", h, f.sent(oob.ActionOn))
+			}
+		}
+	})
+}

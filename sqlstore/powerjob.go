@@ -20,16 +20,17 @@ import (
 
 var _ eim.PowerJobStore = (*Store)(nil)
 
-const powerJobCols = "seq, id, project, host_id, desired, reason, state, steps, step, attempts, last_error, deadline, holder, lease_until, created_at, updated_at, ended_at"
+const powerJobCols = "seq, id, project, host_id, desired, reason, state, steps, step, attempts, last_error, deadline, holder, lease_until, created_at, updated_at, ended_at, queued_for, queued_since"
 
 func scanPowerJob(sc interface{ Scan(...any) error }) (*eim.PowerJob, error) {
 	var (
 		j                                     eim.PowerJob
 		desired, state, steps                 string
 		deadline, lease, created, updated, ed int64
+		queuedSince                           int64
 	)
 	if err := sc.Scan(&j.Seq, &j.ID, &j.Project, &j.HostID, &desired, &j.Reason, &state, &steps, &j.Step, &j.Attempts, &j.LastError,
-		&deadline, &j.Holder, &lease, &created, &updated, &ed); err != nil {
+		&deadline, &j.Holder, &lease, &created, &updated, &ed, &j.QueuedFor, &queuedSince); err != nil {
 		return nil, err
 	}
 	j.Desired, j.State = eim.PowerState(desired), eim.PowerJobState(state)
@@ -38,6 +39,7 @@ func scanPowerJob(sc interface{ Scan(...any) error }) (*eim.PowerJob, error) {
 	}
 	j.Deadline, j.LeaseUntil = eim.TimeFromUnixMilli(deadline), ms(lease)
 	j.CreatedAt, j.UpdatedAt, j.EndedAt = eim.TimeFromUnixMilli(created), eim.TimeFromUnixMilli(updated), ms(ed)
+	j.QueuedSince = ms(queuedSince)
 	return &j, nil
 }
 
@@ -295,7 +297,8 @@ func (s *Store) CancelPowerJob(ctx context.Context, project, hostID, id, reason 
 // that is its host's oldest job still to end. %[1]s is now, %[2]s the
 // row lock of PostgreSQL. The outer condition repeats the lease's, which
 // PostgreSQL checks again on the row it locked.
-const claimPowerJobSQL = "UPDATE power_jobs SET state = 'RUNNING', holder = ?, lease_until = %[1]s + CAST(? AS BIGINT), attempts = attempts + 1, updated_at = %[1]s" +
+const claimPowerJobSQL = "UPDATE power_jobs SET state = 'RUNNING', holder = ?, lease_until = %[1]s + CAST(? AS BIGINT), attempts = attempts + 1, updated_at = %[1]s," +
+	" queued_for = '', queued_since = 0" + // its new holder queues it again if it must
 	" WHERE seq = (SELECT j.seq FROM power_jobs j WHERE j.state IN ('PENDING', 'RUNNING') AND j.lease_until < %[1]s" +
 	" AND NOT EXISTS (SELECT 1 FROM power_jobs o WHERE o.project = j.project AND o.host_id = j.host_id AND o.state IN ('PENDING', 'RUNNING') AND o.seq < j.seq)" +
 	" ORDER BY j.seq LIMIT 1%[2]s)" +
@@ -348,9 +351,15 @@ func (s *Store) SavePowerJob(ctx context.Context, j *eim.PowerJob, ttl time.Dura
 		lease, args = "CAST(? AS BIGINT)", []any{int64(0)}
 	}
 	now := eim.NewTime(s.now())
-	q := "UPDATE power_jobs SET lease_until = " + lease + ", state = ?, steps = ?, step = ?, last_error = ?, deadline = ?, ended_at = ?, updated_at = ?" +
+	queuedFor, queuedSince := j.QueuedFor, unixMs(j.QueuedSince)
+	if j.State.Ended() || queuedFor == "" {
+		queuedFor, queuedSince = "", 0
+	}
+	q := "UPDATE power_jobs SET lease_until = " + lease + ", state = ?, steps = ?, step = ?, last_error = ?, deadline = ?, ended_at = ?, updated_at = ?," +
+		" queued_for = ?, queued_since = ?" +
 		" WHERE project = ? AND id = ? AND holder = ? AND state IN ('PENDING', 'RUNNING') RETURNING lease_until"
-	args = append(args, string(j.State), stepsJSON(j.Steps), j.Step, j.LastError, j.Deadline.UnixMilli(), unixMs(j.EndedAt), now.UnixMilli(), j.Project, j.ID, j.Holder)
+	args = append(args, string(j.State), stepsJSON(j.Steps), j.Step, j.LastError, j.Deadline.UnixMilli(), unixMs(j.EndedAt), now.UnixMilli(),
+		queuedFor, queuedSince, j.Project, j.ID, j.Holder)
 	if !j.State.Ended() {
 		// Progress: one statement, no audit record (only the end is one).
 		var until int64
@@ -398,6 +407,26 @@ func (s *Store) SavePowerJob(ctx context.Context, j *eim.PowerJob, ttl time.Dura
 	}
 	j.LeaseUntil, j.UpdatedAt = ms(until), now
 	return nil
+}
+
+// CountQueuedPowerJobs implements eim.PowerJobStore: a read of the
+// queued index, the leases judged on the database's clock on PostgreSQL.
+func (s *Store) CountQueuedPowerJobs(ctx context.Context, project, key string, before eim.Time) (int, error) {
+	if key == "" {
+		return 0, eim.Errorf(eim.EINVALID, "count queued power jobs: key required")
+	}
+	live, args := "CAST(? AS BIGINT)", []any{s.now().UnixMilli()}
+	if s.d.pg {
+		live, args = pgNow, nil
+	}
+	q := "SELECT count(*) FROM power_jobs WHERE project = ? AND queued_for = ? AND queued_since > 0 AND queued_since < ?" +
+		" AND state = 'RUNNING' AND lease_until >= " + live
+	args = append([]any{project, key, before.UnixMilli()}, args...)
+	var n int
+	if err := s.rdb.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&n); err != nil {
+		return 0, s.d.translate(fmt.Errorf("count queued power jobs: %w", err), nil)
+	}
+	return n, nil
 }
 
 func lost(j *eim.PowerJob) error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -61,11 +62,13 @@ func TestVMDay0BMC(t *testing.T) {
 		}
 	}
 	total := time.Now()
-	e := startVMEnv(t, "--oob-poll-every", "5s", "--oob-graceful-timeout", "5s", "--oob-call-home-timeout", "5m", "--oob-job-timeout", "5m", mediaURLFlag)
+	e := startVMEnv(t, "--oob-poll-every", "5s", "--oob-graceful-timeout", "5s", "--oob-call-home-timeout", "5m", "--oob-job-timeout", "5m", mediaURLFlag,
+		"--oob-http-boot-url", "http://"+vmHost+":{apiPort}/boot/artifacts/ipxe.efi")
 	t.Run("ipmi", func(t *testing.T) { bmcDay0IPMI(t, e, 5) })
 	t.Run("redfish", func(t *testing.T) { bmcDay0Redfish(t, e, 6) })
 	t.Run("redfish-reprovision", func(t *testing.T) { bmcReprovisionRedfish(t, e, 7) })
 	t.Run("redfish-virtual-media", func(t *testing.T) { bmcMediaRedfish(t, e, 8) })
+	t.Run("redfish-http", func(t *testing.T) { bmcDay0RedfishHTTP(t, e, 11) })
 	t.Logf("BMC VM test total %s", time.Since(total).Round(time.Second))
 }
 
@@ -411,7 +414,18 @@ const redfishUser, redfishPassword = "admin", "Eim-redfish-pw1"
 
 // startRedfishVM serves a Redfish BMC whose machine is a QEMU VM (off
 // until the BMC switches it on) of the identity, with faults.
+// A SeaBIOS VM: its BMC does not list UEFI HTTP boot (the oob module
+// boots it by PXE).
 func startRedfishVM(t *testing.T, e *vmEnv, name, uuid, serial string, faults redfishsim.Faults) *redfishVM {
+	t.Helper()
+	return startRedfishMachine(t, e, name, uuid, serial, faults, false)
+}
+
+// startRedfishMachine starts a VM behind the Redfish test BMC: SeaBIOS,
+// or with uefi OVMF, whose BMC honours a one-time UefiHttp boot with its
+// HttpBootUri by writing an HTTP boot option and BootNext into the VM's
+// variables before it starts (redfishsim.SetHTTPBootNext).
+func startRedfishMachine(t *testing.T, e *vmEnv, name, uuid, serial string, faults redfishsim.Faults, uefi bool) *redfishVM {
 	t.Helper()
 	console := filepath.Join(e.logDir, name+".log")
 	logf, err := os.Create(console)
@@ -422,19 +436,60 @@ func startRedfishVM(t *testing.T, e *vmEnv, name, uuid, serial string, faults re
 	sock := filepath.Join(t.TempDir(), "qmp.sock")
 	cmd := append([]string{"qemu-system-x86_64"}, vmArgs(t, e.bootURL, uuid, serial)...)
 	cmd = append(cmd, "-qmp", "unix:"+sock+",server=on,wait=off")
-	q, err := redfishsim.NewQEMU(redfishsim.QEMUConfig{QMP: sock, Command: cmd, Stdout: logf, Stderr: logf,
-		BootArgs: func(b redfishsim.Boot) []string {
-			if b.Target == "Pxe" {
-				return []string{"-boot", "once=n,order=c"}
+	bootArgs := func(b redfishsim.Boot) []string {
+		if b.Target == "Pxe" {
+			return []string{"-boot", "once=n,order=c"}
+		}
+		return []string{"-boot", "order=c"}
+	}
+	var targets []string
+	for _, tg := range redfishsim.BootTargets {
+		if tg != "UefiHttp" {
+			targets = append(targets, tg)
+		}
+	}
+	if uefi {
+		// OVMF without QEMU's boot order (-boot order=…, a fw_cfg
+		// bootorder), which it would impose on its boot options, BootNext's
+		// among them: the firmware's own order, then the entry
+		// provisioning writes.
+		// Without iPXE's option ROM on the NIC either: its LoadFile would
+		// take the URI boot option's turn and boot by DHCP's bootfile (a
+		// PXE boot in all but name); OVMF's own network stack does HTTP boot.
+		for i, a := range cmd {
+			if a == "virtio-net-pci,netdev=n0" {
+				cmd[i] = a + ",romfile="
 			}
-			return []string{"-boot", "order=c"}
-		}})
+		}
+		var vars string
+		fw := uefiFirmware(t).args
+		for i := 0; i < len(fw); i++ {
+			if fw[i] == "-boot" {
+				i++
+				continue
+			}
+			if _, f, ok := strings.Cut(fw[i], "if=pflash,format=raw,unit=1,file="); ok {
+				vars = f
+			}
+			cmd = append(cmd, fw[i])
+		}
+		bootArgs = func(b redfishsim.Boot) []string {
+			if b.Target == "UefiHttp" && b.HTTPBootURI != "" {
+				if err := redfishsim.SetHTTPBootNext(vars, b.HTTPBootURI); err != nil {
+					t.Errorf("VM %s: HTTP boot of %s not set: %v", name, b.HTTPBootURI, err)
+				}
+			}
+			return nil // BootNext, else the firmware's order
+		}
+		targets = redfishsim.BootTargets
+	}
+	q, err := redfishsim.NewQEMU(redfishsim.QEMUConfig{QMP: sock, Command: cmd, Stdout: logf, Stderr: logf, BootArgs: bootArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
 	bmc, err := redfishsim.New(redfishsim.Config{Username: redfishUser, Password: redfishPassword,
-		Systems: []redfishsim.SystemConfig{{Machine: q, UUID: uuid, SerialNumber: serial}}, Faults: faults})
+		Systems: []redfishsim.SystemConfig{{Machine: q, UUID: uuid, SerialNumber: serial, BootTargets: targets}}, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,6 +579,62 @@ func bmcDay0Redfish(t *testing.T, e *vmEnv, n int) {
 	waitJob(t, e, h.ResourceID, oj.JobID, 3*time.Minute)
 	waitPower(t, e, h.ResourceID, eim.PowerStateOff)
 	t.Logf("%s: power off through the BMC, seen OFF: %s", name, time.Since(start).Round(100*time.Millisecond))
+}
+
+// bmcDay0RedfishHTTP: Day 0 through a Redfish BMC by UEFI HTTP boot. An
+// OVMF VM whose BMC lists UefiHttp; the server runs with
+// --oob-http-boot-url naming EIM's iPXE EFI binary (/boot/artifacts/
+// ipxe.efi). The host asks to be off until its BMC's capabilities are
+// read, then `eim host provision`: the network-boot job sets a one-time
+// UefiHttp boot with that URI, the firmware fetches iPXE over HTTP, iPXE
+// chains EIM's script (the DHCP bootfile of QEMU's network), and the
+// micro-OS provisions the instance to RUNNING.
+func bmcDay0RedfishHTTP(t *testing.T, e *vmEnv, n int) {
+	ctx := context.Background()
+	name := "bmc-redfish-http"
+	var vm *redfishVM
+	_, _, h, in := registerForBMC(t, e, name, n, func(h *eim.Host) {
+		if err := e.s.admin.Patch(ctx, eim.DefaultProject, eim.KindHost, h.ResourceID, map[string]any{"desiredPowerState": "POWER_STATE_OFF"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		vm = startRedfishMachine(t, e, name, h.UUID, h.SerialNumber, redfishsim.Faults{}, true)
+		vm.putBMC(t, e, h.ResourceID)
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			b, err := e.s.admin.GetBMC(ctx, eim.DefaultProject, h.ResourceID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(b.Capabilities.BootTargets, string(oob.BootHTTP)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the BMC's capabilities %+v: HTTP boot not listed within 2 minutes", b.Capabilities)
+			}
+			time.Sleep(500 * time.Millisecond) // the poll's pace
+		}
+	})
+	start := time.Now()
+	jobID := strings.TrimSpace(e.cli.must("host", "provision", h.ResourceID, "-o", "id"))
+	waitDay0(t, e, h, in, vm.console, func() error { return nil })
+	day0 := time.Since(start)
+	j := waitJob(t, e, h.ResourceID, jobID, 5*time.Minute)
+	if j.Steps[0].Boot != string(oob.BootHTTP) || !j.Steps[0].Once || j.Steps[1].Action != string(oob.ActionOn) {
+		t.Errorf("job %s: boot %s once %v, power %s; want a one-time HTTP boot and ON", j.JobID, j.Steps[0].Boot, j.Steps[0].Once, j.Steps[1].Action)
+	}
+	boots := vm.q.Boots()
+	if len(boots) == 0 || boots[0].Boot.Target != "UefiHttp" || !strings.HasSuffix(boots[0].Boot.HTTPBootURI, "/boot/artifacts/ipxe.efi") {
+		t.Fatalf("the VM's boots %+v: want the first by UEFI HTTP boot of EIM's ipxe.efi", boots)
+	}
+	// The firmware's own HTTP boot loaded the iPXE that booted the
+	// micro-OS.
+	cons := string(mustRead(t, vm.console))
+	http := strings.Index(cons, `starting Boot0100 "EIM HTTP boot" from Uri(http://`+vmHost)
+	microOS := strings.Index(cons, "EIM: booting the micro-OS")
+	if http < 0 || microOS < http || !strings.Contains(cons[:http], "Start HTTP Boot over IPv4") {
+		t.Errorf("console in %s: want OVMF's HTTP boot of the BMC's URI, then EIM's iPXE booting the micro-OS", vm.console)
+	}
+	t.Logf("%s: `eim host provision` to instance RUNNING by UEFI HTTP boot: %s (network-boot job: %s)", name, day0.Round(100*time.Millisecond), j.Steps[2].Note)
 }
 
 // bmcReprovisionRedfish: a reprovisioning through the BMC. The host's OS

@@ -134,6 +134,11 @@ func startVMEnv(t *testing.T, extra ...string) *vmEnv {
 		extra[i] = strings.ReplaceAll(extra[i], "{apiPort}", strconv.Itoa(apiPort))
 	}
 	base := t.TempDir()
+	// An extra flag may name the API's port as {apiPort} (a URL the VMs
+	// are given, e.g. --oob-http-boot-url).
+	for i, a := range extra {
+		extra[i] = strings.ReplaceAll(a, "{apiPort}", strconv.Itoa(apiPort))
+	}
 	s := &day0Server{t: t, dataDir: filepath.Join(base, "data"), bootDir: filepath.Join(base, "data", "boot"),
 		extra: append([]string{"--agent-url", fmt.Sprintf("https://%s:%d", vmHost, agentPort), "--log-level", "info"}, extra...)}
 	// The deployment's Secure Boot db key is Debian's OVMF test key, which

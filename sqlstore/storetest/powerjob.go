@@ -172,6 +172,87 @@ func testPowerJobLeases(t *testing.T, s eim.Store) {
 	}
 }
 
+// testPowerJobQueue checks the record of jobs waiting for a site's slots:
+// saved and read back with the job, counted per key among the project's
+// RUNNING jobs under a live lease queued before a time, and no longer
+// queued once ended or claimed again.
+func testPowerJobQueue(t *testing.T, s eim.Store) {
+	c := ctx(t)
+	p := project(t, s)
+	var jobs []*eim.PowerJob
+	for _, name := range []string{"q1", "q2", "q3"} {
+		h := create(t, s, p, &eim.Host{Name: name}).(*eim.Host).ResourceID
+		j := newJob(p, h, eim.PowerStateOn)
+		if err := s.CreatePowerJob(c, j); err != nil {
+			t.Fatalf("CreatePowerJob: %v", err)
+		}
+		got, err := s.ClaimPowerJob(c, "w-"+name, time.Hour)
+		if err != nil || got == nil || got.ID != j.ID {
+			t.Fatalf("ClaimPowerJob: got %+v, %v; want %s", got, err, j.ID)
+		}
+		jobs = append(jobs, got)
+	}
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	queue := func(j *eim.PowerJob, key string, since time.Time, ttl time.Duration) {
+		t.Helper()
+		j.QueuedFor, j.QueuedSince = key, eim.NewTime(since)
+		if err := s.SavePowerJob(c, j, ttl); err != nil {
+			t.Fatalf("SavePowerJob queued: %v", err)
+		}
+	}
+	queue(jobs[0], "site-1", t0, time.Hour)
+	queue(jobs[1], "site-1", t0.Add(time.Second), time.Hour)
+	queue(jobs[2], "site-2", t0, time.Hour)
+	count := func(key string, before time.Time, want int) {
+		t.Helper()
+		n, err := s.CountQueuedPowerJobs(c, p, key, eim.NewTime(before))
+		if err != nil || n != want {
+			t.Fatalf("CountQueuedPowerJobs(%s, before %s): got %d, %v; want %d", key, before.Sub(t0), n, err, want)
+		}
+	}
+	count("site-1", t0, 0)
+	count("site-1", t0.Add(time.Second), 1)
+	count("site-1", t0.Add(2*time.Second), 2)
+	count("site-2", time.Now(), 1)
+	if n, err := s.CountQueuedPowerJobs(c, "no-such-project", "site-1", eim.NewTime(time.Now())); err != nil || n != 0 {
+		t.Fatalf("another project's count: got %d, %v; want 0", n, err)
+	}
+	_, err := s.CountQueuedPowerJobs(c, p, "", eim.NewTime(time.Now()))
+	wantCode(t, err, eim.EINVALID)
+	got, err := s.GetPowerJob(c, p, "", jobs[1].ID)
+	if err != nil || got.QueuedFor != "site-1" || got.QueuedSince.UnixMilli() != t0.Add(time.Second).UnixMilli() {
+		t.Fatalf("GetPowerJob: got %+v, %v; want queued for site-1 since t0+1s", got, err)
+	}
+
+	// Ended: no longer queued.
+	jobs[0].State, jobs[0].EndedAt = eim.PowerJobSucceeded, eim.NewTime(time.Now())
+	if err := s.SavePowerJob(c, jobs[0], time.Hour); err != nil {
+		t.Fatalf("SavePowerJob SUCCEEDED: %v", err)
+	}
+	count("site-1", time.Now(), 1)
+	// Its holder gone (the lease ran out): not counted; claimed again,
+	// not queued until its new holder says so.
+	queue(jobs[1], "site-1", t0.Add(time.Second), time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := s.CountQueuedPowerJobs(c, p, "site-1", eim.NewTime(time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a job whose lease ran out: still counted (%d)", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	again, err := s.ClaimPowerJob(c, "w-again", time.Hour)
+	if err != nil || again == nil || again.ID != jobs[1].ID || again.QueuedFor != "" || !again.QueuedSince.IsZero() {
+		t.Fatalf("claimed again: got %+v, %v; want %s not queued", again, err, jobs[1].ID)
+	}
+}
+
 // testPowerJobRequests checks RequestPowerJob: the cancels of
 // IMMEDIATE, the host's write (Before) and the new job in one
 // transaction (an error in Before leaves none of them), a request for

@@ -84,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"ObjectStorage", testObjectStorage},
 		{"PowerJobs", testPowerJobs},
 		{"PowerJobLeases", testPowerJobLeases},
+		{"PowerJobQueue", testPowerJobQueue},
 		{"PowerJobRequests", testPowerJobRequests},
 		{"EnrollmentLobby", testEnrollmentLobby},
 	}
