@@ -62,7 +62,7 @@ func TestEdgeWorkloadDeviceCountsPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range hosts[:n/2] {
-		if err := s.RecordEdgeWorkloadStatus(ctx, p, h, []eim.EdgeWorkloadStatus{{Workload: "cam", HostID: h, Revision: 1, Phase: eim.PhaseRunning}}); err != nil {
+		if err := s.RecordEdgeWorkloadStatus(ctx, p, h, 0, []eim.EdgeWorkloadStatus{{Workload: "cam", HostID: h, Revision: 1, Phase: eim.PhaseRunning}}); err != nil {
 			t.Fatal(err)
 		}
 	}

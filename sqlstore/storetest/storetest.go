@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"RecoveryKeys", testRecoveryKeys},
 		{"EdgeWorkloads", testEdgeWorkloads},
 		{"EdgeWorkloadDeleteRaces", testEdgeWorkloadDeleteRaces},
+		{"EdgeDeviceStatusWanted", testEdgeDeviceStatusWanted},
 		{"EdgeWorkloadRollouts", testEdgeWorkloadRollouts},
 		{"ObjectStorage", testObjectStorage},
 		{"PowerJobs", testPowerJobs},
