@@ -805,7 +805,8 @@ func (s *Store) EdgeWorkloadDeviceCountsOf(ctx context.Context, project, name st
 // filled since their last ANALYZE (a workload just given to 10,000
 // devices), as nested loops of one side's rows by the other's, minutes for
 // one status read, holding a connection of the pool the devices' reports
-// need.
+// need. (Those tables are analyzed as they grow now, as the resource
+// tables are: analyze.go; the FULL JOIN stays, as it needs no statistics.)
 // deviceCountsQuery is deviceCounts' statement: of one workload (its
 // arguments project, name, project, name), or of all.
 func deviceCountsQuery(one bool) string {
