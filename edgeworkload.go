@@ -503,8 +503,9 @@ type EdgeWorkloadStore interface {
 	// RecordEdgeWorkloadStatus replaces the statuses a device reported:
 	// those given are stored (for workloads that exist), and the device's
 	// others removed (it runs no pod of them). version is the version the
-	// report names (0: none); the device's full status is no longer
-	// wanted (a KindEdgeDevices event when it was).
+	// report names (0: none, taken as the device's current one); the
+	// device's full status is no longer wanted (a KindEdgeDevices event
+	// when it was).
 	RecordEdgeWorkloadStatus(ctx context.Context, project, hostID string, version int64, statuses []EdgeWorkloadStatus) error
 	// WantEdgeDeviceStatus marks that the server wants the device's full
 	// status (its row is made, at version 0, when it has none): a

@@ -514,18 +514,24 @@ func (s *Store) RecordEdgeWorkloadStatus(ctx context.Context, project, hostID st
 // its full status is no longer wanted. The event that tells the
 // heartbeats' caches so is written only when it was wanted, so an
 // ordinary report adds none.
+// A report that names no version (0) is taken as of the device's
+// current one: otherwise a client that never names one would be asked
+// again after every grace.
 func (s *Store) statusReported(ctx context.Context, t *tx, project, hostID string, version int64) error {
 	var (
-		had    int64
-		wanted bool
+		cur, had int64
+		wanted   bool
 	)
-	err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT status_version, status_wanted FROM edge_devices WHERE project = ? AND host_id = ?"),
-		project, hostID).Scan(&had, &wanted)
+	err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT version, status_version, status_wanted FROM edge_devices WHERE project = ? AND host_id = ?"),
+		project, hostID).Scan(&cur, &had, &wanted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // no version yet: nothing to compare a report with
 	}
 	if err != nil {
 		return s.failf(t, "read device status version: %w", err)
+	}
+	if version <= 0 {
+		version = cur
 	}
 	if had == version && !wanted {
 		return nil

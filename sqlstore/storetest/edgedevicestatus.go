@@ -176,4 +176,15 @@ func testEdgeDeviceStatusWanted(t *testing.T, s eim.Store) {
 	if dw := device(p1, h2); !dw.StatusWanted || dw.Version <= dw.StatusVersion {
 		t.Fatalf("h2 after a new version it did not report: %+v, want its status wanted", dw)
 	}
+	// A report naming no version is taken as of the current one: cleared,
+	// and not stale at the next sweep.
+	if err := s.RecordEdgeWorkloadStatus(ctx(t), p1, h2, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WantStaleEdgeDeviceStatus(ctx(t), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if dw := device(p1, h2); dw.StatusWanted || dw.StatusVersion != dw.Version {
+		t.Fatalf("h2 after a report without a version: %+v, want its current version's status held", dw)
+	}
 }
