@@ -540,7 +540,7 @@ func (s *Store) statusReported(ctx context.Context, t *tx, project, hostID strin
 		return s.failf(t, "record device status version: %w", err)
 	}
 	if wanted {
-		t.addEvent(project, eim.KindEdgeDevices, project, eim.OpUpdated)
+		t.addEvent(project, eim.KindEdgeDeviceStatus, hostID, eim.OpUpdated)
 	}
 	return nil
 }
@@ -556,10 +556,26 @@ func (s *Store) WantEdgeDeviceStatus(ctx context.Context, project, hostID string
 			return s.failf(t, "want device status: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n > 0 {
-			t.addEvent(project, eim.KindEdgeDevices, project, eim.OpUpdated)
+			t.addEvent(project, eim.KindEdgeDeviceStatus, hostID, eim.OpUpdated)
 		}
 		return nil
 	})
+}
+
+// DeviceWorkloadVersion implements eim.EdgeWorkloadStore.
+func (s *Store) DeviceWorkloadVersion(ctx context.Context, project, hostID string) (eim.DeviceVersion, error) {
+	var out eim.DeviceVersion
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = eim.DeviceVersion{}
+		err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT version, status_wanted FROM edge_devices WHERE project = ? AND host_id = ?"),
+			project, hostID).Scan(&out.Version, &out.StatusWanted)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return s.failf(t, "read device version: %w", err)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // WantStaleEdgeDeviceStatus implements eim.EdgeWorkloadStore: one

@@ -41,7 +41,7 @@ func newVersions(fs eim.Store, store eim.EdgeWorkloadStore, log *slog.Logger, re
 	now func() time.Time, askAgain time.Duration) *Versions {
 	v := &Versions{store: store, now: now, askAgain: askAgain, byPr: map[string]map[string]eim.DeviceVersion{}}
 	v.feed = feed.New(feed.Options{Store: fs, Name: "edge workload versions", Logger: log, Metrics: reg, MinWait: retry,
-		Kinds: []eim.Kind{eim.KindEdgeDevices, eim.KindProject},
+		Kinds: []eim.Kind{eim.KindEdgeDevices, eim.KindEdgeDeviceStatus, eim.KindProject},
 		Reset: v.reset,
 		Handle: func(ctx context.Context, evs []eim.Event) error {
 			seen := map[string]bool{}
@@ -55,6 +55,27 @@ func newVersions(fs eim.Store, store eim.EdgeWorkloadStore, log *slog.Logger, re
 					continue
 				}
 				if seen[ev.Project] {
+					continue
+				}
+				if ev.Kind == eim.KindEdgeDeviceStatus {
+					// One device's mark: its row alone.
+					dv, err := store.DeviceWorkloadVersion(ctx, ev.Project, ev.ID)
+					if err != nil {
+						return err
+					}
+					v.mu.Lock()
+					if v.byPr[ev.Project] == nil {
+						v.byPr[ev.Project] = map[string]eim.DeviceVersion{}
+					}
+					if dv == (eim.DeviceVersion{}) {
+						delete(v.byPr[ev.Project], ev.ID)
+					} else {
+						v.byPr[ev.Project][ev.ID] = dv
+					}
+					v.mu.Unlock()
+					if !dv.StatusWanted {
+						v.asked.Delete(ev.Project + "/" + ev.ID)
+					}
 					continue
 				}
 				seen[ev.Project] = true

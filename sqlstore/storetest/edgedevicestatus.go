@@ -44,12 +44,16 @@ func testEdgeDeviceStatusWanted(t *testing.T, s eim.Store) {
 		if got := vs[p][h]; got.Version != dw.Version || got.StatusWanted != dw.StatusWanted {
 			t.Fatalf("device %s: %+v from DeviceWorkloadVersions, version %d wanted %v from DeviceWorkloads", h, got, dw.Version, dw.StatusWanted)
 		}
+		if one, err := s.DeviceWorkloadVersion(ctx(t), p, h); err != nil || one != vs[p][h] {
+			t.Fatalf("device %s: %+v, %v from DeviceWorkloadVersion, %+v from DeviceWorkloadVersions", h, one, err, vs[p][h])
+		}
 		return dw
 	}
-	// deviceEvents counts the KindEdgeDevices events of p after rev.
+	// deviceEvents counts the KindEdgeDevices and KindEdgeDeviceStatus
+	// events of p after rev.
 	deviceEvents := func(p string, rev int64) int {
 		t.Helper()
-		evs, err := s.Events(ctx(t), rev, 10000, eim.KindEdgeDevices)
+		evs, err := s.Events(ctx(t), rev, 10000, eim.KindEdgeDevices, eim.KindEdgeDeviceStatus)
 		if err != nil {
 			t.Fatal(err)
 		}
