@@ -20,11 +20,15 @@ import (
 // unrelated.)
 
 // Kinds of the workloads module's change events. Their IDs: a workload's
-// name (KindEdgeWorkload) and the project's name (KindEdgeDevices, a
-// change of devices' targets or log requests, hence of their versions).
+// name (KindEdgeWorkload), the project's name (KindEdgeDevices, a
+// change of devices' targets or log requests, hence of their versions, or
+// of many devices' status marks) and a host's ID (KindEdgeDeviceStatus:
+// whether the server wants that one device's full status changed, so that
+// the heartbeats' caches read one row, not the project's).
 const (
-	KindEdgeWorkload Kind = "edgeworkload"
-	KindEdgeDevices  Kind = "edgedevices"
+	KindEdgeWorkload     Kind = "edgeworkload"
+	KindEdgeDevices      Kind = "edgedevices"
+	KindEdgeDeviceStatus Kind = "edgedevicestatus"
 )
 
 // DeviceLabelPrefix is the prefix of the labels EIM derives from what it
@@ -421,8 +425,20 @@ type EdgeWorkloadDeviceCount struct {
 // with their revisions' specs, and the log requests it has not answered.
 type DeviceWorkloads struct {
 	Version int64
-	Targets []DeviceWorkload
-	Logs    []EdgeWorkloadLogRequest
+	// StatusVersion is the version the device's last stored status
+	// report named (0: none), and StatusWanted whether the server asks
+	// for its full status.
+	StatusVersion int64
+	StatusWanted  bool
+	Targets       []DeviceWorkload
+	Logs          []EdgeWorkloadLogRequest
+}
+
+// DeviceVersion is a device's version, as heartbeats answer it, and
+// whether the server wants the device's full status.
+type DeviceVersion struct {
+	Version      int64
+	StatusWanted bool
 }
 
 // DeviceWorkload is one target of a device with its revision's spec.
@@ -482,15 +498,31 @@ type EdgeWorkloadStore interface {
 	// skipped.
 	SetEdgeWorkloadTargets(ctx context.Context, project string, changes []EdgeWorkloadTarget) error
 	// DeviceWorkloadVersions returns the devices' versions of a project
-	// (every project's when project is ""), by project then host ID.
-	DeviceWorkloadVersions(ctx context.Context, project string) (map[string]map[string]int64, error)
+	// (every project's when project is ""), by project then host ID, with
+	// whether the server wants each one's full status.
+	DeviceWorkloadVersions(ctx context.Context, project string) (map[string]map[string]DeviceVersion, error)
+	// DeviceWorkloadVersion returns one device's version and mark (zero
+	// when it has none).
+	DeviceWorkloadVersion(ctx context.Context, project, hostID string) (DeviceVersion, error)
 	// DeviceWorkloads reads one device's set, in one transaction.
 	DeviceWorkloads(ctx context.Context, project, hostID string) (*DeviceWorkloads, error)
 
 	// RecordEdgeWorkloadStatus replaces the statuses a device reported:
 	// those given are stored (for workloads that exist), and the device's
-	// others removed (it runs no pod of them).
-	RecordEdgeWorkloadStatus(ctx context.Context, project, hostID string, statuses []EdgeWorkloadStatus) error
+	// others removed (it runs no pod of them). version is the version the
+	// report names (0: none, taken as the device's current one); the
+	// device's full status is no longer wanted (a KindEdgeDeviceStatus
+	// event when it was).
+	RecordEdgeWorkloadStatus(ctx context.Context, project, hostID string, version int64, statuses []EdgeWorkloadStatus) error
+	// WantEdgeDeviceStatus marks that the server wants the device's full
+	// status (its row is made, at version 0, when it has none): a
+	// KindEdgeDeviceStatus event when it was not wanted already.
+	WantEdgeDeviceStatus(ctx context.Context, project, hostID string) error
+	// WantStaleEdgeDeviceStatus marks, in every project, the devices
+	// whose version moved before before and whose stored status names
+	// an older version: their full status is wanted. It returns how many
+	// it marked, with a KindEdgeDevices event per project touched.
+	WantStaleEdgeDeviceStatus(ctx context.Context, before time.Time) (int, error)
 	// EdgeWorkloadStatuses lists the statuses of a workload by host.
 	EdgeWorkloadStatuses(ctx context.Context, project, name string) ([]EdgeWorkloadStatus, error)
 	// RecordEdgeWorkloadUploads records an upload round of a device's

@@ -99,6 +99,7 @@ type edgeRun struct {
 	off        bool // the server has no workloads service
 	changed    chan struct{}
 	paths      []dataPath    // the data paths, for the data loops
+	pathsKnown bool          // paths are those of an applied set (not of a lost state)
 	pathsSet   chan struct{} // wakes the upload loop when paths changed
 	ingressSet chan struct{} // wakes the download loop
 
@@ -156,7 +157,7 @@ func loadEdge(dir, bootID string) (*edgeRun, error) {
 	if e.st.Phases == nil {
 		e.st.Phases = map[string]edgePhase{}
 	}
-	e.paths = dataPaths(e.set)
+	e.paths, e.pathsKnown = dataPaths(e.set), e.st.Applied != ""
 	return e, nil
 }
 
@@ -343,7 +344,7 @@ func (n *Node) fetchWorkloads(ctx context.Context, wanted string) {
 		n.log().Error("cannot record the workloads state", "err", err)
 	}
 	e.mu.Lock()
-	e.paths = dataPaths(set)
+	e.paths, e.pathsKnown = dataPaths(set), true
 	e.mu.Unlock()
 	for _, c := range []chan struct{}{e.pathsSet, e.ingressSet} {
 		select {

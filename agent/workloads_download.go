@@ -54,7 +54,18 @@ func (n *Node) downloads() passer {
 		dir = filepath.Join(n.StateDir, "downloads")
 	}
 	syncer := &download.Syncer{Lister: lister{wc: n.wc}, Client: n.dataClient(), StateDir: dir, Now: n.Now}
-	return passer{verb: "download", forget: syncer.Forget,
+	return passer{verb: "download",
+		prune: func(keep []dataPath) error {
+			ps := make([]download.Path, len(keep))
+			for i, p := range keep {
+				ps[i] = download.Path{Workload: p.Workload, Dir: p.Source, Target: p.Target}
+			}
+			removed, err := syncer.Prune(ps)
+			if removed > 0 {
+				n.log().Info("removed the downloaded files of data paths no longer wanted", "files", removed)
+			}
+			return err
+		},
 		pass: func(ctx context.Context, p dataPath) (passOutcome, error) {
 			res, err := syncer.Sync(ctx, download.Path{Workload: p.Workload, Dir: p.Source, Target: p.Target, BytesPerSecond: p.BytesPerSecond})
 			o := passOutcome{done: len(res.Done), failed: len(res.Failed)}

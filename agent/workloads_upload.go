@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -113,7 +114,11 @@ type passOutcome struct {
 type passer struct {
 	verb   string // "upload", "download"
 	pass   func(ctx context.Context, p dataPath) (passOutcome, error)
-	forget func(workload string) error
+	forget func(workload string) error // nil: prune does it
+	// prune, when set, is given the data paths of the set each time they
+	// change (and at the start, once the set is known): it removes what
+	// the passes left for the others.
+	prune func(keep []dataPath) error
 }
 
 // uploads is the upload loop's passer.
@@ -147,6 +152,8 @@ func (n *Node) runData(ctx context.Context, ingress bool, wake <-chan struct{}, 
 		retry retrier
 	}
 	next := map[dataPath]*due{}
+	var pruned []dataPath // the paths the last successful prune kept
+	prunedOnce := false
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -157,8 +164,22 @@ func (n *Node) runData(ctx context.Context, ingress bool, wake <-chan struct{}, 
 		case <-wake:
 		}
 		e.mu.Lock()
-		paths := e.paths
+		paths, known := e.paths, e.pathsKnown
 		e.mu.Unlock()
+		if ps.prune != nil && known {
+			var keep []dataPath
+			for _, p := range paths {
+				if p.ingress == ingress {
+					keep = append(keep, p)
+				}
+			}
+			if !prunedOnce || !slices.Equal(keep, pruned) {
+				if err := ps.prune(keep); err != nil {
+					n.log().Warn("cannot remove the "+ps.verb+"s of data paths no longer wanted; tried again at the next change", "err", err)
+				}
+				pruned, prunedOnce = keep, true
+			}
+		}
 		now := n.now()
 		wait := time.Minute
 		seen := map[dataPath]bool{}
@@ -209,7 +230,7 @@ func (n *Node) runData(ctx context.Context, ingress bool, wake <-chan struct{}, 
 			delete(next, p)
 			// Its workload was removed, or the data path: a workload
 			// of that name deployed again starts afresh.
-			if !workloads[p.Workload] {
+			if !workloads[p.Workload] && ps.forget != nil {
 				if err := ps.forget(p.Workload); err != nil {
 					n.log().Warn("cannot drop a data path's "+ps.verb+" state", "workload", p.Workload, "err", err)
 				}

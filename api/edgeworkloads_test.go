@@ -141,7 +141,7 @@ func TestEdgeWorkloadsDocumented(t *testing.T) {
 			if err := st.SetEdgeWorkloadTargets(ctx, "a", []eim.EdgeWorkloadTarget{{Workload: "cam", HostID: host.ResourceID, Revision: 2}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.RecordEdgeWorkloadStatus(ctx, "a", host.ResourceID, []eim.EdgeWorkloadStatus{{Workload: "cam", HostID: host.ResourceID, Revision: 2,
+			if err := st.RecordEdgeWorkloadStatus(ctx, "a", host.ResourceID, 0, []eim.EdgeWorkloadStatus{{Workload: "cam", HostID: host.ResourceID, Revision: 2,
 				Phase: eim.PhaseDegraded, Containers: []eim.ContainerState{{Name: "cam", State: "exited", ExitCode: 3}}}}); err != nil {
 				t.Fatal(err)
 			}

@@ -86,6 +86,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[hostv1.Hea
 	}
 	if s.workloads != nil {
 		out.WorkloadsVersion = s.workloads.Version(ctx, n.Project, n.HostID)
+		out.WorkloadsStatusWanted = s.workloads.StatusWanted(ctx, n.Project, n.HostID)
 	}
 	if ok, digest, prev := s.live.beat(n.Project, n.HostID, now, want.text, m); ok {
 		s.metrics.heard(prev, now, interval)

@@ -76,6 +76,10 @@ type Workloads interface {
 	// "" when it has none (or it is not known). It is called on every
 	// heartbeat: it must answer from memory.
 	Version(ctx context.Context, project, hostID string) string
+	// StatusWanted reports whether the answer asks the device for its
+	// full workloads status. It is called on every heartbeat: it must
+	// answer from memory.
+	StatusWanted(ctx context.Context, project, hostID string) bool
 }
 
 // Options configure a Service. Store and ReportIn are required; zero values

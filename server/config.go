@@ -138,6 +138,10 @@ type Config struct {
 	// loop steps the projects with a rollout in progress (zero: its
 	// default, 10 s; see workloads.Options.RolloutTick).
 	WorkloadsRolloutTick time.Duration
+	// WorkloadsStatusGrace is how long a device has to report the status
+	// of a new version before heartbeats ask it for its full status
+	// (workloads.Options.StatusGrace; 0: its default).
+	WorkloadsStatusGrace time.Duration
 
 	Logger *slog.Logger
 	// Stdout gets the lines that announce the listeners.

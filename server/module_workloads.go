@@ -31,7 +31,7 @@ var workloadsService = &Part[*workloads.Service]{Name: "workloads service", Buil
 	}
 	return workloads.New(workloads.Options{Store: b.Store, FeedStore: b.Store, Inventory: b.Inventory,
 		Authenticator: b.Verifier, Key: key, Logger: b.Log, Metrics: b.Metrics, Uploads: objects, Downloads: objects,
-		RolloutTick: b.cfg.WorkloadsRolloutTick})
+		RolloutTick: b.cfg.WorkloadsRolloutTick, StatusGrace: b.cfg.WorkloadsStatusGrace})
 }}
 
 func buildWorkloads(b *Builder) (Parts, error) {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/eimhq/eim"
@@ -22,6 +23,16 @@ import (
 // insert-mostly table reads only the pages changed since the last one and
 // ANALYZE reads a fixed-size sample, so each run is short.
 
+// The growth is counted from two sources. The resource tables are told by
+// the committed events (a created event is a row); the events table by
+// its own rows. Every other table (those a module's store writes with its
+// own statements: edge_workload_targets, edge_workload_status,
+// edge_devices, the rollouts' devices, recovery keys, power jobs…) is
+// counted from the rows its INSERT statements wrote (tx.countInserted),
+// an upsert's updates included: a workload given to 10,000 devices is
+// 10,000 target rows that no event names, and its status read planned as
+// nested loops until autovacuum came.
+
 // firstAnalyze is the number of created rows of a table that triggers its
 // first VACUUM (ANALYZE); each later one comes after growth by half.
 const firstAnalyze = 1000
@@ -39,9 +50,16 @@ func newGrowth() *growth {
 	return &growth{created: map[string]int{}, next: map[string]int{}, due: make(chan string, 32)}
 }
 
-// note records the committed events of a transaction.
-func (g *growth) note(events []pendingEvent) {
+// note records the committed events of a transaction and the rows its
+// INSERT statements wrote into tables no event names.
+func (g *growth) note(events []pendingEvent, inserted map[string]int64) {
 	var tables map[string]int
+	for table, n := range inserted {
+		if tables == nil {
+			tables = map[string]int{}
+		}
+		tables[table] += int(n)
+	}
 	for _, e := range events {
 		if e.op != eim.OpCreated {
 			continue
@@ -58,7 +76,9 @@ func (g *growth) note(events []pendingEvent) {
 	if tables == nil {
 		return
 	}
-	tables["events"] = len(events)
+	if len(events) > 0 {
+		tables["events"] = len(events)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for table, n := range tables {
@@ -93,3 +113,29 @@ func (s *Store) analyzeLoop(ctx context.Context) {
 		}
 	}
 }
+
+// insertTable returns the table an INSERT statement writes, from its text
+// ("INSERT INTO name …"); ok is false for any other statement.
+func insertTable(q string) (string, bool) {
+	const prefix = "INSERT INTO "
+	if len(q) <= len(prefix) || !strings.EqualFold(q[:len(prefix)], prefix) {
+		return "", false
+	}
+	rest := q[len(prefix):]
+	end := strings.IndexAny(rest, " (")
+	if end <= 0 {
+		return "", false
+	}
+	return rest[:end], true
+}
+
+// eventTables are the tables whose growth the committed events tell: the
+// resources' (one created event a row) and the events table itself.
+var eventTables = sync.OnceValue(func() map[string]bool {
+	codecsOnce.Do(buildCodecs)
+	out := map[string]bool{"events": true}
+	for _, c := range codecs {
+		out[c.table] = true
+	}
+	return out
+})

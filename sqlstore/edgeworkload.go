@@ -240,10 +240,11 @@ func (s *Store) EdgeWorkloadRevisions(ctx context.Context, project, name string)
 func (s *Store) bumpDevices(ctx context.Context, t *tx, project string, hosts []string) error {
 	slices.Sort(hosts)
 	hosts = slices.Compact(hosts)
+	now := s.now().UnixMilli()
 	for _, h := range hosts {
-		if _, err := t.exec(ctx, "INSERT INTO edge_devices (project, host_id, version) SELECT project, id, 1 FROM hosts WHERE project = ? AND id = ?"+s.keyShare("")+
-			" ON CONFLICT (project, host_id) DO UPDATE SET version = edge_devices.version + 1",
-			project, h); err != nil {
+		if _, err := t.exec(ctx, "INSERT INTO edge_devices (project, host_id, version, version_at) SELECT project, id, 1, CAST(? AS BIGINT) FROM hosts WHERE project = ? AND id = ?"+s.keyShare("")+
+			" ON CONFLICT (project, host_id) DO UPDATE SET version = edge_devices.version + 1, version_at = excluded.version_at",
+			now, project, h); err != nil {
 			return s.failf(t, "bump device version: %w", err)
 		}
 	}
@@ -373,12 +374,12 @@ func (s *Store) SetEdgeWorkloadTargets(ctx context.Context, project string, chan
 }
 
 // DeviceWorkloadVersions implements eim.EdgeWorkloadStore.
-func (s *Store) DeviceWorkloadVersions(ctx context.Context, project string) (map[string]map[string]int64, error) {
-	out := map[string]map[string]int64{}
+func (s *Store) DeviceWorkloadVersions(ctx context.Context, project string) (map[string]map[string]eim.DeviceVersion, error) {
+	out := map[string]map[string]eim.DeviceVersion{}
 	err := s.run(ctx, project, false, func(etx eim.Tx) error {
 		t := etx.(*tx)
 		clear(out)
-		q, args := "SELECT project, host_id, version FROM edge_devices", []any(nil)
+		q, args := "SELECT project, host_id, version, status_wanted FROM edge_devices", []any(nil)
 		if project != "" {
 			q, args = q+" WHERE project = ?", []any{project}
 		}
@@ -390,13 +391,13 @@ func (s *Store) DeviceWorkloadVersions(ctx context.Context, project string) (map
 		for rows.Next() {
 			var (
 				p, h string
-				v    int64
+				v    eim.DeviceVersion
 			)
-			if err := rows.Scan(&p, &h, &v); err != nil {
+			if err := rows.Scan(&p, &h, &v.Version, &v.StatusWanted); err != nil {
 				return t.fail(err)
 			}
 			if out[p] == nil {
-				out[p] = map[string]int64{}
+				out[p] = map[string]eim.DeviceVersion{}
 			}
 			out[p][h] = v
 		}
@@ -414,7 +415,8 @@ func (s *Store) DeviceWorkloads(ctx context.Context, project, hostID string) (*e
 	err := s.run(ctx, project, false, func(etx eim.Tx) error {
 		t := etx.(*tx)
 		out = &eim.DeviceWorkloads{}
-		if err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT version FROM edge_devices WHERE project = ? AND host_id = ?"), project, hostID).Scan(&out.Version); err != nil {
+		if err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT version, status_version, status_wanted FROM edge_devices WHERE project = ? AND host_id = ?"),
+			project, hostID).Scan(&out.Version, &out.StatusVersion, &out.StatusWanted); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil
 			}
@@ -452,7 +454,7 @@ func (s *Store) DeviceWorkloads(ctx context.Context, project, hostID string) (*e
 }
 
 // RecordEdgeWorkloadStatus implements eim.EdgeWorkloadStore.
-func (s *Store) RecordEdgeWorkloadStatus(ctx context.Context, project, hostID string, statuses []eim.EdgeWorkloadStatus) error {
+func (s *Store) RecordEdgeWorkloadStatus(ctx context.Context, project, hostID string, version int64, statuses []eim.EdgeWorkloadStatus) error {
 	now := s.now().UnixMilli()
 	return s.run(ctx, project, true, func(etx eim.Tx) error {
 		t := etx.(*tx)
@@ -504,8 +506,97 @@ func (s *Store) RecordEdgeWorkloadStatus(ctx context.Context, project, hostID st
 				}
 			}
 		}
+		return s.statusReported(ctx, t, project, hostID, version)
+	})
+}
+
+// statusReported notes that the device's status of version was stored:
+// its full status is no longer wanted. The event that tells the
+// heartbeats' caches so is written only when it was wanted, so an
+// ordinary report adds none.
+// A report that names no version (0) is taken as of the device's
+// current one: otherwise a client that never names one would be asked
+// again after every grace.
+func (s *Store) statusReported(ctx context.Context, t *tx, project, hostID string, version int64) error {
+	var (
+		cur, had int64
+		wanted   bool
+	)
+	err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT version, status_version, status_wanted FROM edge_devices WHERE project = ? AND host_id = ?"),
+		project, hostID).Scan(&cur, &had, &wanted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // no version yet: nothing to compare a report with
+	}
+	if err != nil {
+		return s.failf(t, "read device status version: %w", err)
+	}
+	if version <= 0 {
+		version = cur
+	}
+	if had == version && !wanted {
+		return nil
+	}
+	if _, err := t.exec(ctx, "UPDATE edge_devices SET status_version = ?, status_wanted = FALSE WHERE project = ? AND host_id = ?", version, project, hostID); err != nil {
+		return s.failf(t, "record device status version: %w", err)
+	}
+	if wanted {
+		t.addEvent(project, eim.KindEdgeDeviceStatus, hostID, eim.OpUpdated)
+	}
+	return nil
+}
+
+// WantEdgeDeviceStatus implements eim.EdgeWorkloadStore. A host that is
+// gone is skipped.
+func (s *Store) WantEdgeDeviceStatus(ctx context.Context, project, hostID string) error {
+	return s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		res, err := t.exec(ctx, "INSERT INTO edge_devices (project, host_id, version, status_wanted) SELECT project, id, 0, TRUE FROM hosts WHERE project = ? AND id = ?"+s.keyShare("")+
+			" ON CONFLICT (project, host_id) DO UPDATE SET status_wanted = TRUE WHERE NOT edge_devices.status_wanted", project, hostID)
+		if err != nil {
+			return s.failf(t, "want device status: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			t.addEvent(project, eim.KindEdgeDeviceStatus, hostID, eim.OpUpdated)
+		}
 		return nil
 	})
+}
+
+// DeviceWorkloadVersion implements eim.EdgeWorkloadStore.
+func (s *Store) DeviceWorkloadVersion(ctx context.Context, project, hostID string) (eim.DeviceVersion, error) {
+	var out eim.DeviceVersion
+	err := s.run(ctx, project, false, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = eim.DeviceVersion{}
+		err := t.q.QueryRowContext(ctx, s.d.rebind("SELECT version, status_wanted FROM edge_devices WHERE project = ? AND host_id = ?"),
+			project, hostID).Scan(&out.Version, &out.StatusWanted)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return s.failf(t, "read device version: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// WantStaleEdgeDeviceStatus implements eim.EdgeWorkloadStore: one
+// statement over every project's devices.
+func (s *Store) WantStaleEdgeDeviceStatus(ctx context.Context, before time.Time) (int, error) {
+	var n int
+	err := s.run(ctx, "", true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		projects, err := s.column(ctx, t, "UPDATE edge_devices SET status_wanted = TRUE WHERE NOT status_wanted AND status_version < version AND version_at < ? RETURNING project",
+			before.UnixMilli())
+		if err != nil {
+			return err
+		}
+		n = len(projects)
+		slices.Sort(projects)
+		for _, p := range slices.Compact(projects) {
+			t.addEvent(p, eim.KindEdgeDevices, p, eim.OpUpdated)
+		}
+		return nil
+	})
+	return n, err
 }
 
 // reportedNames is the distinct workloads of a report, sorted (the order
@@ -736,10 +827,29 @@ func (s *Store) EdgeWorkloadDeviceCountsOf(ctx context.Context, project, name st
 // filled since their last ANALYZE (a workload just given to 10,000
 // devices), as nested loops of one side's rows by the other's, minutes for
 // one status read, holding a connection of the pool the devices' reports
-// need.
+// need. (Those tables are analyzed as they grow now, as the resource
+// tables are: analyze.go; the FULL JOIN stays, as it needs no statistics.)
 // deviceCountsQuery is deviceCounts' statement: of one workload (its
-// arguments project, name, project, name), or of all.
-func deviceCountsQuery(one bool) string {
+// arguments project, name, project, name), or of all. On SQLite the FULL
+// JOIN of two subqueries is run as a scan of one materialized side per
+// row of the other (no index on it): quadratic, a status read of a
+// workload on 100,000 devices did not answer in 20 minutes
+// (bench/workloads.sh). There the same counts are the targets LEFT JOIN
+// their statuses plus the statuses without a target, each row's match
+// found through the other table's primary key.
+func deviceCountsQuery(one, pg bool) string {
+	if !pg {
+		tw, sw := "", ""
+		if one {
+			tw, sw = " WHERE t.project = ? AND t.name = ?", " s.project = ? AND s.name = ? AND"
+		}
+		return "SELECT project, name, target, revision, phase, COUNT(*) FROM (" +
+			"SELECT t.project AS project, t.name AS name, t.revision AS target, COALESCE(s.revision, 0) AS revision, COALESCE(s.phase, '') AS phase" +
+			" FROM edge_workload_targets t LEFT JOIN edge_workload_status s ON s.project = t.project AND s.name = t.name AND s.host_id = t.host_id" + tw +
+			" UNION ALL SELECT s.project, s.name, 0, s.revision, s.phase FROM edge_workload_status s WHERE" + sw +
+			" NOT EXISTS (SELECT 1 FROM edge_workload_targets t WHERE t.project = s.project AND t.name = s.name AND t.host_id = s.host_id)" +
+			") GROUP BY project, name, target, revision, phase"
+	}
 	where := ""
 	if one {
 		where = " WHERE project = ? AND name = ?"
@@ -761,7 +871,7 @@ func (s *Store) deviceCounts(ctx context.Context, project, name string) ([]eim.E
 	err := s.run(ctx, project, false, func(etx eim.Tx) error {
 		t := etx.(*tx)
 		out = nil
-		rows, err := t.query(ctx, deviceCountsQuery(name != ""), args...)
+		rows, err := t.query(ctx, deviceCountsQuery(name != "", s.d.pg), args...)
 		if err != nil {
 			return s.failf(t, "count edge workload devices: %w", err)
 		}

@@ -409,18 +409,21 @@ func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool
 			}
 		}
 		if s.d.pg {
-			events := t.events
+			events, inserted := t.events, t.inserted
 			return func() {
 				// The data is committed whatever happens here: a failed
 				// round is retried by the next writer or by sequenceLoop.
 				if err := s.sequenced(ctx); err != nil {
 					s.log.Warn("sequence events", "err", err)
 				}
-				s.growth.note(events)
+				s.growth.note(events, inserted)
 			}, nil
 		}
 		s.wake.broadcast()
-	} else if t.audited {
+	} else if t.inserted != nil {
+		s.growth.note(nil, t.inserted)
+	}
+	if len(t.events) == 0 && t.audited {
 		// Records but no events (AppendAudit): numbered by a round too.
 		return func() {
 			if err := s.sequenced(ctx); err != nil {

@@ -39,6 +39,10 @@ type tx struct {
 	// lazy: a write whose transaction begins at its first statement
 	// (PostgreSQL, grouped); until then q is the connection or the pool.
 	lazy bool
+	// inserted counts, on PostgreSQL, the rows t's own INSERT statements
+	// added to tables that no event names (the module tables: edge
+	// workload targets, statuses…), for the growth tracking (analyze.go).
+	inserted map[string]int64
 }
 
 // cachedKinds are the kinds whose rows a transaction keeps once read: what
@@ -164,11 +168,19 @@ func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
-			return t.sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			res, err := t.sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			if err == nil && t.s.growth != nil {
+				t.countInserted(q, res)
+			}
+			return res, err
 		}
 		t.s.stmts.learn(db, q)
 	}
-	return t.q.ExecContext(ctx, t.s.d.rebind(q), args...)
+	res, err := t.q.ExecContext(ctx, t.s.d.rebind(q), args...)
+	if err == nil && t.s.growth != nil {
+		t.countInserted(q, res)
+	}
+	return res, err
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
@@ -739,4 +751,21 @@ func (t *tx) exists(ctx context.Context, q string, args ...any) bool {
 	var one int
 	err := t.q.QueryRowContext(ctx, t.s.d.rebind(q), args...).Scan(&one)
 	return !errors.Is(err, sql.ErrNoRows) && err == nil
+}
+
+// countInserted adds the rows an INSERT added (or, for an upsert, wrote)
+// to t.inserted, for a table whose growth the events do not tell.
+func (t *tx) countInserted(q string, res sql.Result) {
+	table, ok := insertTable(q)
+	if !ok || eventTables()[table] {
+		return
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n <= 0 {
+		return
+	}
+	if t.inserted == nil {
+		t.inserted = map[string]int64{}
+	}
+	t.inserted[table] += n
 }

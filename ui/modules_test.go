@@ -86,7 +86,7 @@ func TestEdgeWorkloadPages(t *testing.T) {
 	if err := e.st.SetEdgeWorkloadTargets(ctx, proj, []eim.EdgeWorkloadTarget{{Workload: "cam", HostID: hosts[0].ResourceID, Revision: 1}, {Workload: "cam", HostID: hosts[1].ResourceID, Revision: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.RecordEdgeWorkloadStatus(ctx, proj, hosts[0].ResourceID, []eim.EdgeWorkloadStatus{{Workload: "cam", HostID: hosts[0].ResourceID, Revision: 1,
+	if err := e.st.RecordEdgeWorkloadStatus(ctx, proj, hosts[0].ResourceID, 0, []eim.EdgeWorkloadStatus{{Workload: "cam", HostID: hosts[0].ResourceID, Revision: 1,
 		Phase: eim.PhaseDegraded, LastError: "cam exited", Containers: []eim.ContainerState{{Name: "cam", State: "exited", ExitCode: 3, Restarts: 2}}}}); err != nil {
 		t.Fatal(err)
 	}

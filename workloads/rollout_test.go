@@ -34,7 +34,7 @@ func (e *env) fleet(n int, md func(i int) []string) []string {
 // report records that host runs revision rev of cam in phase.
 func (e *env) report(host string, rev int64, phase string) {
 	e.t.Helper()
-	if err := e.store.RecordEdgeWorkloadStatus(e.ctx, e.proj.Name, host, []eim.EdgeWorkloadStatus{{Workload: "cam", HostID: host, Revision: rev, Phase: phase}}); err != nil {
+	if err := e.store.RecordEdgeWorkloadStatus(e.ctx, e.proj.Name, host, 0, []eim.EdgeWorkloadStatus{{Workload: "cam", HostID: host, Revision: rev, Phase: phase}}); err != nil {
 		e.t.Fatal(err)
 	}
 }

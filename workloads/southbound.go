@@ -45,11 +45,19 @@ func (s *Service) GetWorkloads(ctx context.Context, req *connect.Request[workloa
 	}
 	ver := formatVersion(dw.Version)
 	out := &workloadsv1.GetWorkloadsResponse{Version: ver}
+	have, haveErr := strconv.ParseInt(req.Msg.Version, 10, 64)
+	if haveErr == nil && have > dw.StatusVersion && !dw.StatusWanted {
+		// The device applied a version whose status the store does not
+		// hold (a report lost, a restored database): ask for it in full.
+		if err := s.o.Store.WantEdgeDeviceStatus(ctx, n.Project, n.HostID); err != nil {
+			return nil, southbound.Error(ctx, s.log, "workloads: want status", err)
+		}
+	}
 	if req.Msg.Version != "" && req.Msg.Version == ver {
 		out.Unchanged = true
 		return connect.NewResponse(out), nil
 	}
-	if have, err := strconv.ParseInt(req.Msg.Version, 10, 64); err == nil && have > dw.Version {
+	if haveErr == nil && have > dw.Version {
 		// The device saw a newer version than this store has: never send
 		// it back an older set (a restored database, say).
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("version %d is newer than the server's %d: keep what runs", have, dw.Version))
@@ -134,7 +142,13 @@ func (s *Service) ReportStatus(ctx context.Context, req *connect.Request[workloa
 		}
 		sts = append(sts, st)
 	}
-	if err := s.o.Store.RecordEdgeWorkloadStatus(ctx, n.Project, n.HostID, sts); err != nil {
+	var version int64
+	if m.Version != "" {
+		if version, err = strconv.ParseInt(m.Version, 10, 64); err != nil || version < 0 {
+			return nil, invalid("version: %q is not a version", m.Version)
+		}
+	}
+	if err := s.o.Store.RecordEdgeWorkloadStatus(ctx, n.Project, n.HostID, version, sts); err != nil {
 		return nil, southbound.Error(ctx, s.log, "workloads: status", err)
 	}
 	return connect.NewResponse(&workloadsv1.ReportStatusResponse{}), nil

@@ -47,7 +47,38 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.Run(gctx) })
 	g.Go(func() error { return s.tickRollouts(gctx) })
+	g.Go(func() error { return s.sweepStatus(gctx) })
 	return g.Wait()
+}
+
+// sweepStatus marks, every quarter of Options.StatusGrace, the devices
+// whose version moved more than StatusGrace ago and whose stored status
+// names an older version: a device that never reported what it was
+// given (a lost report, a device that was away, a status table restored
+// from an older copy). Their heartbeats' answers then ask for their full
+// status (Versions.StatusWanted) until a report clears the mark. The
+// mark is in the store, one statement for every project, so it runs here,
+// in the one process holding the targets loop.
+func (s *Service) sweepStatus(ctx context.Context) error {
+	t := time.NewTicker(max(s.o.StatusGrace/4, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		n, err := s.o.Store.WantStaleEdgeDeviceStatus(ctx, s.o.Now().Add(-s.o.StatusGrace))
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("workloads: look for devices whose status is stale", "err", err)
+			}
+			continue
+		}
+		if n > 0 {
+			s.log.Info("asking devices for their full workloads status", "devices", n)
+		}
+	}
 }
 
 // tickRollouts steps the rollouts every Options.RolloutTick: devices'

@@ -81,6 +81,12 @@ type Options struct {
 	// RolloutTick is how often the targets loop steps the rollouts
 	// (default 10 s): devices' status reports and timeouts move them.
 	RolloutTick time.Duration
+	// StatusGrace is how long a device has to report the status of a new
+	// version before the server asks for its full status in a heartbeat
+	// answer (default 2 min); the targets loop looks for such devices
+	// every quarter of it, and a process asks one device again only after
+	// it.
+	StatusGrace time.Duration
 }
 
 // Service is the workloads module.
@@ -114,8 +120,11 @@ func New(o Options) (*Service, error) {
 	if o.LogWait <= 0 {
 		o.LogWait = 10 * time.Second
 	}
+	if o.StatusGrace <= 0 {
+		o.StatusGrace = 2 * time.Minute
+	}
 	s := &Service{o: o, log: o.Logger.With("module", "workloads")}
-	s.versions = newVersions(o.FeedStore, o.Store, s.log, o.Metrics, o.RetryWait)
+	s.versions = newVersions(o.FeedStore, o.Store, s.log, o.Metrics, o.RetryWait, o.Now, o.StatusGrace)
 	return s, nil
 }
 
@@ -127,6 +136,12 @@ func (s *Service) Versions() *Versions { return s.versions }
 // live).
 func (s *Service) Version(ctx context.Context, project, hostID string) string {
 	return s.versions.Version(project, hostID)
+}
+
+// StatusWanted implements hostmgr.Workloads: whether the heartbeat's
+// answer asks the device for its full status, from memory.
+func (s *Service) StatusWanted(ctx context.Context, project, hostID string) bool {
+	return s.versions.StatusWanted(project, hostID)
 }
 
 // Routes returns the module's API handlers by ServeMux pattern.

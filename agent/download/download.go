@@ -14,6 +14,14 @@
 // was downloaded as) is kept in a state file per data path, so that a
 // restart or a reboot downloads only what changed since.
 //
+// A download cut short (the connection dropped, the agent stopped) keeps
+// what it received in a partial file, recorded in the manifest with the
+// object's entity tag and size. The next pass asks only for the rest (an
+// HTTP Range request) when the listing still names the same entity tag
+// and size, and takes the answer only when it is that range of that
+// object (206, its Content-Range and ETag); anything else starts the file
+// over.
+//
 // The directory is opened as an os.Root: a symbolic link the workload
 // plants is neither followed nor written through. Files the workload
 // writes itself into the directory are left alone unless an object of the
@@ -22,7 +30,7 @@ package download
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -33,6 +41,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -105,10 +114,19 @@ type Syncer struct {
 
 // manifest is what a data path downloaded, by path.
 type manifest struct {
-	Files map[string]entry `json:"files"`
+	// Workload, Target and Dir name the data path (Prune removes the
+	// files of one no longer wanted). Manifests written before they were
+	// recorded have none: Prune leaves them.
+	Workload string           `json:"workload,omitempty"`
+	Target   string           `json:"target,omitempty"`
+	Dir      string           `json:"dir,omitempty"`
+	Files    map[string]entry `json:"files"`
 	// Failed: the last pass reported failures, so the next one reports
 	// even when it has nothing to say (which clears them).
 	Failed bool `json:"failed,omitempty"`
+	// Partial is the downloads cut short, by path: the object (entity tag
+	// and size) whose first bytes the partial file holds (MTime unused).
+	Partial map[string]entry `json:"partial,omitempty"`
 }
 
 type entry struct {
@@ -123,6 +141,13 @@ type entry struct {
 // data path's directory; an object of such a name is refused.
 const tempPrefix = ".eim-download-"
 
+// partialName is the partial file of a download of path, kept between
+// passes: a digest of the path, so one name per path however long it is.
+func partialName(p string) string {
+	sum := sha256.Sum256([]byte(p))
+	return tempPrefix + "partial-" + hex.EncodeToString(sum[:12])
+}
+
 const maxReason = 500
 
 // Sync makes one pass over p. It returns an error when the pass could not
@@ -136,6 +161,15 @@ func (s *Syncer) Sync(ctx context.Context, p Path) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if m.Dir != "" && m.Dir != p.Dir {
+		// The data path moved to another directory: what was downloaded
+		// into the old one goes, and the new one starts afresh.
+		if err := s.clear(m); err != nil {
+			return Result{}, err
+		}
+		*m = manifest{Files: map[string]entry{}} // in place: the memory store keeps m
+	}
+	m.Workload, m.Target, m.Dir = p.Workload, p.Target, p.Dir
 	files, expires, truncated, err := s.Lister.List(ctx, p.Workload, p.Target)
 	if err != nil {
 		return Result{}, fmt.Errorf("list downloads: %w", err)
@@ -148,7 +182,7 @@ func (s *Syncer) Sync(ctx context.Context, p Path) (Result, error) {
 		return Result{}, fmt.Errorf("data path %s: %w", p.Dir, err)
 	}
 	defer root.Close()
-	removeTemps(root)
+	removeTemps(root, m)
 
 	res := Result{Truncated: truncated}
 	lim := throttle.NewLimiter(p.BytesPerSecond)
@@ -165,8 +199,13 @@ func (s *Syncer) Sync(ctx context.Context, p Path) (Result, error) {
 				}
 				break
 			}
-			e, err := s.fetch(ctx, root, f, lim)
+			e, err := s.fetch(ctx, root, m, f, lim)
 			if err != nil {
+				// What was received is kept (m.Partial): recorded now,
+				// as the pass may end here.
+				if serr := s.save(p, m); serr != nil {
+					return res, serr
+				}
 				if ctx.Err() != nil {
 					return res, context.Cause(ctx)
 				}
@@ -260,8 +299,41 @@ func CheckPath(p string) string {
 	return ""
 }
 
-// fetch downloads f into a temporary file and renames it into place.
-func (s *Syncer) fetch(ctx context.Context, root *os.Root, f File, lim *rate.Limiter) (entry, error) {
+// fetch downloads f into its partial file and renames it into place. A
+// partial file of the same object (m.Partial) is resumed: only the rest
+// is asked for. When the transfer is cut, what was received stays in the
+// partial file, recorded in m.Partial.
+func (s *Syncer) fetch(ctx context.Context, root *os.Root, m *manifest, f File, lim *rate.Limiter) (entry, error) {
+	tmp := partialName(f.Path)
+	have := int64(0)
+	if pe, ok := m.Partial[f.Path]; ok && f.ETag != "" && pe.ETag == f.ETag && pe.Size == f.Size {
+		if fi, err := root.Lstat(tmp); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 && fi.Size() < f.Size {
+			have = fi.Size()
+		}
+	}
+	if have == 0 {
+		delete(m.Partial, f.Path)
+		_ = root.Remove(tmp)
+	}
+	e, err := s.get(ctx, root, m, f, tmp, have, lim)
+	if errors.Is(err, errStartOver) {
+		// The object changed since the partial file was begun, or the
+		// server does not serve ranges: from the start.
+		delete(m.Partial, f.Path)
+		_ = root.Remove(tmp)
+		e, err = s.get(ctx, root, m, f, tmp, 0, lim)
+	}
+	return e, err
+}
+
+// errStartOver: an answer to a Range request that is not the rest of the
+// object the partial file holds.
+var errStartOver = errors.New("the partial download does not match the object")
+
+// get sends f's GET, for the bytes from have on when have > 0, and writes
+// the answer into the partial file tmp (appended to its have bytes, or
+// from the start).
+func (s *Syncer) get(ctx context.Context, root *os.Root, m *manifest, f File, tmp string, have int64, lim *rate.Limiter) (entry, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.URL, nil)
 	if err != nil {
 		return entry{}, fmt.Errorf("grant URL: %w", err)
@@ -273,6 +345,9 @@ func (s *Syncer) fetch(ctx context.Context, root *os.Root, f File, lim *rate.Lim
 		}
 		req.Header.Add(h[0], h[1])
 	}
+	if have > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
+	}
 	client := s.Client
 	if client == nil {
 		client = http.DefaultClient
@@ -282,44 +357,72 @@ func (s *Syncer) fetch(ctx context.Context, root *os.Root, f File, lim *rate.Lim
 		return entry{}, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	etag := strings.Trim(resp.Header.Get("ETag"), `"`)
+	switch {
+	case have > 0 && resp.StatusCode == http.StatusPartialContent:
+		start, total, ok := contentRange(resp.Header.Get("Content-Range"))
+		if !ok || start != have || total != f.Size || etag != f.ETag {
+			return entry{}, errStartOver
+		}
+	case have > 0 && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusRequestedRangeNotSatisfiable):
+		if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+			return entry{}, errStartOver
+		}
+		have = 0 // the whole object: written from the start
+	case resp.StatusCode != http.StatusOK:
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return entry{}, fmt.Errorf("GET: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	// The object may have changed since it was listed: what is written
 	// is recorded as the answer describes it, so the next listing of the
 	// same content matches.
-	size, etag := f.Size, f.ETag
-	if resp.ContentLength >= 0 {
+	size := f.Size
+	if have == 0 && resp.ContentLength >= 0 {
 		size = resp.ContentLength
 	}
-	if t := strings.Trim(resp.Header.Get("ETag"), `"`); t != "" {
-		etag = t
+	if etag == "" {
+		etag = f.ETag
 	}
 	if dir := path.Dir(f.Path); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return entry{}, err
 		}
 	}
-	tmp := tempPrefix + randomHex()
-	out, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if have > 0 {
+		flags = os.O_WRONLY | os.O_APPEND
+	}
+	out, err := root.OpenFile(tmp, flags, 0o644)
 	if err != nil {
 		return entry{}, err
 	}
-	n, err := io.Copy(out, throttle.Reader(ctx, io.LimitReader(resp.Body, size+1), lim))
-	if err == nil {
-		err = out.Sync()
+	n, err := io.Copy(out, throttle.Reader(ctx, io.LimitReader(resp.Body, size-have+1), lim))
+	n += have
+	if serr := out.Sync(); err == nil {
+		err = serr
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && n != size {
-		err = fmt.Errorf("GET: %d bytes, want %d", n, size)
-	}
-	if err == nil {
-		err = root.Rename(tmp, f.Path)
-	}
 	if err != nil {
+		if n > 0 && n < size && etag != "" {
+			// Cut short: kept for the next pass to resume.
+			if m.Partial == nil {
+				m.Partial = map[string]entry{}
+			}
+			m.Partial[f.Path] = entry{ETag: etag, Size: size}
+		} else {
+			delete(m.Partial, f.Path)
+			_ = root.Remove(tmp)
+		}
+		return entry{}, fmt.Errorf("GET: after %d of %d bytes: %w", n, size, err)
+	}
+	delete(m.Partial, f.Path)
+	if n != size {
+		_ = root.Remove(tmp)
+		return entry{}, fmt.Errorf("GET: %d bytes, want %d", n, size)
+	}
+	if err := root.Rename(tmp, f.Path); err != nil {
 		_ = root.Remove(tmp)
 		return entry{}, err
 	}
@@ -328,6 +431,28 @@ func (s *Syncer) fetch(ctx context.Context, root *os.Root, f File, lim *rate.Lim
 		return entry{}, err
 	}
 	return entry{ETag: etag, Size: n, MTime: fi.ModTime().UnixNano()}, nil
+}
+
+// contentRange parses a Content-Range header "bytes START-END/TOTAL".
+func contentRange(v string) (start, total int64, ok bool) {
+	rest, found := strings.CutPrefix(v, "bytes ")
+	if !found {
+		return 0, 0, false
+	}
+	span, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, false
+	}
+	first, _, found := strings.Cut(span, "-")
+	if !found {
+		return 0, 0, false
+	}
+	start, err1 := strconv.ParseInt(first, 10, 64)
+	total, err2 := strconv.ParseInt(tot, 10, 64)
+	if err1 != nil || err2 != nil || start < 0 || total < 0 {
+		return 0, 0, false
+	}
+	return start, total, true
 }
 
 // removeGone removes the files of the manifest whose object is not in the
@@ -347,6 +472,12 @@ func (s *Syncer) removeGone(root *os.Root, m *manifest, files []File, truncated 
 		}
 	}
 	sort.Strings(gone)
+	for p := range m.Partial {
+		if !listed[p] && (!truncated || p < last) {
+			_ = root.Remove(partialName(p))
+			delete(m.Partial, p)
+		}
+	}
 	for _, p := range gone {
 		err := root.Remove(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -364,25 +495,24 @@ func (s *Syncer) removeGone(root *os.Root, m *manifest, files []File, truncated 
 	}
 }
 
-// removeTemps removes the temporary files a pass cut short left behind.
-func removeTemps(root *os.Root) {
+// removeTemps removes the temporary files a pass cut short left behind,
+// but for the partial files the manifest records (they are resumed).
+func removeTemps(root *os.Root, m *manifest) {
 	d, err := root.Open(".")
 	if err != nil {
 		return
 	}
 	defer d.Close()
+	keep := map[string]bool{}
+	for p := range m.Partial {
+		keep[partialName(p)] = true
+	}
 	names, _ := d.Readdirnames(-1)
 	for _, n := range names {
-		if strings.HasPrefix(n, tempPrefix) {
+		if strings.HasPrefix(n, tempPrefix) && !keep[n] {
 			_ = root.Remove(n)
 		}
 	}
-}
-
-func randomHex() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func trim(s string) string {
@@ -412,9 +542,95 @@ func (s *Syncer) save(p Path, m *manifest) error {
 	return s.manifests.Save(p.Workload, p.Target, m)
 }
 
-// Forget drops the manifests of a workload's data paths (it was removed):
-// a workload of that name starts afresh.
-func (s *Syncer) Forget(workload string) error {
+// Prune removes what the syncer downloaded for the data paths not in
+// keep (their workload was removed, or its revision has no such ingress
+// path, or it moved to another directory) and their manifests: the files
+// each manifest records and its partial downloads, and the directories
+// below the data path's that this leaves empty. Nothing else is touched:
+// not the files the workload wrote, not the data path's directory
+// itself. It returns the number of files removed; a file that cannot be
+// removed keeps its manifest entry, for the next Prune to try again.
+func (s *Syncer) Prune(keep []Path) (int, error) {
 	s.manifests.Dir, s.manifests.Name = s.StateDir, "download manifest"
-	return s.manifests.Forget(workload)
+	all, err := s.manifests.All(func() *manifest { return &manifest{Files: map[string]entry{}} },
+		func(m *manifest) bool { return m.Files != nil })
+	if err != nil {
+		return 0, err
+	}
+	kept := map[[2]string]string{}
+	for _, p := range keep {
+		kept[[2]string{p.Workload, p.Target}] = p.Dir
+	}
+	removed := 0
+	var errs []error
+	for _, m := range all {
+		if m.Workload == "" || m.Target == "" || m.Dir == "" {
+			continue // from before manifests named their path
+		}
+		if dir, ok := kept[[2]string{m.Workload, m.Target}]; ok && dir == m.Dir {
+			continue
+		}
+		n := len(m.Files)
+		err := s.clear(m)
+		removed += n - len(m.Files)
+		if err != nil {
+			errs = append(errs, err)
+			if serr := s.manifests.Save(m.Workload, m.Target, m); serr != nil {
+				errs = append(errs, serr)
+			}
+			continue
+		}
+		if err := s.manifests.Delete(m.Workload, m.Target); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// clear removes from m.Dir the files m records and its partial
+// downloads, dropping each from m once gone (or found gone already).
+func (s *Syncer) clear(m *manifest) error {
+	root, err := os.OpenRoot(m.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		clear(m.Files)
+		clear(m.Partial)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("data path %s: %w", m.Dir, err)
+	}
+	defer root.Close()
+	var errs []error
+	for p := range m.Partial {
+		if err := root.Remove(partialName(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		delete(m.Partial, p)
+	}
+	paths := make([]string, 0, len(m.Files))
+	for p := range m.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if CheckPath(p) != "" {
+			delete(m.Files, p) // never written (Sync refuses such paths)
+			continue
+		}
+		if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		delete(m.Files, p)
+		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+			if root.Remove(dir) != nil {
+				break
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("data path %s: %w", m.Dir, err)
+	}
+	return nil
 }

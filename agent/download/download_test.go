@@ -242,11 +242,91 @@ func TestSync(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), ".eim-") }) {
 		t.Errorf("a temporary file is left in %s", dir)
 	}
-	if err := syncer.Forget("cam"); err != nil {
-		t.Fatal(err)
+	// The data path still wanted: Prune leaves it.
+	if n, err := syncer.Prune([]download.Path{p}); err != nil || n != 0 {
+		t.Fatalf("Prune keeping the path: %d removed, %v; want none", n, err)
+	}
+	// Its workload removed: what was downloaded goes, the pod's own file
+	// stays, and so does the manifest directory no longer.
+	if n, err := syncer.Prune(nil); err != nil || n != 3 {
+		t.Fatalf("Prune of the removed workload: %d removed, %v; want 3", n, err)
+	}
+	if got := tree(t, dir); !same(got, map[string]string{"mine.log": "pod's"}) {
+		t.Errorf("after Prune: files %v, want the pod's own alone", got)
 	}
 	if _, err := os.Stat(filepath.Join(state, "cam")); !os.IsNotExist(err) {
-		t.Errorf("after Forget, the manifests: %v, want none", err)
+		t.Errorf("after Prune, the manifests: %v, want none", err)
+	}
+}
+
+// TestPrune: a revision without one of the workload's two ingress paths
+// has that path's files removed (and only what the syncer downloaded:
+// the pod's files and a file it put over a downloaded one's directory
+// stay), the other path's kept; a data path moved to another directory
+// has the old directory's files removed by its next pass; a cut download's
+// partial file goes too; a syncer in memory prunes the same way.
+func TestPrune(t *testing.T) {
+	for _, mode := range []string{"disk", "memory"} {
+		t.Run(mode, func(t *testing.T) {
+			s := newStore(t)
+			dev := t.TempDir()
+			state := ""
+			if mode == "disk" {
+				state = filepath.Join(dev, "state")
+			}
+			models := download.Path{Workload: "cam", Dir: filepath.Join(dev, "data", "models"), Target: "models"}
+			conf := download.Path{Workload: "cam", Dir: filepath.Join(dev, "data", "conf"), Target: "conf"}
+			s.put(eim.SharedIngressPrefix("cam", "models")+"net.bin", "weights")
+			s.put(eim.SharedIngressPrefix("cam", "models")+"sub/labels.txt", "cat")
+			s.put(eim.SharedIngressPrefix("cam", "conf")+"cam.cfg", "fps=10")
+			syncer := &download.Syncer{Lister: s, StateDir: state}
+			for _, p := range []download.Path{models, conf} {
+				if _, err := syncer.Sync(t.Context(), p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(models.Dir, "sub", "pod.out"), []byte("pod's"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(models.Dir, "notes"), []byte("pod's"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// A partial file of a cut download, as a pass left it.
+			partial := filepath.Join(models.Dir, ".eim-download-partial-x")
+			if err := os.WriteFile(partial, []byte("half"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := syncer.Prune([]download.Path{conf}); err != nil || n != 2 {
+				t.Fatalf("Prune without the models path: %d removed, %v; want 2", n, err)
+			}
+			if got := tree(t, models.Dir); !same(got, map[string]string{"sub/pod.out": "pod's", "notes": "pod's", ".eim-download-partial-x": "half"}) {
+				t.Errorf("models after Prune: %v, want the pod's files alone (and the partial file no manifest names)", got)
+			}
+			if got := tree(t, conf.Dir); !same(got, map[string]string{"cam.cfg": "fps=10"}) {
+				t.Errorf("conf after Prune: %v, want cam.cfg kept", got)
+			}
+			// The conf path moves to another directory: its next pass
+			// removes the old directory's download.
+			moved := conf
+			moved.Dir = filepath.Join(dev, "data", "conf2")
+			if _, err := syncer.Sync(t.Context(), moved); err != nil {
+				t.Fatal(err)
+			}
+			if got := tree(t, conf.Dir); len(got) != 0 {
+				t.Errorf("the old conf directory after the move: %v, want empty", got)
+			}
+			if got := tree(t, moved.Dir); !same(got, map[string]string{"cam.cfg": "fps=10"}) {
+				t.Errorf("the new conf directory: %v", got)
+			}
+			// Prune with the old place kept and the new one not: the
+			// new one's files go.
+			if n, err := syncer.Prune([]download.Path{conf}); err != nil || n != 1 {
+				t.Fatalf("Prune of the moved path: %d removed, %v; want 1", n, err)
+			}
+			if got := tree(t, moved.Dir); len(got) != 0 {
+				t.Errorf("the new conf directory after Prune: %v, want empty", got)
+			}
+		})
 	}
 }
 

@@ -95,6 +95,54 @@ func (s *Store[T]) Forget(workload string) error {
 	return os.RemoveAll(filepath.Join(s.Dir, workload))
 }
 
+// All returns every state kept, in no order: those of every workload's
+// data paths. A damaged one (see Load) is left out.
+func (s *Store[T]) All(fresh func() *T, valid func(*T) bool) ([]*T, error) {
+	if s.Dir == "" {
+		out := make([]*T, 0, len(s.mem))
+		for _, v := range s.mem {
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	files, err := filepath.Glob(filepath.Join(s.Dir, "*", "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	var out []*T
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		v := fresh()
+		if json.Unmarshal(b, v) == nil && valid(v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// Delete drops the state of one data path (a workload's other paths
+// keep theirs).
+func (s *Store[T]) Delete(workload, target string) error {
+	name := fileName(workload, target)
+	if s.Dir == "" {
+		delete(s.mem, name)
+		return nil
+	}
+	err := os.Remove(filepath.Join(s.Dir, name))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	// The workload's directory goes with its last state.
+	_ = os.Remove(filepath.Join(s.Dir, workload))
+	return nil
+}
+
 // fileName is the state file of a data path: a directory per workload, a
 // file named by a digest of the target (targets are paths).
 func fileName(workload, target string) string {

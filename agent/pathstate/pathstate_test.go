@@ -100,3 +100,37 @@ func TestForgetRefusesBadNames(t *testing.T) {
 		}
 	}
 }
+
+// TestAllDelete: every state is listed (a damaged one left out), on disk
+// and in memory, and Delete drops one data path's alone.
+func TestAllDelete(t *testing.T) {
+	for _, dir := range []string{t.TempDir(), ""} {
+		s := &pathstate.Store[files]{Dir: dir, Name: "test state"}
+		for i, p := range [][2]string{{"cam", "a"}, {"cam", "b"}, {"gw", "a"}} {
+			f, _ := s.Load(p[0], p[1], fresh, whole)
+			f.Files["n"] = i
+			if err := s.Save(p[0], p[1], f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if dir != "" {
+			if err := os.WriteFile(filepath.Join(dir, "gw", "bad.json"), []byte("{"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all, err := s.All(fresh, whole)
+		if err != nil || len(all) != 3 {
+			t.Fatalf("All (dir %q): got %d states, %v; want 3", dir, len(all), err)
+		}
+		if err := s.Delete("cam", "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete("cam", "nothing"); err != nil {
+			t.Fatalf("delete of a state that is not: %v", err)
+		}
+		all, _ = s.All(fresh, whole)
+		if len(all) != 2 || count(t, s, "cam", "b") != 1 || count(t, s, "cam", "a") != 0 {
+			t.Fatalf("after Delete (dir %q): %d states, want cam/b and gw/a", dir, len(all))
+		}
+	}
+}

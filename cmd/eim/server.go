@@ -108,6 +108,7 @@ func (c *cli) server(args []string) error {
 	fs.DurationVar(&cfg.OOBCallHomeTimeout, "oob-call-home-timeout", 10*time.Minute, "oob: how long a network-boot job waits for the node to call home after powering it on or resetting it")
 	fs.StringVar(&cfg.OOBIPMITool, "oob-ipmitool", "ipmitool", "oob: the ipmitool binary the IPMI driver runs")
 	fs.DurationVar(&cfg.WorkloadsRolloutTick, "workloads-rollout-tick", 10*time.Second, "workloads: how often the projects with an edge workload rollout in progress are stepped (devices' status reports and timeouts move rollouts, and are no change events)")
+	fs.DurationVar(&cfg.WorkloadsStatusGrace, "workloads-status-grace", 2*time.Minute, "workloads: how long a device has to report the status of a new version before heartbeat answers ask it for its full status")
 	fs.StringVar(&modules, "modules", "", "comma-separated modules this process runs (default: every module; see --list-modules)")
 	fs.StringVar(&profile, "profile", "", "run the modules of a deployment profile: full, provisioning, observability, day2, clusters, devices or oob (see --list-modules)")
 	fs.BoolVar(&listModules, "list-modules", false, "print the modules, what each needs and the profiles that hold it, and exit")
@@ -181,6 +182,9 @@ func (c *cli) server(args []string) error {
 	}
 	if cfg.WorkloadsRolloutTick < 100*time.Millisecond || cfg.WorkloadsRolloutTick > 10*time.Minute {
 		return usagef("--workloads-rollout-tick: must be 100ms..10m, got %s", cfg.WorkloadsRolloutTick)
+	}
+	if cfg.WorkloadsStatusGrace < 400*time.Millisecond || cfg.WorkloadsStatusGrace > time.Hour {
+		return usagef("--workloads-status-grace: must be 400ms..1h, got %s", cfg.WorkloadsStatusGrace)
 	}
 	if cfg.OOBSiteLimit == 0 {
 		return usagef("--oob-site-limit: must not be 0 (negative: no limit)")

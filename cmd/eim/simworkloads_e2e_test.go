@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,11 +24,11 @@ import (
 // their first container exited with code 3 and restarted, the others
 // running revision 2.
 func TestSimulatedWorkloadsSQLite(t *testing.T) {
-	testSimulatedWorkloads(t, startDay0(t, "--heartbeat-interval", "1s"))
+	testSimulatedWorkloads(t, startDay0(t, "--heartbeat-interval", "1s", "--workloads-status-grace", "1s"))
 }
 
 func TestSimulatedWorkloadsPostgres(t *testing.T) {
-	testSimulatedWorkloads(t, startDay0(t, "--heartbeat-interval", "1s", "--database", freshPostgres(t)))
+	testSimulatedWorkloads(t, startDay0(t, "--heartbeat-interval", "1s", "--workloads-status-grace", "1s", "--database", freshPostgres(t)))
 }
 
 func testSimulatedWorkloads(t *testing.T, s *day0Server) {
@@ -134,6 +136,17 @@ func testSimulatedWorkloads(t *testing.T, s *day0Server) {
 		}
 	}
 
+	// The statuses are lost (a restore of the status table from an
+	// older copy, done here in SQL): the devices that run steadily send
+	// nothing by themselves, so the server must ask. After the grace its
+	// targets loop marks them, heartbeats ask once, and every device's
+	// full report brings the statuses back.
+	lose(t, s, "DELETE FROM edge_workload_status", "UPDATE edge_devices SET status_version = 0")
+	waitLong(t, "every status back after the server asked", func() bool {
+		st, _ := status()
+		return st.Devices.Running == devices-crashing && st.Devices.Degraded == crashing && st.Devices.Unknown == 0
+	})
+
 	stop()
 	rep := <-done
 	if rep == nil || rep.Hold == nil || rep.Hold.Workloads == nil {
@@ -155,5 +168,26 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// lose runs statements on the server's database behind its back.
+func lose(t *testing.T, s *day0Server, stmts ...string) {
+	t.Helper()
+	driver, dsn := "sqlite", "file:"+filepath.Join(s.dataDir, "eim.db")+"?_pragma=busy_timeout(10000)"
+	for i, a := range s.extra {
+		if a == "--database" && i+1 < len(s.extra) {
+			driver, dsn = "pgx", s.extra[i+1]
+		}
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }

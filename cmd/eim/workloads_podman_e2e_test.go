@@ -40,8 +40,9 @@ import (
 // /export/models, where the container reads one (it copies it to its
 // egress path, so it comes back to the bucket); a changed object is
 // downloaded again, a deleted one's file removed.
-// Revision 2 replaces the pod (podman shows its label); deleting the
-// workload removes the pod and its status.
+// Revision 2 replaces the pod (podman shows its label); revision 4, without
+// the ingress path, has the downloaded files removed (not the one the pod
+// wrote there); deleting the workload removes the pod and its status.
 func TestWorkloadsE2E(t *testing.T) {
 	runID := randomHex(t)[:8]
 	dir := t.TempDir()
@@ -194,7 +195,7 @@ func TestWorkloadsE2E(t *testing.T) {
 	s3.Put(t, "edge", own+"own.cfg", []byte("mode=a"))
 	began := time.Now()
 	w, err := s.admin.CreateEdgeWorkload(ctx, project, workload("write:/export/frames/a.txt=one", "write:/export/frames/sub/b.txt=bee",
-		"copy:/export/models/net.bin=/export/frames/seen.bin", "forever"))
+		"copy:/export/models/net.bin=/export/frames/seen.bin", "write:/export/models/mine.txt=pod's", "forever"))
 	if err != nil || w.Revision != 1 {
 		t.Fatalf("create the workload: %+v, %v", w, err)
 	}
@@ -315,7 +316,9 @@ func TestWorkloadsE2E(t *testing.T) {
 	for len(hooked.applied) > 0 {
 		<-hooked.applied
 	}
-	if w, err = s.admin.ReplaceEdgeWorkload(ctx, project, workload("echo:four", "forever")); err != nil || w.Revision != 4 {
+	w4 := workload("echo:four", "forever")
+	w4.Spec.Data.Ingress = nil // and without its ingress data path
+	if w, err = s.admin.ReplaceEdgeWorkload(ctx, project, w4); err != nil || w.Revision != 4 {
 		t.Fatalf("replace the workload: %+v, %v; want revision 4", w, err)
 	}
 	select {
@@ -338,6 +341,12 @@ func TestWorkloadsE2E(t *testing.T) {
 	waitFor(t, "revision 4 Running after the agent's restart", running(4))
 	if got := podmanRevisions(t, env, name); len(got) != 1 || got[0] != "4" {
 		t.Fatalf("podman's pods after the restart mid-deploy: got revisions %v, want one at 4", got)
+	}
+	// Revision 4 has no ingress path: the file the agent downloaded
+	// there goes; the one the pod wrote there stays.
+	waitFor(t, "net.bin removed with the ingress path", onDevice("net.bin", ""))
+	if !onDevice("mine.txt", "pod's")() {
+		t.Fatal("the pod's own file in the old ingress directory was removed")
 	}
 
 	// 5. Deleted: the pod goes, and the status.

@@ -94,8 +94,8 @@ func testEdgeWorkloads(t *testing.T, s eim.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if vs[p][h] != dw.Version {
-			t.Fatalf("version of %s: %d from DeviceWorkloadVersions, %d from DeviceWorkloads", h, vs[p][h], dw.Version)
+		if vs[p][h].Version != dw.Version {
+			t.Fatalf("version of %s: %d from DeviceWorkloadVersions, %d from DeviceWorkloads", h, vs[p][h].Version, dw.Version)
 		}
 		return dw.Version
 	}
@@ -149,15 +149,15 @@ func testEdgeWorkloads(t *testing.T, s eim.Store) {
 
 	// Statuses, replaced per device.
 	now := eim.NewTime(time.Now().Truncate(time.Millisecond))
-	if err := s.RecordEdgeWorkloadStatus(ctx(t), p1, h1, []eim.EdgeWorkloadStatus{
+	if err := s.RecordEdgeWorkloadStatus(ctx(t), p1, h1, 0, []eim.EdgeWorkloadStatus{
 		{Workload: "cam", Revision: 2, Phase: eim.PhaseRunning, TransitionTime: now, Containers: []eim.ContainerState{{Name: "c", State: "running", Restarts: 1}}},
 		{Workload: "unknown", Phase: eim.PhaseRunning}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordEdgeWorkloadStatus(ctx(t), p1, h2, []eim.EdgeWorkloadStatus{{Workload: "cam", Revision: 1, Phase: eim.PhaseError, LastError: "pull"}}); err != nil {
+	if err := s.RecordEdgeWorkloadStatus(ctx(t), p1, h2, 0, []eim.EdgeWorkloadStatus{{Workload: "cam", Revision: 1, Phase: eim.PhaseError, LastError: "pull"}}); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, s.RecordEdgeWorkloadStatus(ctx(t), p1, other, nil), eim.ENOTFOUND)
+	wantCode(t, s.RecordEdgeWorkloadStatus(ctx(t), p1, other, 0, nil), eim.ENOTFOUND)
 	sts, err := s.EdgeWorkloadStatuses(ctx(t), p1, "cam")
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func testEdgeWorkloads(t *testing.T, s eim.Store) {
 		t.Fatalf("downloads of a workload that does not exist: got %v, want ENOTFOUND", err)
 	}
 	// A device reporting no pod of the workload: its status goes.
-	if err := s.RecordEdgeWorkloadStatus(ctx(t), p1, h2, nil); err != nil {
+	if err := s.RecordEdgeWorkloadStatus(ctx(t), p1, h2, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	sts, _ = s.EdgeWorkloadStatuses(ctx(t), p1, "cam")

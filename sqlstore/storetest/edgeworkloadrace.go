@@ -59,7 +59,7 @@ func testEdgeWorkloadDeleteRaces(t *testing.T, s eim.Store) {
 					if deleted.Load() {
 						after++
 					}
-					err := s.RecordEdgeWorkloadStatus(ctx(t), p, h, []eim.EdgeWorkloadStatus{
+					err := s.RecordEdgeWorkloadStatus(ctx(t), p, h, 0, []eim.EdgeWorkloadStatus{
 						{Workload: "keep", Revision: 1, Phase: eim.PhaseRunning},
 						{Workload: name, Revision: 1, Phase: eim.PhaseRunning}})
 					if err != nil && !(h == gone && eim.ErrorCode(err) == eim.ENOTFOUND) {

@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"AttestationKeys", testAttestationKeys},
 		{"EdgeWorkloads", testEdgeWorkloads},
 		{"EdgeWorkloadDeleteRaces", testEdgeWorkloadDeleteRaces},
+		{"EdgeDeviceStatusWanted", testEdgeDeviceStatusWanted},
 		{"EdgeWorkloadRollouts", testEdgeWorkloadRollouts},
 		{"ObjectStorage", testObjectStorage},
 		{"PowerJobs", testPowerJobs},
