@@ -32,17 +32,24 @@ type Keys struct {
 // returns their public areas; both are flushed after.
 func Identify(rw io.ReadWriter) (*Keys, error) {
 	tpm := tpmseal.Transport(rw)
-	ek, err := createEK(tpm)
+	ek, ak, release, err := createKeys(tpm)
 	if err != nil {
 		return nil, err
 	}
-	defer flush(tpm, ek.ObjectHandle)
-	ak, err := createAK(tpm)
-	if err != nil {
-		return nil, err
-	}
-	defer flush(tpm, ak.ObjectHandle)
+	defer release()
 	return &Keys{EKPublic: ek.OutPublic.Bytes(), AKPublic: ak.OutPublic.Bytes()}, nil
+}
+
+// createKeys makes the TPM's EK and AK; release flushes both.
+func createKeys(tpm transport.TPM) (ek, ak *tpm2.CreatePrimaryResponse, release func(), err error) {
+	if ek, err = createEK(tpm); err != nil {
+		return nil, nil, nil, err
+	}
+	if ak, err = createAK(tpm); err != nil {
+		flush(tpm, ek.ObjectHandle)
+		return nil, nil, nil, err
+	}
+	return ek, ak, func() { flush(tpm, ak.ObjectHandle); flush(tpm, ek.ObjectHandle) }, nil
 }
 
 func createEK(tpm transport.TPM) (*tpm2.CreatePrimaryResponse, error) {
@@ -100,16 +107,11 @@ func Challenge(k Keys, secret []byte) (blob, encSecret []byte, err error) {
 // a credential for another AK, fails.
 func Activate(rw io.ReadWriter, blob, encSecret []byte) ([]byte, error) {
 	tpm := tpmseal.Transport(rw)
-	ek, err := createEK(tpm)
+	ek, ak, release, err := createKeys(tpm)
 	if err != nil {
 		return nil, err
 	}
-	defer flush(tpm, ek.ObjectHandle)
-	ak, err := createAK(tpm)
-	if err != nil {
-		return nil, err
-	}
-	defer flush(tpm, ak.ObjectHandle)
+	defer release()
 	r, err := tpm2.ActivateCredential{
 		ActivateHandle: tpm2.AuthHandle{Handle: ak.ObjectHandle, Name: ak.Name, Auth: tpm2.PasswordAuth(nil)},
 		KeyHandle: tpm2.AuthHandle{Handle: ek.ObjectHandle, Name: ek.Name, Auth: tpm2.Policy(tpm2.TPMAlgSHA256, 16,
