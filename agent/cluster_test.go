@@ -21,6 +21,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim/agent"
+	"github.com/eimhq/eim/internal/syncbuf"
 	clusterv1 "github.com/eimhq/eim/proto/eim/cluster/v1"
 	"github.com/eimhq/eim/proto/eim/cluster/v1/clusterv1connect"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
@@ -240,22 +241,7 @@ type clusterNode struct {
 	logs        *syncBuffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 func newClusterNode(t *testing.T) *clusterNode {
 	d := t.TempDir()

@@ -1,7 +1,6 @@
 package feed_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"iter"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
+	"github.com/eimhq/eim/internal/syncbuf"
 	"github.com/eimhq/eim/sqlstore"
 	"github.com/eimhq/eim/sqlstore/storetest"
 )
@@ -221,22 +221,7 @@ func (s *faultyStore) watchStarts() []int64 {
 }
 
 // logBuffer is a logger's output, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer struct{ syncbuf.Buffer }
 
 func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))

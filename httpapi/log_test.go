@@ -1,37 +1,21 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/eimhq/eim/httpapi"
+	"github.com/eimhq/eim/internal/syncbuf"
 	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/sqlstore"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // TestInternalErrors breaks the store under the handler: the client gets a
 // 500 that says nothing of the cause; the log gets it once, with the

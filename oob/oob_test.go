@@ -18,11 +18,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/internal/syncbuf"
 	"github.com/eimhq/eim/oob"
 	"github.com/eimhq/eim/seal"
 	"github.com/eimhq/eim/sqlstore"
@@ -54,22 +54,7 @@ type env struct {
 
 // logBuffer is the module's log in a test: written by its loops while
 // the test reads it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer = syncbuf.Buffer
 
 const password = "Pa55-w0rd-for-the-bmc"
 

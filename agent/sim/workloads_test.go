@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -18,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim/agent"
+	"github.com/eimhq/eim/internal/syncbuf"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	workloadsv1 "github.com/eimhq/eim/proto/eim/workloads/v1"
@@ -326,22 +326,7 @@ func TestWorkloadNodes(t *testing.T) {
 }
 
 // lockedBuffer is a bytes.Buffer written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer
 
 // A single-container pod that crashes is Exited; the decision of a crash
 // follows the share of the revision, else the default share.

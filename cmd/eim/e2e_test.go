@@ -15,26 +15,12 @@ import (
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/internal/syncbuf"
 	"github.com/eimhq/eim/sqlstore/storetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 var servingRE = regexp.MustCompile(`eim: serving API on (http://\S+)`)
 
