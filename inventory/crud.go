@@ -522,3 +522,50 @@ func exists(ctx context.Context, tx eim.Tx, k eim.Kind, field, id string) (eim.R
 	}
 	return r, nil
 }
+
+// eachPage is how many resources Each reads at a time.
+const eachPage = 1000
+
+// Each calls fn with every resource of kind k in the project, expanded as
+// List expands them, in resource ID order: a page of eachPage at a time,
+// each page its own read, after the last ID of the one before (a keyset:
+// no offset to skip, no count of the matches). A resource created or
+// changed while Each walks may be seen or not; none is seen twice. fn is
+// called outside the store's transactions; its error ends the walk and is
+// returned.
+func (s *Service) Each(ctx context.Context, project string, k eim.Kind, fn func(eim.Resource) error) error {
+	if err := checkProject(project); err != nil {
+		return err
+	}
+	if eim.SchemaOf(k) == nil {
+		return eim.Errorf(eim.EINVALID, "unknown resource kind %q", k)
+	}
+	last := ""
+	for {
+		q := eim.Query{OrderBy: "resourceId", Limit: eachPage, NoTotal: true}
+		if last != "" {
+			q.Filter = fmt.Sprintf("resourceId > %q", last)
+		}
+		var page []eim.Resource
+		err := s.store.View(ctx, project, func(tx eim.Tx) error {
+			items, _, err := tx.List(ctx, k, q)
+			if err != nil {
+				return err
+			}
+			page, err = newExpander(ctx, tx).expand(k, items)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < eachPage {
+			return nil
+		}
+		last = page[len(page)-1].Base().ResourceID
+	}
+}

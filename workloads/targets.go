@@ -11,7 +11,6 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
-	"github.com/eimhq/eim/inventory"
 )
 
 // The targets loop: one process of the deployment at a time decides, per
@@ -254,31 +253,14 @@ func selects(w *eim.EdgeWorkload, hostID string, labels map[string]string) bool 
 }
 
 // eachDevice calls fn with every host of the project, expanded (what it
-// inherits, its site and instance), a page at a time by ID (a keyset: the
-// API's offsets stop at inventory.MaxOffset).
+// inherits, its site and instance), in ID order (inventory.Each).
 func (s *Service) eachDevice(ctx context.Context, project string, fn func(*eim.Host)) error {
-	last := ""
-	for {
-		q := inventory.ListQuery{PageSize: inventory.MaxPageSize, OrderBy: "resourceId"}
-		if last != "" {
-			q.Filter = fmt.Sprintf("resourceId > %q", last)
+	return s.o.Inventory.Each(ctx, project, eim.KindHost, func(r eim.Resource) error {
+		if h, ok := r.(*eim.Host); ok && h.DesiredState != eim.HostStateDeleted {
+			fn(h)
 		}
-		page, err := s.o.Inventory.List(ctx, project, eim.KindHost, q)
-		if err != nil {
-			return err
-		}
-		for _, r := range page.Items {
-			if h, ok := r.(*eim.Host); ok {
-				last = h.ResourceID
-				if h.DesiredState != eim.HostStateDeleted {
-					fn(h)
-				}
-			}
-		}
-		if !page.HasNext || len(page.Items) == 0 {
-			return nil
-		}
-	}
+		return nil
+	})
 }
 
 // tickProject steps a project's rollouts if one is in progress.

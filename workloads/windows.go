@@ -2,7 +2,6 @@ package workloads
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/inventory"
@@ -64,25 +63,11 @@ func nextOpening(s schedule, t int64) int64 {
 	return 0
 }
 
-// eachResource calls fn with every resource of a kind of the project, a
-// page at a time by ID.
+// eachResource calls fn with every resource of a kind of the project, in
+// ID order (inventory.Each).
 func (s *Service) eachResource(ctx context.Context, project string, k eim.Kind, fn func(eim.Resource)) error {
-	last := ""
-	for {
-		q := inventory.ListQuery{PageSize: inventory.MaxPageSize, OrderBy: "resourceId"}
-		if last != "" {
-			q.Filter = fmt.Sprintf("resourceId > %q", last)
-		}
-		page, err := s.o.Inventory.List(ctx, project, k, q)
-		if err != nil {
-			return err
-		}
-		for _, r := range page.Items {
-			last = r.Base().ResourceID
-			fn(r)
-		}
-		if !page.HasNext || len(page.Items) == 0 {
-			return nil
-		}
-	}
+	return s.o.Inventory.Each(ctx, project, k, func(r eim.Resource) error {
+		fn(r)
+		return nil
+	})
 }
