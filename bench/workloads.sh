@@ -15,7 +15,7 @@
 #            device fetches its set at its next heartbeat and reports its 3
 #            pods Deploying, then Running. Measured: the time until the
 #            API's aggregate (GET …/edgeworkloads/{name}/status) counts
-#            every device running for all 3 (polled every 0.5 s), the
+#            every device running for all 3 (polled every POLL s), the
 #            latency of the status reports (ReportStatus, the simulator's
 #            histogram over every fan-in), and the aggregation lag: the
 #            API's all-running seen minus the last status report answered
@@ -34,6 +34,16 @@
 #   STEADY=90     seconds of each steady window
 #   ROUNDS=2      rounds of none / fan-in / with
 #   START=3s      --workload-start-time (±50 %)
+#   POLL=         seconds between polls of the aggregates during a fan-in
+#                 (default 0.5, and 1 per 20,000 devices above that: each
+#                 poll counts every device three times, which at 100,000
+#                 devices polled every 0.5 s took a quarter of the server)
+#   FANIN_MAX=    seconds a fan-in may take before the run fails (default
+#                 900, and 1 per 50 devices above that)
+#   AFTER=        seconds between a fan-in's end and the steady window with
+#                 the workloads (default two intervals): the fan-in's last
+#                 reports and the marks it left are answered, and the
+#                 heartbeats the fan-in held back are back to their pace
 #   KEEP=         1: keep the run's directory
 #   ports: API_PORT=18180, AGENT_PORT=18543, DEBUG_PORT=16060
 set -euo pipefail
@@ -44,6 +54,9 @@ interval=${INTERVAL:-10}
 steady=${STEADY:-90}
 rounds=${ROUNDS:-2}
 start_time=${START:-3s}
+poll=${POLL:-$(awk -v n="$nodes" 'BEGIN { p = n / 20000; print (p > 0.5 ? p : 0.5) }')}
+after=${AFTER:-$((2 * interval))}
+fanin_max=${FANIN_MAX:-$(awk -v n="$nodes" 'BEGIN { m = n / 50; print (m > 900 ? m : 900) }')}
 dir=$(mktemp -d)
 pgdb=; sampler=; simpid=; profiler=
 api=127.0.0.1:${API_PORT:-18180}; agent=127.0.0.1:${AGENT_PORT:-18543}; debug=127.0.0.1:${DEBUG_PORT:-16060}
@@ -130,7 +143,14 @@ window() {
 }
 : >"$dir/windows.txt"
 for r in $(seq 1 "$rounds"); do
+	# The first steady windows are profiled both (the same overhead in
+	# both sides of the ratio).
+	if [ "$r" = 1 ]; then
+		curl -fsS -o "$dir/none.pprof" "http://$debug/debug/pprof/profile?seconds=$steady" &
+		profiler=$!
+	fi
 	window "none$r" "$steady"
+	[ "$r" = 1 ] && wait "$profiler" && profiler=
 	t0=$(date +%s.%N)
 	if [ "$r" = 1 ]; then
 		curl -fsS -o "$dir/fanin.pprof" "http://$debug/debug/pprof/profile?seconds=$((interval + 15))" &
@@ -140,14 +160,19 @@ for r in $(seq 1 "$rounds"); do
 		curl -fsS "${auth[@]}" -d "$(workload "$w")" "http://$api/v1/projects/default/edgeworkloads" >/dev/null
 	done
 	until all_running; do
-		sleep 0.5
-		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a > 900) }' && { echo "workloads: fan-in $r not done in 900 s" >&2; exit 1; }
+		sleep "$poll"
+		awk -v a="$t0" -v b="$(date +%s.%N)" -v m="$fanin_max" 'BEGIN { exit !(b - a > m) }' && { echo "workloads: fan-in $r not done in $fanin_max s" >&2; exit 1; }
 	done
 	t1=$(date +%s.%N)
 	echo "fanin$r $t0 $t1 $(cut -d' ' -f1 /proc/loadavg)" >>"$dir/windows.txt"
 	[ "$r" = 1 ] && wait "$profiler" && profiler=
-	sleep 5 # the last answers reach the simulator
+	sleep "$after"
+	if [ "$r" = 1 ]; then
+		curl -fsS -o "$dir/with.pprof" "http://$debug/debug/pprof/profile?seconds=$steady" &
+		profiler=$!
+	fi
 	window "with$r" "$steady"
+	[ "$r" = 1 ] && wait "$profiler" && profiler=
 	if [ "$r" != "$rounds" ]; then
 		for w in w1 w2 w3; do
 			curl -fsS "${auth[@]}" -X DELETE "http://$api/v1/projects/default/edgeworkloads/$w" >/dev/null
@@ -166,11 +191,11 @@ echo "fan-in (3 workloads created → the API counts all $nodes devices running 
 grep '^fanin' "$dir/windows.txt" | while read -r name from to load; do
 	printf "  %s: %.1f s (load average %s)\n" "$name" "$(awk -v a="$from" -v b="$to" 'BEGIN { print b - a }')" "$load"
 done
-jq -r --arg seen "$(grep "^fanin$rounds " "$dir/windows.txt" | cut -d' ' -f3)" '.hold.workloads |
+jq -r --arg poll "$poll" --arg seen "$(grep "^fanin$rounds " "$dir/windows.txt" | cut -d' ' -f3)" '.hold.workloads |
 	"  ReportStatus: \(.reportStatus.count) calls, p50 \(.reportStatus.p50Ms) ms, p99 \(.reportStatus.p99Ms) ms, max \(.reportStatus.maxMs) ms, \(.reportStatus.errors) errors",
 	"  GetWorkloads: \(.getWorkloads.count) calls, p50 \(.getWorkloads.p50Ms) ms, p99 \(.getWorkloads.p99Ms) ms, \(.getWorkloads.errors) errors",
 	"  a pod deployed → its Running report answered: p50 \(.deploy.p50Ms) ms, p99 \(.deploy.p99Ms) ms",
-	"  aggregation lag (last round): the API saw all running \((($seen | tonumber) - .lastReport) * 1000 | round) ms after the last report was answered (polled every 500 ms)"' "$dir/report.json"
+	"  aggregation lag (last round): the API saw all running \((($seen | tonumber) - .lastReport) * 1000 | round) ms after the last report was answered (polled every \($poll) s)"' "$dir/report.json"
 
 echo
 echo "server resources per window (CPU as cores; machine = all processes, $(nproc) cores; load = 1-min load average at the end):"
@@ -188,6 +213,13 @@ echo
 printf "steady heartbeats, server CPU: none %.3f cores, with 3 workloads %.3f cores: ratio %.3f (target ≤ 1.15)\n" \
 	"$none" "$with" "$(awk -v a="$with" -v b="$none" 'BEGIN { print a / b }')"
 final_resources
+if [ -s "$dir/with.pprof" ]; then
+	echo
+	echo "server CPU profiles of the first steady windows, without and with the workloads (the workloads module's own share in the second):"
+	go tool pprof -top -cum -nodecount=400 "$dir/eim" "$dir/none.pprof" 2>/dev/null | sed -n '4,5p'
+	go tool pprof -top -cum -nodecount=400 "$dir/eim" "$dir/with.pprof" 2>/dev/null | sed -n '4,5p'
+	go tool pprof -top -cum -nodecount=400 "$dir/eim" "$dir/with.pprof" 2>/dev/null | grep -E ' github.com/eimhq/eim/workloads\.' | head -15 || true
+fi
 if [ -s "$dir/fanin.pprof" ]; then
 	echo
 	echo "server CPU profile, the first fan-in:"
