@@ -3,6 +3,7 @@ package workloads
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -19,27 +20,15 @@ import (
 // (SetEdgeWorkloadTargets, which gives the devices whose set changed a
 // new version). It is level-based: woken by the change feed (a workload,
 // a host, a site, a region or an instance changed: labels and selectors
-// may select other devices now), it reconciles the whole project; a
-// re-list at the start and every Options.Relist makes up for a missed
-// wake-up.
+// may select other devices now), it reconciles the hosts named, or the
+// whole project (handleEvents says when); a re-list at the start and
+// every Options.Relist makes up for a missed wake-up.
 
 // Reconcile runs the targets loop until ctx ends.
 func (s *Service) Reconcile(ctx context.Context) error {
 	r := feed.New(feed.Options{Store: s.o.FeedStore, Name: "edge workload targets", Logger: s.log, Metrics: s.o.Metrics, MinWait: s.o.RetryWait,
 		Kinds: []eim.Kind{eim.KindEdgeWorkload, eim.KindHost, eim.KindSite, eim.KindRegion, eim.KindInstance},
-		Handle: func(ctx context.Context, evs []eim.Event) error {
-			seen := map[string]bool{}
-			for _, ev := range evs {
-				if seen[ev.Project] || ev.Project == "" {
-					continue
-				}
-				seen[ev.Project] = true
-				if err := s.reconcileProject(ctx, ev.Project); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
-					return err
-				}
-			}
-			return nil
-		},
+		Handle: s.handleEvents,
 		Relist:      s.reconcileAll,
 		RelistEvery: s.o.Relist,
 		// The handler keeps only the batch's projects, and reconciles
@@ -140,11 +129,112 @@ func (s *Service) ReconcileProject(ctx context.Context, project string) error {
 	return s.reconcileProject(ctx, project)
 }
 
+// hostsAtOnce is the most hosts of a project a batch of events may name
+// for the targets loop to reconcile them one by one; more, and it
+// reconciles the whole project (a host costs two reads, a project's
+// reconcile a read of every host).
+const hostsAtOnce = 1000
+
+// handleEvents is the targets loop's handler. Events of a project's
+// hosts alone reconcile those hosts (reconcileHosts); any other event (a
+// workload, a site, a region, an instance: they may change what many
+// devices are selected by) reconciles the whole project, once a batch.
+func (s *Service) handleEvents(ctx context.Context, evs []eim.Event) error {
+	whole := map[string]bool{}
+	hosts := map[string]map[string]bool{}
+	for _, ev := range evs {
+		switch {
+		case ev.Project == "":
+		case ev.Kind == eim.KindHost:
+			if hosts[ev.Project] == nil {
+				hosts[ev.Project] = map[string]bool{}
+			}
+			hosts[ev.Project][ev.ID] = true
+		default:
+			whole[ev.Project] = true
+		}
+	}
+	for p, ids := range hosts {
+		if len(ids) > hostsAtOnce {
+			whole[p] = true
+		}
+		if whole[p] {
+			continue
+		}
+		if err := s.reconcileHosts(ctx, p, slices.Sorted(maps.Keys(ids))); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+			return err
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(whole)) {
+		if err := s.reconcileProject(ctx, p); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcileHosts reconciles the targets of the named hosts of a project:
+// what each one's labels select now against what is stored for it. A
+// project with a workload under a rollout policy is reconciled whole
+// instead (the rollout engine decides over every device it selects), and
+// so is one without workloads.
+func (s *Service) reconcileHosts(ctx context.Context, project string, ids []string) error {
+	ws, err := s.o.Store.ListEdgeWorkloads(ctx, project)
+	if err != nil {
+		return err
+	}
+	if len(ws) == 0 || slices.ContainsFunc(ws, func(w *eim.EdgeWorkload) bool { return w.Spec.RolloutPolicy != nil }) {
+		// No workload: the project's reconcile is two reads (and
+		// removes what its deleted workloads left).
+		return s.reconcileProject(ctx, project)
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	s.reconciles.WithLabelValues("hosts").Inc()
+	var changes []eim.EdgeWorkloadTarget
+	for _, id := range ids {
+		stored, err := s.o.Store.EdgeWorkloadTargets(ctx, project, id)
+		if err != nil {
+			return err
+		}
+		want := map[string]int64{} // workload → revision
+		r, err := s.o.Inventory.Get(ctx, project, eim.KindHost, id)
+		switch {
+		case eim.ErrorCode(err) == eim.ENOTFOUND:
+		case err != nil:
+			return err
+		default:
+			if h, ok := r.(*eim.Host); ok && h.DesiredState != eim.HostStateDeleted {
+				labels := eim.DeviceLabels(h)
+				for _, w := range ws {
+					if selects(w, h.ResourceID, labels) {
+						want[w.Name] = w.Revision
+					}
+				}
+			}
+		}
+		for _, t := range stored {
+			if rev, ok := want[t.Workload]; !ok || rev != t.Revision {
+				changes = append(changes, eim.EdgeWorkloadTarget{Workload: t.Workload, HostID: id, Revision: rev})
+			}
+			delete(want, t.Workload)
+		}
+		for _, name := range slices.Sorted(maps.Keys(want)) {
+			changes = append(changes, eim.EdgeWorkloadTarget{Workload: name, HostID: id, Revision: want[name]})
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return s.o.Store.SetEdgeWorkloadTargets(ctx, project, changes)
+}
+
 func (s *Service) reconcileProject(ctx context.Context, project string) error {
 	// The feed's handler and the rollouts' ticker both step rollouts:
 	// one at a time.
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
+	s.reconciles.WithLabelValues("project").Inc()
 	ws, err := s.o.Store.ListEdgeWorkloads(ctx, project)
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/apiv2"
 	"github.com/eimhq/eim/inventory"
+	"github.com/eimhq/eim/metrics"
 	"github.com/eimhq/eim/seal"
 )
 
@@ -95,6 +96,10 @@ type Service struct {
 	log      *slog.Logger
 	versions *Versions
 	recMu    sync.Mutex // one reconciliation of targets at a time
+	// reconciles counts the targets loop's reconciliations by scope:
+	// "project" (every device of a project), "hosts" (the hosts a batch
+	// of events named).
+	reconciles *prometheus.CounterVec
 }
 
 // New returns a Service.
@@ -123,7 +128,10 @@ func New(o Options) (*Service, error) {
 	if o.StatusGrace <= 0 {
 		o.StatusGrace = 2 * time.Minute
 	}
-	s := &Service{o: o, log: o.Logger.With("module", "workloads")}
+	s := &Service{o: o, log: o.Logger.With("module", "workloads"),
+		reconciles: metrics.Register(o.Metrics, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eim_workloads_reconciles_total",
+			Help: "Reconciliations of edge workload targets by the targets loop, by scope: project (every device of a project) or hosts (the hosts a batch of change events named)."},
+			[]string{"scope"}))}
 	s.versions = newVersions(o.FeedStore, o.Store, s.log, o.Metrics, o.RetryWait, o.Now, o.StatusGrace)
 	return s, nil
 }
