@@ -27,8 +27,8 @@ import (
 // Reconcile runs the targets loop until ctx ends.
 func (s *Service) Reconcile(ctx context.Context) error {
 	r := feed.New(feed.Options{Store: s.o.FeedStore, Name: "edge workload targets", Logger: s.log, Metrics: s.o.Metrics, MinWait: s.o.RetryWait,
-		Kinds: []eim.Kind{eim.KindEdgeWorkload, eim.KindHost, eim.KindSite, eim.KindRegion, eim.KindInstance},
-		Handle: s.handleEvents,
+		Kinds:       []eim.Kind{eim.KindEdgeWorkload, eim.KindHost, eim.KindSite, eim.KindRegion, eim.KindInstance},
+		Handle:      s.handleEvents,
 		Relist:      s.reconcileAll,
 		RelistEvery: s.o.Relist,
 		// The handler keeps only the batch's projects, and reconciles
