@@ -36,6 +36,11 @@ type ShardOptions struct {
 	// Lost is called with the shards no longer owned: released, taken by
 	// another, or not renewed in time.
 	Lost func(shards []int)
+	// Failed, when set, is called when a round's call to the store fails
+	// or times out (a renewal, a claim, the read of the members): the
+	// store is away or too slow to answer within a tick, and what the
+	// members saved meanwhile may not be in it yet.
+	Failed func(err error)
 	// Settle, when positive, keeps a member that joins out of the
 	// division for that long after this process first saw it, and this
 	// process out of it for that long after its first view when others
@@ -101,6 +106,9 @@ func NewShards(o Options, so ShardOptions) (*Shards, error) {
 	if so.Lost == nil {
 		so.Lost = func([]int) {}
 	}
+	if so.Failed == nil {
+		so.Failed = func(error) {}
+	}
 	s := &Shards{o: o, so: so, until: make([]time.Time, so.Count), held: make([]*lease, so.Count)}
 	for i := range s.held {
 		s.held[i] = &lease{o: o, name: s.name(i), quiet: true}
@@ -120,6 +128,16 @@ func (s *Shards) Owns(i int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return time.Now().Before(s.until[i])
+}
+
+// OwnsFor reports whether this process owns shard i now and will for at
+// least d more without another renewal: work on the shard that must end
+// before the lease could expire (a write decided now and committed a
+// little later) starts only then.
+func (s *Shards) OwnsFor(i int, d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Add(d).Before(s.until[i])
 }
 
 // Owned returns how many shards this process owns.
@@ -193,6 +211,9 @@ func (s *Shards) Round(ctx context.Context) {
 		s.held[i].margin = s.lastRound
 	}
 	lost := s.claim(ctx, held, &err)
+	if err != nil && ctx.Err() == nil {
+		s.so.Failed(err)
+	}
 	if len(lost) > 0 && ctx.Err() == nil {
 		s.o.Logger.Warn("coord: lost shards", "prefix", s.so.Prefix, "shards", lost)
 	}
@@ -231,6 +252,9 @@ func (s *Shards) Round(ctx context.Context) {
 			gained = append(gained, i)
 		}
 		err = s.held[i].err
+	}
+	if err != nil && ctx.Err() == nil {
+		s.so.Failed(err)
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -287,6 +311,9 @@ func (s *Shards) view(ctx context.Context) {
 	ms, err := s.so.Members(cctx)
 	cancel()
 	if err != nil {
+		if ctx.Err() == nil {
+			s.so.Failed(err)
+		}
 		if ctx.Err() == nil && !s.failed {
 			s.failed = true
 			s.o.Logger.Warn("coord: cannot read the members; keeping the last view", "prefix", s.so.Prefix, "err", err)

@@ -198,3 +198,51 @@ func TestShardOptionsChecked(t *testing.T) {
 		t.Fatalf("NewShards without Members and Gained: got %v, want code %s", err, eim.EINVALID)
 	}
 }
+
+// A round whose calls to the store fail says so (Failed), the shards
+// lapse, and they are taken back once the store answers; OwnsFor holds
+// only while the lease surely lasts that much longer.
+func TestShardsReportFailures(t *testing.T) {
+	engines(t, func(t *testing.T, open func() eim.Store) {
+		st := &flakyStore{Store: open()}
+		var failed atomic.Int32
+		sh, err := coord.NewShards(coord.Options{Store: st, Holder: "a", TTL: shardTTL}, coord.ShardOptions{Prefix: "test/failed",
+			Members: func(context.Context) ([]string, error) {
+				if st.down.Load() {
+					return nil, errDown
+				}
+				return []string{"a"}, nil
+			},
+			Gained: func(context.Context, []int) error { return nil },
+			Failed: func(err error) {
+				if eim.ErrorCode(err) != eim.EUNAVAILABLE {
+					t.Errorf("Failed with %v, want the store's unavailable", err)
+				}
+				failed.Add(1)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- sh.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		waitFor(t, func() bool { return sh.Owned() == 64 })
+		if !sh.OwnsFor(0, shardTTL/3) || sh.OwnsFor(0, shardTTL) {
+			t.Fatalf("OwnsFor(%v) %v, OwnsFor(%v) %v just after a renewal; want true, false",
+				shardTTL/3, sh.OwnsFor(0, shardTTL/3), shardTTL, sh.OwnsFor(0, shardTTL))
+		}
+		if n := failed.Load(); n != 0 {
+			t.Fatalf("Failed called %d times while the store answered", n)
+		}
+		st.down.Store(true)
+		waitFor(t, func() bool { return failed.Load() > 0 && sh.Owned() == 0 })
+		st.down.Store(false)
+		waitFor(t, func() bool { return sh.Owned() == 64 })
+	})
+}

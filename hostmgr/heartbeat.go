@@ -266,6 +266,11 @@ func (s *Service) CheckTimeouts(ctx context.Context) {
 	if !s.storeBack(ctx, now) {
 		return
 	}
+	// Every project's timeout, also of projects whose nodes call only
+	// other replicas; when the read fails, the times held stand.
+	if err := s.settings.refreshAll(ctx); err != nil && ctx.Err() == nil {
+		s.log.Debug("hostmgr: read the projects' heartbeat settings", "err", err)
+	}
 	due := s.live.expired(now, s.settings.timeoutOf)
 	if len(due) > 0 && s.live.isShared() {
 		due = s.confirm(ctx, due, now)
@@ -333,7 +338,7 @@ func (s *Service) silence(l eim.HostLiveness, id string, seen, at, now time.Time
 	if !s.live.silentSince(id, seen) || !timesOut(l.Status.Text) {
 		return ch, false, false, time.Time{}
 	}
-	if !s.owns(id) {
+	if !s.ownsForFlag(id) {
 		return ch, false, true, time.Time{}
 	}
 	if l.Updating {
@@ -449,6 +454,7 @@ const (
 
 // storeFailed notes a failed store call of the checker or the flusher.
 func (s *Service) storeFailed(err error) {
+	s.troubled(err)
 	if eim.ErrorCode(err) == eim.EUNAVAILABLE {
 		s.storeState.CompareAndSwap(storeOK, storeSuspect)
 	}

@@ -193,6 +193,10 @@ type Service struct {
 	shareMu  sync.Mutex
 	share    sharing
 	rescan   atomic.Bool // the owned shards' hosts are to be read from the store
+	// trouble is when (Unix nanoseconds, the real clock) a call of this
+	// replica to the store last failed or timed out: the store may lack
+	// what the replicas heard meanwhile (see upToDate).
+	trouble atomic.Int64
 
 	restore        *feed.Runner  // reads liveness once the store answers
 	restoredCh     chan struct{} // closed once it has
@@ -264,7 +268,7 @@ func New(opts Options) *Service {
 		var err error
 		s.shards, err = coord.NewShards(coord.Options{Store: opts.Store, Holder: opts.Replica, TTL: s.leaseTTL, Logger: s.log, Metrics: opts.Metrics},
 			coord.ShardOptions{Prefix: leasePrefix, Count: shards, Members: opts.Members,
-				Viewed: s.viewed, Gained: s.gained, Releasing: s.releasing, Lost: s.lost,
+				Viewed: s.viewed, Gained: s.gained, Releasing: s.releasing, Lost: s.lost, Failed: s.troubled,
 				// A replica that joins takes shards once its store times
 				// are fresh (upToDate), not before: meanwhile the others
 				// keep its share, and take a dead replica's, from fresh
@@ -273,6 +277,12 @@ func New(opts Options) *Service {
 		if err != nil {
 			panic("hostmgr.New: " + err.Error())
 		}
+		// A replica may share the fleet with others at any time, whether
+		// or not it sees them (a view of the members can lag: their
+		// announcements time out when the database is slow), so it
+		// always saves what it hears as sharing needs and judges
+		// silences against the store (replicas.go).
+		s.live.setShared(true, s.w(), s.slack())
 	}
 	// A store that is away is waited for: heartbeats are answered
 	// meanwhile, and no host times out before its liveness is known.

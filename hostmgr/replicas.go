@@ -17,9 +17,11 @@ import (
 // among themselves (coord.Shards: a lease per shard, its desired owner
 // chosen by rendezvous hashing over the live replicas). Only the owner of
 // a host's shard flags it, times its reboot and its update out. Every
-// replica records the hosts it hears; while the fleet is shared, each
-// saves a host's time whenever the store's may be older than w, so the
-// store is never more than w and a flush behind what any replica heard.
+// replica records the hosts it hears and saves a host's time whenever the
+// store's may be older than w, so the store is never more than w and a
+// flush behind what any replica heard (while the store answers: what a
+// replica heard while it stalled is saved once it answers again, and
+// shards gained until a while after that count from the gain).
 // An owner whose local deadline for a host passed (its own heartbeats and
 // the slack w + 2 flushes) reads the store's time of the host, and flags
 // it only when that too is past the deadline.
@@ -51,6 +53,14 @@ func (s *Service) owns(id string) bool {
 	return s.shards == nil || s.shards.Owns(shardOf(id))
 }
 
+// ownsForFlag reports whether this replica may flag the host now: it
+// owns the host's shard, and will for a third of a lease more, so that
+// the flag decided now is written before the lease could pass to
+// another replica (unless the write itself takes that long).
+func (s *Service) ownsForFlag(id string) bool {
+	return s.shards == nil || s.shards.OwnsFor(shardOf(id), s.leaseTTL/3)
+}
+
 // sharing is a replica's view of the others, kept by the shard loop.
 type sharing struct {
 	// since is when this replica started seeing other replicas (zero when
@@ -69,29 +79,35 @@ func (s *Service) slack() time.Duration { return s.w() + 2*s.flush }
 func (s *Service) fresh() time.Duration { return s.leaseTTL/3 + 2*s.flush }
 func (s *Service) hold() time.Duration  { return s.leaseTTL + 2*s.leaseTTL/3 }
 
-// viewed takes the round's live replicas (this one included). Seeing
-// another makes the fleet shared: every host heard since its last save
-// is saved at the next flush, and from then on as w requires; and the
-// hosts of the shards owned are read from the store, since other
-// replicas may have heard hosts this one never did (see changed).
+// viewed takes the round's live replicas (this one included) and keeps
+// track of how long this replica has seen others (see upToDate). When it
+// first sees another, it reads the store's times of the hosts of the
+// shards it owns: other replicas may hear hosts this one never did (see
+// changed).
+//
+// What a replica saves and how it judges a silence do not depend on the
+// view: a view without the others may be wrong (their announcements time
+// out on a database too slow to answer, while they live and hear nodes),
+// and a replica that then stopped saving what it hears, or flagged from
+// its memory alone, would have the fleet's live nodes flagged.
 func (s *Service) viewed(ctx context.Context, members []string) {
 	now := time.Now()
 	s.shareMu.Lock()
+	first := false
 	if len(members) > 1 {
 		if s.share.since.IsZero() {
-			s.share.since = now
+			s.share.since, first = now, true
 		}
 		s.share.last = now
 	} else if !s.share.since.IsZero() && now.Sub(s.share.last) > s.hold() {
 		s.share.since = time.Time{}
 	}
-	shared := !s.share.since.IsZero()
 	s.shareMu.Unlock()
-	if s.live.setShared(shared, s.w(), s.slack()) {
+	if first {
 		s.log.Info("hostmgr: the fleet's liveness is shared with other replicas", "replicas", len(members))
 		s.rescan.Store(true)
 	}
-	if !shared || !s.rescan.Load() {
+	if !s.rescan.Load() {
 		return
 	}
 	owned := s.live.ownedShards()
@@ -102,6 +118,7 @@ func (s *Service) viewed(ctx context.Context, members []string) {
 	all, err := s.store.LastSeen(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
+			s.troubled(err)
 			s.log.Warn("hostmgr: read the last-seen times of the shards owned; retrying", "err", err)
 		}
 		return
@@ -112,14 +129,29 @@ func (s *Service) viewed(ctx context.Context, members []string) {
 	s.rescan.Store(false)
 }
 
+// troubled notes a call to the store that failed or timed out.
+func (s *Service) troubled(error) { s.trouble.Store(time.Now().UnixNano()) }
+
+// quiet is how long after this replica's last trouble with the store a
+// shard gained is watched from the store's times: long enough for a
+// round to show the store answering again, and for every replica to
+// save, in a flush or two, what it heard while the store did not answer
+// (their saves waited as this replica's calls did).
+func (s *Service) quiet() time.Duration { return s.fresh() + s.leaseTTL/3 }
+
 // upToDate reports whether the store's last-seen times are as fresh as
 // sharing makes them, so that a shard gained now can be watched from
 // them: this replica has seen others for long enough that each of them
-// saw it, switched to sharing and flushed (or has not seen them gone for
-// long), and the store has not been away. Otherwise a shard gained
-// counts its hosts' deadlines from now, as after a restart.
+// saw it and saved what it heard (or has not seen them gone for long),
+// the store has not been away, and none of this replica's calls to it
+// failed or timed out lately (while they did, the others' saves waited
+// too). Otherwise a shard gained counts its hosts' deadlines from now,
+// as after a restart.
 func (s *Service) upToDate() bool {
 	if s.storeState.Load() != storeOK {
+		return false
+	}
+	if t := s.trouble.Load(); t != 0 && time.Since(time.Unix(0, t)) < s.quiet() {
 		return false
 	}
 	s.shareMu.Lock()
@@ -132,6 +164,7 @@ func (s *Service) upToDate() bool {
 func (s *Service) gained(ctx context.Context, gained []int) error {
 	all, err := s.store.LastSeen(ctx)
 	if err != nil {
+		s.troubled(err)
 		return err
 	}
 	fresh := s.upToDate()
@@ -187,7 +220,8 @@ func (s *Service) confirm(ctx context.Context, due []expiry, now time.Time) []ex
 
 // setShared turns sharing on or off and reports whether it was just
 // turned on. Turned on, every host heard since its last save is queued:
-// the store catches up with what this replica heard alone.
+// the store catches up with what this replica heard alone. A replica's
+// tracker is shared from the start (New).
 func (t *tracker) setShared(on bool, w, slack time.Duration) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()

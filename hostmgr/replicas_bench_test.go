@@ -8,8 +8,9 @@ import (
 	"github.com/eimhq/eim/sqlstore/storetest"
 )
 
-// What a heartbeat costs one process alone, one replica alone (leases
-// held, the cheap path), and three replicas sharing the fleet in one
+// What a heartbeat costs one process alone (the cheap path), one replica
+// alone (every lease held; it saves and checks as any replica does: it
+// cannot know that no other hears its hosts), and three replicas sharing the fleet in one
 // process (each with its own store on one PostgreSQL), heartbeats round
 // robin or each host's always to the same replica: the handler and, amortised, the checks and flushes of every
 // simulated second, on the test clock. saved/beat is last-seen rows

@@ -11,6 +11,7 @@ import (
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/coord"
 	"github.com/eimhq/eim/hostmgr"
+	"github.com/eimhq/eim/inventory"
 	"github.com/eimhq/eim/sqlstore"
 	"github.com/eimhq/eim/sqlstore/storetest"
 )
@@ -404,5 +405,57 @@ func TestReplicasLateHeartbeat(t *testing.T) {
 	}
 	e.clock.Add(timeout + slack)
 	check()
+	e.wantStatus(h.ResourceID, "No Connection", eim.StatusError)
+}
+
+// A replica judges the hosts of the shards it owns by their project's
+// timeout also when their nodes call only other replicas, so that it never
+// read their project for a heartbeat of its own: not by the server's
+// default, shorter here (30 s) than the project's (3 × 60 s).
+func TestReplicasProjectTimeoutOfHostsOthersHear(t *testing.T) {
+	e := newEnv(t, storetest.PostgresURL(t))
+	iv := uint32(60)
+	if _, _, err := e.inv.UpdateProjectSettings(e.ctx, e.proj, inventory.SettingsChange{HeartbeatIntervalSeconds: &iv}); err != nil {
+		t.Fatal(err)
+	}
+	rs := startReplicas(t, e, 2, true)
+	ids := []string{rs[0].id, rs[1].id}
+	var h *eim.Host
+	for h == nil || coord.Owner(ids, coord.ShardOf(h.ResourceID, 64)) != rs[0].id {
+		h = e.host(nil)
+	}
+	owner, other := rs[0].svc, rs[1].svc
+	second := func() {
+		e.clock.Add(time.Second)
+		owner.CheckTimeouts(e.ctx)
+		other.CheckTimeouts(e.ctx)
+		owner.Flush(e.ctx)
+		other.Flush(e.ctx)
+	}
+	var last time.Time
+	for i := range 3 {
+		if resp := e.beat(other, h, nil); resp.IntervalSeconds != 60 {
+			t.Fatalf("interval %d, want the project's 60", resp.IntervalSeconds)
+		}
+		last = e.clock.Now()
+		if i == 0 { // the owner learns of the host through the feed
+			waitFor(t, func() bool { return owner.Tracked() == 1 })
+		}
+		for range 60 {
+			second()
+		}
+		e.wantStatus(h.ResourceID, "Running", eim.StatusIdle)
+	}
+	// Silent: flagged once the project's timeout (and the slack) passed,
+	// not before.
+	for e.clock.Now().Before(last.Add(3 * time.Minute)) {
+		if e.getHost(h.ResourceID).HostStatus == "No Connection" {
+			t.Fatalf("flagged %v after its last heartbeat, before the project's timeout of 3 min", e.clock.Now().Sub(last))
+		}
+		second()
+	}
+	for e.clock.Now().Before(last.Add(3*time.Minute + slack + time.Second)) {
+		second()
+	}
 	e.wantStatus(h.ResourceID, "No Connection", eim.StatusError)
 }

@@ -10,7 +10,9 @@ import (
 
 // settingsCache holds each project's heartbeat interval and timeout for a
 // short while: projects are not in the change feed, and a heartbeat must
-// not read the project.
+// not read the project. The checker keeps every project's times fresh
+// (refreshAll), so that it judges the hosts of a project whose nodes call
+// other replicas by that project's timeout too, not the server's default.
 type settingsCache struct {
 	store Store
 	now   func() time.Time
@@ -18,13 +20,18 @@ type settingsCache struct {
 	// The server's defaults.
 	interval, timeout time.Duration
 
-	mu sync.RWMutex
-	m  map[string]projectTimes
+	mu      sync.RWMutex
+	m       map[string]projectTimes
+	allRead time.Time // when refreshAll last read every project
 }
 
 type projectTimes struct {
 	interval, timeout time.Duration
 	read              time.Time
+	// refreshing is set while a caller reads the project again: the
+	// others answer with the times held meanwhile rather than wait for
+	// the store too.
+	refreshing bool
 }
 
 func newSettingsCache(st Store, now func() time.Time, ttl, interval, timeout time.Duration) *settingsCache {
@@ -32,27 +39,62 @@ func newSettingsCache(st Store, now func() time.Time, ttl, interval, timeout tim
 }
 
 // get returns the project's interval and timeout, reading the project when
-// the cached values are older than the TTL. When the read fails, the last
+// the cached values are older than the TTL; one caller at a time reads it,
+// the others answer with the values held. When the read fails, the last
 // values (or the defaults) stand.
 func (c *settingsCache) get(ctx context.Context, project string) (interval, timeout time.Duration) {
 	now := c.now()
 	c.mu.RLock()
 	pt, ok := c.m[project]
 	c.mu.RUnlock()
-	if ok && now.Sub(pt.read) < c.ttl {
+	if ok && (now.Sub(pt.read) < c.ttl || pt.refreshing) {
 		return pt.interval, pt.timeout
 	}
-	if !ok {
+	if ok {
+		c.mu.Lock()
+		pt = c.m[project]
+		if pt.refreshing || now.Sub(pt.read) < c.ttl {
+			c.mu.Unlock()
+			return pt.interval, pt.timeout
+		}
+		pt.refreshing = true
+		c.m[project] = pt
+		c.mu.Unlock()
+	} else {
 		pt = projectTimes{interval: c.interval, timeout: c.timeout}
 	}
 	if p, err := c.store.FindProject(ctx, project); err == nil {
 		pt = c.times(p.Settings)
 	}
-	pt.read = now
+	pt.read, pt.refreshing = now, false
 	c.mu.Lock()
 	c.m[project] = pt
 	c.mu.Unlock()
 	return pt.interval, pt.timeout
+}
+
+// refreshAll reads every project's times, when it has not for the TTL.
+func (c *settingsCache) refreshAll(ctx context.Context) error {
+	now := c.now()
+	c.mu.RLock()
+	fresh := now.Sub(c.allRead) < c.ttl
+	c.mu.RUnlock()
+	if fresh {
+		return nil
+	}
+	ps, err := c.store.ListProjects(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range ps {
+		pt := c.times(p.Settings)
+		pt.read = now
+		c.m[p.Name] = pt
+	}
+	c.allRead = now
+	return nil
 }
 
 // times applies the defaults to a project's settings: an interval without

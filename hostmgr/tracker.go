@@ -28,9 +28,9 @@ import (
 // all at once (see expired).
 //
 // With replicas (see replicas.go), the heap holds only the hosts of the
-// shards this process owns, and while it shares the fleet with others it
-// saves a host's time whenever the store's may be older than w, and adds
-// slack to every deadline.
+// shards this process owns, and the tracker is shared: it saves a host's
+// time whenever the store's may be older than w, and adds slack to every
+// deadline.
 type tracker struct {
 	mu     sync.Mutex
 	hosts  map[string]*entry

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -17,7 +16,10 @@ import (
 
 // Proxy is a TCP proxy between a store and its database, for outage
 // tests: Cut drops every connection and refuses new ones (as a database
-// that went away does) until Restore. It listens on 127.0.0.1.
+// that went away does) until Restore; Stall holds every byte in either
+// direction, on the connections open and on new ones, without closing
+// anything (as a database too loaded to answer does: statements wait and
+// time out) until Resume. It listens on 127.0.0.1.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -26,6 +28,9 @@ type Proxy struct {
 	cut   bool
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
+	// resumed is closed while traffic flows; a stall replaces it with an
+	// open channel that Resume closes.
+	resumed chan struct{}
 }
 
 // NewProxy starts a proxy to target (host:port), closed when t ends.
@@ -35,7 +40,8 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, resumed: make(chan struct{})}
+	close(p.resumed)
 	p.wg.Go(p.serve)
 	t.Cleanup(p.close)
 	return p
@@ -73,8 +79,39 @@ func (p *Proxy) Restore() {
 	p.cut = false
 }
 
+// Stall holds the traffic of every connection, open or new, until
+// Resume: the database's answers, and the statements sent to it, wait.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.resumed:
+		p.resumed = make(chan struct{})
+	default: // stalled already
+	}
+}
+
+// Resume lets the traffic held by Stall through, in order.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.resumed:
+	default:
+		close(p.resumed)
+	}
+}
+
+// flowing returns a channel closed while traffic is not stalled.
+func (p *Proxy) flowing() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resumed
+}
+
 func (p *Proxy) close() {
 	p.ln.Close()
+	p.Resume()
 	p.Cut()
 	p.wg.Wait()
 }
@@ -117,10 +154,28 @@ func (p *Proxy) pipe(c net.Conn) {
 		p.mu.Unlock()
 	}()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(d, c); d.Close(); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, d); c.Close(); done <- struct{}{} }()
+	go func() { p.copy(d, c); d.Close(); done <- struct{}{} }()
+	go func() { p.copy(c, d); c.Close(); done <- struct{}{} }()
 	<-done
 	<-done
+}
+
+// copy forwards what src sends to dst, each read held while the proxy
+// is stalled, until either side fails.
+func (p *Proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			<-p.flowing()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // OwnPostgres is a PostgreSQL server of a test's own (initdb in a
