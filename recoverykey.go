@@ -28,6 +28,14 @@ type RecoveryKey struct {
 	// (seal.Key.SealText, RecoveryKeyPurpose); never in the clear.
 	SealedKey  string
 	EscrowedAt Time
+	// Attempt is the attempt of the instance's provisioning workflow that
+	// escrowed it: a key is replaced only by a later attempt's (the
+	// instance provisioned again), never within one.
+	Attempt int
+	// Digest recognises the same key sent again (a node's retry after a
+	// lost answer) without opening the sealed one: an HMAC of the key
+	// under a key derived from the secrets key (the provisioning module's).
+	Digest string
 	// Key is the key opened, for an administrator's read: set by the
 	// provisioning service, never stored.
 	Key string
@@ -44,9 +52,15 @@ func RecoveryKeyPurpose(project, instanceID string) string {
 const MaxRecoveryKey = 512
 
 // RecoveryKeyStore keeps instances' recovery keys (see sqlstore), one per
-// instance, going with it. PutRecoveryKey stores or replaces the key of an
-// existing instance of the project (ENOTFOUND otherwise) and sets its
-// EscrowedAt; its audit record shows the key as Redacted. ReadRecoveryKey
+// instance, going with it. PutRecoveryKey stores the key of an existing
+// instance of the project (ENOTFOUND otherwise) and sets its EscrowedAt;
+// its audit record shows the key as Redacted. It replaces a kept key only
+// when k.Attempt is later than the kept key's (the instance is being
+// provisioned again); the same key again from the same attempt (equal
+// non-empty Digest) changes nothing and succeeds; anything else is
+// EPRECONDITION and the kept key stays: a node's identity must not be
+// enough to swap the key that opens its disk for one of its choosing, or
+// to destroy the only way in when the TPM will not unseal. ReadRecoveryKey
 // returns the key (ENOTFOUND when the instance has none) and records the
 // read in the audit log (AuditRead, by the context's actor), in one
 // transaction: a read that is not recorded does not happen.

@@ -125,10 +125,17 @@ func (p *Provisioner) newQuoter() *quoter {
 	q := &quoter{p: p}
 	q.err = q.withTPM(func(tpm io.ReadWriter) error {
 		k, err := tpmquote.Identify(tpm)
-		if err == nil {
-			q.keys = &provisioningv1.TpmKeys{EkPublic: k.EKPublic, AkPublic: k.AKPublic}
+		if err != nil {
+			return err
 		}
-		return err
+		q.keys = &provisioningv1.TpmKeys{EkPublic: k.EKPublic, AkPublic: k.AKPublic}
+		// The EK's certificate from its maker, which a server that
+		// trusts the makers' CAs checks; without one it says why.
+		if q.keys.EkCertificate, err = tpmquote.ReadEKCert(tpm); err != nil {
+			q.keys.EkCertificateError = err.Error()
+			p.log().Info("no EK certificate to send with the TPM's keys", "err", err)
+		}
+		return nil
 	})
 	if q.err != nil {
 		p.log().Warn("the TPM did not make its attestation keys: the measured boot goes without a quote, which says why", "err", q.err)

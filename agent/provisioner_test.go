@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -646,6 +648,10 @@ func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 	if !reqs[0].GetQuotes() || reqs[0].GetTpmKeys() == nil || reqs[0].GetMeasuredBoot() == nil || reqs[0].GetMeasuredBoot().GetQuote() != nil {
 		t.Fatalf("first request: quotes %v, keys %v, measured boot %v; want quotes, keys, the measured boot without a quote (no nonce yet)", reqs[0].GetQuotes(), reqs[0].GetTpmKeys(), reqs[0].GetMeasuredBoot())
 	}
+	// This TPM has no EK certificate in NV: none sent, and why.
+	if k := reqs[0].GetTpmKeys(); len(k.GetEkCertificate()) != 0 || !strings.Contains(k.GetEkCertificateError(), "no EK certificate") {
+		t.Fatalf("first request: EK certificate %d bytes, error %q; want none and why", len(k.GetEkCertificate()), k.GetEkCertificateError())
+	}
 	q := reqs[1].GetMeasuredBoot().GetQuote()
 	if q == nil || q.GetError() != "" || !bytes.Equal(q.GetNonce(), nonce) {
 		t.Fatalf("second request: quote %v; want one over the nonce", q)
@@ -671,6 +677,52 @@ func TestProvisionerQuotesMeasuredBoot(t *testing.T) {
 	}
 	if r := s2.workflowRequests()[0]; !r.GetQuotes() || r.GetTpmKeys() != nil || r.GetMeasuredBoot().GetQuote().GetError() != "no /dev/tpmrm0" {
 		t.Fatalf("quote without a TPM: got keys %v, quote %v; want no keys, the TPM's error", r.GetTpmKeys(), r.GetMeasuredBoot().GetQuote())
+	}
+}
+
+// A TPM whose maker wrote its EK's certificate into NV (swtpm_setup with a
+// local CA): the agent sends it with the keys, and it verifies for the EK
+// sent against that CA.
+func TestProvisionerSendsEKCert(t *testing.T) {
+	ca := newTestCA(t)
+	maker := swtpmtest.NewCA(t)
+	dir := t.TempDir()
+	swtpmtest.Manufacture(t, dir, maker)
+	sw := swtpmtest.Start(t, dir)
+	s := &southbound{}
+	var url string
+	s.discover = func(int, *onboardingv1.DiscoverRequest) (*onboardingv1.DiscoverResponse, error) {
+		return onboarded(url), nil
+	}
+	s.getWorkflow = func(n int) (*provisioningv1.GetWorkflowResponse, error) {
+		if n > 1 {
+			return nil, errors.New("asked after DONE")
+		}
+		return &provisioningv1.GetWorkflowResponse{Disposition: provisioningv1.GetWorkflowResponse_DISPOSITION_DONE}, nil
+	}
+	url = s.start(t, ca)
+	p, _, _ := newProvisioner(t, ca, url, &recorder{})
+	mb := &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, EventLog: []byte("log")}
+	mb.Pcrs = append(mb.Pcrs, &provisioningv1.Pcr{Index: 7, Sha256: sw.PCRs(t, []int{7})[7]})
+	p.Identity.MeasuredBoot = mb
+	p.OpenTPM = func() (io.ReadWriteCloser, error) { return nopCloser{sw.Conn}, nil }
+	if _, err := p.Run(runCtx(t)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	k := s.workflowRequests()[0].GetTpmKeys()
+	if len(k.GetEkCertificate()) == 0 || k.GetEkCertificateError() != "" {
+		t.Fatalf("EK certificate: %d bytes, error %q; want the TPM's", len(k.GetEkCertificate()), k.GetEkCertificateError())
+	}
+	caFile := filepath.Join(t.TempDir(), "maker.pem")
+	if err := os.WriteFile(caFile, maker.BundlePEM(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	roots, err := tpmquote.LoadEKRoots([]string{caFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tpmquote.VerifyEKCert(k.GetEkCertificate(), k.GetEkPublic(), roots, time.Now()); err != nil {
+		t.Fatalf("the EK certificate sent: %v", err)
 	}
 }
 

@@ -60,6 +60,8 @@ var ourOperations = []string{
 	"GET /v1/projects/{projectName}/compute/instances/{resourceId}/provisioning_log",
 	"POST /v1/projects/{projectName}/compute/instances/{resourceId}/reprovision",
 	"GET /v1/projects/{projectName}/compute/instances/{resourceId}/recoverykey",
+	"GET /v1/projects/{projectName}/compute/hosts/{resourceId}/attestationkey",
+	"DELETE /v1/projects/{projectName}/compute/hosts/{resourceId}/attestationkey",
 	"PATCH /v1/projects/{projectName}/settings",
 	"GET /v1/projects/{projectName}/audit",
 	"GET /v1/projects/{projectName}/webhooks",

@@ -96,3 +96,45 @@ func (c *Client) RecoveryKey(ctx context.Context, project, id string) (*Recovery
 	}
 	return &out, nil
 }
+
+// AttestationKey is the TPM keys pinned to a host (GET
+// …/hosts/{id}/attestationkey).
+type AttestationKey struct {
+	HostID   string   `json:"hostId"`
+	AKName   string   `json:"akName"`
+	EKName   string   `json:"ekName"`
+	PinnedAt eim.Time `json:"pinnedAt"`
+	// Trust is EK_CERTIFICATE (the EK's maker's certificate was checked)
+	// or FIRST_USE; TrustNote says it in words.
+	Trust         string `json:"trust"`
+	TrustNote     string `json:"trustNote"`
+	EKCertificate *struct {
+		Issuer string `json:"issuer"`
+		Serial string `json:"serial"`
+	} `json:"ekCertificate,omitempty"`
+}
+
+// AttestationKey reads the TPM keys pinned to host id. A host without
+// any is ENOTFOUND.
+func (c *Client) AttestationKey(ctx context.Context, project, id string) (*AttestationKey, error) {
+	p, err := item(project, eim.KindHost, id)
+	if err != nil {
+		return nil, err
+	}
+	var out AttestationKey
+	if err := c.Do(ctx, http.MethodGet, p+"/attestationkey", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ResetAttestationKey removes the TPM keys pinned to host id (its TPM was
+// replaced): its next verified quote pins new ones. Administrators
+// (eim-admin) only; recorded in the audit log.
+func (c *Client) ResetAttestationKey(ctx context.Context, project, id string) error {
+	p, err := item(project, eim.KindHost, id)
+	if err != nil {
+		return err
+	}
+	return c.Do(ctx, http.MethodDelete, p+"/attestationkey", nil, nil)
+}

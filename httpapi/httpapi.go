@@ -43,6 +43,9 @@ type Options struct {
 	// RecoveryKeys reads escrowed recovery keys (GET …/recoverykey); nil
 	// answers 503.
 	RecoveryKeys RecoveryKeys
+	// AttestationKeys reads and resets hosts' pinned TPM keys (GET and
+	// DELETE …/hosts/{id}/attestationkey); nil answers 503.
+	AttestationKeys AttestationKeys
 	// Deployed returns the modules that run somewhere in the deployment
 	// (this process or another; ModuleOnboarding …). It is called per
 	// request and must answer from memory. GET /v1/orchestrator lists the
@@ -86,6 +89,7 @@ type handler struct {
 	timeout     time.Duration
 	reprov      Reprovisioner
 	keys        RecoveryKeys
+	akeys       AttestationKeys
 	version     string
 	deployed    func() []string
 	deployedNow func(context.Context) []string
@@ -115,6 +119,7 @@ func New(inv *inventory.Service, authn Authenticator, opts Options) http.Handler
 		timeout:     opts.RequestTimeout,
 		reprov:      opts.Reprovisioner,
 		keys:        opts.RecoveryKeys,
+		akeys:       opts.AttestationKeys,
 		version:     opts.Version,
 		deployed:    opts.Deployed,
 		deployedNow: opts.DeployedNow,

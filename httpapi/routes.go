@@ -49,6 +49,7 @@ func (h *handler) routes() {
 		h.crud(eim.KindCustomConfig, "/customConfigs", crudOps{})
 		h.handle("PUT /compute/instances/{resourceId}/invalidate", h.invalidateInstance)
 		h.provisioningLogRoutes()
+		h.attestationKeyRoutes()
 	})
 	h.in(ModuleOS, func() {
 		h.crud(eim.KindOS, "/compute/os", full)

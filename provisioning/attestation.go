@@ -109,7 +109,7 @@ func (s *Service) attestation(ctx context.Context, n southbound.Node, req *provi
 		if err != nil {
 			return verdict{text: AttestationNotVerified + "quote: " + err.Error(), failed: true}, true, true, nil
 		}
-		if v, done, err := s.checkQuote(ctx, n, q, keys, at, rep.PCRs); done || err != nil {
+		if v, done, err := s.checkQuote(ctx, n, q, req.GetTpmKeys(), at, rep.PCRs); done || err != nil {
 			return v, true, false, err
 		}
 		quoted = true
@@ -137,18 +137,37 @@ func (s *Service) attestation(ctx context.Context, n southbound.Node, req *provi
 }
 
 // checkQuote verifies q, over the nonce issued at nonceAt, against the
-// reported PCRs, and pins its key to the node's host or checks it against
-// the one pinned. done is true with the verdict when it does not hold.
-func (s *Service) checkQuote(ctx context.Context, n southbound.Node, q *provisioningv1.Quote, keys tpmquote.Keys, nonceAt int64, pcrs map[int][]byte) (v verdict, done bool, err error) {
+// reported PCRs, checks the EK's certificate when the deployment configures
+// the TPM makers' CAs, and pins its key to the node's host or checks it
+// against the one pinned. done is true with the verdict when it does not
+// hold.
+func (s *Service) checkQuote(ctx context.Context, n southbound.Node, q *provisioningv1.Quote, tk *provisioningv1.TpmKeys, nonceAt int64, pcrs map[int][]byte) (v verdict, done bool, err error) {
 	key, err := tpmquote.Verify(tpmquote.Quote{AKPublic: q.GetAkPublic(), Attest: q.GetAttest(), Signature: q.GetSignature()}, q.GetNonce(), pcrs)
 	if err != nil {
 		return mismatch("quote: " + err.Error()), true, nil
 	}
-	ekName, err := tpmquote.NameOf(keys.EKPublic)
+	ekName, err := tpmquote.NameOf(tk.GetEkPublic())
 	if err != nil {
 		return mismatch("quote: the node's endorsement key: " + err.Error()), true, nil
 	}
-	pinned, err := s.keys.UseAttestationKey(ctx, &eim.AttestationKey{Project: n.Project, HostID: n.HostID, Public: key.Public, Name: key.Name, EKName: ekName, NonceAt: nonceAt})
+	use := &eim.AttestationKey{Project: n.Project, HostID: n.HostID, Public: key.Public, Name: key.Name, EKName: ekName, NonceAt: nonceAt}
+	if s.ekRoots != nil {
+		// The EK the nonce was wrapped for, and so the AK that unwrapped
+		// it, must be a TPM's its maker vouches for: only then is the key
+		// pinned (or, pinned already, believed).
+		cert, err := tpmquote.VerifyEKCert(tk.GetEkCertificate(), tk.GetEkPublic(), s.ekRoots, s.now())
+		if err != nil {
+			why := err.Error()
+			if len(tk.GetEkCertificate()) == 0 && tk.GetEkCertificateError() != "" {
+				why += " (" + tk.GetEkCertificateError() + ")"
+			} else if len(tk.GetEkCertificate()) == 0 {
+				why += " (an agent older than EK certificates, or a TPM without one)"
+			}
+			return mismatch("quote: " + why), true, nil
+		}
+		use.EKCertIssuer, use.EKCertSerial = cert.Issuer, cert.Serial
+	}
+	pinned, err := s.keys.UseAttestationKey(ctx, use)
 	switch {
 	case eim.ErrorCode(err) == eim.ECONFLICT:
 		return mismatch("quote: " + eim.ErrorMessage(err) + ": a replayed quote"), true, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/attest/tpmquote"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
 	"github.com/eimhq/eim/seal"
 	"github.com/eimhq/eim/southbound"
@@ -71,6 +72,12 @@ type Options struct {
 	// SecretsKey seals the recovery keys of encrypted disks; without it
 	// nodes cannot escrow one, and full-disk encryption fails.
 	SecretsKey *seal.Key
+	// EKRoots are the TPM makers' CAs (--tpm-ek-ca-file): with them, a
+	// node's quote is believed only when its EK's certificate chains to
+	// one of them and is for the EK the nonce was wrapped for. nil: the
+	// keys of a host's first quote are pinned as they are (trust on first
+	// use).
+	EKRoots *tpmquote.EKRoots
 }
 
 // Service implements the provisioning and host southbound services.
@@ -96,12 +103,16 @@ type Service struct {
 	// checks the nonces nodes' TPMs quote over.
 	keys   attestationKeys
 	nonces nonces
+	// ekRoots check EK certificates; nil: trust on first use.
+	ekRoots *tpmquote.EKRoots
 }
 
-// attestationKeys is the store's part the quote checks use.
+// attestationKeys is the store's part the quote checks and the pinned
+// keys' API use.
 type attestationKeys interface {
 	UseAttestationKey(ctx context.Context, k *eim.AttestationKey) (*eim.AttestationKey, error)
 	AttestationKey(ctx context.Context, project, hostID string) (*eim.AttestationKey, error)
+	ResetAttestationKey(ctx context.Context, project, hostID string) (*eim.AttestationKey, error)
 }
 
 // Service is the provisioning service; its ReportIn is served by the host
@@ -136,6 +147,7 @@ func New(opts Options) *Service {
 		scan:     opts.ScanInterval,
 		logCap:   opts.LogCap,
 		secrets:  opts.SecretsKey,
+		ekRoots:  opts.EKRoots,
 		// A store that takes concurrent writers (PostgreSQL): calls that
 		// may write go straight to the batcher, which reads what they
 		// need anyway, instead of looking in a read-only transaction

@@ -2,6 +2,7 @@ package provisioning_test
 
 import (
 	"bytes"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,14 @@ type node struct {
 
 func bootedNode(t *testing.T, b attesttest.Boot) *node {
 	t.Helper()
-	sw := swtpmtest.Start(t, t.TempDir())
+	return bootedNodeIn(t, b, t.TempDir())
+}
+
+// bootedNodeIn is bootedNode on the TPM whose state is in dir (a new one
+// when dir is empty; one swtpmtest.Manufacture made).
+func bootedNodeIn(t *testing.T, b attesttest.Boot, dir string) *node {
+	t.Helper()
+	sw := swtpmtest.Start(t, dir)
 	l, err := attest.Parse(b.EventLog)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +75,20 @@ func (n *node) keys() *provisioningv1.TpmKeys {
 		n.t.Fatal(err)
 	}
 	return &provisioningv1.TpmKeys{EkPublic: k.EKPublic, AkPublic: k.AKPublic}
+}
+
+// keysWithCert are keys with the EK's certificate from the TPM's NV, or
+// why there is none, as the agent sends them.
+func (n *node) keysWithCert() *provisioningv1.TpmKeys {
+	n.t.Helper()
+	k := n.keys()
+	cert, err := tpmquote.ReadEKCert(n.tpm.Conn)
+	if err != nil {
+		k.EkCertificateError = err.Error()
+	} else {
+		k.EkCertificate = cert
+	}
+	return k
 }
 
 // unwrap is the nonce of a challenge for the node's TPM.
@@ -317,5 +339,156 @@ func TestGetWorkflowQuote(t *testing.T) {
 			t.Fatalf("older agent: got %v, challenge %v; want RUN, no challenge", r.Disposition, r.AttestationChallenge)
 		}
 		status("older agent", provisioning.AttestationUnquoted)
+	})
+}
+
+// With the TPM makers' CAs configured, a quote pins (or is held to) its
+// keys only when the EK's certificate chains to one of them and is the
+// EK's: TPMs manufactured by swtpm_setup with a local CA (valid), with
+// another CA, without a certificate, and one sending another TPM's
+// certificate. A key pinned on first use before the CAs were configured
+// is held to them from then on.
+func TestGetWorkflowEKCert(t *testing.T) {
+	ipxe, kernel := petest.Minimal(1), petest.Minimal(2)
+	digest := func(b []byte) []byte {
+		a, err := attest.ArtifactOf("x", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Digest
+	}
+	boot := attesttest.NewBoot(digest(ipxe), digest(kernel))
+	artifacts := t.TempDir()
+	for name, b := range map[string][]byte{"ipxe.efi": ipxe, provisioning.KernelName: kernel} {
+		if err := os.WriteFile(filepath.Join(artifacts, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	maker, other := swtpmtest.NewCA(t), swtpmtest.NewCA(t)
+	good, foreign, bare := t.TempDir(), t.TempDir(), t.TempDir()
+	swtpmtest.Manufacture(t, good, maker)
+	swtpmtest.Manufacture(t, foreign, other)
+	swtpmtest.ManufactureSwtpm(t, bare, maker) // swtpm's RSA and P-384 EKs' certificates, no P-256 one
+	caFile := filepath.Join(t.TempDir(), "makers.pem")
+	if err := os.WriteFile(caFile, maker.BundlePEM(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	roots, err := tpmquote.LoadEKRoots([]string{caFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := provisioningv1.SecureBootState_SECURE_BOOT_STATE_ENABLED
+	runWith(t, func(o *provisioning.Options) { o.ArtifactsDir = artifacts }, func(t *testing.T, e *env) {
+		// The certificates are dated by the real clock.
+		e.clock.Add(time.Since(e.clock.Now()))
+		tofu := e.svc
+		withCAs := func() *provisioning.Service {
+			o := e.opts
+			o.EKRoots = roots
+			return provisioning.New(o)
+		}()
+		osr := e.os("https://images.example/ubuntu.raw.gz", goodSha)
+		// attestAs runs the quote protocol of node n, sending keys, for a
+		// new instance of host h through svc, and returns its status.
+		last := map[string]*eim.Instance{} // by host
+		attestAs := func(svc *provisioning.Service, h *eim.Host, n *node, keys *provisioningv1.TpmKeys) string {
+			t.Helper()
+			if in := last[h.ResourceID]; in != nil {
+				if err := e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+					if err := tx.Delete(e.ctx, eim.KindWorkflow, "workflow-"+strings.TrimPrefix(in.ResourceID, "inst-")); err != nil && eim.ErrorCode(err) != eim.ENOTFOUND {
+						return err
+					}
+					return tx.Delete(e.ctx, eim.KindInstance, in.ResourceID)
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in := e.instance(h, osr, func(in *eim.Instance) {
+				in.SecurityFeature = "SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION"
+			})
+			ask := func(mb *provisioningv1.MeasuredBoot) *provisioningv1.GetWorkflowResponse {
+				t.Helper()
+				e.clock.Add(time.Second)
+				resp, err := svc.GetWorkflow(asNode(e.ctx, e.proj, h.ResourceID), connect.NewRequest(&provisioningv1.GetWorkflowRequest{
+					AgentVersion: "test", SecureBoot: enabled, MeasuredBoot: mb, Quotes: true, TpmKeys: keys}))
+				if err != nil {
+					t.Fatalf("GetWorkflow: %v", err)
+				}
+				return resp.Msg
+			}
+			last[h.ResourceID] = in
+			mb := n.measured()
+			r := ask(mb)
+			ask(n.quoted(mb, n.unwrap(r.AttestationChallenge)))
+			return e.getInstance(in.ResourceID).TrustedAttestationStatus
+		}
+		notPinned := func(step string, h *eim.Host) {
+			t.Helper()
+			if k, err := e.store.AttestationKey(e.ctx, e.proj, h.ResourceID); eim.ErrorCode(err) != eim.ENOTFOUND {
+				t.Fatalf("%s: pinned %+v, %v; want nothing pinned", step, k, err)
+			}
+		}
+		g := bootedNodeIn(t, boot, good)
+		gk := g.keysWithCert()
+		cert, err := x509.ParseCertificate(gk.EkCertificate)
+		if err != nil {
+			t.Fatalf("the manufactured TPM's EK certificate: %v (%s)", err, gk.EkCertificateError)
+		}
+
+		// A certificate of the configured CA for the EK: verified, pinned
+		// with it.
+		h := e.host()
+		if s := attestAs(withCAs, h, g, gk); s != provisioning.AttestationVerified {
+			t.Fatalf("valid certificate: attestation %q, want Verified", s)
+		}
+		k, err := e.store.AttestationKey(e.ctx, e.proj, h.ResourceID)
+		if err != nil || k.EKCertIssuer != cert.Issuer.String() || k.EKCertSerial != cert.SerialNumber.Text(16) {
+			t.Fatalf("valid certificate: pinned %+v, %v; want the certificate's issuer %q and serial %x", k, err, cert.Issuer, cert.SerialNumber)
+		}
+
+		f, b := bootedNodeIn(t, boot, foreign), bootedNodeIn(t, boot, bare)
+		stolen := f.keysWithCert()
+		stolen.EkCertificate = gk.EkCertificate
+		for _, tc := range []struct {
+			name string
+			n    *node
+			keys *provisioningv1.TpmKeys
+			want string
+		}{
+			{"another CA", f, f.keysWithCert(), "Mismatch: quote: endorsement key certificate does not chain to a configured TPM maker CA"},
+			{"no certificate", b, b.keysWithCert(), "Mismatch: quote: endorsement key certificate missing: the node sent none (tpmquote: the TPM has no EK certificate of its ECC P-256 endorsement key"},
+			{"an older agent", g, g.keys(), "Mismatch: quote: endorsement key certificate missing: the node sent none (an agent older than EK certificates, or a TPM without one)"},
+			{"another TPM's certificate", f, stolen, "Mismatch: quote: endorsement key certificate is for another key"},
+		} {
+			h := e.host()
+			if s := attestAs(withCAs, h, tc.n, tc.keys); !strings.HasPrefix(s, tc.want) {
+				t.Fatalf("%s: attestation %q, want %q…", tc.name, s, tc.want)
+			}
+			notPinned(tc.name, h)
+		}
+
+		// Pinned on first use, without CAs; then the CAs configured: a
+		// quote without the certificate is refused, one with it verifies
+		// and records it.
+		h = e.host()
+		if s := attestAs(tofu, h, b, b.keysWithCert()); s != provisioning.AttestationVerified {
+			t.Fatalf("trust on first use: attestation %q, want Verified", s)
+		}
+		if k, err := e.store.AttestationKey(e.ctx, e.proj, h.ResourceID); err != nil || k.EKCertSerial != "" {
+			t.Fatalf("trust on first use: pinned %+v, %v; want a key without a certificate", k, err)
+		}
+		if s := attestAs(withCAs, h, b, b.keysWithCert()); !strings.HasPrefix(s, "Mismatch: quote: endorsement key certificate missing") {
+			t.Fatalf("pinned on first use, CAs configured since, no certificate: attestation %q", s)
+		}
+		h2 := e.host()
+		if s := attestAs(tofu, h2, g, g.keys()); s != provisioning.AttestationVerified {
+			t.Fatalf("trust on first use: attestation %q, want Verified", s)
+		}
+		if s := attestAs(withCAs, h2, g, gk); s != provisioning.AttestationVerified {
+			t.Fatalf("pinned on first use, then a valid certificate: attestation %q, want Verified", s)
+		}
+		if k, err := e.store.AttestationKey(e.ctx, e.proj, h2.ResourceID); err != nil || k.EKCertSerial != cert.SerialNumber.Text(16) {
+			t.Fatalf("pinned on first use, then a valid certificate: pinned %+v, %v; want the certificate recorded", k, err)
+		}
 	})
 }

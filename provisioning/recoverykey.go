@@ -2,6 +2,9 @@ package provisioning
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -40,8 +43,11 @@ func checkEscrow(m *provisioningv1.EscrowRecoveryKeyRequest) error {
 
 // EscrowRecoveryKey implements provisioningv1connect.ProvisioningServiceHandler:
 // the node's current workflow attempt must have an encrypt-root action at
-// the index given; the key is sealed for the instance and replaces the one
-// kept.
+// the index given; the key is sealed for the instance. It replaces a kept
+// key only when that was escrowed by an earlier attempt (the instance is
+// being provisioned again); within one attempt only the same key is taken
+// again (a retry), anything else is FailedPrecondition and the kept key
+// stays (eim.RecoveryKeyStore).
 func (s *Service) EscrowRecoveryKey(ctx context.Context, req *connect.Request[provisioningv1.EscrowRecoveryKeyRequest]) (*connect.Response[provisioningv1.EscrowRecoveryKeyResponse], error) {
 	n, err := s.caller(ctx)
 	if err != nil {
@@ -75,13 +81,29 @@ func (s *Service) EscrowRecoveryKey(ctx context.Context, req *connect.Request[pr
 	if err != nil {
 		return nil, s.rpcError(ctx, "escrow recovery key", err)
 	}
+	purpose := eim.RecoveryKeyPurpose(n.Project, in.ResourceID)
 	k := &eim.RecoveryKey{Project: n.Project, InstanceID: in.ResourceID, HostID: n.HostID, VolumeUUID: m.GetVolumeUuid(),
-		SealedKey: s.secrets.SealText(m.GetRecoveryKey(), eim.RecoveryKeyPurpose(n.Project, in.ResourceID))}
+		SealedKey: s.secrets.SealText(m.GetRecoveryKey(), purpose), Attempt: int(m.GetAttempt()), Digest: s.recoveryKeyDigest(purpose, m.GetRecoveryKey())}
 	if err := s.store.PutRecoveryKey(eim.WithActor(ctx, eim.NodeActor(n.HostID)), k); err != nil {
+		if eim.ErrorCode(err) == eim.EPRECONDITION {
+			// A node replacing the key it escrowed, within one attempt:
+			// a failed action run again on a disk that may carry the kept
+			// key already, or someone holding the node's identity.
+			s.log.Warn("provisioning: a new recovery key refused; the kept one stays", "project", n.Project, "instance", in.ResourceID, "host", n.HostID, "attempt", k.Attempt, "reason", eim.ErrorMessage(err))
+		}
 		return nil, s.rpcError(ctx, "escrow recovery key", err)
 	}
 	s.log.Info("provisioning: recovery key escrowed", "project", n.Project, "instance", in.ResourceID, "volume", k.VolumeUUID)
 	return connect.NewResponse(&provisioningv1.EscrowRecoveryKeyResponse{}), nil
+}
+
+// recoveryKeyDigest is the HMAC-SHA-256 (hex) of an instance's recovery key
+// under a key derived from the secrets key: the store tells the same key
+// sent again from another without opening the sealed one.
+func (s *Service) recoveryKeyDigest(purpose, key string) string {
+	m := hmac.New(sha256.New, s.secrets.Derive("eim-recovery-key-digest"))
+	m.Write([]byte(purpose + "\x00" + key))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // RecoveryKey returns the recovery key of the instance's encrypted disk,

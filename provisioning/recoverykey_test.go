@@ -2,6 +2,7 @@ package provisioning_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -14,8 +15,10 @@ import (
 
 // A node escrows the recovery key of the disk its workflow's encrypt-root
 // action is about to encrypt: only for its own current attempt and that
-// action; the key is stored sealed (not in the clear), replaced by a
-// later escrow, and read back opened, each read audited by its reader.
+// action; the key is stored sealed (not in the clear), taken again as a
+// retry, refused when another key comes within the same attempt, replaced
+// by the key of a new attempt (the instance provisioned again), and read
+// back opened, each read audited by its reader.
 func TestEscrowRecoveryKey(t *testing.T) {
 	key, err := seal.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
@@ -65,27 +68,55 @@ func TestEscrowRecoveryKey(t *testing.T) {
 		if _, err := e.svc.RecoveryKey(admin, e.proj, in.ResourceID); eim.ErrorCode(err) != eim.ENOTFOUND {
 			t.Errorf("before any escrow: got %v, want ENOTFOUND", err)
 		}
-		for _, k := range []string{"first-key", "second-key"} {
-			if err := escrow(h.ResourceID, good(k)); err != nil {
-				t.Fatalf("escrow %s: %v", k, err)
-			}
+		read := func(step, want string, attempt int) {
+			t.Helper()
 			got, err := e.svc.RecoveryKey(admin, e.proj, in.ResourceID)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: %v", step, err)
 			}
-			if got.Key != k || got.VolumeUUID != "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9" || got.HostID != h.ResourceID {
-				t.Errorf("read: got key %q volume %q host %s, want %q of %s", got.Key, got.VolumeUUID, got.HostID, k, h.ResourceID)
+			if got.Key != want || got.VolumeUUID != "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9" || got.HostID != h.ResourceID || got.Attempt != attempt {
+				t.Errorf("%s: got key %q volume %q host %s attempt %d, want %q of %s, attempt %d", step, got.Key, got.VolumeUUID, got.HostID, got.Attempt, want, h.ResourceID, attempt)
 			}
-			if bytes.Contains([]byte(got.SealedKey), []byte(k)) {
+			if bytes.Contains([]byte(got.SealedKey), []byte(want)) {
 				t.Errorf("stored in the clear: %q", got.SealedKey)
 			}
 		}
+		if err := escrow(h.ResourceID, good("first-key")); err != nil {
+			t.Fatalf("escrow: %v", err)
+		}
+		read("escrowed", "first-key", 1)
+		// The same key again (the node's retry after a lost answer).
+		if err := escrow(h.ResourceID, good("first-key")); err != nil {
+			t.Fatalf("the same key again: %v", err)
+		}
+		// Another key within the same attempt (someone with the node's
+		// identity, or the action run again): refused, the key kept.
+		err := escrow(h.ResourceID, good("attacker-key"))
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "a new key replaces it only when the instance is provisioned again") {
+			t.Fatalf("another key in the same attempt: got %v, want FailedPrecondition saying why", err)
+		}
+		read("after a refused escrow", "first-key", 1)
+
+		// The instance provisioned again (its workflow failed, retried):
+		// the new attempt's key replaces the old.
+		e.mustReport(h.ResourceID, wf, 0, running, "", "")
+		e.mustReport(h.ResourceID, wf, 0, failed, "disk gone", "")
+		retry, err := e.svc.Reprovision(e.ctx, e.proj, in.ResourceID, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := good("second-key")
+		second.Attempt = uint32(retry.Attempt)
+		if err := escrow(h.ResourceID, second); err != nil {
+			t.Fatalf("the new attempt's key: %v", err)
+		}
+		read("the new attempt's key", "second-key", 2)
 		recs, _, err := e.store.Audit(e.ctx, e.proj, eim.AuditQuery{Filter: `kind = "recoverykey" AND action = "READ"`, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(recs) != 2 || recs[0].Principal != "user:alice" || recs[0].ResourceID != in.ResourceID {
-			t.Errorf("audit records of the reads: got %+v, want two by user:alice of %s", recs, in.ResourceID)
+		if len(recs) != 3 || recs[0].Principal != "user:alice" || recs[0].ResourceID != in.ResourceID {
+			t.Errorf("audit records of the reads: got %+v, want three by user:alice of %s", recs, in.ResourceID)
 		}
 	})
 	// A server without a secrets key takes no key, and says why.

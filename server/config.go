@@ -63,6 +63,12 @@ type Config struct {
 	// artifacts (iPXE, the micro-OS kernel) not signed with the
 	// deployment's Secure Boot db key (docs/security.md).
 	RequireSecureBoot bool
+	// TPMEKCAFiles and TPMEKCADirs are the TPM makers' CA certificates
+	// (PEM bundles or DER files; directories of them) that nodes' EK
+	// certificates must chain to before their TPM keys are pinned; none:
+	// trust on first use (docs/security.md).
+	TPMEKCAFiles []string
+	TPMEKCADirs  []string
 	// ActionTimeouts override the provisioning actions' default timeouts.
 	ActionTimeouts map[string]time.Duration
 	// The host module's defaults (projects may set their own heartbeat

@@ -25,7 +25,7 @@ var apiHandler = &Part[http.Handler]{Name: "api handler", Build: func(b *Builder
 		return nil, err
 	}
 	return httpapi.New(b.Inventory, b.Verifier, httpapi.Options{
-		Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: prov, RecoveryKeys: prov,
+		Logger: b.Log, RateLimit: b.cfg.RateLimit, Reprovisioner: prov, RecoveryKeys: prov, AttestationKeys: prov,
 		Deployed: b.deployment.Modules, DeployedNow: b.deployment.Fresh, Initialisers: b.registry.Initialisers(), Version: buildVersion(),
 		Metrics: b.Metrics,
 	}), nil

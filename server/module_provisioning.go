@@ -5,6 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/eimhq/eim/attest/tpmquote"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 	"github.com/eimhq/eim/proto/eim/host/v1/hostv1connect"
 	"github.com/eimhq/eim/proto/eim/provisioning/v1/provisioningv1connect"
@@ -39,6 +40,14 @@ var provisioningOptions = &Part[provisioning.Options]{Name: "provisioning option
 	// Recovery keys of encrypted disks are sealed with the secrets key.
 	if o.SecretsKey, err = Use(b, secretsKey); err != nil {
 		return provisioning.Options{}, err
+	}
+	if len(b.cfg.TPMEKCAFiles) > 0 || len(b.cfg.TPMEKCADirs) > 0 {
+		if o.EKRoots, err = tpmquote.LoadEKRoots(b.cfg.TPMEKCAFiles, b.cfg.TPMEKCADirs); err != nil {
+			return provisioning.Options{}, err
+		}
+		b.Log.Info("attestation: TPM endorsement keys are believed only with a certificate that chains to a configured TPM maker CA", "cas", o.EKRoots.Len(), "subjects", o.EKRoots.Subjects())
+	} else if b.Selected("provisioning") {
+		b.Log.Info("attestation: no TPM maker CA configured (--tpm-ek-ca-file): a host's TPM keys are trusted on first use")
 	}
 	return o, nil
 }}

@@ -44,18 +44,23 @@ func (s *Store) UseAttestationKey(ctx context.Context, k *eim.AttestationKey) (*
 			// does not exist yet): the one that did not insert runs again
 			// and finds the winner's.
 			var res sql.Result
-			res, err = t.exec(ctx, "INSERT INTO attestation_keys (project, host_id, public, name, ek_name, pinned_at, nonce_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project, host_id) DO NOTHING",
-				k.Project, k.HostID, hex.EncodeToString(k.Public), k.Name, k.EKName, now.UnixMilli(), k.NonceAt)
+			res, err = t.exec(ctx, "INSERT INTO attestation_keys (project, host_id, public, name, ek_name, ek_cert_issuer, ek_cert_serial, pinned_at, nonce_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project, host_id) DO NOTHING",
+				k.Project, k.HostID, hex.EncodeToString(k.Public), k.Name, k.EKName, k.EKCertIssuer, k.EKCertSerial, now.UnixMilli(), k.NonceAt)
 			if err != nil {
 				return t.fail(s.d.translate(fmt.Errorf("pin attestation key: %w", err), nil))
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
 				return errRaced
 			}
-			t.addAudit(ctx, k.Project, eim.KindAttestationKey, k.HostID, eim.OpCreated, map[string]eim.Change{
+			changes := map[string]eim.Change{
 				"name":   {Old: jsonNull, New: jsonString(k.Name)},
 				"ekName": {Old: jsonNull, New: jsonString(k.EKName)},
-			})
+			}
+			if k.EKCertSerial != "" {
+				changes["ekCertificateIssuer"] = eim.Change{Old: jsonNull, New: jsonString(k.EKCertIssuer)}
+				changes["ekCertificateSerial"] = eim.Change{Old: jsonNull, New: jsonString(k.EKCertSerial)}
+			}
+			t.addAudit(ctx, k.Project, eim.KindAttestationKey, k.HostID, eim.OpCreated, changes)
 			p := *k
 			p.PinnedAt = now
 			out = &p
@@ -66,7 +71,14 @@ func (s *Store) UseAttestationKey(ctx context.Context, k *eim.AttestationKey) (*
 		case k.NonceAt <= pinned.NonceAt:
 			return eim.Errorf(eim.ECONFLICT, "the nonce of this quote was used already (issued at or before the last one accepted from host %s)", k.HostID)
 		}
-		if _, err := t.exec(ctx, "UPDATE attestation_keys SET nonce_at = ? WHERE project = ? AND host_id = ?", k.NonceAt, k.Project, k.HostID); err != nil {
+		// A key pinned on first use whose EK's certificate is now checked
+		// (CAs configured since) records it; one checked keeps its own
+		// unless a quote names another.
+		if k.EKCertSerial != "" {
+			pinned.EKCertIssuer, pinned.EKCertSerial = k.EKCertIssuer, k.EKCertSerial
+		}
+		if _, err := t.exec(ctx, "UPDATE attestation_keys SET nonce_at = ?, ek_cert_issuer = ?, ek_cert_serial = ? WHERE project = ? AND host_id = ?",
+			k.NonceAt, pinned.EKCertIssuer, pinned.EKCertSerial, k.Project, k.HostID); err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("use attestation key: %w", err), nil))
 		}
 		pinned.NonceAt = k.NonceAt
@@ -96,10 +108,42 @@ func (s *Store) AttestationKey(ctx context.Context, project, hostID string) (*ei
 	return out, nil
 }
 
+// ResetAttestationKey implements eim.AttestationKeyStore.
+func (s *Store) ResetAttestationKey(ctx context.Context, project, hostID string) (*eim.AttestationKey, error) {
+	var out *eim.AttestationKey
+	err := s.run(ctx, project, true, func(etx eim.Tx) error {
+		t := etx.(*tx)
+		out = nil
+		if !t.exists(ctx, "SELECT 1 FROM hosts WHERE project = ? AND id = ?", project, hostID) {
+			return eim.Errorf(eim.ENOTFOUND, "host %s not found", hostID)
+		}
+		k, err := s.readAttestationKey(ctx, t, project, hostID, s.d.pg)
+		if err != nil {
+			return err
+		}
+		if k == nil {
+			return eim.Errorf(eim.ENOTFOUND, "host %s has no attestation key pinned", hostID)
+		}
+		if _, err := t.exec(ctx, "DELETE FROM attestation_keys WHERE project = ? AND host_id = ?", project, hostID); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("reset attestation key: %w", err), nil))
+		}
+		t.addAudit(ctx, project, eim.KindAttestationKey, hostID, eim.OpDeleted, map[string]eim.Change{
+			"name":   {Old: jsonString(k.Name), New: jsonNull},
+			"ekName": {Old: jsonString(k.EKName), New: jsonNull},
+		})
+		out = k
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // readAttestationKey reads the key pinned to the host in t, nil when none
 // is; forUpdate locks its row (PostgreSQL).
 func (s *Store) readAttestationKey(ctx context.Context, t *tx, project, hostID string, forUpdate bool) (*eim.AttestationKey, error) {
-	q := "SELECT public, name, ek_name, pinned_at, nonce_at FROM attestation_keys WHERE project = ? AND host_id = ?"
+	q := "SELECT public, name, ek_name, ek_cert_issuer, ek_cert_serial, pinned_at, nonce_at FROM attestation_keys WHERE project = ? AND host_id = ?"
 	if forUpdate {
 		q += " FOR UPDATE"
 	}
@@ -113,7 +157,7 @@ func (s *Store) readAttestationKey(ctx context.Context, t *tx, project, hostID s
 		var pub string
 		var at int64
 		r := eim.AttestationKey{Project: project, HostID: hostID}
-		if err := rows.Scan(&pub, &r.Name, &r.EKName, &at, &r.NonceAt); err != nil {
+		if err := rows.Scan(&pub, &r.Name, &r.EKName, &r.EKCertIssuer, &r.EKCertSerial, &at, &r.NonceAt); err != nil {
 			return nil, t.fail(err)
 		}
 		if r.Public, err = hex.DecodeString(pub); err != nil {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/eimhq/eim"
 )
@@ -30,17 +32,50 @@ func (s *Store) PutRecoveryKey(ctx context.Context, k *eim.RecoveryKey) error {
 		if !t.exists(ctx, "SELECT 1 FROM instances WHERE project = ? AND id = ?", k.Project, k.InstanceID) {
 			return eim.Errorf(eim.ENOTFOUND, "instance %s not found", k.InstanceID)
 		}
-		had := t.exists(ctx, "SELECT 1 FROM recovery_keys WHERE project = ? AND instance_id = ?", k.Project, k.InstanceID)
-		var err error
-		if had {
-			_, err = t.exec(ctx, "UPDATE recovery_keys SET host_id = ?, volume_uuid = ?, sealed_key = ?, escrowed_at = ? WHERE project = ? AND instance_id = ?",
-				k.HostID, k.VolumeUUID, k.SealedKey, now.UnixMilli(), k.Project, k.InstanceID)
+		// FOR UPDATE on PostgreSQL: two escrows of one instance at once
+		// take their turns, so the rule below sees the other's key.
+		q := "SELECT attempt, key_digest, escrowed_at FROM recovery_keys WHERE project = ? AND instance_id = ?"
+		if s.d.pg {
+			q += " FOR UPDATE"
+		}
+		var kept *eim.RecoveryKey
+		rows, err := t.query(ctx, q, k.Project, k.InstanceID)
+		if err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("put recovery key: %w", err), nil))
+		}
+		for rows.Next() {
+			var at int64
+			r := eim.RecoveryKey{}
+			if err := rows.Scan(&r.Attempt, &r.Digest, &at); err != nil {
+				rows.Close()
+				return t.fail(err)
+			}
+			r.EscrowedAt = eim.TimeFromUnixMilli(at)
+			kept = &r
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return t.fail(s.d.translate(fmt.Errorf("put recovery key: %w", err), nil))
+		}
+		switch {
+		case kept == nil:
+		case k.Attempt == kept.Attempt && kept.Digest != "" && k.Digest == kept.Digest:
+			// The same key again (the node's retry): nothing changes.
+			k.EscrowedAt = kept.EscrowedAt
+			return nil
+		case k.Attempt <= kept.Attempt:
+			return eim.Errorf(eim.EPRECONDITION, "instance %s has a recovery key escrowed by attempt %d of its provisioning (at %s); a new key replaces it only when the instance is provisioned again (a new attempt), so the kept key stays",
+				k.InstanceID, kept.Attempt, kept.EscrowedAt.UTC().Format(time.RFC3339))
+		}
+		if kept != nil {
+			_, err = t.exec(ctx, "UPDATE recovery_keys SET host_id = ?, volume_uuid = ?, sealed_key = ?, escrowed_at = ?, attempt = ?, key_digest = ? WHERE project = ? AND instance_id = ?",
+				k.HostID, k.VolumeUUID, k.SealedKey, now.UnixMilli(), k.Attempt, k.Digest, k.Project, k.InstanceID)
 		} else {
 			// A first escrow racing another (PostgreSQL locks no row that
 			// does not exist yet): the one that did not insert runs again.
 			var res sql.Result
-			res, err = t.exec(ctx, "INSERT INTO recovery_keys (project, instance_id, host_id, volume_uuid, sealed_key, escrowed_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (project, instance_id) DO NOTHING",
-				k.Project, k.InstanceID, k.HostID, k.VolumeUUID, k.SealedKey, now.UnixMilli())
+			res, err = t.exec(ctx, "INSERT INTO recovery_keys (project, instance_id, host_id, volume_uuid, sealed_key, escrowed_at, attempt, key_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project, instance_id) DO NOTHING",
+				k.Project, k.InstanceID, k.HostID, k.VolumeUUID, k.SealedKey, now.UnixMilli(), k.Attempt, k.Digest)
 			if err == nil {
 				if n, _ := res.RowsAffected(); n == 0 {
 					return errRaced
@@ -51,14 +86,17 @@ func (s *Store) PutRecoveryKey(ctx context.Context, k *eim.RecoveryKey) error {
 			return t.fail(s.d.translate(fmt.Errorf("put recovery key: %w", err), nil))
 		}
 		op := eim.OpCreated
-		if had {
-			op = eim.OpUpdated
-		}
-		t.addAudit(ctx, k.Project, eim.KindRecoveryKey, k.InstanceID, op, map[string]eim.Change{
+		changes := map[string]eim.Change{
 			"volumeUuid":  {Old: jsonNull, New: jsonString(k.VolumeUUID)},
 			"hostId":      {Old: jsonNull, New: jsonString(k.HostID)},
 			"recoveryKey": {Old: jsonNull, New: []byte(eim.Redacted)},
-		})
+			"attempt":     {Old: jsonNull, New: jsonInt(k.Attempt)},
+		}
+		if kept != nil {
+			op = eim.OpUpdated
+			changes["attempt"] = eim.Change{Old: jsonInt(kept.Attempt), New: jsonInt(k.Attempt)}
+		}
+		t.addAudit(ctx, k.Project, eim.KindRecoveryKey, k.InstanceID, op, changes)
 		k.EscrowedAt = now
 		return nil
 	})
@@ -70,7 +108,7 @@ func (s *Store) ReadRecoveryKey(ctx context.Context, project, instanceID string)
 	err := s.run(ctx, project, true, func(etx eim.Tx) error {
 		t := etx.(*tx)
 		k = nil
-		rows, err := t.query(ctx, "SELECT host_id, volume_uuid, sealed_key, escrowed_at FROM recovery_keys WHERE project = ? AND instance_id = ?", project, instanceID)
+		rows, err := t.query(ctx, "SELECT host_id, volume_uuid, sealed_key, escrowed_at, attempt FROM recovery_keys WHERE project = ? AND instance_id = ?", project, instanceID)
 		if err != nil {
 			return t.fail(s.d.translate(fmt.Errorf("read recovery key: %w", err), nil))
 		}
@@ -78,7 +116,7 @@ func (s *Store) ReadRecoveryKey(ctx context.Context, project, instanceID string)
 		for rows.Next() {
 			var at int64
 			r := eim.RecoveryKey{Project: project, InstanceID: instanceID}
-			if err := rows.Scan(&r.HostID, &r.VolumeUUID, &r.SealedKey, &at); err != nil {
+			if err := rows.Scan(&r.HostID, &r.VolumeUUID, &r.SealedKey, &at, &r.Attempt); err != nil {
 				return t.fail(err)
 			}
 			r.EscrowedAt = eim.TimeFromUnixMilli(at)
@@ -97,6 +135,10 @@ func (s *Store) ReadRecoveryKey(ctx context.Context, project, instanceID string)
 		return nil, err
 	}
 	return k, nil
+}
+
+func jsonInt(v int) json.RawMessage {
+	return json.RawMessage(strconv.Itoa(v))
 }
 
 func jsonString(v string) json.RawMessage {

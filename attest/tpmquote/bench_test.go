@@ -1,7 +1,10 @@
 package tpmquote_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/eimhq/eim/attest/tpmquote"
 	"github.com/eimhq/eim/internal/swtpmtest"
@@ -43,6 +46,40 @@ func BenchmarkChallenge(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, err := tpmquote.Challenge(*keys, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifyEKCert is the server's cost of checking a TPM's EK
+// certificate (swtpm_localca's: RSA 2048 signatures by an intermediate
+// under a root) against the makers' CAs, once per quote checked when the
+// deployment configures them.
+func BenchmarkVerifyEKCert(b *testing.B) {
+	ca := swtpmtest.NewCA(b)
+	dir := b.TempDir()
+	swtpmtest.Manufacture(b, dir, ca)
+	sw := swtpmtest.Start(b, dir)
+	cert, err := tpmquote.ReadEKCert(sw.Conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys, err := tpmquote.Identify(sw.Conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := filepath.Join(b.TempDir(), "ca.pem")
+	if err := os.WriteFile(f, ca.BundlePEM(b), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	roots, err := tpmquote.LoadEKRoots([]string{f}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tpmquote.VerifyEKCert(cert, keys.EKPublic, roots, now); err != nil {
 			b.Fatal(err)
 		}
 	}

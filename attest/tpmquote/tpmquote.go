@@ -18,9 +18,11 @@
 // signature, the nonce, and that the quoted digest is that of the
 // reported values. What it cannot tell from the quote alone is that the
 // AK is a TPM's at all (a node could send a software key's public area
-// with the right attributes): the server pins the AK to the host at its
-// first attestation and refuses another later (provisioning), and binding
-// the AK to the TPM's endorsement key is not built (docs/security.md).
+// with the right attributes): the credential activation (Challenge,
+// Activate) binds the AK to the TPM's endorsement key, the EK's maker's
+// certificate (ReadEKCert, VerifyEKCert) shows the EK is a TPM's, and the
+// server pins both keys to the host at its first attestation and refuses
+// others later (provisioning, docs/security.md).
 package tpmquote
 
 import (

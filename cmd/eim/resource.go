@@ -57,6 +57,8 @@ func (c *cli) resource(n *noun, args []string) error {
 			return c.hostJobs(rest)
 		case "provision":
 			return c.hostProvision(rest)
+		case "attestation-key":
+			return c.hostAttestationKey(rest)
 		}
 	}
 	if n.kind == eim.KindInstance {
@@ -99,6 +101,7 @@ func (n *noun) usage() string {
 		b.WriteString("  eim host power ID on|off|reset|cycle [--boot pxe --once]   power through the host's BMC (a job)\n")
 		b.WriteString("  eim host jobs ID [--page-size N] [--offset N]   the host's power jobs, newest first\n")
 		b.WriteString("  eim host provision ID   Day 0 through the host's BMC: network boot, on (or reset), until it calls home\n")
+		b.WriteString("  eim host attestation-key get|reset ID   the TPM keys pinned to the host; reset after a TPM replacement (admins; audited)\n")
 	}
 	if n.kind == eim.KindInstance {
 		b.WriteString("  eim instance log ID [-f]   provisioning log (-f: follow until it ends)\n")

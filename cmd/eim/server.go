@@ -52,6 +52,14 @@ func (c *cli) server(args []string) error {
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "root CA of --tls-cert that nodes pin (default: the last certificate of --tls-cert)")
 	fs.StringVar(&cfg.BootArtifacts, "boot-artifacts", "", "directory of the micro-OS kernel and initramfs served under /boot/artifacts/ (default <data-dir>/boot)")
 	fs.BoolVar(&cfg.RequireSecureBoot, "require-secure-boot", false, "serve an EFI executable of the boot artifacts (iPXE, the micro-OS kernel) only when it is signed with the deployment's Secure Boot db key (<data-dir>/secureboot-db.crt; docs/security.md)")
+	fs.Func("tpm-ek-ca-file", "a TPM maker's CA certificates (PEM bundle, or one DER certificate) that nodes' EK certificates must chain to before their TPM keys are pinned (repeatable; without it and --tpm-ek-ca-dir a host's keys are trusted on first use; docs/security.md)", func(v string) error {
+		cfg.TPMEKCAFiles = append(cfg.TPMEKCAFiles, v)
+		return nil
+	})
+	fs.Func("tpm-ek-ca-dir", "a directory of TPM makers' CA certificates (*.pem, *.crt, *.cer, *.der), as --tpm-ek-ca-file (repeatable)", func(v string) error {
+		cfg.TPMEKCADirs = append(cfg.TPMEKCADirs, v)
+		return nil
+	})
 	fs.Func("action-timeout", "NAME=DURATION: the timeout of a provisioning action, by name or type (repeatable; e.g. stream-image=4h; defaults: stream-image 9800s, others 560s)", func(v string) error {
 		name, d, err := provisioning.ParseActionTimeout(v)
 		if err != nil {

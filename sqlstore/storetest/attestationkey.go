@@ -10,8 +10,9 @@ import (
 
 // testAttestationKeys checks eim.AttestationKeyStore: a host's first key
 // is pinned, another key later is answered with the pinned one and changes
-// nothing, each nonce is used once (also by two quotes at once), per
-// project, gone with the host.
+// nothing, each nonce is used once (also by two quotes at once), the EK
+// certificate checked is recorded, a reset removes the key (audited) and
+// the next is pinned, per project, gone with the host.
 func testAttestationKeys(t *testing.T, s eim.Store) {
 	p1, p2 := project(t, s), project(t, s)
 	h := create(t, s, p1, &eim.Host{Name: "h"}).(*eim.Host).ResourceID
@@ -115,6 +116,43 @@ func testAttestationKeys(t *testing.T, s eim.Store) {
 	wg.Wait()
 	if errs[0] != nil || errs[1] != nil || names[0] != names[1] {
 		t.Fatalf("two first pins: got %q, %v %v; want one key for both", names, errs[0], errs[1])
+	}
+
+	// A quote whose EK's certificate was checked records it on a key
+	// pinned on first use; one without keeps it.
+	withCert := ak("000b01", 500)
+	withCert.EKCertIssuer, withCert.EKCertSerial = "CN=Maker CA", "2a"
+	if got, err = s.UseAttestationKey(c, withCert); err != nil || got.EKCertIssuer != "CN=Maker CA" || got.EKCertSerial != "2a" {
+		t.Fatalf("a quote with a checked EK certificate: got %+v, %v", got, err)
+	}
+	if _, err = s.UseAttestationKey(c, ak("000b01", 600)); err != nil {
+		t.Fatal(err)
+	}
+	if read, err = s.AttestationKey(c, p1, h); err != nil || read.EKCertIssuer != "CN=Maker CA" || read.EKCertSerial != "2a" || read.NonceAt != 600 {
+		t.Fatalf("after a quote without a checked certificate: got %+v, %v; want the certificate kept", read, err)
+	}
+
+	// Reset (a replaced TPM), by an administrator: audited, and the next
+	// key is pinned.
+	alice := eim.WithActor(c, eim.UserActor("alice"))
+	_, err = s.ResetAttestationKey(alice, p2, h)
+	wantCode(t, err, eim.ENOTFOUND)
+	reset, err := s.ResetAttestationKey(alice, p1, h)
+	if err != nil || reset.Name != "000b01" || reset.EKName != "000bee" {
+		t.Fatalf("reset: got %+v, %v; want the pinned 000b01", reset, err)
+	}
+	_, err = s.AttestationKey(c, p1, h)
+	wantCode(t, err, eim.ENOTFOUND)
+	_, err = s.ResetAttestationKey(alice, p1, h)
+	wantCode(t, err, eim.ENOTFOUND)
+	recs, _ = audit(t, s, p1, eim.AuditQuery{Filter: `kind = "attestationkey" AND action = "DELETED"`, Limit: 10})
+	if len(recs) != 1 || recs[0].ResourceID != h || recs[0].Principal != "user:alice" || string(recs[0].Changes["name"].Old) != `"000b01"` || string(recs[0].Changes["ekName"].Old) != `"000bee"` {
+		t.Fatalf("audit record of the reset: got %+v, want one DELETED of %s by user:alice naming 000b01 and 000bee", recs, h)
+	}
+	newKey := ak("000b02", 700)
+	newKey.EKName = "000bef"
+	if got, err = s.UseAttestationKey(c, newKey); err != nil || got.Name != "000b02" || got.EKName != "000bef" || got.EKCertSerial != "" {
+		t.Fatalf("after the reset: got %+v, %v; want the new key pinned, no certificate", got, err)
 	}
 
 	// The key goes with its host.

@@ -294,6 +294,26 @@ func sharedSchemas(into *obj) {
 		),
 		"required", []string{"instanceId", "hostId", "volumeUuid", "recoveryKey", "escrowedAt"},
 	))
+	into.set("AttestationKey", o(
+		"type", "object",
+		"description", "The TPM keys pinned to a host at its first verified quote.",
+		"properties", o(
+			"hostId", o("type", "string", "pattern", idPattern(eim.KindHost), "description", "The host."),
+			"akName", o("type", "string", "description", "The attestation key's TPM name (hex: 000b and the SHA-256 of its public area)."),
+			"ekName", o("type", "string", "description", "The endorsement key's TPM name (hex)."),
+			"pinnedAt", o("type", "string", "format", "date-time", "description", "When the host's first verified quote pinned them."),
+			"trust", o("type", "string", "enum", []string{"EK_CERTIFICATE", "FIRST_USE"},
+				"description", "What the endorsement key was believed on: its maker's certificate, checked against the TPM makers' CAs the deployment configures, or the host's first quote alone."),
+			"trustNote", o("type", "string", "description", "The same in words, and what follows for this host."),
+			"ekCertificate", o("type", "object", "description", "The endorsement key's certificate it was checked with (EK_CERTIFICATE only).",
+				"properties", o(
+					"issuer", o("type", "string", "description", "The issuer's distinguished name."),
+					"serial", o("type", "string", "description", "The serial number, in hex."),
+				),
+				"required", []string{"issuer", "serial"}),
+		),
+		"required", []string{"hostId", "akName", "ekName", "pinnedAt", "trust", "trustNote"},
+	))
 	into.set("ListProjectsResponse", o(
 		"type", "object",
 		"description", "The projects the caller may read (all of them for eim-admin).",

@@ -135,6 +135,24 @@ func addOperations(ps *pathSet) {
 			"the instance has none (its disk is not encrypted, or its node has not escrowed one yet).",
 		params: []any{idParam(eim.KindInstance)},
 		ok:     okJSON("The recovery key.", ref("RecoveryKey"))})
+	ps.add("/compute/hosts/{resourceId}/attestationkey",
+		op{method: "get", id: "getHostAttestationKey", tag: tagHosts, summary: "Read the TPM keys pinned to a host",
+			desc: "EIM's own operation (the original had none). A node's TPM quotes its measured boot with an attestation key " +
+				"(AK) proven, by a credential activation, to live with its endorsement key (EK); the host's first verified quote " +
+				"pins both keys, and later quotes by other keys are a mismatch (docs/security.md). This answers the pinned keys' " +
+				"TPM names, when they were pinned, and what the EK was believed on: its maker's certificate (trust EK_CERTIFICATE, " +
+				"with the certificate's issuer and serial number) when the deployment configures TPM makers' CAs " +
+				"(eim server --tpm-ek-ca-file), or the first quote alone (trust FIRST_USE). 404 when the host has no keys pinned. " +
+				"Needs a role on the project.",
+			params: []any{idParam(eim.KindHost)},
+			ok:     okJSON("The pinned keys.", ref("AttestationKey"))},
+		op{method: "delete", id: "resetHostAttestationKey", tag: tagHosts, summary: "Reset the TPM keys pinned to a host",
+			desc: "EIM's own operation. Removes the host's pinned keys, for a host whose TPM (or board) was replaced: its next " +
+				"verified quote pins the keys it brings, held to the deployment's EK certificate check if it has one. " +
+				"Administrators only (the eim-admin role; others get 403); recorded in the project's audit log (kind " +
+				"attestationkey, action DELETED, the administrator as principal, the keys removed). 404 when none is pinned.",
+			params: []any{idParam(eim.KindHost)}, write: true,
+			ok: o("$ref", "#/components/responses/Deleted")})
 
 	osc := full
 	osc.listParams = queryParams

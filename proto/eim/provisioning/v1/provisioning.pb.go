@@ -368,10 +368,18 @@ func (x *GetWorkflowRequest) GetTpmKeys() *TpmKeys {
 type TpmKeys struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// TPMT_PUBLIC, as the TPM marshals it.
-	EkPublic      []byte `protobuf:"bytes,1,opt,name=ek_public,json=ekPublic,proto3" json:"ek_public,omitempty"`
-	AkPublic      []byte `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EkPublic []byte `protobuf:"bytes,1,opt,name=ek_public,json=ekPublic,proto3" json:"ek_public,omitempty"`
+	AkPublic []byte `protobuf:"bytes,2,opt,name=ak_public,json=akPublic,proto3" json:"ak_public,omitempty"`
+	// The EK's certificate (DER) as the TPM's maker wrote it into the TPM's
+	// NV memory (index 0x01c0000a, the ECC EK's: TCG EK Credential
+	// Profile). A server configured with the makers' CAs checks it chains to
+	// one of them and is for ek_public before it pins the keys. None when
+	// the TPM has none, or it could not be read: ek_certificate_error says
+	// why. Agents older than the field send neither.
+	EkCertificate      []byte `protobuf:"bytes,3,opt,name=ek_certificate,json=ekCertificate,proto3" json:"ek_certificate,omitempty"`
+	EkCertificateError string `protobuf:"bytes,4,opt,name=ek_certificate_error,json=ekCertificateError,proto3" json:"ek_certificate_error,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TpmKeys) Reset() {
@@ -416,6 +424,20 @@ func (x *TpmKeys) GetAkPublic() []byte {
 		return x.AkPublic
 	}
 	return nil
+}
+
+func (x *TpmKeys) GetEkCertificate() []byte {
+	if x != nil {
+		return x.EkCertificate
+	}
+	return nil
+}
+
+func (x *TpmKeys) GetEkCertificateError() string {
+	if x != nil {
+		return x.EkCertificateError
+	}
+	return ""
 }
 
 // MeasuredBoot is a node's TPM 2.0 measurements of its boot, as the node
@@ -1891,10 +1913,12 @@ const file_eim_provisioning_v1_provisioning_proto_rawDesc = "" +
 	"\rmeasured_boot\x18\x03 \x01(\v2!.eim.provisioning.v1.MeasuredBootR\fmeasuredBoot\x124\n" +
 	"\x16measured_boot_withheld\x18\x04 \x01(\bR\x14measuredBootWithheld\x12\x16\n" +
 	"\x06quotes\x18\x05 \x01(\bR\x06quotes\x127\n" +
-	"\btpm_keys\x18\x06 \x01(\v2\x1c.eim.provisioning.v1.TpmKeysR\atpmKeys\"C\n" +
+	"\btpm_keys\x18\x06 \x01(\v2\x1c.eim.provisioning.v1.TpmKeysR\atpmKeys\"\x9c\x01\n" +
 	"\aTpmKeys\x12\x1b\n" +
 	"\tek_public\x18\x01 \x01(\fR\bekPublic\x12\x1b\n" +
-	"\tak_public\x18\x02 \x01(\fR\bakPublic\"\x97\x02\n" +
+	"\tak_public\x18\x02 \x01(\fR\bakPublic\x12%\n" +
+	"\x0eek_certificate\x18\x03 \x01(\fR\rekCertificate\x120\n" +
+	"\x14ek_certificate_error\x18\x04 \x01(\tR\x12ekCertificateError\"\x97\x02\n" +
 	"\fMeasuredBoot\x127\n" +
 	"\x03tpm\x18\x01 \x01(\x0e2%.eim.provisioning.v1.MeasuredBoot.TpmR\x03tpm\x12,\n" +
 	"\x04pcrs\x18\x02 \x03(\v2\x18.eim.provisioning.v1.PcrR\x04pcrs\x12\x1b\n" +
