@@ -173,7 +173,7 @@ func BenchmarkReportIn(b *testing.B) {
 					}
 					wf := &eim.Workflow{InstanceID: in.ResourceID, HostID: h.ResourceID, Attempt: 1, State: eim.WorkflowSucceeded,
 						Actions: []eim.WorkflowAction{{Name: "stream-image", Type: eim.ActionStreamImage, State: eim.ActionSucceeded}}}
-					wf.ResourceID = "workflow-" + strings.TrimPrefix(in.ResourceID, "instance-")
+					wf.ResourceID = string(eim.KindWorkflow) + "-" + strings.TrimPrefix(in.ResourceID, string(eim.KindInstance)+"-")
 					for k := range 64 {
 						wf.Log = append(wf.Log, eim.WorkflowLogEntry{Seq: k + 1, Attempt: 1, Name: "stream-image",
 							Output: fmt.Sprintf("%s written %d MiB of 4096 (%d%%)\n", strings.Repeat("=", 120), k*64, k*100/64)})
