@@ -55,6 +55,15 @@ type Store interface {
 	// liveness, their transactions run by run (a batch shared with other
 	// nodes' calls; nil: Update).
 	HostBeats(run TxRunner) HostBeats
+	// NodeReports returns the provisioning module's typed operations on
+	// what its nodes' reports change (host status and name, instance
+	// state and provisioning status, workflow), their transactions run by
+	// run (nil: Update).
+	NodeReports(run TxRunner) NodeReports
+	// DeviceClaims returns the onboarding module's typed operations on the
+	// hosts a calling device may be, their transactions run by run (nil:
+	// Update), unscoped.
+	DeviceClaims(run TxRunner) DeviceClaims
 
 	// SaveLastSeen records when nodes were last heard from. The host module
 	// keeps liveness in memory and flushes it here in batches, so that a

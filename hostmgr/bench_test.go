@@ -102,6 +102,7 @@ func benchHeartbeats(b *testing.B, editors int) {
 				})
 			}
 			b.SetParallelism(32) // 2 cores × 32 = 64 callers
+			tx0, stmt0 := st.Work()
 			b.ResetTimer()
 			cpu0 := cpuTime()
 			b.RunParallel(func(pb *testing.PB) {
@@ -121,6 +122,9 @@ func benchHeartbeats(b *testing.B, editors int) {
 			})
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			tx1, stmt1 := st.Work()
+			b.ReportMetric(float64(tx1-tx0)/float64(b.N), "tx/op")
+			b.ReportMetric(float64(stmt1-stmt0)/float64(b.N), "stmts/op")
 			stop()
 			editing.Wait()
 			b.ReportMetric(float64(st.Races()-races0)/float64(b.N), "races/op")

@@ -34,7 +34,6 @@ func TestModuleWritesValidate(t *testing.T) {
 			{"status not UTF-8", "hostStatus", eim.EINVALID, func(tx eim.Tx) error {
 				return inventory.SetHostStatus(e.ctx, tx, h, inventory.Status{Text: "\xff"})
 			}},
-			{"hostname", "hostname", eim.EINVALID, func(tx eim.Tx) error { return inventory.SetHostname(e.ctx, tx, h, long) }},
 			{"hardware digest", "hardwareDigest", eim.EINVALID, func(tx eim.Tx) error {
 				hw := *h
 				hw.HardwareDigest = "md5:1"
@@ -45,22 +44,6 @@ func TestModuleWritesValidate(t *testing.T) {
 				hw.HardwareDigest = "sha256:" + strings.Repeat("0", 64)
 				hw.HostNics = eim.List[eim.HostNic]{{DeviceName: "eth0", IPAddresses: eim.List[eim.IPAddress]{{Address: "10.0.0.1/8", Status: "FINE"}}}}
 				return inventory.RecordHardware(e.ctx, tx, &hw, h.HardwareDigest, eim.NewTime(time.Now()))
-			}},
-			{"registration indicator", "registrationStatusIndicator", eim.EINVALID, func(tx eim.Tx) error {
-				return inventory.SetRegistrationStatus(e.ctx, tx, h, inventory.Status{Text: "x", Indicator: "bad"})
-			}},
-			{"credentials of a host not to onboard", "not to be onboarded", eim.EPRECONDITION, func(tx eim.Tx) error {
-				reg := *h
-				reg.DesiredState = eim.HostStateRegistered
-				return inventory.IssueNodeCredentials(e.ctx, tx, &reg, inventory.Onboarded{SecretHash: strings.Repeat("a", 64)})
-			}},
-			{"secret hash", "secretHash", eim.EINVALID, func(tx eim.Tx) error {
-				onb := *h
-				onb.DesiredState = eim.HostStateOnboarded
-				return inventory.IssueNodeCredentials(e.ctx, tx, &onb, inventory.Onboarded{SecretHash: "ABC"})
-			}},
-			{"instance state", "currentState", eim.EINVALID, func(tx eim.Tx) error {
-				return inventory.SetInstanceStatus(e.ctx, tx, in, "INSTANCE_STATE_HAPPY", inventory.Status{})
 			}},
 			{"provisioning indicator", "provisioningStatusIndicator", eim.EINVALID, func(tx eim.Tx) error {
 				return inventory.SetProvisioningStatus(e.ctx, tx, in, inventory.Status{Indicator: "x"})

@@ -32,23 +32,6 @@ func SetHostStatus(ctx context.Context, tx eim.Tx, h *eim.Host, st Status) error
 	return nil
 }
 
-// maxHostname is the longest host name a node may report (DNS).
-const maxHostname = 253
-
-// SetHostname records the host name the node of h reports.
-func SetHostname(ctx context.Context, tx eim.Tx, h *eim.Host, name string) error {
-	if err := checkText("hostname", name, maxHostname); err != nil {
-		return err
-	}
-	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, Hostname: name}
-	if err := tx.UpdateFields(ctx, w, "hostname"); err != nil {
-		return err
-	}
-	h.Hostname = name
-	stamp(h, w)
-	return nil
-}
-
 // hardwareFields are the fields of a host that its node's hardware
 // report gives (see RecordHardware).
 var hardwareFields = []string{
@@ -114,91 +97,6 @@ func checkHardware(h *eim.Host) error {
 			}
 		}
 	}
-	return nil
-}
-
-// SetRegistrationStatus records the registration status of a host: the
-// onboarding module's verdict on the devices that claim it.
-func SetRegistrationStatus(ctx context.Context, tx eim.Tx, h *eim.Host, st Status) error {
-	if err := st.check("registrationStatus"); err != nil {
-		return err
-	}
-	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, RegistrationStatus: st.Text,
-		RegistrationStatusIndicator: st.Indicator, RegistrationStatusTimestamp: st.Timestamp}
-	if err := tx.UpdateFields(ctx, w, "registrationStatus", "registrationStatusIndicator", "registrationStatusTimestamp"); err != nil {
-		return err
-	}
-	h.RegistrationStatus, h.RegistrationStatusIndicator, h.RegistrationStatusTimestamp = w.RegistrationStatus, w.RegistrationStatusIndicator, w.RegistrationStatusTimestamp
-	stamp(h, w)
-	return nil
-}
-
-// Onboarded is what the onboarding module records when it gives a node
-// its credentials.
-type Onboarded struct {
-	// SecretHash is the lower-case hex SHA-256 of the node's new client
-	// secret.
-	SecretHash string
-	// UUID and SerialNumber are what the device reported; each is
-	// recorded when the host has none.
-	UUID, SerialNumber string
-	// Status is the onboarding status.
-	Status Status
-}
-
-var reSecretHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// IssueNodeCredentials records that the node of h, a host to be onboarded
-// (desired state ONBOARDED), was given new credentials: the secret's
-// hash, the next credential generation (which the node's new tokens carry
-// and its earlier ones do not), current state ONBOARDED and the
-// onboarding status; the device's UUID and serial number fill in what the
-// host lacks. The write is made only while the host is still to be
-// onboarded and has the credentials h has (an invalidation or another
-// Discover of the device meanwhile runs the transaction again).
-func IssueNodeCredentials(ctx context.Context, tx eim.Tx, h *eim.Host, o Onboarded) error {
-	if h.DesiredState != eim.HostStateOnboarded {
-		return eim.Errorf(eim.EPRECONDITION, "host %s is not to be onboarded (desiredState %s)", h.ResourceID, h.DesiredState)
-	}
-	if !reSecretHash.MatchString(o.SecretHash) {
-		return eim.Errorf(eim.EINVALID, "secretHash: want 64 lower-case hex digits")
-	}
-	if err := o.Status.check("onboardingStatus"); err != nil {
-		return err
-	}
-	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, NodeSecretHash: o.SecretHash, NodeCredGen: h.NodeCredGen + 1,
-		CurrentState: eim.HostStateOnboarded, OnboardingStatus: o.Status.Text, OnboardingStatusIndicator: o.Status.Indicator,
-		OnboardingStatusTimestamp: o.Status.Timestamp}
-	fields := []string{"node_secret_hash", "node_cred_gen", "currentState", "onboardingStatus", "onboardingStatusIndicator", "onboardingStatusTimestamp"}
-	when := []eim.Cond{{Field: "desiredState", Value: eim.HostStateOnboarded}, {Field: "node_cred_gen", Value: h.NodeCredGen}}
-	if h.UUID == "" && o.UUID != "" {
-		if !eim.ValidUUID(o.UUID) {
-			return eim.Errorf(eim.EINVALID, "uuid: %q is not a UUID", o.UUID)
-		}
-		w.UUID = o.UUID
-		fields = append(fields, "uuid")
-		when = append(when, eim.Cond{Field: "uuid", Value: ""})
-	}
-	if h.SerialNumber == "" && o.SerialNumber != "" {
-		if !eim.ValidSerial(o.SerialNumber) {
-			return eim.Errorf(eim.EINVALID, "serialNumber: %q must be 5 to 20 letters or digits", o.SerialNumber)
-		}
-		w.SerialNumber = o.SerialNumber
-		fields = append(fields, "serialNumber")
-		when = append(when, eim.Cond{Field: "serialNumber", Value: ""})
-	}
-	if err := tx.UpdateFieldsIf(ctx, w, when, fields...); err != nil {
-		return err
-	}
-	h.NodeSecretHash, h.NodeCredGen, h.CurrentState = w.NodeSecretHash, w.NodeCredGen, w.CurrentState
-	h.OnboardingStatus, h.OnboardingStatusIndicator, h.OnboardingStatusTimestamp = w.OnboardingStatus, w.OnboardingStatusIndicator, w.OnboardingStatusTimestamp
-	if w.UUID != "" {
-		h.UUID = w.UUID
-	}
-	if w.SerialNumber != "" {
-		h.SerialNumber = w.SerialNumber
-	}
-	stamp(h, w)
 	return nil
 }
 

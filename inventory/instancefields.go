@@ -27,29 +27,6 @@ func CreateInstance(ctx context.Context, tx eim.Tx, in *eim.Instance) (*eim.Inst
 	return out, nil
 }
 
-// SetInstanceStatus records an instance's current state and its instance
-// status (the provisioning module: the installed OS reported in, current
-// RUNNING, "Running"). The write is made only while the stored current
-// state is still in's.
-func SetInstanceStatus(ctx context.Context, tx eim.Tx, in *eim.Instance, current eim.InstanceState, st Status) error {
-	if err := checkEnum("currentState", current); err != nil {
-		return err
-	}
-	if err := st.check("instanceStatus"); err != nil {
-		return err
-	}
-	w := &eim.Instance{Meta: eim.Meta{ResourceID: in.ResourceID}, CurrentState: current,
-		InstanceStatus: st.Text, InstanceStatusIndicator: st.Indicator, InstanceStatusTimestamp: st.Timestamp}
-	when := []eim.Cond{{Field: "currentState", Value: in.CurrentState}}
-	if err := tx.UpdateFieldsIf(ctx, w, when, "currentState", "instanceStatus", "instanceStatusIndicator", "instanceStatusTimestamp"); err != nil {
-		return err
-	}
-	in.CurrentState = current
-	in.InstanceStatus, in.InstanceStatusIndicator, in.InstanceStatusTimestamp = w.InstanceStatus, w.InstanceStatusIndicator, w.InstanceStatusTimestamp
-	stamp(in, w)
-	return nil
-}
-
 // SetProvisioningStatus records an instance's provisioning status (the
 // provisioning module, as its workflow moves; its callers write the
 // workflow in the same transaction, over the version they read).

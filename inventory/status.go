@@ -12,9 +12,12 @@ import (
 //
 // The modules (onboarding, provisioning, host, maintenance, os) change
 // resources through the functions of this package named for what they
-// record — SetHostStatus, RecordHardware, IssueNodeCredentials,
-// SaveWorkflow, SetProvisioningStatus … — each writing only its fields
-// (eim.Tx.UpdateFieldsIf). The API writes desired fields, the modules
+// record — SetHostStatus, RecordHardware, SaveWorkflow,
+// SetProvisioningStatus … — each writing only its fields
+// (eim.Tx.UpdateFieldsIf), or, on the nodes' hot paths, through the
+// store's typed operations that own their transactions (eim.HostBeats,
+// eim.NodeReports, eim.DeviceClaims; docs/architecture.md, "How a module
+// talks to the store"). The API writes desired fields, the modules
 // current state and status, and neither writes the other's: a module
 // recording a host's status and the API renaming the host do not undo
 // each other's change, nor, on PostgreSQL, make each other's transaction

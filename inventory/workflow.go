@@ -10,18 +10,14 @@ import (
 // workflow is the module's own record of an instance's provisioning,
 // which it reads, changes and writes back whole as reports arrive.
 
-// workflowFields are the fields of a workflow that change after its
-// creation (SaveWorkflow); its instance never does.
-var workflowFields = []string{"hostId", "attempt", "state", "message", "actions", "startedAt", "finishedAt", "log"}
-
 // CreateWorkflow creates in tx the first attempt of an instance's
-// workflow, validated (see SaveWorkflow); an instance has at most one,
+// workflow, validated (Workflow.Check); an instance has at most one,
 // and a second is ECONFLICT.
 func CreateWorkflow(ctx context.Context, tx eim.Tx, wf *eim.Workflow) error {
 	if err := eim.CheckID(eim.KindInstance, "instanceId", wf.InstanceID); err != nil {
 		return err
 	}
-	if err := checkWorkflow(wf); err != nil {
+	if err := wf.Check(); err != nil {
 		return err
 	}
 	return tx.Create(ctx, wf)
@@ -33,52 +29,15 @@ func CreateWorkflow(ctx context.Context, tx eim.Tx, wf *eim.Workflow) error {
 // read: reports of the same node handled at once (by two replicas) each
 // append to what the other wrote, never over it.
 func SaveWorkflow(ctx context.Context, tx eim.Tx, wf *eim.Workflow) error {
-	if err := checkWorkflow(wf); err != nil {
+	if err := wf.Check(); err != nil {
 		return err
 	}
 	var when []eim.Cond
 	if v := wf.Timestamps.UpdatedAt; !v.IsZero() {
 		when = []eim.Cond{{Field: "updatedAt", Value: v}}
 	}
-	return tx.UpdateFieldsIf(ctx, wf, when, workflowFields...)
+	return tx.UpdateFieldsIf(ctx, wf, when, eim.WorkflowProgress...)
 }
-
-// checkWorkflow validates what the provisioning module writes of a
-// workflow.
-func checkWorkflow(wf *eim.Workflow) error {
-	if err := eim.CheckID(eim.KindHost, "hostId", wf.HostID); err != nil {
-		return err
-	}
-	if wf.Attempt < 1 {
-		return eim.Errorf(eim.EINVALID, "attempt: %d, want 1 or more", wf.Attempt)
-	}
-	switch wf.State {
-	case eim.WorkflowPending, eim.WorkflowRunning, eim.WorkflowSucceeded, eim.WorkflowFailed:
-	default:
-		return eim.Errorf(eim.EINVALID, "state: %q is not a workflow state", wf.State)
-	}
-	if err := checkText("message", wf.Message, maxStatusText); err != nil {
-		return err
-	}
-	for i, a := range wf.Actions {
-		switch a.State {
-		case eim.ActionPending, eim.ActionRunning, eim.ActionSucceeded, eim.ActionFailed:
-		default:
-			return eim.Errorf(eim.EINVALID, "actions[%d].state: %q is not an action state", i, a.State)
-		}
-		if a.Name == "" {
-			return eim.Errorf(eim.EINVALID, "actions[%d].name: is required", i)
-		}
-	}
-	if n := len(wf.Actions); n > maxWorkflowActions {
-		return eim.Errorf(eim.EINVALID, "actions: %d, at most %d", n, maxWorkflowActions)
-	}
-	return nil
-}
-
-// maxWorkflowActions bounds a workflow's actions (rendered from an OS
-// profile: a handful).
-const maxWorkflowActions = 256
 
 // InstanceWorkflow returns the provisioning workflow of instance id in
 // project (its log is what the API shows of it), or nil when its node has

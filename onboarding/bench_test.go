@@ -21,6 +21,10 @@ import (
 // server sets it up (SQLite looks first, PostgreSQL writes directly).
 // Every call writes: a Discover of an onboarded host issues new
 // credentials.
+//
+// tx/op and stmts/op are the transactions (a batch's shared by its calls)
+// and statements the store ran per call: what a call costs the database,
+// whatever the machine's load.
 func BenchmarkDiscover(b *testing.B) {
 	engines := map[string]string{"sqlite": ""}
 	if pgURL != "" {
@@ -61,6 +65,8 @@ func BenchmarkDiscover(b *testing.B) {
 			}
 			var next atomic.Int64
 			b.SetParallelism(32) // × 2 cores = 64 callers
+			b.ReportAllocs()
+			tx0, stmt0 := st.Work()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -77,7 +83,16 @@ func BenchmarkDiscover(b *testing.B) {
 				}
 			})
 			b.StopTimer()
+			reportWork(b, st, tx0, stmt0)
 			b.ReportMetric(float64(st.Races())/float64(b.N), "races/op")
 		})
 	}
+}
+
+// reportWork reports the store's transactions and statements per op
+// since tx0 and stmt0 (sqlstore.Store.Work).
+func reportWork(b *testing.B, st *sqlstore.Store, tx0, stmt0 int64) {
+	tx, stmt := st.Work()
+	b.ReportMetric(float64(tx-tx0)/float64(b.N), "tx/op")
+	b.ReportMetric(float64(stmt-stmt0)/float64(b.N), "stmts/op")
 }

@@ -1,7 +1,6 @@
 package onboarding
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -90,26 +89,22 @@ func truncate(s string, n int) string {
 
 // match is the outcome of looking a device up.
 type match struct {
-	host *eim.Host // the one host the device is; nil when unknown
+	host *eim.DeviceClaim // the one host the device is; nil when unknown
 	// mismatch holds the hosts the UUID and the serial point at when they
 	// differ (registration error on both).
-	mismatch []*eim.Host
+	mismatch []*eim.DeviceClaim
 	// conflict holds the registrations of the device in other projects
 	// than the one the device proved it belongs to (see lookup).
-	conflict []*eim.Host
+	conflict []*eim.DeviceClaim
 	// held holds every registration of a device registered in more than
 	// one project that proved none of them its own: it is held.
-	held []*eim.Host
+	held []*eim.DeviceClaim
 }
-
-// maxClaims bounds the hosts read for one UUID or serial number: the
-// earliest registrations count.
-const maxClaims = 16
 
 // claim is one project's registrations of a device.
 type claim struct {
-	byUUID   *eim.Host
-	bySerial []*eim.Host
+	byUUID   *eim.DeviceClaim
+	bySerial []*eim.DeviceClaim
 }
 
 // onboardedClaim returns the one claim whose host has been onboarded (the
@@ -130,16 +125,17 @@ func onboardedClaim(claims map[string]*claim) *claim {
 }
 
 // hosts returns every host of the claim.
-func (c *claim) hosts() []*eim.Host {
-	var out []*eim.Host
+func (c *claim) hosts() []*eim.DeviceClaim {
+	var out []*eim.DeviceClaim
 	if c.byUUID != nil {
 		out = append(out, c.byUUID)
 	}
 	return append(out, c.bySerial...)
 }
 
-// lookup finds the host of a device across all projects (tx unscoped):
-// by UUID first, then by serial number.
+// lookup finds the host of a device among its registrations across all
+// projects (set, as the store read them: eim.DeviceClaims): by UUID
+// first, then by serial number.
 //
 // A machine's identity is claimed per project: each project may register
 // a UUID or serial number once, whatever other projects registered. When
@@ -155,9 +151,9 @@ func (c *claim) hosts() []*eim.Host {
 // or after its owner — never gets it without the owner's token, and
 // nothing a project does shows another project's hosts or name to the
 // device or to anyone else.
-func lookup(ctx context.Context, tx eim.Tx, id identity, proof string) (match, error) {
+func lookup(set eim.DeviceClaimSet, id identity, proof string) (match, error) {
 	claims := map[string]*claim{}
-	claimOf := func(h *eim.Host) *claim {
+	claimOf := func(h *eim.DeviceClaim) *claim {
 		c := claims[h.Project]
 		if c == nil {
 			c = &claim{}
@@ -166,12 +162,7 @@ func lookup(ctx context.Context, tx eim.Tx, id identity, proof string) (match, e
 		return c
 	}
 	if id.uuid != "" {
-		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "uuid", Value: id.uuid}}, OrderBy: "createdAt, resourceId", Limit: maxClaims, NoTotal: true})
-		if err != nil {
-			return match{}, fmt.Errorf("look up uuid: %w", err)
-		}
-		for _, r := range items {
-			h := r.(*eim.Host)
+		for _, h := range set.ByUUID {
 			c := claimOf(h)
 			if c.byUUID != nil { // a project holds a UUID once; the store enforces it
 				return match{}, fmt.Errorf("uuid %s: two hosts of project %s", id.uuid, h.Project)
@@ -180,12 +171,7 @@ func lookup(ctx context.Context, tx eim.Tx, id identity, proof string) (match, e
 		}
 	}
 	if id.serial != "" {
-		items, _, err := tx.List(ctx, eim.KindHost, eim.Query{Where: []eim.Cond{{Field: "serialNumber", Value: id.serial}}, OrderBy: "createdAt, resourceId", Limit: maxClaims, NoTotal: true})
-		if err != nil {
-			return match{}, fmt.Errorf("look up serial: %w", err)
-		}
-		for _, r := range items {
-			h := r.(*eim.Host)
+		for _, h := range set.BySerial {
 			// A host registered with a UUID is that UUID's machine; another
 			// board with the same serial is not it (and the device's own
 			// UUID host was found above).
@@ -224,12 +210,12 @@ func lookup(ctx context.Context, tx eim.Tx, id identity, proof string) (match, e
 	}
 	switch byUUID, bySerial := win.byUUID, win.bySerial; {
 	case byUUID != nil && len(bySerial) > 0:
-		m.mismatch = append([]*eim.Host{byUUID}, bySerial...)
+		m.mismatch = append([]*eim.DeviceClaim{byUUID}, bySerial...)
 	case byUUID != nil:
 		// A placeholder serial in the registration identifies nothing, so
 		// it cannot disagree with the device.
 		if id.serial != "" && !eim.PlaceholderSerial(byUUID.SerialNumber) && byUUID.SerialNumber != id.serial {
-			m.mismatch = []*eim.Host{byUUID}
+			m.mismatch = []*eim.DeviceClaim{byUUID}
 		} else {
 			m.host = byUUID
 		}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -63,9 +62,12 @@ type Options struct {
 
 // Service implements onboardingv1connect.OnboardingServiceHandler.
 type Service struct {
-	metrics  prometheus.Registerer
-	store    eim.Store
-	batch    *inventory.Batcher
+	metrics prometheus.Registerer
+	store   eim.Store
+	batch   *inventory.Batcher
+	// claims are the store's typed operations of Discover, their writes
+	// run by batch.
+	claims   eim.DeviceClaims
 	log      *slog.Logger
 	now      func() time.Time
 	tokenURL string
@@ -90,6 +92,11 @@ func New(opts Options) *Service {
 	// in the batched write transaction only, without a read-only look
 	// first (see provisioning's GetWorkflow).
 	s.direct = opts.Store.Capabilities().ConcurrentWriters
+	var run eim.TxRunner // nil: a transaction of the store's each
+	if opts.Batcher != nil {
+		run = opts.Batcher
+	}
+	s.claims = opts.Store.DeviceClaims(run)
 	s.credentials = metrics.Register(opts.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "eim_node_credentials_issued_total",
 		Help: "Client credentials (a new client secret) issued to nodes that called home and were onboarded."}))
 	if s.log == nil {
@@ -152,12 +159,11 @@ func (s *Service) discoverPass(ctx context.Context, req *onboardingv1.DiscoverRe
 	// unchanged answers then cost the writer nothing. With concurrent
 	// writers the batched transaction below decides alone.
 	if !s.direct {
-		var d decision
-		err = s.store.View(ctx, "", func(tx eim.Tx) error {
-			var err error
-			d, err = s.decide(ctx, tx, id, proof)
-			return err
-		})
+		set, err := s.claims.Claims(ctx, id.uuid, id.serial)
+		if err != nil {
+			return nil, err
+		}
+		d, err := decide(set, id, proof)
 		if err != nil {
 			return nil, err
 		}
@@ -182,36 +188,34 @@ func (s *Service) discoverPass(ctx context.Context, req *onboardingv1.DiscoverRe
 		answer  error
 		toLobby bool
 	)
-	err = s.batch.Do(ctx, func(tx eim.Tx) error {
+	secret, hash := southbound.NewSecret() // used when the host is onboarded
+	now := s.now()
+	err = s.claims.RecordDiscover(ctx, id.uuid, id.serial, func(set eim.DeviceClaimSet) ([]eim.ClaimChange, error) {
 		resp, answer, toLobby = nil, nil, false
-		d, err := s.decide(ctx, tx, id, proof)
+		d, err := decide(set, id, proof)
 		if err != nil {
 			if refusal(err) {
 				answer = err
-				return nil
+				return nil, nil
 			}
-			return err
+			return nil, err
 		}
 		if d.enroll != nil {
 			switch {
 			case tokenErr != nil:
 				answer = tokenErr
-				return nil
+				return nil, nil
 			case project == nil: // no token, or its host went away meanwhile
 				answer = unknownDevice(id)
-				return nil
+				return nil, nil
 			}
 			toLobby = true // after this transaction: the lobby owns its own
-			return nil
-		}
-		secret, err := d.apply(ctx, tx, s, id) // writes nothing when nothing changes
-		if err != nil {
-			return err
+			return nil, nil
 		}
 		// The answer of a mismatch is an error that must not roll back
 		// the status written with it.
 		resp, answer = d.answer(s, secret)
-		return nil
+		return d.changes(id, hash, now), nil // none when nothing changes
 	})
 	if err != nil {
 		return nil, err
@@ -241,17 +245,18 @@ func refusal(err error) bool {
 
 // decision is what Discover does for a device.
 type decision struct {
-	host     *eim.Host   // the device's host, when matched
-	mismatch []*eim.Host // UUID and serial point at different hosts
-	conflict []*eim.Host // registrations of the device in other projects than the one it proved
-	held     []*eim.Host // registrations in several projects, none proved: held
-	enroll   *struct{}   // unknown device: enroll it if it has a token
+	host     *eim.DeviceClaim   // the device's host, when matched
+	mismatch []*eim.DeviceClaim // UUID and serial point at different hosts
+	conflict []*eim.DeviceClaim // registrations of the device in other projects than the one it proved
+	held     []*eim.DeviceClaim // registrations in several projects, none proved: held
+	enroll   *struct{}          // unknown device: enroll it if it has a token
 }
 
-// decide looks the device up and applies the rules that refuse it; proof
-// is the project whose enrollment token the device carries, if any.
-func (s *Service) decide(ctx context.Context, tx eim.Tx, id identity, proof string) (decision, error) {
-	m, err := lookup(ctx, tx, id, proof)
+// decide looks the device up among its claims and applies the rules that
+// refuse it; proof is the project whose enrollment token the device
+// carries, if any. It is pure: the store's operation may run it again.
+func decide(set eim.DeviceClaimSet, id identity, proof string) (decision, error) {
+	m, err := lookup(set, id, proof)
 	if err != nil {
 		return decision{}, err
 	}
@@ -272,11 +277,7 @@ func (s *Service) decide(ctx context.Context, tx eim.Tx, id identity, proof stri
 	case eim.HostStateDeleted:
 		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's host is being deleted")
 	}
-	items, _, err := tx.List(ctx, eim.KindInstance, eim.Query{Where: []eim.Cond{{Field: "hostID", Value: h.ResourceID}}, Limit: 1, NoTotal: true})
-	if err != nil {
-		return decision{}, fmt.Errorf("instance of host %s: %w", h.ResourceID, err)
-	}
-	if len(items) > 0 && items[0].(*eim.Instance).CurrentState == eim.InstanceStateRunning {
+	if h.InstanceState == eim.InstanceStateRunning {
 		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's host is already provisioned; invalidate or delete the host to re-onboard")
 	}
 	return decision{host: h, conflict: m.conflict}, nil
@@ -290,78 +291,45 @@ func (d decision) onboarding() bool {
 // writes reports whether applying d changes anything. Onboarding always
 // does (a new secret every call).
 func (d decision) writes() bool {
-	if d.onboarding() {
-		return true
-	}
-	for _, h := range d.mismatch {
-		if h.RegistrationStatus != StatusMismatch || h.RegistrationStatusIndicator != eim.StatusError {
-			return true
-		}
-	}
-	for _, h := range d.conflict {
-		if h.RegistrationStatus != StatusClaimed || h.RegistrationStatusIndicator != eim.StatusError {
-			return true
-		}
-	}
-	for _, h := range d.held {
-		if h.RegistrationStatus != StatusHeld || h.RegistrationStatusIndicator != eim.StatusError {
-			return true
-		}
-	}
-	if h := d.host; h != nil {
-		return h.RegistrationStatus != StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle
-	}
-	return false
+	return d.onboarding() || len(d.changes(identity{}, "", time.Time{})) > 0
 }
 
-// apply writes d's changes in tx and returns the new client secret of an
-// onboarded host.
-func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity) (string, error) {
-	now := s.now()
-	for _, h := range d.mismatch {
-		if err := setRegistrationError(ctx, tx, h, StatusMismatch, now); err != nil {
-			return "", err
-		}
-	}
-	for _, h := range d.conflict {
-		if err := setRegistrationError(ctx, tx, h, StatusClaimed, now); err != nil {
-			return "", err
-		}
-	}
-	for _, h := range d.held {
-		if err := setRegistrationError(ctx, tx, h, StatusHeld, now); err != nil {
-			return "", err
+// changes are what d writes, in order: the registration errors of the
+// hosts the device mismatches, conflicts with or is held on (unless they
+// show it already), then the matched host's registration status and, when
+// it is onboarded, its new credentials (secretHash, the hash of the secret
+// the answer carries).
+func (d decision) changes(id identity, secretHash string, now time.Time) []eim.ClaimChange {
+	var out []eim.ClaimChange
+	for _, group := range []struct {
+		hosts []*eim.DeviceClaim
+		text  string
+	}{{d.mismatch, StatusMismatch}, {d.conflict, StatusClaimed}, {d.held, StatusHeld}} {
+		for _, h := range group.hosts {
+			if h.Registration.Text == group.text && h.Registration.Indicator == eim.StatusError {
+				continue
+			}
+			out = append(out, eim.ClaimChange{Project: h.Project, ID: h.ID,
+				Registration: &eim.StatusValue{Text: group.text, Indicator: eim.StatusError, Timestamp: uint64(now.Unix())}})
 		}
 	}
 	h := d.host
 	if h == nil {
-		return "", nil
+		return out
 	}
-	if h.RegistrationStatus != StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle {
-		if err := inventory.SetRegistrationStatus(ctx, tx, h, inventory.StatusAt(StatusRegistered, eim.StatusIdle, now)); err != nil {
-			return "", err
-		}
+	ch := eim.ClaimChange{Project: h.Project, ID: h.ID}
+	if h.Registration.Text != StatusRegistered || h.Registration.Indicator != eim.StatusIdle {
+		ch.Registration = &eim.StatusValue{Text: StatusRegistered, Indicator: eim.StatusIdle, Timestamp: uint64(now.Unix())}
 	}
-	if !d.onboarding() {
-		return "", nil
+	if d.onboarding() {
+		// The device's identity fills in what the registration lacked.
+		ch.Credentials = &eim.IssuedCredentials{SecretHash: secretHash, UUID: id.uuid, SerialNumber: id.serial,
+			Status: eim.StatusValue{Text: StatusOnboarded, Indicator: eim.StatusIdle, Timestamp: uint64(now.Unix())}}
 	}
-	secret, hash := southbound.NewSecret()
-	// The device's identity fills in what the registration lacked.
-	err := inventory.IssueNodeCredentials(ctx, tx, h, inventory.Onboarded{SecretHash: hash, UUID: id.uuid, SerialNumber: id.serial,
-		Status: inventory.StatusAt(StatusOnboarded, eim.StatusIdle, now)})
-	if err != nil {
-		return "", err
+	if ch.Registration != nil || ch.Credentials != nil {
+		out = append(out, ch)
 	}
-	return secret, nil
-}
-
-// setRegistrationError gives h the registration status text (ERROR) unless
-// it has it already.
-func setRegistrationError(ctx context.Context, tx eim.Tx, h *eim.Host, text string, now time.Time) error {
-	if h.RegistrationStatus == text && h.RegistrationStatusIndicator == eim.StatusError {
-		return nil
-	}
-	return inventory.SetRegistrationStatus(ctx, tx, h, inventory.StatusAt(text, eim.StatusError, now))
+	return out
 }
 
 // answer is the response (or refusal) of a decision.
@@ -375,14 +343,14 @@ func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverRespo
 		return &onboardingv1.DiscoverResponse{Status: onboardingv1.DiscoverResponse_STATUS_REGISTERED, RetryAfterSeconds: retryAfter()}, nil
 	}
 	h := d.host
-	resp := &onboardingv1.DiscoverResponse{HostId: h.ResourceID, Project: h.Project}
+	resp := &onboardingv1.DiscoverResponse{HostId: h.ID, Project: h.Project}
 	if !d.onboarding() {
 		resp.Status = onboardingv1.DiscoverResponse_STATUS_REGISTERED
 		resp.RetryAfterSeconds = retryAfter()
 		return resp, nil
 	}
 	resp.Status = onboardingv1.DiscoverResponse_STATUS_ONBOARDED
-	resp.ClientId = southbound.ClientID(h.ResourceID)
+	resp.ClientId = southbound.ClientID(h.ID)
 	resp.ClientSecret = secret
 	resp.TokenUrl = s.tokenURL
 	return resp, nil

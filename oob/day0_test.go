@@ -301,8 +301,11 @@ func TestReprovisionBootsThroughBMC(t *testing.T) {
 			if err := inventory.SetDesiredPower(t.Context(), tx, h, eim.PowerStateOn); err != nil {
 				return err
 			}
-			return inventory.IssueNodeCredentials(t.Context(), tx, h, inventory.Onboarded{SecretHash: strings.Repeat("ab", 32),
-				Status: inventory.StatusAt("Onboarded", eim.StatusIdle, time.Now())})
+			// Onboarding's credentials, as its Discover writes them.
+			return tx.UpdateFields(t.Context(), &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, NodeSecretHash: strings.Repeat("ab", 32),
+				NodeCredGen: h.NodeCredGen + 1, CurrentState: eim.HostStateOnboarded, OnboardingStatus: "Onboarded", OnboardingStatusIndicator: eim.StatusIdle,
+				OnboardingStatusTimestamp: uint64(time.Now().Unix())},
+				"node_secret_hash", "node_cred_gen", "currentState", "onboardingStatus", "onboardingStatusIndicator", "onboardingStatusTimestamp")
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -82,9 +82,12 @@ type Options struct {
 
 // Service implements the provisioning and host southbound services.
 type Service struct {
-	metrics  prometheus.Registerer
-	store    eim.Store
-	batch    Batcher
+	metrics prometheus.Registerer
+	store   eim.Store
+	batch   Batcher
+	// reports are the store's typed operations of the nodes' reports
+	// (action reports, report-in), run by batch.
+	reports  eim.NodeReports
 	log      *slog.Logger
 	now      func() time.Time
 	agentURL string
@@ -161,6 +164,7 @@ func New(opts Options) *Service {
 	if s.batch == nil {
 		s.batch = storeBatcher{opts.Store}
 	}
+	s.reports = opts.Store.NodeReports(s.batch)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

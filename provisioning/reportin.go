@@ -3,12 +3,12 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
 	"github.com/eimhq/eim"
-	"github.com/eimhq/eim/inventory"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 )
 
@@ -16,33 +16,28 @@ import (
 // installed OS calls home. The first call after a successful workflow
 // makes the instance current RUNNING; every call keeps the host's status
 // "Running". Nothing is written when nothing changes, so a fleet reporting
-// in every few seconds costs reads only.
+// in every few seconds costs reads only: one indexed read of the host's
+// status and name and its instance's and workflow's states
+// (eim.NodeReports), never the whole host or the workflow's log.
 func (s *Service) ReportIn(ctx context.Context, req *connect.Request[hostv1.ReportInRequest]) (*connect.Response[hostv1.ReportInResponse], error) {
 	n, err := s.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	m := req.Msg
-	if len(m.Hostname) > 253 || !utf8.ValidString(m.Hostname) {
+	if len(m.Hostname) > eim.MaxHostname || !utf8.ValidString(m.Hostname) {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("hostname: not a valid host name"))
 	}
+	now := s.now()
+	decide := func(st eim.NodeState) eim.NodeChange { return reportIn(st, m.Hostname, now) }
 	write := true
 	if !s.direct {
-		var st *nodeState
-		err = s.store.View(ctx, n.Project, func(tx eim.Tx) error {
-			st, err = s.load(ctx, tx, n, true)
-			return err
-		})
-		write = err == nil && reportInChanges(st, m)
+		var st eim.NodeState
+		st, err = s.reports.NodeState(ctx, n.Project, n.HostID)
+		write = err == nil && !decide(st).Empty()
 	}
 	if write {
-		err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
-			st, err := s.load(ctx, tx, n, true)
-			if err != nil || !reportInChanges(st, m) {
-				return err
-			}
-			return s.applyReportIn(ctx, tx, st, m)
-		})
+		_, err = s.reports.ReportIn(ctx, n.Project, n.HostID, decide)
 	}
 	if err != nil {
 		return nil, s.rpcError(ctx, "report in", err)
@@ -52,34 +47,26 @@ func (s *Service) ReportIn(ctx context.Context, req *connect.Request[hostv1.Repo
 
 // provisioned reports whether st's instance finished its workflow and is
 // not yet current RUNNING.
-func provisioned(st *nodeState) bool {
-	return st.instance != nil && !parked(st.instance) && st.workflow != nil &&
-		st.workflow.State == eim.WorkflowSucceeded && st.instance.CurrentState != eim.InstanceStateRunning
+func provisioned(st eim.NodeState) bool {
+	in, wf := st.Instance, st.Workflow
+	return in != nil && !parkedState(in.DesiredState) && wf != nil &&
+		wf.State == eim.WorkflowSucceeded && in.CurrentState != eim.InstanceStateRunning
 }
 
-func reportInChanges(st *nodeState, m *hostv1.ReportInRequest) bool {
-	h := st.host
-	return provisioned(st) || h.HostStatus != "Running" || h.HostStatusIndicator != eim.StatusIdle ||
-		(m.Hostname != "" && h.Hostname != m.Hostname)
-}
-
-func (s *Service) applyReportIn(ctx context.Context, tx eim.Tx, st *nodeState, m *hostv1.ReportInRequest) error {
-	now := s.now()
+// reportIn is what a call of the installed OS changes of st: the instance
+// current RUNNING once its workflow succeeded, the host's status
+// "Running", and the host name the node reports (none: kept).
+func reportIn(st eim.NodeState, hostname string, now time.Time) eim.NodeChange {
+	var ch eim.NodeChange
+	running := eim.StatusValue{Text: "Running", Indicator: eim.StatusIdle, Timestamp: uint64(now.Unix())}
 	if provisioned(st) {
-		if err := inventory.SetInstanceStatus(ctx, tx, st.instance, eim.InstanceStateRunning, inventory.StatusAt("Running", eim.StatusIdle, now)); err != nil {
-			return err
-		}
+		ch.Running = &running
 	}
-	h := st.host
-	if h.HostStatus != "Running" || h.HostStatusIndicator != eim.StatusIdle {
-		if err := inventory.SetHostStatus(ctx, tx, h, inventory.StatusAt("Running", eim.StatusIdle, now)); err != nil {
-			return err
-		}
+	if st.HostStatus.Text != "Running" || st.HostStatus.Indicator != eim.StatusIdle {
+		ch.HostStatus = &running
 	}
-	if m.Hostname != "" && h.Hostname != m.Hostname {
-		if err := inventory.SetHostname(ctx, tx, h, m.Hostname); err != nil {
-			return err
-		}
+	if hostname != "" && st.Hostname != hostname {
+		ch.Hostname = &hostname
 	}
-	return nil
+	return ch
 }

@@ -21,9 +21,6 @@ type nodeState struct {
 	host     *eim.Host
 	instance *eim.Instance // nil: none yet
 	workflow *eim.Workflow // nil: none yet (or one of an older instance)
-	// hostStatus is the status the host is to get (save writes it over
-	// the one host shows, as read).
-	hostStatus inventory.Status
 	// secureBoot is the node's Secure Boot state, as its GetWorkflow
 	// reported it.
 	secureBoot provisioningv1.SecureBootState
@@ -111,8 +108,12 @@ func workflowID(instanceID string) string {
 }
 
 // parked reports whether the instance must not be provisioned now.
-func parked(in *eim.Instance) bool {
-	return in.DesiredState == eim.InstanceStateDeleted || in.DesiredState == eim.InstanceStateUntrusted
+func parked(in *eim.Instance) bool { return parkedState(in.DesiredState) }
+
+// parkedState reports whether an instance desired in state d must not be
+// provisioned now.
+func parkedState(d eim.InstanceState) bool {
+	return d == eim.InstanceStateDeleted || d == eim.InstanceStateUntrusted
 }
 
 // GetWorkflow implements provisioningv1connect.ProvisioningServiceHandler.
@@ -472,9 +473,11 @@ func (s *Service) ReportActions(ctx context.Context, req *connect.Request[provis
 }
 
 // report applies ms in order in one batched transaction, writing each
-// changed row once. field names the list in errors ("" for a lone report).
-// cancel is true when a report found its attempt superseded; the reports
-// after it are not applied.
+// changed row once, through the store's typed operation
+// (eim.NodeReports.RecordActions: the host's status and the instance's
+// states are read as a few columns, the workflow whole). field names the
+// list in errors ("" for a lone report). cancel is true when a report
+// found its attempt superseded; the reports after it are not applied.
 func (s *Service) report(ctx context.Context, ms []*provisioningv1.ReportActionRequest, field string) (cancel bool, err error) {
 	n, err := s.caller(ctx)
 	if err != nil {
@@ -491,21 +494,18 @@ func (s *Service) report(ctx context.Context, ms []*provisioningv1.ReportActionR
 			return false, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s%w", where(i), err))
 		}
 	}
+	now := eim.NewTime(s.now())
 	var failed *eim.Workflow
-	err = s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
+	err = s.reports.RecordActions(ctx, n.Project, n.HostID, func(st eim.NodeState) (eim.NodeChange, error) {
 		cancel, failed = false, nil
-		st, err := s.load(ctx, tx, n, false)
-		if err != nil {
-			return err
-		}
-		var ch changed
+		var ch eim.NodeChange
 		for i, m := range ms {
-			c, f, err := s.apply(ctx, tx, st, n, m, &ch)
+			c, f, err := s.apply(st, n, m, &ch, now)
 			if err != nil {
 				if code := eim.ErrorCode(err); field != "" && code != eim.EINTERNAL {
-					return eim.Errorf(code, "%s%s", where(i), eim.ErrorMessage(err))
+					return ch, eim.Errorf(code, "%s%s", where(i), eim.ErrorMessage(err))
 				}
-				return err
+				return ch, err
 			}
 			if f != nil {
 				failed = f
@@ -515,7 +515,7 @@ func (s *Service) report(ctx context.Context, ms []*provisioningv1.ReportActionR
 				break
 			}
 		}
-		return st.save(ctx, tx, ch)
+		return ch, nil
 	})
 	if err != nil {
 		return false, s.rpcError(ctx, "report action", err)
@@ -526,36 +526,15 @@ func (s *Service) report(ctx context.Context, ms []*provisioningv1.ReportActionR
 	return cancel, nil
 }
 
-// changed records which of a nodeState's rows reports changed.
-type changed struct{ host, instance, workflow bool }
-
-// save writes what reports changed of st, as ch marks it: the host's
-// status, the instance's provisioning status, the workflow.
-func (st *nodeState) save(ctx context.Context, tx eim.Tx, ch changed) error {
-	if ch.host {
-		if err := inventory.SetHostStatus(ctx, tx, st.host, st.hostStatus); err != nil {
-			return err
-		}
-	}
-	if ch.instance {
-		if err := inventory.SetProvisioningStatus(ctx, tx, st.instance, provisioningStatus(st.instance)); err != nil {
-			return err
-		}
-	}
-	if ch.workflow {
-		return inventory.SaveWorkflow(ctx, tx, st.workflow)
-	}
-	return nil
-}
-
-// apply records report m, made by node n, on st's workflow in memory and
-// marks in ch the rows to write (st.save writes them). It returns cancel
-// when the report is of a superseded or finished run, and the workflow
-// when this report failed it.
-func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbound.Node, m *provisioningv1.ReportActionRequest, ch *changed) (cancel bool, failed *eim.Workflow, err error) {
+// apply records report m, made by node n, on st's workflow (read whole,
+// changed in place) and sets in ch what to write: the workflow, the
+// instance's provisioning status, the host's status at the end. It
+// returns cancel when the report is of a superseded or finished run, and
+// the workflow when this report failed it.
+func (s *Service) apply(st eim.NodeState, n southbound.Node, m *provisioningv1.ReportActionRequest, ch *eim.NodeChange, now eim.Time) (cancel bool, failed *eim.Workflow, err error) {
 	gen := n.Gen
-	wf, in := st.workflow, st.instance
-	if wf == nil || in == nil || wf.ResourceID != m.WorkflowId || int(m.Attempt) != wf.Attempt || parked(in) {
+	wf, in := st.Workflow, st.Instance
+	if wf == nil || in == nil || wf.ResourceID != m.WorkflowId || int(m.Attempt) != wf.Attempt || parkedState(in.DesiredState) {
 		return true, nil, nil
 	}
 	i := int(m.Index)
@@ -576,7 +555,9 @@ func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbo
 	if i > next {
 		return false, nil, eim.Errorf(eim.EINVALID, "action %s reported before %s succeeded", step(wf, i), step(wf, next))
 	}
-	now := eim.NewTime(s.now())
+	provisioning := func(text string, ind eim.StatusIndication) {
+		ch.Provisioning = &eim.StatusValue{Text: text, Indicator: ind, Timestamp: uint64(now.Unix())}
+	}
 	transition := func(to eim.ActionState, msg string) {
 		a.State, a.Message = to, msg
 		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: wf.Attempt, Action: i, Name: a.Name, State: to, Message: msg})
@@ -602,8 +583,7 @@ func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbo
 			a.StartedAt, a.FinishedAt, a.StartGen = now, eim.Time{}, gen
 			transition(eim.ActionRunning, m.Message)
 			wf.State = eim.WorkflowRunning
-			setProvisioning(in, inProgress(wf, i), eim.StatusInProgress, now)
-			ch.instance = true
+			provisioning(inProgress(wf, i), eim.StatusInProgress)
 		}
 	case provisioningv1.ActionState_ACTION_STATE_SUCCEEDED:
 		if a.StartedAt.IsZero() {
@@ -614,19 +594,12 @@ func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbo
 		if i == len(wf.Actions)-1 {
 			wf.State, wf.FinishedAt = eim.WorkflowSucceeded, now
 			appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: wf.Attempt, Action: -1, Message: "workflow succeeded"})
-			setProvisioning(in, "Provisioned", eim.StatusIdle, now)
-			if st.host == nil {
-				if err := st.loadHost(ctx, tx, n); err != nil {
-					return false, nil, err
-				}
-			}
-			st.hostStatus = inventory.StatusAt("Rebooting", eim.StatusInProgress, now.Time)
-			ch.host = true
+			provisioning("Provisioned", eim.StatusIdle)
+			ch.HostStatus = &eim.StatusValue{Text: "Rebooting", Indicator: eim.StatusInProgress, Timestamp: uint64(now.Unix())}
 		} else {
 			wf.State = eim.WorkflowRunning
-			setProvisioning(in, inProgress(wf, i+1), eim.StatusInProgress, now)
+			provisioning(inProgress(wf, i+1), eim.StatusInProgress)
 		}
-		ch.instance = true
 	case provisioningv1.ActionState_ACTION_STATE_FAILED:
 		msg := m.Message
 		if msg == "" {
@@ -637,11 +610,10 @@ func (s *Service) apply(ctx context.Context, tx eim.Tx, st *nodeState, n southbo
 		}
 		a.FinishedAt, a.ExitCode = now, int(m.ExitCode)
 		transition(eim.ActionFailed, msg)
-		s.fail(wf, in, i, msg, now)
+		provisioning(s.failWorkflow(wf, i, msg, now), eim.StatusError)
 		failed = wf
-		ch.instance = true
 	}
-	ch.workflow = true
+	ch.Workflow = wf
 	return false, failed, nil
 }
 
@@ -662,10 +634,16 @@ func newOutput(a *eim.WorkflowAction, m *provisioningv1.ReportActionRequest) []b
 
 // fail ends wf with action i's failure msg and sets the instance's status.
 func (s *Service) fail(wf *eim.Workflow, in *eim.Instance, i int, msg string, now eim.Time) {
+	setProvisioning(in, s.failWorkflow(wf, i, msg, now), eim.StatusError, now)
+}
+
+// failWorkflow ends wf with action i's failure msg and returns the
+// instance's provisioning status text that says so.
+func (s *Service) failWorkflow(wf *eim.Workflow, i int, msg string, now eim.Time) string {
 	wf.State, wf.FinishedAt = eim.WorkflowFailed, now
 	wf.Message = wf.Actions[i].Name + ": " + msg
 	appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Attempt: wf.Attempt, Action: -1, Message: "workflow failed: " + wf.Message})
-	setProvisioning(in, "Provisioning Failed: "+step(wf, i)+": "+msg, eim.StatusError, now)
+	return "Provisioning Failed: " + step(wf, i) + ": " + msg
 }
 
 // toProto converts a stored workflow to the southbound message.

@@ -154,6 +154,7 @@ func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	if t.s.stmts != nil && t.sqlTx != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
+			t.s.work.stmts.Add(1)
 			return t.sqlTx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)

@@ -79,6 +79,7 @@ type Store struct {
 	refs     *refCache     // reference rows (sites, regions…) across transactions
 	groups   groupInserts  // PostgreSQL: the grouped INSERT of each table
 	raced    atomic.Int64  // transactions run again after losing a race (see runTx)
+	work     workCounts    // transactions and statements run (Work)
 	metrics  *txMetrics
 
 	// committed are called after every commit that recorded events (see
@@ -344,6 +345,17 @@ func (s *Store) runTx(ctx context.Context, project string, write, group bool, fn
 // another transaction had changed a row it was writing.
 func (s *Store) Races() int64 { return s.raced.Load() }
 
+// workCounts count what the store asked of its database.
+type workCounts struct{ txs, stmts atomic.Int64 }
+
+// Work returns how many transactions the store has run (each run of one
+// that lost a race counts) and how many statements they ran: a
+// benchmark's measure of what an operation costs the database, which,
+// unlike its time, does not move with the machine's load.
+func (s *Store) Work() (transactions, statements int64) {
+	return s.work.txs.Load(), s.work.stmts.Load()
+}
+
 // readRetries are the pauses before a read that found the database away
 // runs again: enough to ride out a pool of connections broken by a
 // restart, short enough that a real outage is answered "unavailable"
@@ -356,6 +368,7 @@ const maxRuns = 8
 
 func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool, fn func(eim.Tx) error) (sequenced func(), err error) {
 	group = group && s.d.pg
+	s.work.txs.Add(1)
 	t, err := s.begin(ctx, project, write, group)
 	if err != nil {
 		return nil, err
@@ -499,7 +512,9 @@ func (s *Store) beginEngine(ctx context.Context, project string, write, lazy boo
 	if err != nil {
 		return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
 	}
-	return &tx{s: s, sqlTx: sqlTx, q: sqlTx, project: project, write: write}, nil
+	t := &tx{s: s, sqlTx: sqlTx, project: project, write: write}
+	t.use(sqlTx)
+	return t, nil
 }
 
 // pgWriteTx are the options of a PostgreSQL write transaction: READ
@@ -526,14 +541,15 @@ func (s *Store) beginPostgres(ctx context.Context, project string, write, lazy b
 	t := &tx{s: s, project: project, write: write, lazy: write && lazy}
 	if project == "" {
 		if !write || lazy {
-			t.q = s.rdb
+			t.use(s.rdb)
 			return t, nil
 		}
 		sqlTx, err := s.db.BeginTx(ctx, pgWriteTx)
 		if err != nil {
 			return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
 		}
-		t.sqlTx, t.q = sqlTx, sqlTx
+		t.sqlTx = sqlTx
+		t.use(sqlTx)
 		return t, nil
 	}
 	conn, err := s.tdb.Conn(ctx)
@@ -544,14 +560,16 @@ func (s *Store) beginPostgres(ctx context.Context, project string, write, lazy b
 		conn.Close()
 		return nil, s.d.translate(fmt.Errorf("scope connection: %w", err), nil)
 	}
-	t.conn, t.q = conn, conn
+	t.conn = conn
+	t.use(conn)
 	if write && !lazy {
 		sqlTx, err := conn.BeginTx(ctx, pgWriteTx)
 		if err != nil {
 			conn.Close()
 			return nil, s.d.translate(fmt.Errorf("begin: %w", err), nil)
 		}
-		t.sqlTx, t.q = sqlTx, sqlTx
+		t.sqlTx = sqlTx
+		t.use(sqlTx)
 	}
 	return t, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/eimhq/eim"
 )
@@ -15,8 +16,9 @@ type tx struct {
 	// q runs the statements: sqlTx, or on PostgreSQL for reads, which run
 	// outside a transaction (see beginPostgres), the connection or pool.
 	q       querier
-	sqlTx   *sql.Tx   // nil for a PostgreSQL read
-	conn    *sql.Conn // PostgreSQL, scoped: the tenant connection
+	cq      countedQuerier // q's counter (see use)
+	sqlTx   *sql.Tx        // nil for a PostgreSQL read
+	conn    *sql.Conn      // PostgreSQL, scoped: the tenant connection
 	project string
 	write   bool
 	events  []pendingEvent
@@ -134,6 +136,33 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// countedQuerier is a querier that counts its statements (Store.Work).
+type countedQuerier struct {
+	q querier
+	n *atomic.Int64
+}
+
+func (c *countedQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	c.n.Add(1)
+	return c.q.ExecContext(ctx, query, args...)
+}
+
+func (c *countedQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	c.n.Add(1)
+	return c.q.QueryContext(ctx, query, args...)
+}
+
+func (c *countedQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	c.n.Add(1)
+	return c.q.QueryRowContext(ctx, query, args...)
+}
+
+// use makes q t's querier, counted (in t itself: no allocation).
+func (t *tx) use(q querier) {
+	t.cq = countedQuerier{q: q, n: &t.s.work.stmts}
+	t.q = &t.cq
+}
+
 // release ends t: it rolls back what was not committed and returns the
 // connection to its pool.
 func (t *tx) release() {
@@ -168,6 +197,7 @@ func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
+			t.s.work.stmts.Add(1)
 			res, err := t.sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
 			if err == nil && t.s.growth != nil {
 				t.countInserted(q, res)
@@ -193,6 +223,7 @@ func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
+			t.s.work.stmts.Add(1)
 			return t.sqlTx.StmtContext(ctx, st).QueryContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
@@ -213,6 +244,7 @@ func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, e
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
+			t.s.work.stmts.Add(1)
 			return t.sqlTx.StmtContext(ctx, st).QueryContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
@@ -230,6 +262,7 @@ func (t *tx) queryRowBuilt(ctx context.Context, q string, args []any) *sql.Row {
 	if t.s.stmts != nil {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
+			t.s.work.stmts.Add(1)
 			return t.sqlTx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
@@ -254,7 +287,8 @@ func (t *tx) ensureBegun(ctx context.Context) error {
 	if err != nil {
 		return t.fail(t.s.d.translate(fmt.Errorf("begin: %w", err), nil))
 	}
-	t.sqlTx, t.q = sqlTx, sqlTx
+	t.sqlTx = sqlTx
+	t.use(sqlTx)
 	return nil
 }
 

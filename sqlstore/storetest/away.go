@@ -163,3 +163,45 @@ func (b awayBeats) HostsInStatus(ctx context.Context, project, status string, be
 	}
 	return b.HostBeats.HostsInStatus(ctx, project, status, before, offset, limit)
 }
+
+// NodeReports is the wrapped store's, its transactions run through s (or
+// run) and its read-only look failing while the database is away.
+func (s *Away) NodeReports(run eim.TxRunner) eim.NodeReports {
+	if run == nil {
+		run = awayRunner{s}
+	}
+	return awayReports{NodeReports: s.Store.NodeReports(run), s: s}
+}
+
+type awayReports struct {
+	eim.NodeReports
+	s *Away
+}
+
+func (r awayReports) NodeState(ctx context.Context, project, id string) (eim.NodeState, error) {
+	if r.s.away.Load() {
+		return eim.NodeState{}, ErrAway
+	}
+	return r.NodeReports.NodeState(ctx, project, id)
+}
+
+// DeviceClaims is the wrapped store's, its transactions run through s (or
+// run) and its read-only look failing while the database is away.
+func (s *Away) DeviceClaims(run eim.TxRunner) eim.DeviceClaims {
+	if run == nil {
+		run = awayRunner{s}
+	}
+	return awayClaims{DeviceClaims: s.Store.DeviceClaims(run), s: s}
+}
+
+type awayClaims struct {
+	eim.DeviceClaims
+	s *Away
+}
+
+func (c awayClaims) Claims(ctx context.Context, uuid, serial string) (eim.DeviceClaimSet, error) {
+	if c.s.away.Load() {
+		return eim.DeviceClaimSet{}, ErrAway
+	}
+	return c.DeviceClaims.Claims(ctx, uuid, serial)
+}

@@ -58,6 +58,8 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"WorkflowCascade", testWorkflowCascade},
 		{"LastSeen", testLastSeen},
 		{"HostBeats", testHostBeats},
+		{"NodeReports", testNodeReports},
+		{"DeviceClaims", testDeviceClaims},
 		{"Leases", testLeases},
 		{"Members", testMembers},
 		{"HardwareRoundTrip", testHardwareRoundTrip},
