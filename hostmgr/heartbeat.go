@@ -182,7 +182,7 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 	}
 	ts := uint64(now.Unix())
 	act, ch := applyBeat(livenessOf(v), m, ts, want)
-	status, digest, boot := v.HostStatus, v.HardwareDigest, v.BootID
+	status, digest, boot := v.HostStatus(), v.HardwareDigest(), v.BootID()
 	if !ch.Empty() {
 		l, err := s.store.RecordBeat(ctx, n.Project, n.HostID, func(l eim.HostLiveness) eim.LivenessChange {
 			act, ch = applyBeat(l, m, ts, want)
@@ -199,11 +199,11 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 
 // livenessOf returns the liveness of a host as the host view holds it.
 func livenessOf(v *hostview.Host) eim.HostLiveness {
-	return eim.HostLiveness{ID: v.ID, Project: v.Project,
-		Status: eim.StatusValue{Text: v.HostStatus, Indicator: v.HostStatusIndicator},
-		Power: eim.HostPower{Current: v.CurrentPowerState,
-			Status: eim.StatusValue{Text: v.PowerStatus, Timestamp: v.PowerStatusTimestamp}},
-		BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, HardwareDigest: v.HardwareDigest, BootID: v.BootID}
+	return eim.HostLiveness{ID: v.ID(), Project: v.Project(),
+		Status: eim.StatusValue{Text: v.HostStatus(), Indicator: v.HostStatusIndicator()},
+		Power: eim.HostPower{Current: v.CurrentPowerState(),
+			Status: eim.StatusValue{Text: v.PowerStatus(), Timestamp: v.PowerStatusTimestamp()}},
+		BmcKind: v.BmcKind(), DesiredPowerState: v.DesiredPowerState(), HardwareDigest: v.HardwareDigest(), BootID: v.BootID()}
 }
 
 // applyBeat decides what a heartbeat m at now (unix seconds) changes of a
