@@ -3,10 +3,13 @@ package auth
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/internal/intern"
 )
 
 // NodeRole is the realm role of node tokens, as the original's agents had.
@@ -89,8 +93,11 @@ type NodeVerifier struct {
 	leeway time.Duration
 	now    func() time.Time
 
-	mu    sync.Mutex
-	cache map[[sha256.Size]byte]NodeClaims
+	mu sync.Mutex
+	// cache holds the claims of tokens verified, by tokenKey, compactly
+	// (cachedNode); odd holds those that do not fit that shape.
+	cache map[tokenKey]cachedNode
+	odd   map[tokenKey]NodeClaims
 	max   int // the cache's bound; 0 = nodeCacheEntries (tests set less)
 	// swept is when expired tokens were last dropped, and peak the most
 	// tokens cached since the map was last made (a Go map keeps its
@@ -115,9 +122,9 @@ func (v *NodeVerifier) Verify(token string) (NodeClaims, error) {
 		return NodeClaims{}, unauthorized("missing bearer token")
 	}
 	now := v.now()
-	key := sha256.Sum256([]byte(token))
+	key := keyOf(token)
 	v.mu.Lock()
-	n, ok := v.cache[key]
+	n, ok := v.lookup(key)
 	v.mu.Unlock()
 	if ok {
 		if now.Before(n.Expiry.Add(v.leeway)) {
@@ -145,7 +152,7 @@ func (v *NodeVerifier) Remember(token string, n NodeClaims) {
 	if token == "" || n.Expiry.IsZero() {
 		return
 	}
-	key := sha256.Sum256([]byte(token))
+	key := keyOf(token)
 	now := v.now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -161,34 +168,117 @@ const expireEvery = time.Minute
 // add caches n under key. At most once per expireEvery the expired
 // tokens go first, and the map is made anew when it holds less than half
 // of its peak. v.mu is held.
-func (v *NodeVerifier) add(key [sha256.Size]byte, n NodeClaims, now time.Time) {
+func (v *NodeVerifier) add(key tokenKey, n NodeClaims, now time.Time) {
 	if v.cache == nil {
-		v.cache = make(map[[sha256.Size]byte]NodeClaims)
+		v.cache = make(map[tokenKey]cachedNode)
 	}
-	if len(v.cache) >= v.capacity() {
+	if v.cached() >= v.capacity() {
 		v.prune(now)
 	} else if now.Sub(v.swept) >= expireEvery {
 		v.expire(now)
 	}
-	v.cache[key] = n
-	v.peak = max(v.peak, len(v.cache))
+	if c, ok := compact(n); ok {
+		v.cache[key] = c
+	} else {
+		if v.odd == nil {
+			v.odd = make(map[tokenKey]NodeClaims)
+		}
+		v.odd[key] = n
+	}
+	v.peak = max(v.peak, v.cached())
+}
+
+// cached returns how many tokens the cache holds. v.mu is held.
+func (v *NodeVerifier) cached() int { return len(v.cache) + len(v.odd) }
+
+// lookup returns the claims of the token of key, if cached. v.mu is held.
+func (v *NodeVerifier) lookup(key tokenKey) (NodeClaims, bool) {
+	if c, ok := v.cache[key]; ok {
+		return c.claims(), true
+	}
+	n, ok := v.odd[key]
+	return n, ok
+}
+
+// tokenKey is a token's key in the cache: the first half of its SHA-256.
+// Finding a token with the key of another (a second preimage of 128
+// bits) is out of reach, as it is for the whole hash.
+type tokenKey [sha256.Size / 2]byte
+
+func keyOf(token string) tokenKey {
+	sum := sha256.Sum256([]byte(token))
+	return tokenKey(sum[:sha256.Size/2])
+}
+
+// cachedNode is a cached token's claims, compact (a process caches one
+// per node of the fleet): the host ID's eight hex digits as a number, the
+// subject being the host's client ID ("edgenode-host-xxxxxxxx"), the
+// project interned, the expiry in unix nanoseconds.
+type cachedNode struct {
+	host    uint32
+	project intern.Ref
+	gen     int64
+	expiry  int64
+}
+
+// nodeSubject is what every node token's subject starts with: the
+// node's OAuth2 client ID is it and the host ID (southbound.ClientID).
+const nodeSubject = "edgenode-"
+
+// compact returns n as cachedNode, and whether it fits that shape.
+func compact(n NodeClaims) (cachedNode, bool) {
+	id, ok := strings.CutPrefix(n.Subject, nodeSubject)
+	if !ok || id != n.HostID || !eim.ValidID(eim.KindHost, id) || n.Expiry.IsZero() {
+		return cachedNode{}, false
+	}
+	p, ok := intern.Of(n.Project)
+	if !ok {
+		return cachedNode{}, false
+	}
+	var b [4]byte
+	hex.Decode(b[:], []byte(id[len(id)-8:]))
+	return cachedNode{host: binary.BigEndian.Uint32(b[:]), project: p, gen: n.Gen, expiry: n.Expiry.UnixNano()}, true
+}
+
+// claims returns the claims c holds; its subject and host ID share one
+// allocation.
+func (c cachedNode) claims() NodeClaims {
+	var b [len(nodeSubject) + len("host-") + 8]byte
+	var raw [4]byte
+	binary.BigEndian.PutUint32(raw[:], c.host)
+	n := copy(b[:], nodeSubject)
+	n += copy(b[n:], "host-")
+	hex.Encode(b[n:], raw[:])
+	subject := string(b[:])
+	return NodeClaims{Subject: subject, HostID: subject[len(nodeSubject):], Project: c.project.String(), Gen: c.gen, Expiry: time.Unix(0, c.expiry)}
 }
 
 // expire drops the expired tokens and shrinks the map when it is less
 // than half full of its peak. v.mu is held.
 func (v *NodeVerifier) expire(now time.Time) {
 	v.swept = now
+	end := now.Add(-v.leeway).UnixNano()
 	for k, c := range v.cache {
-		if !now.Before(c.Expiry.Add(v.leeway)) {
+		if c.expiry <= end {
 			delete(v.cache, k)
 		}
 	}
-	if len(v.cache) < v.peak/2 {
-		m := make(map[[sha256.Size]byte]NodeClaims, len(v.cache))
-		for k, c := range v.cache {
-			m[k] = c
+	for k, c := range v.odd {
+		if !now.Before(c.Expiry.Add(v.leeway)) {
+			delete(v.odd, k)
 		}
-		v.cache, v.peak = m, len(m)
+	}
+	if v.cached() < v.peak/2 {
+		// Made anew: a copy of a map keeps its table's size.
+		m := make(map[tokenKey]cachedNode, len(v.cache))
+		maps.Copy(m, v.cache)
+		v.cache = m
+		if v.odd != nil {
+			o := make(map[tokenKey]NodeClaims, len(v.odd))
+			maps.Copy(o, v.odd)
+			v.odd = o
+		}
+		v.peak = v.cached()
 	}
 }
 
@@ -210,8 +300,8 @@ func (v *NodeVerifier) capacity() int {
 // verification each, as without a cache). v.mu is held.
 func (v *NodeVerifier) prune(now time.Time) {
 	v.expire(now)
-	if len(v.cache) > v.capacity()*3/4 {
-		v.cache, v.peak = make(map[[sha256.Size]byte]NodeClaims), 0
+	if v.cached() > v.capacity()*3/4 {
+		v.cache, v.odd, v.peak = make(map[tokenKey]cachedNode), nil, 0
 	}
 }
 

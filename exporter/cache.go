@@ -110,7 +110,7 @@ func (c *hostCache) segments(v *view) []segment {
 	covered := make([][]*hostview.Host, n)
 	for i := range v.hosts {
 		hv := &v.hosts[i]
-		if p := v.projects[hv.h.Project]; p == nil || p.perHostOff {
+		if p := v.projects[hv.h.Project()]; p == nil || p.perHostOff {
 			continue
 		}
 		b := hv.slot & mask
@@ -126,10 +126,10 @@ func (c *hostCache) segments(v *view) []segment {
 	for b := range c.buckets {
 		bk := &c.buckets[b]
 		if dirty[b] {
-			slices.SortFunc(fresh[b], func(x, y hostView) int { return cmp.Compare(x.h.ID, y.h.ID) })
+			slices.SortFunc(fresh[b], func(x, y hostView) int { return cmp.Compare(x.h.ID(), y.h.ID()) })
 			bk.hosts, bk.ids = fresh[b], make([]string, len(fresh[b]))
 			for i := range bk.hosts {
-				bk.ids[i] = v.projects[bk.hosts[i].h.Project].id
+				bk.ids[i] = v.projects[bk.hosts[i].h.Project()].id
 			}
 			bk.ver, bk.done = cur[b], true
 			jobs = append(jobs, job{bk: bk, all: true})
@@ -243,7 +243,7 @@ func (bk *bucket) cover(covered []*hostview.Host) bool {
 	}
 	next := make([]bool, len(bk.hosts))
 	for _, h := range covered {
-		if i, ok := slices.BinarySearchFunc(bk.hosts, h.ID, func(x hostView, id string) int { return cmp.Compare(x.h.ID, id) }); ok {
+		if i, ok := slices.BinarySearchFunc(bk.hosts, h.ID(), func(x hostView, id string) int { return cmp.Compare(x.h.ID(), id) }); ok {
 			next[i] = true
 		}
 	}

@@ -25,11 +25,11 @@ func FuzzLabels(f *testing.F) {
 	f.Add("# HELP edge_host_status x", "\n# TYPE x counter\nx 1", `\"`, "\xff\xfe")
 	f.Add("", "", "", "")
 	f.Fuzz(func(t *testing.T, name, hostname, serial, uuid string) {
-		h := &hostview.Host{ID: "host-0000abcd", Name: name, Hostname: hostname, SerialNumber: serial, UUID: uuid}
+		h := hostview.NewHost(&eim.Host{Meta: eim.Meta{ResourceID: "host-0000abcd"}, Name: name, Hostname: hostname, SerialNumber: serial, UUID: uuid}, nil)
 		const pid = "00000000-0000-4000-8000-000000000001"
 		labels := appendLabels(nil, h, pid)
 		// As the library writes them.
-		if want := renderLabels([]string{"hostID", h.ID, "deviceGuid", uuid, "name", name, "hostname", hostname, "serial", serial, "projectId", pid}); !bytes.Equal(labels, want) {
+		if want := renderLabels([]string{"hostID", h.ID(), "deviceGuid", uuid, "name", name, "hostname", hostname, "serial", serial, "projectId", pid}); !bytes.Equal(labels, want) {
 			t.Fatalf("labels %q, the library writes %q", labels, want)
 		}
 		fam := hostFamilies[0]
@@ -52,7 +52,7 @@ func FuzzLabels(f *testing.F) {
 			t.Fatalf("got families %v, want %s with %d series", fams, fam.name, len(fam.values))
 		}
 		valid := func(s string) string { return strings.ToValidUTF8(s, string(utf8.RuneError)) }
-		want := map[string]string{"hostID": h.ID, "deviceGuid": valid(uuid), "name": valid(name), "hostname": valid(hostname),
+		want := map[string]string{"hostID": h.ID(), "deviceGuid": valid(uuid), "name": valid(name), "hostname": valid(hostname),
 			"serial": valid(serial), "projectId": "00000000-0000-4000-8000-000000000001"}
 		for i, m := range fams[fam.name].Metric {
 			got := map[string]string{}

@@ -105,18 +105,18 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range v.hosts {
 		hv := &v.hosts[i]
 		h := hv.h
-		agg := sites[siteKey{h.Project, h.SiteID}]
+		agg := sites[siteKey{h.Project(), h.SiteID()}]
 		if agg == nil {
 			agg = &siteAgg{}
 			for j, set := range statusFields {
 				agg.counts[j] = make([]int, len(set.values))
 			}
-			sites[siteKey{h.Project, h.SiteID}] = agg
+			sites[siteKey{h.Project(), h.SiteID()}] = agg
 		}
-		hs := hists[h.Project]
+		hs := hists[h.Project()]
 		if hs == nil {
 			hs = &[3]histo{}
-			hists[h.Project] = hs
+			hists[h.Project()] = hs
 		}
 		if hv.maintenance {
 			agg.maintenance++
@@ -274,8 +274,8 @@ func renderText(mf *dto.MetricFamily) []byte {
 // writes them between a sample's braces (renderLabels): the values
 // escaped, invalid UTF-8 replaced.
 func appendLabels(b []byte, h *hostview.Host, projectID string) []byte {
-	for i, l := range [...]struct{ name, value string }{{"hostID", h.ID}, {"deviceGuid", h.UUID}, {"name", h.Name},
-		{"hostname", h.Hostname}, {"serial", h.SerialNumber}, {"projectId", projectID}} {
+	for i, l := range [...]struct{ name, value string }{{"hostID", h.ID()}, {"deviceGuid", h.UUID()}, {"name", h.Name()},
+		{"hostname", h.Hostname()}, {"serial", h.SerialNumber()}, {"projectId", projectID}} {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -321,7 +321,7 @@ func (s *Service) writeHostSeries(w io.Writer, v *view) error {
 	ids := make([]string, 0, len(v.hosts))
 	for i := range v.hosts {
 		hv := &v.hosts[i]
-		p := v.projects[hv.h.Project]
+		p := v.projects[hv.h.Project()]
 		if p == nil || p.perHostOff {
 			continue
 		}

@@ -87,15 +87,15 @@ func (sn *snapshot) put(old, h *hostview.Host) {
 	defer sn.mu.Unlock()
 	switch {
 	case h == nil:
-		delete(sn.hosts, old.ID)
-		sn.touch(old.ID)
+		delete(sn.hosts, old.ID())
+		sn.touch(old.ID())
 	default:
 		y := hostView{h: h}
 		y.fold()
-		if x, ok := sn.hosts[h.ID]; !ok || !sameShown(hostView{h: x.h, f: x.f}, y) {
-			sn.touch(h.ID)
+		if x, ok := sn.hosts[h.ID()]; !ok || !sameShown(hostView{h: x.h, f: x.f}, y) {
+			sn.touch(h.ID())
 		}
-		sn.hosts[h.ID] = shownHost{h: h, f: y.f, slot: slotOf(h.ID)}
+		sn.hosts[h.ID()] = shownHost{h: h, f: y.f, slot: slotOf(h.ID())}
 	}
 }
 
@@ -104,18 +104,18 @@ func (sn *snapshot) put(old, h *hostview.Host) {
 type shownHost struct {
 	h    *hostview.Host
 	f    folds
-	slot uint32 // slotOf(h.ID)
+	slot uint32 // slotOf(h.ID())
 }
 
 // sameShown reports whether x and y show the same in a scrape.
 func sameShown(x, y hostView) bool {
 	a, b := x.h, y.h
-	if a.ID != b.ID || a.Project != b.Project || a.Name != b.Name || a.UUID != b.UUID || a.SerialNumber != b.SerialNumber ||
-		a.Hostname != b.Hostname || a.SiteID != b.SiteID || x.f != y.f || x.created() != y.created() ||
-		x.onboarded() != y.onboarded() || x.firstContact() != y.firstContact() || (a.Instance == nil) != (b.Instance == nil) {
+	if a.ID() != b.ID() || a.Project() != b.Project() || a.Name() != b.Name() || a.UUID() != b.UUID() || a.SerialNumber() != b.SerialNumber() ||
+		a.Hostname() != b.Hostname() || a.SiteID() != b.SiteID() || x.f != y.f || x.created() != y.created() ||
+		x.onboarded() != y.onboarded() || x.firstContact() != y.firstContact() || (a.Instance() == nil) != (b.Instance() == nil) {
 		return false
 	}
-	return a.Instance == nil || (x.instCreated() == y.instCreated() && x.provisioned() == y.provisioned() && x.running() == y.running())
+	return a.Instance() == nil || (x.instCreated() == y.instCreated() && x.provisioned() == y.provisioned() && x.running() == y.running())
 }
 
 // load reads afresh the projects, then every project's tree (the hosts

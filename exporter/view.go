@@ -25,7 +25,7 @@ type view struct {
 type hostView struct {
 	h    *hostview.Host
 	f    folds
-	slot uint32 // slotOf(h.ID)
+	slot uint32 // slotOf(h.ID())
 	// maintenance: a window covers the host now.
 	maintenance bool
 }
@@ -42,11 +42,11 @@ type folds struct {
 func (hv *hostView) fold() {
 	h := hv.h
 	f := &hv.f
-	f.status, f.statusOK = hostStatuses.fold(h.HostStatus)
-	f.onboarding, f.onboardingOK = onboardingStatuses.fold(h.OnboardingStatus)
-	if in := h.Instance; in != nil {
-		f.prov, f.provOK = provisioningStatuses.fold(in.ProvisioningStatus)
-		f.update, f.updateOK = updateStatuses.fold(in.UpdateStatus)
+	f.status, f.statusOK = hostStatuses.fold(h.HostStatus())
+	f.onboarding, f.onboardingOK = onboardingStatuses.fold(h.OnboardingStatus())
+	if in := h.Instance(); in != nil {
+		f.prov, f.provOK = provisioningStatuses.fold(in.ProvisioningStatus())
+		f.update, f.updateOK = updateStatuses.fold(in.UpdateStatus())
 	} else {
 		f.prov, f.provOK, f.update, f.updateOK = notProvisioned, true, noCurrentUpdate, true
 	}
@@ -58,13 +58,13 @@ func (hv *hostView) update() uint8 { return hv.f.update }
 // Times, in unix seconds; 0: not known (or not reached).
 
 // created: the host's registration.
-func (hv *hostView) created() float64 { return float64(hv.h.CreatedAt) / 1000 }
+func (hv *hostView) created() float64 { return float64(hv.h.CreatedAt()) / 1000 }
 
 // onboarded: when the host was onboarded.
 func (hv *hostView) onboarded() float64 {
 	h := hv.h
-	if h.OnboardingStatus == onboardingStatuses.values[1] && h.OnboardingStatusTimestamp > 0 {
-		return float64(h.OnboardingStatusTimestamp)
+	if h.OnboardingStatus() == onboardingStatuses.values[1] && h.OnboardingStatusTimestamp() > 0 {
+		return float64(h.OnboardingStatusTimestamp())
 	}
 	return 0
 }
@@ -74,32 +74,32 @@ func (hv *hostView) onboarded() float64 {
 // onboarded at once).
 func (hv *hostView) firstContact() float64 {
 	h := hv.h
-	if h.RegistrationStatus == statusRegistered && h.RegistrationStatusTimestamp > 0 {
-		return float64(h.RegistrationStatusTimestamp)
+	if h.RegistrationStatus() == statusRegistered && h.RegistrationStatusTimestamp() > 0 {
+		return float64(h.RegistrationStatusTimestamp())
 	}
 	return hv.onboarded()
 }
 
 // instCreated: the instance's creation.
 func (hv *hostView) instCreated() float64 {
-	if in := hv.h.Instance; in != nil {
-		return float64(in.CreatedAt) / 1000
+	if in := hv.h.Instance(); in != nil {
+		return float64(in.CreatedAt()) / 1000
 	}
 	return 0
 }
 
 // provisioned: "Provisioned" at.
 func (hv *hostView) provisioned() float64 {
-	if in := hv.h.Instance; in != nil && in.ProvisioningStatus == "Provisioned" && in.ProvisioningStatusTimestamp > 0 {
-		return float64(in.ProvisioningStatusTimestamp)
+	if in := hv.h.Instance(); in != nil && in.ProvisioningStatus() == "Provisioned" && in.ProvisioningStatusTimestamp() > 0 {
+		return float64(in.ProvisioningStatusTimestamp())
 	}
 	return 0
 }
 
 // running: RUNNING since (the instance's status time).
 func (hv *hostView) running() float64 {
-	if in := hv.h.Instance; in != nil && in.CurrentState == eim.InstanceStateRunning && in.InstanceStatusTimestamp > 0 {
-		return float64(in.InstanceStatusTimestamp)
+	if in := hv.h.Instance(); in != nil && in.CurrentState() == eim.InstanceStateRunning && in.InstanceStatusTimestamp() > 0 {
+		return float64(in.InstanceStatusTimestamp())
 	}
 	return 0
 }
@@ -117,7 +117,7 @@ func (hv *hostView) onboardingDuration() (float64, bool) {
 // later of the host's onboarding and its instance's creation) to
 // "Provisioned".
 func (hv *hostView) provisioningDuration() (float64, bool) {
-	if hv.h.Instance == nil || hv.onboarded() == 0 {
+	if hv.h.Instance() == nil || hv.onboarded() == 0 {
 		return 0, false
 	}
 	return span(max(hv.onboarded(), hv.instCreated()), hv.provisioned())
@@ -125,7 +125,7 @@ func (hv *hostView) provisioningDuration() (float64, bool) {
 
 // timeToRunning: from the host's registration to its instance RUNNING.
 func (hv *hostView) timeToRunning() (float64, bool) {
-	if hv.h.Instance == nil {
+	if hv.h.Instance() == nil {
 		return 0, false
 	}
 	return span(hv.created(), hv.running())
@@ -135,7 +135,7 @@ func (hv *hostView) timeToRunning() (float64, bool) {
 // node's first call home to its instance RUNNING: the machine's own Day 0,
 // what the original measured from its logs.
 func (hv *hostView) totalProvisioningTime() (float64, bool) {
-	if hv.h.Instance == nil || hv.firstContact() == 0 {
+	if hv.h.Instance() == nil || hv.firstContact() == 0 {
 		return 0, false
 	}
 	return span(hv.firstContact(), hv.running())
@@ -174,7 +174,7 @@ func (s *Service) take(now time.Time) *view {
 	}
 	for i := range v.hosts {
 		hv := &v.hosts[i]
-		if o := open[hv.h.Project]; o != nil {
+		if o := open[hv.h.Project()]; o != nil {
 			hv.maintenance = o.covers(hv.h)
 		}
 	}
@@ -222,10 +222,10 @@ func (o *openSet) covers(h *hostview.Host) bool {
 	if o == nil {
 		return false
 	}
-	if o.targets[h.ID] {
+	if o.targets[h.ID()] {
 		return true
 	}
-	site := h.SiteID
+	site := h.SiteID()
 	if site == "" {
 		return false
 	}

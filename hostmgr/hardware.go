@@ -55,7 +55,7 @@ func (s *Service) ReportHardware(ctx context.Context, req *connect.Request[hostv
 func (t *tracker) hardware(id string, gen uint64, digest string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.hosts[id]; e != nil && e.gen == gen {
+	if e := t.find(id); e != nil && e.gen == gen {
 		e.digest = digest
 	}
 }

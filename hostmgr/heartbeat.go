@@ -153,13 +153,13 @@ func checkHeartbeat(m *hostv1.HeartbeatRequest) error {
 func (t *tracker) beat(project, id string, now time.Time, status string, m *hostv1.HeartbeatRequest) (ok bool, digest string, prev time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.hosts[id]
-	if e == nil || !e.known || e.status != status || e.action != nil || m.ActionResult != nil || e.project != project ||
+	e := t.find(id)
+	if e == nil || !e.known || e.statusText() != status || e.action != nil || m.ActionResult != nil || e.projectName() != project ||
 		(m.BootId != "" && m.BootId != e.boot) {
 		return false, "", time.Time{}
 	}
 	prev = t.heardAt(e, now)
-	e.until = time.Time{}
+	e.until = 0
 	t.queue(e, now)
 	return true, e.digest, prev
 }
@@ -182,7 +182,7 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 	}
 	ts := uint64(now.Unix())
 	act, ch := applyBeat(livenessOf(v), m, ts, want)
-	status, digest, boot := v.HostStatus, v.HardwareDigest, v.BootID
+	status, digest, boot := v.HostStatus(), v.HardwareDigest(), v.BootID()
 	if !ch.Empty() {
 		l, err := s.store.RecordBeat(ctx, n.Project, n.HostID, func(l eim.HostLiveness) eim.LivenessChange {
 			act, ch = applyBeat(l, m, ts, want)
@@ -199,11 +199,11 @@ func (s *Service) sync(ctx context.Context, n southbound.Node, m *hostv1.Heartbe
 
 // livenessOf returns the liveness of a host as the host view holds it.
 func livenessOf(v *hostview.Host) eim.HostLiveness {
-	return eim.HostLiveness{ID: v.ID, Project: v.Project,
-		Status: eim.StatusValue{Text: v.HostStatus, Indicator: v.HostStatusIndicator},
-		Power: eim.HostPower{Current: v.CurrentPowerState,
-			Status: eim.StatusValue{Text: v.PowerStatus, Timestamp: v.PowerStatusTimestamp}},
-		BmcKind: v.BmcKind, DesiredPowerState: v.DesiredPowerState, HardwareDigest: v.HardwareDigest, BootID: v.BootID}
+	return eim.HostLiveness{ID: v.ID(), Project: v.Project(),
+		Status: eim.StatusValue{Text: v.HostStatus(), Indicator: v.HostStatusIndicator()},
+		Power: eim.HostPower{Current: v.CurrentPowerState(),
+			Status: eim.StatusValue{Text: v.PowerStatus(), Timestamp: v.PowerStatusTimestamp()}},
+		BmcKind: v.BmcKind(), DesiredPowerState: v.DesiredPowerState(), HardwareDigest: v.HardwareDigest(), BootID: v.BootID()}
 }
 
 // applyBeat decides what a heartbeat m at now (unix seconds) changes of a
@@ -234,7 +234,7 @@ func (t *tracker) syncing(project, id string, now time.Time) (gen uint64, prev t
 	defer t.mu.Unlock()
 	e := t.get(project, id)
 	prev = t.heardAt(e, now)
-	e.until = time.Time{}
+	e.until = 0
 	t.queue(e, now)
 	return e.gen, prev
 }
@@ -244,11 +244,12 @@ func (t *tracker) syncing(project, id string, now time.Time) (gen uint64, prev t
 func (t *tracker) synced(id string, gen uint64, status, digest, boot string, act *hostv1.HostAction) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.hosts[id]
+	e := t.find(id)
 	if e == nil {
 		return
 	}
-	e.status, e.digest, e.boot, e.action = status, digest, boot, act
+	e.setStatus(status)
+	e.digest, e.boot, e.action = digest, boot, act
 	e.known = e.gen == gen
 }
 
@@ -355,8 +356,8 @@ func (s *Service) silence(l eim.HostLiveness, id string, seen, at, now time.Time
 func (t *tracker) hold(id string, until time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.hosts[id]; e != nil {
-		e.until = until
+	if e := t.find(id); e != nil {
+		e.until = nanos(until)
 		t.queue(e, until)
 	}
 }
@@ -365,8 +366,8 @@ func (t *tracker) hold(id string, until time.Time) {
 func (t *tracker) setStatus(id, status string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.hosts[id]; e != nil {
-		e.status = status
+	if e := t.find(id); e != nil {
+		e.setStatus(status)
 	}
 }
 
@@ -374,8 +375,8 @@ func (t *tracker) setStatus(id, status string) {
 func (t *tracker) silentSince(id string, seen time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.hosts[id]
-	return e == nil || !e.seen.After(seen)
+	e := t.find(id)
+	return e == nil || e.seen <= nanos(seen)
 }
 
 // rebootScanEvery is how often hosts stuck "Rebooting" are looked for:
@@ -488,7 +489,7 @@ func (s *Service) storeBack(ctx context.Context, now time.Time) bool {
 func (t *tracker) retry(id string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.hosts[id]; e != nil && !e.off {
+	if e := t.find(id); e != nil && !e.off {
 		t.queue(e, at)
 	}
 }
@@ -500,9 +501,10 @@ func (t *tracker) pardon(now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pardoned = now
+	n := nanos(now)
 	for _, e := range t.hosts {
-		if now.After(e.restored) {
-			e.restored = now
+		if n > e.restored {
+			e.restored = n
 			e.spread = true
 		}
 	}

@@ -1,7 +1,6 @@
 package hostmgr
 
 import (
-	"container/heap"
 	"context"
 	"time"
 
@@ -235,7 +234,7 @@ func (t *tracker) setShared(on bool, w, slack time.Duration) bool {
 		return false
 	}
 	for _, e := range t.hosts {
-		if e.seen.After(e.stored) {
+		if e.seen > e.stored {
 			t.save(e)
 		}
 	}
@@ -269,17 +268,18 @@ func (t *tracker) gain(gained []int, seen []eim.LastSeen, now time.Time, fresh b
 		t.merge(e, ls.At)
 	}
 	n := 0
+	nowN, pardoned := nanos(now), nanos(t.pardoned)
 	for _, e := range t.hosts {
 		if !in[e.shard] {
 			continue
 		}
 		n++
-		if !fresh && now.After(e.restored) {
-			e.restored = now
+		if !fresh && nowN > e.restored {
+			e.restored = nowN
 			e.spread = true
 		}
-		if t.pardoned.After(e.restored) {
-			e.restored = t.pardoned
+		if pardoned > e.restored {
+			e.restored = pardoned
 		}
 		t.queue(e, now)
 	}
@@ -288,12 +288,9 @@ func (t *tracker) gain(gained []int, seen []eim.LastSeen, now time.Time, fresh b
 
 // merge records a time the store holds for e.
 func (t *tracker) merge(e *entry, at time.Time) {
-	if at.After(e.stored) {
-		e.stored = at
-	}
-	if at.After(e.seen) {
-		e.seen = at
-	}
+	n := nanos(at)
+	e.stored = max(e.stored, n)
+	e.seen = max(e.seen, n)
 }
 
 // ownedShards returns the shards owned.
@@ -343,14 +340,11 @@ func (t *tracker) sweep(now time.Time, idle func(project string) time.Duration) 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for id, e := range t.hosts {
-		if t.owned[e.shard] || e.saving || e.seen.After(e.stored) || now.Sub(e.seen) < idle(e.project) {
+	for _, e := range t.hosts {
+		if t.owned[e.shard] || e.saving || e.seen > e.stored || now.Sub(timeOf(e.seen)) < idle(e.projectName()) {
 			continue
 		}
-		if e.index >= 0 {
-			heap.Remove(&t.due, e.index)
-		}
-		delete(t.hosts, id)
+		t.remove(e)
 		n++
 	}
 	return n
@@ -365,7 +359,7 @@ func (t *tracker) saveShards(of []int) {
 		in[i] = true
 	}
 	for _, e := range t.hosts {
-		if in[e.shard] && e.seen.After(e.stored) {
+		if in[e.shard] && e.seen > e.stored {
 			t.save(e)
 		}
 	}
@@ -379,13 +373,13 @@ func (t *tracker) confirm(due []expiry, seen []eim.LastSeen, now time.Time, time
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, ls := range seen {
-		if e := t.hosts[ls.HostID]; e != nil {
+		if e := t.find(ls.HostID); e != nil {
 			t.merge(e, ls.At)
 		}
 	}
 	var out []expiry
 	for _, x := range due {
-		e := t.hosts[x.id]
+		e := t.find(x.id)
 		if e == nil || e.index >= 0 || e.off || !t.owned[e.shard] {
 			continue
 		}
@@ -393,7 +387,7 @@ func (t *tracker) confirm(due []expiry, seen []eim.LastSeen, now time.Time, time
 			t.queue(e, d)
 			continue
 		}
-		x.seen, x.gen = e.seen, e.gen
+		x.seen, x.gen = timeOf(e.seen), e.gen
 		out = append(out, x)
 	}
 	return out

@@ -2,11 +2,15 @@ package hostmgr
 
 import (
 	"container/heap"
+	"encoding/binary"
+	"encoding/hex"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/eimhq/eim"
+	"github.com/eimhq/eim/internal/intern"
 	hostv1 "github.com/eimhq/eim/proto/eim/host/v1"
 )
 
@@ -32,8 +36,15 @@ import (
 // time whenever the store's may be older than w, and adds slack to every
 // deadline.
 type tracker struct {
-	mu     sync.Mutex
-	hosts  map[string]*entry
+	mu sync.Mutex
+	// hosts finds a host's entry by its key (keyOf); the entries live in
+	// slabs, so that a host costs its entry and a map slot, not an
+	// allocation of its own, and free holds the entries of hosts gone.
+	hosts  map[uint64]*entry
+	slabs  [][]entry
+	free   []*entry
+	odd    map[string]uint64 // keys of IDs that are not host-<8 hex digits>
+	oddIDs []string          // by key - oddKey
 	due    deadlines
 	toSave []*entry
 
@@ -50,42 +61,155 @@ type tracker struct {
 	pardoned time.Time
 }
 
-// entry is one host. Guarded by tracker.mu.
+// entry is one host. Guarded by tracker.mu. It is compact, for a process
+// holds one per host of the fleet: the host's ID is its key (the eight
+// hex digits of host-xxxxxxxx as a number), the project and the status
+// are references into the process's interned strings, and the times
+// are unix nanoseconds (0: none).
 type entry struct {
-	id, project string
-	shard       int
-	seen        time.Time // last heard from
-	stored      time.Time // what the store holds (zero: nothing)
+	key    uint64
+	seen   int64 // last heard from
+	stored int64 // what the store holds (0: nothing)
 	// restored is when a restart restored the host from the store: its
 	// deadline counts from then, not from seen (the outage was the
 	// server's), while seen still dates its silence.
-	restored time.Time
+	restored int64
+	// until, when set, is a longer deadline than seen + timeout: the host
+	// was asked to reboot.
+	until int64
+	at    int64 // the deadline in due
+	// gen counts the feed's changes, so that a read racing a change does
+	// not mark the entry known.
+	gen uint64
+	// digest and boot are the host's hardware digest and boot ID (read
+	// from the host view's record, whose strings they share).
+	digest, boot string
+	action       *hostv1.HostAction
+	// wide holds the project and the status when the interned strings'
+	// table had no room for them.
+	wide    *entryWide
+	index   int32 // in due; -1 when not queued
+	shard   uint16
+	project intern.Ref
+	status  intern.Ref // the host's hostStatus
 	// spread is set on a restored host until the checker first passes
 	// it; see expired.
 	spread bool
 	saving bool // in toSave
-	// until, when set, is a longer deadline than seen + timeout: the host
-	// was asked to reboot.
-	until time.Time
-	// known is set when the fields below reflect the host row as it was
-	// after its last change in the feed; a heartbeat of an unknown host
-	// reads the row. gen counts the feed's changes, so that a read racing
-	// a change does not mark the entry known.
-	known  bool
-	gen    uint64
-	status string // the host's hostStatus
-	digest string // the host's hardware digest
-	boot   string // the host's boot ID
-	action *hostv1.HostAction
-	off    bool // shut down on request: not timed out
-	at     time.Time
-	index  int // in due; -1 when not queued
+	// known is set when status, digest, boot and action reflect the host
+	// row as it was after its last change in the feed; a heartbeat of an
+	// unknown host reads the row.
+	known bool
+	off   bool // shut down on request: not timed out
+	dead  bool // gone from hosts, waiting in toSave to be freed
+}
+
+type entryWide struct{ project, status string }
+
+func (e *entry) projectName() string {
+	if e.wide != nil {
+		return e.wide.project
+	}
+	return e.project.String()
+}
+
+func (e *entry) statusText() string {
+	if e.wide != nil {
+		return e.wide.status
+	}
+	return e.status.String()
+}
+
+// setStatus sets the entry's status text.
+func (e *entry) setStatus(s string) {
+	if e.wide != nil {
+		e.wide.status = s
+		return
+	}
+	if r, ok := intern.Of(s); ok {
+		e.status = r
+		return
+	}
+	e.wide = &entryWide{project: e.project.String(), status: s}
+}
+
+// nanos returns t in unix nanoseconds, 0 for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// timeOf returns the time of unix nanoseconds n, the zero time for 0.
+func timeOf(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// oddKey is where the keys of IDs not of the form host-<8 hex digits>
+// start: above every 32-bit key.
+const oddKey = 1 << 32
+
+// keyOf returns the key of host id, or ok false when it has none yet
+// (an ID of another form not seen before).
+func (t *tracker) keyOf(id string) (uint64, bool) {
+	if eim.ValidID(eim.KindHost, id) {
+		var b [4]byte
+		hex.Decode(b[:], []byte(id[len(id)-8:]))
+		return uint64(binary.BigEndian.Uint32(b[:])), true
+	}
+	k, ok := t.odd[id]
+	return k, ok
+}
+
+// idOf returns the ID of the host of key k.
+func (t *tracker) idOf(k uint64) string {
+	if k >= oddKey {
+		return t.oddIDs[k-oddKey]
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(k))
+	return string(eim.KindHost) + "-" + hex.EncodeToString(b[:])
+}
+
+// find returns the host's entry, nil when it has none.
+func (t *tracker) find(id string) *entry {
+	k, ok := t.keyOf(id)
+	if !ok {
+		return nil
+	}
+	return t.hosts[k]
+}
+
+// slabSize is how many entries one allocation of the tracker holds.
+const slabSize = 1024
+
+// remove takes e out of the tracker (and the heap); its place is used
+// again once it is out of toSave too.
+func (t *tracker) remove(e *entry) {
+	if e.index >= 0 {
+		heap.Remove(&t.due, int(e.index))
+	}
+	delete(t.hosts, e.key)
+	if e.saving {
+		e.dead = true // freed by unsaved
+		return
+	}
+	t.release(e)
+}
+
+func (t *tracker) release(e *entry) {
+	*e = entry{index: -1}
+	t.free = append(t.free, e)
 }
 
 // newTracker returns a tracker that owns every shard (alone) or none
 // (a replica: it owns the shards it gains).
 func newTracker(alone bool) *tracker {
-	t := &tracker{hosts: map[string]*entry{}, owned: make([]bool, shards)}
+	t := &tracker{hosts: map[uint64]*entry{}, owned: make([]bool, shards)}
 	for i := range t.owned {
 		t.owned[i] = alone
 	}
@@ -94,11 +218,37 @@ func newTracker(alone bool) *tracker {
 
 // get returns the host's entry, creating it.
 func (t *tracker) get(project, id string) *entry {
-	e := t.hosts[id]
-	if e == nil {
-		e = &entry{id: id, project: project, shard: shardOf(id), index: -1}
-		t.hosts[id] = e
+	k, ok := t.keyOf(id)
+	if !ok {
+		if t.odd == nil {
+			t.odd = map[string]uint64{}
+		}
+		k = oddKey + uint64(len(t.oddIDs))
+		id = strings.Clone(id)
+		t.odd[id] = k
+		t.oddIDs = append(t.oddIDs, id)
 	}
+	if e := t.hosts[k]; e != nil {
+		return e
+	}
+	var e *entry
+	if n := len(t.free); n > 0 {
+		e, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		if len(t.slabs) == 0 || len(t.slabs[len(t.slabs)-1]) == slabSize {
+			t.slabs = append(t.slabs, make([]entry, 0, slabSize))
+		}
+		last := &t.slabs[len(t.slabs)-1]
+		*last = append(*last, entry{})
+		e = &(*last)[len(*last)-1]
+	}
+	*e = entry{key: k, shard: uint16(shardOf(id)), index: -1}
+	if r, ok := intern.Of(project); ok {
+		e.project = r
+	} else {
+		e.wide = &entryWide{project: strings.Clone(project)}
+	}
+	t.hosts[k] = e
 	return e
 }
 
@@ -109,7 +259,7 @@ func (t *tracker) queue(e *entry, at time.Time) {
 	if e.index >= 0 || !t.owned[e.shard] {
 		return
 	}
-	e.at = at
+	e.at = nanos(at)
 	heap.Push(&t.due, e)
 }
 
@@ -120,13 +270,13 @@ func (t *tracker) restore(project, id string, seen, now time.Time, pardon bool) 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(project, id)
-	e.stored = seen
-	if seen.After(e.seen) {
-		e.seen = seen
+	e.stored = nanos(seen)
+	if e.stored > e.seen {
+		e.seen = e.stored
 	}
 	if pardon {
 		// A restart is not the node's silence: count from now.
-		e.restored = now
+		e.restored = nanos(now)
 		e.spread = true
 	}
 	t.queue(e, now)
@@ -138,11 +288,12 @@ func (t *tracker) restore(project, id string, seen, now time.Time, pardon bool) 
 // and, while the fleet is shared, whenever the store's may be older than
 // w.
 func (t *tracker) heardAt(e *entry, now time.Time) (prev time.Time) {
-	prev = e.seen
-	if now.After(e.seen) {
-		e.seen = now
+	prev = timeOf(e.seen)
+	n := nanos(now)
+	if n > e.seen {
+		e.seen = n
 	}
-	if e.stored.IsZero() || (t.shared && now.Sub(e.stored) >= t.w) {
+	if e.stored == 0 || (t.shared && time.Duration(n-e.stored) >= t.w) {
 		t.save(e)
 	}
 	return prev
@@ -167,7 +318,7 @@ func (t *tracker) save(e *entry) {
 func (t *tracker) changed(project, id string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.hosts[id]; e != nil {
+	if e := t.find(id); e != nil {
 		e.known = false
 		e.gen++
 	}
@@ -178,8 +329,8 @@ func (t *tracker) changed(project, id string, now time.Time) {
 	if e.index >= 0 || e.off {
 		return
 	}
-	if now.After(e.restored) {
-		e.restored = now
+	if n := nanos(now); n > e.restored {
+		e.restored = n
 	}
 	t.queue(e, now)
 }
@@ -188,11 +339,8 @@ func (t *tracker) changed(project, id string, now time.Time) {
 func (t *tracker) forget(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.hosts[id]; e != nil {
-		if e.index >= 0 {
-			heap.Remove(&t.due, e.index)
-		}
-		delete(t.hosts, id)
+	if e := t.find(id); e != nil {
+		t.remove(e)
 	}
 }
 
@@ -202,7 +350,7 @@ func (t *tracker) saveAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range t.hosts {
-		if e.seen.After(e.stored) {
+		if e.seen > e.stored {
 			t.save(e)
 		}
 	}
@@ -218,11 +366,14 @@ func (t *tracker) unsaved(max int) []eim.LastSeen {
 	for i, e := range t.toSave[:n] {
 		e.saving = false
 		t.toSave[i] = nil
-		// Forgotten since it was queued, or saved by another path.
-		if t.hosts[e.id] != e || !e.seen.After(e.stored) {
+		if e.dead { // forgotten since it was queued
+			t.release(e)
 			continue
 		}
-		out = append(out, eim.LastSeen{Project: e.project, HostID: e.id, At: e.seen})
+		if e.seen <= e.stored { // saved by another path
+			continue
+		}
+		out = append(out, eim.LastSeen{Project: e.projectName(), HostID: t.idOf(e.key), At: timeOf(e.seen)})
 	}
 	t.toSave = append(t.toSave[:0], t.toSave[n:]...)
 	return out
@@ -234,14 +385,14 @@ func (t *tracker) saved(batch []eim.LastSeen, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, ls := range batch {
-		e := t.hosts[ls.HostID]
+		e := t.find(ls.HostID)
 		if e == nil {
 			continue
 		}
 		if !ok {
 			t.save(e)
-		} else if ls.At.After(e.stored) {
-			e.stored = ls.At
+		} else if at := nanos(ls.At); at > e.stored {
+			e.stored = at
 		}
 	}
 }
@@ -254,7 +405,8 @@ func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Dur
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []expiry
-	for t.due.Len() > 0 && !t.due[0].at.After(now) {
+	n := nanos(now)
+	for t.due.Len() > 0 && t.due[0].at <= n {
 		e := heap.Pop(&t.due).(*entry)
 		if e.off || !t.owned[e.shard] {
 			continue
@@ -262,7 +414,7 @@ func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Dur
 		deadline := t.deadline(e, timeoutOf)
 		if deadline.After(now) {
 			at := deadline
-			if e.spread && !e.seen.After(e.restored) {
+			if e.spread && e.seen <= e.restored {
 				// After a restart every host is due at once, and each
 				// next deadline is a timeout after a heartbeat of the
 				// interval following it: the fleet's saves would come
@@ -275,12 +427,12 @@ func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Dur
 				e.spread = false
 			}
 			t.queue(e, at)
-			if e.seen.After(e.stored) {
+			if e.seen > e.stored {
 				t.save(e)
 			}
 			continue
 		}
-		out = append(out, expiry{project: e.project, id: e.id, seen: e.seen, gen: e.gen})
+		out = append(out, expiry{project: e.projectName(), id: t.idOf(e.key), seen: timeOf(e.seen), gen: e.gen})
 	}
 	return out
 }
@@ -289,13 +441,10 @@ func (t *tracker) expired(now time.Time, timeoutOf func(project string) time.Dur
 // shared fleet) after it was last heard from, or after it was restored,
 // unless it may stay silent until later (e.until).
 func (t *tracker) deadline(e *entry, timeoutOf func(project string) time.Duration) time.Time {
-	from := e.seen
-	if e.restored.After(from) {
-		from = e.restored
-	}
-	deadline := from.Add(timeoutOf(e.project) + t.slack)
-	if e.until.After(deadline) {
-		deadline = e.until
+	from := max(e.seen, e.restored)
+	deadline := timeOf(from).Add(timeoutOf(e.projectName()) + t.slack)
+	if until := timeOf(e.until); until.After(deadline) {
+		deadline = until
 	}
 	return deadline
 }
@@ -310,14 +459,14 @@ type expiry struct {
 type deadlines []*entry
 
 func (d deadlines) Len() int           { return len(d) }
-func (d deadlines) Less(i, j int) bool { return d[i].at.Before(d[j].at) }
+func (d deadlines) Less(i, j int) bool { return d[i].at < d[j].at }
 func (d deadlines) Swap(i, j int) {
 	d[i], d[j] = d[j], d[i]
-	d[i].index, d[j].index = i, j
+	d[i].index, d[j].index = int32(i), int32(j)
 }
 func (d *deadlines) Push(x any) {
 	e := x.(*entry)
-	e.index = len(*d)
+	e.index = int32(len(*d))
 	*d = append(*d, e)
 }
 func (d *deadlines) Pop() any {

@@ -34,7 +34,7 @@ func TestRestoredPassesSpread(t *testing.T) {
 		now := start.Add(s)
 		for i := range hosts {
 			if time.Duration(i%30)*time.Second == s%interval {
-				tr.heardAt(tr.hosts[fmt.Sprintf("host-%08x", i)], now)
+				tr.heardAt(tr.find(fmt.Sprintf("host-%08x", i)), now)
 			}
 		}
 		if out := tr.expired(now, timeoutOf); len(out) != 0 {
@@ -107,18 +107,18 @@ func TestSweepDropsIdleHostsOfOtherShards(t *testing.T) {
 	}
 	tr.saved(batch, true)
 	// One host of another shard is heard again, late: it stays.
-	tr.heardAt(tr.hosts[others[0]], later.Add(-time.Minute))
+	tr.heardAt(tr.find(others[0]), later.Add(-time.Minute))
 	tr.saved(tr.unsaved(100), true)
 	if n := tr.sweep(later, idle); n != 19 {
 		t.Fatalf("swept %d hosts, want the 19 silent ones of shards not owned", n)
 	}
 	for _, id := range mine[:20] {
-		if tr.hosts[id] == nil {
+		if tr.find(id) == nil {
 			t.Fatalf("host %s of an owned shard was dropped", id)
 		}
 	}
-	if tr.hosts[others[0]] == nil || len(tr.hosts) != 21 {
-		t.Fatalf("after the sweep: %d hosts tracked (the one heard lately: %v), want 21", len(tr.hosts), tr.hosts[others[0]] != nil)
+	if tr.find(others[0]) == nil || len(tr.hosts) != 21 {
+		t.Fatalf("after the sweep: %d hosts tracked (the one heard lately: %v), want 21", len(tr.hosts), tr.find(others[0]) != nil)
 	}
 	// A shard lost: its hosts go at the next sweep after their silence.
 	tr.lose(owned)
@@ -127,5 +127,57 @@ func TestSweepDropsIdleHostsOfOtherShards(t *testing.T) {
 	}
 	if len(tr.hosts) != 0 || tr.due.Len() != 0 {
 		t.Fatalf("after the last sweep: %d hosts, %d queued, want none", len(tr.hosts), tr.due.Len())
+	}
+}
+
+// A host is keyed by the number of its ID's hex digits, an ID of another
+// form by one of its own; both come back as they were in what is saved
+// and flagged. A host forgotten while its time waits to be saved is not
+// saved, and its entry serves another host afterwards.
+func TestTrackerKeys(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	tr := newTracker(true)
+	ids := []string{"host-0000abcd", "host-ffffffff", "host-00000000", "legacy-host-1", "host-ABCD0000"}
+	for _, id := range ids {
+		tr.heardAt(tr.get("p-"+id, id), now)
+	}
+	if len(tr.hosts) != len(ids) {
+		t.Fatalf("%d hosts tracked, want %d", len(tr.hosts), len(ids))
+	}
+	for _, id := range ids {
+		e := tr.find(id)
+		if e == nil {
+			t.Fatalf("host %s not found", id)
+		}
+		if got := tr.idOf(e.key); got != id {
+			t.Errorf("the ID of %s's key: got %s, want %s", id, got, id)
+		}
+		if got := e.projectName(); got != "p-"+id {
+			t.Errorf("host %s's project: got %q, want %q", id, got, "p-"+id)
+		}
+	}
+	if tr.find("host-0000abce") != nil || tr.find("legacy-host-2") != nil {
+		t.Error("a host never heard is found")
+	}
+	tr.forget("host-ffffffff")
+	got := map[string]string{}
+	for _, ls := range tr.unsaved(100) {
+		got[ls.HostID] = ls.Project
+		if !ls.At.Equal(now) {
+			t.Errorf("host %s saved at %v, want %v", ls.HostID, ls.At, now)
+		}
+	}
+	if len(got) != len(ids)-1 || got["host-ffffffff"] != "" || got["legacy-host-1"] != "p-legacy-host-1" {
+		t.Errorf("saved %v, want every host but the one forgotten", got)
+	}
+	// The forgotten host's entry is free again, and serves the next one.
+	e := tr.get("q", "host-12345678")
+	if e.seen != 0 || e.known || e.index != -1 || e.projectName() != "q" {
+		t.Errorf("a new host's entry holds what another host left: %+v", e)
+	}
+	for _, x := range tr.expired(now.Add(time.Hour), func(string) time.Duration { return time.Minute }) {
+		if x.id == "host-ffffffff" {
+			t.Error("a forgotten host expired")
+		}
 	}
 }

@@ -50,7 +50,7 @@ func TestFillStalePage(t *testing.T) {
 	v.fill(v.changes.Load(), []eim.Resource{newer}, nil)
 	older := &eim.Host{Meta: eim.Meta{ResourceID: "host-00000003", Project: "p"}, HostStatus: "old"}
 	v.fill(v.changes.Load(), []eim.Resource{older}, nil)
-	if got := held("host-00000003").HostStatus; got != "new" {
+	if got := held("host-00000003").HostStatus(); got != "new" {
 		t.Fatalf("a page replaced a held host: %q, want new", got)
 	}
 }

@@ -70,7 +70,7 @@ import (
 // Credentials returns what decides whether the host's node may
 // authenticate.
 func (h *Host) Credentials() eim.NodeCredentials {
-	return eim.NodeCredentials{HostID: h.ID, Project: h.Project, DesiredState: h.DesiredState, SecretHash: h.NodeSecretHash, Gen: h.NodeCredGen}
+	return eim.NodeCredentials{HostID: h.ID(), Project: h.Project(), DesiredState: h.DesiredState(), SecretHash: h.NodeSecretHash(), Gen: h.credGen}
 }
 
 // Slot names one module's memo on a Host (NewSlot).
@@ -336,7 +336,7 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 		h := e.h
 		e.used = true
 		sh.mu.Unlock()
-		if project != "" && h.Project != project {
+		if project != "" && h.Project() != project {
 			return nil, notFound(id)
 		}
 		return h, nil
@@ -364,7 +364,7 @@ func (v *View) Host(ctx context.Context, project, id string) (*Host, error) {
 		if e.h == nil {
 			// Keyed by the record's copy of the ID, not the caller's.
 			delete(sh.m, id)
-			sh.m[h.ID] = e
+			sh.m[h.ID()] = e
 		}
 		v.install(e, h, false)
 	}
@@ -520,17 +520,17 @@ func (v *View) prime(ctx context.Context) error {
 func (v *View) fill(mark uint64, page []eim.Resource, insts map[string]*Instance) bool {
 	for _, r := range page {
 		h := factsOf(r.(*eim.Host))
-		h.Instance = insts[h.ID]
-		sh := v.shard(h.ID)
+		h.inst = insts[h.ID()]
+		sh := v.shard(h.ID())
 		sh.mu.Lock()
 		if v.changes.Load() != mark {
 			sh.mu.Unlock()
 			return false
 		}
-		e := sh.m[h.ID]
+		e := sh.m[h.ID()]
 		if e == nil {
 			e = &entry{}
-			sh.m[h.ID] = e
+			sh.m[h.ID()] = e
 		}
 		if e.h == nil {
 			v.install(e, h, false)
@@ -549,13 +549,13 @@ func (v *View) fillStale(page []eim.Resource, insts map[string]*Instance) {
 	}
 	for _, r := range page {
 		h := factsOf(r.(*eim.Host))
-		h.Instance = insts[h.ID]
-		sh := v.shard(h.ID)
+		h.inst = insts[h.ID()]
+		sh := v.shard(h.ID())
 		sh.mu.Lock()
-		e := sh.m[h.ID]
+		e := sh.m[h.ID()]
 		if e == nil {
 			e = &entry{}
-			sh.m[h.ID] = e
+			sh.m[h.ID()] = e
 		}
 		if e.h == nil {
 			v.install(e, h, true)
@@ -568,8 +568,8 @@ func (v *View) fillStale(page []eim.Resource, insts map[string]*Instance) {
 // replaces, and tells the projections. The entry's shard is locked.
 func (v *View) install(e *entry, h *Host, stale bool) {
 	old := e.h
-	if old != nil && h.Instance == nil {
-		h.Instance = old.Instance
+	if old != nil && h.inst == nil {
+		h.inst = old.inst
 	}
 	e.h, e.stale = h, stale
 	v.project(old, h)
@@ -701,10 +701,10 @@ func (v *View) setInstance(hostID string, in *Instance) {
 	defer sh.mu.Unlock()
 	e := sh.m[hostID]
 	if e != nil && e.h != nil {
-		hostID = e.h.ID // the record's copy, not the row's
+		hostID = e.h.ID() // the record's copy, not the row's
 	}
-	v.insts[in.ID] = hostID
-	if e != nil && e.h != nil && (e.h.Instance == nil || *e.h.Instance != *in) {
+	v.insts[in.ID()] = hostID
+	if e != nil && e.h != nil && (e.h.inst == nil || !e.h.inst.equal(in)) {
 		old := e.h
 		e.h = old.withInstance(in)
 		v.project(old, e.h)
@@ -717,7 +717,7 @@ func (v *View) clearInstance(hostID, id string) {
 	sh := v.shard(hostID)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[hostID]; e != nil && e.h != nil && e.h.Instance != nil && e.h.Instance.ID == id {
+	if e := sh.m[hostID]; e != nil && e.h != nil && e.h.inst != nil && e.h.inst.ID() == id {
 		old := e.h
 		e.h = old.withInstance(nil)
 		v.project(old, e.h)

@@ -231,8 +231,8 @@ func TestServesFromMemory(t *testing.T) {
 			}) == 0
 		})
 		h := e.host(v, e.hosts[1])
-		if h.ID != e.hosts[1] || h.Project != e.project || h.HostStatus != "Running" || h.NodeSecretHash != "hash" || h.NodeCredGen != 1 ||
-			h.Credentials() != (eim.NodeCredentials{HostID: h.ID, Project: e.project, DesiredState: eim.HostStateOnboarded, SecretHash: "hash", Gen: 1}) {
+		if h.ID() != e.hosts[1] || h.Project() != e.project || h.HostStatus() != "Running" || h.NodeSecretHash() != "hash" || h.NodeCredGen() != 1 ||
+			h.Credentials() != (eim.NodeCredentials{HostID: h.ID(), Project: e.project, DesiredState: eim.HostStateOnboarded, SecretHash: "hash", Gen: 1}) {
 			t.Fatalf("got %+v", h)
 		}
 		if _, err := v.Host(e.ctx, "other", e.hosts[1]); eim.ErrorCode(err) != eim.ENOTFOUND {
@@ -271,8 +271,8 @@ func TestChanges(t *testing.T) {
 
 		e.edit(e.real, id, func(h *eim.Host) { h.DesiredState = eim.HostStateUntrusted })
 		h := e.host(v, id)
-		if h.DesiredState != eim.HostStateUntrusted || !h.Credentials().Revoked() {
-			t.Fatalf("right after this process's write: %s, want UNTRUSTED", h.DesiredState)
+		if h.DesiredState() != eim.HostStateUntrusted || !h.Credentials().Revoked() {
+			t.Fatalf("right after this process's write: %s, want UNTRUSTED", h.DesiredState())
 		}
 		if h.Memo(slot) != nil {
 			t.Fatal("a memo outlived its host's change")
@@ -285,7 +285,7 @@ func TestChanges(t *testing.T) {
 
 		other := e.open()
 		e.edit(other, e.hosts[1], func(h *eim.Host) { h.HostStatus = "No Connection" })
-		waitFor(t, "another process's write", func() bool { return e.host(v, e.hosts[1]).HostStatus == "No Connection" })
+		waitFor(t, "another process's write", func() bool { return e.host(v, e.hosts[1]).HostStatus() == "No Connection" })
 
 		if err := other.Update(e.ctx, e.project, func(tx eim.Tx) error { return tx.Delete(e.ctx, eim.KindHost, e.hosts[2]) }); err != nil {
 			t.Fatal(err)
@@ -340,11 +340,11 @@ func TestReadRacingAChange(t *testing.T) {
 		<-reading
 		e.edit(e.real, id, func(h *eim.Host) { h.HostStatus = "Rebooting" })
 		release()
-		if h := <-got; h.HostStatus != "Running" {
-			t.Fatalf("the racing read answered %q, want what it read", h.HostStatus)
+		if h := <-got; h.HostStatus() != "Running" {
+			t.Fatalf("the racing read answered %q, want what it read", h.HostStatus())
 		}
-		if h := e.host(v, id); h.HostStatus != "Rebooting" {
-			t.Fatalf("after the race: %q, want the change (the racing read not kept)", h.HostStatus)
+		if h := e.host(v, id); h.HostStatus() != "Rebooting" {
+			t.Fatalf("after the race: %q, want the change (the racing read not kept)", h.HostStatus())
 		}
 	})
 }
@@ -365,7 +365,7 @@ func TestStoreAway(t *testing.T) {
 		if _, err := v.Host(e.ctx, e.project, e.hosts[0]); eim.ErrorCode(err) != eim.EUNAVAILABLE {
 			t.Fatalf("while away: %v, want EUNAVAILABLE", err)
 		}
-		if h, ok := v.Stale(e.hosts[0], time.Minute); !ok || h.ID != e.hosts[0] {
+		if h, ok := v.Stale(e.hosts[0], time.Minute); !ok || h.ID() != e.hosts[0] {
 			t.Fatalf("Stale: %v, %v, want the host held", h, ok)
 		}
 		// Revoked through this process (its own connection is fine).
@@ -386,8 +386,8 @@ func TestStoreAway(t *testing.T) {
 		if n := e.reads(func() { e.host(v, e.hosts[0]) }); n != 0 {
 			t.Fatalf("an unchanged host after the outage: %d reads, want 0 (kept)", n)
 		}
-		if h := e.host(v, e.hosts[4]); h.HostStatus != "Error" {
-			t.Fatalf("a host changed during the outage: %q, want the change", h.HostStatus)
+		if h := e.host(v, e.hosts[4]); h.HostStatus() != "Error" {
+			t.Fatalf("a host changed during the outage: %q, want the change", h.HostStatus())
 		}
 		if _, ok := v.Stale(e.hosts[0], time.Hour); ok {
 			t.Fatal("Stale served while live")
@@ -408,14 +408,14 @@ func (p *tally) put(old, h *hostview.Host) {
 	defer p.mu.Unlock()
 	id := ""
 	if old != nil {
-		id = old.ID
+		id = old.ID()
 		if p.m[id] != old {
 			p.t.Errorf("told of %s's old record %p, want the last one told %p", id, old, p.m[id])
 		}
 		delete(p.m, id)
 	}
 	if h != nil {
-		p.m[h.ID] = h
+		p.m[h.ID()] = h
 	}
 }
 
@@ -454,20 +454,20 @@ func TestProjection(t *testing.T) {
 			}
 		}
 		h := p.get(e.hosts[0])
-		if h.Name != "h0" || h.Instance == nil || h.Instance.ID != in.ResourceID || h.Instance.OSID != osr.ResourceID || h.Instance.UpdateStatusIndicator != eim.StatusIdle {
-			t.Fatalf("got %+v, instance %+v; want h0 with its instance", h, h.Instance)
+		if h.Name() != "h0" || h.Instance() == nil || h.Instance().ID() != in.ResourceID || h.Instance().OSID() != osr.ResourceID || h.Instance().UpdateStatusIndicator() != eim.StatusIdle {
+			t.Fatalf("got %+v, instance %+v; want h0 with its instance", h, h.Instance())
 		}
-		if p.get(e.hosts[1]).Instance != nil {
+		if p.get(e.hosts[1]).Instance() != nil {
 			t.Fatal("a host without an instance has one")
 		}
 
 		other := e.open()
 		e.edit(other, e.hosts[1], func(h *eim.Host) { h.Name = "renamed" })
-		waitFor(t, "another process's change", func() bool { return p.get(e.hosts[1]).Name == "renamed" })
+		waitFor(t, "another process's change", func() bool { return p.get(e.hosts[1]).Name() == "renamed" })
 		e.edit(e.real, e.hosts[0], func(h *eim.Host) { h.HostStatus = "No Connection" })
-		waitFor(t, "this process's change", func() bool { return p.get(e.hosts[0]).HostStatus == "No Connection" })
-		if got := p.get(e.hosts[0]); got.Instance == nil || got.Instance.ID != in.ResourceID {
-			t.Fatalf("the host's change lost its instance: %+v", got.Instance)
+		waitFor(t, "this process's change", func() bool { return p.get(e.hosts[0]).HostStatus() == "No Connection" })
+		if got := p.get(e.hosts[0]); got.Instance() == nil || got.Instance().ID() != in.ResourceID {
+			t.Fatalf("the host's change lost its instance: %+v", got.Instance())
 		}
 		err = other.Update(e.ctx, e.project, func(tx eim.Tx) error {
 			r, err := tx.Get(e.ctx, eim.KindInstance, in.ResourceID)
@@ -481,13 +481,13 @@ func TestProjection(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the instance's change", func() bool {
-			in := p.get(e.hosts[0]).Instance
-			return in != nil && in.UpdateStatusIndicator == eim.StatusInProgress
+			in := p.get(e.hosts[0]).Instance()
+			return in != nil && in.UpdateStatusIndicator() == eim.StatusInProgress
 		})
 		if err := other.Update(e.ctx, e.project, func(tx eim.Tx) error { return tx.Delete(e.ctx, eim.KindInstance, in.ResourceID) }); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the instance's delete", func() bool { return p.get(e.hosts[0]).Instance == nil })
+		waitFor(t, "the instance's delete", func() bool { return p.get(e.hosts[0]).Instance() == nil })
 		if err := other.Update(e.ctx, e.project, func(tx eim.Tx) error { return tx.Delete(e.ctx, eim.KindHost, e.hosts[2]) }); err != nil {
 			t.Fatal(err)
 		}
@@ -520,7 +520,7 @@ func TestOnDemand(t *testing.T) {
 		}
 		// A change reaches a held host as before.
 		e.edit(e.open(), e.hosts[0], func(h *eim.Host) { h.HostStatus = "No Connection" })
-		waitFor(t, "another process's write", func() bool { return e.host(v, e.hosts[0]).HostStatus == "No Connection" })
+		waitFor(t, "another process's write", func() bool { return e.host(v, e.hosts[0]).HostStatus() == "No Connection" })
 		waitFor(t, "the idle host's eviction", func() bool { return v.Len() == 0 })
 		if n := e.reads(func() { e.host(v, e.hosts[0]) }); n != 1 {
 			t.Fatalf("a call after the eviction: %d reads, want 1", n)

@@ -263,7 +263,7 @@ func (s *Service) Plan(ctx context.Context, project, hostID string) (*maintenanc
 	if err != nil {
 		return nil, "", err
 	}
-	p, v := tree.Plan(Facts{HostID: hostID, SiteID: h.SiteID, InstanceID: inst.InstanceID, OSID: inst.OSID, Policy: inst.Policy})
+	p, v := tree.Plan(Facts{HostID: hostID, SiteID: h.SiteID(), InstanceID: inst.InstanceID, OSID: inst.OSID, Policy: inst.Policy})
 	s.mu.Lock()
 	if s.trees.Current(project, treeGen) && s.insts[hostID] == hs && hs.gen.Load() == instGen && hs.known {
 		h.SetMemo(s.slot, &memo{hs: hs, instGen: instGen, treeGen: treeGen, plan: p, version: v})

@@ -34,7 +34,7 @@ func (s *Server) nodeCredentials(ctx context.Context, project, id string) (eim.N
 		return h.Credentials(), nil
 	}
 	if eim.ErrorCode(err) == eim.EUNAVAILABLE && ctx.Err() == nil {
-		if old, ok := s.hosts.Stale(id, s.ttl); ok && (project == "" || old.Project == project) {
+		if old, ok := s.hosts.Stale(id, s.ttl); ok && (project == "" || old.Project() == project) {
 			return old.Credentials(), nil
 		}
 	}

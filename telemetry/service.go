@@ -152,7 +152,7 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 	if err != nil {
 		return Config{}, "", err
 	}
-	cfg := tree.Effective(Node{HostID: hostID, SiteID: h.SiteID})
+	cfg := tree.Effective(Node{HostID: hostID, SiteID: h.SiteID()})
 	v := cfg.Version()
 	if s.trees.Current(project, treeGen) {
 		h.SetMemo(s.slot, &memo{treeGen: treeGen, cfg: cfg, version: v})

@@ -104,7 +104,7 @@ func (p *prjSum) search(q string, match func(*hostview.Host) bool) ([]*hostview.
 		}
 		j, _ := slices.BinarySearch(t.ends, pos+i) // the text holding the match
 		h := p.byName[j]
-		if h.ID != t.ids[j] {
+		if h.ID() != t.ids[j] {
 			return nil, false
 		}
 		if match(h) {
@@ -117,17 +117,17 @@ func (p *prjSum) search(q string, match func(*hostview.Host) bool) ([]*hostview.
 
 // searchOf is a host's searched fields, lower-case, joined by \x00.
 func searchOf(h *hostview.Host) string {
-	return strings.ToLower(strings.Join([]string{h.Name, h.SerialNumber, h.UUID, h.ID, h.Hostname}, "\x00"))
+	return strings.ToLower(strings.Join([]string{h.Name(), h.SerialNumber(), h.UUID(), h.ID(), h.Hostname()}, "\x00"))
 }
 
 // sameSearch reports whether a and b have the same searched fields.
 func sameSearch(a, b *hostview.Host) bool {
-	return a.Name == b.Name && a.SerialNumber == b.SerialNumber && a.UUID == b.UUID && a.ID == b.ID && a.Hostname == b.Hostname
+	return a.Name() == b.Name() && a.SerialNumber() == b.SerialNumber() && a.UUID() == b.UUID() && a.ID() == b.ID() && a.Hostname() == b.Hostname()
 }
 
 // contains reports whether a host's searched fields hold q (lower-case).
 func contains(h *hostview.Host, q string) bool {
-	for _, f := range [...]string{h.Name, h.SerialNumber, h.UUID, h.ID, h.Hostname} {
+	for _, f := range [...]string{h.Name(), h.SerialNumber(), h.UUID(), h.ID(), h.Hostname()} {
 		if strings.Contains(strings.ToLower(f), q) {
 			return true
 		}
@@ -182,23 +182,23 @@ func (f *fleet) put(old, h *hostview.Host) {
 	ordered := f.ordered.Load()
 	if old == nil || h == nil || !sameSearch(old, h) {
 		for _, x := range []*hostview.Host{old, h} {
-			if x != nil && f.prj[x.Project] != nil {
-				f.prj[x.Project].text = nil
+			if x != nil && f.prj[x.Project()] != nil {
+				f.prj[x.Project()].text = nil
 			}
 		}
 	}
 	if old != nil {
-		if p := f.prj[old.Project]; p != nil {
+		if p := f.prj[old.Project()]; p != nil {
 			f.remove(p, old, h, ordered)
 		}
 	}
 	if h == nil {
 		return
 	}
-	p := f.prj[h.Project]
+	p := f.prj[h.Project()]
 	if p == nil {
 		p = &prjSum{updOS: map[string]*inventory.UpdateCounts{}, sites: map[string]*[len(stateKeys) + 1]int{}}
-		f.prj[h.Project] = p
+		f.prj[h.Project()] = p
 	}
 	p.count(h, 1)
 	switch {
@@ -206,14 +206,14 @@ func (f *fleet) put(old, h *hostview.Host) {
 		if p.loading == nil {
 			p.loading = map[string]*hostview.Host{}
 		}
-		p.loading[h.ID] = h
+		p.loading[h.ID()] = h
 		return
-	case old == nil || old.Project != h.Project || h.Name != old.Name:
+	case old == nil || old.Project() != h.Project() || h.Name() != old.Name():
 		i, _ := slices.BinarySearchFunc(p.byName, h, byName)
 		p.byName = slices.Insert(p.byName, i, h)
 	}
 	for col, idx := range p.sorted {
-		if old != nil && old.Project == h.Project && sameKey(col, h, old) {
+		if old != nil && old.Project() == h.Project() && sameKey(col, h, old) {
 			continue // replaced in its place by remove
 		}
 		i, _ := slices.BinarySearchFunc(idx, h, ascending[col])
@@ -225,20 +225,20 @@ func (f *fleet) put(old, h *hostview.Host) {
 // old at the same place of an index, takes that place. f.mu is held.
 func (f *fleet) remove(p *prjSum, old, h *hostview.Host, ordered bool) {
 	p.count(old, -1)
-	if h != nil && h.Project != old.Project {
+	if h != nil && h.Project() != old.Project() {
 		h = nil
 	}
 	if !ordered {
-		delete(p.loading, old.ID)
+		delete(p.loading, old.ID())
 		if len(p.loading) == 0 {
-			delete(f.prj, old.Project)
+			delete(f.prj, old.Project())
 		}
 		return
 	}
 	i, found := slices.BinarySearchFunc(p.byName, old, byName)
 	switch {
 	case !found:
-	case h != nil && h.Name == old.Name:
+	case h != nil && h.Name() == old.Name():
 		p.byName[i] = h // in its place
 	default:
 		p.byName = slices.Delete(p.byName, i, i+1)
@@ -257,17 +257,17 @@ func (f *fleet) remove(p *prjSum, old, h *hostview.Host, ordered bool) {
 		p.sorted[col] = idx
 	}
 	if len(p.byName) == 0 {
-		delete(f.prj, old.Project)
+		delete(f.prj, old.Project())
 	}
 }
 
 // sameKey reports whether a and b have the same value of column col.
 func sameKey(col string, a, b *hostview.Host) bool {
-	return a.ID == b.ID && ascending[col](a, b) == 0
+	return a.ID() == b.ID() && ascending[col](a, b) == 0
 }
 
 func byName(a, b *hostview.Host) int {
-	return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	return cmp.Or(strings.Compare(a.Name(), b.Name()), strings.Compare(a.ID(), b.ID()))
 }
 
 // count adds (d = 1) or takes away (d = -1) a host's share of the counts.
@@ -278,10 +278,10 @@ func (p *prjSum) count(h *hostview.Host, d int) {
 			p.states[i] += d
 		}
 	}
-	sc := p.sites[h.SiteID]
+	sc := p.sites[h.SiteID()]
 	if sc == nil {
 		sc = new([len(stateKeys) + 1]int)
-		p.sites[h.SiteID] = sc
+		p.sites[h.SiteID()] = sc
 	}
 	sc[0] += d
 	for i := range stateKeys {
@@ -290,7 +290,7 @@ func (p *prjSum) count(h *hostview.Host, d int) {
 		}
 	}
 	if sc[0] == 0 {
-		delete(p.sites, h.SiteID)
+		delete(p.sites, h.SiteID())
 	}
 	for t := range tabKeys {
 		if tabs&(1<<t) == 0 {
@@ -303,18 +303,18 @@ func (p *prjSum) count(h *hostview.Host, d int) {
 			}
 		}
 	}
-	in := h.Instance
+	in := h.Instance()
 	if in == nil {
 		return
 	}
-	c := p.updOS[in.OSID]
+	c := p.updOS[in.OSID()]
 	if c == nil {
 		c = &inventory.UpdateCounts{}
-		p.updOS[in.OSID] = c
+		p.updOS[in.OSID()] = c
 	}
 	for _, c := range []*inventory.UpdateCounts{&p.upd, c} {
 		c.Total += d
-		switch in.UpdateStatusIndicator {
+		switch in.UpdateStatusIndicator() {
 		case eim.StatusIdle:
 			c.UpToDate += d
 		case eim.StatusInProgress:
@@ -324,12 +324,12 @@ func (p *prjSum) count(h *hostview.Host, d int) {
 		default:
 			c.Unknown += d
 		}
-		if in.OSUpdateAvailable {
+		if in.OSUpdateAvailable() {
 			c.OSUpdateAvailable += d
 		}
 	}
 	if c.Total == 0 {
-		delete(p.updOS, in.OSID)
+		delete(p.updOS, in.OSID())
 	}
 }
 
@@ -371,31 +371,31 @@ func stateBit(key string) uint16 {
 // live.
 var statePreds = [len(stateKeys)]func(*hostview.Host) bool{
 	func(h *hostview.Host) bool {
-		return h.HostStatus == "Running" && h.HostStatusIndicator == eim.StatusIdle
+		return h.HostStatus() == "Running" && h.HostStatusIndicator() == eim.StatusIdle
 	},
 	func(h *hostview.Host) bool {
-		return h.Instance != nil && h.Instance.ProvisioningStatusIndicator == eim.StatusInProgress
+		return h.Instance() != nil && h.Instance().ProvisioningStatusIndicator() == eim.StatusInProgress
 	},
 	func(h *hostview.Host) bool {
-		return h.DesiredState == eim.HostStateOnboarded && h.CurrentState != eim.HostStateOnboarded
+		return h.DesiredState() == eim.HostStateOnboarded && h.CurrentState() != eim.HostStateOnboarded
 	},
 	func(h *hostview.Host) bool {
-		in := h.Instance
-		return (in != nil && (in.ProvisioningStatusIndicator == eim.StatusError || in.UpdateStatusIndicator == eim.StatusError)) ||
-			h.OnboardingStatusIndicator == eim.StatusError || h.RegistrationStatusIndicator == eim.StatusError ||
-			(h.HostStatusIndicator == eim.StatusError && h.HostStatus != "No Connection")
+		in := h.Instance()
+		return (in != nil && (in.ProvisioningStatusIndicator() == eim.StatusError || in.UpdateStatusIndicator() == eim.StatusError)) ||
+			h.OnboardingStatusIndicator() == eim.StatusError || h.RegistrationStatusIndicator() == eim.StatusError ||
+			(h.HostStatusIndicator() == eim.StatusError && h.HostStatus() != "No Connection")
 	},
-	func(h *hostview.Host) bool { return h.HostStatus == "No Connection" },
+	func(h *hostview.Host) bool { return h.HostStatus() == "No Connection" },
 	func(h *hostview.Host) bool {
-		return h.Instance != nil && h.Instance.UpdateStatusIndicator == eim.StatusInProgress
+		return h.Instance() != nil && h.Instance().UpdateStatusIndicator() == eim.StatusInProgress
 	},
 }
 
 var tabPreds = [len(tabKeys)]func(*hostview.Host) bool{
 	func(*hostview.Host) bool { return true },
-	func(h *hostview.Host) bool { return h.Instance != nil },
-	func(h *hostview.Host) bool { return h.CurrentState == eim.HostStateOnboarded && h.Instance == nil },
-	func(h *hostview.Host) bool { return h.CurrentState != eim.HostStateOnboarded },
+	func(h *hostview.Host) bool { return h.Instance() != nil },
+	func(h *hostview.Host) bool { return h.CurrentState() == eim.HostStateOnboarded && h.Instance() == nil },
+	func(h *hostview.Host) bool { return h.CurrentState() != eim.HostStateOnboarded },
 }
 
 // counts returns the project's number of hosts and, per state, how many
@@ -460,20 +460,20 @@ func sortKey(col string, desc bool) func(a, b *hostview.Host) int {
 	case "id":
 		by = func(a, b *hostview.Host) int { return 0 }
 	case "serial":
-		by = func(a, b *hostview.Host) int { return strings.Compare(a.SerialNumber, b.SerialNumber) }
+		by = func(a, b *hostview.Host) int { return strings.Compare(a.SerialNumber(), b.SerialNumber()) }
 	case "uuid":
-		by = func(a, b *hostview.Host) int { return strings.Compare(a.UUID, b.UUID) }
+		by = func(a, b *hostview.Host) int { return strings.Compare(a.UUID(), b.UUID()) }
 	case "status":
-		by = func(a, b *hostview.Host) int { return strings.Compare(a.HostStatus, b.HostStatus) }
+		by = func(a, b *hostview.Host) int { return strings.Compare(a.HostStatus(), b.HostStatus()) }
 	case "lastseen":
-		by = func(a, b *hostview.Host) int { return cmp.Compare(a.HostStatusTimestamp, b.HostStatusTimestamp) }
+		by = func(a, b *hostview.Host) int { return cmp.Compare(a.HostStatusTimestamp(), b.HostStatusTimestamp()) }
 	default:
-		by = func(a, b *hostview.Host) int { return strings.Compare(a.Name, b.Name) }
+		by = func(a, b *hostview.Host) int { return strings.Compare(a.Name(), b.Name()) }
 	}
 	if desc {
-		return func(a, b *hostview.Host) int { return cmp.Or(by(b, a), strings.Compare(a.ID, b.ID)) }
+		return func(a, b *hostview.Host) int { return cmp.Or(by(b, a), strings.Compare(a.ID(), b.ID())) }
 	}
-	return func(a, b *hostview.Host) int { return cmp.Or(by(a, b), strings.Compare(a.ID, b.ID)) }
+	return func(a, b *hostview.Host) int { return cmp.Or(by(a, b), strings.Compare(a.ID(), b.ID())) }
 }
 
 // hostView is a built-in view of the host list: a tab, a state ("" = any),
@@ -538,7 +538,7 @@ func (f *fleet) ensureText(project string) {
 		t.buf = append(t.buf, searchOf(h)...)
 		t.ends = append(t.ends, len(t.buf))
 		t.buf = append(t.buf, 1)
-		t.ids = append(t.ids, h.ID)
+		t.ids = append(t.ids, h.ID())
 	}
 	p.text = t
 }
@@ -592,7 +592,7 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 			}
 			var ids []string
 			for _, h := range found[min(offset, len(found)):min(offset+limit, len(found))] {
-				ids = append(ids, h.ID)
+				ids = append(ids, h.ID())
 			}
 			return ids, len(found)
 		}
@@ -613,7 +613,7 @@ func (f *fleet) page(project string, v hostView, offset, limit int) ([]string, i
 			continue
 		}
 		if seen++; seen > offset && len(ids) < limit {
-			ids = append(ids, h.ID)
+			ids = append(ids, h.ID())
 		}
 		if counted && (len(ids) == limit || seen == total) {
 			break
@@ -651,7 +651,7 @@ func heapPage(p *prjSum, col string, desc bool, match func(*hostview.Host) bool,
 	}
 	var ids []string
 	for _, s := range pg[offset:] {
-		ids = append(ids, s.ID)
+		ids = append(ids, s.ID())
 	}
 	return ids, total
 }
