@@ -133,6 +133,23 @@ func SetRegistrationStatus(ctx context.Context, tx eim.Tx, h *eim.Host, st Statu
 	return nil
 }
 
+// SetOnboardingStatus records the onboarding status of a host: the
+// onboarding module's word on a device it refused (IssueNodeCredentials
+// records the status of one it onboards).
+func SetOnboardingStatus(ctx context.Context, tx eim.Tx, h *eim.Host, st Status) error {
+	if err := st.check("onboardingStatus"); err != nil {
+		return err
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, OnboardingStatus: st.Text,
+		OnboardingStatusIndicator: st.Indicator, OnboardingStatusTimestamp: st.Timestamp}
+	if err := tx.UpdateFields(ctx, w, "onboardingStatus", "onboardingStatusIndicator", "onboardingStatusTimestamp"); err != nil {
+		return err
+	}
+	h.OnboardingStatus, h.OnboardingStatusIndicator, h.OnboardingStatusTimestamp = w.OnboardingStatus, w.OnboardingStatusIndicator, w.OnboardingStatusTimestamp
+	stamp(h, w)
+	return nil
+}
+
 // Onboarded is what the onboarding module records when it gives a node
 // its credentials.
 type Onboarded struct {
@@ -284,6 +301,47 @@ func SetHostBMC(ctx context.Context, tx eim.Tx, h *eim.Host, kind eim.BaremetalC
 	stamp(h, w)
 	return nil
 }
+
+// RecordSecureBoot records the firmware's Secure Boot state the node of h
+// reported (the onboarding module at Discover, the provisioning module
+// when the node asks for its workflow) and when it was read, unix
+// seconds, when SecureBootDue says so; otherwise it writes nothing.
+func RecordSecureBoot(ctx context.Context, tx eim.Tx, h *eim.Host, state eim.SecureBootState, at uint64) error {
+	if err := checkEnum("secureBootState", state); err != nil {
+		return err
+	}
+	if !SecureBootDue(h, state, at) {
+		return nil
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, SecureBootState: state, SecureBootStateTimestamp: at}
+	if err := tx.UpdateFields(ctx, w, "secureBootState", "secureBootStateTimestamp"); err != nil {
+		return err
+	}
+	h.SecureBootState, h.SecureBootStateTimestamp = state, at
+	stamp(h, w)
+	return nil
+}
+
+// SecureBootDue reports whether a Secure Boot state read at (unix
+// seconds) is to be recorded on h: it differs from the one h shows, or
+// h's is older than SecureBootRefresh. UNSPECIFIED (an agent older than
+// the report) never is: it says nothing of the firmware and would hide
+// what an earlier report said. A node that polls thus writes its state
+// once, and its timestamp again only every few minutes, so that callers
+// answering from a read-only look first (SQLite) stay read-only.
+func SecureBootDue(h *eim.Host, state eim.SecureBootState, at uint64) bool {
+	switch {
+	case state == "" || state == eim.SecureBootStateUnspecified:
+		return false
+	case h.SecureBootState != state:
+		return true
+	}
+	return at >= h.SecureBootStateTimestamp+SecureBootRefresh
+}
+
+// SecureBootRefresh is how old, in seconds, the recorded time of an
+// unchanged Secure Boot state gets before a new report renews it.
+const SecureBootRefresh = 600
 
 // AdmitHost creates in tx, in project, the host of a device approved in
 // the project's enrollment lobby: registered as EnrollHost registers one,
