@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -31,6 +32,10 @@ const (
 	StatusOnboarded  = "Onboarded"
 	StatusRegistered = "Host is Registered"
 	StatusMismatch   = "Host Registration Failed due to mismatch of UUID/Serial Number"
+	// StatusBooting is the host status that replaces a Secure Boot
+	// mismatch flagged at an earlier Discover once the device reports a
+	// state its instance accepts.
+	StatusBooting = "Booting"
 	// StatusClaimed is the registration status of a host whose device
 	// another project registered too and which carried that project's
 	// enrollment token (ours: see lookup).
@@ -246,6 +251,15 @@ type decision struct {
 	conflict []*eim.Host // registrations of the device in other projects than the one it proved
 	held     []*eim.Host // registrations in several projects, none proved: held
 	enroll   *struct{}   // unknown device: enroll it if it has a token
+
+	// instance is the host's instance, if it has one. secureBoot is the
+	// Secure Boot state the device reported, sbAt when (unix seconds), and
+	// sbMismatch, when the instance asks for another, why: the device is
+	// refused (eim.CheckSecureBoot).
+	instance   *eim.Instance
+	secureBoot eim.SecureBootState
+	sbAt       uint64
+	sbMismatch error
 }
 
 // decide looks the device up and applies the rules that refuse it; proof
@@ -279,12 +293,25 @@ func (s *Service) decide(ctx context.Context, tx eim.Tx, id identity, proof stri
 	if len(items) > 0 && items[0].(*eim.Instance).CurrentState == eim.InstanceStateRunning {
 		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's host is already provisioned; invalidate or delete the host to re-onboard")
 	}
-	return decision{host: h, conflict: m.conflict}, nil
+	d := decision{host: h, conflict: m.conflict, secureBoot: id.secureBoot, sbAt: uint64(s.now().Unix())}
+	if len(items) > 0 {
+		d.instance = items[0].(*eim.Instance)
+		// As the original's onboarding: an instance known already is held
+		// to the Secure Boot state the node booted with, before the node
+		// gets credentials (provisioning checks the instances that come
+		// later). A device that runs its OS already is not provisioned;
+		// an agent that did not report the state is left to provisioning,
+		// which refuses it only for an instance that asks for Secure Boot.
+		if !id.installed && id.secureBoot != eim.SecureBootStateUnspecified {
+			d.sbMismatch = eim.CheckSecureBoot(d.instance, id.secureBoot)
+		}
+	}
+	return d, nil
 }
 
 // onboarding reports whether the host gets credentials.
 func (d decision) onboarding() bool {
-	return d.host != nil && d.host.DesiredState == eim.HostStateOnboarded
+	return d.host != nil && d.host.DesiredState == eim.HostStateOnboarded && d.sbMismatch == nil
 }
 
 // writes reports whether applying d changes anything. Onboarding always
@@ -309,6 +336,13 @@ func (d decision) writes() bool {
 		}
 	}
 	if h := d.host; h != nil {
+		if inventory.SecureBootDue(h, d.secureBoot, d.sbAt) {
+			return true
+		}
+		if d.sbMismatch != nil && (h.HostStatus != eim.SecureBootMismatch || h.HostStatusIndicator != eim.StatusError ||
+			h.OnboardingStatus != eim.ErrorMessage(d.sbMismatch) || h.OnboardingStatusIndicator != eim.StatusError) {
+			return true
+		}
 		return h.RegistrationStatus != StatusRegistered || h.RegistrationStatusIndicator != eim.StatusIdle
 	}
 	return false
@@ -342,8 +376,22 @@ func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity)
 			return "", err
 		}
 	}
+	if err := inventory.RecordSecureBoot(ctx, tx, h, d.secureBoot, d.sbAt); err != nil {
+		return "", err
+	}
+	if d.sbMismatch != nil {
+		return "", d.flagSecureBoot(ctx, tx, now)
+	}
 	if !d.onboarding() {
 		return "", nil
+	}
+	if h.HostStatus == eim.SecureBootMismatch && strings.HasPrefix(h.OnboardingStatus, eim.SecureBootMismatch) {
+		// Flagged by an earlier Discover (provisioning's refusals stand
+		// until the instance is reprovisioned), and right now: the
+		// firmware or the instance changed, and the node boots on.
+		if err := inventory.SetHostStatus(ctx, tx, h, inventory.StatusAt(StatusBooting, eim.StatusInProgress, now)); err != nil {
+			return "", err
+		}
 	}
 	secret, hash := southbound.NewSecret()
 	// The device's identity fills in what the registration lacked.
@@ -353,6 +401,24 @@ func (d decision) apply(ctx context.Context, tx eim.Tx, s *Service, id identity)
 		return "", err
 	}
 	return secret, nil
+}
+
+// flagSecureBoot shows the Secure Boot mismatch of d on its host, as the
+// original's onboarding does: the host status SecureBootMismatch, and the
+// onboarding status that says why (both ERROR), each unless shown already.
+// The device gets no credentials (answer refuses it).
+func (d decision) flagSecureBoot(ctx context.Context, tx eim.Tx, now time.Time) error {
+	h := d.host
+	if h.HostStatus != eim.SecureBootMismatch || h.HostStatusIndicator != eim.StatusError {
+		if err := inventory.SetHostStatus(ctx, tx, h, inventory.StatusAt(eim.SecureBootMismatch, eim.StatusError, now)); err != nil {
+			return err
+		}
+	}
+	why := eim.ErrorMessage(d.sbMismatch)
+	if h.OnboardingStatus != why || h.OnboardingStatusIndicator != eim.StatusError {
+		return inventory.SetOnboardingStatus(ctx, tx, h, inventory.StatusAt(why, eim.StatusError, now))
+	}
+	return nil
 }
 
 // setRegistrationError gives h the registration status text (ERROR) unless
@@ -374,6 +440,14 @@ func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverRespo
 		// host or project (the caller is not authenticated).
 		return &onboardingv1.DiscoverResponse{Status: onboardingv1.DiscoverResponse_STATUS_REGISTERED, RetryAfterSeconds: retryAfter()}, nil
 	}
+	if d.sbMismatch != nil {
+		// Refused, as a device whose host is not to be onboarded would
+		// be: it retries with back-off, and passes once its firmware or
+		// its instance changed. The reason names no host or project (the
+		// caller is not authenticated); the host's statuses say which.
+		return nil, eim.Errorf(eim.EPRECONDITION, "%s: this device's instance asks for %s and the device booted %s; the host's onboarding status says what to change",
+			eim.SecureBootMismatch, wantSecureBoot(d.instance), eim.DescribeSecureBoot(d.secureBoot))
+	}
 	h := d.host
 	resp := &onboardingv1.DiscoverResponse{HostId: h.ResourceID, Project: h.Project}
 	if !d.onboarding() {
@@ -386,6 +460,14 @@ func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverRespo
 	resp.ClientSecret = secret
 	resp.TokenUrl = s.tokenURL
 	return resp, nil
+}
+
+// wantSecureBoot says what an instance asks of its node's Secure Boot.
+func wantSecureBoot(in *eim.Instance) string {
+	if in.SecurityFeature == eim.SecurityFeatureSecureBootFDE {
+		return "Secure Boot enforced"
+	}
+	return "no Secure Boot"
 }
 
 // retryAfter is how long a device not onboarded yet waits before it calls

@@ -122,6 +122,9 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		return nil, err
 	}
 	var st *nodeState
+	// The node's Secure Boot state is recorded on its host (when it
+	// changed, or the recorded one is getting old: inventory.SecureBootDue).
+	sbState, sbAt := southbound.SecureBootState(req.Msg.GetSecureBoot()), uint64(s.now().Unix())
 	if !s.direct {
 		err = s.store.View(ctx, n.Project, func(tx eim.Tx) error {
 			st, err = s.load(ctx, tx, n, true)
@@ -131,6 +134,17 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 			return nil, s.rpcError(ctx, "get workflow", err)
 		}
 		if resp := answer(st); resp != nil {
+			if inventory.SecureBootDue(st.host, sbState, sbAt) {
+				if err := s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
+					var hs nodeState
+					if err := hs.loadHost(ctx, tx, n); err != nil {
+						return err
+					}
+					return inventory.RecordSecureBoot(ctx, tx, hs.host, sbState, sbAt)
+				}); err != nil {
+					return nil, s.rpcError(ctx, "record the secure boot state", err)
+				}
+			}
 			resp.MeasuredBootLater = true
 			return s.respond(n, req.Msg, resp), nil
 		}
@@ -157,6 +171,9 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		var err error
 		st, err = s.load(ctx, tx, n, true)
 		if err != nil {
+			return err
+		}
+		if err := inventory.RecordSecureBoot(ctx, tx, st.host, sbState, sbAt); err != nil {
 			return err
 		}
 		if ask = false; answer(st) != nil {
