@@ -309,6 +309,13 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 			refused = NoTPMForFDE
 		}
 	}
+	if st.attested {
+		msg := "measured boot: " + st.attest.text
+		if st.attest.verified && st.attest.compared != "" {
+			msg += " (" + st.attest.compared + ")"
+		}
+		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Action: -1, Message: msg})
+	}
 	if err != nil {
 		if eim.ErrorCode(err) != eim.EINVALID && eim.ErrorCode(err) != eim.ENOTFOUND {
 			return nil, err
