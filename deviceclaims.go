@@ -8,8 +8,9 @@ import (
 // DeviceClaims are the onboarding module's typed operations on the hosts
 // a calling device may be: the registrations of its UUID and serial
 // number across projects, and what Discover writes of them (registration
-// statuses, node credentials). They read the dozen columns the decision
-// needs, never whole hosts, and write only the fields a change names, in
+// statuses, the Secure Boot state reported, the statuses of a Secure Boot
+// mismatch, node credentials). They read the score of columns the
+// decision needs, never whole hosts, and write only the fields a change names, in
 // a transaction of their own run by the TxRunner the store was asked for
 // them with (a batch shared with other devices' calls; unscoped, as a
 // device's registrations may be in several projects). The writes are
@@ -56,14 +57,51 @@ type DeviceClaim struct {
 	// InstanceState is the current state of the host's instance, "" when
 	// it has none.
 	InstanceState InstanceState
+	// InstanceID and SecurityFeature are the host's instance's ID
+	// ("" when it has none) and security feature, as CheckSecureBoot
+	// compares it with the device's Secure Boot state.
+	InstanceID      string
+	SecurityFeature SecurityFeature
+	// HostStatus and Onboarding are the host's hostStatus and
+	// onboardingStatus, each with its indicator and time.
+	HostStatus, Onboarding StatusValue
+	// SecureBoot is the Secure Boot state the host's node last reported
+	// and SecureBootAt when it was read, unix seconds (0: never).
+	SecureBoot   SecureBootState
+	SecureBootAt uint64
+}
+
+// Instance is the claim's instance as CheckSecureBoot takes it (its ID and
+// security feature), nil when the host has none.
+func (c *DeviceClaim) Instance() *Instance {
+	if c.InstanceID == "" {
+		return nil
+	}
+	return &Instance{Meta: Meta{ResourceID: c.InstanceID}, HostID: c.ID, SecurityFeature: c.SecurityFeature, CurrentState: c.InstanceState}
 }
 
 // ClaimChange is what a decision writes of one claimed host: each part
-// that is not nil, the registration status first.
+// that is not nil, in the order of the fields.
 type ClaimChange struct {
 	Project, ID  string
 	Registration *StatusValue
-	Credentials  *IssuedCredentials
+	// SecureBoot is the Secure Boot state the device reported, to be
+	// recorded (when SecureBootDue says so).
+	SecureBoot *SecureBootReport
+	// HostStatus is written over the host status read (a change
+	// meanwhile runs the transaction again).
+	HostStatus *StatusValue
+	// Onboarding is the onboarding status of a device refused;
+	// Credentials carry the status of one onboarded (not both).
+	Onboarding  *StatusValue
+	Credentials *IssuedCredentials
+}
+
+// SecureBootReport is a node's Secure Boot state and when it was read,
+// unix seconds.
+type SecureBootReport struct {
+	State SecureBootState
+	At    uint64
 }
 
 // IssuedCredentials are what onboarding records when it gives a node
@@ -88,6 +126,30 @@ var reSecretHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func (c ClaimChange) Check(claim *DeviceClaim) error {
 	if c.Registration != nil {
 		if err := c.Registration.check("registrationStatus"); err != nil {
+			return err
+		}
+	}
+	if sb := c.SecureBoot; sb != nil {
+		if err := checkEnum("secureBootState", sb.State); err != nil {
+			return err
+		}
+		if sb.State == "" || sb.State == SecureBootStateUnspecified {
+			return Errorf(EINVALID, "secureBootState: %s says nothing of the firmware and is not recorded", SecureBootStateUnspecified)
+		}
+		if sb.At == 0 {
+			return Errorf(EINVALID, "secureBootStateTimestamp: want the time the state was read, unix seconds")
+		}
+	}
+	if c.HostStatus != nil {
+		if err := c.HostStatus.check("hostStatus"); err != nil {
+			return err
+		}
+	}
+	if c.Onboarding != nil {
+		if c.Credentials != nil {
+			return Errorf(EINVALID, "onboardingStatus: given twice (the credentials carry one)")
+		}
+		if err := c.Onboarding.check("onboardingStatus"); err != nil {
 			return err
 		}
 	}

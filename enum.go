@@ -47,6 +47,9 @@ type (
 	TelemetryResourceKind   string
 	TelemetryCollectorKind  string
 	SeverityLevel           string
+	// SecureBootState is our extension (docs/security.md): the firmware's
+	// Secure Boot state as a node's micro-OS read it.
+	SecureBootState string
 )
 
 const (
@@ -92,6 +95,14 @@ const (
 
 	AmtStateUnspecified AmtState = "AMT_STATE_UNSPECIFIED"
 	AmtStateProvisioned AmtState = "AMT_STATE_PROVISIONED"
+
+	// The Secure Boot states, as the southbound protocol names them
+	// (eim.provisioning.v1.SecureBootState).
+	SecureBootStateUnspecified SecureBootState = "SECURE_BOOT_STATE_UNSPECIFIED" // not reported (yet, or by an older agent)
+	SecureBootStateNotUEFI     SecureBootState = "SECURE_BOOT_STATE_NOT_UEFI"    // legacy BIOS boot: no EFI variables
+	SecureBootStateDisabled    SecureBootState = "SECURE_BOOT_STATE_DISABLED"    // UEFI, Secure Boot off
+	SecureBootStateSetupMode   SecureBootState = "SECURE_BOOT_STATE_SETUP_MODE"  // UEFI without a platform key: nothing enforced
+	SecureBootStateEnabled     SecureBootState = "SECURE_BOOT_STATE_ENABLED"     // UEFI, Secure Boot enforced
 )
 
 func (HostState) Values() []string {
@@ -160,4 +171,7 @@ func (TelemetryCollectorKind) Values() []string {
 }
 func (SeverityLevel) Values() []string {
 	return []string{"SEVERITY_LEVEL_UNSPECIFIED", "SEVERITY_LEVEL_CRITICAL", "SEVERITY_LEVEL_ERROR", "SEVERITY_LEVEL_WARN", "SEVERITY_LEVEL_INFO", "SEVERITY_LEVEL_DEBUG"}
+}
+func (SecureBootState) Values() []string {
+	return []string{"SECURE_BOOT_STATE_UNSPECIFIED", "SECURE_BOOT_STATE_NOT_UEFI", "SECURE_BOOT_STATE_DISABLED", "SECURE_BOOT_STATE_SETUP_MODE", "SECURE_BOOT_STATE_ENABLED"}
 }

@@ -66,6 +66,16 @@ type Host struct {
 	CurrentSolState    SolState         `json:"currentSolState"`
 	SolSessionStatus   string           `json:"solSessionStatus"`
 
+	// SecureBootState is the firmware's Secure Boot state as the node's
+	// micro-OS last read it (at Discover and when it asked for its
+	// workflow), and SecureBootStateTimestamp when (unix seconds; 0
+	// never). Our extension: the original's host has no such field
+	// (docs/security.md). Written by the onboarding module (at Discover,
+	// eim.DeviceClaims) and the provisioning module
+	// (inventory.RecordSecureBoot) only.
+	SecureBootState          SecureBootState `json:"secureBootState"`
+	SecureBootStateTimestamp uint64          `json:"secureBootStateTimestamp"`
+
 	Metadata Metadata `json:"metadata" eim:"w"`
 
 	// Hardware children, as the node last reported them (see hardware.go).

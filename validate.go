@@ -243,6 +243,7 @@ func validateHost(h *Host) error {
 	c.add(checkEnum("solStatus", h.SolStatus))
 	c.add(checkEnum("desiredSolState", h.DesiredSolState))
 	c.add(checkEnum("currentSolState", h.CurrentSolState))
+	c.add(checkEnum("secureBootState", h.SecureBootState))
 	c.metadata("metadata", h.Metadata)
 	return c.err
 }

@@ -24,7 +24,7 @@ type Identity struct {
 	Hostname   string
 	Interfaces []Interface
 	// SecureBoot is the firmware's Secure Boot state (ReadSecureBoot),
-	// sent with the request for the workflow.
+	// sent at Discover and with the request for the workflow.
 	SecureBoot provisioningv1.SecureBootState
 	// MeasuredBoot is what the TPM measured of this boot
 	// (ReadMeasuredBoot), sent with the request for the workflow too.

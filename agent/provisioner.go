@@ -236,6 +236,7 @@ func (p *Provisioner) discover(ctx context.Context, ob onboardingv1connect.Onboa
 		EnrollmentToken: p.EnrollToken,
 		Installed:       p.Installed,
 		Hardware:        p.Hardware,
+		SecureBoot:      p.Identity.SecureBoot,
 	}
 	for _, l := range p.Labels {
 		req.Labels = append(req.Labels, &onboardingv1.Label{Key: l.Key, Value: l.Value})

@@ -134,6 +134,7 @@ func TestProvisionerHappyPath(t *testing.T) {
 	rec := &recorder{}
 	p, w, phases := newProvisioner(t, ca, url, rec)
 	p.EnrollToken = "enroll-me"
+	p.Identity.SecureBoot = provisioningv1.SecureBootState_SECURE_BOOT_STATE_SETUP_MODE
 
 	res, err := p.Run(runCtx(t))
 	if err != nil {
@@ -145,7 +146,8 @@ func TestProvisionerHappyPath(t *testing.T) {
 		t.Errorf("result = %+v, want %+v", res, want)
 	}
 	if gotReq.GetUuid() != p.Identity.UUID || gotReq.GetSerial() != "ABC12345" || gotReq.GetEnrollmentToken() != "enroll-me" ||
-		len(gotReq.GetInterfaces()) != 1 || gotReq.GetInterfaces()[0].GetMac() != "52:54:00:12:34:56" || gotReq.GetAgentVersion() == "" {
+		len(gotReq.GetInterfaces()) != 1 || gotReq.GetInterfaces()[0].GetMac() != "52:54:00:12:34:56" || gotReq.GetAgentVersion() == "" ||
+		gotReq.GetSecureBoot() != provisioningv1.SecureBootState_SECURE_BOOT_STATE_SETUP_MODE {
 		t.Errorf("discover request = %v", gotReq)
 	}
 	if got := w.all(); !slices.Equal(got, []time.Duration{17 * time.Second, 7 * time.Second}) {

@@ -26,8 +26,8 @@ var notServed = map[string][]string{
 
 // extra are properties we serve that the reference does not declare.
 var extra = map[string][]string{
-	"HostResource": {"providerId"},
-	"SiteResource": {"powerPolicy"}, // the oob module's power policy (docs/compatibility.md)
+	"HostResource": {"providerId", "secureBootState", "secureBootStateTimestamp"}, // the node's Secure Boot state (docs/security.md)
+	"SiteResource": {"powerPolicy"},                                               // the oob module's power policy (docs/compatibility.md)
 }
 
 // ourPaths are the paths of ours outside the reference.

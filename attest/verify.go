@@ -31,18 +31,22 @@ type Report struct {
 
 // Artifact is an EFI binary EIM serves for the boot, by its Authenticode
 // SHA-256 digest: what the firmware measures into PCR 4 when it loads it.
+// A unified kernel image has KernelImage too: what its stub measures into
+// PCR 11.
 type Artifact struct {
-	Name   string
-	Digest []byte
+	Name        string
+	Digest      []byte
+	KernelImage *KernelImage
 }
 
-// ArtifactOf computes an EFI binary's Authenticode SHA-256 digest.
+// ArtifactOf computes an EFI binary's Authenticode SHA-256 digest and,
+// for a unified kernel image, the PCR 11 its sections make.
 func ArtifactOf(name string, image []byte) (Artifact, error) {
 	im, err := secureboot.Parse(image)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return Artifact{Name: name, Digest: im.Digest(crypto.SHA256)}, nil
+	return Artifact{Name: name, Digest: im.Digest(crypto.SHA256), KernelImage: KernelImageOf(im)}, nil
 }
 
 // Mismatch is a measured boot that does not verify: what the PCR's
@@ -55,26 +59,45 @@ type Mismatch struct {
 func (m *Mismatch) Error() string { return fmt.Sprintf("PCR %d: %s", m.PCR, m.Reason) }
 
 // Verify checks a report: its event log parses, replays to the reported
-// value of every PCR the log measures, and every EFI application measured
-// into PCR 4 is one of served. It returns nil when all holds, a *Mismatch
-// naming the PCR when a value or a binary is not what it should be, and
-// another error when the log cannot be read at all.
+// value of every PCR the log measures, every EFI application measured
+// into PCR 4 is one of served, and, when one of them is a unified kernel
+// image, PCR 11 is what its sections make. It returns nil when all holds,
+// a *Mismatch naming the PCR when a value or a binary is not what it
+// should be, and another error when the log cannot be read at all.
 func Verify(r Report, served []Artifact) error {
+	_, err := Check(r, served)
+	return err
+}
+
+// Checked says what Verify compared beyond the replay and PCR 4.
+type Checked struct {
+	// KernelImage names the unified kernel image whose PCR 11 was
+	// compared ("" when the boot ran none).
+	KernelImage string
+}
+
+// Check is Verify, saying what it compared.
+func Check(r Report, served []Artifact) (Checked, error) {
+	var c Checked
 	l, err := Parse(r.EventLog)
 	if err != nil {
-		return err
+		return c, err
 	}
 	if err := Replay(l, r.PCRs); err != nil {
-		return err
+		return c, err
 	}
 	if r.SecureBoot {
 		if on, found := SecureBootOf(l); !found {
-			return &Mismatch{PCR: SecureBootPCR, Reason: "the node reported Secure Boot enforced, but the firmware measured no SecureBoot variable"}
+			return c, &Mismatch{PCR: SecureBootPCR, Reason: "the node reported Secure Boot enforced, but the firmware measured no SecureBoot variable"}
 		} else if !on {
-			return &Mismatch{PCR: SecureBootPCR, Reason: "the node reported Secure Boot enforced, but the firmware measured SecureBoot off"}
+			return c, &Mismatch{PCR: SecureBootPCR, Reason: "the node reported Secure Boot enforced, but the firmware measured SecureBoot off"}
 		}
 	}
-	return CheckBootCode(l, served)
+	if err := CheckBootCode(l, served); err != nil {
+		return c, err
+	}
+	c.KernelImage, err = CheckKernelImage(l, r.PCRs, served)
+	return c, err
 }
 
 // SecureBootPCR is the PCR UEFI firmware extends with the Secure Boot

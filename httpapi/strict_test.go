@@ -67,6 +67,23 @@ func TestStrictInput(t *testing.T) {
 		}
 	})
 
+	// The Secure Boot state, an extension field of ours, is the node's to
+	// report: shown on every host, ignored when a client writes it, a 400
+	// naming it when the value is not a state.
+	t.Run("secureBootState is read-only", func(t *testing.T) {
+		r := e.must(t, 200, "GET", "~/compute/hosts/"+host, tokRW, nil)
+		if _, ok := r.obj["secureBootStateTimestamp"]; r.str("secureBootState") != "SECURE_BOOT_STATE_UNSPECIFIED" || !ok || r.num("secureBootStateTimestamp") != 0 {
+			t.Errorf("a new host: secureBootState %q at %v, want SECURE_BOOT_STATE_UNSPECIFIED at 0", r.str("secureBootState"), r.obj["secureBootStateTimestamp"])
+		}
+		r = e.must(t, 200, "PATCH", "~/compute/hosts/"+host, tokRW, map[string]any{"secureBootState": "SECURE_BOOT_STATE_ENABLED", "secureBootStateTimestamp": 1767225600})
+		if r.str("secureBootState") != "SECURE_BOOT_STATE_UNSPECIFIED" || r.num("secureBootStateTimestamp") != 0 {
+			t.Errorf("written by a client: secureBootState %q at %v, want it ignored", r.str("secureBootState"), r.obj["secureBootStateTimestamp"])
+		}
+		for _, bad := range []any{"SECURE_BOOT_STATE_MAYBE", 4} {
+			wantError(t, e.do(t, "PATCH", "~/compute/hosts/"+host, tokRW, map[string]any{"secureBootState": bad}), 400, "InvalidArgument", "secureBootState")
+		}
+	})
+
 	t.Run("Content-Type", func(t *testing.T) {
 		send := func(method, path, ct, body string) resp {
 			t.Helper()

@@ -161,6 +161,68 @@ func TestSetAttestationStatus(t *testing.T) {
 	})
 }
 
+// The Secure Boot state a node reports is written with when it was read,
+// and nothing else of the host; an unchanged state only once its recorded
+// time is SecureBootRefresh old; UNSPECIFIED never (it would hide what was
+// reported); a value that is not a state is refused, naming the field. The
+// API shows it and ignores it in a write.
+func TestRecordSecureBoot(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := ok(e.svc.Create(e.ctx, e.proj, &eim.Host{Name: "before", UUID: newUUID()})).get(t).(*eim.Host)
+		if h.SecureBootState != eim.SecureBootStateUnspecified || h.SecureBootStateTimestamp != 0 {
+			t.Fatalf("a new host: %q at %d, want UNSPECIFIED at 0", h.SecureBootState, h.SecureBootStateTimestamp)
+		}
+		ok(e.svc.Update(e.ctx, e.proj, &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, Name: "renamed"}, []string{"name"})).get(t)
+		record := func(state eim.SecureBootState, at uint64) (int64, error) {
+			before, err := e.store.Revision(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = e.store.Update(e.ctx, e.proj, func(tx eim.Tx) error {
+				return inventory.RecordSecureBoot(e.ctx, tx, h, state, at)
+			})
+			after, rerr := e.store.Revision(e.ctx)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			return after - before, err
+		}
+		const t0 = 1767225600
+		for _, c := range []struct {
+			state  eim.SecureBootState
+			at     uint64
+			writes bool
+			want   eim.SecureBootState
+			wantAt uint64
+		}{
+			{eim.SecureBootStateEnabled, t0, true, eim.SecureBootStateEnabled, t0},
+			{eim.SecureBootStateEnabled, t0 + 30, false, eim.SecureBootStateEnabled, t0},
+			{eim.SecureBootStateUnspecified, t0 + 40, false, eim.SecureBootStateEnabled, t0},
+			{eim.SecureBootStateEnabled, t0 + inventory.SecureBootRefresh, true, eim.SecureBootStateEnabled, t0 + inventory.SecureBootRefresh},
+			{eim.SecureBootStateSetupMode, t0 + inventory.SecureBootRefresh + 1, true, eim.SecureBootStateSetupMode, t0 + inventory.SecureBootRefresh + 1},
+		} {
+			n, err := record(c.state, c.at)
+			if err != nil {
+				t.Fatalf("%s at %d: %v", c.state, c.at, err)
+			}
+			if (n > 0) != c.writes {
+				t.Errorf("%s at %d: %d revisions written, want a write: %v", c.state, c.at, n, c.writes)
+			}
+			got := ok(e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)).get(t).(*eim.Host)
+			if got.Name != "renamed" || got.SecureBootState != c.want || got.SecureBootStateTimestamp != c.wantAt {
+				t.Errorf("%s at %d: got name %q, %q at %d; want renamed, %q at %d", c.state, c.at, got.Name, got.SecureBootState, got.SecureBootStateTimestamp, c.want, c.wantAt)
+			}
+		}
+		_, err := record("SECURE_BOOT_STATE_MAYBE", t0+2000)
+		wantErr(t, err, eim.EINVALID, "secureBootState", "SECURE_BOOT_STATE_MAYBE")
+		// A client writing the read-only field: ignored.
+		ok(e.svc.Update(e.ctx, e.proj, &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, Name: "again", SecureBootState: eim.SecureBootStateDisabled}, []string{"name"})).get(t)
+		if got := ok(e.svc.Get(e.ctx, e.proj, eim.KindHost, h.ResourceID)).get(t).(*eim.Host); got.SecureBootState != eim.SecureBootStateSetupMode {
+			t.Errorf("after an API write: %q, want SETUP_MODE kept", got.SecureBootState)
+		}
+	})
+}
+
 // The API renaming hosts while a module records their statuses, at once:
 // nothing is lost, and no transaction of either is run again (on
 // PostgreSQL, where they overlap; SQLite has one writer).

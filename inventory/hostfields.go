@@ -183,6 +183,36 @@ func SetHostBMC(ctx context.Context, tx eim.Tx, h *eim.Host, kind eim.BaremetalC
 	return nil
 }
 
+// RecordSecureBoot records the firmware's Secure Boot state the node of h
+// reported (the provisioning module, when the node asks for its workflow;
+// onboarding's Discover records it through eim.DeviceClaims) and when it was read, unix
+// seconds, when SecureBootDue says so; otherwise it writes nothing.
+func RecordSecureBoot(ctx context.Context, tx eim.Tx, h *eim.Host, state eim.SecureBootState, at uint64) error {
+	if err := checkEnum("secureBootState", state); err != nil {
+		return err
+	}
+	if !SecureBootDue(h, state, at) {
+		return nil
+	}
+	w := &eim.Host{Meta: eim.Meta{ResourceID: h.ResourceID}, SecureBootState: state, SecureBootStateTimestamp: at}
+	if err := tx.UpdateFields(ctx, w, "secureBootState", "secureBootStateTimestamp"); err != nil {
+		return err
+	}
+	h.SecureBootState, h.SecureBootStateTimestamp = state, at
+	stamp(h, w)
+	return nil
+}
+
+// SecureBootDue reports whether a Secure Boot state read at (unix
+// seconds) is to be recorded on h (eim.SecureBootDue).
+func SecureBootDue(h *eim.Host, state eim.SecureBootState, at uint64) bool {
+	return eim.SecureBootDue(h.SecureBootState, h.SecureBootStateTimestamp, state, at)
+}
+
+// SecureBootRefresh is how old, in seconds, the recorded time of an
+// unchanged Secure Boot state gets before a new report renews it.
+const SecureBootRefresh = eim.SecureBootRefresh
+
 // AdmitHost creates in tx, in project, the host of a device approved in
 // the project's enrollment lobby: registered as EnrollHost registers one,
 // onboarded (the approval is the decision to let it in), at siteID (""

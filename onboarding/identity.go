@@ -8,6 +8,7 @@ import (
 
 	"github.com/eimhq/eim"
 	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
+	"github.com/eimhq/eim/southbound"
 )
 
 // Limits of a Discover request's free-form fields.
@@ -24,6 +25,11 @@ const (
 // either of which may be absent (placeholders and malformed serials are).
 type identity struct {
 	uuid, serial string
+	// secureBoot is the firmware's Secure Boot state the device reported
+	// (UNSPECIFIED: an agent older than the report); installed says the
+	// device runs its OS already (it is not provisioned).
+	secureBoot eim.SecureBootState
+	installed  bool
 }
 
 func (id identity) String() string {
@@ -77,6 +83,7 @@ func parseIdentity(req *onboardingv1.DiscoverRequest) (identity, error) {
 	if len(req.GetEnrollmentToken()) > maxTokenLen {
 		return id, eim.Errorf(eim.EINVALID, "enrollmentToken: at most %d bytes", maxTokenLen)
 	}
+	id.secureBoot, id.installed = southbound.SecureBootState(req.GetSecureBoot()), req.GetInstalled()
 	return id, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -30,6 +31,10 @@ const (
 	StatusOnboarded  = "Onboarded"
 	StatusRegistered = "Host is Registered"
 	StatusMismatch   = "Host Registration Failed due to mismatch of UUID/Serial Number"
+	// StatusBooting is the host status that replaces a Secure Boot
+	// mismatch flagged at an earlier Discover once the device reports a
+	// state its instance accepts.
+	StatusBooting = "Booting"
 	// StatusClaimed is the registration status of a host whose device
 	// another project registered too and which carried that project's
 	// enrollment token (ours: see lookup).
@@ -155,6 +160,7 @@ func (s *Service) discoverPass(ctx context.Context, req *onboardingv1.DiscoverRe
 			proof = project.Name
 		}
 	}
+	now := s.now()
 	// With one writer (SQLite), a read-only look first: refusals and
 	// unchanged answers then cost the writer nothing. With concurrent
 	// writers the batched transaction below decides alone.
@@ -163,7 +169,7 @@ func (s *Service) discoverPass(ctx context.Context, req *onboardingv1.DiscoverRe
 		if err != nil {
 			return nil, err
 		}
-		d, err := decide(set, id, proof)
+		d, err := decide(set, id, proof, now)
 		if err != nil {
 			return nil, err
 		}
@@ -189,10 +195,9 @@ func (s *Service) discoverPass(ctx context.Context, req *onboardingv1.DiscoverRe
 		toLobby bool
 	)
 	secret, hash := southbound.NewSecret() // used when the host is onboarded
-	now := s.now()
 	err = s.claims.RecordDiscover(ctx, id.uuid, id.serial, func(set eim.DeviceClaimSet) ([]eim.ClaimChange, error) {
 		resp, answer, toLobby = nil, nil, false
-		d, err := decide(set, id, proof)
+		d, err := decide(set, id, proof, now)
 		if err != nil {
 			if refusal(err) {
 				answer = err
@@ -250,12 +255,23 @@ type decision struct {
 	conflict []*eim.DeviceClaim // registrations of the device in other projects than the one it proved
 	held     []*eim.DeviceClaim // registrations in several projects, none proved: held
 	enroll   *struct{}          // unknown device: enroll it if it has a token
+
+	// instance is the host's instance, if it has one. secureBoot is the
+	// Secure Boot state the device reported, sbAt when (unix seconds), and
+	// sbMismatch, when the instance asks for another, why: the device is
+	// refused (eim.CheckSecureBoot).
+	instance   *eim.Instance
+	secureBoot eim.SecureBootState
+	sbAt       uint64
+	sbMismatch error
 }
 
 // decide looks the device up among its claims and applies the rules that
 // refuse it; proof is the project whose enrollment token the device
-// carries, if any. It is pure: the store's operation may run it again.
-func decide(set eim.DeviceClaimSet, id identity, proof string) (decision, error) {
+// carries, if any, and now the time of the call (when the device's Secure
+// Boot state was read). It is pure: the store's operation may run it
+// again.
+func decide(set eim.DeviceClaimSet, id identity, proof string, now time.Time) (decision, error) {
 	m, err := lookup(set, id, proof)
 	if err != nil {
 		return decision{}, err
@@ -280,12 +296,25 @@ func decide(set eim.DeviceClaimSet, id identity, proof string) (decision, error)
 	if h.InstanceState == eim.InstanceStateRunning {
 		return decision{}, eim.Errorf(eim.EPRECONDITION, "this device's host is already provisioned; invalidate or delete the host to re-onboard")
 	}
-	return decision{host: h, conflict: m.conflict}, nil
+	d := decision{host: h, conflict: m.conflict, secureBoot: id.secureBoot, sbAt: uint64(now.Unix())}
+	if in := h.Instance(); in != nil {
+		d.instance = in
+		// As the original's onboarding: an instance known already is held
+		// to the Secure Boot state the node booted with, before the node
+		// gets credentials (provisioning checks the instances that come
+		// later). A device that runs its OS already is not provisioned;
+		// an agent that did not report the state is left to provisioning,
+		// which refuses it only for an instance that asks for Secure Boot.
+		if !id.installed && id.secureBoot != eim.SecureBootStateUnspecified {
+			d.sbMismatch = eim.CheckSecureBoot(d.instance, id.secureBoot)
+		}
+	}
+	return d, nil
 }
 
 // onboarding reports whether the host gets credentials.
 func (d decision) onboarding() bool {
-	return d.host != nil && d.host.DesiredState == eim.HostStateOnboarded
+	return d.host != nil && d.host.DesiredState == eim.HostStateOnboarded && d.sbMismatch == nil
 }
 
 // writes reports whether applying d changes anything. Onboarding always
@@ -296,9 +325,12 @@ func (d decision) writes() bool {
 
 // changes are what d writes, in order: the registration errors of the
 // hosts the device mismatches, conflicts with or is held on (unless they
-// show it already), then the matched host's registration status and, when
-// it is onboarded, its new credentials (secretHash, the hash of the secret
-// the answer carries).
+// show it already), then the matched host's: its registration status,
+// the Secure Boot state the device reported (when eim.SecureBootDue says
+// so), and either the host and onboarding statuses of a Secure Boot
+// mismatch or, when it is onboarded, its new credentials (secretHash, the
+// hash of the secret the answer carries) with the host status back to
+// Booting after a mismatch.
 func (d decision) changes(id identity, secretHash string, now time.Time) []eim.ClaimChange {
 	var out []eim.ClaimChange
 	for _, group := range []struct {
@@ -321,12 +353,34 @@ func (d decision) changes(id identity, secretHash string, now time.Time) []eim.C
 	if h.Registration.Text != StatusRegistered || h.Registration.Indicator != eim.StatusIdle {
 		ch.Registration = &eim.StatusValue{Text: StatusRegistered, Indicator: eim.StatusIdle, Timestamp: uint64(now.Unix())}
 	}
-	if d.onboarding() {
+	if eim.SecureBootDue(h.SecureBoot, h.SecureBootAt, d.secureBoot, d.sbAt) {
+		ch.SecureBoot = &eim.SecureBootReport{State: d.secureBoot, At: d.sbAt}
+	}
+	switch {
+	case d.sbMismatch != nil:
+		// As the original's onboarding: the host status
+		// SecureBootMismatch and the onboarding status that says why
+		// (both ERROR), each unless shown already. The device gets no
+		// credentials (answer refuses it).
+		if h.HostStatus.Text != eim.SecureBootMismatch || h.HostStatus.Indicator != eim.StatusError {
+			ch.HostStatus = &eim.StatusValue{Text: eim.SecureBootMismatch, Indicator: eim.StatusError, Timestamp: uint64(now.Unix())}
+		}
+		if why := eim.ErrorMessage(d.sbMismatch); h.Onboarding.Text != why || h.Onboarding.Indicator != eim.StatusError {
+			ch.Onboarding = &eim.StatusValue{Text: why, Indicator: eim.StatusError, Timestamp: uint64(now.Unix())}
+		}
+	case d.onboarding():
+		if h.HostStatus.Text == eim.SecureBootMismatch && strings.HasPrefix(h.Onboarding.Text, eim.SecureBootMismatch) {
+			// Flagged by an earlier Discover (provisioning's refusals
+			// stand until the instance is reprovisioned), and right now:
+			// the firmware or the instance changed, and the node boots
+			// on.
+			ch.HostStatus = &eim.StatusValue{Text: StatusBooting, Indicator: eim.StatusInProgress, Timestamp: uint64(now.Unix())}
+		}
 		// The device's identity fills in what the registration lacked.
 		ch.Credentials = &eim.IssuedCredentials{SecretHash: secretHash, UUID: id.uuid, SerialNumber: id.serial,
 			Status: eim.StatusValue{Text: StatusOnboarded, Indicator: eim.StatusIdle, Timestamp: uint64(now.Unix())}}
 	}
-	if ch.Registration != nil || ch.Credentials != nil {
+	if ch.Registration != nil || ch.SecureBoot != nil || ch.HostStatus != nil || ch.Onboarding != nil || ch.Credentials != nil {
 		out = append(out, ch)
 	}
 	return out
@@ -342,6 +396,14 @@ func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverRespo
 		// host or project (the caller is not authenticated).
 		return &onboardingv1.DiscoverResponse{Status: onboardingv1.DiscoverResponse_STATUS_REGISTERED, RetryAfterSeconds: retryAfter()}, nil
 	}
+	if d.sbMismatch != nil {
+		// Refused, as a device whose host is not to be onboarded would
+		// be: it retries with back-off, and passes once its firmware or
+		// its instance changed. The reason names no host or project (the
+		// caller is not authenticated); the host's statuses say which.
+		return nil, eim.Errorf(eim.EPRECONDITION, "%s: this device's instance asks for %s and the device booted %s; the host's onboarding status says what to change",
+			eim.SecureBootMismatch, wantSecureBoot(d.instance), eim.DescribeSecureBoot(d.secureBoot))
+	}
 	h := d.host
 	resp := &onboardingv1.DiscoverResponse{HostId: h.ID, Project: h.Project}
 	if !d.onboarding() {
@@ -354,6 +416,14 @@ func (d decision) answer(s *Service, secret string) (*onboardingv1.DiscoverRespo
 	resp.ClientSecret = secret
 	resp.TokenUrl = s.tokenURL
 	return resp, nil
+}
+
+// wantSecureBoot says what an instance asks of its node's Secure Boot.
+func wantSecureBoot(in *eim.Instance) string {
+	if in.SecurityFeature == eim.SecurityFeatureSecureBootFDE {
+		return "Secure Boot enforced"
+	}
+	return "no Secure Boot"
 }
 
 // retryAfter is how long a device not onboarded yet waits before it calls

@@ -51,6 +51,9 @@ type verdict struct {
 	text     string
 	verified bool
 	failed   bool
+	// compared says what a verified boot's check compared beyond the
+	// replay, for the workflow's log ("" nothing more).
+	compared string
 }
 
 // mismatch is the verdict of a check that failed: "Mismatch: " and why.
@@ -122,12 +125,17 @@ func (s *Service) attestation(ctx context.Context, n southbound.Node, req *provi
 		return verdict{text: AttestationNotVerified + "the server could not read the binaries it serves to compare: " + err.Error(), failed: true}, true, false, nil
 	}
 	var m *attest.Mismatch
-	switch err := attest.Verify(rep, served); {
+	checked, err := attest.Check(rep, served)
+	compared := "PCR 4 holds only binaries EIM serves"
+	if checked.KernelImage != "" {
+		compared += "; PCR 11 is what the sections of the unified kernel image " + checked.KernelImage + " measure"
+	}
+	switch {
 	case err == nil && quoted:
-		return verdict{text: AttestationVerified, verified: true}, true, false, nil
+		return verdict{text: AttestationVerified, verified: true, compared: compared}, true, false, nil
 	case err == nil:
 		// Unquoted: acceptable only while the host has no key pinned.
-		v, err := s.unquoted(ctx, n, "this boot's measurements came without a quote", verdict{text: AttestationUnquoted, verified: true})
+		v, err := s.unquoted(ctx, n, "this boot's measurements came without a quote", verdict{text: AttestationUnquoted, verified: true, compared: compared})
 		return v, true, false, err
 	case errors.As(err, &m):
 		return mismatch(m.Error()), true, false, nil

@@ -1,60 +1,26 @@
 package provisioning
 
 import (
-	"fmt"
-
 	"github.com/eimhq/eim"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
+	"github.com/eimhq/eim/southbound"
 )
 
 // SecureBootMismatch is the status text the original's onboarding gives a
 // host whose firmware's Secure Boot state is not what its instance asks
 // for; the instance's provisioning status says why after it.
-const SecureBootMismatch = "SecureBoot status mismatch"
+const SecureBootMismatch = eim.SecureBootMismatch
 
 // sbRequired is the security feature that asks for Secure Boot.
-const sbRequired = eim.SecurityFeature("SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION")
+const sbRequired = eim.SecurityFeatureSecureBootFDE
 
 // checkSecureBoot compares the instance's security feature with the
-// node's Secure Boot state, as the original's onboarding does: an instance
-// asking for Secure Boot and FDE needs a node that booted with Secure Boot
-// enforced; one asking for none (NONE or UNSPECIFIED) is refused a node
-// that enforces it. A node that did not say (an agent older than the
-// report) passes unless the instance asks for Secure Boot. The error is
+// node's Secure Boot state (eim.CheckSecureBoot): the onboarding module
+// flags a mismatch at Discover already when the instance is known then;
+// this check holds the nodes whose instance came later. The error is
 // EINVALID, which fails the workflow with its message.
 func checkSecureBoot(in *eim.Instance, state provisioningv1.SecureBootState) error {
-	enforced := state == provisioningv1.SecureBootState_SECURE_BOOT_STATE_ENABLED
-	switch {
-	case in.SecurityFeature == sbRequired && state == provisioningv1.SecureBootState_SECURE_BOOT_STATE_UNSPECIFIED:
-		return eim.Errorf(eim.EINVALID, "%s: instance %s asks for %s and the node did not report its Secure Boot state (an eim-agent older than the check, or efivarfs not readable)",
-			SecureBootMismatch, in.ResourceID, sbRequired)
-	case in.SecurityFeature == sbRequired && !enforced:
-		return eim.Errorf(eim.EINVALID, "%s: instance %s asks for %s and the node booted %s: enroll the deployment's Secure Boot certificate (eim secureboot export) and turn Secure Boot on in its firmware",
-			SecureBootMismatch, in.ResourceID, sbRequired, describeSB(state))
-	case in.SecurityFeature != sbRequired && enforced:
-		return eim.Errorf(eim.EINVALID, "%s: instance %s has securityFeature %s and the node booted with Secure Boot enforced: set the instance's securityFeature to %s, or turn Secure Boot off",
-			SecureBootMismatch, in.ResourceID, orUnspecified(in.SecurityFeature), sbRequired)
-	}
-	return nil
-}
-
-func describeSB(s provisioningv1.SecureBootState) string {
-	switch s {
-	case provisioningv1.SecureBootState_SECURE_BOOT_STATE_NOT_UEFI:
-		return "in legacy BIOS mode (no Secure Boot)"
-	case provisioningv1.SecureBootState_SECURE_BOOT_STATE_DISABLED:
-		return "with Secure Boot disabled"
-	case provisioningv1.SecureBootState_SECURE_BOOT_STATE_SETUP_MODE:
-		return "with its firmware in setup mode (no platform key: Secure Boot not enforced)"
-	}
-	return fmt.Sprintf("in Secure Boot state %v", s)
-}
-
-func orUnspecified(f eim.SecurityFeature) eim.SecurityFeature {
-	if f == "" {
-		return "SECURITY_FEATURE_UNSPECIFIED"
-	}
-	return f
+	return eim.CheckSecureBoot(in, southbound.SecureBootState(state))
 }
 
 // NoTPMForFDE is the host's status when its instance asks for full-disk

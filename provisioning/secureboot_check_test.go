@@ -44,6 +44,14 @@ func TestGetWorkflowChecksSecureBoot(t *testing.T) {
 			// A node with a TPM: full-disk encryption can seal to it.
 			got := e.getWorkflowMB(h.ResourceID, tt.state, &provisioningv1.MeasuredBoot{Tpm: provisioningv1.MeasuredBoot_TPM_PRESENT, Error: "not read in this test"})
 			inst, host := e.getInstance(in.ResourceID), e.getHost(h.ResourceID)
+			// The state is recorded on the host, when reported.
+			wantState, wantAt := eim.SecureBootState(tt.state.String()), true
+			if tt.state == provisioningv1.SecureBootState_SECURE_BOOT_STATE_UNSPECIFIED {
+				wantAt = false
+			}
+			if host.SecureBootState != wantState || (host.SecureBootStateTimestamp != 0) != wantAt {
+				t.Errorf("%s: host secureBootState %q at %d, want %q (a time: %v)", tt.name, host.SecureBootState, host.SecureBootStateTimestamp, wantState, wantAt)
+			}
 			if tt.reason == "" {
 				if got.Disposition != provisioningv1.GetWorkflowResponse_DISPOSITION_RUN {
 					t.Errorf("%s: got %v (%s), want RUN", tt.name, got.Disposition, got.Message)
@@ -135,6 +143,37 @@ func TestGetWorkflowChecksTPM(t *testing.T) {
 			if len(enc.GetPcrs()) != 1 || enc.GetPcrs()[0] != 7 || enc.GetLabel() != "eim-root" || enc.GetPartition() != 0 || enc.GetRecoveryKey() != "" {
 				t.Errorf("%s: encrypt-root %v, want PCR 7, label eim-root, the largest partition, no key", tt.name, enc)
 			}
+		}
+	})
+}
+
+// A node waiting for its instance has its Secure Boot state recorded on
+// its host by its first request; the next requests, with the state
+// unchanged, write nothing (the recorded time is renewed only after
+// inventory.SecureBootRefresh); a changed state is recorded at once.
+func TestGetWorkflowRecordsSecureBoot(t *testing.T) {
+	run(t, func(t *testing.T, e *env) {
+		h := e.host()
+		enabled, disabled := provisioningv1.SecureBootState_SECURE_BOOT_STATE_ENABLED, provisioningv1.SecureBootState_SECURE_BOOT_STATE_DISABLED
+		if got := e.getWorkflowMB(h.ResourceID, enabled, nil); got.Disposition != provisioningv1.GetWorkflowResponse_DISPOSITION_WAIT {
+			t.Fatalf("got %v, want WAIT (no instance)", got.Disposition)
+		}
+		got := e.getHost(h.ResourceID)
+		if got.SecureBootState != eim.SecureBootStateEnabled || got.SecureBootStateTimestamp == 0 {
+			t.Fatalf("host secureBootState %q at %d, want ENABLED with a time", got.SecureBootState, got.SecureBootStateTimestamp)
+		}
+		rev, err := e.store.Revision(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.getWorkflowMB(h.ResourceID, enabled, nil)
+		e.getWorkflowMB(h.ResourceID, provisioningv1.SecureBootState_SECURE_BOOT_STATE_UNSPECIFIED, nil)
+		if now, err := e.store.Revision(e.ctx); err != nil || now != rev {
+			t.Errorf("unchanged and unreported states: revision %d (%v), want %d: nothing written", now, err, rev)
+		}
+		e.getWorkflowMB(h.ResourceID, disabled, nil)
+		if got := e.getHost(h.ResourceID); got.SecureBootState != eim.SecureBootStateDisabled {
+			t.Errorf("after a boot with Secure Boot off: %q, want DISABLED", got.SecureBootState)
 		}
 	})
 }

@@ -123,6 +123,9 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		return nil, err
 	}
 	var st *nodeState
+	// The node's Secure Boot state is recorded on its host (when it
+	// changed, or the recorded one is getting old: inventory.SecureBootDue).
+	sbState, sbAt := southbound.SecureBootState(req.Msg.GetSecureBoot()), uint64(s.now().Unix())
 	if !s.direct {
 		err = s.store.View(ctx, n.Project, func(tx eim.Tx) error {
 			st, err = s.load(ctx, tx, n, true)
@@ -132,6 +135,17 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 			return nil, s.rpcError(ctx, "get workflow", err)
 		}
 		if resp := answer(st); resp != nil {
+			if inventory.SecureBootDue(st.host, sbState, sbAt) {
+				if err := s.batch.DoIn(ctx, n.Project, func(tx eim.Tx) error {
+					var hs nodeState
+					if err := hs.loadHost(ctx, tx, n); err != nil {
+						return err
+					}
+					return inventory.RecordSecureBoot(ctx, tx, hs.host, sbState, sbAt)
+				}); err != nil {
+					return nil, s.rpcError(ctx, "record the secure boot state", err)
+				}
+			}
 			resp.MeasuredBootLater = true
 			return s.respond(n, req.Msg, resp), nil
 		}
@@ -158,6 +172,9 @@ func (s *Service) GetWorkflow(ctx context.Context, req *connect.Request[provisio
 		var err error
 		st, err = s.load(ctx, tx, n, true)
 		if err != nil {
+			return err
+		}
+		if err := inventory.RecordSecureBoot(ctx, tx, st.host, sbState, sbAt); err != nil {
 			return err
 		}
 		if ask = false; answer(st) != nil {
@@ -292,6 +309,13 @@ func (s *Service) create(ctx context.Context, tx eim.Tx, st *nodeState) (*eim.Wo
 		} else if err = checkTPM(in, st.tpm); err != nil {
 			refused = NoTPMForFDE
 		}
+	}
+	if st.attested {
+		msg := "measured boot: " + st.attest.text
+		if st.attest.verified && st.attest.compared != "" {
+			msg += " (" + st.attest.compared + ")"
+		}
+		appendLog(wf, s.logCap, eim.WorkflowLogEntry{Time: now, Action: -1, Message: msg})
 	}
 	if err != nil {
 		if eim.ErrorCode(err) != eim.EINVALID && eim.ErrorCode(err) != eim.ENOTFOUND {

@@ -47,6 +47,30 @@ func (im *Image) Section(name string) ([]byte, bool) {
 	return nil, false
 }
 
+// SectionInMemory returns the contents of the first section called name
+// as the loader maps it: VirtualSize bytes, the section's bytes in the
+// file and zeros after them when its raw data is shorter (what
+// systemd-stub measures of a unified kernel image's sections). ok is false
+// when there is no such section, or its VirtualSize is 0 or larger than
+// an image this package parses.
+func (im *Image) SectionInMemory(name string) ([]byte, bool) {
+	for _, s := range im.sections {
+		if s.name != name {
+			continue
+		}
+		if s.vsize <= 0 || s.vsize > maxImage {
+			return nil, false
+		}
+		if s.vsize <= s.size {
+			return im.data[s.off : s.off+s.vsize], true
+		}
+		b := make([]byte, s.vsize)
+		copy(b, im.data[s.off:s.off+s.size])
+		return b, true
+	}
+	return nil, false
+}
+
 // AddSections returns image with secs appended as new read-only data
 // sections, in order: their headers after the section table (which must
 // have room before the first section's data: a stub made for it, as

@@ -10,11 +10,11 @@ import (
 
 // The onboarding module's typed operations on the hosts a calling device
 // may be (eim.DeviceClaims): the registrations of its UUID and serial
-// number are read through their indexes as the dozen columns Discover
-// decides on (with the current state of each host's instance), never as
-// whole hosts with their hardware; what the decision changes is written
-// with Tx.UpdateFields(If), audited and in the feed as the inventory's
-// field writes were.
+// number are read through their indexes as the columns Discover decides
+// on (with the ID, current state and security feature of each host's
+// instance), never as whole hosts with their hardware; what the decision
+// changes is written with Tx.UpdateFields(If), audited and in the feed as
+// the inventory's field writes were.
 
 var _ eim.DeviceClaims = deviceClaims{}
 
@@ -32,10 +32,15 @@ func (s *Store) DeviceClaims(run eim.TxRunner) eim.DeviceClaims {
 	return deviceClaims{s: s, run: run}
 }
 
-// claimCols are the columns of a claim, in scanClaims' order.
+// claimCols are the columns of a claim, in claimsWhere's order: the
+// host's, then its instance's (at most one: instances_host_id_key).
 const claimCols = "SELECT h.id, h.project, h.uuid, h.serial_number, h.desired_state, h.current_state, " +
 	"h.registration_status, h.registration_status_indicator, h.registration_status_timestamp, h.node_cred_gen, " +
-	"COALESCE((SELECT i.current_state FROM instances i WHERE i.project = h.project AND i.host_id = h.id), '') FROM hosts h WHERE "
+	"h.host_status, h.host_status_indicator, h.host_status_timestamp, " +
+	"h.onboarding_status, h.onboarding_status_indicator, h.onboarding_status_timestamp, " +
+	"h.secure_boot_state, h.secure_boot_state_timestamp, " +
+	"COALESCE(i.id, ''), COALESCE(i.current_state, ''), COALESCE(i.security_feature, '') " +
+	"FROM hosts h LEFT JOIN instances i ON i.project = h.project AND i.host_id = h.id WHERE "
 
 // claimsOrder orders a device's claims: the earliest registrations first.
 const claimsOrder = " ORDER BY h.created_at, h.id LIMIT ?"
@@ -123,17 +128,23 @@ func (t *tx) claimsWhere(ctx context.Context, where string, arg string) ([]*eim.
 	var out []*eim.DeviceClaim
 	for rows.Next() {
 		var (
-			c                 eim.DeviceClaim
-			desired, current  string
-			reg, regInd, inSt string
-			regTS             int64
+			c                         eim.DeviceClaim
+			desired, current          string
+			reg, regInd, hst, hstInd  string
+			onb, onbInd, sb           string
+			inSt, inFeature           string
+			regTS, hstTS, onbTS, sbTS int64
 		)
-		if err := rows.Scan(&c.ID, &c.Project, &c.UUID, &c.SerialNumber, &desired, &current, &reg, &regInd, &regTS, &c.CredGen, &inSt); err != nil {
+		if err := rows.Scan(&c.ID, &c.Project, &c.UUID, &c.SerialNumber, &desired, &current, &reg, &regInd, &regTS, &c.CredGen,
+			&hst, &hstInd, &hstTS, &onb, &onbInd, &onbTS, &sb, &sbTS, &c.InstanceID, &inSt, &inFeature); err != nil {
 			return nil, t.fail(err)
 		}
 		c.DesiredState, c.CurrentState = eim.HostState(desired), eim.HostState(current)
 		c.Registration = eim.StatusValue{Text: reg, Indicator: eim.StatusIndication(regInd), Timestamp: uint64(regTS)}
-		c.InstanceState = eim.InstanceState(inSt)
+		c.HostStatus = eim.StatusValue{Text: hst, Indicator: eim.StatusIndication(hstInd), Timestamp: uint64(hstTS)}
+		c.Onboarding = eim.StatusValue{Text: onb, Indicator: eim.StatusIndication(onbInd), Timestamp: uint64(onbTS)}
+		c.SecureBoot, c.SecureBootAt = eim.SecureBootState(sb), uint64(sbTS)
+		c.InstanceState, c.SecurityFeature = eim.InstanceState(inSt), eim.SecurityFeature(inFeature)
 		out = append(out, &c)
 	}
 	if err := rows.Err(); err != nil {
@@ -143,9 +154,11 @@ func (t *tx) claimsWhere(ctx context.Context, where string, arg string) ([]*eim.
 }
 
 // writeClaim writes ch, a change of one of set's hosts, as the
-// inventory's field writes of it did: the registration status, then the
-// credentials over the generation read while the host is still to be
-// onboarded (the UUID and serial number only where the host has none).
+// inventory's field writes of it did: the registration status, the
+// Secure Boot state, the host status over the one read, the onboarding
+// status of a refusal, then the credentials over the generation read
+// while the host is still to be onboarded (the UUID and serial number only
+// where the host has none).
 func (t *tx) writeClaim(ctx context.Context, set eim.DeviceClaimSet, ch eim.ClaimChange) error {
 	var claim *eim.DeviceClaim
 	for _, c := range append(append([]*eim.DeviceClaim(nil), set.ByUUID...), set.BySerial...) {
@@ -169,6 +182,31 @@ func (t *tx) writeClaim(ctx context.Context, set eim.DeviceClaimSet, ch eim.Clai
 		}
 		claim.Registration = v
 	}
+	if sb := ch.SecureBoot; sb != nil {
+		w := &eim.Host{Meta: eim.Meta{ResourceID: claim.ID}, SecureBootState: sb.State, SecureBootStateTimestamp: sb.At}
+		if err := t.UpdateFields(ctx, w, "secureBootState", "secureBootStateTimestamp"); err != nil {
+			return err
+		}
+		claim.SecureBoot, claim.SecureBootAt = sb.State, sb.At
+	}
+	if s := ch.HostStatus; s != nil {
+		v := unspecifiedStatus(*s)
+		w := &eim.Host{Meta: eim.Meta{ResourceID: claim.ID}, HostStatus: v.Text, HostStatusIndicator: v.Indicator, HostStatusTimestamp: v.Timestamp}
+		when := []eim.Cond{{Field: "hostStatus", Value: claim.HostStatus.Text}, {Field: "hostStatusIndicator", Value: claim.HostStatus.Indicator}}
+		if err := t.UpdateFieldsIf(ctx, w, when, "hostStatus", "hostStatusIndicator", "hostStatusTimestamp"); err != nil {
+			return err
+		}
+		claim.HostStatus = v
+	}
+	if s := ch.Onboarding; s != nil {
+		v := unspecifiedStatus(*s)
+		w := &eim.Host{Meta: eim.Meta{ResourceID: claim.ID}, OnboardingStatus: v.Text,
+			OnboardingStatusIndicator: v.Indicator, OnboardingStatusTimestamp: v.Timestamp}
+		if err := t.UpdateFields(ctx, w, "onboardingStatus", "onboardingStatusIndicator", "onboardingStatusTimestamp"); err != nil {
+			return err
+		}
+		claim.Onboarding = v
+	}
 	if o := ch.Credentials; o != nil {
 		st := unspecifiedStatus(o.Status)
 		w := &eim.Host{Meta: eim.Meta{ResourceID: claim.ID}, NodeSecretHash: o.SecretHash, NodeCredGen: claim.CredGen + 1,
@@ -189,7 +227,7 @@ func (t *tx) writeClaim(ctx context.Context, set eim.DeviceClaimSet, ch eim.Clai
 		if err := t.UpdateFieldsIf(ctx, w, when, fields...); err != nil {
 			return err
 		}
-		claim.CredGen, claim.CurrentState = w.NodeCredGen, eim.HostStateOnboarded
+		claim.CredGen, claim.CurrentState, claim.Onboarding = w.NodeCredGen, eim.HostStateOnboarded, st
 		if w.UUID != "" {
 			claim.UUID = w.UUID
 		}

@@ -47,6 +47,25 @@ type hostData struct {
 	EdgeWorkloads bool
 	Workloads     []hostWorkload
 	WorkloadNote  string
+	// SecureBoot is the firmware's Secure Boot state the node last
+	// reported, in words ("" none reported), and SecureBootAt when.
+	SecureBoot   string
+	SecureBootAt uint64
+}
+
+// secureBootWords is a reported Secure Boot state in words; "" for none.
+func secureBootWords(s eim.SecureBootState) string {
+	switch s {
+	case eim.SecureBootStateEnabled:
+		return "enforced"
+	case eim.SecureBootStateDisabled:
+		return "disabled"
+	case eim.SecureBootStateSetupMode:
+		return "not enforced: firmware in setup mode (no platform key)"
+	case eim.SecureBootStateNotUEFI:
+		return "none: legacy BIOS boot"
+	}
+	return ""
 }
 
 // membership is a host's place in a cluster.
@@ -138,7 +157,8 @@ func (h *Handler) hostData(r *http.Request, c *call, id string) (*hostData, erro
 		return nil, err
 	}
 	host := res.(*eim.Host)
-	d := &hostData{Host: host, LogURL: hostURL(proj, id) + "/log"}
+	d := &hostData{Host: host, LogURL: hostURL(proj, id) + "/log",
+		SecureBoot: secureBootWords(host.SecureBootState), SecureBootAt: host.SecureBootStateTimestamp}
 	if h.store != nil {
 		hv := heardOf(h.lastHeard(ctx, []eim.Resource{host})[id], h.now())
 		d.LastHeard = &hv

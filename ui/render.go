@@ -246,7 +246,7 @@ func pct(n, total int) int {
 // shortEnum drops an enum's type prefix: HOST_STATE_ONBOARDED → ONBOARDED.
 func shortEnum(s any) string {
 	v := fmt.Sprint(s)
-	for _, p := range []string{"HOST_STATE_", "INSTANCE_STATE_", "POWER_STATE_", "WORKFLOW_STATE_", "ACTION_STATE_", "SCHEDULE_STATUS_", "SECURITY_FEATURE_", "INSTANCE_KIND_", "STATUS_CONDITION_"} {
+	for _, p := range []string{"HOST_STATE_", "INSTANCE_STATE_", "POWER_STATE_", "WORKFLOW_STATE_", "ACTION_STATE_", "SCHEDULE_STATUS_", "SECURITY_FEATURE_", "INSTANCE_KIND_", "STATUS_CONDITION_", "SECURE_BOOT_STATE_"} {
 		if strings.HasPrefix(v, p) {
 			return strings.TrimPrefix(v, p)
 		}

@@ -880,3 +880,35 @@ func TestSettingsInMenu(t *testing.T) {
 		t.Errorf("the settings page: Settings is not the current menu entry")
 	}
 }
+
+// TestSecureBootInWords: the host page says the Secure Boot state the
+// node last reported, in words, with when; "not reported yet" before.
+func TestSecureBootInWords(t *testing.T) {
+	e := newEnv(t, proj)
+	h := registerHosts(t, e, 1, "sb-")[0]
+	if body := e.get(tokRO, "/ui/p/acme/hosts/"+h.ResourceID).Body.String(); !strings.Contains(body, `<dt>Secure Boot</dt><dd data-secure-boot="UNSPECIFIED">not reported yet</dd>`) {
+		t.Errorf("a host never reported: want \"not reported yet\" in\n%s", body)
+	}
+	at := uint64(time.Date(2026, 12, 3, 9, 30, 0, 0, time.UTC).Unix())
+	for state, want := range map[eim.SecureBootState]string{
+		eim.SecureBootStateEnabled:   `<dd data-secure-boot="ENABLED">enforced <span class="sub">reported <time>`,
+		eim.SecureBootStateDisabled:  `<dd data-secure-boot="DISABLED">disabled <span class="sub">`,
+		eim.SecureBootStateSetupMode: `<dd data-secure-boot="SETUP_MODE">not enforced: firmware in setup mode (no platform key) <span class="sub">`,
+		eim.SecureBootStateNotUEFI:   `<dd data-secure-boot="NOT_UEFI">none: legacy BIOS boot <span class="sub">`,
+	} {
+		err := e.inv.Store().Update(context.Background(), proj, func(tx eim.Tx) error {
+			r, err := tx.Get(context.Background(), eim.KindHost, h.ResourceID)
+			if err != nil {
+				return err
+			}
+			return inventory.RecordSecureBoot(context.Background(), tx, r.(*eim.Host), state, at)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at += 1
+		if body := e.get(tokRO, "/ui/p/acme/hosts/"+h.ResourceID).Body.String(); !strings.Contains(body, want) {
+			t.Errorf("%s: want %s in\n%s", state, want, body)
+		}
+	}
+}

@@ -21,6 +21,22 @@ type Boot struct {
 // variable measured into PCR 7) that loaded EFI applications with the
 // given Authenticode SHA-256 digests, in order, and the PCRs it leaves.
 func NewBoot(apps ...[]byte) Boot {
+	return NewUKIBoot(nil, apps...)
+}
+
+// Section is a section of a unified kernel image as systemd-stub
+// measures it: its name and its contents as loaded.
+type Section struct {
+	Name string
+	Data []byte
+}
+
+// NewUKIBoot is NewBoot whose last application is a unified kernel image
+// whose stub then measured sections into PCR 11, in the order given: for
+// each, an EV_IPL event of its name with the terminating NUL, then one of
+// its contents, both described by the name in UTF-16 (as systemd-stub 252
+// logs them).
+func NewUKIBoot(sections []Section, apps ...[]byte) Boot {
 	var log bytes.Buffer
 	le := func(v any) { _ = binary.Write(&log, binary.LittleEndian, v) }
 	// The header: a SHA-1-format event with the Spec ID Event03 of two
@@ -88,6 +104,16 @@ func NewBoot(apps ...[]byte) Boot {
 		_ = binary.Write(&ev, binary.LittleEndian, uint64(len(path)))
 		ev.Write(path)
 		event(4, 0x80000003, d, ev.Bytes())
+	}
+	for _, sec := range sections {
+		var desc []byte
+		for _, c := range sec.Name + "\x00" {
+			desc = append(desc, byte(c), 0)
+		}
+		name := sha256.Sum256(append([]byte(sec.Name), 0))
+		event(11, 0xd, name[:], desc)
+		data := sha256.Sum256(sec.Data)
+		event(11, 0xd, data[:], desc)
 	}
 	return Boot{EventLog: log.Bytes(), PCRs: pcrs}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/eimhq/eim/client"
 	onboardingv1 "github.com/eimhq/eim/proto/eim/onboarding/v1"
 	"github.com/eimhq/eim/proto/eim/onboarding/v1/onboardingv1connect"
+	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 )
 
 // The Day-0 flow end to end: the real server through Main (API and agent
@@ -288,6 +289,34 @@ func testDay0(t *testing.T, s *day0Server) {
 			}
 			wantReport(t, <-done, 4, 0)
 			s.checkRunning(t, eim.DefaultProject, hostIDs)
+		})
+
+		t.Run("the Secure Boot state shows on the host", func(t *testing.T) {
+			t.Parallel()
+			id := sim.Generate(1, 13)[0]
+			hostID := register(t, s, eim.DefaultProject, "", []sim.Identity{id})[0]
+			// A micro-OS that booted with Secure Boot enforced calls home.
+			ob := onboardingv1connect.NewOnboardingServiceClient(s.agentClient(t), s.agentURL)
+			if _, err := ob.Discover(ctx, connect.NewRequest(&onboardingv1.DiscoverRequest{Uuid: id.UUID, Serial: id.Serial,
+				SecureBoot: provisioningv1.SecureBootState_SECURE_BOOT_STATE_ENABLED})); err != nil {
+				t.Fatal(err)
+			}
+			var h eim.Host
+			if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, hostID, &h); err != nil {
+				t.Fatal(err)
+			}
+			if h.SecureBootState != eim.SecureBootStateEnabled || h.SecureBootStateTimestamp == 0 {
+				t.Errorf("API: secureBootState %q at %d, want ENABLED with a time", h.SecureBootState, h.SecureBootStateTimestamp)
+			}
+			cli := cliRunner{t: t, url: s.api, tokenFile: writeToken(t, strings.TrimSpace(string(mustRead(t, filepath.Join(s.dataDir, adminTokenFile)))))}
+			table := cli.must("host", "list", "--filter", "secureBootState=SECURE_BOOT_STATE_ENABLED")
+			lines := strings.Split(strings.TrimSpace(table), "\n")
+			if len(lines) != 2 || !strings.Contains(lines[0], "SECURE BOOT") || !strings.Contains(lines[1], hostID) || !strings.HasSuffix(strings.TrimSpace(lines[1]), "ENABLED") {
+				t.Errorf("eim host list --filter secureBootState=…ENABLED: got\n%s\nwant the header with SECURE BOOT and the host, ENABLED", table)
+			}
+			if got := cli.must("host", "get", hostID); !regexp.MustCompile(`(?m)^secureBootState:\s+SECURE_BOOT_STATE_ENABLED$`).MatchString(got) {
+				t.Errorf("eim host get: no secureBootState line in\n%s", got)
+			}
 		})
 
 		t.Run("unknown device is refused", func(t *testing.T) {

@@ -164,7 +164,8 @@ var nouns = []*noun{
 	{
 		name: "host", kind: eim.KindHost,
 		cols: []column{idCol, col("NAME", "name"), col("UUID", "uuid"), col("SERIAL", "serialNumber"), col("SITE", "siteId"),
-			enumCol("DESIRED", "desiredState", "HOST_STATE_"), enumCol("CURRENT", "currentState", "HOST_STATE_"), col("STATUS", "hostStatus")},
+			enumCol("DESIRED", "desiredState", "HOST_STATE_"), enumCol("CURRENT", "currentState", "HOST_STATE_"), col("STATUS", "hostStatus"),
+			enumCol("SECURE BOOT", "secureBootState", "SECURE_BOOT_STATE_")},
 		flags: []flagSpec{nameFlag,
 			{flag: "uuid", field: "uuid", usage: "host UUID"},
 			{flag: "site", field: "siteId", usage: "site ID"}, metaFlag},

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,7 +178,26 @@ func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string,
 	if len(page.Records) != 1 || page.Records[0].Action != string(eim.OpCreated) {
 		t.Errorf("audit records of the host's attestation key: got %+v, want the pin (CREATED): the boot was not quoted", page.Records)
 	}
-	t.Logf("%s: power-on to attestation %q (quoted by the TPM, its key pinned): %s", name, gi.TrustedAttestationStatus, time.Since(vm.start).Round(100*time.Millisecond))
+	// PCR 11 compared: systemd-stub measured the UKI's sections, and
+	// they are what the server's eim-microos.efi holds (the workflow's
+	// log says what the check compared).
+	plog, err := s.admin.ProvisioningLog(ctx, eim.DefaultProject, in.ResourceID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pcr11 = "measured boot: Verified (PCR 4 holds only binaries EIM serves; PCR 11 is what the sections of the unified kernel image eim-microos.efi measure)"
+	if !slices.ContainsFunc(plog.Entries, func(e eim.WorkflowLogEntry) bool { return e.Message == pcr11 }) {
+		t.Errorf("the provisioning log does not say PCR 11 was compared (want %q): %+v", pcr11, plog.Entries)
+	}
+	// The host shows the Secure Boot state its node reported.
+	var gh eim.Host
+	if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, in.HostID, &gh); err != nil {
+		t.Fatal(err)
+	}
+	if gh.SecureBootState != eim.SecureBootStateEnabled || gh.SecureBootStateTimestamp == 0 {
+		t.Errorf("host secureBootState %q at %d, want ENABLED with a time", gh.SecureBootState, gh.SecureBootStateTimestamp)
+	}
+	t.Logf("%s: power-on to attestation %q (quoted by the TPM, its key pinned, PCR 11 compared): %s", name, gi.TrustedAttestationStatus, time.Since(vm.start).Round(100*time.Millisecond))
 	if cons := string(mustRead(t, vm.log)); !strings.Contains(cons, "EIM: booting the micro-OS, a signed unified kernel image") {
 		t.Errorf("iPXE did not boot the micro-OS's unified kernel image; serial console in %s", vm.log)
 	}

@@ -97,8 +97,9 @@ func TestVMDay0(t *testing.T) {
 	}
 	t.Run("secure-boot-required-uefi", func(t *testing.T) {
 		// OVMF_VARS_4M.fd has no platform key: the firmware is in setup
-		// mode, which enforces nothing.
-		refusedVM(t, s, logDir, bootURL, osID, "sb-required-uefi", uefiFirmware(t), 4, "SecureBoot status mismatch", "setup mode")
+		// mode, which enforces nothing. The instance is known when the
+		// node calls home: refused at Discover.
+		refusedAtDiscoverVM(t, s, logDir, bootURL, osID, "sb-required-uefi", uefiFirmware(t), 4, "setup mode", eim.SecureBootStateSetupMode)
 	})
 	t.Run("secure-boot-attested-uefi", func(t *testing.T) {
 		attestedVM(t, s, logDir, bootURL, osID, "sb-attested-uefi", secureBootFirmware(t, filepath.Join(s.bootDir, "ipxe.efi"), true), 5)
@@ -202,6 +203,57 @@ func refusedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, 
 		t.Errorf("the micro-OS ran actions although provisioning was refused; console in %s", vm.log)
 	}
 	t.Logf("%s: power-on to %q shown: %s", name, hostStatus, time.Since(vm.start).Round(100*time.Millisecond))
+	vm.stop()
+}
+
+// refusedAtDiscoverVM: an instance asking for Secure Boot and full-disk
+// encryption, known before its VM boots without Secure Boot enforced. The
+// micro-OS reports its firmware's state at Discover and is refused there,
+// as the original's onboarding does: the host shows "SecureBoot status
+// mismatch", its onboarding status the reason, and the state read; the
+// node gets no credentials, no workflow is made and nothing touches its
+// disk.
+func refusedAtDiscoverVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string, fw firmware, n int, reason string, state eim.SecureBootState) {
+	ctx := context.Background()
+	h, in, vm := startInstanceVM(t, s, logDir, bootURL, osID, name, fw, n, sbFDE)
+	deadline := time.Now().Add(5 * time.Minute)
+	var gh eim.Host
+	for gh.HostStatus != eim.SecureBootMismatch {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: host %s does not show %q (%q, onboarding %q); serial console in %s",
+				time.Since(vm.start).Round(time.Second), h.ResourceID, eim.SecureBootMismatch, gh.HostStatus, gh.OnboardingStatus, vm.log)
+		}
+		if err := vm.exited(); err != nil {
+			t.Fatalf("the VM stopped: %v; serial console in %s", err, vm.log)
+		}
+		time.Sleep(250 * time.Millisecond)
+		if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindHost, h.ResourceID, &gh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "SecureBoot status mismatch: instance " + in.ResourceID + " asks for " + string(sbFDE)
+	if gh.HostStatusIndicator != eim.StatusError || !strings.HasPrefix(gh.OnboardingStatus, want) || !strings.Contains(gh.OnboardingStatus, reason) {
+		t.Errorf("host status %s, onboarding status %q; want ERROR and %q… naming %q", gh.HostStatusIndicator, gh.OnboardingStatus, want, reason)
+	}
+	if gh.SecureBootState != state || gh.SecureBootStateTimestamp == 0 {
+		t.Errorf("host secureBootState %q at %d, want %s with a time", gh.SecureBootState, gh.SecureBootStateTimestamp, state)
+	}
+	if gh.CurrentState == eim.HostStateOnboarded {
+		t.Errorf("the refused node was onboarded")
+	}
+	// The node is told why, and asks again later.
+	waitConsole(t, vm, "SecureBoot status mismatch")
+	var gi eim.Instance
+	if err := s.admin.Get(ctx, eim.DefaultProject, eim.KindInstance, in.ResourceID, &gi); err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(gi.ProvisioningStatus, "Provisioning") {
+		t.Errorf("instance provisioning status %q: the node refused at Discover reached provisioning", gi.ProvisioningStatus)
+	}
+	if cons := string(mustRead(t, vm.log)); strings.Contains(cons, "action=erase-disk") || strings.Contains(cons, "action=stream-image") {
+		t.Errorf("the micro-OS ran actions although it was refused; console in %s", vm.log)
+	}
+	t.Logf("%s: power-on to %q shown at Discover: %s", name, eim.SecureBootMismatch, time.Since(vm.start).Round(100*time.Millisecond))
 	vm.stop()
 }
 

@@ -78,6 +78,11 @@ var rules = map[eim.Kind]map[string]rule{
 		"hostNics":           {desc: "Network interfaces of the host, as its node last reported them."},
 		"hostUsbs":           {desc: "USB devices of the host, as its node last reported them."},
 		"hostGpus":           {desc: "GPUs of the host, as its node last reported them."},
+		"secureBootState": {desc: "Our extension: the firmware's Secure Boot state as the host's node last read it in the micro-OS " +
+			"(EFI variables SecureBoot and SetupMode), reported at device discovery and with its request for the workflow: " +
+			"NOT_UEFI (legacy BIOS), DISABLED, SETUP_MODE (no platform key: nothing enforced), ENABLED (enforced); " +
+			"UNSPECIFIED until a node reports it. Read-only."},
+		"secureBootStateTimestamp": {desc: "Our extension: when the node last reported secureBootState, unix seconds (0: never). Read-only."},
 	},
 	eim.KindInstance: {
 		"name":                 resourceName,

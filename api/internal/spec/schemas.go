@@ -335,6 +335,8 @@ var enumDescs = map[string]string{
 	"IPAddressConfigMethod":   "How an address was set on an interface: statically or dynamically (DHCP).",
 	"WorkloadKind":            "What a workload is.",
 	"WorkloadMemberKind":      "What role an instance plays in its workload.",
+	"SecureBootState": "Our extension: a host's firmware Secure Boot state as its node read it: legacy BIOS (NOT_UEFI), " +
+		"UEFI with Secure Boot off (DISABLED), in setup mode without a platform key (SETUP_MODE: nothing enforced), or enforced (ENABLED).",
 }
 
 func (b *schemaBuilder) enumSchemas(into *obj) {

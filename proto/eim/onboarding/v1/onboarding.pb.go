@@ -10,6 +10,7 @@
 package onboardingv1
 
 import (
+	v1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -114,7 +115,17 @@ type DiscoverRequest struct {
 	// requests show them and auto-approval rules match on them.
 	Labels []*Label `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
 	// What the device says of its hardware, shown in its enrollment request.
-	Hardware      *HardwareSummary `protobuf:"bytes,9,opt,name=hardware,proto3" json:"hardware,omitempty"`
+	Hardware *HardwareSummary `protobuf:"bytes,9,opt,name=hardware,proto3" json:"hardware,omitempty"`
+	// The firmware's Secure Boot state as the micro-OS read it (EFI variables
+	// SecureBoot and SetupMode), the same reading GetWorkflowRequest carries.
+	// The host records it (secureBootState); a host whose instance is known
+	// and asks for SECURITY_FEATURE_SECURE_BOOT_AND_FULL_DISK_ENCRYPTION on a
+	// node without Secure Boot enforced (or none on a node with it) is
+	// flagged here already ("SecureBoot status mismatch"), as the original's
+	// onboarding does (not for a device that runs its OS already, which is
+	// not provisioned). Agents older than the field send
+	// SECURE_BOOT_STATE_UNSPECIFIED.
+	SecureBoot    v1.SecureBootState `protobuf:"varint,10,opt,name=secure_boot,json=secureBoot,proto3,enum=eim.provisioning.v1.SecureBootState" json:"secure_boot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -210,6 +221,13 @@ func (x *DiscoverRequest) GetHardware() *HardwareSummary {
 		return x.Hardware
 	}
 	return nil
+}
+
+func (x *DiscoverRequest) GetSecureBoot() v1.SecureBootState {
+	if x != nil {
+		return x.SecureBoot
+	}
+	return v1.SecureBootState(0)
 }
 
 type Label struct {
@@ -533,7 +551,7 @@ var File_eim_onboarding_v1_onboarding_proto protoreflect.FileDescriptor
 
 const file_eim_onboarding_v1_onboarding_proto_rawDesc = "" +
 	"\n" +
-	"\"eim/onboarding/v1/onboarding.proto\x12\x11eim.onboarding.v1\"\xfe\x02\n" +
+	"\"eim/onboarding/v1/onboarding.proto\x12\x11eim.onboarding.v1\x1a&eim/provisioning/v1/provisioning.proto\"\xc5\x03\n" +
 	"\x0fDiscoverRequest\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x16\n" +
 	"\x06serial\x18\x02 \x01(\tR\x06serial\x12C\n" +
@@ -545,7 +563,10 @@ const file_eim_onboarding_v1_onboarding_proto_rawDesc = "" +
 	"\x10enrollment_token\x18\x06 \x01(\tR\x0fenrollmentToken\x12\x1c\n" +
 	"\tinstalled\x18\a \x01(\bR\tinstalled\x120\n" +
 	"\x06labels\x18\b \x03(\v2\x18.eim.onboarding.v1.LabelR\x06labels\x12>\n" +
-	"\bhardware\x18\t \x01(\v2\".eim.onboarding.v1.HardwareSummaryR\bhardware\"/\n" +
+	"\bhardware\x18\t \x01(\v2\".eim.onboarding.v1.HardwareSummaryR\bhardware\x12E\n" +
+	"\vsecure_boot\x18\n" +
+	" \x01(\x0e2$.eim.provisioning.v1.SecureBootStateR\n" +
+	"secureBoot\"/\n" +
 	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"\xc5\x01\n" +
@@ -600,19 +621,21 @@ var file_eim_onboarding_v1_onboarding_proto_goTypes = []any{
 	(*HardwareSummary)(nil),      // 3: eim.onboarding.v1.HardwareSummary
 	(*NetworkInterface)(nil),     // 4: eim.onboarding.v1.NetworkInterface
 	(*DiscoverResponse)(nil),     // 5: eim.onboarding.v1.DiscoverResponse
+	(v1.SecureBootState)(0),      // 6: eim.provisioning.v1.SecureBootState
 }
 var file_eim_onboarding_v1_onboarding_proto_depIdxs = []int32{
 	4, // 0: eim.onboarding.v1.DiscoverRequest.interfaces:type_name -> eim.onboarding.v1.NetworkInterface
 	2, // 1: eim.onboarding.v1.DiscoverRequest.labels:type_name -> eim.onboarding.v1.Label
 	3, // 2: eim.onboarding.v1.DiscoverRequest.hardware:type_name -> eim.onboarding.v1.HardwareSummary
-	0, // 3: eim.onboarding.v1.DiscoverResponse.status:type_name -> eim.onboarding.v1.DiscoverResponse.Status
-	1, // 4: eim.onboarding.v1.OnboardingService.Discover:input_type -> eim.onboarding.v1.DiscoverRequest
-	5, // 5: eim.onboarding.v1.OnboardingService.Discover:output_type -> eim.onboarding.v1.DiscoverResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 3: eim.onboarding.v1.DiscoverRequest.secure_boot:type_name -> eim.provisioning.v1.SecureBootState
+	0, // 4: eim.onboarding.v1.DiscoverResponse.status:type_name -> eim.onboarding.v1.DiscoverResponse.Status
+	1, // 5: eim.onboarding.v1.OnboardingService.Discover:input_type -> eim.onboarding.v1.DiscoverRequest
+	5, // 6: eim.onboarding.v1.OnboardingService.Discover:output_type -> eim.onboarding.v1.DiscoverResponse
+	6, // [6:7] is the sub-list for method output_type
+	5, // [5:6] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_eim_onboarding_v1_onboarding_proto_init() }

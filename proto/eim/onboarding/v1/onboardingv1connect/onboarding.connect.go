@@ -52,7 +52,9 @@ type OnboardingServiceClient interface {
 	//	STATUS_DENIED: the enrollment lobby, docs/enrollment.md)
 	//	PERMISSION_DENIED   the enrollment token is wrong: log, retry with back-off
 	//	INVALID_ARGUMENT    bad identity, or UUID and serial match different hosts, or a duplicate: log, retry with back-off
-	//	FAILED_PRECONDITION the host is untrusted, being deleted, or already running its OS: log, retry with back-off
+	//	FAILED_PRECONDITION the host is untrusted, being deleted, or already running its OS, or its
+	//	                    instance asks for another Secure Boot state than the device booted with
+	//	                    ("SecureBoot status mismatch: …"): log, retry with back-off
 	//	UNAVAILABLE         transient: retry soon
 	Discover(context.Context, *connect.Request[v1.DiscoverRequest]) (*connect.Response[v1.DiscoverResponse], error)
 }
@@ -99,7 +101,9 @@ type OnboardingServiceHandler interface {
 	//	STATUS_DENIED: the enrollment lobby, docs/enrollment.md)
 	//	PERMISSION_DENIED   the enrollment token is wrong: log, retry with back-off
 	//	INVALID_ARGUMENT    bad identity, or UUID and serial match different hosts, or a duplicate: log, retry with back-off
-	//	FAILED_PRECONDITION the host is untrusted, being deleted, or already running its OS: log, retry with back-off
+	//	FAILED_PRECONDITION the host is untrusted, being deleted, or already running its OS, or its
+	//	                    instance asks for another Secure Boot state than the device booted with
+	//	                    ("SecureBoot status mismatch: …"): log, retry with back-off
 	//	UNAVAILABLE         transient: retry soon
 	Discover(context.Context, *connect.Request[v1.DiscoverRequest]) (*connect.Response[v1.DiscoverResponse], error)
 }
