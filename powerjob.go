@@ -134,8 +134,10 @@ type PowerJob struct {
 // for ttl, only while holder still holds it and it has not ended:
 // ECONFLICT otherwise (the lease was lost, or the job was cancelled); a
 // job that ends, or is claimed again, is no longer queued. CountQueuedPowerJobs counts the
-// project's RUNNING jobs under a live lease queued for key since before
-// before: the jobs of every process that wait ahead of one.
+// project's RUNNING jobs under a live lease queued for key ahead of job
+// id, queued since since: since earlier, or in the same millisecond with
+// a smaller ID (id "": all queued before since). They are the jobs of
+// every process that wait ahead of one.
 type PowerJobStore interface {
 	CreatePowerJob(ctx context.Context, j *PowerJob) error
 	RequestPowerJob(ctx context.Context, r PowerJobRequest) (created bool, err error)
@@ -144,7 +146,7 @@ type PowerJobStore interface {
 	CancelPowerJob(ctx context.Context, project, hostID, id, reason string) (*PowerJob, error)
 	ClaimPowerJob(ctx context.Context, holder string, ttl time.Duration) (*PowerJob, error)
 	SavePowerJob(ctx context.Context, j *PowerJob, ttl time.Duration) error
-	CountQueuedPowerJobs(ctx context.Context, project, key string, before Time) (int, error)
+	CountQueuedPowerJobs(ctx context.Context, project, key string, since Time, id string) (int, error)
 }
 
 // PowerJobRequest is a power request written in one transaction by

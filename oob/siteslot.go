@@ -29,11 +29,11 @@ import (
 // deadline: the deadline moves on by it, and the waiting step shows its
 // place ("waiting for a site slot: N ahead"). A waiting job's row says
 // which site's slots it waits for and since when (PowerJob.QueuedFor),
-// so N counts every process's: the first of a process's queue counts
-// the jobs of the deployment waiting for the site since before it (one
-// indexed read), when it becomes first and then at most once per
-// SiteWindow; a job behind it adds the process's jobs before it. The jobs of other processes that began
-// waiting after the process's first are not counted.
+// so N counts every process's jobs: each waiting job counts the jobs of
+// the deployment that wait for the site since before it (one indexed
+// read, at most once per SiteWindow; a process has at most Workers jobs
+// waiting), and until its first count, or when its own process's queue
+// says more, its place in that queue. The row is saved when N changes.
 
 // slot is a power-on slot of a site that a job holds: the store's lease
 // name, held by holder.
@@ -49,14 +49,10 @@ type slotQueues struct {
 }
 
 // slotQueue is one site's: the waiting jobs, first first, and for each
-// slot when it is worth trying its lease again; before is how many jobs
-// of the deployment waited for the site before the first (as counted
-// last, at counted).
+// slot when it is worth trying its lease again.
 type slotQueue struct {
 	waiting []*slotWaiter
 	next    []time.Time
-	before  int
-	counted time.Time
 }
 
 // slotWaiter is a job in a queue; first is closed when it becomes first.
@@ -94,7 +90,6 @@ func (q *slotQueues) leave(key string, w *slotWaiter) {
 	sq.waiting = slices.Delete(sq.waiting, i, i+1)
 	if i == 0 && len(sq.waiting) > 0 {
 		close(sq.waiting[0].first)
-		sq.counted = time.Time{} // the new first counts at its next try
 	}
 	if len(sq.waiting) == 0 {
 		now := time.Now()
@@ -104,35 +99,11 @@ func (q *slotQueues) leave(key string, w *slotWaiter) {
 	}
 }
 
-// ahead is how many jobs wait before w: the deployment's before the
-// process's first, and the process's.
+// ahead is how many of the process's jobs wait before w.
 func (q *slotQueues) ahead(key string, w *slotWaiter) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	sq := q.sites[key]
-	return sq.before + max(slices.Index(sq.waiting, w), 0)
-}
-
-// countDue reports whether the first of key's queue should count the
-// deployment's jobs before it now (once it is first, then at most once
-// per every), and notes it.
-func (q *slotQueues) countDue(key string, every time.Duration) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	sq := q.sites[key]
-	if now := time.Now(); sq.counted.IsZero() || now.Sub(sq.counted) >= every {
-		sq.counted = now
-		return true
-	}
-	return false
-}
-
-// counted records how many jobs of the deployment wait before key's
-// first.
-func (q *slotQueues) counted(key string, n int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.sites[key].before = n
+	return max(slices.Index(q.sites[key].waiting, w), 0)
 }
 
 // due returns the slots worth trying now, and when the next of the others
@@ -210,7 +181,9 @@ func (s *Service) siteSlot(ctx context.Context, r *run, send int) (*slot, error)
 	defer s.slots.leave(key, w)
 	st := &r.j.Steps[r.j.Step]
 	defer func() { st.Queued, r.j.QueuedFor, r.j.QueuedSince = "", "", eim.Time{} }()
-	var since time.Time // queued since (zero: not waiting yet)
+	var since time.Time     // queued since (zero: not waiting yet)
+	var countedAt time.Time // when the deployment's jobs ahead were counted
+	before := 0             // how many there were then
 	for {
 		var next time.Time
 		first := w.first // nil once this job is first: then only the timer wakes it
@@ -229,19 +202,22 @@ func (s *Service) siteSlot(ctx context.Context, r *run, send int) (*slot, error)
 				return sl, nil
 			}
 			next = at
-			if !since.IsZero() && s.slots.countDue(key, s.o.SiteWindow) {
-				// Waiting, and recorded so: the other processes' jobs
-				// that wait longer.
-				if n, err := s.o.Store.CountQueuedPowerJobs(ctx, r.j.Project, key, r.j.QueuedSince); err == nil {
-					s.slots.counted(key, n)
-				} else if ctx.Err() == nil {
-					r.log.Info("jobs waiting for the site's slots not counted", "site", r.site, "err", err)
-				}
-			}
 		default:
 		}
-		ahead := s.slots.ahead(key, w)
-		st.Queued = fmt.Sprintf("waiting for a site slot: %d ahead (%d power-ons per %s at site %s)", ahead, s.o.SiteLimit, s.o.SiteWindow, orNone(r.site))
+		if !since.IsZero() && time.Since(countedAt) >= s.o.SiteWindow {
+			// Waiting, and recorded so: every process's jobs that wait
+			// longer.
+			countedAt = time.Now()
+			if n, err := s.o.Store.CountQueuedPowerJobs(ctx, r.j.Project, key, r.j.QueuedSince, r.j.ID); err == nil {
+				before = n
+			} else if ctx.Err() == nil {
+				r.log.Info("jobs waiting for the site's slots not counted", "site", r.site, "err", err)
+			}
+		}
+		ahead := max(before, s.slots.ahead(key, w))
+		queued := fmt.Sprintf("waiting for a site slot: %d ahead (%d power-ons per %s at site %s)", ahead, s.o.SiteLimit, s.o.SiteWindow, orNone(r.site))
+		moved := queued != st.Queued
+		st.Queued = queued
 		if since.IsZero() {
 			since = time.Now()
 			r.j.QueuedFor, r.j.QueuedSince = key, eim.NewTime(since)
@@ -251,7 +227,11 @@ func (s *Service) siteSlot(ctx context.Context, r *run, send int) (*slot, error)
 			}
 		} else {
 			since = r.queued(since)
-			if err := r.renew(ctx); err != nil {
+			save := r.renew
+			if moved {
+				save = r.save
+			}
+			if err := save(ctx); err != nil {
 				return nil, err
 			}
 		}

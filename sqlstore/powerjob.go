@@ -412,7 +412,7 @@ func (s *Store) SavePowerJob(ctx context.Context, j *eim.PowerJob, ttl time.Dura
 
 // CountQueuedPowerJobs implements eim.PowerJobStore: a read of the
 // queued index, the leases judged on the database's clock on PostgreSQL.
-func (s *Store) CountQueuedPowerJobs(ctx context.Context, project, key string, before eim.Time) (int, error) {
+func (s *Store) CountQueuedPowerJobs(ctx context.Context, project, key string, since eim.Time, id string) (int, error) {
 	if key == "" {
 		return 0, eim.Errorf(eim.EINVALID, "count queued power jobs: key required")
 	}
@@ -420,9 +420,10 @@ func (s *Store) CountQueuedPowerJobs(ctx context.Context, project, key string, b
 	if s.d.pg {
 		live, args = pgNow, nil
 	}
-	q := "SELECT count(*) FROM power_jobs WHERE project = ? AND queued_for = ? AND queued_since > 0 AND queued_since < ?" +
-		" AND state = 'RUNNING' AND lease_until >= " + live
-	args = append([]any{project, key, before.UnixMilli()}, args...)
+	q := "SELECT count(*) FROM power_jobs WHERE project = ? AND queued_for = ? AND queued_since > 0 AND queued_since <= ?" +
+		" AND (queued_since < ? OR id < ?) AND state = 'RUNNING' AND lease_until >= " + live
+	ms := since.UnixMilli()
+	args = append([]any{project, key, ms, ms, id}, args...)
 	var n int
 	if err := s.rdb.QueryRowContext(ctx, s.d.rebind(q), args...).Scan(&n); err != nil {
 		return 0, s.d.translate(fmt.Errorf("count queued power jobs: %w", err), nil)

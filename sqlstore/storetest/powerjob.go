@@ -174,13 +174,14 @@ func testPowerJobLeases(t *testing.T, s eim.Store) {
 
 // testPowerJobQueue checks the record of jobs waiting for a site's slots:
 // saved and read back with the job, counted per key among the project's
-// RUNNING jobs under a live lease queued before a time, and no longer
+// RUNNING jobs under a live lease queued before a time (ties broken by
+// ID), and no longer
 // queued once ended or claimed again.
 func testPowerJobQueue(t *testing.T, s eim.Store) {
 	c := ctx(t)
 	p := project(t, s)
 	var jobs []*eim.PowerJob
-	for _, name := range []string{"q1", "q2", "q3"} {
+	for _, name := range []string{"q1", "q2", "q3", "q4"} {
 		h := create(t, s, p, &eim.Host{Name: name}).(*eim.Host).ResourceID
 		j := newJob(p, h, eim.PowerStateOn)
 		if err := s.CreatePowerJob(c, j); err != nil {
@@ -205,19 +206,38 @@ func testPowerJobQueue(t *testing.T, s eim.Store) {
 	queue(jobs[2], "site-2", t0, time.Hour)
 	count := func(key string, before time.Time, want int) {
 		t.Helper()
-		n, err := s.CountQueuedPowerJobs(c, p, key, eim.NewTime(before))
+		n, err := s.CountQueuedPowerJobs(c, p, key, eim.NewTime(before), "")
 		if err != nil || n != want {
 			t.Fatalf("CountQueuedPowerJobs(%s, before %s): got %d, %v; want %d", key, before.Sub(t0), n, err, want)
 		}
 	}
+	queue(jobs[3], "site-1", t0.Add(time.Second), time.Hour) // in the same millisecond as jobs[1]
 	count("site-1", t0, 0)
 	count("site-1", t0.Add(time.Second), 1)
-	count("site-1", t0.Add(2*time.Second), 2)
+	count("site-1", t0.Add(2*time.Second), 3)
 	count("site-2", time.Now(), 1)
-	if n, err := s.CountQueuedPowerJobs(c, "no-such-project", "site-1", eim.NewTime(time.Now())); err != nil || n != 0 {
+	// Two jobs queued in one millisecond: the smaller ID is ahead.
+	first, second := jobs[1], jobs[3]
+	if second.ID < first.ID {
+		first, second = second, first
+	}
+	for _, w := range []struct {
+		j    *eim.PowerJob
+		want int
+	}{{first, 1}, {second, 2}} {
+		if n, err := s.CountQueuedPowerJobs(c, p, "site-1", w.j.QueuedSince, w.j.ID); err != nil || n != w.want {
+			t.Fatalf("CountQueuedPowerJobs ahead of %s: got %d, %v; want %d", w.j.ID, n, err, w.want)
+		}
+	}
+	jobs[3].State, jobs[3].EndedAt = eim.PowerJobSucceeded, eim.NewTime(time.Now())
+	if err := s.SavePowerJob(c, jobs[3], time.Hour); err != nil {
+		t.Fatalf("SavePowerJob SUCCEEDED: %v", err)
+	}
+	count("site-1", t0.Add(2*time.Second), 2)
+	if n, err := s.CountQueuedPowerJobs(c, "no-such-project", "site-1", eim.NewTime(time.Now()), ""); err != nil || n != 0 {
 		t.Fatalf("another project's count: got %d, %v; want 0", n, err)
 	}
-	_, err := s.CountQueuedPowerJobs(c, p, "", eim.NewTime(time.Now()))
+	_, err := s.CountQueuedPowerJobs(c, p, "", eim.NewTime(time.Now()), "")
 	wantCode(t, err, eim.EINVALID)
 	got, err := s.GetPowerJob(c, p, "", jobs[1].ID)
 	if err != nil || got.QueuedFor != "site-1" || got.QueuedSince.UnixMilli() != t0.Add(time.Second).UnixMilli() {
@@ -235,7 +255,7 @@ func testPowerJobQueue(t *testing.T, s eim.Store) {
 	queue(jobs[1], "site-1", t0.Add(time.Second), time.Millisecond)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n, err := s.CountQueuedPowerJobs(c, p, "site-1", eim.NewTime(time.Now()))
+		n, err := s.CountQueuedPowerJobs(c, p, "site-1", eim.NewTime(time.Now()), "")
 		if err != nil {
 			t.Fatal(err)
 		}
