@@ -30,6 +30,7 @@ import (
 	"github.com/eimhq/eim/feed"
 	"github.com/eimhq/eim/feedcache"
 	"github.com/eimhq/eim/hostview"
+	"github.com/eimhq/eim/internal/intern"
 	maintenancev1 "github.com/eimhq/eim/proto/eim/maintenance/v1"
 	"github.com/eimhq/eim/proto/eim/maintenance/v1/maintenancev1connect"
 	"github.com/eimhq/eim/southbound"
@@ -88,10 +89,10 @@ var _ maintenancev1connect.MaintenanceServiceHandler = (*Service)(nil)
 // its instance's facts. Guarded by Service.mu, but gen is read without
 // it (memo).
 type hostState struct {
-	project string
 	gen     atomic.Uint64 // bumped when the host's instance changed or the host went
-	known   bool          // inst holds the host's instance (or none)
 	inst    instFacts
+	project string // one copy for the process (shared)
+	known   bool   // inst holds the host's instance (or none)
 }
 
 // memo is a host's plan, kept on its host view: computed from the host's
@@ -105,8 +106,50 @@ type memo struct {
 	version string
 }
 
-// instFacts are the facts of a host's instance; zero: none.
-type instFacts struct{ InstanceID, OSID, Policy string }
+// instFacts are the facts of a host's instance; zero: none. The OS and
+// the policy, which many instances share, are interned: one copy for the
+// process instead of one per host of 100,000 (wide holds them in the
+// rare case the process's table is full).
+type instFacts struct {
+	InstanceID string
+	os, policy intern.Ref
+	wide       *[2]string
+}
+
+// factsOf returns in's facts.
+func factsOf(in *eim.Instance) instFacts {
+	f := instFacts{InstanceID: in.ResourceID}
+	var ok1, ok2 bool
+	f.os, ok1 = intern.Of(in.OSID)
+	f.policy, ok2 = intern.Of(in.OSUpdatePolicyID)
+	if !ok1 || !ok2 {
+		f.os, f.policy, f.wide = 0, 0, &[2]string{in.OSID, in.OSUpdatePolicyID}
+	}
+	return f
+}
+
+func (f instFacts) osID() string {
+	if f.wide != nil {
+		return f.wide[0]
+	}
+	return f.os.String()
+}
+
+func (f instFacts) policyID() string {
+	if f.wide != nil {
+		return f.wide[1]
+	}
+	return f.policy.String()
+}
+
+// shared returns s, or the process's copy of it when it has one (see
+// package intern).
+func shared(s string) string {
+	if r, ok := intern.Of(s); ok {
+		return r.String()
+	}
+	return s
+}
 
 // New returns a Service.
 func New(opts Options) *Service {
@@ -263,7 +306,7 @@ func (s *Service) Plan(ctx context.Context, project, hostID string) (*maintenanc
 	if err != nil {
 		return nil, "", err
 	}
-	p, v := tree.Plan(Facts{HostID: hostID, SiteID: h.SiteID(), InstanceID: inst.InstanceID, OSID: inst.OSID, Policy: inst.Policy})
+	p, v := tree.Plan(Facts{HostID: hostID, SiteID: h.SiteID(), InstanceID: inst.InstanceID, OSID: inst.osID(), Policy: inst.policyID()})
 	s.mu.Lock()
 	if s.trees.Current(project, treeGen) && s.insts[hostID] == hs && hs.gen.Load() == instGen && hs.known {
 		h.SetMemo(s.slot, &memo{hs: hs, instGen: instGen, treeGen: treeGen, plan: p, version: v})
@@ -305,7 +348,7 @@ func (s *Service) scanInstances(ctx context.Context, project string) (bool, erro
 	err := feedcache.Each(ctx, s.store, project, eim.KindInstance, 2000, func(r eim.Resource) {
 		in := r.(*eim.Instance)
 		if _, ok := byHost[in.HostID]; !ok {
-			byHost[in.HostID] = instFacts{InstanceID: in.ResourceID, OSID: in.OSID, Policy: in.OSUpdatePolicyID}
+			byHost[in.HostID] = factsOf(in)
 		}
 	})
 	if err != nil {
@@ -325,7 +368,7 @@ func (s *Service) scanInstances(ctx context.Context, project string) (bool, erro
 		}
 		hs := s.insts[id]
 		if hs == nil {
-			hs = &hostState{project: project}
+			hs = &hostState{project: shared(project)}
 			s.insts[id] = hs
 		}
 		if hs.known || hs.project != project {
@@ -351,7 +394,7 @@ func (s *Service) instanceOf(ctx context.Context, project, hostID string) (instF
 		return f, hs, gen, nil
 	}
 	if hs == nil || hs.project != project {
-		hs = &hostState{project: project}
+		hs = &hostState{project: shared(project)}
 		s.insts[hostID] = hs
 	}
 	gen := hs.gen.Load()
@@ -361,7 +404,7 @@ func (s *Service) instanceOf(ctx context.Context, project, hostID string) (instF
 	err := s.store.View(ctx, project, func(tx eim.Tx) error {
 		in, err := instanceOf(ctx, tx, hostID)
 		if in != nil {
-			f = instFacts{InstanceID: in.ResourceID, OSID: in.OSID, Policy: in.OSUpdatePolicyID}
+			f = factsOf(in)
 		}
 		return err
 	})

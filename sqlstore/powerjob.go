@@ -155,7 +155,7 @@ func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
 			t.s.work.stmts.Add(1)
-			return t.sqlTx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+			return t.bind(ctx, st).QueryRowContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
 	}

@@ -45,6 +45,26 @@ type tx struct {
 	// added to tables that no event names (the module tables: edge
 	// workload targets, statuses…), for the growth tracking (analyze.go).
 	inserted map[string]int64
+	// bound holds the cached statements bound to sqlTx (SQLite), one per
+	// statement however often t runs it (see bind).
+	bound map[*sql.Stmt]*sql.Stmt
+}
+
+// bind returns st bound to t's transaction. Each Tx.StmtContext makes a
+// statement that lives, with the pool's record of it, until the
+// transaction ends: a transaction that ran one statement 100,000 times
+// (a batch of last-seen times) kept 100,000 of them, and the pool's map
+// of them kept its size afterwards.
+func (t *tx) bind(ctx context.Context, st *sql.Stmt) *sql.Stmt {
+	if b, ok := t.bound[st]; ok {
+		return b
+	}
+	b := t.sqlTx.StmtContext(ctx, st)
+	if t.bound == nil {
+		t.bound = map[*sql.Stmt]*sql.Stmt{}
+	}
+	t.bound[st] = b
+	return b
 }
 
 // cachedKinds are the kinds whose rows a transaction keeps once read: what
@@ -198,7 +218,7 @@ func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
 			t.s.work.stmts.Add(1)
-			res, err := t.sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			res, err := t.bind(ctx, st).ExecContext(ctx, args...)
 			if err == nil && t.s.growth != nil {
 				t.countInserted(q, res)
 			}
@@ -224,7 +244,7 @@ func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
 			t.s.work.stmts.Add(1)
-			return t.sqlTx.StmtContext(ctx, st).QueryContext(ctx, args...)
+			return t.bind(ctx, st).QueryContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
 	}
@@ -245,7 +265,7 @@ func (t *tx) queryBuilt(ctx context.Context, q string, args []any) (*sql.Rows, e
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
 			t.s.work.stmts.Add(1)
-			return t.sqlTx.StmtContext(ctx, st).QueryContext(ctx, args...)
+			return t.bind(ctx, st).QueryContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
 	}
@@ -263,7 +283,7 @@ func (t *tx) queryRowBuilt(ctx context.Context, q string, args []any) *sql.Row {
 		db := t.db()
 		if st := t.s.stmts.get(db, q); st != nil {
 			t.s.work.stmts.Add(1)
-			return t.sqlTx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+			return t.bind(ctx, st).QueryRowContext(ctx, args...)
 		}
 		t.s.stmts.learn(db, q)
 	}

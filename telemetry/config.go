@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/eimhq/eim"
 )
@@ -100,6 +101,13 @@ type Tree struct {
 	hostInstance map[string]string                  // host ID → its instance, for instances profiles target
 	siteRegion   map[string]string
 	regionParent map[string]string
+
+	// memos holds one memo of each configuration version made from this
+	// tree: the hosts that get the same configuration (every host of a
+	// site, most often) share it on the host view instead of a copy
+	// each.
+	mu    sync.Mutex
+	memos map[string]*memo
 }
 
 // NewTree indexes a project's telemetry profiles and groups, its sites and
@@ -158,6 +166,22 @@ func (t *Tree) Reaching(n Node) []*eim.TelemetryProfile {
 
 // Effective returns node n's effective configuration.
 func (t *Tree) Effective(n Node) Config { return Merge(t.Reaching(n), t.groups) }
+
+// shared returns the tree's memo of cfg (version v, the tree at
+// generation gen), made on the first call for v: read only from then on.
+func (t *Tree) shared(cfg Config, v string, gen uint64) *memo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m, ok := t.memos[v]; ok {
+		return m
+	}
+	if t.memos == nil {
+		t.memos = map[string]*memo{}
+	}
+	m := &memo{treeGen: gen, cfg: cfg, version: v}
+	t.memos[v] = m
+	return m
+}
 
 // LoadTree reads a project's tree in tx (a transaction of the project):
 // every telemetry profile and group, site and region, and the instances

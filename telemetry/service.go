@@ -64,7 +64,8 @@ type Service struct {
 }
 
 // memo is a host's configuration, kept on its host view: computed from
-// the host's facts it is kept on, and tree generation treeGen.
+// the host's facts it is kept on, and tree generation treeGen. Hosts with
+// the same configuration share one (Tree.shared); it is never changed.
 type memo struct {
 	treeGen uint64
 	cfg     Config
@@ -134,6 +135,7 @@ func (s *Service) Version(ctx context.Context, project, hostID string) string {
 
 // Config returns host hostID's effective configuration and its version.
 // The host must be in project (ENOTFOUND otherwise).
+// The configuration may be shared with other hosts: it must not be changed.
 func (s *Service) Config(ctx context.Context, project, hostID string) (Config, string, error) {
 	if project == "" {
 		return Config{}, "", eim.Errorf(eim.EINVALID, "project is required")
@@ -153,11 +155,11 @@ func (s *Service) Config(ctx context.Context, project, hostID string) (Config, s
 		return Config{}, "", err
 	}
 	cfg := tree.Effective(Node{HostID: hostID, SiteID: h.SiteID()})
-	v := cfg.Version()
+	m := tree.shared(cfg, cfg.Version(), treeGen)
 	if s.trees.Current(project, treeGen) {
-		h.SetMemo(s.slot, &memo{treeGen: treeGen, cfg: cfg, version: v})
+		h.SetMemo(s.slot, m)
 	}
-	return cfg, v, nil
+	return m.cfg, m.version, nil
 }
 
 // configUncached reads everything afresh: the caches are off.

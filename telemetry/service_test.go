@@ -397,3 +397,51 @@ func BenchmarkVersionCached(b *testing.B) {
 		}
 	})
 }
+
+// TestConfigsShared: the hosts that get one configuration share one copy
+// of it (kept on each host's view), a host with another gets its own.
+func TestConfigsShared(t *testing.T) {
+	engines(t, func(t *testing.T, e *env) {
+		g := e.create(&eim.TelemetryGroup{Type: eim.TelemetryMetrics, Name: "cpu", CollectorKind: "TELEMETRY_COLLECTOR_KIND_HOST", Groups: []string{"cpu"}}).(*eim.TelemetryGroup)
+		var hosts []string
+		for i, interval := range []uint32{30, 30, 60} {
+			// Sites 0 and 1: two sites, one configuration.
+			site := e.create(&eim.Site{Name: fmt.Sprintf("s%d", i)}).(*eim.Site)
+			e.create(&eim.TelemetryProfile{Type: eim.TelemetryMetrics, MetricsGroupID: g.ResourceID, MetricsInterval: interval, TargetSite: site.ResourceID})
+			h := e.create(&eim.Host{Name: "h", UUID: newUUID(), SiteID: site.ResourceID}).(*eim.Host)
+			hosts = append(hosts, h.ResourceID)
+		}
+		e.run()
+		cfgs := make([]telemetry.Config, len(hosts))
+		vs := make([]string, len(hosts))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			// Read until served from the memos (the view and the tree loaded).
+			for i, h := range hosts {
+				cfgs[i], vs[i] = e.config(h)
+			}
+			before := e.store.txs.Load()
+			for i, h := range hosts {
+				cfgs[i], vs[i] = e.config(h)
+			}
+			if e.store.txs.Load() == before {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("configurations not cached")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for i, c := range cfgs {
+			if len(c.Metrics) != 1 {
+				t.Fatalf("host %d: %d metrics groups, want 1", i, len(c.Metrics))
+			}
+		}
+		if vs[0] != vs[1] || &cfgs[0].Metrics[0] != &cfgs[1].Metrics[0] {
+			t.Fatalf("two hosts with one configuration: versions %s %s, groups at %p %p; want one shared copy", vs[0], vs[1], &cfgs[0].Metrics[0], &cfgs[1].Metrics[0])
+		}
+		if vs[2] == vs[0] || &cfgs[2].Metrics[0] == &cfgs[0].Metrics[0] || cfgs[2].Metrics[0].IntervalSeconds != 60 {
+			t.Fatalf("a host with another configuration: version %s (the others' %s), interval %d; want its own", vs[2], vs[0], cfgs[2].Metrics[0].IntervalSeconds)
+		}
+	})
+}
