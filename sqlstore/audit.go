@@ -35,14 +35,14 @@ type pendingAudit struct {
 	kind               eim.Kind
 	op                 eim.Op
 	changes            map[string]eim.Change
-	// raw, when set, is changes encoded already (a create's: see
+	// raw, when not "", is changes encoded already (a create's: see
 	// createChangesJSON), and changes is nil.
-	raw []byte
+	raw string
 }
 
 // changesJSON is the record's changes as stored.
-func (a *pendingAudit) changesJSON() ([]byte, error) {
-	if a.raw != nil {
+func (a *pendingAudit) changesJSON() (string, error) {
+	if a.raw != "" {
 		return a.raw, nil
 	}
 	ch := a.changes
@@ -51,9 +51,9 @@ func (a *pendingAudit) changesJSON() ([]byte, error) {
 	}
 	b, err := json.Marshal(ch)
 	if err != nil {
-		return nil, fmt.Errorf("record audit: %w", err)
+		return "", fmt.Errorf("record audit: %w", err)
 	}
-	return b, nil
+	return string(b), nil
 }
 
 // audited reports whether writes of kind k are recorded: everything but
@@ -133,7 +133,7 @@ type auditedColumn struct {
 	prefix []byte // "name":{"old":null,"new":
 	secret bool   // shown redacted (eim.Secret)
 	// plain: its type has no JSON or text marshaler of its own, so the
-	// JSON of its value follows from its SQL value (appendCreated).
+	// JSON of its value follows from its SQL value (set, writeNew).
 	plain bool
 }
 
@@ -172,101 +172,104 @@ func marshals(t reflect.Type) bool {
 // from the row's values vals (values(r, c.cols)), which the create has
 // made already: a create is the most frequent write, and reading each
 // field again by reflection and encoding it through encoding/json cost
-// it a twentieth of its CPU.
-func createChangesJSON(c *codec, r eim.Resource, vals []any) []byte {
-	b := make([]byte, 0, 512)
-	b = append(b, '{')
+// it a twentieth of its CPU. It is written into a buffer the size of
+// the kind's largest record yet, so that a host's (two kilobytes of
+// defaults) is one allocation.
+func createChangesJSON(c *codec, r eim.Resource, vals []any) string {
+	var b strings.Builder
+	b.Grow(int(c.auditSize.Load()))
+	b.WriteByte('{')
 	for i := range c.audited {
 		ac := &c.audited[i]
-		mark := len(b)
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-		b = append(b, ac.prefix...)
-		var set bool
-		if b, set = ac.appendCreated(b, r, vals[ac.idx]); !set {
-			b = b[:mark]
+		if !ac.set(r, vals[ac.idx]) {
 			continue
 		}
-		b = append(b, '}')
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.Write(ac.prefix)
+		ac.writeNew(&b, r, vals[ac.idx])
+		b.WriteByte('}')
 	}
-	return append(b, '}')
+	b.WriteByte('}')
+	if n := int64(b.Len()); n > c.auditSize.Load() && n <= maxAuditHint {
+		c.auditSize.Store(n)
+	}
+	return b.String()
 }
 
-// appendCreated appends to b the JSON of ac's field of r, v its SQL
-// value, as fieldJSON gives it, and reports whether the field is set
-// (not at its zero: else b is as given).
-func (ac *auditedColumn) appendCreated(b []byte, r eim.Resource, v any) ([]byte, bool) {
-	col := ac.col
+// maxAuditHint bounds the buffer createChangesJSON starts with: a record
+// larger than that (long lists) does not make every later one pay.
+const maxAuditHint = 16 << 10
+
+// set reports whether ac's field of r, v its SQL value, is set (not at
+// its zero): whether a create's record shows it.
+func (ac *auditedColumn) set(r eim.Resource, v any) bool {
 	if !ac.plain {
-		if col.field.Value(r).IsZero() {
-			return b, false
-		}
-		return append(b, fieldJSON(col, r)...), true
+		return !ac.col.field.Value(r).IsZero()
 	}
-	switch col.kind {
+	switch ac.col.kind {
 	case colString, colEdge:
 		s, _ := v.(string) // an edge's "" is nil
-		if s == "" {
-			return b, false
-		}
-		if ac.secret {
-			return append(b, eim.Redacted...), true
-		}
-		return appendJSONString(b, s), true
+		return s != ""
 	case colInt, colUint:
-		n := v.(int64)
-		switch {
-		case n == 0:
-			return b, false
-		case ac.secret:
-			return append(b, eim.Redacted...), true
-		case col.kind == colUint:
-			return strconv.AppendUint(b, uint64(n), 10), true
-		}
-		return strconv.AppendInt(b, n, 10), true
+		return v.(int64) != 0
 	case colBool:
-		if !v.(bool) {
-			return b, false
-		}
-		if ac.secret {
-			return append(b, eim.Redacted...), true
-		}
-		return append(b, "true"...), true
-	case colJSON:
-		// Its SQL value is json.Marshal's text of it, but for the zero
-		// of a slice or map ("[]", "{}"), which is not recorded.
-		if col.field.Value(r).IsZero() {
-			return b, false
-		}
-		if ac.secret {
-			return append(b, eim.Redacted...), true
-		}
-		return append(b, v.(string)...), true
+		return v.(bool)
 	}
-	if col.field.Value(r).IsZero() {
-		return b, false
-	}
-	return append(b, fieldJSON(col, r)...), true
+	// JSON (whose SQL value is "[]" or "{}" for both a nil and an empty
+	// slice or map), and any other kind.
+	return !ac.col.field.Value(r).IsZero()
 }
 
-// appendJSONString appends s as encoding/json encodes a string: as is
+// writeNew writes the JSON of ac's field of r, v its SQL value, as
+// fieldJSON gives it.
+func (ac *auditedColumn) writeNew(b *strings.Builder, r eim.Resource, v any) {
+	switch {
+	case !ac.plain:
+		b.Write(fieldJSON(ac.col, r))
+		return
+	case ac.secret:
+		b.WriteString(eim.Redacted)
+		return
+	}
+	var num [24]byte
+	switch ac.col.kind {
+	case colString, colEdge:
+		writeJSONString(b, v.(string))
+	case colInt:
+		b.Write(strconv.AppendInt(num[:0], v.(int64), 10))
+	case colUint:
+		b.Write(strconv.AppendUint(num[:0], uint64(v.(int64)), 10))
+	case colBool:
+		b.WriteString("true")
+	case colJSON:
+		// A set value's SQL value is json.Marshal's text of it.
+		b.WriteString(v.(string))
+	default:
+		b.Write(fieldJSON(ac.col, r))
+	}
+}
+
+// writeJSONString writes s as encoding/json encodes a string: as is
 // between quotes when it holds only printable ASCII that needs no
 // escaping (names, IDs, states), else through encoding/json itself.
-func appendJSONString(b []byte, s string) []byte {
+func writeJSONString(b *strings.Builder, s string) {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
 			enc, err := json.Marshal(s)
 			if err != nil {
-				return append(b, `"[unencodable]"`...)
+				b.WriteString(`"[unencodable]"`)
+				return
 			}
-			return append(b, enc...)
+			b.Write(enc)
+			return
 		}
 	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
 }
 
 // diffChanges are the fields of cols whose value differs between old (nil:
@@ -383,7 +386,7 @@ func (t *tx) auditArgs(at int64) ([]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		projects[i], principals[i], actions[i], kinds[i], ids[i], changes[i] = a.project, a.actor, string(a.op), string(a.kind), a.id, string(b)
+		projects[i], principals[i], actions[i], kinds[i], ids[i], changes[i] = a.project, a.actor, string(a.op), string(a.kind), a.id, b
 	}
 	return []any{projects, principals, actions, kinds, ids, changes, at}, nil
 }
@@ -456,7 +459,7 @@ func (t *tx) flushAudit(ctx context.Context, at int64) error {
 			if err != nil {
 				return err
 			}
-			vals = append(vals, a.project, seqs[start+i], at, a.actor, string(a.op), string(a.kind), a.id, string(b))
+			vals = append(vals, a.project, seqs[start+i], at, a.actor, string(a.op), string(a.kind), a.id, b)
 		}
 		if _, err := t.exec(ctx, q, vals...); err != nil {
 			return t.s.d.translate(fmt.Errorf("record audit: %w", err), nil)

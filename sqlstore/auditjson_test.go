@@ -34,11 +34,11 @@ func TestCreateChangesJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, want := createChangesJSON(c, r, vals), byMap(c, r)
+		got, want := createChangesJSON(c, r, vals), string(byMap(c, r))
 		if string(got) != string(want) {
 			t.Errorf("%s: got\n%s\nwant\n%s", r.ResourceKind(), got, want)
 		}
-		if !json.Valid(got) {
+		if !json.Valid([]byte(got)) {
 			t.Errorf("%s: not JSON: %s", r.ResourceKind(), got)
 		}
 	}
