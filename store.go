@@ -64,6 +64,10 @@ type Store interface {
 	// hosts a calling device may be, their transactions run by run (nil:
 	// Update), unscoped.
 	DeviceClaims(run TxRunner) DeviceClaims
+	// HostFacts returns the per-host view's reads of the columns it
+	// keeps of hosts and instances, each in a read-only transaction of
+	// view (nil: View).
+	HostFacts(view TxViewer) HostFacts
 
 	// SaveLastSeen records when nodes were last heard from. The host module
 	// keeps liveness in memory and flushes it here in batches, so that a

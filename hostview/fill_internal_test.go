@@ -18,9 +18,10 @@ func TestFillStalePage(t *testing.T) {
 	}
 	defer st.Close()
 	v := New(Options{Store: st})
-	page := []eim.Resource{
-		&eim.Host{Meta: eim.Meta{ResourceID: "host-00000001", Project: "p"}, HostStatus: "old"},
-		&eim.Host{Meta: eim.Meta{ResourceID: "host-00000002", Project: "p"}, HostStatus: "old"},
+	old := eim.StatusValue{Text: "old"}
+	page := []eim.HostRow{
+		{ID: "host-00000001", Project: "p", Status: old},
+		{ID: "host-00000002", Project: "p", Status: old},
 	}
 	held := func(id string) *Host {
 		sh := v.shard(id)
@@ -46,10 +47,10 @@ func TestFillStalePage(t *testing.T) {
 		t.Fatal("a page was refused for an instance's change")
 	}
 	// What the view holds is at least as new as a page.
-	newer := &eim.Host{Meta: eim.Meta{ResourceID: "host-00000003", Project: "p"}, HostStatus: "new"}
-	v.fill(v.changes.Load(), []eim.Resource{newer}, nil)
-	older := &eim.Host{Meta: eim.Meta{ResourceID: "host-00000003", Project: "p"}, HostStatus: "old"}
-	v.fill(v.changes.Load(), []eim.Resource{older}, nil)
+	newer := eim.HostRow{ID: "host-00000003", Project: "p", Status: eim.StatusValue{Text: "new"}}
+	v.fill(v.changes.Load(), []eim.HostRow{newer}, nil)
+	older := eim.HostRow{ID: "host-00000003", Project: "p", Status: old}
+	v.fill(v.changes.Load(), []eim.HostRow{older}, nil)
 	if got := held("host-00000003").HostStatus(); got != "new" {
 		t.Fatalf("a page replaced a held host: %q, want new", got)
 	}

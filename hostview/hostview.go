@@ -12,7 +12,9 @@
 //
 // The feed's handler reads again every changed host (and, with
 // projections, every changed instance) once per batch, and the record
-// it makes is what every reader and projection then uses.
+// it makes is what every reader and projection then uses. Every read of
+// the view — the feed's, a call's, the read ahead — goes through the
+// store's eim.HostFacts: the columns the view keeps, not whole rows.
 //
 // Consistency is node authentication's, the strictest of its readers:
 //
@@ -64,7 +66,6 @@ import (
 
 	"github.com/eimhq/eim"
 	"github.com/eimhq/eim/feed"
-	"github.com/eimhq/eim/feedcache"
 )
 
 // Credentials returns what decides whether the host's node may
@@ -124,6 +125,7 @@ type Options struct {
 // keep nothing until Run follows the feed.
 type View struct {
 	store eim.Store
+	facts eim.HostFacts // the store's reads of the columns the view keeps
 	log   *slog.Logger
 	now   func() time.Time
 	feed  *feed.Runner
@@ -181,7 +183,7 @@ func New(o Options) *View {
 	if o.Store == nil {
 		panic("hostview.New: Store is required")
 	}
-	v := &View{store: o.Store, log: o.Logger, now: o.Now, evict: o.Evict, seed: maphash.MakeSeed(), insts: map[string]string{}, primedC: make(chan struct{})}
+	v := &View{store: o.Store, facts: o.Store.HostFacts(o.Store), log: o.Logger, now: o.Now, evict: o.Evict, seed: maphash.MakeSeed(), insts: map[string]string{}, primedC: make(chan struct{})}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -375,16 +377,16 @@ func notFound(id string) error { return eim.Errorf(eim.ENOTFOUND, "host %s not f
 
 // read reads host id from the store.
 func (v *View) read(ctx context.Context, project, id string) (*Host, error) {
-	var h *Host
-	err := v.store.View(ctx, project, func(tx eim.Tx) error {
-		r, err := tx.Get(ctx, eim.KindHost, id)
-		if err != nil {
-			return err
+	rows, err := v.facts.Hosts(ctx, project, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		if rows[i].ID == id {
+			return factsOf(&rows[i]), nil
 		}
-		h = factsOf(r.(*eim.Host))
-		return nil
-	})
-	return h, err
+	}
+	return nil, notFound(id)
 }
 
 // Stale returns what the view held of host id when the feed was lost,
@@ -452,29 +454,28 @@ func (v *View) prime(ctx context.Context) error {
 	var insts map[string]*Instance // by host ID
 	if full {
 		insts = map[string]*Instance{}
-		err := feedcache.Each(ctx, v.store, "", eim.KindInstance, primePage, func(r eim.Resource) {
-			in := r.(*eim.Instance)
-			insts[in.HostID] = instanceOf(in)
-		})
-		if err != nil {
-			return fmt.Errorf("read the instances ahead: %w", err)
+		for after := ""; ; {
+			page, err := v.facts.InstancesAfter(ctx, after, primePage)
+			if err != nil {
+				return fmt.Errorf("read the instances ahead: %w", err)
+			}
+			for i := range page {
+				insts[page[i].HostID] = instanceOf(&page[i])
+			}
+			if len(page) < primePage {
+				break
+			}
+			after = page[len(page)-1].ID
 		}
 	}
 	after, n, skipped := "", 0, 0
 	for {
-		q := eim.Query{OrderBy: "resourceId", Limit: primePage, NoTotal: true}
-		if after != "" {
-			q.Filter = `resourceId > "` + after + `"`
-		}
-		var page []eim.Resource
+		var page []eim.HostRow
 		kept := false
 		for range primeTries {
 			mark := v.changes.Load()
-			err := v.store.View(ctx, "", func(tx eim.Tx) error {
-				var err error
-				page, _, err = tx.List(ctx, eim.KindHost, q)
-				return err
-			})
+			var err error
+			page, err = v.facts.HostsAfter(ctx, after, primePage)
 			if err != nil {
 				if full {
 					return fmt.Errorf("read the hosts ahead: %w", err)
@@ -497,7 +498,7 @@ func (v *View) prime(ctx context.Context) error {
 		if len(page) < primePage {
 			break
 		}
-		after = page[len(page)-1].Base().ResourceID
+		after = page[len(page)-1].ID
 	}
 	// Each instance on its host's record (there already, but for a host
 	// a call read meanwhile), and its host remembered.
@@ -517,9 +518,9 @@ func (v *View) prime(ctx context.Context) error {
 // and keeps the rest of the page out (those kept before the drop are
 // dropped by it if they changed). Hosts the view holds already are left:
 // they are at least as new.
-func (v *View) fill(mark uint64, page []eim.Resource, insts map[string]*Instance) bool {
-	for _, r := range page {
-		h := factsOf(r.(*eim.Host))
+func (v *View) fill(mark uint64, page []eim.HostRow, insts map[string]*Instance) bool {
+	for i := range page {
+		h := factsOf(&page[i])
 		h.inst = insts[h.ID()]
 		sh := v.shard(h.ID())
 		sh.mu.Lock()
@@ -543,12 +544,12 @@ func (v *View) fill(mark uint64, page []eim.Resource, insts map[string]*Instance
 // fillStale keeps, for the projections, the hosts of a page that could
 // not be read apart from changes: stale, so not served (a call reads its
 // host), and read again by the feed if they changed.
-func (v *View) fillStale(page []eim.Resource, insts map[string]*Instance) {
+func (v *View) fillStale(page []eim.HostRow, insts map[string]*Instance) {
 	if !v.projected() {
 		return
 	}
-	for _, r := range page {
-		h := factsOf(r.(*eim.Host))
+	for i := range page {
+		h := factsOf(&page[i])
 		h.inst = insts[h.ID()]
 		sh := v.shard(h.ID())
 		sh.mu.Lock()
@@ -598,8 +599,8 @@ func (v *View) handle(ctx context.Context, evs []eim.Event) error {
 	return v.refreshInstances(ctx, dedupe(instIDs))
 }
 
-// getManyBatch bounds the IDs of one read of changed rows.
-const getManyBatch = 500
+// readBatch bounds the IDs of one read of changed rows.
+const readBatch = 500
 
 // refreshHosts reads the hosts with the ids again and keeps what it
 // read: served again when nothing of this process changed the host
@@ -629,16 +630,13 @@ func (v *View) refreshHosts(ctx context.Context, ids []string, all bool) error {
 		return nil
 	}
 	found := make(map[string]*Host, len(marks))
-	for chunk := range slices.Chunk(slices.Collect(maps.Keys(marks)), getManyBatch) {
-		err := v.store.View(ctx, "", func(tx eim.Tx) error {
-			rs, err := tx.GetMany(ctx, eim.KindHost, chunk)
-			for _, r := range rs {
-				found[r.Base().ResourceID] = factsOf(r.(*eim.Host))
-			}
-			return err
-		})
+	for chunk := range slices.Chunk(slices.Collect(maps.Keys(marks)), readBatch) {
+		rows, err := v.facts.Hosts(ctx, "", chunk)
 		if err != nil {
 			return fmt.Errorf("read changed hosts: %w", err)
+		}
+		for i := range rows {
+			found[rows[i].ID] = factsOf(&rows[i])
 		}
 	}
 	for id, m := range marks {
@@ -669,17 +667,14 @@ func (v *View) refreshHosts(ctx context.Context, ids []string, all bool) error {
 // refreshInstances reads the instances with the ids again and sets each
 // on its host's record (a new record: see Host).
 func (v *View) refreshInstances(ctx context.Context, ids []string) error {
-	found := make(map[string]*eim.Instance, len(ids))
-	for chunk := range slices.Chunk(ids, getManyBatch) {
-		err := v.store.View(ctx, "", func(tx eim.Tx) error {
-			rs, err := tx.GetMany(ctx, eim.KindInstance, chunk)
-			for _, r := range rs {
-				found[r.Base().ResourceID] = r.(*eim.Instance)
-			}
-			return err
-		})
+	found := make(map[string]*eim.InstanceRow, len(ids))
+	for chunk := range slices.Chunk(ids, readBatch) {
+		rows, err := v.facts.Instances(ctx, chunk)
 		if err != nil {
 			return fmt.Errorf("read changed instances: %w", err)
+		}
+		for i := range rows {
+			found[rows[i].ID] = &rows[i]
 		}
 	}
 	for _, id := range ids {

@@ -263,29 +263,31 @@ func (in *Instance) equal(o *Instance) bool {
 // (nil: none): for tests and tools outside the package, which cannot
 // make a Host otherwise.
 func NewHost(h *eim.Host, in *eim.Instance) *Host {
-	n := factsOf(h)
+	r := eim.HostRowOf(h)
+	n := factsOf(&r)
 	if in != nil {
-		n.inst = instanceOf(in)
+		ir := eim.InstanceRowOf(in)
+		n.inst = instanceOf(&ir)
 	}
 	return n
 }
 
 // factsOf returns what the view keeps of a host row (without its
 // instance).
-func factsOf(r *eim.Host) *Host {
-	own := [nOwn]string{r.ResourceID, r.Name, r.SerialNumber, r.UUID, r.Hostname, r.BootID, r.HardwareDigest, r.NodeSecretHash}
+func factsOf(r *eim.HostRow) *Host {
+	own := [nOwn]string{r.ID, r.Name, r.SerialNumber, r.UUID, r.Hostname, r.BootID, r.HardwareDigest, r.NodeSecretHash}
 	refs := [nRef]string{
 		rProject: r.Project, rSite: r.SiteID,
 		rDesired: string(r.DesiredState), rCurrent: string(r.CurrentState),
-		rHostStatus: r.HostStatus, rHostInd: string(r.HostStatusIndicator),
+		rHostStatus: r.Status.Text, rHostInd: string(r.Status.Indicator),
 		rBmcKind:      string(r.BmcKind),
 		rDesiredPower: string(r.DesiredPowerState), rCurrentPower: string(r.CurrentPowerState),
 		rPowerStatus: r.PowerStatus,
-		rOnbStatus:   r.OnboardingStatus, rOnbInd: string(r.OnboardingStatusIndicator),
-		rRegStatus: r.RegistrationStatus, rRegInd: string(r.RegistrationStatusIndicator),
+		rOnbStatus:   r.Onboarding.Text, rOnbInd: string(r.Onboarding.Indicator),
+		rRegStatus: r.Registration.Text, rRegInd: string(r.Registration.Indicator),
 	}
-	ts := [nTS]uint64{tPower: r.PowerStatusTimestamp, tHost: r.HostStatusTimestamp, tOnb: r.OnboardingStatusTimestamp, tReg: r.RegistrationStatusTimestamp}
-	h := &Host{createdAt: unixMilli(r.Timestamps.CreatedAt), credGen: r.NodeCredGen}
+	ts := [nTS]uint64{tPower: r.PowerStatusTimestamp, tHost: r.Status.Timestamp, tOnb: r.Onboarding.Timestamp, tReg: r.Registration.Timestamp}
+	h := &Host{createdAt: r.CreatedAt, credGen: r.NodeCredGen}
 	if !h.pack(&own, &refs, &ts) {
 		*h = Host{createdAt: h.createdAt, credGen: h.credGen, wide: &wideHost{own: own, refs: refs, ts: ts}}
 	}
@@ -349,14 +351,14 @@ func lowerHex(s string) bool {
 }
 
 // instanceOf returns what the view keeps of an instance row.
-func instanceOf(r *eim.Instance) *Instance {
+func instanceOf(r *eim.InstanceRow) *Instance {
 	refs := [nInstRef]string{
 		irOS: r.OSID, irState: string(r.CurrentState),
-		irProv: r.ProvisioningStatus, irProvInd: string(r.ProvisioningStatusIndicator),
-		irUpd: r.UpdateStatus, irUpdInd: string(r.UpdateStatusIndicator),
+		irProv: r.Provisioning.Text, irProvInd: string(r.Provisioning.Indicator),
+		irUpd: r.Update.Text, irUpdInd: string(r.Update.Indicator),
 	}
-	ts := [nInstTS]uint64{itStatus: r.InstanceStatusTimestamp, itProv: r.ProvisioningStatusTimestamp}
-	in := &Instance{id: r.ResourceID, updAvail: r.OsUpdateAvailable != "", createdAt: unixMilli(r.Timestamps.CreatedAt)}
+	ts := [nInstTS]uint64{itStatus: r.StatusTimestamp, itProv: r.Provisioning.Timestamp}
+	in := &Instance{id: r.ID, updAvail: r.UpdateAvailable, createdAt: r.CreatedAt}
 	fits := true
 	for i, v := range ts {
 		if v > math.MaxUint32 {
@@ -382,11 +384,4 @@ func instanceOf(r *eim.Instance) *Instance {
 // and no memo: a memo was computed from what h was.
 func (h *Host) withInstance(in *Instance) *Host {
 	return &Host{own: h.own, ends: h.ends, refs: h.refs, ts: h.ts, createdAt: h.createdAt, credGen: h.credGen, inst: in, wide: h.wide}
-}
-
-func unixMilli(t eim.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
 }

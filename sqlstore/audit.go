@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,14 +35,14 @@ type pendingAudit struct {
 	kind               eim.Kind
 	op                 eim.Op
 	changes            map[string]eim.Change
-	// raw, when set, is changes encoded already (a create's: see
+	// raw, when not "", is changes encoded already (a create's: see
 	// createChangesJSON), and changes is nil.
-	raw []byte
+	raw string
 }
 
 // changesJSON is the record's changes as stored.
-func (a *pendingAudit) changesJSON() ([]byte, error) {
-	if a.raw != nil {
+func (a *pendingAudit) changesJSON() (string, error) {
+	if a.raw != "" {
 		return a.raw, nil
 	}
 	ch := a.changes
@@ -49,9 +51,9 @@ func (a *pendingAudit) changesJSON() ([]byte, error) {
 	}
 	b, err := json.Marshal(ch)
 	if err != nil {
-		return nil, fmt.Errorf("record audit: %w", err)
+		return "", fmt.Errorf("record audit: %w", err)
 	}
-	return b, nil
+	return string(b), nil
 }
 
 // audited reports whether writes of kind k are recorded: everything but
@@ -73,13 +75,13 @@ func (t *tx) addAudit(ctx context.Context, project string, k eim.Kind, id string
 	t.audits = append(t.audits, pendingAudit{project: project, actor: t.actorOf(ctx), id: id, kind: k, op: op, changes: changes})
 }
 
-// addCreateAudit records the create of r (of codec c) with the fields it
-// sets, encoded at once.
-func (t *tx) addCreateAudit(ctx context.Context, c *codec, project, id string, r eim.Resource) {
+// addCreateAudit records the create of r (of codec c, its columns'
+// values vals) with the fields it sets, encoded at once.
+func (t *tx) addCreateAudit(ctx context.Context, c *codec, project, id string, r eim.Resource, vals []any) {
 	if !audited(c.kind) {
 		return
 	}
-	t.audits = append(t.audits, pendingAudit{project: project, actor: t.actorOf(ctx), id: id, kind: c.kind, op: eim.OpCreated, raw: createChangesJSON(c, r)})
+	t.audits = append(t.audits, pendingAudit{project: project, actor: t.actorOf(ctx), id: id, kind: c.kind, op: eim.OpCreated, raw: createChangesJSON(c, r, vals)})
 }
 
 // auditedField reports whether col is one of the fields an audit record
@@ -127,7 +129,12 @@ func fieldJSON(col *column, r eim.Resource) json.RawMessage {
 // entry in a create's record.
 type auditedColumn struct {
 	col    *column
+	idx    int    // its place in the codec's cols, and in a row's values
 	prefix []byte // "name":{"old":null,"new":
+	secret bool   // shown redacted (eim.Secret)
+	// plain: its type has no JSON or text marshaler of its own, so the
+	// JSON of its value follows from its SQL value (set, writeNew).
+	plain bool
 }
 
 // auditedColumns are the columns of cols an audit record shows, in the
@@ -135,37 +142,134 @@ type auditedColumn struct {
 // records have it).
 func auditedColumns(cols []*column) []auditedColumn {
 	var out []auditedColumn
-	for _, col := range cols {
+	for i, col := range cols {
 		if !auditedField(col) {
 			continue
 		}
 		name, _ := json.Marshal(fieldName(col)) // a string encodes
-		out = append(out, auditedColumn{col: col, prefix: append(name, `:{"old":null,"new":`...)})
+		out = append(out, auditedColumn{col: col, idx: i, prefix: append(name, `:{"old":null,"new":`...),
+			secret: eim.Secret(col.field), plain: !marshals(col.field.Type)})
 	}
 	slices.SortFunc(out, func(a, b auditedColumn) int { return strings.Compare(fieldName(a.col), fieldName(b.col)) })
 	return out
 }
 
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// marshals reports whether encoding/json encodes values of t by a method
+// of t's (or of *t's, to be safe).
+func marshals(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return t.Implements(jsonMarshaler) || p.Implements(jsonMarshaler) || t.Implements(textMarshaler) || p.Implements(textMarshaler)
+}
+
 // createChangesJSON is the changes of a create's record, encoded: the
 // fields it sets (those not at their zero), each from null. It is what
 // json.Marshal of the map of those changes gives, written in one pass
-// (a create is the most frequent write, and the map, the re-encoding
-// and the validation of each value cost it a tenth of its CPU).
-func createChangesJSON(c *codec, r eim.Resource) []byte {
-	b := make([]byte, 0, 512)
-	b = append(b, '{')
-	for _, ac := range c.audited {
-		if ac.col.field.Value(r).IsZero() {
+// from the row's values vals (values(r, c.cols)), which the create has
+// made already: a create is the most frequent write, and reading each
+// field again by reflection and encoding it through encoding/json cost
+// it a twentieth of its CPU. It is written into a buffer the size of
+// the kind's largest record yet, so that a host's (two kilobytes of
+// defaults) is one allocation.
+func createChangesJSON(c *codec, r eim.Resource, vals []any) string {
+	var b strings.Builder
+	b.Grow(int(c.auditSize.Load()))
+	b.WriteByte('{')
+	for i := range c.audited {
+		ac := &c.audited[i]
+		if !ac.set(r, vals[ac.idx]) {
 			continue
 		}
-		if len(b) > 1 {
-			b = append(b, ',')
+		if b.Len() > 1 {
+			b.WriteByte(',')
 		}
-		b = append(b, ac.prefix...)
-		b = append(b, fieldJSON(ac.col, r)...)
-		b = append(b, '}')
+		b.Write(ac.prefix)
+		ac.writeNew(&b, r, vals[ac.idx])
+		b.WriteByte('}')
 	}
-	return append(b, '}')
+	b.WriteByte('}')
+	if n := int64(b.Len()); n > c.auditSize.Load() && n <= maxAuditHint {
+		c.auditSize.Store(n)
+	}
+	return b.String()
+}
+
+// maxAuditHint bounds the buffer createChangesJSON starts with: a record
+// larger than that (long lists) does not make every later one pay.
+const maxAuditHint = 16 << 10
+
+// set reports whether ac's field of r, v its SQL value, is set (not at
+// its zero): whether a create's record shows it.
+func (ac *auditedColumn) set(r eim.Resource, v any) bool {
+	if !ac.plain {
+		return !ac.col.field.Value(r).IsZero()
+	}
+	switch ac.col.kind {
+	case colString, colEdge:
+		s, _ := v.(string) // an edge's "" is nil
+		return s != ""
+	case colInt, colUint:
+		return v.(int64) != 0
+	case colBool:
+		return v.(bool)
+	}
+	// JSON (whose SQL value is "[]" or "{}" for both a nil and an empty
+	// slice or map), and any other kind.
+	return !ac.col.field.Value(r).IsZero()
+}
+
+// writeNew writes the JSON of ac's field of r, v its SQL value, as
+// fieldJSON gives it.
+func (ac *auditedColumn) writeNew(b *strings.Builder, r eim.Resource, v any) {
+	switch {
+	case !ac.plain:
+		b.Write(fieldJSON(ac.col, r))
+		return
+	case ac.secret:
+		b.WriteString(eim.Redacted)
+		return
+	}
+	var num [24]byte
+	switch ac.col.kind {
+	case colString, colEdge:
+		writeJSONString(b, v.(string))
+	case colInt:
+		b.Write(strconv.AppendInt(num[:0], v.(int64), 10))
+	case colUint:
+		b.Write(strconv.AppendUint(num[:0], uint64(v.(int64)), 10))
+	case colBool:
+		b.WriteString("true")
+	case colJSON:
+		// A set value's SQL value is json.Marshal's text of it.
+		b.WriteString(v.(string))
+	default:
+		b.Write(fieldJSON(ac.col, r))
+	}
+}
+
+// writeJSONString writes s as encoding/json encodes a string: as is
+// between quotes when it holds only printable ASCII that needs no
+// escaping (names, IDs, states), else through encoding/json itself.
+func writeJSONString(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			enc, err := json.Marshal(s)
+			if err != nil {
+				b.WriteString(`"[unencodable]"`)
+				return
+			}
+			b.Write(enc)
+			return
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
 }
 
 // diffChanges are the fields of cols whose value differs between old (nil:
@@ -262,15 +366,14 @@ const auditBatch = 400
 // numbered by then.
 
 // auditInsertPG inserts t.auditArgs's records in one statement, its
-// parameters numbered from first, after the common table expressions
-// with (each followed by a comma), if any.
-func auditInsertPG(first int, with string) string {
-	return fmt.Sprintf(`WITH %sa AS (
-  SELECT * FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[]) WITH ORDINALITY AS a(project, principal, action, kind, resource_id, changes, n)
-)
-INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes)
+// parameters numbered from first: a statement of its own, or the body of
+// a common table expression beside the events' (flushPostgres) or a
+// batch's rows and events (insertGroup).
+func auditInsertPG(first int) string {
+	return fmt.Sprintf(`INSERT INTO audit_log (project, at, principal, action, kind, resource_id, changes)
 SELECT a.project, $%d, a.principal, a.action, a.kind, a.resource_id, a.changes::jsonb
-FROM a ORDER BY a.n`, with, first, first+1, first+2, first+3, first+4, first+5, first+6)
+FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[]) WITH ORDINALITY AS a(project, principal, action, kind, resource_id, changes, n)
+ORDER BY a.n`, first+6, first, first+1, first+2, first+3, first+4, first+5)
 }
 
 // auditArgs are the parameters of auditInsertPG.
@@ -283,7 +386,7 @@ func (t *tx) auditArgs(at int64) ([]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		projects[i], principals[i], actions[i], kinds[i], ids[i], changes[i] = a.project, a.actor, string(a.op), string(a.kind), a.id, string(b)
+		projects[i], principals[i], actions[i], kinds[i], ids[i], changes[i] = a.project, a.actor, string(a.op), string(a.kind), a.id, b
 	}
 	return []any{projects, principals, actions, kinds, ids, changes, at}, nil
 }
@@ -336,7 +439,7 @@ func (t *tx) flushAudit(ctx context.Context, at int64) error {
 		if err != nil {
 			return err
 		}
-		if _, err := t.exec(ctx, auditInsertPG(1, ""), args...); err != nil {
+		if _, err := t.exec(ctx, auditInsertPG(1), args...); err != nil {
 			return t.s.d.translate(fmt.Errorf("record audit: %w", err), nil)
 		}
 		t.audits, t.audited = nil, true
@@ -356,7 +459,7 @@ func (t *tx) flushAudit(ctx context.Context, at int64) error {
 			if err != nil {
 				return err
 			}
-			vals = append(vals, a.project, seqs[start+i], at, a.actor, string(a.op), string(a.kind), a.id, string(b))
+			vals = append(vals, a.project, seqs[start+i], at, a.actor, string(a.op), string(a.kind), a.id, b)
 		}
 		if _, err := t.exec(ctx, q, vals...); err != nil {
 			return t.s.d.translate(fmt.Errorf("record audit: %w", err), nil)

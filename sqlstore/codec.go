@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eimhq/eim"
 )
@@ -56,8 +57,10 @@ type codec struct {
 	// referrers are the edges of other kinds that point at this kind.
 	referrers []*referrer
 	// audited are the columns an audit record shows, by their names in
-	// the record's order (see createChangesJSON).
-	audited []auditedColumn
+	// the record's order (see createChangesJSON), and auditSize the
+	// length of the largest create's changes yet (a buffer's first size).
+	audited   []auditedColumn
+	auditSize atomic.Int64
 }
 
 // referrer is a column of another table that references this kind.

@@ -101,7 +101,7 @@ func (t *tx) flushPostgres(ctx context.Context, at int64) error {
 	if len(t.audits) > 0 {
 		// The audit records in the same round trip (audit.go).
 		args := t.eventArgs(at)
-		q := auditInsertPG(len(args)+1, "ev AS ("+eventsInsertPG(1)+"), ")
+		q := "WITH ev AS (" + eventsInsertPG(1) + ")\n" + auditInsertPG(len(args)+1)
 		aargs, err := t.auditArgs(at)
 		if err != nil {
 			return err

@@ -65,14 +65,15 @@ func (t *tx) flushHeld(ctx context.Context) error {
 }
 
 // flushHeldWithEvents is flushHeld followed by the insert of t's events
-// (flushPostgres), the events in the same statement as the last run of
-// creates: the commit of a batch of creates is then one round trip fewer.
+// and audit records (flushPostgres), in the same statement as the last
+// run of creates: the commit of a batch of creates is then one round trip
+// fewer, or, on its own (commitHeld), its only one.
 func (t *tx) flushHeldWithEvents(ctx context.Context, at int64) error {
 	return t.flushHeldThen(ctx, at)
 }
 
 // flushHeldThen writes the held creates; with eventsAt >= 0, also t's
-// events, dated eventsAt, with the last run.
+// events and audit records, dated eventsAt, with the last run.
 func (t *tx) flushHeldThen(ctx context.Context, eventsAt int64) error {
 	if len(t.held) == 0 {
 		return nil
@@ -96,6 +97,21 @@ func (t *tx) flushHeldThen(ctx context.Context, eventsAt int64) error {
 		start = end
 	}
 	return nil
+}
+
+// heldOneStatement reports whether t's held creates are written in one
+// statement (one run of a kind, within maxGroupRows): only then may they
+// be written outside a transaction (commitHeld).
+func (t *tx) heldOneStatement() bool {
+	if len(t.held) > maxGroupRows {
+		return false
+	}
+	for _, h := range t.held[1:] {
+		if h.c != t.held[0].c {
+			return false
+		}
+	}
+	return true
 }
 
 // insertGroup inserts rows of one kind in one statement, and with
@@ -139,10 +155,27 @@ func (t *tx) insertGroup(ctx context.Context, rows []heldCreate, withEvents bool
 	}
 	var n int64
 	if withEvents {
-		q = "WITH created AS (" + q + " RETURNING 1), recorded AS (" + eventsInsertPG(len(args)+1) + " RETURNING 1)\nSELECT count(*) FROM created"
+		q = "WITH created AS (" + q + " RETURNING 1), recorded AS (" + eventsInsertPG(len(args)+1) + " RETURNING 1)"
 		args = append(args, t.eventArgs(at)...)
+		audits := len(t.audits) > 0
+		if audits {
+			// The audit records too (the creates' own, and any other of
+			// the transaction's not yet inserted): a batch of creates is
+			// then one statement, its commit with no BEGIN or COMMIT
+			// around it (commitHeld).
+			aargs, err := t.auditArgs(at)
+			if err != nil {
+				return err
+			}
+			q += ", audited AS (" + auditInsertPG(len(args)+1) + " RETURNING 1)"
+			args = append(args, aargs...)
+		}
+		q += "\nSELECT count(*) FROM created"
 		if err := t.q.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
 			return t.s.d.translate(fmt.Errorf("create %d %ss and record events: %w", len(rows), c.kind, err), nil)
+		}
+		if audits {
+			t.audits, t.audited = nil, true
 		}
 	} else {
 		res, err := t.q.ExecContext(ctx, q, args...)

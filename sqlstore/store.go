@@ -388,9 +388,10 @@ func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool
 		// transaction and SQLite must not commit half of it either.
 		return nil, t.err
 	}
-	if t.lazy && t.sqlTx == nil && len(t.held) > 0 && len(t.audits) == 0 {
-		// Nothing but held creates: one statement writes them and their
-		// events, atomic on its own, with no BEGIN and COMMIT around it.
+	if t.lazy && t.sqlTx == nil && len(t.held) > 0 && t.heldOneStatement() {
+		// Nothing but held creates of one kind: one statement writes
+		// them, their events and their audit records, atomic on its own,
+		// with no BEGIN and COMMIT around it.
 		if err := s.commitHeld(ctx, t); err != nil {
 			return nil, err
 		}
@@ -447,9 +448,10 @@ func (s *Store) runTxOnce(ctx context.Context, project string, write, group bool
 	return func() {}, nil
 }
 
-// commitHeld writes t's held creates and its events, which are theirs, in
-// one statement outside a transaction (t.lazy, none begun): its success is
-// the commit. The refCache is dropped around it as around a commit.
+// commitHeld writes t's held creates with their events and audit
+// records in one statement outside a transaction (t.lazy, none begun):
+// its success is the commit. The refCache is dropped around it as around
+// a commit.
 func (s *Store) commitHeld(ctx context.Context, t *tx) error {
 	if t.private && touchesRefs(t.events) {
 		s.refs.committing(t.events)

@@ -502,14 +502,15 @@ func (t *tx) Create(ctx context.Context, r eim.Resource) error {
 		}
 		t.held = append(t.held, heldCreate{c: c, r: r, vals: vals, generated: generated})
 		t.addEvent(m.Project, k, m.ResourceID, eim.OpCreated)
-		t.addCreateAudit(ctx, c, m.Project, m.ResourceID, r)
+		t.addCreateAudit(ctx, c, m.Project, m.ResourceID, r, vals)
 		return nil
 	}
+	var vals []any
 	for attempt := 0; ; attempt++ {
 		if generated {
 			m.ResourceID = eim.NewID(k)
 		}
-		vals, err := values(r, c.cols)
+		vals, err = values(r, c.cols)
 		if err != nil {
 			return err
 		}
@@ -536,7 +537,7 @@ func (t *tx) Create(ctx context.Context, r eim.Resource) error {
 		}
 	}
 	t.addEvent(m.Project, k, m.ResourceID, eim.OpCreated)
-	t.addCreateAudit(ctx, c, m.Project, m.ResourceID, r)
+	t.addCreateAudit(ctx, c, m.Project, m.ResourceID, r, vals)
 	return nil
 }
 

@@ -194,6 +194,15 @@ func (s *Away) DeviceClaims(run eim.TxRunner) eim.DeviceClaims {
 	return awayClaims{DeviceClaims: s.Store.DeviceClaims(run), s: s}
 }
 
+// HostFacts is the wrapped store's, its reads run through s's View (or
+// view's), so that they fail while the database is away.
+func (s *Away) HostFacts(view eim.TxViewer) eim.HostFacts {
+	if view == nil {
+		view = s
+	}
+	return s.Store.HostFacts(view)
+}
+
 type awayClaims struct {
 	eim.DeviceClaims
 	s *Away

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) eim.Store) {
 		{"HostBeats", testHostBeats},
 		{"NodeReports", testNodeReports},
 		{"DeviceClaims", testDeviceClaims},
+		{"HostFacts", testHostFacts},
 		{"Leases", testLeases},
 		{"Members", testMembers},
 		{"HardwareRoundTrip", testHardwareRoundTrip},
