@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/eimhq/eim/fde/luks2"
+	"github.com/eimhq/eim/fde/systemdtpm2"
 	"github.com/eimhq/eim/fde/tpmseal"
 	provisioningv1 "github.com/eimhq/eim/proto/eim/provisioning/v1"
 )
@@ -21,14 +22,22 @@ import (
 // Full-disk encryption of the installed root (docs/security.md): the
 // encrypt-root action turns the root partition the image holds into a LUKS2
 // volume in place. Keyslot 0 is opened by a random key sealed to the TPM
-// (PCR policy, by default PCR 7: the Secure Boot state), kept in the
-// volume's eim-tpm2 token; keyslot 1 by the recovery key the agent escrowed
-// with EIM first. The installed OS (and later write-file actions) unlock
-// it with UnlockRoot.
+// (PCR policy, by default PCR 7: the Secure Boot state) as
+// systemd-cryptenroll seals it, kept in the volume's systemd-tpm2 token, so
+// that a stock systemd-based initramfs unlocks it as EIM's test OS does;
+// keyslot 1 by the recovery key the agent escrowed with EIM first. The
+// installed test OS (and later write-file actions) unlock it with
+// UnlockRoot.
 
 // TPMTokenType is the type of the LUKS2 token that holds the TPM-sealed key
-// of keyslot 0: its data is the tpmseal blob (which names its PCRs).
-const TPMTokenType = "eim-tpm2"
+// of keyslot 0: systemd's (fde/systemdtpm2).
+const TPMTokenType = systemdtpm2.TokenType
+
+// LegacyTPMTokenType is the token EIM wrote before, on nodes installed
+// then: its data is a v1 tpmseal blob, and the key it unseals is keyslot
+// 0's passphrase as it is. EIM still unlocks such volumes; it no longer
+// writes the token.
+const LegacyTPMTokenType = "eim-tpm2"
 
 // KDFs of the keyslots. Both keys are random, not chosen by a person: the
 // TPM's 256 bits, the recovery key's 160. Stretching adds nothing to a
@@ -182,17 +191,6 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 	}
 	fmt.Fprintf(out, "encrypting %s (%d bytes of file system in a %d-byte partition) with LUKS2, volume %s\n", part, fsSize, size, e.GetVolumeUuid())
 
-	// The TPM's key, sealed before anything is written: a TPM that cannot
-	// seal leaves the disk as the image wrote it.
-	tpmKey := make([]byte, 32)
-	defer clear(tpmKey)
-	if _, err := rand.Read(tpmKey); err != nil {
-		return err
-	}
-	blob, err := tpmseal.Seal(tpm, tpmKey, pcrs)
-	if err != nil {
-		return fmt.Errorf("encrypt root: seal the disk key to the TPM (PCR %s): %w", joinInts(pcrs), err)
-	}
 	// The head of the file system, where the header goes; the rest moves
 	// up by the header's size through the mapping, from the end down, so
 	// nothing is overwritten before it is read.
@@ -200,25 +198,15 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 	if _, err := f.ReadAt(head, 0); err != nil {
 		return fmt.Errorf("encrypt root: read %s: %w", part, err)
 	}
-	vk, err := luks2.NewVolumeKey()
+	vk, err := formatRoot(f, size, tpm, pcrs, e)
 	if err != nil {
 		return err
 	}
 	defer clear(vk)
-	if _, err := luks2.Format(f, size, tpmKey, luks2.Options{KDF: tpmKeyKDF, VolumeKey: vk, Label: e.GetLabel(), UUID: e.GetVolumeUuid()}); err != nil {
-		return fmt.Errorf("encrypt root: %w", err)
-	}
-	slot, err := luks2.AddKeyVolumeKey(f, vk, []byte(e.GetRecoveryKey()), recoveryKeyKDF)
-	if err != nil {
-		return fmt.Errorf("encrypt root: recovery keyslot: %w", err)
-	}
-	if _, err := luks2.AddToken(f, TPMTokenType, []int{0}, blob); err != nil {
-		return fmt.Errorf("encrypt root: %w", err)
-	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("encrypt root: %w", err)
 	}
-	fmt.Fprintf(out, "LUKS2 header written: keyslot 0 sealed to the TPM (PCR %s, token %s), keyslot %d the escrowed recovery key\n", joinInts(pcrs), TPMTokenType, slot)
+	fmt.Fprintf(out, "LUKS2 header written: keyslot 0 sealed to the TPM (PCR %s, token %s), keyslot 1 the escrowed recovery key\n", joinInts(pcrs), TPMTokenType)
 	mapped, err := luks2.Activate(installMapping, part, vk)
 	if err != nil {
 		return fmt.Errorf("encrypt root: %w", err)
@@ -240,6 +228,43 @@ func (m *Machine) encryptRoot(ctx context.Context, e *provisioningv1.EncryptRoot
 	clear(got)
 	fmt.Fprintf(out, "encrypted %d bytes; the key the TPM unseals opens the volume\n", fsSize)
 	return nil
+}
+
+// formatRoot writes the LUKS2 header of the encrypted root on dev (size
+// bytes) and returns its volume key: keyslot 0 opened by a new key sealed
+// to the TPM under pcrs, as systemd-cryptenroll seals it (its passphrase
+// the secret's base64, the sealed object in keyslot 0's systemd-tpm2
+// token), keyslot 1 by the escrowed recovery key. The key is sealed before
+// anything is written: a TPM that cannot seal leaves the disk as the image
+// wrote it.
+func formatRoot(dev luks2.Device, size int64, tpm io.ReadWriter, pcrs []int, e *provisioningv1.EncryptRoot) ([]byte, error) {
+	pass, sealed, err := systemdtpm2.NewKey(tpm, pcrs)
+	if err != nil {
+		return nil, fmt.Errorf("encrypt root: seal the disk key to the TPM (PCR %s): %w", joinInts(pcrs), err)
+	}
+	defer clear(pass)
+	vk, err := luks2.NewVolumeKey()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) ([]byte, error) {
+		clear(vk)
+		return nil, fmt.Errorf("encrypt root: %w", err)
+	}
+	if _, err := luks2.Format(dev, size, pass, luks2.Options{KDF: tpmKeyKDF, VolumeKey: vk, Label: e.GetLabel(), UUID: e.GetVolumeUuid()}); err != nil {
+		return fail(err)
+	}
+	slot, err := luks2.AddKeyVolumeKey(dev, vk, []byte(e.GetRecoveryKey()), recoveryKeyKDF)
+	if err != nil {
+		return fail(fmt.Errorf("recovery keyslot: %w", err))
+	}
+	if slot != 1 {
+		return fail(fmt.Errorf("recovery keyslot: got keyslot %d, want 1", slot))
+	}
+	if _, err := systemdtpm2.AddToken(dev, 0, sealed); err != nil {
+		return fail(err)
+	}
+	return vk, nil
 }
 
 // moveUp writes the file system (head, then what follows it on raw) into
@@ -272,17 +297,24 @@ func moveUp(ctx context.Context, raw *os.File, mapped string, head []byte, fsSiz
 	return mf.Sync()
 }
 
-// unsealKey unseals the key of keyslot 0 from the volume's eim-tpm2 token.
+// unsealKey returns the key of the volume's TPM keyslot, unsealed with the
+// TPM: from its systemd-tpm2 token (the passphrase systemd-cryptsetup
+// would present), or, on a volume installed before EIM wrote those, from
+// its eim-tpm2 token.
 func unsealKey(tpm io.ReadWriter, dev io.ReaderAt) ([]byte, error) {
 	h, err := luks2.ReadHeader(dev)
 	if err != nil {
 		return nil, err
 	}
-	tok, ok := h.Token(TPMTokenType)
-	if !ok || len(tok.Data) == 0 {
-		return nil, fmt.Errorf("the volume has no %s token holding its TPM-sealed key", TPMTokenType)
+	key, err := systemdtpm2.Unlock(tpm, h)
+	if !errors.Is(err, systemdtpm2.ErrNoToken) {
+		return key, err
 	}
-	return tpmseal.Unseal(tpm, tok.Data)
+	tok, ok := h.Token(LegacyTPMTokenType)
+	if !ok || len(tok.Data) == 0 {
+		return nil, fmt.Errorf("the volume has neither a %s nor an %s token holding its TPM-sealed key", TPMTokenType, LegacyTPMTokenType)
+	}
+	return tpmseal.UnsealV1(tpm, tok.Data)
 }
 
 // UnlockRoot opens the encrypted root on dev (a LUKS2 volume encrypt-root

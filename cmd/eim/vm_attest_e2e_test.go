@@ -236,8 +236,8 @@ func attestedVM(t *testing.T, s *day0Server, logDir, bootURL, osID, name string,
 // checkEncryptedDisk checks from outside, with cryptsetup, the disk of an
 // instance of SECURE_BOOT_AND_FULL_DISK_ENCRYPTION after its run: the root
 // partition is LUKS2 with two keyslots (the TPM's, the recovery key's) and
-// the eim-tpm2 token, and the recovery key the API gives an administrator
-// opens it.
+// the systemd-tpm2 token of the TPM's, and the recovery key the API gives
+// an administrator opens it.
 func checkEncryptedDisk(t *testing.T, s *day0Server, disk, instanceID string) {
 	t.Helper()
 	start := time.Now()
@@ -270,7 +270,7 @@ func checkEncryptedDisk(t *testing.T, s *day0Server, disk, instanceID string) {
 		t.Fatalf("eim instance recovery-key %s: got %+v", instanceID, k)
 	}
 	for _, re := range []string{`(?m)^Version:\s+2$`, `(?m)^Label:\s+eim-root$`, `(?m)^UUID:\s+` + regexp.QuoteMeta(k.VolumeUUID) + `$`,
-		`(?m)^\s+0: luks2$`, `(?m)^\s+1: luks2$`, `(?m)^\s+0: eim-tpm2$`, `(?m)^\s+cipher:\s+aes-xts-plain64$`} {
+		`(?m)^\s+0: luks2$`, `(?m)^\s+1: luks2$`, `(?m)^\s+0: systemd-tpm2$`, `(?m)^\s+cipher:\s+aes-xts-plain64$`} {
 		if !regexp.MustCompile(re).MatchString(dump) {
 			t.Errorf("cryptsetup luksDump of the installed root does not match %s:\n%s", re, dump)
 		}

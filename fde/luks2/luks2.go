@@ -22,6 +22,7 @@
 //	RemoveKeyslot(dev Device, slot int) error
 //	Unlock(dev io.ReaderAt, key []byte) (volumeKey []byte, err error)
 //	AddToken(dev Device, typ string, keyslots []int, data []byte) (id int, err error)
+//	AddTokenFields(dev Device, typ string, keyslots []int, fields map[string]any) (id int, err error)
 //	RemoveToken(dev Device, id int) error                 // Header.Tokens, Header.Token(typ)
 //	ReadHeader(dev io.ReaderAt) (*Header, error)
 //	Activate(name, devPath string, volumeKey []byte) (mapperPath string, err error)  // Linux

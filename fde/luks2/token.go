@@ -11,23 +11,31 @@ import (
 
 // Token is a LUKS2 token: metadata in the header that names keyslots and
 // says how to get their key (systemd keeps its TPM2 blobs so). cryptsetup
-// keeps tokens it does not know and shows them in luksDump. This package
-// writes tokens of its own with Data in the field "eim_data" (base64): the
-// disk then carries what opens it, e.g. the tpmseal blob of keyslot 0's
-// key.
+// keeps tokens it does not know and shows them in luksDump. A token is a
+// JSON object with a type, its keyslots and fields of its program's own
+// (systemd's "tpm2-blob", …: AddTokenFields); tokens of EIM's own keep
+// Data in the field "eim_data" (base64: AddToken).
 type Token struct {
 	ID       int
 	Type     string
 	Keyslots []int
-	Data     []byte // nil for a token of another program
+	Data     []byte         // eim_data; nil for a token of another program
+	Fields   map[string]any // every field but type and keyslots, as encoding/json decodes them (numbers are float64)
 }
 
 const tokenDataField = "eim_data"
 
-// AddToken adds a token of type typ (e.g. "eim-tpm2") for keyslots with
-// data to the volume on dev, and returns its ID. It needs no key: tokens
-// are not secret.
+// AddToken adds a token of type typ for keyslots with data (in eim_data)
+// to the volume on dev, and returns its ID. It needs no key: tokens are
+// not secret.
 func AddToken(dev Device, typ string, keyslots []int, data []byte) (int, error) {
+	return AddTokenFields(dev, typ, keyslots, map[string]any{tokenDataField: base64.StdEncoding.EncodeToString(data)})
+}
+
+// AddTokenFields adds a token of type typ (e.g. "systemd-tpm2") for
+// keyslots with fields (JSON values; not "type" nor "keyslots") to the
+// volume on dev, and returns its ID.
+func AddTokenFields(dev Device, typ string, keyslots []int, fields map[string]any) (int, error) {
 	if typ == "" || strings.HasPrefix(typ, "luks2-") || len(typ) > 64 {
 		return 0, fmt.Errorf("luks2: token type %q: want 1 to 64 bytes, not starting luks2- (cryptsetup's own)", typ)
 	}
@@ -56,9 +64,15 @@ func AddToken(dev Device, typ string, keyslots []int, data []byte) (int, error) 
 	if h.meta.Tokens == nil {
 		h.meta.Tokens = map[string]any{}
 	}
-	h.meta.Tokens[strconv.Itoa(id)] = map[string]any{
-		"type": typ, "keyslots": slots, tokenDataField: base64.StdEncoding.EncodeToString(data),
+	obj := map[string]any{}
+	for k, v := range fields {
+		if k == "type" || k == "keyslots" {
+			return 0, fmt.Errorf("luks2: token field %q: set by the token's type and keyslots", k)
+		}
+		obj[k] = v
 	}
+	obj["type"], obj["keyslots"] = typ, slots
+	h.meta.Tokens[strconv.Itoa(id)] = obj
 	h.Seqid++
 	if err := writeHeaders(dev, h, rand.Reader); err != nil {
 		return 0, err
@@ -90,7 +104,12 @@ func (h *Header) parseTokens() error {
 		if !ok {
 			return headerErr(field+".keyslots", "missing or not an array")
 		}
-		t := Token{ID: id, Type: typ}
+		t := Token{ID: id, Type: typ, Fields: map[string]any{}}
+		for k, v := range obj {
+			if k != "type" && k != "keyslots" {
+				t.Fields[k] = v
+			}
+		}
 		for _, k := range list {
 			s, ok := k.(string)
 			n, err := strconv.Atoi(s)

@@ -44,6 +44,28 @@ func TestTokens(t *testing.T) {
 			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
+	// A token with fields of its program's own (as systemd's).
+	id, err = luks2.AddTokenFields(dev, "some-tool", []int{0}, map[string]any{"tool-pcrs": []int{7}, "tool-pin": false, "tool-blob": "AAEC"})
+	if err != nil || id != 1 {
+		t.Fatalf("AddTokenFields: got %d, %v; want 1", id, err)
+	}
+	h, err = luks2.ReadHeader(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok = h.Token("some-tool")
+	if !ok || tok.ID != 1 || tok.Data != nil || len(tok.Fields) != 3 || tok.Fields["tool-blob"] != "AAEC" || tok.Fields["tool-pin"] != false {
+		t.Fatalf("Token with fields: got %+v, %v", tok, ok)
+	}
+	if pcrs, ok := tok.Fields["tool-pcrs"].([]any); !ok || len(pcrs) != 1 || pcrs[0] != float64(7) {
+		t.Fatalf("tool-pcrs: got %#v, want [7]", tok.Fields["tool-pcrs"])
+	}
+	if _, err := luks2.AddTokenFields(dev, "some-tool", []int{0}, map[string]any{"keyslots": []string{"1"}}); err == nil || !strings.Contains(err.Error(), `token field "keyslots"`) {
+		t.Fatalf("AddTokenFields with keyslots: got %v", err)
+	}
+	if err := luks2.RemoveToken(dev, 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := luks2.RemoveToken(dev, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,33 @@ func newTransport(rw io.ReadWriter) transport.TPM { return rwTransport{rw} }
 
 const maxResponse = 64 << 10
 
+// Response codes that ask for the same command again: TPM_RC_RETRY (e.g.
+// the first command on an object without noDA after a disorderly
+// shutdown, while the TPM writes its dictionary-attack state), TPM_RC_YIELDED,
+// TPM_RC_TESTING. The TPM ran nothing, so the same bytes (sessions and all)
+// go again, as tpm2-tss's ESAPI does.
+const (
+	rcRetry   = 0x922
+	rcYielded = 0x908
+	rcTesting = 0x90a
+)
+
 func (t rwTransport) Send(cmd []byte) ([]byte, error) {
+	for try := 0; ; try++ {
+		rsp, err := t.send(cmd)
+		if err != nil || len(rsp) < 10 || try == 20 {
+			return rsp, err
+		}
+		switch binary.BigEndian.Uint32(rsp[6:10]) {
+		case rcRetry, rcYielded, rcTesting:
+			time.Sleep(time.Duration(try+1) * 10 * time.Millisecond)
+			continue
+		}
+		return rsp, nil
+	}
+}
+
+func (t rwTransport) send(cmd []byte) ([]byte, error) {
 	if _, err := t.rw.Write(cmd); err != nil {
 		return nil, fmt.Errorf("tpmseal: send to the TPM: %w", err)
 	}

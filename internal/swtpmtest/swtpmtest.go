@@ -1,15 +1,19 @@
 // Package swtpmtest starts a software TPM 2.0 (Debian's swtpm) for tests
-// of code that talks to a node's TPM: sealing disk keys (fde/tpmseal) and
-// quoting measured boots (attest/tpmquote).
+// of code that talks to a node's TPM: sealing disk keys (fde/tpmseal),
+// quoting measured boots (attest/tpmquote), and systemd's tools unsealing
+// what EIM sealed (through tpm2-tss's swtpm TCTI).
 package swtpmtest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,11 +22,15 @@ import (
 )
 
 // TPM is a running swtpm with its state in a directory, reached over a
-// Unix socket (Conn): the same directory gives the same TPM (its seeds)
-// after a restart, with its PCRs reset.
+// Unix socket (Start) or 127.0.0.1 (StartTCTI) through Conn: the same
+// directory gives the same TPM (its seeds) after a restart, with its PCRs
+// reset.
 type TPM struct {
 	Conn net.Conn
-	cmd  *exec.Cmd
+	dial func() (net.Conn, error)
+	tcti string
+	stop func()
+	once sync.Once
 }
 
 // Start starts swtpm on state directory dir (empty: a new TPM, with new
@@ -31,32 +39,113 @@ type TPM struct {
 // installing it).
 func Start(t testing.TB, dir string) *TPM {
 	t.Helper()
+	needSwtpm(t)
+	sock := filepath.Join(dir, "s")
+	_ = os.Remove(sock)
+	s, err := start(t, dir, []string{"--server", "type=unixio,path=" + sock},
+		func() (net.Conn, error) { return net.Dial("unix", sock) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// StartTCTI starts swtpm on state directory dir as Start does, but
+// listening on 127.0.0.1: TPM commands on a port, its control channel on
+// the next, as the tpm2-tss "swtpm" TCTI expects, so that programs built on
+// tpm2-tss (systemd's) reach it through TCTI(). swtpm serves one
+// connection at a time: Conn is open for Extend, PCRs and Go code; Lend
+// closes it while another program talks to the TPM.
+func StartTCTI(t testing.TB, dir string) *TPM {
+	t.Helper()
+	needSwtpm(t)
+	var errs []error
+	for range 5 {
+		port, err := freePortPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s, err := start(t, dir, []string{
+			"--server", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", port),
+			"--ctrl", fmt.Sprintf("type=tcp,port=%d,bindaddr=127.0.0.1", port+1),
+		}, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+		if err == nil {
+			s.tcti = fmt.Sprintf("swtpm:host=127.0.0.1,port=%d", port)
+			return s
+		}
+		errs = append(errs, err) // another process took the port meanwhile: try others
+	}
+	t.Fatalf("swtpm on 127.0.0.1: %v", errors.Join(errs...))
+	return nil
+}
+
+// freePortPair returns a port p of 127.0.0.1 such that p and p+1 are free
+// now.
+func freePortPair() (int, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1)))
+		l.Close()
+		if err == nil {
+			l2.Close()
+			return p, nil
+		}
+	}
+	return 0, errors.New("no two free consecutive ports on 127.0.0.1")
+}
+
+func needSwtpm(t testing.TB) {
+	t.Helper()
 	if _, err := exec.LookPath("swtpm"); err != nil {
 		if os.Getenv("EIM_REQUIRE_SECUREBOOT") != "" {
 			t.Fatal("swtpm not installed and EIM_REQUIRE_SECUREBOOT is set")
 		}
 		t.Skip("swtpm not installed (Debian's swtpm)")
 	}
-	sock := filepath.Join(dir, "s")
-	_ = os.Remove(sock)
-	cmd := exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+dir,
-		"--server", "type=unixio,path="+sock, "--flags", "not-need-init,startup-clear")
+}
+
+// start runs swtpm on dir with the listening arguments args and connects
+// with dial.
+func start(t testing.TB, dir string, args []string, dial func() (net.Conn, error)) (*TPM, error) {
+	t.Helper()
+	cmd := exec.Command("swtpm", append(append([]string{"socket", "--tpm2", "--tpmstate", "dir=" + dir}, args...),
+		"--flags", "not-need-init,startup-clear")...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s := &TPM{cmd: cmd}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s := &TPM{dial: dial}
+	s.stop = func() {
+		if s.Conn != nil {
+			s.Conn.Close()
+		}
+		_ = cmd.Process.Kill()
+		<-exited
+	}
 	t.Cleanup(s.Stop)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		c, err := net.Dial("unix", sock)
+		c, err := dial()
 		if err == nil {
 			s.Conn = c
-			return s
+			return s, nil
+		}
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("swtpm exited: %s", stderr.String())
+		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("swtpm did not listen on %s in 20 s: %v\n%s", sock, err, stderr.String())
+			s.Stop()
+			return nil, fmt.Errorf("swtpm did not listen in 20 s: %v\n%s", err, stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond) // polling for the socket, with the deadline above
 	}
@@ -64,12 +153,48 @@ func Start(t testing.TB, dir string) *TPM {
 
 // Stop stops swtpm (again: nothing).
 func (s *TPM) Stop() {
-	if s.Conn != nil {
-		s.Conn.Close()
+	s.once.Do(s.stop)
+}
+
+// TCTI is the tpm2-tss TCTI of a TPM StartTCTI started, as systemd takes it
+// (tpm2-device=, --tpm2-device=, $SYSTEMD_TPM2_DEVICE).
+func (s *TPM) TCTI() string { return s.tcti }
+
+// Lend runs f with Conn closed, so that another program can talk to the
+// TPM (swtpm serves one connection at a time), then opens Conn again.
+func (s *TPM) Lend(t testing.TB, f func()) {
+	t.Helper()
+	s.Conn.Close()
+	f()
+	c, err := s.dial()
+	if err != nil {
+		t.Fatalf("swtpm after lending it: %v", err)
 	}
-	if s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
+	s.Conn = c
+	s.flushAll(t)
+}
+
+// flushAll flushes the transient objects and sessions another program
+// left in the TPM, as the kernel's resource manager does when a client
+// goes (swtpm has none).
+func (s *TPM) flushAll(t testing.TB) {
+	t.Helper()
+	tpm := transport.FromReadWriter(s.Conn)
+	for _, first := range []tpm2.TPMHandle{0x80000000, 0x02000000, 0x03000000} { // transient, loaded and saved sessions
+		r, err := tpm2.GetCapability{Capability: tpm2.TPMCapHandles, Property: uint32(first), PropertyCount: 64}.Execute(tpm)
+		if err != nil {
+			t.Fatalf("swtpm: list handles: %v", err)
+		}
+		hs, err := r.CapabilityData.Data.Handles()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs.Handle {
+			if h>>24 != first>>24 {
+				continue
+			}
+			_, _ = tpm2.FlushContext{FlushHandle: h}.Execute(tpm)
+		}
 	}
 }
 

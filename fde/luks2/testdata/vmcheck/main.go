@@ -143,11 +143,11 @@ func checkTPM() error {
 	}
 	defer rw.Close()
 	secret := []byte("the disk's key, sealed to PCR 7")
-	blob, err := tpmseal.Seal(rw, secret, nil)
+	sealed, err := tpmseal.Seal(rw, secret, nil)
 	if err != nil {
 		return err
 	}
-	got, err := tpmseal.Unseal(rw, blob)
+	got, err := tpmseal.Unseal(rw, sealed)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func checkTPM() error {
 		return err
 	}
 	defer f.Close()
-	if got, err = tpmseal.Unseal(f, blob); err != nil || !bytes.Equal(got, secret) {
+	if got, err = tpmseal.Unseal(f, sealed); err != nil || !bytes.Equal(got, secret) {
 		return fmt.Errorf("unseal through os.OpenFile: got %q, %v", got, err)
 	}
 	fmt.Println("VMCHECK tpm sealed and unsealed")
